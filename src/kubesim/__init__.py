@@ -1,0 +1,1 @@
+"""kubesim: a local Kubernetes API server and simulated cluster for development and tests."""

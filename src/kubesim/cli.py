@@ -1,0 +1,60 @@
+"""`kubesim serve --host H --port P --kubeconfig PATH`: run the API server until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from kubesim.sim import KubeSim
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubesim", description="A local Kubernetes API server for development.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the API server until SIGINT/SIGTERM")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    serve.add_argument("--kubeconfig", type=Path, required=True, help="where to write the kubeconfig (bearer token)")
+    serve.add_argument("--token", default=None, help="bearer token (random when omitted)")
+    serve.add_argument("--nodes", type=int, default=0, help="simulated nodes (0 = API server only)")
+    serve.add_argument("--state-dir", type=Path, default=None)
+    serve.add_argument("--watch-window", type=int, default=10_000, help="retained watch events")
+    serve.add_argument("--service-cidr", default="10.96.0.0/12")
+    serve.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (kubectl then sends no token)")
+    serve.add_argument("--faults", default=None, help="fault settings as JSON (see kubesim.faults)")
+    return parser
+
+
+async def serve(args: argparse.Namespace) -> int:
+    faults = json.loads(args.faults) if args.faults else None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with KubeSim(
+        host=args.host, port=args.port, token=args.token, kubeconfig_path=args.kubeconfig, nodes=args.nodes,
+        state_dir=args.state_dir, watch_window=args.watch_window, service_cidr=args.service_cidr, faults=faults,
+        tls=not args.insecure_http,
+    ) as sim:
+        print(sim.url, flush=True)
+        await stop.wait()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        try:
+            return asyncio.run(serve(args))
+        except ValueError as e:
+            print(f"kubesim: {e}", file=sys.stderr)
+            return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""Simulated nodes and cluster controllers (kubesim part 2).
+
+``Cluster`` runs, against kubesim's in-process API client, everything a real cluster would do around a CSI
+driver: nodes with a kubelet each, the scheduler, the external-provisioner, StatefulSet / Deployment /
+generic-ephemeral-volume controllers, Endpoints / EndpointSlice controllers and a load-balancer controller.
+All of it is driven by shared watches; all on-disk state lives under ``state_dir``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from kubesim.errors import ApiError
+
+from .apitypes import Api
+from .context import CSI_NODES, NODES, PODS, WATCHED, Context, Options
+from .csi_client import socket_path_of
+from .deployment import DeploymentController
+from .endpoints import EndpointsController
+from .ephemeral import EphemeralVolumeController
+from .informer import Informer
+from .kubelet import FINALIZER, Kubelet
+from .loadbalancer import LoadBalancerController
+from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
+from .objects import check_dns_subdomain, condition_true, name_of, set_condition
+from .provisioner import Provisioner
+from .scheduler import Scheduler
+from .statefulset import StatefulSetController
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Cluster", "Options"]
+
+NODE_NETWORK = "127.0.1."
+EXTERNAL_NETWORK = "127.0.2."
+
+
+class Cluster:
+    """The simulated cluster. ``await start()`` before use, ``await stop()`` when done.
+
+    Options (keywords): ``node_name_prefix`` ("node"), ``node_external_ips`` (False: give every node an
+    ExternalIP 127.0.2.N), ``node_internal_dns`` (False: give every node InternalDNS ``<name>.kubesim.internal``),
+    ``load_balancer_ips`` (IPs, ``a-b`` ranges or CIDRs; default 127.0.3.1-127.0.3.254),
+    ``load_balancer_hostnames`` (default none), ``mount_backoff`` / ``provision_backoff`` ((initial, max)
+    seconds), ``rpc_timeout``, ``plugin_wait_timeout``.
+    """
+
+    def __init__(self, api: Api, *, state_dir: Path, nodes: int = 0, **options: Any) -> None:
+        if nodes < 0 or nodes > 254:
+            raise ValueError(f"nodes must be between 0 and 254, not {nodes}")
+        for key in ("load_balancer_ips", "load_balancer_hostnames"):
+            if key in options:
+                value = options[key]
+                options[key] = (value,) if isinstance(value, str) else tuple(value)
+        unknown = set(options) - set(Options.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown cluster options: {', '.join(sorted(unknown))}")
+        self.ctx = Context(api=api, state_dir=Path(state_dir), options=Options(**options))
+        self._initial_nodes = nodes
+        self._kubelets: dict[str, Kubelet] = {}
+        self._node_index: dict[str, int] = {}
+        self._started = False
+        self._lock = asyncio.Lock()
+        self.scheduler: Scheduler | None = None
+        self.provisioner: Provisioner | None = None
+        self._controllers: list[Any] = []
+
+    @property
+    def api(self) -> Api:
+        return self.ctx.api
+
+    @property
+    def state_dir(self) -> Path:
+        return self.ctx.state_dir
+
+    @property
+    def nodes(self) -> list[str]:
+        """Names of the nodes this cluster runs (added and not removed)."""
+        return sorted(self._kubelets, key=lambda n: self._node_index[n])
+
+    # --------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self.ctx.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.ctx.state_dir / "kubelet").mkdir(exist_ok=True)
+        for resource in WATCHED:
+            self.ctx.informers[resource] = Informer(self.ctx.api, resource)
+        self.scheduler = Scheduler(self.ctx)
+        self.provisioner = Provisioner(self.ctx)
+        self._controllers = [
+            self.scheduler,
+            self.provisioner,
+            StatefulSetController(self.ctx),
+            DeploymentController(self.ctx),
+            EphemeralVolumeController(self.ctx),
+            EndpointsController(self.ctx),
+            LoadBalancerController(self.ctx),
+        ]
+        self.ctx.informer(PODS).add_handler(self._route_pod_event)
+        for resource in ("persistentvolumeclaims", "persistentvolumes", "csidrivers.storage.k8s.io"):
+            self.ctx.informer(resource).add_handler(self._resync_kubelets)
+        await asyncio.gather(*(informer.start() for informer in self.ctx.informers.values()))
+        for controller in self._controllers:
+            controller.start()
+        self._started = True
+        for _ in range(self._initial_nodes):
+            await self.add_node()
+
+    async def stop(self) -> None:
+        """Stop every component; Kubernetes objects stay as they are (the API server outlives the cluster)."""
+        if not self._started:
+            return
+        self._started = False
+        for kubelet in self._kubelets.values():
+            await kubelet.stop()
+        for controller in self._controllers:
+            await controller.stop()
+        for informer in self.ctx.informers.values():
+            await informer.stop()
+
+    async def __aenter__(self) -> Cluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------- nodes
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise RuntimeError("the cluster is not started")
+
+    def _kubelet(self, node: str) -> Kubelet:
+        kubelet = self._kubelets.get(node)
+        if kubelet is None:
+            raise KeyError(f"no node {node!r} in this cluster")
+        return kubelet
+
+    async def add_node(
+        self,
+        name: str | None = None,
+        *,
+        internal_ip: str | None = None,
+        external_ip: str | None = None,
+        internal_dns: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> str:
+        """Add a Ready node with its kubelet; returns its name. Addresses default to the cluster options."""
+        self._require_started()
+        async with self._lock:
+            index = max(self._node_index.values(), default=0) + 1
+            if index > 254:
+                raise RuntimeError("no node address left in 127.0.1.0/24")
+            name = name or f"{self.ctx.options.node_name_prefix}-{index}"
+            check_dns_subdomain(name, "node name")
+            if name in self._kubelets:
+                raise ValueError(f"node {name!r} already exists")
+            self._node_index[name] = index
+        internal_ip = internal_ip or f"{NODE_NETWORK}{index}"
+        if external_ip is None and self.ctx.options.node_external_ips:
+            external_ip = f"{EXTERNAL_NETWORK}{index}"
+        if internal_dns is None and self.ctx.options.node_internal_dns:
+            internal_dns = f"{name}.kubesim.internal"
+        socket_path_of(str(self.ctx.kubelet_dir(name) / "plugins" / ("x" * 24) / "csi.sock"))
+        try:
+            await create_node(
+                self.ctx.api,
+                name,
+                addresses=node_addresses(name, internal_ip, external_ip, internal_dns),
+                labels=labels,
+            )
+        except BaseException:
+            self._node_index.pop(name, None)
+            raise
+        kubelet = Kubelet(self.ctx, name, internal_ip)
+        self._kubelets[name] = kubelet
+        kubelet.start()
+        return name
+
+    async def remove_node(self, name: str) -> None:
+        """Delete the node: kubelet stops, Node and CSINode go, its Pods are force-deleted (as Pod GC does)."""
+        kubelet = self._kubelet(name)
+        await kubelet.stop()
+        del self._kubelets[name]
+        self._node_index.pop(name, None)
+        for resource in (CSI_NODES, NODES):
+            with contextlib.suppress(ApiError):
+                await self.ctx.api.delete(resource, name)
+        for pod in self.ctx.informer(PODS).items():
+            if pod.get("spec", {}).get("nodeName") != name:
+                continue
+            await self._force_delete_pod(pod)
+
+    async def _force_delete_pod(self, pod: dict[str, Any]) -> None:
+        namespace = pod["metadata"].get("namespace")
+        finalizers = [f for f in pod["metadata"].get("finalizers") or [] if f != FINALIZER]
+        with contextlib.suppress(ApiError):
+            await self.ctx.api.patch(
+                PODS, name_of(pod), {"metadata": {"finalizers": finalizers or None}}, namespace=namespace
+            )
+        with contextlib.suppress(ApiError):
+            await self.ctx.api.delete(PODS, name_of(pod), namespace)
+
+    async def cordon_node(self, name: str) -> None:
+        """Mark the node unschedulable (running Pods stay)."""
+        self._kubelet(name)
+        await set_node_unschedulable(self.ctx.api, name, True)
+
+    async def uncordon_node(self, name: str) -> None:
+        self._kubelet(name)
+        await set_node_unschedulable(self.ctx.api, name, False)
+
+    async def fail_node(self, name: str) -> None:
+        """The node's kubelet stops; the node turns Ready=False and its Pods not ready."""
+        kubelet = self._kubelet(name)
+        await kubelet.stop()
+        await set_node_ready(self.ctx.api, name, False, "kubelet stopped posting node status")
+        for pod in self.ctx.informer(PODS).items():
+            if pod.get("spec", {}).get("nodeName") != name or not condition_true(pod, "Ready"):
+                continue
+            conditions = set_condition(
+                list(pod.get("status", {}).get("conditions") or []), "Ready", "False", "NodeNotReady"
+            )
+            with contextlib.suppress(ApiError):
+                await self.ctx.api.patch(
+                    PODS,
+                    name_of(pod),
+                    {"status": {"conditions": conditions}},
+                    namespace=pod["metadata"].get("namespace"),
+                    subresource="status",
+                )
+
+    async def recover_node(self, name: str) -> None:
+        """Restart a failed node's kubelet; plugins must be registered again, as after a real kubelet restart."""
+        kubelet = self._kubelet(name)
+        if kubelet.running:
+            return
+        await set_node_ready(self.ctx.api, name, True)
+        kubelet.start()
+
+    # -------------------------------------------------------------------- pods
+
+    async def set_pod_ready(self, namespace: str, name: str, ready: bool) -> None:
+        """Flip a running Pod's readiness (as a readiness probe would)."""
+        pod = self.ctx.informer(PODS).get(namespace, name)
+        if pod is None:
+            pod = await self.ctx.api.get(PODS, name, namespace)
+        node = pod.get("spec", {}).get("nodeName")
+        if not node:
+            raise ValueError(f"Pod {namespace}/{name} is not scheduled")
+        self._kubelet(node).set_ready(pod["metadata"]["uid"], (namespace, name), ready)
+
+    def _route_pod_event(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
+        node = pod.get("spec", {}).get("nodeName")
+        kubelet = self._kubelets.get(node) if node else None
+        if kubelet is not None:
+            kubelet.on_pod(event, pod, old)
+
+    def _resync_kubelets(self, event: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for kubelet in self._kubelets.values():
+            kubelet.resync()
+
+    # ----------------------------------------------------------------- plugins
+
+    def kubelet_dir(self, node: str) -> Path:
+        check_dns_subdomain(node, "node name")
+        return self.ctx.kubelet_dir(node)
+
+    def plugin_socket_path(self, node: str, driver: str) -> Path:
+        """``<kubelet_dir>/plugins/<driver>/csi.sock`` (directory created); raises if too long for a socket."""
+        check_dns_subdomain(driver, "CSI driver name")
+        path = self.kubelet_dir(node) / "plugins" / driver / "csi.sock"
+        socket_path_of(str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def register_node_plugin(self, node: str, driver: str, endpoint: str) -> None:
+        """Register a node plugin as node-driver-registrar + kubelet do (waits until the plugin answers)."""
+        self._require_started()
+        await self._kubelet(node).register_plugin(driver, endpoint)
+
+    async def register_controller_plugin(self, driver: str, endpoint: str) -> None:
+        """Attach the external-provisioner to a controller plugin (waits until it answers)."""
+        self._require_started()
+        check_dns_subdomain(driver, "CSI driver name")
+        assert self.provisioner is not None
+        await self.provisioner.register(driver, endpoint)

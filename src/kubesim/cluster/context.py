@@ -1,0 +1,98 @@
+"""What every simulated component shares: the API client, the informers, options and address allocators."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .apitypes import Api
+from .informer import Informer
+
+PODS = "pods"
+NODES = "nodes"
+PVCS = "persistentvolumeclaims"
+PVS = "persistentvolumes"
+SERVICES = "services"
+ENDPOINTS = "endpoints"
+ENDPOINT_SLICES = "endpointslices.discovery.k8s.io"
+STORAGE_CLASSES = "storageclasses.storage.k8s.io"
+CSI_NODES = "csinodes.storage.k8s.io"
+CSI_DRIVERS = "csidrivers.storage.k8s.io"
+STATEFUL_SETS = "statefulsets.apps"
+DEPLOYMENTS = "deployments.apps"
+
+WATCHED = (
+    PODS,
+    NODES,
+    PVCS,
+    PVS,
+    SERVICES,
+    STORAGE_CLASSES,
+    CSI_NODES,
+    CSI_DRIVERS,
+    STATEFUL_SETS,
+    DEPLOYMENTS,
+)
+
+
+@dataclass
+class Options:
+    """Tunables of the simulation (all keyword options of ``Cluster``)."""
+
+    node_name_prefix: str = "node"
+    node_external_ips: bool = False
+    node_internal_dns: bool = False
+    load_balancer_ips: tuple[str, ...] = ("127.0.3.1-127.0.3.254",)
+    load_balancer_hostnames: tuple[str, ...] = ()
+    mount_backoff: tuple[float, float] = (0.05, 5.0)
+    provision_backoff: tuple[float, float] = (0.05, 5.0)
+    rpc_timeout: float = 10.0
+    plugin_wait_timeout: float = 30.0
+
+
+class PodIpAllocator:
+    """Hands out Pod IPs from 127.1.0.0/16 (loopback, distinct from node addresses in 127.0.1.0/24)."""
+
+    def __init__(self) -> None:
+        self._network = ipaddress.IPv4Network("127.1.0.0/16")
+        self._next = 1
+        self._by_uid: dict[str, str] = {}
+        self._free: list[str] = []
+
+    def allocate(self, uid: str) -> str:
+        if uid in self._by_uid:
+            return self._by_uid[uid]
+        if self._free:
+            address = self._free.pop(0)
+        else:
+            if self._next >= self._network.num_addresses - 1:
+                raise RuntimeError("Pod IP range 127.1.0.0/16 is exhausted")
+            address = str(self._network[self._next])
+            self._next += 1
+        self._by_uid[uid] = address
+        return address
+
+    def adopt(self, uid: str, address: str) -> None:
+        """Remember an address already in a Pod's status (so it is not handed out twice)."""
+        self._by_uid.setdefault(uid, address)
+
+    def release(self, uid: str) -> None:
+        address = self._by_uid.pop(uid, None)
+        if address is not None:
+            self._free.append(address)
+
+
+@dataclass
+class Context:
+    api: Api
+    state_dir: Path
+    options: Options
+    informers: dict[str, Informer] = field(default_factory=dict)
+    pod_ips: PodIpAllocator = field(default_factory=PodIpAllocator)
+
+    def informer(self, resource: str) -> Informer:
+        return self.informers[resource]
+
+    def kubelet_dir(self, node: str) -> Path:
+        return self.state_dir / "kubelet" / node

@@ -1,0 +1,180 @@
+"""Deployment controller for simple workloads: Pods owned directly by the Deployment (no ReplicaSets).
+
+Pods are named ``<deployment>-<template hash>-<suffix>`` and labelled ``pod-template-hash``. A template change
+replaces all Pods (like the ``Recreate`` strategy); surplus Pods are removed not-ready first, newest first.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from typing import Any
+
+from kubesim.errors import ApiError
+
+from .context import DEPLOYMENTS, PODS, Context
+from .events import EventRecorder
+from .informer import Key
+from .objects import (
+    Obj,
+    condition_true,
+    controller_of,
+    is_terminating,
+    labels_of,
+    name_of,
+    owner_reference,
+    safe_suffix,
+    set_condition,
+    short_hash,
+    uid_of,
+    without_times,
+)
+from .workqueue import Reconciler
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_HASH_LABEL = "pod-template-hash"
+
+
+class DeploymentController:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.events = EventRecorder(ctx.api, "deployment-controller")
+        self.queue: Reconciler[Key] = Reconciler("deployment", self._reconcile, workers=2)
+        self._created = 0
+        ctx.informer(DEPLOYMENTS).add_handler(self._on_deployment)
+        ctx.informer(PODS).add_handler(self._on_pod)
+
+    def start(self) -> None:
+        self.queue.start()
+        for deployment in self.ctx.informer(DEPLOYMENTS).items():
+            self.queue.add((deployment["metadata"].get("namespace", ""), name_of(deployment)))
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    def _on_deployment(self, event: str, deployment: Obj, old: Obj | None) -> None:
+        if event != "DELETED":
+            self.queue.add((deployment["metadata"].get("namespace", ""), name_of(deployment)))
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        owner = controller_of(pod)
+        if owner and owner.get("kind") == "Deployment":
+            self.queue.add((pod["metadata"].get("namespace", ""), owner.get("name", "")))
+
+    async def _reconcile(self, key: Key) -> None:
+        deployment = self.ctx.informer(DEPLOYMENTS).get(*key)
+        if deployment is None or is_terminating(deployment):
+            return
+        namespace = key[0]
+        spec = deployment.get("spec", {})
+        replicas = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+        template_hash = short_hash(json.dumps(spec.get("template") or {}, sort_keys=True))
+        owned = [
+            p
+            for p in self.ctx.informer(PODS).items(namespace)
+            if (controller_of(p) or {}).get("uid") == uid_of(deployment)
+        ]
+        live = [p for p in owned if not is_terminating(p)]
+        outdated = [p for p in live if labels_of(p).get(TEMPLATE_HASH_LABEL) != template_hash]
+        current = [p for p in live if labels_of(p).get(TEMPLATE_HASH_LABEL) == template_hash]
+        for pod in outdated:
+            await self._delete(deployment, pod)
+        if len(current) > replicas:
+            newest_first = sorted(
+                current, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True
+            )
+            victims = sorted(newest_first, key=lambda p: condition_true(p, "Ready"))[
+                : len(current) - replicas
+            ]
+            for pod in victims:
+                await self._delete(deployment, pod)
+            current = [p for p in current if p not in victims]
+        for _ in range(replicas - len(current)):
+            await self._create(deployment, template_hash)
+        await self._update_status(deployment, current, replicas)
+
+    async def _create(self, deployment: Obj, template_hash: str) -> None:
+        namespace = deployment["metadata"].get("namespace", "")
+        template = copy.deepcopy(deployment.get("spec", {}).get("template") or {})
+        template_meta = template.get("metadata") or {}
+        self._created += 1
+        name = f"{name_of(deployment)}-{template_hash}-{safe_suffix(uid_of(deployment), str(self._created), str(time.monotonic_ns()))}"
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "labels": {**(template_meta.get("labels") or {}), TEMPLATE_HASH_LABEL: template_hash},
+            "ownerReferences": [owner_reference(deployment, "apps/v1", "Deployment")],
+        }
+        if template_meta.get("annotations"):
+            metadata["annotations"] = dict(template_meta["annotations"])
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template.get("spec") or {}}
+        try:
+            await self.ctx.api.create(PODS, body, namespace=namespace)
+        except ApiError as error:
+            if error.code == 409:
+                return
+            await self.events.record(
+                deployment,
+                "Deployment",
+                "apps/v1",
+                "Warning",
+                "FailedCreate",
+                f"Error creating: {error.message}",
+            )
+            raise
+        await self.events.record(
+            deployment, "Deployment", "apps/v1", "Normal", "SuccessfulCreate", f"Created pod: {name}"
+        )
+
+    async def _delete(self, deployment: Obj, pod: Obj) -> None:
+        try:
+            await self.ctx.api.delete(PODS, name_of(pod), pod["metadata"].get("namespace"))
+        except ApiError as error:
+            if error.code != 404:
+                raise
+            return
+        await self.events.record(
+            deployment, "Deployment", "apps/v1", "Normal", "SuccessfulDelete", f"Deleted pod: {name_of(pod)}"
+        )
+
+    async def _update_status(self, deployment: Obj, current: list[Obj], replicas: int) -> None:
+        ready = sum(1 for p in current if condition_true(p, "Ready"))
+        status = dict(deployment.get("status") or {})
+        available = ready >= replicas
+        conditions = set_condition(
+            list(status.get("conditions") or []),
+            "Available",
+            "True" if available else "False",
+            "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+            "Deployment has minimum availability."
+            if available
+            else "Deployment does not have minimum availability.",
+        )
+        wanted: dict[str, Any] = {
+            "observedGeneration": deployment.get("metadata", {}).get("generation", 1),
+            "replicas": len(current),
+            "updatedReplicas": len(current),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "unavailableReplicas": max(replicas - ready, 0),
+            "conditions": conditions,
+        }
+        same = all(status.get(k) == v for k, v in wanted.items() if k != "conditions") and without_times(
+            status.get("conditions") or []
+        ) == without_times(conditions)
+        if same:
+            return
+        try:
+            await self.ctx.api.patch(
+                DEPLOYMENTS,
+                name_of(deployment),
+                {"status": wanted},
+                namespace=deployment["metadata"].get("namespace"),
+                subresource="status",
+            )
+        except ApiError as error:
+            if error.code != 404:
+                raise

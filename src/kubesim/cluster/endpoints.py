@@ -1,0 +1,276 @@
+"""Endpoints and EndpointSlice controllers for Services with a selector.
+
+A Pod with an IP that matches the selector is a ready address when its ``Ready`` condition is true, otherwise a
+not-ready one (ready anyway with ``publishNotReadyAddresses``). Terminating Pods are left out. Named target
+ports are resolved per Pod, so Pods exposing different numbers land in different subsets / slices.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubesim.errors import ApiError
+from kubesim.selectors import selector_from_label_selector_object
+
+from .context import ENDPOINT_SLICES, ENDPOINTS, PODS, SERVICES, Context
+from .informer import Key
+from .objects import (
+    Obj,
+    condition_true,
+    is_terminating,
+    labels_of,
+    name_of,
+    owner_reference,
+    short_hash,
+    uid_of,
+)
+from .workqueue import Reconciler
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+MANAGED_BY = "endpointslice-controller.k8s.io"
+
+PortKey = tuple[tuple[str, int, str], ...]  # (name, port, protocol) per Service port
+
+
+def _resolve_ports(service: Obj, pod: Obj) -> PortKey | None:
+    ports = []
+    containers = pod.get("spec", {}).get("containers") or []
+    for port in service.get("spec", {}).get("ports") or []:
+        target = port.get("targetPort", port.get("port"))
+        protocol = port.get("protocol", "TCP")
+        if isinstance(target, str) and not target.isdigit():
+            number = next(
+                (
+                    cp.get("containerPort")
+                    for c in containers
+                    for cp in c.get("ports") or []
+                    if cp.get("name") == target and cp.get("protocol", "TCP") == protocol
+                ),
+                None,
+            )
+            if number is None:
+                continue
+        else:
+            number = int(target)
+        ports.append((port.get("name", ""), int(number), protocol))
+    return tuple(ports)
+
+
+def _pod_ref(pod: Obj) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "namespace": pod["metadata"].get("namespace", ""),
+        "name": name_of(pod),
+        "uid": uid_of(pod),
+    }
+
+
+class EndpointsController:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.queue: Reconciler[Key] = Reconciler("endpoints", self._reconcile, workers=2)
+        ctx.informer(SERVICES).add_handler(self._on_service)
+        ctx.informer(PODS).add_handler(self._on_pod)
+
+    def start(self) -> None:
+        self.queue.start()
+        for service in self.ctx.informer(SERVICES).items():
+            self.queue.add((service["metadata"].get("namespace", ""), name_of(service)))
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    def _on_service(self, event: str, service: Obj, old: Obj | None) -> None:
+        self.queue.add((service["metadata"].get("namespace", ""), name_of(service)))
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        namespace = pod["metadata"].get("namespace", "")
+        label_sets = [labels_of(pod)] + ([labels_of(old)] if old is not None else [])
+        for service in self.ctx.informer(SERVICES).items(namespace):
+            selector = service.get("spec", {}).get("selector")
+            if not selector:
+                continue
+            if any(all(labels.get(k) == v for k, v in selector.items()) for labels in label_sets):
+                self.queue.add((namespace, name_of(service)))
+
+    async def _reconcile(self, key: Key) -> None:
+        namespace, name = key
+        service = self.ctx.informer(SERVICES).get(namespace, name)
+        if service is None or not service.get("spec", {}).get("selector"):
+            if service is None:
+                await self._delete_owned(namespace, name)
+            return
+        spec = service["spec"]
+        selector = selector_from_label_selector_object({"matchLabels": spec["selector"]})
+        publish_not_ready = bool(spec.get("publishNotReadyAddresses"))
+        groups: dict[PortKey, list[tuple[Obj, bool]]] = {}
+        for pod in self.ctx.informer(PODS).items(namespace):
+            if is_terminating(pod) or not pod.get("status", {}).get("podIP"):
+                continue
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            if not selector.matches(labels_of(pod)):
+                continue
+            ports = _resolve_ports(service, pod)
+            if ports is None:
+                continue
+            groups.setdefault(ports, []).append((pod, condition_true(pod, "Ready")))
+        await self._write_endpoints(service, groups, publish_not_ready)
+        await self._write_slices(service, groups, publish_not_ready)
+
+    async def _write_endpoints(
+        self, service: Obj, groups: dict[PortKey, list[tuple[Obj, bool]]], publish_not_ready: bool
+    ) -> None:
+        namespace, name = service["metadata"].get("namespace", ""), name_of(service)
+        subsets = []
+        for ports, members in sorted(groups.items()):
+            ready: list[dict[str, Any]] = []
+            not_ready: list[dict[str, Any]] = []
+            for pod, is_ready in sorted(members, key=lambda m: m[0]["status"]["podIP"]):
+                address: dict[str, Any] = {"ip": pod["status"]["podIP"], "targetRef": _pod_ref(pod)}
+                if pod.get("spec", {}).get("nodeName"):
+                    address["nodeName"] = pod["spec"]["nodeName"]
+                if pod.get("spec", {}).get("hostname"):
+                    address["hostname"] = pod["spec"]["hostname"]
+                (ready if is_ready or publish_not_ready else not_ready).append(address)
+            subset: dict[str, Any] = {"ports": [_port(n, p, proto) for n, p, proto in ports]}
+            if ready:
+                subset["addresses"] = ready
+            if not_ready:
+                subset["notReadyAddresses"] = not_ready
+            subsets.append(subset)
+        labels = labels_of(service)
+        existing = await _get_or_none(self.ctx, ENDPOINTS, name, namespace)
+        if existing is None:
+            metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+            if labels:
+                metadata["labels"] = labels
+            body: Obj = {"apiVersion": "v1", "kind": "Endpoints", "metadata": metadata}
+            if subsets:
+                body["subsets"] = subsets
+            await _create_ignoring_conflict(self.ctx, ENDPOINTS, body, namespace)
+            return
+        if (existing.get("subsets") or []) == subsets and labels_of(existing) == labels:
+            return
+        updated = {**existing, "subsets": subsets}
+        updated["metadata"] = {**existing["metadata"], "labels": labels}
+        await self.ctx.api.update(ENDPOINTS, updated)
+
+    async def _write_slices(
+        self, service: Obj, groups: dict[PortKey, list[tuple[Obj, bool]]], publish_not_ready: bool
+    ) -> None:
+        namespace, name = service["metadata"].get("namespace", ""), name_of(service)
+        wanted: dict[str, Obj] = {}
+        for ports, members in sorted(groups.items()):
+            slice_name = f"{name}-{short_hash(name, repr(ports), length=5)}"
+            endpoints = []
+            for pod, is_ready in sorted(members, key=lambda m: m[0]["status"]["podIP"]):
+                endpoint: dict[str, Any] = {
+                    "addresses": [pod["status"]["podIP"]],
+                    "conditions": {
+                        "ready": is_ready or publish_not_ready,
+                        "serving": is_ready,
+                        "terminating": False,
+                    },
+                    "targetRef": _pod_ref(pod),
+                }
+                if pod.get("spec", {}).get("nodeName"):
+                    endpoint["nodeName"] = pod["spec"]["nodeName"]
+                if pod.get("spec", {}).get("hostname"):
+                    endpoint["hostname"] = pod["spec"]["hostname"]
+                endpoints.append(endpoint)
+            wanted[slice_name] = {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": slice_name,
+                    "namespace": namespace,
+                    "labels": {**labels_of(service), SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY},
+                    "ownerReferences": [owner_reference(service, "v1", "Service")],
+                },
+                "addressType": "IPv4",
+                "endpoints": endpoints,
+                "ports": [_port(n, p, proto) for n, p, proto in ports],
+            }
+        if not wanted:  # a Service without endpoints still gets one empty slice, as in Kubernetes
+            slice_name = f"{name}-{short_hash(name, 'empty', length=5)}"
+            wanted[slice_name] = {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": slice_name,
+                    "namespace": namespace,
+                    "labels": {**labels_of(service), SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY},
+                    "ownerReferences": [owner_reference(service, "v1", "Service")],
+                },
+                "addressType": "IPv4",
+                "endpoints": [],
+                "ports": [],
+            }
+        existing, _ = await self.ctx.api.list(
+            ENDPOINT_SLICES,
+            namespace,
+            label_selector=f"{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}={MANAGED_BY}",
+        )
+        by_name = {name_of(s): s for s in existing}
+        for slice_name, body in wanted.items():
+            current = by_name.pop(slice_name, None)
+            if current is None:
+                await _create_ignoring_conflict(self.ctx, ENDPOINT_SLICES, body, namespace)
+                continue
+            if (
+                all(current.get(k) == body[k] for k in ("endpoints", "ports", "addressType"))
+                and labels_of(current) == body["metadata"]["labels"]
+            ):
+                continue
+            updated = {**current, **{k: body[k] for k in ("endpoints", "ports", "addressType")}}
+            updated["metadata"] = {**current["metadata"], "labels": body["metadata"]["labels"]}
+            await self.ctx.api.update(ENDPOINT_SLICES, updated)
+        for stale in by_name:
+            await _delete_ignoring_missing(self.ctx, ENDPOINT_SLICES, stale, namespace)
+
+    async def _delete_owned(self, namespace: str, name: str) -> None:
+        await _delete_ignoring_missing(self.ctx, ENDPOINTS, name, namespace)
+        existing, _ = await self.ctx.api.list(
+            ENDPOINT_SLICES,
+            namespace,
+            label_selector=f"{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}={MANAGED_BY}",
+        )
+        for item in existing:
+            await _delete_ignoring_missing(self.ctx, ENDPOINT_SLICES, name_of(item), namespace)
+
+
+def _port(name: str, port: int, protocol: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"port": port, "protocol": protocol}
+    if name:
+        entry["name"] = name
+    return entry
+
+
+async def _get_or_none(ctx: Context, resource: str, name: str, namespace: str) -> Obj | None:
+    try:
+        return await ctx.api.get(resource, name, namespace)
+    except ApiError as error:
+        if error.code == 404:
+            return None
+        raise
+
+
+async def _create_ignoring_conflict(ctx: Context, resource: str, body: Obj, namespace: str) -> None:
+    try:
+        await ctx.api.create(resource, body, namespace=namespace)
+    except ApiError as error:
+        if error.code != 409:
+            raise
+
+
+async def _delete_ignoring_missing(ctx: Context, resource: str, name: str, namespace: str) -> None:
+    try:
+        await ctx.api.delete(resource, name, namespace)
+    except ApiError as error:
+        if error.code != 404:
+            raise

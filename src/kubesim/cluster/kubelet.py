@@ -1,0 +1,622 @@
+"""One simulated kubelet per node: CSI node-plugin registration and the volume/Pod lifecycle.
+
+Registration follows node-driver-registrar + kubelet: ``GetPluginInfo`` and ``NodeGetInfo`` on the plugin
+socket, the topology keys go into the CSINode object and the topology segments into Node labels. For each Pod
+bound to the node the kubelet waits for its claims to be bound, calls ``NodeStageVolume`` (if offered) and
+``NodePublishVolume`` into ``<kubelet_dir>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount``, retries failures
+with backoff and ``FailedMount`` Events, and then reports the Pod Running and Ready. A deleted Pod is kept by
+the finalizer ``kubesim.io/kubelet`` until every volume is unpublished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from csi_proto import csi_pb2
+from kubesim.errors import ApiError
+
+from .context import CSI_DRIVERS, CSI_NODES, NODES, PODS, PVCS, PVS, Context
+from .csi_client import CsiConnection, grpc_error_text, socket_path_of
+from .events import EventRecorder
+from .informer import Key
+from .objects import (
+    Obj,
+    check_dns_subdomain,
+    controller_of,
+    is_terminating,
+    name_of,
+    now,
+    owner_reference,
+    set_condition,
+    short_hash,
+    uid_of,
+    without_times,
+)
+from .provisioner import volume_capabilities
+from .workqueue import Reconciler, Retry
+
+log = logging.getLogger(__name__)
+
+FINALIZER = "kubesim.io/kubelet"
+NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid"
+POD_INFO = {
+    "name": "csi.storage.k8s.io/pod.name",
+    "namespace": "csi.storage.k8s.io/pod.namespace",
+    "uid": "csi.storage.k8s.io/pod.uid",
+    "service_account": "csi.storage.k8s.io/serviceAccount.name",
+    "ephemeral": "csi.storage.k8s.io/ephemeral",
+}
+
+
+@dataclass
+class NodePlugin:
+    driver: str
+    endpoint: str
+    connection: CsiConnection
+    node_id: str
+    stage_unstage: bool
+
+
+@dataclass
+class Published:
+    """A volume this kubelet has set up for a Pod (what it must tear down later)."""
+
+    driver: str
+    volume_id: str
+    target_path: str
+    staging_path: str | None = None
+
+
+@dataclass
+class PodState:
+    key: Key
+    published: dict[str, Published] = field(default_factory=dict)  # pod volume name -> published volume
+    plain_dirs: set[str] = field(default_factory=set)
+
+
+class MountWaiting(Exception):
+    """Volumes are not ready to be set up yet (claims unbound, driver not registered)."""
+
+
+class Kubelet:
+    def __init__(self, ctx: Context, node: str, host_ip: str) -> None:
+        self.ctx = ctx
+        self.node = node
+        self.host_ip = host_ip
+        self.root = ctx.kubelet_dir(node)
+        self.plugins: dict[str, NodePlugin] = {}
+        self.pods: dict[str, PodState] = {}  # by Pod uid
+        self.readiness: dict[str, bool] = {}  # by Pod uid; absent means ready
+        self.events = EventRecorder(ctx.api, "kubelet", host=node)
+        self.queue: Reconciler[Key] = Reconciler(
+            f"kubelet-{node}", self._sync, workers=4, backoff=ctx.options.mount_backoff
+        )
+        self.running = False
+
+    # --------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        (self.root / "pods").mkdir(parents=True, exist_ok=True)
+        (self.root / "plugins").mkdir(parents=True, exist_ok=True)
+        (self.root / "plugins_registry").mkdir(parents=True, exist_ok=True)
+        self.running = True
+        self.queue.start()
+        self.resync()
+
+    async def stop(self) -> None:
+        self.running = False
+        await self.queue.stop()
+        for plugin in self.plugins.values():
+            await plugin.connection.close()
+        self.plugins.clear()
+
+    def resync(self) -> None:
+        if not self.running:
+            return
+        for pod in self.ctx.informer(PODS).items():
+            if pod.get("spec", {}).get("nodeName") == self.node:
+                self.queue.add((pod["metadata"].get("namespace", ""), name_of(pod)))
+        for state in self.pods.values():
+            self.queue.add(state.key)
+
+    def on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        if not self.running:
+            return
+        if pod.get("spec", {}).get("nodeName") == self.node or uid_of(pod) in self.pods:
+            self.queue.add((pod["metadata"].get("namespace", ""), name_of(pod)))
+
+    def set_ready(self, uid: str, key: Key, ready: bool) -> None:
+        self.readiness[uid] = ready
+        self.queue.add(key)
+
+    # ------------------------------------------------------------ registration
+
+    def plugin_socket_path(self, driver: str) -> Path:
+        check_dns_subdomain(driver, "CSI driver name")
+        path = self.root / "plugins" / driver / "csi.sock"
+        socket_path_of(str(path))  # raises a clear error when the path is too long for a Unix socket
+        return path
+
+    async def register_plugin(self, driver: str, endpoint: str) -> None:
+        check_dns_subdomain(driver, "CSI driver name")
+        connection = CsiConnection(endpoint)
+        timeout = self.ctx.options.rpc_timeout
+        try:
+            name = await _wait_for_plugin(connection, self.ctx.options.plugin_wait_timeout, timeout)
+            if name != driver:
+                raise ValueError(f"plugin at {endpoint} is {name!r}, not {driver!r}")
+            info = await connection.node.NodeGetInfo(csi_pb2.NodeGetInfoRequest(), timeout=timeout)
+            capabilities = await connection.node.NodeGetCapabilities(
+                csi_pb2.NodeGetCapabilitiesRequest(), timeout=timeout
+            )
+        except BaseException:
+            await connection.close()
+            raise
+        if not info.node_id:
+            await connection.close()
+            raise ValueError(f"plugin {driver!r} on node {self.node} returned an empty node_id")
+        rpcs = {cap.rpc.type for cap in capabilities.capabilities if cap.HasField("rpc")}
+        topology = dict(info.accessible_topology.segments)
+        await self._update_csi_node(driver, info.node_id, sorted(topology), int(info.max_volumes_per_node))
+        await self._update_node_labels(driver, info.node_id, topology)
+        registration = self.root / "plugins_registry" / f"{driver}-reg.json"
+        registration.write_text(json.dumps({"driver": driver, "endpoint": endpoint, "nodeID": info.node_id}))
+        old = self.plugins.get(driver)
+        self.plugins[driver] = NodePlugin(
+            driver=driver,
+            endpoint=endpoint,
+            connection=connection,
+            node_id=info.node_id,
+            stage_unstage=csi_pb2.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME in rpcs,
+        )
+        if old is not None:
+            await old.connection.close()
+        self.resync()
+
+    async def _update_csi_node(self, driver: str, node_id: str, keys: list[str], max_volumes: int) -> None:
+        entry: dict[str, Any] = {"name": driver, "nodeID": node_id, "topologyKeys": keys or None}
+        if max_volumes > 0:
+            entry["allocatable"] = {"count": min(max_volumes, 2**31 - 1)}
+        for _ in range(5):
+            current = self.ctx.informer(CSI_NODES).get(None, self.node)
+            try:
+                if current is None:
+                    current = await self.ctx.api.get(CSI_NODES, self.node)
+            except ApiError as error:
+                if error.code != 404:
+                    raise
+                node = await self.ctx.api.get(NODES, self.node)
+                body = {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "CSINode",
+                    "metadata": {
+                        "name": self.node,
+                        "ownerReferences": [owner_reference(node, "v1", "Node", controller=False)],
+                    },
+                    "spec": {"drivers": [entry]},
+                }
+                try:
+                    await self.ctx.api.create(CSI_NODES, body)
+                    return
+                except ApiError as create_error:
+                    if create_error.code != 409:
+                        raise
+                    continue
+            drivers = [d for d in current.get("spec", {}).get("drivers") or [] if d.get("name") != driver]
+            drivers.append(entry)
+            updated = {**current, "spec": {**current.get("spec", {}), "drivers": drivers}}
+            try:
+                await self.ctx.api.update(CSI_NODES, updated)
+                return
+            except ApiError as error:
+                if error.code != 409:
+                    raise
+                current = await self.ctx.api.get(CSI_NODES, self.node)
+        raise RuntimeError(f"could not update CSINode {self.node}: conflicts")
+
+    async def _update_node_labels(self, driver: str, node_id: str, topology: dict[str, str]) -> None:
+        node = await self.ctx.api.get(NODES, self.node)
+        annotations = node.get("metadata", {}).get("annotations") or {}
+        try:
+            node_ids = json.loads(annotations.get(NODE_ID_ANNOTATION, "{}"))
+        except ValueError:
+            node_ids = {}
+        node_ids[driver] = node_id
+        labels = node.get("metadata", {}).get("labels") or {}
+        patch: dict[str, Any] = {
+            "metadata": {"annotations": {NODE_ID_ANNOTATION: json.dumps(node_ids, sort_keys=True)}}
+        }
+        missing = {k: v for k, v in topology.items() if labels.get(k) != v}
+        if missing:
+            patch["metadata"]["labels"] = missing
+        await self.ctx.api.patch(NODES, self.node, patch)
+
+    # --------------------------------------------------------------- Pod sync
+
+    async def _sync(self, key: Key) -> None:
+        pod = self.ctx.informer(PODS).get(*key)
+        current_uid = (
+            uid_of(pod) if pod is not None and pod.get("spec", {}).get("nodeName") == self.node else None
+        )
+        for uid, state in list(self.pods.items()):
+            if state.key == key and uid != current_uid:
+                await self._teardown(uid)
+        if pod is None or current_uid is None:
+            return
+        if is_terminating(pod):
+            await self._teardown(current_uid)
+            await self._release(pod)
+            return
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        await self._ensure_finalizer(pod)
+        state = self.pods.setdefault(current_uid, PodState(key=key))
+        try:
+            for volume in pod.get("spec", {}).get("volumes") or []:
+                await self._setup_volume(pod, volume, state)
+        except MountWaiting as waiting:
+            raise Retry(str(waiting)) from None
+        await self._report_running(pod)
+
+    async def _ensure_finalizer(self, pod: Obj) -> None:
+        finalizers = list(pod.get("metadata", {}).get("finalizers") or [])
+        if FINALIZER in finalizers:
+            return
+        await self.ctx.api.patch(
+            PODS,
+            name_of(pod),
+            {"metadata": {"finalizers": [*finalizers, FINALIZER]}},
+            namespace=pod["metadata"].get("namespace"),
+        )
+
+    async def _release(self, pod: Obj) -> None:
+        """Drop our finalizer so the API server completes the deletion."""
+        finalizers = list(pod.get("metadata", {}).get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return
+        remaining = [f for f in finalizers if f != FINALIZER]
+        try:
+            await self.ctx.api.patch(
+                PODS,
+                name_of(pod),
+                {"metadata": {"finalizers": remaining or None}},
+                namespace=pod["metadata"].get("namespace"),
+            )
+        except ApiError as error:
+            if error.code != 404:
+                raise
+        self.ctx.pod_ips.release(uid_of(pod))
+        self.readiness.pop(uid_of(pod), None)
+
+    def _pod_volume_dir(self, uid: str, plugin: str, name: str) -> Path:
+        return self.root / "pods" / uid / "volumes" / plugin / name
+
+    async def _setup_volume(self, pod: Obj, volume: dict[str, Any], state: PodState) -> None:
+        name = volume.get("name", "")
+        if name in state.published or name in state.plain_dirs:
+            return
+        namespace = pod["metadata"].get("namespace", "")
+        claim: str | None = None
+        if volume.get("persistentVolumeClaim"):
+            claim = volume["persistentVolumeClaim"].get("claimName", "")
+        elif volume.get("ephemeral"):
+            claim = f"{name_of(pod)}-{name}"
+        if claim is not None:
+            pvc = self.ctx.informer(PVCS).get(namespace, claim)
+            if pvc is None:
+                raise MountWaiting(f'persistentvolumeclaim "{claim}" not found')
+            if volume.get("ephemeral"):
+                owner = controller_of(pvc)
+                if owner is None or owner.get("uid") != uid_of(pod):
+                    raise MountWaiting(f"PVC {namespace}/{claim} was not created for this pod")
+            pv_name = pvc.get("spec", {}).get("volumeName")
+            pv = self.ctx.informer(PVS).get(None, pv_name) if pv_name else None
+            if pv is None or pvc.get("status", {}).get("phase") != "Bound":
+                raise MountWaiting(f'persistentvolumeclaim "{claim}" is not bound')
+            csi = pv.get("spec", {}).get("csi")
+            if not csi:
+                self._make_plain_dir(pod, "kubernetes.io~local-volume", name, state)
+                return
+            readonly = (
+                bool(csi.get("readOnly") or volume["persistentVolumeClaim"].get("readOnly"))
+                if volume.get("persistentVolumeClaim")
+                else bool(csi.get("readOnly"))
+            )
+            await self._publish(
+                pod,
+                state,
+                volume_name=name,
+                spec_name=pv_name or name,
+                driver=csi.get("driver", ""),
+                volume_id=csi.get("volumeHandle", ""),
+                attributes=dict(csi.get("volumeAttributes") or {}),
+                capability=volume_capabilities(
+                    pv.get("spec", {}),
+                    csi.get("fsType", ""),
+                    list(pv.get("spec", {}).get("mountOptions") or []),
+                )[0],
+                readonly=readonly,
+                ephemeral=False,
+            )
+            return
+        if volume.get("csi"):
+            inline = volume["csi"]
+            driver = inline.get("driver", "")
+            csi_driver = self.ctx.informer(CSI_DRIVERS).get(None, driver)
+            modes = (csi_driver or {}).get("spec", {}).get("volumeLifecycleModes") or ["Persistent"]
+            if "Ephemeral" not in modes:
+                await self._failed_mount(
+                    pod,
+                    name,
+                    f'volume mode "Ephemeral" not supported by driver {driver} (only supports {modes})',
+                )
+                raise Retry("inline volume not supported")
+            capability = csi_pb2.VolumeCapability(
+                access_mode=csi_pb2.VolumeCapability.AccessMode(
+                    mode=csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER
+                )
+            )
+            capability.mount.fs_type = inline.get("fsType", "")
+            await self._publish(
+                pod,
+                state,
+                volume_name=name,
+                spec_name=name,
+                driver=driver,
+                volume_id=f"csi-{short_hash(uid_of(pod), name, length=64)}",
+                attributes=dict(inline.get("volumeAttributes") or {}),
+                capability=capability,
+                readonly=bool(inline.get("readOnly")),
+                ephemeral=True,
+            )
+            return
+        kind = next((k for k in volume if k != "name"), "emptyDir")
+        self._make_plain_dir(pod, f"kubernetes.io~{_kebab(kind)}", name, state)
+
+    def _make_plain_dir(self, pod: Obj, plugin: str, name: str, state: PodState) -> None:
+        self._pod_volume_dir(uid_of(pod), plugin, name).mkdir(parents=True, exist_ok=True)
+        state.plain_dirs.add(name)
+
+    async def _publish(
+        self,
+        pod: Obj,
+        state: PodState,
+        *,
+        volume_name: str,
+        spec_name: str,
+        driver: str,
+        volume_id: str,
+        attributes: dict[str, str],
+        capability: Any,
+        readonly: bool,
+        ephemeral: bool,
+    ) -> None:
+        plugin = self.plugins.get(driver)
+        if plugin is None:
+            await self._failed_mount(
+                pod,
+                spec_name,
+                f"kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name {driver} not found in "
+                "the list of registered CSI drivers",
+            )
+            raise Retry(f"driver {driver} not registered")
+        csi_driver = self.ctx.informer(CSI_DRIVERS).get(None, driver)
+        context = dict(attributes)
+        if csi_driver is not None and csi_driver.get("spec", {}).get("podInfoOnMount"):
+            context[POD_INFO["name"]] = name_of(pod)
+            context[POD_INFO["namespace"]] = pod["metadata"].get("namespace", "")
+            context[POD_INFO["uid"]] = uid_of(pod)
+            context[POD_INFO["service_account"]] = pod.get("spec", {}).get("serviceAccountName") or "default"
+            context[POD_INFO["ephemeral"]] = "true" if ephemeral else "false"
+        volume_dir = self._pod_volume_dir(uid_of(pod), "kubernetes.io~csi", spec_name)
+        target = volume_dir / "mount"
+        volume_dir.mkdir(parents=True, exist_ok=True)
+        (volume_dir / "vol_data.json").write_text(
+            json.dumps(
+                {
+                    "driverName": driver,
+                    "volumeHandle": volume_id,
+                    "specVolID": spec_name,
+                    "nodeName": self.node,
+                    "volumeLifecycleMode": "Ephemeral" if ephemeral else "Persistent",
+                }
+            )
+        )
+        timeout = self.ctx.options.rpc_timeout
+        staging: str | None = None
+        try:
+            if plugin.stage_unstage and not ephemeral:
+                staging_dir = (
+                    self.root
+                    / "plugins"
+                    / "kubernetes.io"
+                    / "csi"
+                    / driver
+                    / short_hash(volume_id, length=64)
+                    / "globalmount"
+                )
+                staging_dir.mkdir(parents=True, exist_ok=True)
+                staging = str(staging_dir)
+                await plugin.connection.node.NodeStageVolume(
+                    csi_pb2.NodeStageVolumeRequest(
+                        volume_id=volume_id,
+                        staging_target_path=staging,
+                        volume_capability=capability,
+                        volume_context=context,
+                    ),
+                    timeout=timeout,
+                )
+            await plugin.connection.node.NodePublishVolume(
+                csi_pb2.NodePublishVolumeRequest(
+                    volume_id=volume_id,
+                    staging_target_path=staging or "",
+                    target_path=str(target),
+                    volume_capability=capability,
+                    readonly=readonly,
+                    volume_context=context,
+                ),
+                timeout=timeout,
+            )
+        except grpc.aio.AioRpcError as error:
+            text = grpc_error_text(error)
+            await self._failed_mount(pod, spec_name, text)
+            raise Retry(text) from None
+        state.published[volume_name] = Published(driver, volume_id, str(target), staging)
+
+    async def _failed_mount(self, pod: Obj, volume: str, text: str) -> None:
+        await self.events.record(
+            pod,
+            "Pod",
+            "v1",
+            "Warning",
+            "FailedMount",
+            f'MountVolume.SetUp failed for volume "{volume}" : {text}',
+        )
+
+    async def _teardown(self, uid: str) -> None:
+        """Unpublish (and unstage) every volume of a Pod this kubelet set up, then remove the Pod directory."""
+        state = self.pods.get(uid)
+        if state is None:
+            return
+        timeout = self.ctx.options.rpc_timeout
+        for volume_name, published in list(state.published.items()):
+            plugin = self.plugins.get(published.driver)
+            if plugin is None:
+                raise Retry(
+                    f"driver {published.driver} not registered; cannot unpublish {published.volume_id}"
+                )
+            try:
+                await plugin.connection.node.NodeUnpublishVolume(
+                    csi_pb2.NodeUnpublishVolumeRequest(
+                        volume_id=published.volume_id, target_path=published.target_path
+                    ),
+                    timeout=timeout,
+                )
+                if published.staging_path and not self._staging_in_use(published, uid):
+                    await plugin.connection.node.NodeUnstageVolume(
+                        csi_pb2.NodeUnstageVolumeRequest(
+                            volume_id=published.volume_id, staging_target_path=published.staging_path
+                        ),
+                        timeout=timeout,
+                    )
+            except grpc.aio.AioRpcError as error:
+                pod = self.ctx.informer(PODS).get(*state.key)
+                if pod is not None:
+                    await self.events.record(
+                        pod,
+                        "Pod",
+                        "v1",
+                        "Warning",
+                        "FailedUnmount",
+                        f'UnmountVolume.TearDown failed for volume "{volume_name}" : {grpc_error_text(error)}',
+                    )
+                raise Retry(grpc_error_text(error)) from None
+            del state.published[volume_name]
+        await asyncio.to_thread(shutil.rmtree, self.root / "pods" / uid, True)
+        del self.pods[uid]
+
+    def _staging_in_use(self, published: Published, except_uid: str) -> bool:
+        return any(
+            p.staging_path == published.staging_path
+            for uid, state in self.pods.items()
+            if uid != except_uid
+            for p in state.published.values()
+        )
+
+    async def _report_running(self, pod: Obj) -> None:
+        uid = uid_of(pod)
+        status = pod.get("status", {})
+        if status.get("podIP"):
+            self.ctx.pod_ips.adopt(uid, status["podIP"])
+        pod_ip = self.ctx.pod_ips.allocate(uid)
+        ready = self.readiness.get(uid, True)
+        flag = "True" if ready else "False"
+        conditions = list(status.get("conditions") or [])
+        conditions = set_condition(conditions, "PodReadyToStartContainers", "True")
+        conditions = set_condition(conditions, "Initialized", "True")
+        conditions = set_condition(conditions, "Ready", flag, "" if ready else "ContainersNotReady")
+        conditions = set_condition(conditions, "ContainersReady", flag, "" if ready else "ContainersNotReady")
+        conditions = set_condition(conditions, "PodScheduled", "True")
+        started = status.get("startTime") or now()
+        previous = {c.get("name"): c for c in status.get("containerStatuses") or []}
+        containers = []
+        for container in pod.get("spec", {}).get("containers") or []:
+            cname = container.get("name", "")
+            running_since = ((previous.get(cname) or {}).get("state") or {}).get("running", {}).get(
+                "startedAt"
+            ) or started
+            containers.append(
+                {
+                    "name": cname,
+                    "image": container.get("image", ""),
+                    "imageID": f"kubesim://{container.get('image', '')}",
+                    "containerID": f"kubesim://{uid}-{cname}",
+                    "ready": ready,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": running_since}},
+                }
+            )
+        wanted: dict[str, Any] = {
+            "phase": "Running",
+            "conditions": conditions,
+            "hostIP": self.host_ip,
+            "hostIPs": [{"ip": self.host_ip}],
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "startTime": started,
+            "containerStatuses": containers,
+            "qosClass": status.get("qosClass") or "BestEffort",
+        }
+        if _same_status(status, wanted):
+            return
+        try:
+            await self.ctx.api.patch(
+                PODS,
+                name_of(pod),
+                {"status": wanted},
+                namespace=pod["metadata"].get("namespace"),
+                subresource="status",
+            )
+        except ApiError as error:
+            if error.code != 404:
+                raise
+
+
+def _same_status(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    for key, value in wanted.items():
+        if key == "conditions":
+            if without_times(current.get(key) or []) != without_times(value):
+                return False
+        elif current.get(key) != value:
+            return False
+    return True
+
+
+def _kebab(kind: str) -> str:
+    return "".join(f"-{c.lower()}" if c.isupper() else c for c in kind).lstrip("-")
+
+
+async def _wait_for_plugin(connection: CsiConnection, wait: float, rpc_timeout: float) -> str:
+    """``GetPluginInfo`` until the plugin answers (its socket may not exist yet), at most ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    while True:
+        try:
+            return await connection.plugin_name(rpc_timeout)
+        except grpc.aio.AioRpcError as error:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"CSI plugin at {connection.endpoint} did not answer within {wait}s: {error.details()}"
+                ) from error
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)

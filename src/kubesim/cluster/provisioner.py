@@ -1,0 +1,496 @@
+"""External-provisioner behaviour (sig-storage csi-provisioner with ``--extra-create-metadata`` and Topology).
+
+For claims whose StorageClass names a registered CSI driver it calls ``CreateVolume``, creates the PV and binds
+claim and volume (the part of the PV controller a CSI setup relies on). When a bound claim is gone and the PV's
+reclaim policy is ``Delete`` it calls ``DeleteVolume`` and deletes the PV. gRPC failures become
+``ProvisioningFailed`` / ``VolumeFailedDelete`` Events and are retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from csi_proto import csi_pb2
+from kubesim.errors import ApiError
+
+from .context import CSI_NODES, NODES, PVCS, PVS, STORAGE_CLASSES, Context
+from .csi_client import CsiConnection, grpc_error_text
+from .events import EventRecorder
+from .informer import Key
+from .objects import Obj, annotations_of, is_terminating, labels_of, name_of, parse_quantity, uid_of
+from .scheduler import SELECTED_NODE
+from .storage import storage_class_of
+from .workqueue import Reconciler, Retry
+
+log = logging.getLogger(__name__)
+
+PARAM_PVC_NAME = "csi.storage.k8s.io/pvc/name"
+PARAM_PVC_NAMESPACE = "csi.storage.k8s.io/pvc/namespace"
+PARAM_PV_NAME = "csi.storage.k8s.io/pv/name"
+RESERVED_PARAMETER_PREFIX = "csi.storage.k8s.io/"
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+PROVISIONER_IDENTITY = "storage.kubernetes.io/csiProvisionerIdentity"
+STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
+
+ACCESS_MODES = {
+    "ReadWriteOnce": csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER,
+    "ReadWriteOncePod": csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER,
+    "ReadOnlyMany": csi_pb2.VolumeCapability.AccessMode.MULTI_NODE_READER_ONLY,
+    "ReadWriteMany": csi_pb2.VolumeCapability.AccessMode.MULTI_NODE_MULTI_WRITER,
+}
+
+
+@dataclass
+class ControllerPlugin:
+    driver: str
+    connection: CsiConnection
+    topology: bool  # VOLUME_ACCESSIBILITY_CONSTRAINTS
+    identity: str  # storage.kubernetes.io/csiProvisionerIdentity value
+
+
+def volume_capabilities(spec: dict[str, Any], fs_type: str, mount_flags: list[str]) -> list[Any]:
+    """One VolumeCapability per access mode of a claim/PV spec (block or mount by volumeMode)."""
+    capabilities = []
+    for mode in spec.get("accessModes") or ["ReadWriteOnce"]:
+        capability = csi_pb2.VolumeCapability(
+            access_mode=csi_pb2.VolumeCapability.AccessMode(
+                mode=ACCESS_MODES.get(mode, csi_pb2.VolumeCapability.AccessMode.UNKNOWN)
+            )
+        )
+        if spec.get("volumeMode") == "Block":
+            capability.block.SetInParent()
+        else:
+            capability.mount.fs_type = fs_type
+            capability.mount.mount_flags.extend(mount_flags)
+        capabilities.append(capability)
+    return capabilities
+
+
+class Provisioner:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.plugins: dict[str, ControllerPlugin] = {}
+        self.events = EventRecorder(ctx.api, "external-provisioner")
+        self.claims: Reconciler[Key] = Reconciler(
+            "provisioner-claims", self._provision, workers=4, backoff=ctx.options.provision_backoff
+        )
+        self.volumes: Reconciler[Key] = Reconciler(
+            "provisioner-volumes", self._reclaim, workers=2, backoff=ctx.options.provision_backoff
+        )
+        self._announced: set[str] = set()
+        ctx.informer(PVCS).add_handler(self._on_claim)
+        ctx.informer(PVS).add_handler(self._on_volume)
+        for resource in (STORAGE_CLASSES, CSI_NODES):
+            ctx.informer(resource).add_handler(lambda *_: self._requeue_claims())
+
+    def start(self) -> None:
+        self.claims.start()
+        self.volumes.start()
+        self._requeue_claims()
+        for pv in self.ctx.informer(PVS).items():
+            self.volumes.add(("", name_of(pv)))
+
+    async def stop(self) -> None:
+        await self.claims.stop()
+        await self.volumes.stop()
+        for plugin in self.plugins.values():
+            await plugin.connection.close()
+        self.plugins.clear()
+
+    async def register(self, driver: str, endpoint: str) -> None:
+        """Connect to the controller plugin as the sidecar does at start-up; waits for the socket."""
+        connection = CsiConnection(endpoint)
+        deadline = time.monotonic() + self.ctx.options.plugin_wait_timeout
+        delay = 0.02
+        while True:
+            try:
+                name = await connection.plugin_name(self.ctx.options.rpc_timeout)
+                break
+            except grpc.aio.AioRpcError as error:
+                if time.monotonic() > deadline:
+                    await connection.close()
+                    raise RuntimeError(
+                        f"CSI controller plugin at {endpoint} did not answer: {error.details()}"
+                    ) from error
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        if name != driver:
+            await connection.close()
+            raise ValueError(f"plugin at {endpoint} is {name!r}, not {driver!r}")
+        capabilities = await connection.identity.GetPluginCapabilities(
+            csi_pb2.GetPluginCapabilitiesRequest(), timeout=self.ctx.options.rpc_timeout
+        )
+        services = {cap.service.type for cap in capabilities.capabilities if cap.HasField("service")}
+        controller = await connection.controller.ControllerGetCapabilities(
+            csi_pb2.ControllerGetCapabilitiesRequest(), timeout=self.ctx.options.rpc_timeout
+        )
+        rpcs = {cap.rpc.type for cap in controller.capabilities if cap.HasField("rpc")}
+        if csi_pb2.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME not in rpcs:
+            await connection.close()
+            raise ValueError(f"plugin {driver!r} does not offer CREATE_DELETE_VOLUME")
+        old = self.plugins.get(driver)
+        self.plugins[driver] = ControllerPlugin(
+            driver=driver,
+            connection=connection,
+            topology=csi_pb2.PluginCapability.Service.VOLUME_ACCESSIBILITY_CONSTRAINTS in services,
+            identity=f"{int(time.time() * 1000)}-{driver}",
+        )
+        if old is not None:
+            await old.connection.close()
+        self._requeue_claims()
+        for pv in self.ctx.informer(PVS).items():
+            self.volumes.add(("", name_of(pv)))
+
+    # ------------------------------------------------------------------ triggers
+
+    def _requeue_claims(self) -> None:
+        for pvc in self.ctx.informer(PVCS).items():
+            self.claims.add((pvc["metadata"].get("namespace", ""), name_of(pvc)))
+
+    def _on_claim(self, event: str, pvc: Obj, old: Obj | None) -> None:
+        if event != "DELETED":
+            self.claims.add((pvc["metadata"].get("namespace", ""), name_of(pvc)))
+        volume = pvc.get("spec", {}).get("volumeName")
+        if volume and (event == "DELETED" or is_terminating(pvc)):
+            self.volumes.add(("", volume))
+
+    def _on_volume(self, event: str, pv: Obj, old: Obj | None) -> None:
+        if event != "DELETED":
+            self.volumes.add(("", name_of(pv)))
+        claim_ref = pv.get("spec", {}).get("claimRef") or {}
+        if claim_ref.get("name"):
+            self.claims.add((claim_ref.get("namespace", ""), claim_ref["name"]))
+
+    # ---------------------------------------------------------------- provision
+
+    async def _provision(self, key: Key) -> None:
+        pvc = self.ctx.informer(PVCS).get(*key)
+        if pvc is None or is_terminating(pvc):
+            return
+        spec = pvc.get("spec", {})
+        volume_name = spec.get("volumeName")
+        if volume_name:
+            pv = self.ctx.informer(PVS).get(None, volume_name)
+            if pv is not None:
+                await self._bind(pvc, pv)
+            return
+        storage_class = storage_class_of(self.ctx, pvc)
+        if storage_class is None:
+            return
+        driver = storage_class.get("provisioner", "")
+        plugin = self.plugins.get(driver)
+        if plugin is None:
+            return  # not ours, or the driver is not registered yet (registration requeues every claim)
+        selected_node = annotations_of(pvc).get(SELECTED_NODE)
+        if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and not selected_node:
+            return
+        pv_name = f"pvc-{uid_of(pvc)}"
+        existing = self.ctx.informer(PVS).get(None, pv_name)
+        if existing is not None:
+            await self._bind(pvc, existing)
+            return
+        if pv_name not in self._announced:
+            self._announced.add(pv_name)
+            await self.events.record(
+                pvc,
+                "PersistentVolumeClaim",
+                "v1",
+                "Normal",
+                "Provisioning",
+                f'External provisioner is provisioning volume for claim "{key[0]}/{key[1]}"',
+            )
+        await self._ensure_provisioner_annotation(pvc, driver)
+        try:
+            request = self._create_request(pvc, storage_class, plugin, pv_name, selected_node)
+            response = await plugin.connection.controller.CreateVolume(
+                request, timeout=self.ctx.options.rpc_timeout
+            )
+        except (grpc.aio.AioRpcError, _RequirementError) as error:
+            text = grpc_error_text(error) if isinstance(error, grpc.aio.AioRpcError) else str(error)
+            await self.events.record(
+                pvc,
+                "PersistentVolumeClaim",
+                "v1",
+                "Warning",
+                "ProvisioningFailed",
+                f'failed to provision volume with StorageClass "{name_of(storage_class)}": {text}',
+            )
+            raise Retry(text) from None
+        pv = self._volume_object(pvc, storage_class, plugin, pv_name, response.volume)
+        try:
+            pv = await self.ctx.api.create(PVS, pv)
+        except ApiError as error:
+            if error.code != 409:
+                raise
+            pv = await self.ctx.api.get(PVS, pv_name)
+        await self.events.record(
+            pvc,
+            "PersistentVolumeClaim",
+            "v1",
+            "Normal",
+            "ProvisioningSucceeded",
+            f"Successfully provisioned volume {pv_name}",
+        )
+        await self._bind(pvc, pv)
+
+    async def _ensure_provisioner_annotation(self, pvc: Obj, driver: str) -> None:
+        if annotations_of(pvc).get(STORAGE_PROVISIONER) == driver:
+            return
+        await self.ctx.api.patch(
+            PVCS,
+            name_of(pvc),
+            {
+                "metadata": {
+                    "annotations": {
+                        STORAGE_PROVISIONER: driver,
+                        "volume.beta.kubernetes.io/storage-provisioner": driver,
+                    }
+                }
+            },
+            namespace=pvc["metadata"].get("namespace"),
+        )
+
+    def _create_request(
+        self, pvc: Obj, storage_class: Obj, plugin: ControllerPlugin, pv_name: str, selected_node: str | None
+    ) -> Any:
+        spec = pvc.get("spec", {})
+        class_parameters = dict(storage_class.get("parameters") or {})
+        fs_type = class_parameters.get("csi.storage.k8s.io/fstype", "")
+        parameters = {
+            k: v for k, v in class_parameters.items() if not k.startswith(RESERVED_PARAMETER_PREFIX)
+        }
+        parameters[PARAM_PVC_NAME] = name_of(pvc)
+        parameters[PARAM_PVC_NAMESPACE] = pvc["metadata"].get("namespace", "")
+        parameters[PARAM_PV_NAME] = pv_name
+        request = csi_pb2.CreateVolumeRequest(
+            name=pv_name,
+            volume_capabilities=volume_capabilities(
+                spec, fs_type, list(storage_class.get("mountOptions") or [])
+            ),
+            parameters=parameters,
+        )
+        requested = parse_quantity(((spec.get("resources") or {}).get("requests") or {}).get("storage"))
+        limit = parse_quantity(((spec.get("resources") or {}).get("limits") or {}).get("storage"))
+        if requested or limit:
+            request.capacity_range.required_bytes = requested
+            request.capacity_range.limit_bytes = limit
+        if plugin.topology:
+            requisite, preferred = self._accessibility(plugin.driver, selected_node, storage_class)
+            for segments in requisite:
+                request.accessibility_requirements.requisite.add(segments=segments)
+            for segments in preferred:
+                request.accessibility_requirements.preferred.add(segments=segments)
+        return request
+
+    def _accessibility(
+        self, driver: str, selected_node: str | None, storage_class: Obj
+    ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+        """Requisite = the topology of every node with the driver's keys; preferred = same, selected node first."""
+        keys_by_node: dict[str, list[str]] = {}
+        for csi_node in self.ctx.informer(CSI_NODES).items():
+            for entry in csi_node.get("spec", {}).get("drivers") or []:
+                if entry.get("name") == driver:
+                    keys_by_node[name_of(csi_node)] = list(entry.get("topologyKeys") or [])
+        segments_by_node: dict[str, dict[str, str]] = {}
+        if selected_node:
+            keys = keys_by_node.get(selected_node)
+            node = self.ctx.informer(NODES).get(None, selected_node)
+            if keys is None or node is None:
+                raise _RequirementError(
+                    f'error generating accessibility requirements: no CSINode topology for driver "{driver}" '
+                    f'on selected node "{selected_node}"'
+                )
+            selected_segment = _segment(labels_of(node), keys)
+            if selected_segment is None:
+                raise _RequirementError(
+                    f"error generating accessibility requirements: node {selected_node} lacks topology labels {keys}"
+                )
+            for node_name, node_keys in keys_by_node.items():
+                other = self.ctx.informer(NODES).get(None, node_name)
+                if other is None or sorted(node_keys) != sorted(keys):
+                    continue
+                segment = _segment(labels_of(other), node_keys)
+                if segment is not None:
+                    segments_by_node[node_name] = segment
+            segments_by_node[selected_node] = selected_segment
+        else:
+            for node_name, node_keys in keys_by_node.items():
+                node = self.ctx.informer(NODES).get(None, node_name)
+                segment = _segment(labels_of(node), node_keys) if node is not None else None
+                if segment:
+                    segments_by_node[node_name] = segment
+        allowed = storage_class.get("allowedTopologies") or []
+        if allowed:
+            segments_by_node = {n: s for n, s in segments_by_node.items() if _allowed(s, allowed)}
+        unique: list[dict[str, str]] = []
+        for _, segment in sorted(segments_by_node.items()):
+            if segment not in unique:
+                unique.append(segment)
+        requisite = unique
+        if selected_node and selected_node in segments_by_node:
+            first = segments_by_node[selected_node]
+            preferred = [first] + [s for s in unique if s != first]
+        else:
+            preferred = list(unique)
+        return requisite, preferred
+
+    def _volume_object(
+        self, pvc: Obj, storage_class: Obj, plugin: ControllerPlugin, pv_name: str, volume: Any
+    ) -> Obj:
+        spec = pvc.get("spec", {})
+        requested = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
+        capacity = str(volume.capacity_bytes) if volume.capacity_bytes else str(requested)
+        attributes = dict(volume.volume_context)
+        attributes[PROVISIONER_IDENTITY] = plugin.identity
+        csi_source: dict[str, Any] = {
+            "driver": plugin.driver,
+            "volumeHandle": volume.volume_id,
+            "volumeAttributes": attributes,
+        }
+        fs_type = (storage_class.get("parameters") or {}).get("csi.storage.k8s.io/fstype")
+        if fs_type and spec.get("volumeMode") != "Block":
+            csi_source["fsType"] = fs_type
+        pv_spec: dict[str, Any] = {
+            "capacity": {"storage": capacity},
+            "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
+            "persistentVolumeReclaimPolicy": storage_class.get("reclaimPolicy") or "Delete",
+            "storageClassName": name_of(storage_class),
+            "volumeMode": spec.get("volumeMode") or "Filesystem",
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": pvc["metadata"].get("namespace", ""),
+                "name": name_of(pvc),
+                "uid": uid_of(pvc),
+                "resourceVersion": pvc["metadata"].get("resourceVersion", ""),
+            },
+            "csi": csi_source,
+        }
+        if storage_class.get("mountOptions"):
+            pv_spec["mountOptions"] = list(storage_class["mountOptions"])
+        terms = [
+            {
+                "matchExpressions": [
+                    {"key": k, "operator": "In", "values": [v]} for k, v in sorted(t.segments.items())
+                ]
+            }
+            for t in volume.accessible_topology
+            if t.segments
+        ]
+        if terms:
+            pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name, "annotations": {PROVISIONED_BY: plugin.driver}},
+            "spec": pv_spec,
+        }
+
+    async def _bind(self, pvc: Obj, pv: Obj) -> None:
+        """Bind both sides (as the PV controller does); writes only what is not already so."""
+        namespace = pvc["metadata"].get("namespace", "")
+        claim_ref = pv.get("spec", {}).get("claimRef") or {}
+        if claim_ref.get("uid") not in (None, "", uid_of(pvc)):
+            return  # the PV belongs to an earlier claim of the same name
+        pv_name = name_of(pv)
+        if pv.get("status", {}).get("phase") != "Bound":
+            await self.ctx.api.patch(PVS, pv_name, {"status": {"phase": "Bound"}}, subresource="status")
+        annotations = annotations_of(pvc)
+        if (
+            pvc.get("spec", {}).get("volumeName") != pv_name
+            or annotations.get("pv.kubernetes.io/bind-completed") != "yes"
+        ):
+            await self.ctx.api.patch(
+                PVCS,
+                name_of(pvc),
+                {
+                    "metadata": {
+                        "annotations": {
+                            "pv.kubernetes.io/bind-completed": "yes",
+                            "pv.kubernetes.io/bound-by-controller": "yes",
+                        }
+                    },
+                    "spec": {"volumeName": pv_name},
+                },
+                namespace=namespace,
+            )
+        status = pvc.get("status", {})
+        wanted = {
+            "phase": "Bound",
+            "accessModes": list(pv.get("spec", {}).get("accessModes") or []),
+            "capacity": dict(pv.get("spec", {}).get("capacity") or {}),
+        }
+        if any(status.get(k) != v for k, v in wanted.items()):
+            await self.ctx.api.patch(
+                PVCS, name_of(pvc), {"status": wanted}, namespace=namespace, subresource="status"
+            )
+
+    # ------------------------------------------------------------------ reclaim
+
+    async def _reclaim(self, key: Key) -> None:
+        pv = self.ctx.informer(PVS).get(None, key[1])
+        if pv is None:
+            return
+        spec = pv.get("spec", {})
+        claim_ref = spec.get("claimRef") or {}
+        if not claim_ref.get("name"):
+            return
+        claim = self.ctx.informer(PVCS).get(claim_ref.get("namespace", ""), claim_ref["name"])
+        if claim is not None and uid_of(claim) == claim_ref.get("uid") and not is_terminating(claim):
+            return
+        if claim is not None and uid_of(claim) == claim_ref.get("uid"):
+            return  # terminating: wait until the claim object is gone
+        driver = (spec.get("csi") or {}).get("driver", "")
+        if pv.get("status", {}).get("phase") not in ("Released", "Failed"):
+            await self.ctx.api.patch(
+                PVS, name_of(pv), {"status": {"phase": "Released"}}, subresource="status"
+            )
+        if spec.get("persistentVolumeReclaimPolicy", "Delete") != "Delete" or is_terminating(pv):
+            return
+        plugin = self.plugins.get(driver)
+        if plugin is None or annotations_of(pv).get(PROVISIONED_BY) != driver:
+            return
+        try:
+            await plugin.connection.controller.DeleteVolume(
+                csi_pb2.DeleteVolumeRequest(volume_id=spec["csi"]["volumeHandle"]),
+                timeout=self.ctx.options.rpc_timeout,
+            )
+        except grpc.aio.AioRpcError as error:
+            text = grpc_error_text(error)
+            await self.events.record(pv, "PersistentVolume", "v1", "Warning", "VolumeFailedDelete", text)
+            raise Retry(text) from None
+        try:
+            await self.ctx.api.delete(PVS, name_of(pv))
+        except ApiError as error:
+            if error.code != 404:
+                raise
+
+
+class _RequirementError(Exception):
+    """The accessibility requirements cannot be built yet (e.g. the node plugin has not registered)."""
+
+
+def _segment(labels: dict[str, str], keys: list[str]) -> dict[str, str] | None:
+    if not keys:
+        return None
+    if any(key not in labels for key in keys):
+        return None
+    return {key: labels[key] for key in keys}
+
+
+def _allowed(segment: dict[str, str], allowed_topologies: list[dict[str, Any]]) -> bool:
+    for term in allowed_topologies:
+        expressions = term.get("matchLabelExpressions") or []
+        if all(
+            segment.get(e.get("key", "")) in (e.get("values") or [])
+            for e in expressions
+            if e.get("key") in segment
+        ):
+            return True
+    return False

@@ -1,0 +1,275 @@
+"""StatefulSet controller: stable Pods ``<name>-<ordinal>`` and claims ``<template>-<name>-<ordinal>``.
+
+Claims from ``volumeClaimTemplates`` carry no owner, so they outlive Pods and the StatefulSet (Kubernetes'
+default ``Retain`` retention). ``OrderedReady`` (the default) creates Pods one at a time, each after its
+predecessors are Running and Ready, and removes them from the highest ordinal down; ``Parallel`` does both at
+once. Template changes after creation are not rolled out (Pods keep their spec until deleted).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from typing import Any
+
+from kubesim.errors import ApiError
+
+from .context import PODS, PVCS, STATEFUL_SETS, Context
+from .events import EventRecorder
+from .informer import Key
+from .objects import (
+    Obj,
+    condition_true,
+    controller_of,
+    is_terminating,
+    name_of,
+    owner_reference,
+    short_hash,
+    uid_of,
+)
+from .workqueue import Reconciler
+
+log = logging.getLogger(__name__)
+
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+REVISION_LABEL = "controller-revision-hash"
+
+
+def _ordinal(sts_name: str, pod_name: str) -> int | None:
+    prefix = f"{sts_name}-"
+    if not pod_name.startswith(prefix):
+        return None
+    rest = pod_name[len(prefix) :]
+    return int(rest) if rest.isdigit() and str(int(rest)) == rest else None
+
+
+def _running_and_ready(pod: Obj) -> bool:
+    return pod.get("status", {}).get("phase") == "Running" and condition_true(pod, "Ready")
+
+
+class StatefulSetController:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.events = EventRecorder(ctx.api, "statefulset-controller")
+        self.queue: Reconciler[Key] = Reconciler("statefulset", self._reconcile, workers=2)
+        ctx.informer(STATEFUL_SETS).add_handler(self._on_set)
+        ctx.informer(PODS).add_handler(self._on_pod)
+
+    def start(self) -> None:
+        self.queue.start()
+        for sts in self.ctx.informer(STATEFUL_SETS).items():
+            self.queue.add((sts["metadata"].get("namespace", ""), name_of(sts)))
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    def _on_set(self, event: str, sts: Obj, old: Obj | None) -> None:
+        if event != "DELETED":
+            self.queue.add((sts["metadata"].get("namespace", ""), name_of(sts)))
+
+    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
+        owner = controller_of(pod)
+        if owner and owner.get("kind") == "StatefulSet":
+            self.queue.add((pod["metadata"].get("namespace", ""), owner.get("name", "")))
+
+    def _owned_pods(self, sts: Obj) -> dict[int, Obj]:
+        namespace = sts["metadata"].get("namespace", "")
+        pods: dict[int, Obj] = {}
+        for pod in self.ctx.informer(PODS).items(namespace):
+            owner = controller_of(pod)
+            if owner is None or owner.get("uid") != uid_of(sts):
+                continue
+            ordinal = _ordinal(name_of(sts), name_of(pod))
+            if ordinal is not None:
+                pods[ordinal] = pod
+        return pods
+
+    async def _reconcile(self, key: Key) -> None:
+        sts = self.ctx.informer(STATEFUL_SETS).get(*key)
+        if sts is None or is_terminating(sts):
+            return
+        spec = sts.get("spec", {})
+        replicas = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
+        parallel = spec.get("podManagementPolicy") == "Parallel"
+        start = int(((spec.get("ordinals") or {}).get("start")) or 0)
+        pods = self._owned_pods(sts)
+        wanted = range(start, start + replicas)
+
+        # scale down: highest ordinal first
+        extra = sorted((o for o in pods if o not in wanted), reverse=True)
+        for ordinal in extra:
+            pod = pods[ordinal]
+            if not is_terminating(pod):
+                await self._delete_pod(sts, pod)
+            if not parallel:
+                break
+        if extra and not parallel:
+            await self._update_status(sts, pods)
+            return
+
+        for ordinal in wanted:
+            existing = pods.get(ordinal)
+            if existing is None:
+                await self._create_claims(sts, ordinal)
+                await self._create_pod(sts, ordinal)
+                if not parallel:
+                    break
+                continue
+            if not parallel and (is_terminating(existing) or not _running_and_ready(existing)):
+                break
+        await self._update_status(sts, pods)
+
+    async def _create_claims(self, sts: Obj, ordinal: int) -> None:
+        namespace = sts["metadata"].get("namespace", "")
+        selector_labels = ((sts.get("spec", {}).get("selector") or {}).get("matchLabels")) or {}
+        for template in sts.get("spec", {}).get("volumeClaimTemplates") or []:
+            template_meta = template.get("metadata", {})
+            claim_name = f"{template_meta.get('name', '')}-{name_of(sts)}-{ordinal}"
+            if self.ctx.informer(PVCS).get(namespace, claim_name) is not None:
+                continue
+            metadata: dict[str, Any] = {
+                "name": claim_name,
+                "namespace": namespace,
+                "labels": {**(template_meta.get("labels") or {}), **selector_labels},
+            }
+            if template_meta.get("annotations"):
+                metadata["annotations"] = dict(template_meta["annotations"])
+            body = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": metadata,
+                "spec": copy.deepcopy(template.get("spec") or {}),
+            }
+            try:
+                await self.ctx.api.create(PVCS, body, namespace=namespace)
+            except ApiError as error:
+                if error.code != 409:
+                    await self.events.record(
+                        sts,
+                        "StatefulSet",
+                        "apps/v1",
+                        "Warning",
+                        "FailedCreate",
+                        f"create Claim {claim_name} for Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} "
+                        f"failed error: {error.message}",
+                    )
+                    raise
+                continue
+            await self.events.record(
+                sts,
+                "StatefulSet",
+                "apps/v1",
+                "Normal",
+                "SuccessfulCreate",
+                f"create Claim {claim_name} Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} success",
+            )
+
+    def _pod_body(self, sts: Obj, ordinal: int) -> Obj:
+        namespace = sts["metadata"].get("namespace", "")
+        name = f"{name_of(sts)}-{ordinal}"
+        template = copy.deepcopy(sts.get("spec", {}).get("template") or {})
+        template_meta = template.get("metadata") or {}
+        spec: dict[str, Any] = template.get("spec") or {}
+        revision = (
+            f"{name_of(sts)}-{short_hash(json.dumps(sts.get('spec', {}).get('template'), sort_keys=True))}"
+        )
+        labels = {
+            **(template_meta.get("labels") or {}),
+            POD_NAME_LABEL: name,
+            POD_INDEX_LABEL: str(ordinal),
+            REVISION_LABEL: revision,
+        }
+        volumes = list(spec.get("volumes") or [])
+        claim_volumes = {}
+        for claim_template in sts.get("spec", {}).get("volumeClaimTemplates") or []:
+            template_name = (claim_template.get("metadata") or {}).get("name", "")
+            claim_volumes[template_name] = {
+                "name": template_name,
+                "persistentVolumeClaim": {"claimName": f"{template_name}-{name_of(sts)}-{ordinal}"},
+            }
+        volumes = [claim_volumes.pop(v.get("name"), v) for v in volumes] + list(claim_volumes.values())
+        if volumes:
+            spec["volumes"] = volumes
+        spec["hostname"] = name
+        if sts.get("spec", {}).get("serviceName"):
+            spec["subdomain"] = sts["spec"]["serviceName"]
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(sts, "apps/v1", "StatefulSet")],
+        }
+        if template_meta.get("annotations"):
+            metadata["annotations"] = dict(template_meta["annotations"])
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+    async def _create_pod(self, sts: Obj, ordinal: int) -> None:
+        body = self._pod_body(sts, ordinal)
+        namespace = sts["metadata"].get("namespace", "")
+        name = body["metadata"]["name"]
+        try:
+            await self.ctx.api.create(PODS, body, namespace=namespace)
+        except ApiError as error:
+            if error.code == 409:
+                return
+            await self.events.record(
+                sts,
+                "StatefulSet",
+                "apps/v1",
+                "Warning",
+                "FailedCreate",
+                f"create Pod {name} in StatefulSet {name_of(sts)} failed error: {error.message}",
+            )
+            raise
+        await self.events.record(
+            sts,
+            "StatefulSet",
+            "apps/v1",
+            "Normal",
+            "SuccessfulCreate",
+            f"create Pod {name} in StatefulSet {name_of(sts)} successful",
+        )
+
+    async def _delete_pod(self, sts: Obj, pod: Obj) -> None:
+        try:
+            await self.ctx.api.delete(PODS, name_of(pod), pod["metadata"].get("namespace"))
+        except ApiError as error:
+            if error.code != 404:
+                raise
+            return
+        await self.events.record(
+            sts,
+            "StatefulSet",
+            "apps/v1",
+            "Normal",
+            "SuccessfulDelete",
+            f"delete Pod {name_of(pod)} in StatefulSet {name_of(sts)} successful",
+        )
+
+    async def _update_status(self, sts: Obj, pods: dict[int, Obj]) -> None:
+        live = [p for p in pods.values() if not is_terminating(p)]
+        ready = sum(1 for p in live if _running_and_ready(p))
+        status = dict(sts.get("status") or {})
+        wanted = {
+            "observedGeneration": sts.get("metadata", {}).get("generation", 1),
+            "replicas": len(live),
+            "readyReplicas": ready,
+            "currentReplicas": len(live),
+            "updatedReplicas": len(live),
+            "availableReplicas": ready,
+        }
+        if all(status.get(k) == v for k, v in wanted.items()):
+            return
+        try:
+            await self.ctx.api.patch(
+                STATEFUL_SETS,
+                name_of(sts),
+                {"status": wanted},
+                namespace=sts["metadata"].get("namespace"),
+                subresource="status",
+            )
+        except ApiError as error:
+            if error.code != 404:
+                raise

@@ -1,0 +1,591 @@
+"""aiohttp application speaking the Kubernetes REST API over the in-memory store.
+
+Routing is done by hand from the path segments (one catch-all route) because Kubernetes paths are ambiguous for a
+pattern router (`/api/v1/namespaces/{name}` is an object, `/api/v1/namespaces/{ns}/pods` a collection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from kubesim import errors
+from kubesim.admission import Admission
+from kubesim.auth import AllowAll, Authorizer, RequestAttributes, TokenAuthenticator, User
+from kubesim.errors import ApiError
+from kubesim.faults import Faults
+from kubesim.resources import Registry, ResourceType
+from kubesim.store import Store, Watcher, dumps
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+json": "apply",
+}
+VERSION_INFO = {
+    "major": "1",
+    "minor": "33",
+    "gitVersion": "v1.33.0-kubesim",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.24.0",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
+_PUBLIC = {"version", "healthz", "readyz", "livez"}
+USER_KEY = web.RequestKey("user", User)
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    h = {"Content-Type": JSON}
+    if headers:
+        h.update(headers)
+    return web.Response(body=dumps(body), status=status, headers=h)
+
+
+def error_response(e: ApiError) -> web.Response:
+    return json_response(e.status(), e.code, e.headers)
+
+
+def _bool(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "t", "y")
+
+
+@dataclass
+class Target:
+    """A parsed resource URL."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+    watch_path: bool = False
+
+
+class ApiServer:
+    """The HTTP face of a `Store`; owns the registry, store, faults and auth."""
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        watch_window: int = 10_000,
+        service_cidr: str = "10.96.0.0/12",
+        bookmark_interval: float = 5.0,
+        faults: Faults | None = None,
+        authorizer: Authorizer | None = None,
+    ) -> None:
+        self.token = token or secrets.token_urlsafe(24)
+        self.registry = Registry()
+        self.admission = Admission(service_cidr=service_cidr)
+        self.store = Store(self.registry, self.admission, watch_window=watch_window)
+        self.faults = faults or Faults()
+        self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))})
+        self.authorizer: Authorizer = authorizer or AllowAll()
+        self.bookmark_interval = bookmark_interval
+        self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner: web.AppRunner | None = None
+        self._watch_tasks: set[asyncio.Task[Any]] = set()
+        self.url = ""
+        self._stopping = asyncio.Event()
+
+    # -------------------------------------------------------------------------------------------- lifecycle
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None) -> str:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        bound = sockets[0].getsockname()[1] if sockets else port
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{'https' if ssl_context else 'http'}://{shown}:{bound}"
+        return self.url
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        self.store.close_watchers()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------------------------------- middleware
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            first = request.path.strip("/").split("/", 1)[0]
+            if first not in _PUBLIC:
+                user = self.authenticator.authenticate(request.headers.get("Authorization"))
+                if user is None:
+                    raise errors.unauthorized()
+                request[USER_KEY] = user
+            result: web.StreamResponse = await handler(request)
+            return result
+        except ApiError as e:
+            return error_response(e)
+        except web.HTTPException:
+            raise
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug in kubesim: answer like the apiserver's 500, keep serving
+            log.exception("internal error on %s %s", request.method, request.path)
+            return error_response(errors.internal_error(f"{type(e).__name__}: {e}"))
+
+    # ------------------------------------------------------------------------------------------------ routing
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if not parts:
+            return json_response({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/openapi/v3", "/readyz", "/version"]})
+        head = parts[0]
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok", content_type="text/plain")
+        if head == "version" and len(parts) == 1:
+            return json_response(VERSION_INFO)
+        if head == "kubesim":
+            return await self._admin(request, parts[1:])
+        if head == "openapi":
+            return self._openapi(request, parts[1:])
+        if head == "api":
+            if len(parts) == 1:
+                return self._get_only(request, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
+            if parts[1] != "v1":
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            if len(parts) == 2:
+                return self._get_only(request, self._resource_list("", "v1"))
+            return await self._resource(request, "", "v1", parts[2:])
+        if head == "apis":
+            if len(parts) == 1:
+                return self._get_only(request, self._group_list())
+            group = parts[1]
+            if len(parts) == 2:
+                g = self._group(group)
+                if g is None:
+                    raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+                return self._get_only(request, dict(g, kind="APIGroup", apiVersion="v1"))
+            version = parts[2]
+            if not self.registry.group_version_types(group, version):
+                raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+            if len(parts) == 3:
+                return self._get_only(request, self._resource_list(group, version))
+            return await self._resource(request, group, version, parts[3:])
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    def _get_only(self, request: web.Request, body: dict[str, Any]) -> web.Response:
+        if request.method not in ("GET", "HEAD"):
+            raise errors.method_not_allowed()
+        return json_response(body)
+
+    # ---------------------------------------------------------------------------------------------- discovery
+
+    def _group(self, group: str) -> dict[str, Any] | None:
+        for name, versions in self.registry.groups():
+            if name == group:
+                gvs = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+                return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
+        return None
+
+    def _group_list(self) -> dict[str, Any]:
+        groups = []
+        for name, _ in self.registry.groups():
+            g = self._group(name)
+            if g is not None:
+                groups.append(g)
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+    def _resource_list(self, group: str, version: str) -> dict[str, Any]:
+        resources: list[dict[str, Any]] = []
+        for rt in sorted(self.registry.group_version_types(group, version), key=lambda r: r.plural):
+            resources.extend(rt.discovery())
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+
+    def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
+        if request.method != "GET":
+            raise errors.method_not_allowed()
+        if not parts or parts[0] != "v3":
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        from kubesim import openapi
+
+        if len(parts) == 1:
+            return json_response(openapi.root(self.registry))
+        doc = openapi.group_version_doc(self.registry, "/".join(parts[1:]))
+        if doc is None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return json_response(doc)
+
+    # ---------------------------------------------------------------------------------------------- resources
+
+    def _parse_target(self, group: str, version: str, rest: list[str]) -> Target:
+        watch_path = False
+        if rest and rest[0] == "watch":
+            watch_path = True
+            rest = rest[1:]
+        ns: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+            ns = rest[1]
+            rest = rest[2:]
+        if not rest or len(rest) > 3:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        rt = self.registry.by_url(group, version, rest[0])
+        if rt is None:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        if ns is not None and not rt.namespaced:
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and not (sub == "status" and rt.has_status):
+            raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        return Target(rt, ns, name, sub, watch_path)
+
+    async def _resource(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
+        t = self._parse_target(group, version, rest)
+        q = request.query
+        method = request.method
+        watch = t.watch_path or _bool(q.get("watch"))
+        if method == "GET":
+            verb = "watch" if watch else ("get" if t.name else "list")
+        elif method == "POST":
+            verb = "create"
+        elif method == "PUT":
+            verb = "update"
+        elif method == "PATCH":
+            verb = "patch"
+        elif method == "DELETE":
+            verb = "delete" if t.name else "deletecollection"
+        else:
+            raise errors.method_not_allowed()
+        if (verb == "create" and t.name is not None) or (verb in ("update", "patch") and t.name is None):
+            raise errors.method_not_allowed()
+        user = request[USER_KEY]
+        denied = self.authorizer.authorize(RequestAttributes(user, verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name))
+        if denied is not None:
+            raise errors.forbidden(f'{t.rt.plural}{"." + t.rt.group if t.rt.group else ""} is forbidden: User "{user.name}" cannot {verb} resource "{t.rt.plural}": {denied}')
+        await self._inject_faults(verb, t)
+        if verb == "watch":
+            return await self._watch(request, t)
+        if verb == "list":
+            return self._list(request, t)
+        if verb == "get":
+            assert t.name is not None
+            return self._respond(request, t.rt, self.store.get(t.rt, t.namespace, t.name))
+        dry_run = bool(q.get("dryRun"))
+        manager = q.get("fieldManager")
+        if verb == "create":
+            body = await self._json_body(request)
+            manager = manager or _default_manager(request)
+            obj = self.store.create(t.rt, t.namespace, self._to_storage(t.rt, body), dry_run=dry_run, field_manager=manager)
+            return self._respond(request, t.rt, obj, 201)
+        if verb == "update":
+            assert t.name is not None
+            body = await self._json_body(request)
+            manager = manager or _default_manager(request)
+            obj = self.store.update(t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource, dry_run=dry_run, field_manager=manager)
+            return self._respond(request, t.rt, obj)
+        if verb == "patch":
+            assert t.name is not None
+            ctype = request.content_type
+            patch_type = PATCH_TYPES.get(ctype)
+            if patch_type is None:
+                raise errors.unsupported_media_type(ctype)
+            raw = await request.read()
+            body = _parse_patch_body(raw, patch_type)
+            if patch_type == "apply" and isinstance(body, dict):
+                body = self._to_storage(t.rt, body, check=False)
+            obj, created = self.store.patch(
+                t.rt, t.namespace, t.name, patch_type, body, subresource=t.subresource,
+                field_manager=manager or (None if patch_type == "apply" else _default_manager(request)),
+                force=_bool(q.get("force")), dry_run=dry_run,
+            )
+            return self._respond(request, t.rt, obj, 201 if created else 200)
+        if verb == "delete":
+            assert t.name is not None
+            opts = await self._delete_options(request)
+            obj, removed = self.store.delete(t.rt, t.namespace, t.name, propagation=opts.get("propagationPolicy"), preconditions=opts.get("preconditions"), dry_run=dry_run)
+            if removed:
+                meta = obj["metadata"]
+                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural, "uid": meta.get("uid")}})
+            return self._respond(request, t.rt, obj)
+        # deletecollection
+        opts = await self._delete_options(request)
+        sel_l, sel_f = _selectors(q)
+        listed = self.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f)
+        for obj in list(listed.items):
+            meta = obj["metadata"]
+            with contextlib.suppress(ApiError):
+                self.store.delete(t.rt, meta.get("namespace"), meta["name"], propagation=opts.get("propagationPolicy"), dry_run=dry_run)
+        return json_response(self._list_body(t.rt, listed.items, str(self.store.revision)))
+
+    async def _inject_faults(self, verb: str, t: Target) -> None:
+        f = self.faults
+        if f.latency_ms > 0:
+            await asyncio.sleep(f.latency_ms / 1000)
+        if f.errors:
+            err = f.error_for(verb, t.rt.key, t.name or "")
+            if err is not None:
+                raise err
+
+    def _to_storage(self, rt: ResourceType, body: Any, *, check: bool = True) -> Any:
+        """Objects sent to a non-storage CRD version are stored under the storage version (no conversion)."""
+        if isinstance(body, dict) and rt.crd_name is not None:
+            storage = self.registry.by_key(rt.key)
+            if storage is not None and storage is not rt and body.get("apiVersion") == rt.api_version:
+                body = dict(body, apiVersion=storage.api_version)
+        return body
+
+    def _served(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        if obj.get("apiVersion") != rt.api_version:
+            return dict(obj, apiVersion=rt.api_version)
+        return obj
+
+    def _respond(self, request: web.Request, rt: ResourceType, obj: dict[str, Any], status: int = 200) -> web.Response:
+        if _wants_table(request):
+            table = _render_table(rt, [obj], str(self.store.revision), None)
+            if table is not None:
+                return json_response(table, status)
+        return json_response(self._served(rt, obj), status)
+
+    def _list_body(self, rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None = None, remaining: int | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"resourceVersion": rv}
+        if cont:
+            meta["continue"] = cont
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        if rt.crd_name is not None and items and items[0].get("apiVersion") != rt.api_version:
+            items = [self._served(rt, o) for o in items]
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
+
+    def _list(self, request: web.Request, t: Target) -> web.Response:
+        q = request.query
+        sel_l, sel_f = _selectors(q)
+        limit = _int_param(q, "limit")
+        result = self.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, limit=limit, continue_token=q.get("continue") or None)
+        if _wants_table(request):
+            table = _render_table(t.rt, result.items, result.resource_version, result.continue_token)
+            if table is not None:
+                return json_response(table)
+        return json_response(self._list_body(t.rt, result.items, result.resource_version, result.continue_token, result.remaining))
+
+    async def _watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        q = request.query
+        sel_l, sel_f = _selectors(q)
+        if t.name is not None:
+            from kubesim.selectors import parse_field_selector
+
+            text = f"metadata.name={t.name}" + (f",{q['fieldSelector']}" if q.get("fieldSelector") else "")
+            sel_f = parse_field_selector(text)
+        if self.faults.take_expire_next_watch():
+            raise errors.gone("too old resource version: forced expiry (injected fault)")
+        timeout = _int_param(q, "timeoutSeconds")
+        bookmarks = _bool(q.get("allowWatchBookmarks"))
+        initial = _bool(q.get("sendInitialEvents"))
+        rv = q.get("resourceVersion")
+        w = self.store.watch(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, resource_version="0" if initial else rv)
+        try:
+            resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            if initial:
+                await self._send_initial(resp, w, t.rt)
+            await self._pump(resp, w, t.rt, timeout, bookmarks)
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await resp.write_eof()
+            return resp
+        finally:
+            self.store.stop_watch(w)
+
+    async def _send_initial(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType) -> None:
+        chunks = []
+        while not w.queue.empty():
+            t, ev = w.queue.get_nowait()
+            chunks.append(ev.line(t))
+        mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.revision), "annotations": {"k8s.io/initial-events-end": "true"}}}
+        chunks.append(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
+        await resp.write(b"".join(chunks))
+
+    async def _pump(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, timeout_seconds: int | None, bookmarks: bool) -> None:
+        """Copy queued events to the stream until timeout, a fault cut, shutdown or client disconnect."""
+        start = time.monotonic()
+        deadline = start + timeout_seconds if timeout_seconds else None
+        f = self.faults
+        cut_after = f.watch_max_events
+        if f.watch_max_seconds is not None:
+            cut_deadline = start + f.watch_max_seconds
+            deadline = cut_deadline if deadline is None else min(deadline, cut_deadline)
+        sent = 0
+        convert = rt.crd_name is not None
+        try:
+            while True:
+                if w.queue.empty():
+                    wait = self.bookmark_interval if bookmarks else None
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            return
+                        wait = left if wait is None else min(wait, left)
+                    try:
+                        async with asyncio.timeout(wait):
+                            item = await w.queue.get()
+                    except TimeoutError:
+                        if deadline is not None and time.monotonic() >= deadline:
+                            return
+                        mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.revision)}}
+                        await resp.write(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
+                        continue
+                    items = [item]
+                else:
+                    items = []
+                while not w.queue.empty():
+                    items.append(w.queue.get_nowait())
+                chunks: list[bytes] = []
+                stop = False
+                for typ, payload in items:
+                    if typ == "CLOSE":
+                        stop = True
+                        break
+                    if typ == "ERROR":
+                        chunks.append(dumps({"type": "ERROR", "object": payload}) + b"\n")
+                        stop = True
+                        break
+                    if convert and payload.obj.get("apiVersion") != rt.api_version:
+                        chunks.append(payload.line(typ, self._served(rt, payload.obj)))
+                    else:
+                        chunks.append(payload.line(typ))
+                    sent += 1
+                    if cut_after is not None and sent >= cut_after:
+                        stop = True
+                        break
+                if chunks:
+                    await resp.write(b"".join(chunks))
+                if stop:
+                    return
+        except (ConnectionResetError, ConnectionError):
+            return
+
+    async def _json_body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            raise errors.bad_request("the request body is empty")
+        ctype = request.content_type
+        try:
+            if ctype in ("application/yaml", "application/apply-patch+yaml"):
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as e:
+            raise errors.bad_request(f"the body of the request could not be decoded: {e}") from None
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        raw = await request.read()
+        opts: dict[str, Any] = {}
+        if raw.strip():
+            try:
+                parsed = json.loads(raw)
+            except ValueError as e:
+                raise errors.bad_request(f"invalid DeleteOptions: {e}") from None
+            if isinstance(parsed, dict):
+                opts = parsed
+        q = request.query
+        if q.get("propagationPolicy"):
+            opts["propagationPolicy"] = q["propagationPolicy"]
+        if opts.get("orphanDependents") is True and not opts.get("propagationPolicy"):
+            opts["propagationPolicy"] = "Orphan"
+        return opts
+
+    # ------------------------------------------------------------------------------------------------- admin
+
+    async def _admin(self, request: web.Request, parts: list[str]) -> web.Response:
+        if parts == ["faults"]:
+            if request.method == "GET":
+                return json_response(self.faults.to_dict())
+            if request.method in ("PUT", "PATCH"):
+                body = await self._json_body(request)
+                if not isinstance(body, dict):
+                    raise errors.bad_request("fault settings must be a JSON object")
+                self.faults.update(body, replace=request.method == "PUT")
+                return json_response(self.faults.to_dict())
+            if request.method == "DELETE":
+                self.faults.reset()
+                return json_response(self.faults.to_dict())
+            raise errors.method_not_allowed()
+        if parts == ["expire-watches"] and request.method == "POST":
+            self.store.expire_watchers()
+            return json_response({"expired": True})
+        if parts == ["compact"] and request.method == "POST":
+            self.store.compact()
+            return json_response({"compactedRevision": str(self.store.revision)})
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+def _default_manager(request: web.Request) -> str:
+    agent = request.headers.get("User-Agent", "unknown")
+    return agent.split("/", 1)[0] or "unknown"
+
+
+def _int_param(q: Any, name: str) -> int | None:
+    v = q.get(name)
+    if v in (None, ""):
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise errors.bad_request(f"invalid {name}: {v!r}") from None
+
+
+def _selectors(q: Any) -> tuple[Any, Any]:
+    from kubesim.selectors import parse_field_selector, parse_label_selector
+
+    try:
+        ls = parse_label_selector(q["labelSelector"]) if q.get("labelSelector") else None
+        fs = parse_field_selector(q["fieldSelector"]) if q.get("fieldSelector") else None
+    except ValueError as e:
+        raise errors.bad_request(f"unable to parse requirement: {e}") from None
+    return ls, fs
+
+
+def _parse_patch_body(raw: bytes, patch_type: str) -> Any:
+    if not raw.strip():
+        raise errors.bad_request("the patch body is empty")
+    try:
+        if patch_type == "apply":
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as e:
+        raise errors.bad_request(f"error decoding patch: {e}") from None
+
+
+def _wants_table(request: web.Request) -> bool:
+    return "as=Table" in request.headers.get("Accept", "")
+
+
+def _render_table(rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None) -> dict[str, Any] | None:
+    """A `meta.k8s.io/v1` Table through `table.py` when it is available, else None (plain list)."""
+    try:
+        import importlib
+
+        table = importlib.import_module("kubesim.table")
+    except ImportError:
+        return None
+    render = getattr(table, "render_table", None) or getattr(table, "render", None)
+    if render is None:
+        return None
+    result: dict[str, Any] = render(rt, items, resource_version=rv, continue_token=cont)
+    return result

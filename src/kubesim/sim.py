@@ -1,0 +1,135 @@
+"""`KubeSim`: start the API server (and optionally the simulated cluster) in-process and write a kubeconfig."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from kubesim.api import ApiClient
+from kubesim.faults import Faults
+from kubesim.server import ApiServer
+from kubesim.tls import make_self_signed, server_context
+
+
+def kubeconfig_dict(url: str, token: str, ca_pem: bytes | None = None, name: str = "kubesim") -> dict[str, Any]:
+    cluster: dict[str, Any] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: Path, url: str, token: str, ca_pem: bytes | None = None) -> None:
+    """Write atomically with mode 0600 (it holds the bearer token)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(kubeconfig_dict(url, token, ca_pem), f, sort_keys=False)
+    os.replace(tmp, path)
+
+
+class KubeSim:
+    """`async with KubeSim(...) as sim:` — `sim.url`, `sim.token`, `sim.kubeconfig_path`, `sim.api`, `sim.cluster`."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        kubeconfig_path: str | os.PathLike[str] | None = None,
+        nodes: int = 0,
+        state_dir: str | os.PathLike[str] | None = None,
+        watch_window: int = 10_000,
+        service_cidr: str = "10.96.0.0/12",
+        bookmark_interval: float = 5.0,
+        faults: Faults | dict[str, Any] | None = None,
+        tls: bool = True,
+        **cluster_options: Any,
+    ) -> None:
+        """`tls=True` (default) serves HTTPS with a fresh self-signed CA in the kubeconfig: kubectl only sends
+        bearer tokens over TLS. `tls=False` serves plain HTTP (lightkube and the in-process client still work)."""
+        self.host = host
+        self.port = port
+        if isinstance(faults, dict):
+            settings = faults
+            faults = Faults()
+            faults.update(settings)
+        self.server = ApiServer(
+            token=token, watch_window=watch_window, service_cidr=service_cidr,
+            bookmark_interval=bookmark_interval, faults=faults,
+        )
+        self.token = self.server.token
+        self.faults = self.server.faults
+        self.store = self.server.store
+        self.api = ApiClient(self.server.store)
+        self._nodes = nodes
+        self._cluster_options = cluster_options
+        self._state_dir_arg = Path(state_dir) if state_dir is not None else None
+        self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path is not None else None
+        self._own_dir: Path | None = None
+        self.state_dir: Path | None = self._state_dir_arg
+        self.kubeconfig_path: Path | None = None
+        self.cluster: Any = None
+        self.url = ""
+        self.tls = tls
+        self.ca_pem: bytes | None = None
+
+    async def start(self) -> KubeSim:
+        try:
+            # Short temp dir: kubelet plugin socket paths live under the state dir (107-byte limit).
+            self._own_dir = Path(tempfile.mkdtemp(prefix="ks-"))
+            if self.state_dir is None and (self._nodes or self._cluster_options):
+                self.state_dir = self._own_dir
+            ssl_ctx = None
+            if self.tls:
+                cert, key = make_self_signed(self._own_dir / "pki", [self.host])
+                self.ca_pem = cert.read_bytes()
+                ssl_ctx = server_context(cert, key)
+            self.url = await self.server.start(self.host, self.port, ssl_ctx)
+            self.kubeconfig_path = self._kubeconfig_arg or self._own_dir / "kubeconfig"
+            write_kubeconfig(self.kubeconfig_path, self.url, self.token, self.ca_pem)
+            if self._nodes or self._cluster_options:
+                from kubesim.cluster import Cluster  # type: ignore[attr-defined]
+
+                assert self.state_dir is not None
+                self.cluster = Cluster(self.api, state_dir=self.state_dir, nodes=self._nodes, **self._cluster_options)
+                await self.cluster.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def stop(self) -> None:
+        if self.cluster is not None:
+            try:
+                await self.cluster.stop()
+            finally:
+                self.cluster = None
+        await self.server.stop()
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+            self._own_dir = None
+
+    async def __aenter__(self) -> KubeSim:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,215 @@
+"""pydantic models of the ``listeners.stackable.tech/v1alpha1`` custom resources.
+
+Field names, enums and defaults follow upstream exactly (LO §4) so that existing manifests and clients keep working;
+``Listener.status.conditions`` and ``observedGeneration`` are our additive extensions (LO §13.20). The models are
+the single source of the CRD schemas (``crd/generate.py``): class and attribute docstrings become the descriptions
+that ``kubectl explain`` shows. Mutable defaults are plain literals on purpose: pydantic copies them per instance, and
+unlike ``default_factory`` they appear as ``default`` in the generated schema.
+
+Python attributes are snake_case; the JSON (alias) names are camelCase. Parse API objects with
+``Model.model_validate(obj)`` and serialise with :func:`to_json`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), WithJsonSchema({"type": "integer", "format": "int32"})]
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1), WithJsonSchema({"type": "integer", "format": "int64"})]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        extra="ignore",
+    )
+
+
+class ServiceType(StrEnum):
+    """The Kubernetes Service type used to expose Listeners of a class."""
+
+    NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
+    CLUSTER_IP = "ClusterIP"
+
+
+class AddressType(StrEnum):
+    """The kind of a published address."""
+
+    HOSTNAME = "Hostname"
+    IP = "IP"
+
+
+class PreferredAddressType(StrEnum):
+    """Which kind of address to publish when both are available."""
+
+    HOSTNAME = "Hostname"
+    IP = "IP"
+    HOSTNAME_CONSERVATIVE = "HostnameConservative"
+
+
+class ExternalTrafficPolicy(StrEnum):
+    """Service externalTrafficPolicy."""
+
+    CLUSTER = "Cluster"
+    LOCAL = "Local"
+
+
+class PodListenerScope(StrEnum):
+    """Whether a Pod's listener addresses are specific to its node or valid cluster-wide."""
+
+    NODE = "Node"
+    CLUSTER = "Cluster"
+
+
+class ListenerClassSpec(_Model):
+    """Policy for exposing the Listeners that reference this class."""
+
+    service_type: ServiceType
+    """The type of the Service created for each Listener: NodePort, LoadBalancer or ClusterIP."""
+
+    load_balancer_allocate_node_ports: bool = True
+    """Whether LoadBalancer Services allocate node ports (Service.spec.allocateLoadBalancerNodePorts).
+    Only used when serviceType is LoadBalancer."""
+
+    load_balancer_class: str | None = None
+    """The load balancer implementation to use (Service.spec.loadBalancerClass).
+    Only used when serviceType is LoadBalancer."""
+
+    service_annotations: dict[str, str] = {}
+    """Annotations added to every Service created for this class."""
+
+    service_external_traffic_policy: ExternalTrafficPolicy | None = None
+    """Service.spec.externalTrafficPolicy for NodePort and LoadBalancer Services; omitted when unset and never set
+    for ClusterIP."""
+
+    preferred_address_type: PreferredAddressType = PreferredAddressType.HOSTNAME_CONSERVATIVE
+    """Which address kind to publish. HostnameConservative means IP for NodePort classes (node hostnames are often
+    not resolvable from outside the cluster) and Hostname for the other service types."""
+
+    pinned_node_ports: bool = False
+    """For NodePort classes: pin each new listener volume to the node it was first scheduled on, so that the
+    published address stays stable. Pinning is done by the CSI driver through node affinity (topology key
+    listeners.stackable.tech/hostname) on the PersistentVolume it provisions; to move a pinned Pod to another node,
+    delete its PersistentVolumeClaim."""
+
+    service_overrides: dict[str, Any] = {"apiVersion": "v1", "kind": "Service", "metadata": {}}
+    """A partial Service deep-merged over the generated Service (after serviceAnnotations, before the Listener's
+    objectOverrides). Maps merge per key, list-maps such as ports merge by key, other values are replaced."""
+
+
+class ListenerPort(_Model):
+    """A port exposed by a Listener."""
+
+    name: str
+    """The port name; unique within the Listener. Published addresses key their ports by this name."""
+
+    port: Int32
+    """The port number exposed by the Service. Pods must listen on the same number."""
+
+    protocol: str | None = None
+    """TCP, UDP or SCTP; Kubernetes defaults to TCP."""
+
+
+class ListenerIngress(_Model):
+    """One address on which a Listener is reachable."""
+
+    address: str
+    """A hostname or an IP address."""
+
+    address_type: AddressType
+    """Whether address is a Hostname or an IP."""
+
+    ports: dict[str, Int32]
+    """The port number to use at this address, keyed by port name."""
+
+
+class ListenerSpec(_Model):
+    """Exposes a set of Pods (those mounting a listener volume bound to this Listener) as policed by a
+    ListenerClass."""
+
+    class_name: str | None = None
+    """The name of the ListenerClass that decides how this Listener is exposed."""
+
+    extra_pod_selector_labels: dict[str, str] = {}
+    """Extra labels that Pods must carry to be selected. Pods must still mount a volume bound to this Listener."""
+
+    ports: list[ListenerPort] | None = None
+    """The ports to expose."""
+
+    publish_not_ready_addresses: bool | None = True
+    """Whether Pods that are not ready still receive traffic (Service.spec.publishNotReadyAddresses). Unset or null
+    means true."""
+
+    object_overrides: list[dict[str, Any]] = []
+    """Kubernetes objects deep-merged into the generated objects with the same apiVersion, kind, name and namespace
+    (the namespace must be written out). Applied last."""
+
+
+class Condition(_Model):
+    """A standard Kubernetes condition (metav1.Condition)."""
+
+    type: str
+    """The condition type, e.g. Ready."""
+
+    status: str
+    """True, False or Unknown."""
+
+    observed_generation: Int64 | None = None
+    """The .metadata.generation the condition was computed from."""
+
+    last_transition_time: str
+    """When the status last changed (RFC 3339)."""
+
+    reason: str
+    """A CamelCase machine-readable reason."""
+
+    message: str
+    """A human-readable explanation."""
+
+
+class ListenerStatus(_Model):
+    """Where the Listener is reachable."""
+
+    service_name: str | None = None
+    """The name of the backing Service."""
+
+    ingress_addresses: list[ListenerIngress] | None = None
+    """Every address the Listener is reachable on."""
+
+    node_ports: dict[str, Int32] | None = None
+    """For NodePort classes only: the node port per port name (for internal use by the CSI driver)."""
+
+    conditions: list[Condition] | None = None
+    """Ready explains whether addresses are published and, if not, why. Not part of the upstream API."""
+
+    observed_generation: Int64 | None = None
+    """The .metadata.generation of the last reconciled spec. Not part of the upstream API."""
+
+
+class PodListener(_Model):
+    """The addresses of one listener volume, as seen by the Pod that mounts it."""
+
+    scope: PodListenerScope
+    """Node when the addresses are specific to the Pod's node (NodePort), Cluster otherwise."""
+
+    ingress_addresses: list[ListenerIngress] | None = None
+    """The addresses this Pod is reachable on through the volume's Listener."""
+
+
+class PodListenersSpec(_Model):
+    """The listener volumes of one Pod and their addresses (written by the CSI node driver)."""
+
+    listeners: dict[str, PodListener]
+    """Keyed by the Pod's volume name."""
+
+
+def to_json(model: BaseModel) -> dict[str, Any]:
+    """The camelCase JSON form of a model, without null fields (null and absent mean the same to our readers)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)

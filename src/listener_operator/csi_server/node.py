@@ -1,0 +1,497 @@
+"""CSI Node service: binds a listener volume to its Listener and writes the Pod's addresses (LO §7).
+
+NodePublishVolume follows upstream's order (LO §7.2): context -> PV -> PVC -> Pod -> Listener (created by SSA for
+``listener-class`` volumes, LO §7.3) -> PV reservation labels -> Pod mount label -> Pod-local addresses ->
+PodListeners -> files. Differences, each deliberate (LO §13):
+
+* both selector annotations, CSI inline volumes and hostile names/addresses/target paths are refused with
+  INVALID_ARGUMENT before anything is written (§13.4, §13.13);
+* when the Listener has no address yet the call waits a short, bounded time for its status to change before
+  failing with UNAVAILABLE (§13.9), and a Warning Event on the Pod says why the mount waits;
+* the file tree is swapped atomically and stale addresses disappear (§13.5);
+* NodeUnpublishVolume also removes the volume's PodListeners entry while the Pod exists (§13.12);
+* nothing is written when the labels, the PodListeners entry or the files are already as wanted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from lightkube import AsyncClient
+
+from csi_proto import csi_pb2, csi_pb2_grpc
+from listener_operator.constants import (
+    FIELD_MANAGER_VOLUME,
+    PV_LABEL_LISTENER_NAME,
+    PV_LABEL_LISTENER_NAMESPACE,
+    TOPOLOGY_KEY_HOSTNAME,
+    mount_label_key,
+)
+from listener_operator.crd.models import AddressType
+from listener_operator.crd.resources import Listener
+from listener_operator.csi_server.controller import check_volume_capabilities
+from listener_operator.csi_server.errors import KUBE_ERRORS, CsiError, api_error_code, csi_rpc, error_chain
+from listener_operator.csi_server.filetree import published_addresses, remove_tree, write_address_tree
+from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
+from listener_operator.csi_server.reporting import EventPublisher, publish_warning
+from listener_operator.csi_server.validation import InvalidVolumeInput, check_port_name, resolve_target_path
+from listener_operator.csi_server.volume_context import (
+    CONTEXT_EPHEMERAL,
+    CONTEXT_POD_NAME,
+    CONTEXT_POD_NAMESPACE,
+    CONTEXT_POD_UID,
+    ListenerSelector,
+    check_object_name,
+    decode_selector,
+)
+from listener_operator.listener_controller.addresses import (
+    NodeAddressError,
+    class_address_type,
+    pod_listener_scope,
+    pod_local_addresses,
+)
+from listener_operator.runtime.api import JsonDict, KubeApi
+
+__all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService", "listener_ports", "pod_volume_for_claim"]
+
+log = logging.getLogger(__name__)
+
+#: How long NodePublishVolume waits for a Listener without addresses before answering UNAVAILABLE. Short: kubelet
+#: holds a CSI call for at most a couple of minutes and retries anyway.
+DEFAULT_LISTENER_WAIT_SECONDS = 5.0
+_MAX_VOLUMES = 2**63 - 1
+
+_Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def listener_ports(pod: Mapping[str, Any]) -> list[JsonDict]:
+    """The Listener ports of LO §7.3: every containerPort of the regular containers, unnamed ones as ``port-<n>``.
+
+    Identical entries from several containers collapse into one; one name used for different ports or protocols
+    is refused, because the Service could not be built from it.
+    """
+    ports: dict[str, JsonDict] = {}
+    for container in ((pod.get("spec") or {}).get("containers") or []):
+        for container_port in container.get("ports") or []:
+            number = container_port.get("containerPort")
+            name = container_port.get("name") or f"port-{number}"
+            entry: JsonDict = {"name": name, "port": number}
+            if container_port.get("protocol"):
+                entry["protocol"] = container_port["protocol"]
+            try:
+                check_port_name(name)
+            except InvalidVolumeInput as error:
+                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"container {container.get('name')!r} has an unusable port") from error
+            previous = ports.get(name)
+            if previous is not None and (previous.get("port"), previous.get("protocol", "TCP")) != (
+                    number, entry.get("protocol", "TCP")):
+                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"port name {name!r} is used for different ports in the Pod's containers")
+            ports.setdefault(name, entry)
+    return list(ports.values())
+
+
+def pod_volume_for_claim(pod: Mapping[str, Any], claim_name: str) -> str | None:
+    """The name of the Pod volume backed by PVC ``claim_name`` (a claim reference or a generic ephemeral volume)."""
+    pod_name = _meta(pod).get("name")
+    for volume in ((pod.get("spec") or {}).get("volumes") or []):
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, Mapping) and claim.get("claimName") == claim_name:
+            return str(volume["name"])
+        if volume.get("ephemeral") is not None and f"{pod_name}-{volume.get('name')}" == claim_name:
+            return str(volume["name"])
+    return None
+
+
+def _pod_uid_from_target(target: Path, kubelet_dir: Path) -> str | None:
+    """kubelet's layout is ``<kubelet dir>/pods/<pod uid>/volumes/...``; None for any other path."""
+    try:
+        parts = target.relative_to(kubelet_dir.resolve()).parts
+    except ValueError:
+        return None
+    return parts[1] if len(parts) > 2 and parts[0] == "pods" else None
+
+
+@dataclass(frozen=True)
+class _Publish:
+    """The validated input of one NodePublishVolume call."""
+
+    volume_id: str
+    target: Path
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str | None
+    selector: ListenerSelector
+
+    @property
+    def pod_reference(self) -> JsonDict:
+        ref: JsonDict = {"apiVersion": "v1", "kind": "Pod", "name": self.pod_name, "namespace": self.pod_namespace}
+        if self.pod_uid:
+            ref["uid"] = self.pod_uid
+        return ref
+
+
+class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
+    """NodePublishVolume / NodeUnpublishVolume / NodeGetInfo / NodeGetCapabilities for one node."""
+
+    def __init__(self, api: KubeApi, node_name: str, kubelet_dir: Path, *, events: EventPublisher | None = None,
+                 client: AsyncClient | None = None,
+                 listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS) -> None:
+        self._api = api
+        # lightkube client for the one watch with a field selector (the bounded wait on a Listener's status)
+        self._client = client if client is not None else api.client
+        self._node_name = node_name
+        self._kubelet_dir = Path(kubelet_dir)
+        self._events = events
+        self._listener_wait = listener_wait_seconds
+
+    # -- trivial RPCs -------------------------------------------------------------------------------------------
+
+    @csi_rpc
+    async def NodeGetInfo(self, request: csi_pb2.NodeGetInfoRequest, context: _Context
+                          ) -> csi_pb2.NodeGetInfoResponse:
+        return csi_pb2.NodeGetInfoResponse(
+            node_id=self._node_name,
+            max_volumes_per_node=_MAX_VOLUMES,
+            accessible_topology=csi_pb2.Topology(segments={TOPOLOGY_KEY_HOSTNAME: self._node_name}),
+        )
+
+    @csi_rpc
+    async def NodeGetCapabilities(self, request: csi_pb2.NodeGetCapabilitiesRequest, context: _Context
+                                  ) -> csi_pb2.NodeGetCapabilitiesResponse:
+        # No STAGE_UNSTAGE_VOLUME: kubelet calls NodePublishVolume directly (LO §7.1).
+        return csi_pb2.NodeGetCapabilitiesResponse()
+
+    # -- NodePublishVolume --------------------------------------------------------------------------------------
+
+    @csi_rpc
+    async def NodePublishVolume(self, request: csi_pb2.NodePublishVolumeRequest, context: _Context
+                                ) -> csi_pb2.NodePublishVolumeResponse:
+        publish = self._validate_publish(request)
+        try:
+            await self._publish(publish)
+        except CsiError as error:
+            if error.user_error:
+                await publish_warning(self._events, publish.pod_reference, reason="ListenerVolumeFailed",
+                                      note=error_chain(error), action="PublishVolume")
+            raise
+        return csi_pb2.NodePublishVolumeResponse()
+
+    def _validate_publish(self, request: csi_pb2.NodePublishVolumeRequest) -> _Publish:
+        if not request.volume_id:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required")
+        if not request.target_path:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "target_path is required")
+        if not request.HasField("volume_capability"):
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_capability is required")
+        check_volume_capabilities([request.volume_capability], field="volume_capability")
+        target = self._resolve_target(request.target_path)
+        context = request.volume_context
+        if context.get(CONTEXT_EPHEMERAL) == "true":
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "CSI inline volumes (.volumes[].csi) are not supported by listeners.stackable.tech: "
+                           "use a generic ephemeral volume (.volumes[].ephemeral.volumeClaimTemplate with "
+                           "storageClassName listeners.stackable.tech and a listener annotation) instead")
+        pod_namespace = context.get(CONTEXT_POD_NAMESPACE)
+        pod_name = context.get(CONTEXT_POD_NAME)
+        if not pod_namespace or not pod_name:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"volume context lacks {CONTEXT_POD_NAMESPACE} and/or {CONTEXT_POD_NAME} "
+                           "(is the CSIDriver registered with podInfoOnMount: true?)")
+        check_object_name("Namespace", pod_namespace, f"volume context {CONTEXT_POD_NAMESPACE}")
+        check_object_name("Pod", pod_name, f"volume context {CONTEXT_POD_NAME}")
+        check_object_name("PersistentVolume", request.volume_id, "volume_id")
+        selector = decode_selector(context, f"volume {request.volume_id}")
+        return _Publish(request.volume_id, target, pod_namespace, pod_name, context.get(CONTEXT_POD_UID) or None,
+                        selector)
+
+    def _resolve_target(self, target_path: str) -> Path:
+        try:
+            return resolve_target_path(target_path, self._kubelet_dir)
+        except InvalidVolumeInput as error:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "refusing target_path") from error
+
+    async def _get(self, what: str, call: Awaitable[JsonDict], *, user_error_if_missing: bool = True) -> JsonDict:
+        try:
+            return await call
+        except KUBE_ERRORS as error:
+            missing = api_error_code(error) == 404
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"failed to get {what}" + (" (not found)" if missing else ""),
+                           user_error=missing and user_error_if_missing) from error
+
+    async def _publish(self, p: _Publish) -> None:
+        pv = await self._get(f"PersistentVolume {p.volume_id}", self._api.get(PV, p.volume_id))
+        claim_name = ((pv.get("spec") or {}).get("claimRef") or {}).get("name")
+        if not claim_name:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"PersistentVolume {p.volume_id} has no corresponding PersistentVolumeClaim")
+        pvc = await self._get(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
+                              self._api.get(PVC, claim_name, p.pod_namespace))
+        pod = await self._get(f"Pod {p.pod_namespace}/{p.pod_name}", self._api.get(POD, p.pod_name, p.pod_namespace))
+        if p.pod_uid and _meta(pod).get("uid") != p.pod_uid:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"Pod {p.pod_namespace}/{p.pod_name} was replaced (uid {_meta(pod).get('uid')}, "
+                           f"kubelet asked for {p.pod_uid})")
+        volume_name = pod_volume_for_claim(pod, claim_name)
+        if volume_name is None:
+            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"Pod {p.pod_namespace}/{p.pod_name} has no volume using PersistentVolumeClaim {claim_name}")
+
+        listener = await self._resolve_listener(p, pv, pvc, pod)
+        listener_name = str(_meta(listener).get("name"))
+        await self._label_pv(pv, p.pod_namespace, listener_name)
+        await self._label_pod(pod, listener)
+
+        listener, addresses = await self._addresses_or_wait(p, listener, pod)
+        if not addresses:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
+                           f"(waited {self._listener_wait:g}s; a LoadBalancer may not have an address yet)",
+                           user_error=True)
+        try:
+            validated = published_addresses(addresses)
+        except InvalidVolumeInput as error:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                           f"Listener {p.pod_namespace}/{listener_name} status cannot be written into the volume"
+                           ) from error
+        await self._upsert_pod_listeners(pod, volume_name,
+                                         {"scope": pod_listener_scope(listener), "ingressAddresses": addresses})
+        try:
+            await asyncio.to_thread(write_address_tree, p.target, validated)
+        except InvalidVolumeInput as error:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "refusing to write the volume") from error
+        except OSError as error:
+            raise CsiError(grpc.StatusCode.INTERNAL, f"failed to write the address files into {p.target}") from error
+
+    async def _resolve_listener(self, p: _Publish, pv: JsonDict, pvc: JsonDict, pod: JsonDict) -> JsonDict:
+        if p.selector.mode == "name":
+            return await self._get(f"Listener {p.pod_namespace}/{p.selector.value}",
+                                   self._api.get(LISTENER, p.selector.value, p.pod_namespace))
+        pv_meta, pvc_meta = _meta(pv), _meta(pvc)
+        name = str(pvc_meta.get("name"))
+        metadata: JsonDict = {
+            "name": name,
+            "namespace": p.pod_namespace,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolume", "name": pv_meta.get("name"),
+                                 "uid": pv_meta.get("uid")}],
+        }
+        if pvc_meta.get("labels"):
+            metadata["labels"] = dict(pvc_meta["labels"])
+        body: JsonDict = {
+            "apiVersion": LISTENER.api_version,
+            "kind": LISTENER.kind,
+            "metadata": metadata,
+            "spec": {"className": p.selector.value, "ports": listener_ports(pod), "publishNotReadyAddresses": True},
+        }
+        try:
+            return await self._api.apply(LISTENER, body, name=name, namespace=p.pod_namespace,
+                                         field_manager=FIELD_MANAGER_VOLUME, force=True)
+        except KUBE_ERRORS as error:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"failed to apply Listener {p.pod_namespace}/{name}",
+                           user_error=api_error_code(error) in (400, 403, 422)) from error
+
+    async def _label_pv(self, pv: JsonDict, listener_namespace: str, listener_name: str) -> None:
+        """The reservation labels the controller reads for NodePort discovery (LO §7.2 step 6), by SSA."""
+        wanted = {PV_LABEL_LISTENER_NAMESPACE: listener_namespace, PV_LABEL_LISTENER_NAME: listener_name}
+        labels = _meta(pv).get("labels") or {}
+        if all(labels.get(k) == v for k, v in wanted.items()):
+            return
+        name = str(_meta(pv).get("name"))
+        body: JsonDict = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": wanted}}
+        try:
+            await self._api.apply(PV, body, name=name, field_manager=FIELD_MANAGER_VOLUME, force=True)
+        except KUBE_ERRORS as error:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to label PersistentVolume {name}") from error
+
+    async def _label_pod(self, pod: JsonDict, listener: JsonDict) -> None:
+        """Merge-patch the mount label so the Listener's Service selects this Pod (LO §7.2 step 7)."""
+        listener_meta = _meta(listener)
+        try:
+            key = mount_label_key(str(listener_meta.get("uid") or ""))
+        except ValueError as error:
+            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, "cannot build the Pod mount label") from error
+        value = str(listener_meta.get("name"))
+        if (_meta(pod).get("labels") or {}).get(key) == value:
+            return
+        name, namespace = str(_meta(pod).get("name")), str(_meta(pod).get("namespace"))
+        try:
+            await self._api.merge_patch(POD, {"metadata": {"labels": {key: value}}}, name=name, namespace=namespace)
+        except KUBE_ERRORS as error:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to label Pod {namespace}/{name}") from error
+
+    async def _addresses_or_wait(self, p: _Publish, listener: JsonDict, pod: JsonDict
+                                 ) -> tuple[JsonDict, list[JsonDict]]:
+        """Pod-local addresses now, or after the Listener status changes within the bounded wait (LO §13.9)."""
+        compute = self._address_computer(pod)
+        addresses = await compute(listener)
+        if addresses or self._listener_wait <= 0:
+            return listener, addresses
+        name = str(_meta(listener).get("name"))
+        await publish_warning(self._events, p.pod_reference, reason="ListenerNotReady",
+                              note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
+                                   "volume can be published", action="PublishVolume")
+        try:
+            async with asyncio.timeout(self._listener_wait):
+                async for event, obj in self._client.watch(
+                        Listener, namespace=p.pod_namespace, fields={"metadata.name": name},
+                        resource_version=_meta(listener).get("resourceVersion"),
+                        server_timeout=max(1, int(self._listener_wait) + 1)):
+                    if event == "DELETED":
+                        break
+                    latest = dict(obj)
+                    addresses = await compute(latest)
+                    if addresses:
+                        return latest, addresses
+        except TimeoutError:
+            pass
+        except KUBE_ERRORS as error:
+            log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
+        return listener, []
+
+    def _address_computer(self, pod: JsonDict) -> Callable[[JsonDict], Awaitable[list[JsonDict]]]:
+        """A function from a Listener to this Pod's addresses (LO §7.4); Node and class are fetched once, lazily."""
+        node_cache: list[JsonDict] = []
+        class_cache: dict[str, JsonDict] = {}
+
+        async def compute(listener: JsonDict) -> list[JsonDict]:
+            listener_meta = _meta(listener)
+            listener_id = f"Listener {listener_meta.get('namespace')}/{listener_meta.get('name')}"
+            status = listener.get("status") or {}
+            try:
+                if status.get("nodePorts") is None:
+                    # the status already holds the resolved addresses; the preferred type is not consulted
+                    return pod_local_addresses(listener, None, AddressType.IP)
+                node_name = (pod.get("spec") or {}).get("nodeName")
+                if not node_name:
+                    raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                                   f"Pod {_meta(pod).get('namespace')}/{_meta(pod).get('name')} has not been "
+                                   "scheduled")
+                class_name = (listener.get("spec") or {}).get("className")
+                if not class_name:
+                    raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, f"{listener_id} has no spec.className")
+                if not node_cache:
+                    node_cache.append(await self._get(f"Node {node_name}", self._api.get(NODE, str(node_name)),
+                                                      user_error_if_missing=False))
+                if class_name not in class_cache:
+                    class_cache[class_name] = await self._get(f"ListenerClass {class_name}",
+                                                              self._api.get(LISTENER_CLASS, str(class_name)))
+                return pod_local_addresses(listener, node_cache[0], class_address_type(class_cache[class_name]))
+            except NodeAddressError as error:
+                raise CsiError(grpc.StatusCode.UNAVAILABLE, f"no address for this Pod on {listener_id}",
+                               user_error=True) from error
+            except (KeyError, ValueError, TypeError) as error:
+                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"{listener_id} has a malformed status or class") from error
+
+        return compute
+
+    async def _upsert_pod_listeners(self, pod: JsonDict, volume_name: str, entry: JsonDict) -> None:
+        """Create ``pod-<uid>`` or merge this volume's entry into it (LO §7.5); no write if already equal."""
+        pod_meta = _meta(pod)
+        namespace, uid = str(pod_meta.get("namespace")), str(pod_meta.get("uid"))
+        name = f"pod-{uid}"
+        body: JsonDict = {
+            "apiVersion": POD_LISTENERS.api_version,
+            "kind": POD_LISTENERS.kind,
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": pod_meta.get("name"), "uid": uid}]},
+            "spec": {"listeners": {volume_name: entry}},
+        }
+        errors: list[BaseException] = []
+        try:
+            existing = await self._api.get(POD_LISTENERS, name, namespace)
+        except KUBE_ERRORS as error:
+            if api_error_code(error) != 404:
+                raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to read PodListeners {namespace}/{name}"
+                               ) from error
+        else:
+            if ((existing.get("spec") or {}).get("listeners") or {}).get(volume_name) == entry:
+                return
+            try:
+                await self._api.merge_patch(POD_LISTENERS, body, name=name, namespace=namespace)
+                return
+            except KUBE_ERRORS as error:
+                raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to update PodListeners {namespace}/{name}"
+                               ) from error
+        try:
+            await self._api.create(POD_LISTENERS, body, namespace)
+            return
+        except KUBE_ERRORS as error:
+            errors.append(error)
+        try:  # created concurrently by another volume of the same Pod
+            await self._api.merge_patch(POD_LISTENERS, body, name=name, namespace=namespace)
+        except KUBE_ERRORS as error:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"failed to write PodListeners {namespace}/{name}: create failed with "
+                           f"{error_chain(errors[0])}, merge patch failed") from error
+
+    # -- NodeUnpublishVolume ------------------------------------------------------------------------------------
+
+    @csi_rpc
+    async def NodeUnpublishVolume(self, request: csi_pb2.NodeUnpublishVolumeRequest, context: _Context
+                                  ) -> csi_pb2.NodeUnpublishVolumeResponse:
+        if not request.volume_id:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required")
+        if not request.target_path:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "target_path is required")
+        target = self._resolve_target(request.target_path)
+        try:
+            await asyncio.to_thread(remove_tree, target)
+        except OSError as error:
+            raise CsiError(grpc.StatusCode.INTERNAL, f"failed to remove {target}") from error
+        pod_uid = _pod_uid_from_target(target, self._kubelet_dir)
+        if pod_uid is not None:
+            try:
+                await self._forget_pod_listener(request.volume_id, pod_uid)
+            except KUBE_ERRORS as error:
+                # Best effort: the entry disappears with the Pod anyway; failing would only delay Pod teardown.
+                log.warning("could not remove the PodListeners entry of volume %s (Pod uid %s): %s",
+                            request.volume_id, pod_uid, error_chain(error))
+        return csi_pb2.NodeUnpublishVolumeResponse()
+
+    async def _forget_pod_listener(self, volume_id: str, pod_uid: str) -> None:
+        """Drop the PodListeners entry of this volume if the Pod still exists (LO §13.12)."""
+        try:
+            pv = await self._api.get(PV, volume_id)
+        except KUBE_ERRORS as error:
+            if api_error_code(error) == 404:
+                return
+            raise
+        claim_ref = (pv.get("spec") or {}).get("claimRef") or {}
+        namespace, claim_name = claim_ref.get("namespace"), claim_ref.get("name")
+        if not namespace or not claim_name:
+            return
+        name = f"pod-{pod_uid}"
+        try:
+            pod_listeners = await self._api.get(POD_LISTENERS, name, str(namespace))
+            owner = next((o for o in _meta(pod_listeners).get("ownerReferences") or []
+                          if o.get("kind") == "Pod" and o.get("uid") == pod_uid), None)
+            if owner is None:
+                return
+            pod = await self._api.get(POD, str(owner.get("name")), str(namespace))
+        except KUBE_ERRORS as error:
+            if api_error_code(error) == 404:
+                return
+            raise
+        if _meta(pod).get("uid") != pod_uid:
+            return
+        volume_name = pod_volume_for_claim(pod, str(claim_name))
+        listeners = (pod_listeners.get("spec") or {}).get("listeners") or {}
+        if volume_name is None or volume_name not in listeners:
+            return
+        await self._api.merge_patch(POD_LISTENERS, {"spec": {"listeners": {volume_name: None}}},
+                                    name=name, namespace=str(namespace))

@@ -1,0 +1,66 @@
+"""``listener-operator run node``: the CSI Identity + Node services for one node (LO §2.5)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+
+from listener_operator.csi_server.node import DEFAULT_LISTENER_WAIT_SECONDS
+from listener_operator.csi_server.server import node_servicers, socket_path_from_endpoint, start_csi_server
+
+__all__ = ["add_arguments", "run"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds in-flight calls get to finish on SIGTERM.
+SHUTDOWN_GRACE_SECONDS = 5.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--csi-endpoint", default=os.environ.get("CSI_ENDPOINT"),
+                        help="unix:///path/csi.sock to serve on (env CSI_ENDPOINT)")
+    parser.add_argument("--node-name", default=os.environ.get("KUBERNETES_NODE_NAME"),
+                        help="this node's name, the CSI node id (env KUBERNETES_NODE_NAME)")
+    parser.add_argument("--kubelet-dir", default=os.environ.get("KUBELET_DIR", "/var/lib/kubelet"),
+                        help="kubelet's root directory; every target path must lie inside it (env KUBELET_DIR)")
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, in-cluster, "
+                                                           "~/.kube/config)")
+    parser.add_argument("--listener-wait-seconds", type=float, default=DEFAULT_LISTENER_WAIT_SECONDS,
+                        help="how long a mount waits for a Listener address before failing with UNAVAILABLE")
+
+
+async def run(args: argparse.Namespace) -> int:
+    if not args.csi_endpoint:
+        log.error("--csi-endpoint (or CSI_ENDPOINT) is required")
+        return 2
+    if not args.node_name:
+        log.error("--node-name (or KUBERNETES_NODE_NAME) is required")
+        return 2
+    from listener_operator.kube import make_client
+
+    try:
+        socket_path = socket_path_from_endpoint(args.csi_endpoint)
+    except ValueError as error:
+        log.error("%s", error)
+        return 2
+    client = make_client(args.kubeconfig)
+    servicers = node_servicers(client, args.node_name, args.kubelet_dir,
+                               listener_wait_seconds=args.listener_wait_seconds)
+    server = await start_csi_server(args.csi_endpoint, servicers)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down the CSI node service")
+        await server.stop(SHUTDOWN_GRACE_SECONDS)
+        with contextlib.suppress(FileNotFoundError):
+            socket_path.unlink()
+        await client.close()
+    return 0

@@ -1,0 +1,77 @@
+"""Decoding the listener selector from PVC annotations / a volume context (LO §6.3 step 2, §7.2 step 1).
+
+Upstream picks whichever selector annotation comes first when both are set, which is undefined behaviour
+(LO §13.4); here exactly one is required, and the value must be a valid object name because it becomes part of API
+URLs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+import grpc
+
+from listener_operator.constants import ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME
+from listener_operator.csi_server.errors import CsiError
+
+__all__ = [
+    "CONTEXT_EPHEMERAL",
+    "CONTEXT_POD_NAME",
+    "CONTEXT_POD_NAMESPACE",
+    "CONTEXT_POD_UID",
+    "ListenerSelector",
+    "check_object_name",
+    "decode_selector",
+]
+
+# Added by kubelet because the CSIDriver has podInfoOnMount (LO §3.2).
+CONTEXT_POD_NAME = "csi.storage.k8s.io/pod.name"
+CONTEXT_POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
+CONTEXT_POD_UID = "csi.storage.k8s.io/pod.uid"
+# Set by kubelet for CSI inline ("ephemeral") volumes, which have no PV.
+CONTEXT_EPHEMERAL = "csi.storage.k8s.io/ephemeral"
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True)
+class ListenerSelector:
+    """``class`` mode: one Listener per volume of that class; ``name`` mode: bind to that existing Listener."""
+
+    mode: Literal["class", "name"]
+    value: str
+
+    @property
+    def annotation(self) -> str:
+        return ANNOTATION_LISTENER_CLASS if self.mode == "class" else ANNOTATION_LISTENER_NAME
+
+
+def check_object_name(kind: str, name: str, source: str) -> str:
+    """Return ``name`` if it is a valid Kubernetes object name, else INVALID_ARGUMENT naming where it came from."""
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"{source}: {name!r} is not a valid {kind} name (lower-case RFC 1123 subdomain)")
+    return name
+
+
+def decode_selector(annotations: Mapping[str, str], source: str) -> ListenerSelector:
+    """Exactly one of the two selector annotations must be present; ``source`` names the object for messages."""
+    listener_class = annotations.get(ANNOTATION_LISTENER_CLASS)
+    listener_name = annotations.get(ANNOTATION_LISTENER_NAME)
+    if listener_class is not None and listener_name is not None:
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"{source} sets both {ANNOTATION_LISTENER_CLASS} and {ANNOTATION_LISTENER_NAME}; "
+                       "set exactly one of them")
+    if listener_class is None and listener_name is None:
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"{source} sets neither {ANNOTATION_LISTENER_CLASS} nor {ANNOTATION_LISTENER_NAME}; "
+                       "set exactly one of them")
+    if listener_class is not None:
+        return ListenerSelector("class", check_object_name("ListenerClass", listener_class,
+                                                           f"{source} annotation {ANNOTATION_LISTENER_CLASS}"))
+    assert listener_name is not None
+    return ListenerSelector("name", check_object_name("Listener", listener_name,
+                                                      f"{source} annotation {ANNOTATION_LISTENER_NAME}"))

@@ -1,0 +1,1 @@
+"""listener_controller"""

@@ -1,0 +1,237 @@
+"""Where a Listener is reachable (LO §4.2.2, §5.9, §7.4), computed from plain API objects without I/O.
+
+Inputs are the dicts the caches hold (Service, Nodes, PersistentVolumes, EndpointSlices); outputs are the JSON
+shapes of ``Listener.status``. Nodes that are named by a PV or an endpoint but do not exist are skipped and
+reported (LO §13.2) instead of failing the whole status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from listener_operator.constants import (
+    DEFAULT_CLUSTER_DOMAIN,
+    LABEL_ENDPOINTSLICE_SERVICE_NAME,
+    PV_LABEL_LISTENER_NAME,
+    PV_LABEL_LISTENER_NAMESPACE,
+    TOPOLOGY_KEY_HOSTNAME,
+)
+from listener_operator.crd.models import AddressType, PreferredAddressType, ServiceType
+
+IngressAddress = dict[str, Any]  # {"address": str, "addressType": "Hostname"|"IP", "ports": {name: int}}
+
+
+class NodeAddressError(ValueError):
+    """The Pod's node has no address of any usable kind (no ExternalIP, InternalIP or Hostname)."""
+
+
+def resolve_preferred_address_type(preferred: PreferredAddressType | str,
+                                   service_type: ServiceType | str) -> AddressType:
+    """``HostnameConservative`` means IP for NodePort (node hostnames often do not resolve outside the cluster)
+    and Hostname for everything else (LO §4.2.2)."""
+    preferred = PreferredAddressType(preferred)
+    if preferred is PreferredAddressType.HOSTNAME_CONSERVATIVE:
+        return AddressType.IP if ServiceType(service_type) is ServiceType.NODE_PORT else AddressType.HOSTNAME
+    return AddressType(preferred.value)
+
+
+def class_address_type(listener_class: Mapping[str, Any]) -> AddressType:
+    """The resolved address type of a ListenerClass object (raw dict), applying the CRD default."""
+    spec = listener_class.get("spec") or {}
+    return resolve_preferred_address_type(
+        spec.get("preferredAddressType") or PreferredAddressType.HOSTNAME_CONSERVATIVE, spec["serviceType"])
+
+
+def pick_address(ip: str | None, hostname: str | None, preferred: AddressType) -> tuple[str, AddressType] | None:
+    """The preferred kind if present, else the other kind, else None (LO §5.9.2)."""
+    candidates = {AddressType.IP: ip, AddressType.HOSTNAME: hostname}
+    other = AddressType.HOSTNAME if preferred is AddressType.IP else AddressType.IP
+    for kind in (preferred, other):
+        if candidates[kind]:
+            return candidates[kind], kind  # type: ignore[return-value]
+    return None
+
+
+def node_primary_address(node: Mapping[str, Any], preferred: AddressType) -> tuple[str, AddressType] | None:
+    """IP = first ExternalIP, else first InternalIP; hostname = first Hostname (InternalDNS/ExternalDNS are not
+    used, as upstream); then :func:`pick_address` (LO §5.9.3)."""
+    addresses = (node.get("status") or {}).get("addresses") or []
+
+    def first(kind: str) -> str | None:
+        return next((a.get("address") for a in addresses if a.get("type") == kind and a.get("address")), None)
+
+    return pick_address(first("ExternalIP") or first("InternalIP"), first("Hostname"), preferred)
+
+
+def _entry(address: str, kind: AddressType, ports: Mapping[str, int]) -> IngressAddress:
+    return {"address": address, "addressType": kind.value, "ports": dict(ports)}
+
+
+def service_port_map(service: Mapping[str, Any]) -> dict[str, int]:
+    """Exposed port per port name (unnamed ports cannot be referred to and are left out)."""
+    ports = (service.get("spec") or {}).get("ports") or []
+    return {p["name"]: p["port"] for p in ports if p.get("name") and p.get("port") is not None}
+
+
+def node_port_map(service: Mapping[str, Any]) -> dict[str, int]:
+    """nodePort per port name; ports without an allocated nodePort are omitted (LO §5.9.6)."""
+    ports = (service.get("spec") or {}).get("ports") or []
+    return {p["name"]: p["nodePort"] for p in ports if p.get("name") and p.get("nodePort")}
+
+
+def cluster_ip_addresses(service: Mapping[str, Any], preferred: AddressType,
+                         cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> list[IngressAddress]:
+    """Hostname: the Service's cluster DNS name; IP: every cluster IP (dual stack gives two) (LO §5.9.4)."""
+    metadata, spec = service.get("metadata") or {}, service.get("spec") or {}
+    ports = service_port_map(service)
+    if preferred is AddressType.HOSTNAME:
+        fqdn = f"{metadata['name']}.{metadata['namespace']}.svc.{cluster_domain}"
+        return [_entry(fqdn, AddressType.HOSTNAME, ports)]
+    ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+    return [_entry(ip, AddressType.IP, ports) for ip in ips if ip and ip != "None"]
+
+
+def load_balancer_addresses(service: Mapping[str, Any], preferred: AddressType) -> list[IngressAddress]:
+    """One address per load-balancer ingress entry, ip or hostname by preference; Service ports (LO §5.9.5)."""
+    ports = service_port_map(service)
+    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    out = []
+    for entry in ingress:
+        chosen = pick_address(entry.get("ip"), entry.get("hostname"), preferred)
+        if chosen:
+            out.append(_entry(chosen[0], chosen[1], ports))
+    return out
+
+
+def pinned_node_names(pvs: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Nodes that PVs are pinned to: ``In`` expressions on the hostname topology key of their node affinity."""
+    names: set[str] = set()
+    for pv in pvs:
+        required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
+        for term in required.get("nodeSelectorTerms") or []:
+            for expression in term.get("matchExpressions") or []:
+                if expression.get("key") == TOPOLOGY_KEY_HOSTNAME and expression.get("operator") == "In":
+                    names.update(v for v in expression.get("values") or [] if v)
+    return names
+
+
+def endpoint_node_names(endpoint_slices: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Nodes of ready endpoints. ``ready`` unset counts as ready (EndpointSlice API: "unknown, assume ready");
+    with publishNotReadyAddresses the EndpointSlice controller reports every endpoint as ready."""
+    names: set[str] = set()
+    for endpoint_slice in endpoint_slices:
+        for endpoint in endpoint_slice.get("endpoints") or []:
+            if (endpoint.get("conditions") or {}).get("ready") is False:
+                continue
+            if endpoint.get("nodeName"):
+                names.add(endpoint["nodeName"])
+    return names
+
+
+def listener_pvs(pvs: Iterable[Mapping[str, Any]], namespace: str, name: str) -> list[Mapping[str, Any]]:
+    """The PVs labelled as reservations of the Listener ``namespace/name``."""
+    def labels(pv: Mapping[str, Any]) -> Mapping[str, str]:
+        return (pv.get("metadata") or {}).get("labels") or {}
+
+    return [pv for pv in pvs
+            if labels(pv).get(PV_LABEL_LISTENER_NAMESPACE) == namespace and labels(pv).get(PV_LABEL_LISTENER_NAME) == name]
+
+
+def service_endpoint_slices(endpoint_slices: Iterable[Mapping[str, Any]], namespace: str,
+                            service_name: str) -> list[Mapping[str, Any]]:
+    """The EndpointSlices of the Service ``namespace/service_name`` (matched by namespace *and* name, LO §13.3)."""
+    return [s for s in endpoint_slices
+            if (s.get("metadata") or {}).get("namespace") == namespace
+            and ((s.get("metadata") or {}).get("labels") or {}).get(LABEL_ENDPOINTSLICE_SERVICE_NAME) == service_name]
+
+
+def nodeport_node_names(pvs: Iterable[Mapping[str, Any]], endpoint_slices: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Backing nodes of a NodePort Listener: pinned PV reservations plus nodes of ready endpoints; sorted, unique."""
+    return sorted(pinned_node_names(pvs) | endpoint_node_names(endpoint_slices))
+
+
+@dataclass
+class ListenerAddresses:
+    """What goes into ``Listener.status`` plus what the caller should report."""
+
+    ingress_addresses: list[IngressAddress]
+    node_ports: dict[str, int] | None = None
+    missing_nodes: list[str] = field(default_factory=list)
+    """Nodes named by a PV or an endpoint that do not exist (skipped)."""
+    nodes_without_address: list[str] = field(default_factory=list)
+    """Existing nodes without any usable address (skipped)."""
+
+
+def node_port_addresses(service: Mapping[str, Any], node_names: Iterable[str],
+                        nodes: Mapping[str, Mapping[str, Any]], preferred: AddressType) -> ListenerAddresses:
+    """One address per backing node (primary address by preference) with the nodePorts (LO §5.9.6)."""
+    ports = node_port_map(service)
+    result = ListenerAddresses(ingress_addresses=[], node_ports=ports)
+    for node_name in sorted(set(node_names)):
+        node = nodes.get(node_name)
+        if node is None:
+            result.missing_nodes.append(node_name)
+            continue
+        chosen = node_primary_address(node, preferred)
+        if chosen is None:
+            result.nodes_without_address.append(node_name)
+            continue
+        result.ingress_addresses.append(_entry(chosen[0], chosen[1], ports))
+    return result
+
+
+def compute_addresses(
+    service_type: ServiceType | str,
+    service: Mapping[str, Any],
+    preferred: AddressType,
+    *,
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    pvs: Iterable[Mapping[str, Any]] = (),
+    endpoint_slices: Iterable[Mapping[str, Any]] = (),
+) -> ListenerAddresses:
+    """Addresses of a Listener whose class has ``service_type``, from its (applied) ``service``.
+
+    For NodePort, ``pvs`` and ``endpoint_slices`` may be supersets: only the PVs labelled for the Listener named
+    like the Service and the slices of this Service are used. ``nodes`` maps node name to Node object.
+    """
+    service_type = ServiceType(service_type)
+    if service_type is ServiceType.CLUSTER_IP:
+        return ListenerAddresses(cluster_ip_addresses(service, preferred, cluster_domain))
+    if service_type is ServiceType.LOAD_BALANCER:
+        return ListenerAddresses(load_balancer_addresses(service, preferred))
+    metadata = service.get("metadata") or {}
+    namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
+    node_names = nodeport_node_names(listener_pvs(pvs, namespace, name),
+                                     service_endpoint_slices(endpoint_slices, namespace, name))
+    return node_port_addresses(service, node_names, nodes or {}, preferred)
+
+
+def pod_listener_scope(listener: Mapping[str, Any]) -> str:
+    """``Node`` when the Listener publishes node ports (addresses depend on the Pod's node), else ``Cluster``."""
+    return "Node" if (listener.get("status") or {}).get("nodePorts") is not None else "Cluster"
+
+
+def pod_local_addresses(listener: Mapping[str, Any], node: Mapping[str, Any] | None,
+                        preferred: AddressType) -> list[IngressAddress]:
+    """The addresses a Pod on ``node`` should use for ``listener`` (LO §7.4).
+
+    With ``status.nodePorts`` (NodePort class): exactly one address, the node's primary address, with the node
+    ports; the Pod is not yet in the endpoints at mount time, so the status may not list its node. Otherwise a copy
+    of ``status.ingressAddresses``. Raises ``ValueError`` if a node is needed but missing, and
+    :class:`NodeAddressError` if that node has no usable address.
+    """
+    status = listener.get("status") or {}
+    node_ports = status.get("nodePorts")
+    if node_ports is None:
+        return [_entry(a["address"], AddressType(a["addressType"]), a.get("ports") or {})
+                for a in status.get("ingressAddresses") or []]
+    if node is None:
+        raise ValueError("the Listener uses node ports, so the Pod's node is required")
+    chosen = node_primary_address(node, preferred)
+    if chosen is None:
+        node_name = (node.get("metadata") or {}).get("name")
+        raise NodeAddressError(f"node {node_name!r} has no ExternalIP, InternalIP or Hostname address")
+    return [_entry(chosen[0], chosen[1], node_ports)]

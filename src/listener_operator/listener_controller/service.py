@@ -1,0 +1,320 @@
+"""The desired Service of a Listener (LO §5.5, §5.6), computed without I/O.
+
+Layers, lowest to highest: the generated Service (including the class's ``serviceAnnotations``), the class's
+``serviceOverrides``, the Listener's ``objectOverrides``. Invalid input is rejected up front with a specific
+:class:`ListenerError` (LO §13.14) instead of failing late at Service apply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import ValidationError
+
+from listener_operator.constants import (
+    APP_NAME,
+    GROUP_VERSION,
+    LABEL_APP_INSTANCE,
+    LABEL_APP_MANAGED_BY,
+    LABEL_APP_NAME,
+    MANAGED_BY_VALUE,
+    mount_label_key,
+)
+from listener_operator.crd.models import ListenerClassSpec, ListenerPort, ListenerSpec, ServiceType
+from listener_operator.listener_controller.overrides import deep_merge
+
+
+class ListenerError(Exception):
+    """A reconcile failure with an Event reason (LO §5.10) and, where known, which object it concerns.
+
+    ``related`` is ``"listenerclass"`` or ``"service"`` when the cause lies in that object, else ``None``.
+    """
+
+    reason: ClassVar[str] = "ReconcileFailed"
+    related: ClassVar[str | None] = None
+
+
+class MissingMetadataError(ListenerError):
+    reason = "InvalidListener"
+
+
+class InvalidListenerError(ListenerError):
+    """The Listener spec does not match the schema (e.g. written before the CRD was installed)."""
+
+    reason = "InvalidListener"
+
+
+class NoListenerClassError(ListenerError):
+    reason = "NoListenerClass"
+
+
+class InvalidListenerClassError(ListenerError):
+    reason = "InvalidListenerClass"
+    related = "listenerclass"
+
+
+class InvalidListenerNameError(ListenerError):
+    reason = "InvalidListenerName"
+
+
+class NoPortsError(ListenerError):
+    reason = "NoPorts"
+
+
+class InvalidPortError(ListenerError):
+    reason = "InvalidPort"
+
+
+class DuplicatePortError(ListenerError):
+    reason = "DuplicatePort"
+
+
+class InvalidLabelError(ListenerError):
+    reason = "ValidateListenerLabels"
+
+
+class InvalidPodSelectorError(ListenerError):
+    reason = "ListenerPodSelector"
+
+
+class InvalidAnnotationError(ListenerError):
+    reason = "ValidateListenerClassAnnotations"
+    related = "listenerclass"
+
+
+class InvalidServiceOverrideError(ListenerError):
+    """An override tried to change what the Service is (kind, name, namespace) or who controls it."""
+
+    reason = "InvalidServiceOverrides"
+
+
+# Kubernetes name and label grammar (apimachinery validation).
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+
+def qualified_name_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid label/annotation key (``[prefix/]name``), or None if it is."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not prefix:
+        return "the prefix before '/' is empty"
+    if slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return f"prefix {prefix!r} is not a DNS subdomain (lowercase, at most 253 characters)"
+    if not name:
+        return "the name part is empty"
+    if len(name) > 63:
+        return "the name part is longer than 63 characters"
+    if not _QUALIFIED_NAME_PART.fullmatch(name):
+        return "the name part must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    if len(value) > 63:
+        return "is longer than 63 characters"
+    if not _LABEL_VALUE.fullmatch(value):
+        return "must be empty or alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    return None
+
+
+def _validate_labels(labels: Mapping[str, str], error: type[ListenerError], what: str) -> None:
+    for key, value in labels.items():
+        problem = qualified_name_problem(key)
+        if problem:
+            raise error(f"{what}: invalid key {key!r}: {problem}")
+        if not isinstance(value, str):
+            raise error(f"{what}: value of {key!r} is not a string")
+        problem = label_value_problem(value)
+        if problem:
+            raise error(f"{what}: value {value!r} of {key!r} {problem}")
+
+
+def listener_identity(listener: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(namespace, name, uid) of a Listener, each required (LO §5.4 step 2)."""
+    metadata = listener.get("metadata") or {}
+    for field in ("namespace", "name", "uid"):
+        if not metadata.get(field):
+            raise MissingMetadataError(f"Listener has no metadata.{field}")
+    return metadata["namespace"], metadata["name"], metadata["uid"]
+
+
+def parse_listener_spec(listener: Mapping[str, Any]) -> ListenerSpec:
+    try:
+        return ListenerSpec.model_validate(listener.get("spec") or {})
+    except ValidationError as error:
+        raise InvalidListenerError(f"Listener spec is invalid: {_first_error(error)}") from None
+
+
+def parse_listener_class_spec(listener_class: Mapping[str, Any]) -> ListenerClassSpec:
+    name = (listener_class.get("metadata") or {}).get("name", "?")
+    try:
+        return ListenerClassSpec.model_validate(listener_class.get("spec") or {})
+    except ValidationError as error:
+        raise InvalidListenerClassError(f"ListenerClass {name!r} is invalid: {_first_error(error)}") from None
+
+
+def listener_class_name(listener: Mapping[str, Any]) -> str:
+    """The ListenerClass a Listener asks for; :class:`NoListenerClassError` if it names none."""
+    name = (listener.get("spec") or {}).get("className")
+    if not name:
+        raise NoListenerClassError("Listener has no spec.className")
+    if not isinstance(name, str):
+        raise InvalidListenerError("spec.className is not a string")
+    return name
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    return f"{location}: {first['msg']}" if location else str(first["msg"])
+
+
+def service_ports(ports: list[ListenerPort] | None) -> list[dict[str, Any]]:
+    """Service ports from Listener ports: de-duplicated by (protocol, name), last wins, sorted by that key with a
+    missing protocol first; then checked for what the API server would reject (LO §5.5, §13.14)."""
+    if not ports:
+        raise NoPortsError("Listener has no ports: a Service needs at least one")
+    unique: dict[tuple[str | None, str], ListenerPort] = {}
+    for port in ports:
+        unique[(port.protocol, port.name)] = port
+    ordered = [unique[key] for key in sorted(unique, key=lambda k: (k[0] is not None, k[0] or "", k[1]))]
+    names: dict[str, str | None] = {}
+    numbers: dict[tuple[int, str], str] = {}
+    for port in ordered:
+        if port.protocol is not None and port.protocol not in _PROTOCOLS:
+            raise InvalidPortError(f"port {port.name!r}: protocol {port.protocol!r} is not one of "
+                                   f"{', '.join(_PROTOCOLS)}")
+        if not 1 <= port.port <= 65535:
+            raise InvalidPortError(f"port {port.name!r}: {port.port} is not between 1 and 65535")
+        if len(port.name) > 63 or not _DNS1123_LABEL.fullmatch(port.name):
+            raise InvalidPortError(f"port name {port.name!r} is not a DNS label (lowercase alphanumerics and '-', "
+                                   "at most 63 characters)")
+        if port.name in names:
+            raise DuplicatePortError(f"port name {port.name!r} is used with protocols "
+                                     f"{names[port.name] or 'TCP (default)'} and {port.protocol or 'TCP (default)'}")
+        names[port.name] = port.protocol
+        effective = (port.port, port.protocol or "TCP")
+        if effective in numbers:
+            raise DuplicatePortError(f"ports {numbers[effective]!r} and {port.name!r} both expose "
+                                     f"{effective[0]}/{effective[1]}")
+        numbers[effective] = port.name
+    return [
+        {"name": port.name, "port": port.port, **({"protocol": port.protocol} if port.protocol else {})}
+        for port in ordered
+    ]
+
+
+def compose_service(listener: Mapping[str, Any], listener_class: Mapping[str, Any]) -> dict[str, Any]:
+    """The generated Service before any override (LO §5.5)."""
+    namespace, name, uid = listener_identity(listener)
+    if len(name) > 63 or not _DNS1035_LABEL.fullmatch(name):
+        raise InvalidListenerNameError(
+            f"Listener name {name!r} is not a valid Service name (DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter, at most 63 characters)")
+    spec = parse_listener_spec(listener)
+    class_spec = parse_listener_class_spec(listener_class)
+    class_name = (listener_class.get("metadata") or {}).get("name", "?")
+
+    listener_labels = dict((listener.get("metadata") or {}).get("labels") or {})
+    _validate_labels(listener_labels, InvalidLabelError, "Listener label")
+    labels = {**listener_labels, LABEL_APP_NAME: APP_NAME, LABEL_APP_INSTANCE: name,
+              LABEL_APP_MANAGED_BY: MANAGED_BY_VALUE}
+
+    for key in class_spec.service_annotations:
+        problem = qualified_name_problem(key)
+        if problem:
+            raise InvalidAnnotationError(
+                f"ListenerClass {class_name!r}: serviceAnnotations key {key!r} is invalid: {problem}")
+
+    _validate_labels(spec.extra_pod_selector_labels, InvalidPodSelectorError, "extraPodSelectorLabels")
+    try:
+        mount_key = mount_label_key(uid)
+    except ValueError as error:
+        raise MissingMetadataError(str(error)) from None
+    selector = {**spec.extra_pod_selector_labels, mount_key: name}
+
+    service_type = class_spec.service_type
+    service_spec: dict[str, Any] = {
+        "type": service_type.value,
+        "ports": service_ports(spec.ports),
+        "selector": selector,
+        # absent and explicit null both mean true (LO §13.15; upstream treats null as false)
+        "publishNotReadyAddresses": spec.publish_not_ready_addresses is not False,
+    }
+    if service_type is not ServiceType.CLUSTER_IP and class_spec.service_external_traffic_policy is not None:
+        service_spec["externalTrafficPolicy"] = class_spec.service_external_traffic_policy.value
+    if service_type is ServiceType.LOAD_BALANCER:
+        if class_spec.load_balancer_class is not None:
+            service_spec["loadBalancerClass"] = class_spec.load_balancer_class
+        service_spec["allocateLoadBalancerNodePorts"] = class_spec.load_balancer_allocate_node_ports
+
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": labels,
+        "ownerReferences": [listener_owner_reference(listener)],
+    }
+    if class_spec.service_annotations:
+        metadata["annotations"] = dict(class_spec.service_annotations)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": service_spec}
+
+
+def listener_owner_reference(listener: Mapping[str, Any]) -> dict[str, Any]:
+    """The controller reference from the Service to its Listener; blocks foreground deletion of the Listener."""
+    _, name, uid = listener_identity(listener)
+    return {"apiVersion": GROUP_VERSION, "kind": "Listener", "name": name, "uid": uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def object_override_applies(override: Mapping[str, Any], service: Mapping[str, Any]) -> bool:
+    """Whether a Listener ``objectOverrides`` entry targets this Service: apiVersion v1, kind Service, same name
+    and the same namespace, written out (LO §5.6)."""
+    metadata = override.get("metadata") or {}
+    return (override.get("apiVersion") == "v1" and override.get("kind") == "Service"
+            and metadata.get("name") == service["metadata"]["name"]
+            and metadata.get("namespace") == service["metadata"]["namespace"])
+
+
+def build_service(listener: Mapping[str, Any], listener_class: Mapping[str, Any]) -> dict[str, Any]:
+    """The Service to apply for ``listener`` under ``listener_class``, all override layers included."""
+    service = compose_service(listener, listener_class)
+    identity = _identity(service)
+    owner = service["metadata"]["ownerReferences"][0]
+
+    class_spec = parse_listener_class_spec(listener_class)
+    service = deep_merge(service, class_spec.service_overrides)
+    _check_identity(service, identity, owner, "the ListenerClass's serviceOverrides")
+
+    for override in parse_listener_spec(listener).object_overrides:
+        if object_override_applies(override, service):
+            service = deep_merge(service, override)
+            _check_identity(service, identity, owner, "the Listener's objectOverrides")
+    return service
+
+
+def _identity(service: Mapping[str, Any]) -> tuple[Any, ...]:
+    metadata = service.get("metadata") or {}
+    return service.get("apiVersion"), service.get("kind"), metadata.get("name"), metadata.get("namespace")
+
+
+def _check_identity(service: Mapping[str, Any], identity: tuple[Any, ...], owner: Mapping[str, Any],
+                    source: str) -> None:
+    if _identity(service) != identity:
+        raise InvalidServiceOverrideError(f"{source} must not change apiVersion, kind, name or namespace of the "
+                                          "Service")
+    references = (service.get("metadata") or {}).get("ownerReferences") or []
+    if owner not in references:
+        raise InvalidServiceOverrideError(f"{source} must not change the Service's controller reference to its "
+                                          "Listener")
+    controllers = [ref for ref in references if isinstance(ref, Mapping) and ref.get("controller")]
+    if len(controllers) != 1:
+        raise InvalidServiceOverrideError(f"{source} must not add another controller reference")
+    spec_type = (service.get("spec") or {}).get("type")
+    if spec_type not in {t.value for t in ServiceType}:
+        raise InvalidServiceOverrideError(f"{source} set an unsupported Service type {spec_type!r}")

@@ -1,0 +1,275 @@
+"""`listener-operator demo`: `local up`, the examples applied, a live progress line, then a readable summary.
+
+The summary is what a person wants to see: every Listener with its class, service type and the addresses (with
+ports) it publishes, and the listener volume of one Pod exactly as the Pod reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from listener_operator.local.up import (
+    Console,
+    LocalCluster,
+    LocalError,
+    add_local_arguments,
+    options_from_args,
+    serve_until_stopped,
+)
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
+DEFAULT_TIMEOUT = 90.0
+
+# kind -> resource name (plural.group) for the kinds the examples use.
+RESOURCES = {
+    ("listeners.stackable.tech/v1alpha1", "ListenerClass"): "listenerclasses.listeners.stackable.tech",
+    ("listeners.stackable.tech/v1alpha1", "Listener"): "listeners.listeners.stackable.tech",
+    ("apps/v1", "StatefulSet"): "statefulsets.apps",
+    ("apps/v1", "Deployment"): "deployments.apps",
+    ("v1", "Service"): "services",
+    ("v1", "ConfigMap"): "configmaps",
+    ("v1", "Namespace"): "namespaces",
+    ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Pod"): "pods",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_local_arguments(parser)
+    parser.add_argument("--examples", type=Path, default=EXAMPLES_DIR, help="directory of example manifests")
+    parser.add_argument("--once", action="store_true", help="exit after the summary (exit code 0 only if everything "
+                                                            "came up)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                        help="seconds to wait for everything to come up")
+
+
+def load_examples(directory: Path) -> list[dict[str, Any]]:
+    if not directory.is_dir():
+        raise LocalError(f"examples directory {directory} does not exist")
+    objects: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except yaml.YAMLError as error:
+            raise LocalError(f"{path} is not valid YAML: {error}") from None
+        for document in documents:
+            if not document:
+                continue
+            key = (document.get("apiVersion"), document.get("kind"))
+            if key not in RESOURCES:
+                raise LocalError(f"{path}: the demo does not know how to apply {key[1]} ({key[0]})")
+            objects.append(document)
+    return objects
+
+
+async def apply_examples(cluster: LocalCluster, objects: list[dict[str, Any]]) -> None:
+    api = cluster.sim.api
+    for obj in objects:
+        resource = RESOURCES[(obj["apiVersion"], obj["kind"])]
+        namespace = obj["metadata"].get("namespace")
+        await api.patch(resource, obj["metadata"]["name"], obj, namespace=namespace, patch_type="apply",
+                        field_manager="listener-operator-demo", force=True)
+
+
+@dataclass
+class Progress:
+    pods_total: int = 0
+    pods_ready: int = 0
+    listeners_total: int = 0
+    listeners_addressed: int = 0
+
+    @property
+    def done(self) -> bool:
+        return (self.pods_total > 0 and self.pods_ready == self.pods_total
+                and self.listeners_total > 0 and self.listeners_addressed == self.listeners_total)
+
+    def render(self) -> str:
+        return (f"pods ready {self.pods_ready}/{self.pods_total}, "
+                f"listeners with addresses {self.listeners_addressed}/{self.listeners_total}")
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def measure(cluster: LocalCluster, expected_pods: int) -> Progress:
+    api = cluster.sim.api
+    pods, _ = await api.list("pods", "default")
+    listeners, _ = await api.list("listeners.listeners.stackable.tech", "default")
+    return Progress(
+        pods_total=max(expected_pods, len(pods)),
+        pods_ready=sum(1 for pod in pods if _pod_ready(pod)),
+        listeners_total=len(listeners),
+        listeners_addressed=sum(1 for item in listeners if (item.get("status") or {}).get("ingressAddresses")))
+
+
+async def wait_until_up(cluster: LocalCluster, console: Console, expected_pods: int, timeout: float) -> Progress:
+    """Follow pods and listeners through watches; redraw the progress line on every change."""
+    api = cluster.sim.api
+    changed = asyncio.Event()
+
+    async def follow(resource: str) -> None:
+        async for _ in api.watch(resource, "default"):
+            changed.set()
+
+    followers = [asyncio.ensure_future(follow(resource))
+                 for resource in ("pods", "listeners.listeners.stackable.tech")]
+    interactive = sys.stdout.isatty()
+    deadline = time.monotonic() + timeout
+    last = ""
+    try:
+        while True:
+            progress = await measure(cluster, expected_pods)
+            text = progress.render()
+            if text != last:
+                if interactive:
+                    console.stream.write(f"\r  - {text}   ")
+                    console.stream.flush()
+                else:
+                    console.step(text)
+                last = text
+            if progress.done:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            changed.clear()
+            watcher = asyncio.ensure_future(changed.wait())
+            crash = asyncio.ensure_future(cluster.watch_children())
+            done, _ = await asyncio.wait({watcher, crash}, timeout=min(remaining, 1.0),
+                                         return_when=asyncio.FIRST_COMPLETED)
+            watcher.cancel()
+            crash.cancel()
+            if crash in done:
+                crash.result()
+        if interactive:
+            console.line()
+        return progress
+    finally:
+        for follower in followers:
+            follower.cancel()
+
+
+async def listener_rows(cluster: LocalCluster) -> list[list[str]]:
+    api = cluster.sim.api
+    classes = {item["metadata"]["name"]: item for item in
+               (await api.list("listenerclasses.listeners.stackable.tech"))[0]}
+    listeners, _ = await api.list("listeners.listeners.stackable.tech")
+    rows = []
+    for item in sorted(listeners, key=lambda obj: (obj["metadata"]["namespace"], obj["metadata"]["name"])):
+        class_name = (item.get("spec") or {}).get("className") or ""
+        service_type = (classes.get(class_name, {}).get("spec") or {}).get("serviceType", "?")
+        addresses = []
+        for entry in (item.get("status") or {}).get("ingressAddresses") or []:
+            ports = ",".join(f"{name}={port}" for name, port in sorted((entry.get("ports") or {}).items()))
+            addresses.append(f"{entry['address']} [{ports}]")
+        rows.append([f"{item['metadata']['namespace']}/{item['metadata']['name']}", class_name, service_type,
+                     "; ".join(addresses) or "(none yet)"])
+    return rows
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+def render_volume_tree(root: Path) -> str:
+    """The listener volume as the Pod sees it: directories, files with their contents, symlinks with targets."""
+    lines: list[str] = []
+
+    def walk(directory: Path, prefix: str) -> None:
+        entries = sorted(directory.iterdir(), key=lambda p: p.name)
+        for index, entry in enumerate(entries):
+            last = index == len(entries) - 1
+            branch = "`-- " if last else "|-- "
+            if entry.is_symlink():
+                lines.append(f"{prefix}{branch}{entry.name} -> {entry.readlink()}")
+            elif entry.is_dir():
+                lines.append(f"{prefix}{branch}{entry.name}/")
+                walk(entry, prefix + ("    " if last else "|   "))
+            else:
+                lines.append(f"{prefix}{branch}{entry.name}: {entry.read_text(errors='replace')!r}")
+
+    lines.append(f"{root}/")
+    walk(root, "")
+    return "\n".join(lines)
+
+
+async def find_volume_of(cluster: LocalCluster, pod_name: str, volume: str) -> Path | None:
+    """The target directory kubelet handed the CSI driver for `volume` of the Pod."""
+    api = cluster.sim.api
+    pod = await api.get("pods", pod_name, "default")
+    claim = None
+    for entry in pod["spec"].get("volumes") or []:
+        if entry.get("name") == volume:
+            if "persistentVolumeClaim" in entry:
+                claim = entry["persistentVolumeClaim"]["claimName"]
+            elif "ephemeral" in entry:
+                claim = f"{pod_name}-{volume}"
+    if claim is None or not pod["spec"].get("nodeName"):
+        return None
+    pvc = await api.get("persistentvolumeclaims", claim, "default")
+    pv_name = (pvc.get("spec") or {}).get("volumeName")
+    if not pv_name:
+        return None
+    path = (cluster.sim.cluster.kubelet_dir(pod["spec"]["nodeName"]) / "pods" / pod["metadata"]["uid"] / "volumes"
+            / "kubernetes.io~csi" / pv_name / "mount")
+    return path if path.is_dir() else None
+
+
+def expected_pod_count(objects: list[dict[str, Any]]) -> int:
+    return sum(int((obj.get("spec") or {}).get("replicas", 1)) for obj in objects
+               if obj["kind"] in ("StatefulSet", "Deployment"))
+
+
+async def show_summary(cluster: LocalCluster, console: Console) -> None:
+    console.line()
+    console.line("Listeners:")
+    console.line(format_table(["LISTENER", "CLASS", "TYPE", "ADDRESSES [PORTS]"], await listener_rows(cluster)))
+    console.line()
+    path = await find_volume_of(cluster, "broker-0", "listener")
+    if path is None:
+        console.line("Listener volume of pod default/broker-0: not mounted")
+    else:
+        console.line("Listener volume of pod default/broker-0 (mounted at /stackable/listener in the container):")
+        console.line(render_volume_tree(path))
+
+
+async def run(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        options = options_from_args(args)
+        objects = load_examples(args.examples)
+        console.line(f"listener-operator demo: {options.nodes} simulated nodes, preset {options.preset}")
+        async with LocalCluster(options, console) as cluster:
+            await apply_examples(cluster, objects)
+            console.step(f"applied {len(objects)} example objects from {args.examples}")
+            progress = await wait_until_up(cluster, console, expected_pod_count(objects), args.timeout)
+            await show_summary(cluster, console)
+            console.line()
+            if not progress.done:
+                console.line(f"Not everything came up within {args.timeout:.0f}s: {progress.render()}")
+                console.line(f"Logs: {cluster.log_dir}")
+                if args.once:
+                    return 1
+            if args.once:
+                console.line("Everything came up.")
+                return 0
+            console.line(f"kubeconfig: {cluster.kubeconfig_path}")
+            console.line(f"Try:   {cluster.kubectl_hint()}")
+            console.line("Press Ctrl-C to stop.")
+            await serve_until_stopped(cluster)
+        return 0
+    except LocalError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1

@@ -1,0 +1,427 @@
+"""`listener-operator local up`: the whole system on one machine, with no cluster.
+
+kubesim (the project's local API server with simulated nodes) runs in this process; the operator runs exactly as in a
+cluster, as child processes that talk to kubesim over HTTP with a kubeconfig: one `run controller` (Listener
+controller + CSI Identity/Controller) and one `run node` per simulated node, each on its own Unix socket. kubesim's
+external-provisioner and kubelets then call those sockets over CSI gRPC, as the sig-storage sidecars and kubelet do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import fcntl
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from listener_operator.constants import DRIVER_NAME
+
+SOCKET_PATH_LIMIT = 107
+PLUGIN_START_TIMEOUT = 60.0
+HEALTHY_TIMEOUT = 60.0
+
+CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
+LISTENER_CLASSES = "listenerclasses.listeners.stackable.tech"
+
+
+class LocalError(Exception):
+    """A problem the person running `local up` must see as one clear message (never a traceback)."""
+
+
+@dataclass
+class LocalOptions:
+    state_dir: Path
+    nodes: int = 3
+    preset: str = "stable-nodes"
+    kubeconfig: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    log_format: str = "plain"
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.kubeconfig or self.state_dir / "kubeconfig"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_local_arguments(parser)
+
+
+def add_local_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", type=int, default=int(os.environ.get("LOCAL_NODES", "3")),
+                        help="number of simulated nodes (default 3)")
+    parser.add_argument("--preset", default=os.environ.get("LISTENER_CLASS_PRESET", "stable-nodes"),
+                        choices=["none", "ephemeral-nodes", "stable-nodes"],
+                        help="ListenerClass preset the operator creates (default stable-nodes)")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="where to write the kubeconfig (default <state-dir>/kubeconfig)")
+    parser.add_argument("--state-dir", type=Path, default=Path(os.environ.get("LOCAL_STATE_DIR", ".state/local")),
+                        help="directory for kubelet dirs, sockets and logs (default .state/local)")
+    parser.add_argument("--host", default="127.0.0.1", help="address kubesim listens on")
+    parser.add_argument("--port", type=int, default=0, help="port kubesim listens on (default: any free port)")
+
+
+def options_from_args(args: argparse.Namespace) -> LocalOptions:
+    if args.nodes < 1:
+        raise LocalError("--nodes must be at least 1")
+    return LocalOptions(state_dir=args.state_dir.absolute(), nodes=args.nodes, preset=args.preset,
+                        kubeconfig=args.kubeconfig.absolute() if args.kubeconfig else None,
+                        host=args.host, port=args.port)
+
+
+class Console:
+    """Progress lines on stderr-free stdout; flushed at once so a person (or a test) sees them as they happen."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def step(self, message: str) -> None:
+        print(f"  - {message}", file=self.stream, flush=True)
+
+    def line(self, message: str = "") -> None:
+        print(message, file=self.stream, flush=True)
+
+
+@dataclass
+class ChildProcess:
+    """An operator process started by `local up`, with its output in a log file under the state dir."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    process: asyncio.subprocess.Process | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+
+    async def start(self, env: dict[str, str]) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=self._log, stderr=asyncio.subprocess.STDOUT,
+            env=env, start_new_session=True)
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.returncode
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        process = self.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), timeout)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _check_socket_path(path: Path) -> Path:
+    if len(str(path)) > SOCKET_PATH_LIMIT:
+        raise LocalError(f"socket path {path} is {len(str(path))} bytes, over the Unix limit of {SOCKET_PATH_LIMIT}; "
+                         "use a shorter --state-dir")
+    return path
+
+
+class LocalCluster:
+    """kubesim + simulated nodes + the operator's processes, started and stopped together."""
+
+    def __init__(self, options: LocalOptions, console: Console | None = None) -> None:
+        self.options = options
+        self.console = console or Console()
+        self.children: list[ChildProcess] = []
+        self.sim: Any = None
+        self._lock_file: IO[str] | None = None
+
+    # -- paths -----------------------------------------------------------------------------------------------------
+    @property
+    def state_dir(self) -> Path:
+        return self.options.state_dir
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.state_dir / "csi"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def node_socket(self, node: str) -> Path:
+        return _check_socket_path(self.socket_dir / f"{node}.sock")
+
+    @property
+    def controller_socket(self) -> Path:
+        return _check_socket_path(self.socket_dir / "controller.sock")
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.options.kubeconfig_path
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
+    async def __aenter__(self) -> LocalCluster:
+        try:
+            await self._start()
+        except BaseException:
+            await self._shutdown()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._shutdown()
+
+    async def _start(self) -> None:
+        started = time.monotonic()
+        self._prepare_state_dir()
+        self.console.step(f"state directory {self.state_dir}")
+        await self._start_kubesim()
+        self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
+        await self._install_objects()
+        self.console.step("installed CRDs, CSIDriver and StorageClass")
+        await self._start_operator()
+        await self._wait_healthy()
+        self.console.step(f"operator healthy: preset ListenerClasses present, CSI driver registered on every node "
+                          f"({time.monotonic() - started:.1f}s)")
+
+    def _prepare_state_dir(self) -> None:
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.state_dir / ".write-test"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as error:
+            raise LocalError(f"state directory {self.state_dir} is not writable: {error.strerror or error}") from None
+        lock_path = self.state_dir / "local-up.lock"
+        lock_file = lock_path.open("a+")
+        try:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.seek(0)
+            holder = lock_file.read().strip() or "unknown"
+            lock_file.close()
+            raise LocalError(f"another `local up` is already running on {self.state_dir} (pid {holder}); "
+                             "stop it or use another --state-dir") from None
+        lock_file.seek(0)
+        lock_file.truncate()
+        lock_file.write(str(os.getpid()))
+        lock_file.flush()
+        self._lock_file = lock_file
+        for directory in (self.socket_dir, self.log_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+        # Sockets of a previous run are stale now that we hold the lock.
+        for stale in self.socket_dir.glob("*.sock"):
+            stale.unlink(missing_ok=True)
+
+    async def _start_kubesim(self) -> None:
+        from kubesim.sim import KubeSim
+
+        sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
+                      nodes=self.options.nodes, state_dir=self.state_dir / "cluster")
+        try:
+            await sim.__aenter__()
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise LocalError(f"cannot start kubesim: {self.options.host}:{self.options.port} is already in use; "
+                                 "choose another --port (or 0 for any free port)") from None
+            raise LocalError(f"cannot start kubesim: {error}") from None
+        self.sim = sim
+
+    async def _install_objects(self) -> None:
+        from listener_operator.crd.generate import all_crds
+        from listener_operator.manifests import csi_driver, storage_class
+
+        api = self.sim.api
+        for crd in all_crds():
+            await api.create(CRD_RESOURCE, crd)
+        await api.create("csidrivers.storage.k8s.io", csi_driver())
+        await api.create("storageclasses.storage.k8s.io", storage_class())
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig_path)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        # The children find the project through the same interpreter; no variable of the host cluster leaks in.
+        for variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+            env.pop(variable, None)
+        return env
+
+    async def _start_operator(self) -> None:
+        python = sys.executable
+        base = [python, "-m", "listener_operator.cli"]
+        env = self._child_env()
+        controller = ChildProcess(
+            name="controller",
+            argv=[*base, "run", "controller", "--kubeconfig", str(self.kubeconfig_path),
+                  "--csi-endpoint", f"unix://{self.controller_socket}",
+                  "--listener-class-preset", self.options.preset, "--http-address", "127.0.0.1:0"],
+            log_path=self.log_dir / "controller.log")
+        self.children.append(controller)
+        await controller.start(env)
+        nodes = await self._node_names()
+        for node in nodes:
+            child = ChildProcess(
+                name=f"node plugin {node}",
+                argv=[*base, "run", "node", "--kubeconfig", str(self.kubeconfig_path), "--node-name", node,
+                      "--csi-endpoint", f"unix://{self.node_socket(node)}",
+                      "--kubelet-dir", str(self.sim.cluster.kubelet_dir(node))],
+                log_path=self.log_dir / f"node-{node}.log")
+            self.children.append(child)
+            await child.start(env)
+        self.console.step(f"started the operator: 1 controller process and {len(nodes)} node plugin processes "
+                          f"(logs in {self.log_dir})")
+        await self._wait_for_socket(controller, self.controller_socket)
+        await self.sim.cluster.register_controller_plugin(DRIVER_NAME, f"unix://{self.controller_socket}")
+        for node, child in zip(nodes, self.children[1:], strict=True):
+            await self._wait_for_socket(child, self.node_socket(node))
+            await self.sim.cluster.register_node_plugin(node, DRIVER_NAME, f"unix://{self.node_socket(node)}")
+
+    async def _node_names(self) -> list[str]:
+        items, _ = await self.sim.api.list("nodes")
+        return sorted(item["metadata"]["name"] for item in items)
+
+    async def _wait_for_socket(self, child: ChildProcess, socket_path: Path) -> None:
+        """Wait until a child serves CSI on its socket: a file appears, then Probe answers ready."""
+        import grpc
+
+        from csi_proto import csi_pb2, csi_pb2_grpc
+
+        deadline = time.monotonic() + PLUGIN_START_TIMEOUT
+        while True:
+            self._raise_if_exited(child)
+            if socket_path.exists():
+                try:
+                    async with grpc.aio.insecure_channel(f"unix://{socket_path}") as channel:
+                        stub = csi_pb2_grpc.IdentityStub(channel)
+                        await stub.Probe(csi_pb2.ProbeRequest(), timeout=2)
+                    return
+                except grpc.aio.AioRpcError:
+                    pass
+            if time.monotonic() > deadline:
+                raise LocalError(f"{child.name} did not serve CSI on {socket_path} within "
+                                 f"{PLUGIN_START_TIMEOUT:.0f}s; last lines of {child.log_path}:\n{child.tail()}")
+            # A process starting up offers nothing to watch; a short sleep between checks is the honest option.
+            await asyncio.sleep(0.1)
+
+    def _raise_if_exited(self, child: ChildProcess) -> None:
+        code = child.returncode
+        if code is not None:
+            raise LocalError(f"{child.name} exited with code {code}; last lines of {child.log_path}:\n{child.tail()}")
+
+    async def _wait_healthy(self) -> None:
+        expected = {"none": set(), "ephemeral-nodes": {"cluster-internal", "external-unstable", "external-stable"},
+                    "stable-nodes": {"cluster-internal", "external-unstable", "external-stable"}}[self.options.preset]
+        nodes = await self._node_names()
+
+        async def presets_present() -> bool:
+            items, _ = await self.sim.api.list(LISTENER_CLASSES)
+            return expected <= {item["metadata"]["name"] for item in items}
+
+        async def drivers_registered() -> bool:
+            for node in nodes:
+                csinode = await self.sim.api.get("csinodes.storage.k8s.io", node)
+                names = {driver.get("name") for driver in csinode.get("spec", {}).get("drivers") or []}
+                if DRIVER_NAME not in names:
+                    return False
+            return True
+
+        await self._wait_until("preset ListenerClasses", presets_present)
+        await self._wait_until("CSI node registration", drivers_registered)
+
+    async def _wait_until(self, what: str, check: Callable[[], Awaitable[bool]]) -> None:
+        from kubesim.errors import ApiError
+
+        deadline = time.monotonic() + HEALTHY_TIMEOUT
+        while True:
+            for child in self.children:
+                self._raise_if_exited(child)
+            with contextlib.suppress(ApiError):
+                if await check():
+                    return
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {child.name} ({child.log_path}):\n{child.tail(10)}" for child in self.children)
+                raise LocalError(f"timed out after {HEALTHY_TIMEOUT:.0f}s waiting for {what}\n{logs}")
+            await asyncio.sleep(0.1)
+
+    async def watch_children(self) -> None:
+        """Return (by raising LocalError) as soon as any operator process exits."""
+        waits = {asyncio.ensure_future(child.process.wait()): child for child in self.children if child.process}
+        if not waits:
+            await asyncio.Event().wait()
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for future in pending:
+            future.cancel()
+        child = waits[next(iter(done))]
+        raise LocalError(f"{child.name} exited unexpectedly with code {child.returncode}; "
+                         f"last lines of {child.log_path}:\n{child.tail()}")
+
+    async def _shutdown(self) -> None:
+        await asyncio.gather(*(child.stop() for child in reversed(self.children)), return_exceptions=True)
+        if self.sim is not None:
+            with contextlib.suppress(Exception):
+                await self.sim.__aexit__(None, None, None)
+            self.sim = None
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def kubectl_hint(self) -> str:
+        return f"kubectl --kubeconfig {self.kubeconfig_path} get listeners,listenerclasses,pods,pvc -A"
+
+
+async def wait_for_stop_signal() -> None:
+    """Block until SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def serve_until_stopped(cluster: LocalCluster) -> None:
+    """Run until interrupted; a crashed operator process ends the run with its log tail."""
+    watcher = asyncio.ensure_future(cluster.watch_children())
+    stopper = asyncio.ensure_future(wait_for_stop_signal())
+    done, pending = await asyncio.wait({watcher, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    for task in done:
+        task.result()
+
+
+async def run(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        options = options_from_args(args)
+        console.line(f"Starting the local listener-operator system ({options.nodes} nodes, preset {options.preset})")
+        async with LocalCluster(options, console) as cluster:
+            console.line()
+            console.line(f"Ready. kubeconfig: {cluster.kubeconfig_path}")
+            console.line(f"Try:   {cluster.kubectl_hint()}")
+            console.line("Press Ctrl-C to stop.")
+            await serve_until_stopped(cluster)
+            console.line("Stopping...")
+        return 0
+    except LocalError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1

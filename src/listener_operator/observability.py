@@ -1,0 +1,132 @@
+"""Logging (plain or JSON), Prometheus metrics and the ``/metrics``, ``/healthz``, ``/readyz`` HTTP endpoints."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+LOG_FORMATS = ("plain", "json")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: timestamp, level, logger, message (+ exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "timestamp": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def setup_logging(fmt: str = "plain", level: str = "INFO") -> None:
+    if fmt not in LOG_FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {fmt!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # one line per HTTP request is noise at INFO; our own code logs what matters
+    for noisy in ("httpx2", "httpx", "httpcore", "aiohttp.access"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+class Metrics:
+    """The operator's metrics, on their own registry (several operators may run in one test process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.reconciles = Counter("listener_operator_reconciles", "Listener reconciles finished, by result",
+                                  ["result"], registry=self.registry)
+        self.reconcile_errors = Counter("listener_operator_reconcile_errors", "Failed reconciles, by reason",
+                                        ["reason"], registry=self.registry)
+        self.reconcile_duration = Histogram("listener_operator_reconcile_duration_seconds",
+                                            "Duration of Listener reconciles", registry=self.registry,
+                                            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.queue_depth = Gauge("listener_operator_queue_depth", "Listener keys waiting to be reconciled",
+                                 registry=self.registry)
+        self.cache_objects = Gauge("listener_operator_cache_objects", "Objects held in a watch cache", ["kind"],
+                                   registry=self.registry)
+        self.api_requests = Counter("listener_operator_api_requests", "Kubernetes API requests made",
+                                    ["verb", "resource"], registry=self.registry)
+        self.listeners_ready = Gauge("listener_operator_listeners_ready",
+                                     "Listeners whose Ready condition is True", registry=self.registry)
+        self.is_leader = Gauge("listener_operator_leader", "1 while this replica holds the leader lease",
+                               registry=self.registry)
+
+    def count_request(self, verb: str, resource: str) -> None:
+        self.api_requests.labels(verb, resource).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """aiohttp server for ``/metrics``, ``/healthz`` (process alive) and ``/readyz`` (``ready()`` says yes).
+
+    ``before_scrape`` lets gauges that mirror live state (queue depth, cache sizes) be refreshed on scrape.
+    """
+
+    def __init__(self, metrics: Metrics, *, ready: Callable[[], bool],
+                 before_scrape: Callable[[], None] | None = None) -> None:
+        self.metrics = metrics
+        self.ready = ready
+        self.before_scrape = before_scrape
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        return app
+
+    async def start(self, host: str, port: int) -> int:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self.before_scrape is not None:
+            self.before_scrape()
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self.ready():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="not ready: caches not synced\n")

@@ -1,0 +1,179 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, so that several controller replicas are safe.
+
+Protocol (the one client-go's leaderelection follows): a candidate reads the Lease; it may take it when it is absent,
+released (empty holder) or expired (``renewTime + leaseDurationSeconds`` in the past by our own clock); every write
+is a PUT carrying the observed ``resourceVersion`` (optimistic concurrency), so of two candidates only one wins.
+The leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it stops leading (cancels the
+leading work, so nothing more is written) before the lease can expire for others. On a clean stop it releases the
+Lease so that a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+from .api import ApiFailure, JsonDict, KubeApi, ResourceInfo
+
+log = logging.getLogger(__name__)
+
+LEASE = ResourceInfo("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
+
+
+def _now_micro() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class LeaderElector:
+    def __init__(self, api: KubeApi, *, name: str, namespace: str, identity: str, lease_duration: float = 15.0,
+                 renew_deadline: float = 10.0, retry_period: float = 2.0) -> None:
+        if not (retry_period < renew_deadline < lease_duration):
+            raise ValueError("leader election needs retry_period < renew_deadline < lease_duration")
+        self.api = api
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.is_leader = False
+        self.transitions_seen = 0
+        # The expiry of a lease held by someone else is judged by when *we* saw its renewTime change, so clock skew
+        # between replicas cannot make us steal a live lease.
+        self._observed: tuple[str, float] | None = None
+
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Campaign forever; while leading, run ``lead()`` and cancel it when leadership is lost."""
+        try:
+            while True:
+                await self._acquire()
+                if await self._lead(lead):
+                    return
+        finally:
+            if self.is_leader:
+                await self.release()
+
+    async def _acquire(self) -> None:
+        while True:
+            if await self.try_acquire_or_renew():
+                log.info("leader election: %s became leader of %s/%s", self.identity, self.namespace, self.name)
+                return
+            await asyncio.sleep(self.retry_period)
+
+    async def _lead(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+        """Lead until the work ends (True) or the lease is lost (False)."""
+        task = asyncio.create_task(lead(), name="leader-work")
+        renewer = asyncio.create_task(self._renew_loop(), name="leader-renew")
+        try:
+            done, _ = await asyncio.wait({task, renewer}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                task.result()  # propagate the work's failure to the caller
+                return True
+            log.error("leader election: %s lost the lease %s/%s; stopping work", self.identity, self.namespace,
+                      self.name)
+            return False
+        finally:
+            for t in (task, renewer):
+                t.cancel()
+            await asyncio.gather(task, renewer, return_exceptions=True)
+            self.is_leader = False
+
+    async def _renew_loop(self) -> None:
+        last_renew = time.monotonic()
+        while True:
+            await asyncio.sleep(self.retry_period)
+            try:
+                ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.renew_deadline)
+            except (TimeoutError, Exception) as exc:  # any failure counts against the deadline
+                log.warning("leader election: renew failed: %s", exc)
+                ok = False
+            now = time.monotonic()
+            if ok:
+                last_renew = now
+            elif not self.is_leader or now - last_renew >= self.renew_deadline:
+                self.is_leader = False
+                return
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt; True when we hold the lease afterwards."""
+        now = _now_micro()
+        try:
+            lease = await self.api.get(LEASE, self.name, self.namespace)
+        except ApiFailure as exc:
+            if exc.code != 404:
+                raise
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(now, acquire_time=now, transitions=0)}
+            try:
+                await self.api.create(LEASE, body, self.namespace)
+            except ApiFailure as create_exc:
+                if create_exc.code == 409:
+                    return False
+                raise
+            self.is_leader = True
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder != self.identity:
+            if holder and not self._expired(spec):
+                self.is_leader = False
+                return False
+            new_spec = self._spec(now, acquire_time=now, transitions=transitions + 1)
+        else:
+            new_spec = self._spec(now, acquire_time=spec.get("acquireTime") or now, transitions=transitions)
+        updated = {**lease, "spec": new_spec}
+        try:
+            await self.api.replace(LEASE, updated, name=self.name, namespace=self.namespace)
+        except ApiFailure as exc:
+            if exc.code == 409:  # someone else wrote first
+                self.is_leader = False
+                return False
+            raise
+        self.is_leader = True
+        return True
+
+    def _expired(self, spec: JsonDict) -> bool:
+        renew = str(spec.get("renewTime") or "")
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
+        now = time.monotonic()
+        if self._observed is None or self._observed[0] != renew:
+            self._observed = (renew, now)
+            # First sight of this renewTime: only a lease that already looks long dead by the wall clock counts.
+            renewed_at = _parse_time(renew)
+            return renewed_at is None or time.time() - renewed_at > duration * 2
+        return now - self._observed[1] > duration
+
+    def _spec(self, now: str, *, acquire_time: str, transitions: int) -> JsonDict:
+        return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.lease_duration)),
+                "acquireTime": acquire_time, "renewTime": now, "leaseTransitions": transitions}
+
+    async def release(self) -> None:
+        """Give the lease up (empty holder) so that a standby replica can take over immediately."""
+        try:
+            lease = await self.api.get(LEASE, self.name, self.namespace)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return
+            released = {**lease, "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,
+                                          "renewTime": _now_micro()}}
+            await self.api.replace(LEASE, released, name=self.name, namespace=self.namespace)
+            log.info("leader election: %s released %s/%s", self.identity, self.namespace, self.name)
+        except Exception as exc:
+            log.warning("leader election: release failed: %s", exc)
+        finally:
+            self.is_leader = False

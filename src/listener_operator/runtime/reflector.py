@@ -1,0 +1,248 @@
+"""Reflector: a list+watch fed, read-only cache of one kind, with secondary indexes and change callbacks.
+
+This is the informer part of our small controller runtime (no Python client ships an asyncio informer, see
+docs/architecture.md). Behaviour:
+
+- list, then watch from the list's resourceVersion; a closed stream resumes from the last seen version
+  (including BOOKMARK versions); a 410 Gone relists and delivers the differences as events;
+- other errors back off exponentially (capped) and retry, so a flaky API server never kills the cache;
+- objects are plain dicts keyed ``namespace/name`` (``name`` for cluster-scoped kinds); callers must not mutate them;
+- callbacks run synchronously in the reflector task, after the cache and indexes are updated, with ``(old, new)``
+  (``new`` is None on delete, ``old`` None on add).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Protocol
+
+from .api import JsonDict, KubeApi, ResourceInfo, WatchExpired
+
+log = logging.getLogger(__name__)
+
+IndexFunc = Callable[[JsonDict], Iterable[str]]
+EventHandler = Callable[[JsonDict | None, JsonDict | None], None]
+
+
+class ListWatchSource(Protocol):
+    """Where a reflector gets its data; the API implementation is :class:`ApiSource`, tests may fake it."""
+
+    async def list(self) -> tuple[list[JsonDict], str]: ...
+
+    def watch(self, resource_version: str) -> AsyncIterator[tuple[str, JsonDict]]: ...
+
+
+class ApiSource:
+    """List and watch one kind through :class:`KubeApi`, optionally limited to a namespace or label selector."""
+
+    def __init__(self, api: KubeApi, info: ResourceInfo, *, namespace: str | None = None,
+                 label_selector: str | None = None, timeout_seconds: int = 300) -> None:
+        self.api = api
+        self.info = info
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.timeout_seconds = timeout_seconds
+
+    async def list(self) -> tuple[list[JsonDict], str]:
+        return await self.api.list(self.info, namespace=self.namespace, label_selector=self.label_selector)
+
+    def watch(self, resource_version: str) -> AsyncIterator[tuple[str, JsonDict]]:
+        return self.api.watch(self.info, resource_version=resource_version, namespace=self.namespace,
+                              label_selector=self.label_selector, timeout_seconds=self.timeout_seconds)
+
+
+def object_key(obj: JsonDict) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = str(meta.get("name") or "")
+    return f"{namespace}/{name}" if namespace else name
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    namespace, sep, name = key.partition("/")
+    return (namespace, name) if sep else (None, key)
+
+
+class Backoff:
+    """Exponential backoff with jitter: ``base * 2**n`` capped at ``cap`` seconds."""
+
+    def __init__(self, base: float = 0.2, cap: float = 30.0, jitter: float = 0.1) -> None:
+        self.base = base
+        self.cap = cap
+        self.jitter = jitter
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.cap, self.base * (2 ** self.failures))
+        self.failures += 1
+        return delay * (1 + random.uniform(0, self.jitter))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class Reflector:
+    """Cache of one kind. Start with :meth:`run` (a task); read with :meth:`get`, :meth:`by_index`, :meth:`items`."""
+
+    def __init__(self, name: str, source: ListWatchSource, *, backoff: Backoff | None = None) -> None:
+        self.name = name
+        self.source = source
+        self.backoff = backoff or Backoff()
+        self._objects: dict[str, JsonDict] = {}
+        self._index_funcs: dict[str, IndexFunc] = {}
+        self._indexes: dict[str, dict[str, set[str]]] = {}
+        self._handlers: list[EventHandler] = []
+        self._synced = asyncio.Event()
+        self.resource_version = ""
+        self.relists = 0
+        self.errors = 0
+
+    # ---- configuration -------------------------------------------------------------------------------------------
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Index objects by the values ``func`` returns; add before :meth:`run`."""
+        self._index_funcs[name] = func
+        index: dict[str, set[str]] = {}
+        self._indexes[name] = index
+        for key, obj in self._objects.items():
+            for value in self._index_values(func, obj):
+                index.setdefault(value, set()).add(key)
+
+    def add_handler(self, handler: EventHandler) -> None:
+        self._handlers.append(handler)
+
+    # ---- reads ---------------------------------------------------------------------------------------------------
+    def get(self, key: str) -> JsonDict | None:
+        return self._objects.get(key)
+
+    def get_named(self, name: str, namespace: str | None = None) -> JsonDict | None:
+        return self._objects.get(f"{namespace}/{name}" if namespace else name)
+
+    def by_index(self, index: str, value: str) -> list[JsonDict]:
+        keys = self._indexes[index].get(value, ())
+        return [self._objects[k] for k in sorted(keys)]
+
+    def index_keys(self, index: str, value: str) -> set[str]:
+        return set(self._indexes[index].get(value, ()))
+
+    def keys(self) -> list[str]:
+        return list(self._objects)
+
+    def items(self) -> list[JsonDict]:
+        return list(self._objects.values())
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    # ---- the loop ------------------------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    items, version = await self.source.list()
+                    self._replace(items)
+                    self.resource_version = version
+                    self.relists += 1
+                    self._synced.set()
+                    need_list = False
+                async for kind, obj in self.source.watch(self.resource_version):
+                    self._on_watch_event(kind, obj)
+                self.backoff.reset()
+            except asyncio.CancelledError:
+                raise
+            except WatchExpired:
+                log.info("%s: watch expired at resourceVersion %s, listing again", self.name, self.resource_version)
+                need_list = True
+            except Exception as exc:
+                self.errors += 1
+                delay = self.backoff.next_delay()
+                log.warning("%s: list/watch failed (%s); retrying in %.1fs", self.name, exc, delay)
+                await asyncio.sleep(delay)
+
+    def _on_watch_event(self, kind: str, obj: JsonDict) -> None:
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if kind == "BOOKMARK":
+            if version:
+                self.resource_version = str(version)
+            return
+        self.backoff.reset()
+        key = object_key(obj)
+        if kind in ("ADDED", "MODIFIED"):
+            self._store(key, obj)
+        elif kind == "DELETED":
+            self._remove(key, obj)
+        else:
+            log.debug("%s: ignoring watch event type %s", self.name, kind)
+        if version:
+            self.resource_version = str(version)
+
+    def _replace(self, items: list[JsonDict]) -> None:
+        """Swap in a fresh list, emitting events only for what actually differs from the cache."""
+        fresh = {object_key(obj): obj for obj in items}
+        for key in [k for k in self._objects if k not in fresh]:
+            self._remove(key, self._objects[key])
+        for key, obj in fresh.items():
+            old = self._objects.get(key)
+            if old is not None and _version(old) == _version(obj) and _version(obj):
+                continue
+            self._store(key, obj)
+
+    def _store(self, key: str, obj: JsonDict) -> None:
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._objects[key] = obj
+        self._index(key, obj)
+        self._notify(old, obj)
+
+    def _remove(self, key: str, obj: JsonDict) -> None:
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        self._notify(old if old is not None else obj, None)
+
+    def _index(self, key: str, obj: JsonDict) -> None:
+        for name, func in self._index_funcs.items():
+            index = self._indexes[name]
+            for value in self._index_values(func, obj):
+                index.setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str, obj: JsonDict) -> None:
+        for name, func in self._index_funcs.items():
+            index = self._indexes[name]
+            for value in self._index_values(func, obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+    def _index_values(self, func: IndexFunc, obj: JsonDict) -> set[str]:
+        try:
+            return set(func(obj))
+        except Exception:
+            log.exception("%s: index function failed for %s", self.name, object_key(obj))
+            return set()
+
+    def _notify(self, old: JsonDict | None, new: JsonDict | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(old, new)
+            except Exception:
+                log.exception("%s: event handler failed", self.name)
+
+
+def _version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")

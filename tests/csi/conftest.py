@@ -1,0 +1,82 @@
+"""Fixtures of the CSI tests.
+
+The Kubernetes side is either kubesim or, for calls that must be refused before any API request, an unreachable
+server: a test passing there proves nothing was read or written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import lightkube
+import pytest
+from csi_support import CsiEndpoint, KubeCsi, open_endpoint
+from lightkube.config.kubeconfig import KubeConfig
+
+from listener_operator.crd.generate import all_crds
+from listener_operator.kube import make_client
+from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A short directory for sockets (Unix socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="lo", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def offline_csi(short_dir: Path) -> AsyncIterator[CsiEndpoint]:
+    """The CSI endpoint with an API server that cannot be reached (port 9, discard)."""
+    client = lightkube.AsyncClient(KubeConfig.from_dict({
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "unused"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }))
+    server, channel, endpoint = await open_endpoint(client, short_dir)
+    yield endpoint
+    await channel.close()
+    await server.stop(None)
+    await client.close()
+
+
+CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
+NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", False)
+
+
+@pytest.fixture
+async def kube_csi_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callable[..., Awaitable[KubeCsi]]]:
+    client = make_client(str(kubesim.kubeconfig_path))
+    api = KubeApi(client)
+    for crd in all_crds():
+        await api.create(CRD, crd)
+    try:
+        await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    except ApiFailure as error:
+        if error.code != 409:
+            raise
+    opened: list[tuple[grpc.aio.Server, grpc.aio.Channel]] = []
+
+    async def factory(*, listener_wait_seconds: float = 0.0) -> KubeCsi:
+        server, channel, endpoint = await open_endpoint(client, short_dir,
+                                                        listener_wait_seconds=listener_wait_seconds)
+        opened.append((server, channel))
+        return KubeCsi(api, endpoint)
+
+    yield factory
+    for server, channel in opened:
+        await channel.close()
+        await server.stop(None)
+    await client.close()
+
+
+@pytest.fixture
+async def kube_csi(kube_csi_factory: Callable[..., Awaitable[KubeCsi]]) -> KubeCsi:
+    return await kube_csi_factory()

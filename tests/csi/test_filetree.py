@@ -1,0 +1,166 @@
+"""The address tree a Pod reads: content, atomic replacement, stale-address removal, hostile input."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from listener_operator.csi_server.filetree import (
+    PublishedAddress,
+    published_addresses,
+    remove_tree,
+    write_address_tree,
+)
+from listener_operator.csi_server.validation import InvalidVolumeInput
+
+
+def read_tree(target: Path) -> dict[str, dict[str, str]]:
+    """What a consumer sees: address -> {"address": ..., port name: port}."""
+    result: dict[str, dict[str, str]] = {}
+    for entry in sorted(os.listdir(target / "addresses")):
+        base = target / "addresses" / entry
+        files = {"address": (base / "address").read_text()}
+        for port in os.listdir(base / "ports"):
+            files[port] = (base / "ports" / port).read_text()
+        result[entry] = files
+    return result
+
+
+def test_tree_matches_upstream_layout(tmp_path: Path) -> None:
+    target = tmp_path / "mount"
+    write_address_tree(target, [PublishedAddress("203.0.113.7", {"http": 31234})])
+    assert (target / "addresses" / "203.0.113.7" / "address").read_text() == "203.0.113.7"
+    assert (target / "addresses" / "203.0.113.7" / "ports" / "http").read_text() == "31234"
+    assert (target / "default-address" / "address").read_text() == "203.0.113.7"
+    assert (target / "default-address" / "ports" / "http").read_text() == "31234"
+    assert not os.path.isabs(os.readlink(target / "default-address"))
+    assert not os.path.isabs(os.readlink(target / "addresses"))
+    assert os.path.realpath(target / "default-address") == os.path.realpath(target / "addresses" / "203.0.113.7")
+
+
+def test_first_address_is_default_and_all_addresses_are_listed(tmp_path: Path) -> None:
+    target = tmp_path / "mount"
+    write_address_tree(target, [PublishedAddress("lb.example.com", {"http": 80}),
+                                PublishedAddress("198.51.100.1", {"http": 80, "https": 443})])
+    assert read_tree(target) == {
+        "198.51.100.1": {"address": "198.51.100.1", "http": "80", "https": "443"},
+        "lb.example.com": {"address": "lb.example.com", "http": "80"},
+    }
+    assert (target / "default-address" / "address").read_text() == "lb.example.com"
+
+
+def test_republish_removes_stale_addresses(tmp_path: Path) -> None:
+    target = tmp_path / "mount"
+    write_address_tree(target, [PublishedAddress("10.0.0.1", {"http": 30001})])
+    write_address_tree(target, [PublishedAddress("10.0.0.2", {"http": 30002})])
+    assert read_tree(target) == {"10.0.0.2": {"address": "10.0.0.2", "http": "30002"}}
+    assert (target / "default-address" / "address").read_text() == "10.0.0.2"
+    # only the current version remains as hidden state
+    assert sorted(n for n in os.listdir(target) if n.startswith("..")) == ["..data", os.readlink(target / "..data")]
+
+
+def test_same_content_writes_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "mount"
+    addresses = [PublishedAddress("10.0.0.1", {"http": 30001})]
+    assert write_address_tree(target, addresses) is True
+    before = os.stat(target / "..data", follow_symlinks=False).st_mtime_ns
+    assert write_address_tree(target, addresses) is False
+    assert os.stat(target / "..data", follow_symlinks=False).st_mtime_ns == before
+
+
+def test_upstream_written_tree_is_replaced(tmp_path: Path) -> None:
+    """A volume pre-populated by the upstream driver (real directories, direct symlink) is taken over cleanly."""
+    target = tmp_path / "mount"
+    (target / "addresses" / "10.9.9.9" / "ports").mkdir(parents=True)
+    (target / "addresses" / "10.9.9.9" / "address").write_text("10.9.9.9")
+    (target / "default-address").symlink_to("addresses/10.9.9.9")
+    write_address_tree(target, [PublishedAddress("10.0.0.1", {"http": 30001})])
+    assert read_tree(target) == {"10.0.0.1": {"address": "10.0.0.1", "http": "30001"}}
+    assert (target / "default-address" / "address").read_text() == "10.0.0.1"
+
+
+def test_planted_symlinks_are_replaced_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "mount"
+    target.mkdir()
+    (target / "addresses").symlink_to(outside)
+    (target / "..data").symlink_to(outside)
+    write_address_tree(target, [PublishedAddress("10.0.0.1", {"http": 30001})])
+    assert os.listdir(outside) == []
+    assert read_tree(target) == {"10.0.0.1": {"address": "10.0.0.1", "http": "30001"}}
+
+
+def test_hostile_addresses_write_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "mount"
+    with pytest.raises(InvalidVolumeInput):
+        write_address_tree(target, [PublishedAddress("10.0.0.1", {"http": 1}), PublishedAddress("../x", {})])
+    with pytest.raises(InvalidVolumeInput):
+        write_address_tree(target, [PublishedAddress("10.0.0.1", {"../../etc/passwd": 1})])
+    assert not target.exists()
+    assert os.listdir(tmp_path) == []
+
+
+def test_published_addresses_validates_listener_status_shape() -> None:
+    status = [{"address": "10.0.0.1", "addressType": "IP", "ports": {"http": 30001}},
+              {"address": "10.0.0.1", "addressType": "IP", "ports": {"https": 30002}}]
+    assert published_addresses(status) == [PublishedAddress("10.0.0.1", {"http": 30001, "https": 30002})]
+    with pytest.raises(InvalidVolumeInput, match="port name"):
+        published_addresses([{"address": "10.0.0.1", "ports": {"a/b": 1}}])
+    with pytest.raises(InvalidVolumeInput, match="neither an IP"):
+        published_addresses([{"address": "../..", "ports": {}}])
+
+
+def test_reader_never_sees_a_half_written_tree(tmp_path: Path) -> None:
+    """While one thread alternates between two complete trees, readers only ever see one of them in full."""
+    target = tmp_path / "mount"
+    trees = [
+        [PublishedAddress(f"10.0.{n}.{i}", {f"p{j}": 30000 + n * 100 + j for j in range(5)}) for i in range(4)]
+        for n in range(2)
+    ]
+    expected = [
+        {a.address: {"address": a.address, **{k: str(v) for k, v in a.ports.items()}} for a in tree}
+        for tree in trees
+    ]
+    write_address_tree(target, trees[0])
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n ^= 1
+            write_address_tree(target, trees[n])
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    seen = 0
+    try:
+        for _ in range(300):
+            # resolve the version once, as a reader holding the directory would, then read everything from it
+            version = target / os.readlink(target / "..data")
+            try:
+                snapshot = read_tree(version)
+            except FileNotFoundError:
+                continue  # the version was retired while reading: the reader re-resolves, never mixes
+            assert snapshot in expected
+            try:
+                default = (target / "default-address" / "address").read_text()
+            except FileNotFoundError:
+                continue  # the lookup raced the retirement of the version it started in; a retry resolves
+            assert default in {tree[0].address for tree in trees}
+            seen += 1
+    finally:
+        stop.set()
+        thread.join()
+    assert seen > 0
+
+
+def test_remove_tree_is_idempotent(tmp_path: Path) -> None:
+    target = tmp_path / "mount"
+    write_address_tree(target, [PublishedAddress("10.0.0.1", {"http": 30001})])
+    remove_tree(target)
+    assert not target.exists()
+    remove_tree(target)

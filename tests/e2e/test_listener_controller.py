@@ -1,0 +1,465 @@
+"""End-to-end: the Listener controller, in-process, against kubesim (objects checked through the API)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest_asyncio
+
+from kubesim.errors import ApiError
+from kubesim.sim import KubeSim
+from listener_operator.controller_command import Operator, OperatorOptions
+from listener_operator.crd.generate import all_crds
+from listener_operator.runtime.api import WRITE_VERBS
+
+LISTENERS = "listeners.listeners.stackable.tech"
+CLASSES = "listenerclasses.listeners.stackable.tech"
+GV = "listeners.stackable.tech/v1alpha1"
+NS = "ns"
+
+
+class RunningOperator:
+    def __init__(self, operator: Operator, task: asyncio.Task[int], stop: asyncio.Event,
+                 requests: list[tuple[str, str]]) -> None:
+        self.operator = operator
+        self.task = task
+        self.stop_event = stop
+        self.requests = requests
+
+    def writes(self, resource: str | None = None) -> list[tuple[str, str]]:
+        return [r for r in self.requests if r[0] in WRITE_VERBS and (resource is None or r[1] == resource)]
+
+    async def stop(self) -> int:
+        self.stop_event.set()
+        return await asyncio.wait_for(self.task, 15)
+
+
+class Env:
+    def __init__(self, sim: KubeSim) -> None:
+        self.sim = sim
+        self.api = sim.api
+        self.operators: list[RunningOperator] = []
+
+    async def start_operator(self, **options: Any) -> RunningOperator:
+        settings: dict[str, Any] = {"kubeconfig": str(self.sim.kubeconfig_path), "http_address": None,
+                                    "leader_elect": False, "workers": 4}
+        settings.update(options)
+        requests: list[tuple[str, str]] = []
+        operator = Operator(OperatorOptions(**settings), on_request=lambda verb, res: requests.append((verb, res)))
+        stop = asyncio.Event()
+        running = RunningOperator(operator, asyncio.create_task(operator.run(stop)), stop, requests)
+        self.operators.append(running)
+        return running
+
+    async def wait_for(self, check: Callable[[], Awaitable[Any]], timeout: float = 15.0, what: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = await check()
+            except ApiError as error:
+                if error.code != 404:
+                    raise
+                last = None
+            if last:
+                return last
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what or check}: last value {last!r}")
+
+    async def listener(self, name: str) -> dict[str, Any]:
+        return await self.api.get(LISTENERS, name, NS)
+
+    async def service(self, name: str) -> dict[str, Any]:
+        return await self.api.get("services", name, NS)
+
+    async def status(self, name: str) -> dict[str, Any]:
+        return (await self.listener(name)).get("status") or {}
+
+    async def addresses(self, name: str) -> list[str]:
+        return sorted(a["address"] for a in (await self.status(name)).get("ingressAddresses") or [])
+
+    async def ready(self, name: str) -> dict[str, Any]:
+        conditions = (await self.status(name)).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Ready"), {})
+
+    async def create_class(self, name: str, **spec: Any) -> dict[str, Any]:
+        return await self.api.create(CLASSES, {"apiVersion": GV, "kind": "ListenerClass",
+                                               "metadata": {"name": name}, "spec": spec})
+
+    async def create_listener(self, name: str, class_name: str | None, ports: list[dict[str, Any]] | None = None,
+                              **spec: Any) -> dict[str, Any]:
+        body_spec: dict[str, Any] = {"ports": ports or [{"name": "http", "port": 80}], **spec}
+        if class_name is not None:
+            body_spec["className"] = class_name
+        return await self.api.create(LISTENERS, {"apiVersion": GV, "kind": "Listener",
+                                                 "metadata": {"name": name, "namespace": NS}, "spec": body_spec}, NS)
+
+    async def create_node(self, name: str, *addresses: tuple[str, str]) -> dict[str, Any]:
+        node = await self.api.create("nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        node["status"] = {"addresses": [{"type": t, "address": a} for t, a in addresses]}
+        return await self.api.update("nodes", node, subresource="status")
+
+    async def create_endpoints(self, service: str, nodes: list[str], ready: bool = True) -> dict[str, Any]:
+        return await self.api.create("endpointslices.discovery.k8s.io", {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"{service}-abc", "namespace": NS,
+                         "labels": {"kubernetes.io/service-name": service}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [f"10.244.0.{i + 1}"], "nodeName": node, "conditions": {"ready": ready}}
+                          for i, node in enumerate(nodes)],
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        }, NS)
+
+    async def create_pinned_pv(self, name: str, listener: str, node: str) -> dict[str, Any]:
+        return await self.api.create("persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": {"listeners.stackable.tech/listener-namespace": NS,
+                                                  "listeners.stackable.tech/listener-name": listener}},
+            "spec": {"capacity": {"storage": "1"}, "accessModes": ["ReadWriteMany"],
+                     "csi": {"driver": "listeners.stackable.tech", "volumeHandle": name},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "listeners.stackable.tech/hostname", "operator": "In", "values": [node]}]}]}}},
+        })
+
+    async def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        items, _ = await self.api.list("events.events.k8s.io", NS)
+        return [e for e in items if reason is None or e.get("reason") == reason]
+
+
+@pytest_asyncio.fixture
+async def env() -> AsyncIterator[Env]:
+    async with KubeSim() as sim:
+        for crd in all_crds():
+            await sim.api.create("customresourcedefinitions.apiextensions.k8s.io", crd)
+        await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        environment = Env(sim)
+        try:
+            yield environment
+        finally:
+            for running in environment.operators:
+                if not running.task.done():
+                    await running.stop()
+
+
+# ---- service types -------------------------------------------------------------------------------------------------
+
+
+async def test_cluster_ip_hostname_by_default_and_cluster_ips_when_preferred(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.create_class("internal-ip", serviceType="ClusterIP", preferredAddressType="IP")
+    await env.start_operator(cluster_domain="example.org")
+    await env.create_listener("web", "internal", ports=[{"name": "http", "port": 8080}])
+    await env.create_listener("db", "internal-ip")
+
+    assert await env.wait_for(lambda: env.addresses("web")) == ["web.ns.svc.example.org"]
+    status = await env.status("web")
+    assert status["serviceName"] == "web"
+    assert status["ingressAddresses"][0] == {"address": "web.ns.svc.example.org", "addressType": "Hostname",
+                                             "ports": {"http": 8080}}
+    assert "nodePorts" not in status
+    ready = await env.ready("web")
+    assert ready["status"] == "True" and ready["observedGeneration"] == 1
+    assert status["observedGeneration"] == 1
+
+    service = await env.service("web")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"][0]["port"] == 8080 and "nodePort" not in service["spec"]["ports"][0]
+    assert service["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "listeners.stackable.tech_listener"
+    owner = service["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "Listener" and owner["controller"] is True
+    assert owner["uid"] == (await env.listener("web"))["metadata"]["uid"]
+
+    db_ips = await env.wait_for(lambda: env.addresses("db"))
+    assert db_ips == (await env.service("db"))["spec"]["clusterIPs"]
+    assert (await env.status("db"))["ingressAddresses"][0]["addressType"] == "IP"
+
+
+async def test_node_port_publishes_backing_nodes_with_node_ports(env: Env) -> None:
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"), ("ExternalIP", "203.0.113.1"),
+                          ("Hostname", "node-a"))
+    await env.create_node("node-b", ("InternalIP", "192.168.0.2"), ("Hostname", "node-b"))
+    await env.create_node("node-c", ("InternalIP", "192.168.0.3"))
+    await env.start_operator()
+    await env.create_listener("kafka", "np", ports=[{"name": "kafka", "port": 9092}])
+
+    status = await env.wait_for(lambda: _status_with(env, "kafka", "nodePorts"))
+    node_port = (await env.service("kafka"))["spec"]["ports"][0]["nodePort"]
+    assert status["nodePorts"] == {"kafka": node_port}
+    assert status["ingressAddresses"] == []
+    assert (await env.ready("kafka"))["reason"] == "NoBackingNodes"
+
+    await env.create_endpoints("kafka", ["node-a", "node-b"])
+    assert await env.wait_for(lambda: _when_len(env.addresses("kafka"), 2)) == ["192.168.0.2", "203.0.113.1"]
+    entry = (await env.status("kafka"))["ingressAddresses"][0]
+    assert entry["addressType"] == "IP" and entry["ports"] == {"kafka": node_port}
+    # a pinned PV adds its node even without a running Pod there
+    await env.create_pinned_pv("pv-1", "kafka", "node-c")
+    assert await env.wait_for(lambda: _when_len(env.addresses("kafka"), 3)) == [
+        "192.168.0.2", "192.168.0.3", "203.0.113.1"]
+    assert (await env.ready("kafka"))["status"] == "True"
+
+
+async def test_load_balancer_custom_class_follows_the_service_status(env: Env) -> None:
+    await env.create_class("lb", serviceType="LoadBalancer", loadBalancerClass="example.com/lb",
+                           loadBalancerAllocateNodePorts=False, serviceExternalTrafficPolicy="Local")
+    await env.start_operator()
+    await env.create_listener("api", "lb", ports=[{"name": "https", "port": 443}])
+    service = await env.wait_for(lambda: env.service("api"))
+    assert service["spec"]["loadBalancerClass"] == "example.com/lb"
+    assert service["spec"]["allocateLoadBalancerNodePorts"] is False
+    assert service["spec"]["externalTrafficPolicy"] == "Local"
+    await env.wait_for(lambda: _ready_reason(env, "api", "AwaitingLoadBalancer"))
+    assert (await env.status("api"))["ingressAddresses"] == []
+
+    # as a custom load-balancer controller would
+    service["status"] = {"loadBalancer": {"ingress": [{"ip": "198.51.100.7"},
+                                                      {"ip": "198.51.100.8", "hostname": "lb.example.com"}]}}
+    await env.api.update("services", service, subresource="status")
+    assert await env.wait_for(lambda: _when_len(env.addresses("api"), 2)) == ["198.51.100.7", "lb.example.com"]
+    entries = (await env.status("api"))["ingressAddresses"]
+    assert {e["addressType"] for e in entries} == {"IP", "Hostname"}
+    assert all(e["ports"] == {"https": 443} for e in entries)
+    assert (await env.ready("api"))["status"] == "True"
+
+
+async def test_overrides_precedence(env: Env) -> None:
+    """Upstream scenario `overrides` (LO §10.3)."""
+    await env.create_class("overrides", serviceType="ClusterIP",
+                           serviceAnnotations={"deprecated": "was here", "winner": "deprecated"},
+                           serviceOverrides={"metadata": {"annotations": {"serviceOverrides": "was here",
+                                                                          "winner": "serviceOverrides"}},
+                                             "spec": {"sessionAffinity": "ClientIP"}})
+    await env.start_operator()
+    await env.create_listener("listener", "overrides", objectOverrides=[{
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "listener", "namespace": NS,
+                                                            "annotations": {"listener": "was here",
+                                                                            "winner": "listener"}},
+        "spec": {"internalTrafficPolicy": "Local"}}])
+    service = await env.wait_for(lambda: env.service("listener"))
+    annotations = service["metadata"]["annotations"]
+    assert annotations["deprecated"] == annotations["serviceOverrides"] == annotations["listener"] == "was here"
+    assert annotations["winner"] == "listener"
+    assert service["spec"]["type"] == "ClusterIP"
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 80)]
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
+    assert service["spec"]["internalTrafficPolicy"] == "Local"
+
+
+async def test_class_change_of_a_live_listener(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.create_class("np", serviceType="NodePort")
+    await env.start_operator()
+    listener = await env.create_listener("app", "internal")
+    await env.wait_for(lambda: env.addresses("app"))
+    cluster_ip = (await env.service("app"))["spec"]["clusterIP"]
+
+    listener = await env.listener("app")
+    listener["spec"]["className"] = "np"
+    await env.api.update(LISTENERS, listener)
+    status = await env.wait_for(lambda: _status_with(env, "app", "nodePorts"))
+    service = await env.service("app")
+    assert service["spec"]["type"] == "NodePort"
+    assert service["spec"]["clusterIP"] == cluster_ip  # allocated values survive the re-apply
+    assert status["nodePorts"] == {"http": service["spec"]["ports"][0]["nodePort"]}
+    assert status["observedGeneration"] == 2
+
+
+async def test_class_spec_change_reaches_its_listeners(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator()
+    await env.create_listener("app", "internal")
+    await env.wait_for(lambda: env.addresses("app"))
+    cls = await env.api.get(CLASSES, "internal")
+    cls["spec"]["serviceAnnotations"] = {"example.com/team": "blue"}
+    await env.api.update(CLASSES, cls)
+    await env.wait_for(lambda: _annotation(env, "app", "example.com/team"))
+    # removing it again removes it from the Service (the apply drops fields we no longer set)
+    cls = await env.api.get(CLASSES, "internal")
+    cls["spec"]["serviceAnnotations"] = {}
+    await env.api.update(CLASSES, cls)
+    await env.wait_for(lambda: _no_annotation(env, "app", "example.com/team"))
+
+
+# ---- better than upstream ------------------------------------------------------------------------------------------
+
+
+async def test_node_address_change_propagates(env: Env) -> None:
+    await env.create_class("np", serviceType="NodePort")
+    node = await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.start_operator()
+    await env.create_listener("app", "np")
+    await env.create_endpoints("app", ["node-a"])
+    assert await env.wait_for(lambda: env.addresses("app")) == ["192.168.0.1"]
+
+    node = await env.api.get("nodes", "node-a")
+    node["status"]["addresses"] = [{"type": "InternalIP", "address": "192.168.0.99"}]
+    await env.api.update("nodes", node, subresource="status")
+    assert await env.wait_for(lambda: _addresses_equal(env, "app", ["192.168.0.99"])) == ["192.168.0.99"]
+
+
+async def test_missing_node_is_skipped_and_reported(env: Env) -> None:
+    await env.create_class("stable", serviceType="NodePort", pinnedNodePorts=True)
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.create_node("node-gone", ("InternalIP", "192.168.0.2"))
+    await env.start_operator()
+    await env.create_listener("app", "stable")
+    await env.create_pinned_pv("pv-a", "app", "node-a")
+    await env.create_pinned_pv("pv-gone", "app", "node-gone")
+    assert await env.wait_for(lambda: _when_len(env.addresses("app"), 2)) == ["192.168.0.1", "192.168.0.2"]
+
+    await env.api.delete("nodes", "node-gone")
+    assert await env.wait_for(lambda: _addresses_equal(env, "app", ["192.168.0.1"])) == ["192.168.0.1"]
+    ready = await env.ready("app")
+    assert ready["status"] == "True" and ready["reason"] == "NodesMissing" and "node-gone" in ready["message"]
+    events = await env.wait_for(lambda: env.events("GetObject"))
+    assert events[0]["type"] == "Warning" and "node-gone" in events[0]["note"]
+    assert events[0]["regarding"]["name"] == "app"
+
+
+async def test_foreign_service_is_refused(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    foreign = await env.api.create("services", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "victim", "namespace": NS,
+                                                            "labels": {"owner": "someone-else"}},
+        "spec": {"type": "ClusterIP", "ports": [{"name": "x", "port": 1234}], "selector": {"app": "victim"}}}, NS)
+    await env.start_operator()
+    await env.create_listener("victim", "internal")
+    ready = await env.wait_for(lambda: _ready_reason(env, "victim", "RefuseToOverwriteForeignService"))
+    assert ready["status"] == "False" and "victim" in ready["message"]
+    events = await env.wait_for(lambda: env.events("RefuseToOverwriteForeignService"))
+    assert events[0]["type"] == "Warning"
+    assert events[0]["related"]["kind"] == "Service" and events[0]["related"]["name"] == "victim"
+    after = await env.service("victim")
+    assert after["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+    assert after["spec"]["selector"] == {"app": "victim"}
+    # once the foreign Service is gone the Listener takes the name
+    await env.api.delete("services", "victim", NS)
+    await env.wait_for(lambda: _ready_reason(env, "victim", "AddressesPublished"))
+
+
+async def test_failures_are_reported_in_plain_words(env: Env) -> None:
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("no-class", None)
+    await env.create_listener("unknown-class", "does-not-exist")
+    ready = await env.wait_for(lambda: _ready_reason(env, "no-class", "NoListenerClass"))
+    assert "className" in ready["message"]
+    ready = await env.wait_for(lambda: _ready_reason(env, "unknown-class", "GetObject"))
+    assert "does-not-exist" in ready["message"]
+    events = await env.wait_for(lambda: env.events("NoListenerClass"))
+    assert events[0]["reportingController"] == "listener.listeners.stackable.tech"
+    assert events[0]["action"] == "Reconcile"
+    # creating the class heals the Listener without any restart
+    await env.create_class("does-not-exist", serviceType="ClusterIP")
+    await env.wait_for(lambda: _ready_reason(env, "unknown-class", "AddressesPublished"))
+
+
+async def test_orphaned_owned_service_is_deleted(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator()
+    listener = await env.create_listener("app", "internal")
+    await env.wait_for(lambda: env.addresses("app"))
+    owner = {"apiVersion": GV, "kind": "Listener", "name": "app", "uid": listener["metadata"]["uid"],
+             "controller": True}
+    labels = {"app.kubernetes.io/name": "listener", "app.kubernetes.io/instance": "app",
+              "app.kubernetes.io/managed-by": "listeners.stackable.tech_listener"}
+    spec = {"type": "ClusterIP", "ports": [{"name": "x", "port": 1}]}
+    await env.api.create("services", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "app-stale", "namespace": NS, "labels": labels, "ownerReferences": [owner]}, "spec": spec}, NS)
+    await env.api.create("services", {"apiVersion": "v1", "kind": "Service", "metadata": {
+        "name": "unrelated", "namespace": NS, "labels": labels}, "spec": spec}, NS)
+    await env.wait_for(lambda: _gone(env, "app-stale"), what="orphan deleted")
+    assert (await env.service("unrelated"))["metadata"]["name"] == "unrelated"
+    assert (await env.service("app"))["metadata"]["name"] == "app"
+
+
+async def test_deleting_a_listener_deletes_its_service(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator()
+    await env.create_listener("app", "internal")
+    await env.wait_for(lambda: env.service("app"))
+    await env.api.delete(LISTENERS, "app", NS)
+    await env.wait_for(lambda: _gone(env, "app"), what="Service garbage-collected")
+
+
+async def test_a_no_op_reconcile_makes_zero_writes(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    running = await env.start_operator()
+    await env.create_listener("web", "internal")
+    await env.create_listener("np", "np")
+    await env.create_endpoints("np", ["node-a"])
+    await env.wait_for(lambda: env.addresses("web"))
+    await env.wait_for(lambda: env.addresses("np"))
+    await asyncio.sleep(0.5)
+    versions = {name: (await env.listener(name))["metadata"]["resourceVersion"] for name in ("web", "np")}
+    service_versions = {name: (await env.service(name))["metadata"]["resourceVersion"] for name in ("web", "np")}
+    before = len(running.writes())
+    reconciles_before = _reconciles(running)
+
+    # triggers that change nothing the Listener publishes: an annotation on the Listener, a Node heartbeat-like
+    # label, the ListenerClass metadata
+    for name in ("web", "np"):
+        listener = await env.listener(name)
+        listener["metadata"].setdefault("annotations", {})["touched"] = "yes"
+        await env.api.update(LISTENERS, listener)
+    node = await env.api.get("nodes", "node-a")
+    node["metadata"].setdefault("labels", {})["touched"] = "yes"
+    await env.api.update("nodes", node)
+    await asyncio.sleep(1.0)
+    assert _reconciles(running) >= reconciles_before + 2  # both Listener touches reconciled (the Node label is filtered)
+    assert running.writes()[before:] == []
+    for name in ("web", "np"):
+        assert (await env.service(name))["metadata"]["resourceVersion"] == service_versions[name]
+        assert (await env.listener(name))["metadata"]["resourceVersion"] != versions[name]  # our own touch only
+
+
+# ---- helpers -------------------------------------------------------------------------------------------------------
+
+
+def _reconciles(running: RunningOperator) -> float:
+    value = running.operator.metrics.registry.get_sample_value("listener_operator_reconciles_total",
+                                                               {"result": "success"})
+    return value or 0.0
+
+
+async def _status_with(env: Env, name: str, field: str) -> dict[str, Any] | None:
+    status = await env.status(name)
+    return status if field in status else None
+
+
+async def _when_len(addresses: Awaitable[list[str]], n: int) -> list[str] | None:
+    value = await addresses
+    return value if len(value) == n else None
+
+
+async def _addresses_equal(env: Env, name: str, expected: list[str]) -> list[str] | None:
+    value = await env.addresses(name)
+    return value if value == expected else None
+
+
+async def _ready_reason(env: Env, name: str, reason: str) -> dict[str, Any] | None:
+    ready = await env.ready(name)
+    return ready if ready.get("reason") == reason else None
+
+
+async def _annotation(env: Env, name: str, key: str) -> str | None:
+    return ((await env.service(name))["metadata"].get("annotations") or {}).get(key)
+
+
+async def _no_annotation(env: Env, name: str, key: str) -> bool:
+    return key not in ((await env.service(name))["metadata"].get("annotations") or {})
+
+
+async def _gone(env: Env, name: str) -> bool:
+    try:
+        await env.service(name)
+    except ApiError as error:
+        if error.code == 404:
+            return True
+        raise
+    return False

@@ -1,0 +1,180 @@
+"""`listener-operator local up` and `demo`, run as a person runs them: subprocesses in a temporary directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+
+def operator_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "listener_operator.cli", *args]
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    # Short path: Unix socket paths under the state dir must stay below 108 bytes.
+    path = Path(tempfile.mkdtemp(prefix="lo", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Background:
+    """A long-running command whose output is collected line by line."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.log = cwd / f"out-{time.monotonic_ns()}.txt"
+        self._file = self.log.open("w")
+        self.process = subprocess.Popen(argv, cwd=cwd, stdout=self._file, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, text=True)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, pattern: str, timeout: float = 90) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output())
+            if match:
+                return match
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(f"{pattern!r} not seen; exit={self.process.poll()} output:\n{self.output()}")
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self._file.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._file.close()
+
+
+def test_demo_once_shows_listeners_and_a_volume_tree(workdir: Path) -> None:
+    result = subprocess.run(operator_command("demo", "--once", "--state-dir", str(workdir / "s"),
+                                             "--examples", str(REPO / "examples")),
+                            cwd=workdir, capture_output=True, text=True, timeout=240)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Everything came up." in output
+    # The table lists every Listener: three per-replica ones from the StatefulSet, the shared one, the ClusterIP one.
+    for name in ("default/listener-broker-0", "default/listener-broker-1", "default/listener-broker-2",
+                 "default/web", "default/internal-api"):
+        assert name in output, output
+    assert re.search(r"default/internal-api\s+demo-clusterip\s+ClusterIP\s+internal-api\.default\.svc\.cluster\.local "
+                     r"\[grpc=9000\]", output), output
+    # Per-replica NodePort listeners publish a node IP (127.0.1.x) and a nodePort.
+    assert re.search(r"default/listener-broker-0\s+external-stable\s+NodePort\s+127\.0\.1\.\d+ \[kafka=3\d{4}\]",
+                     output), output
+    # The Pod's volume, as the Pod reads it.
+    assert re.search(r"default-address -> addresses/127\.0\.1\.\d+", output), output
+    assert re.search(r"kafka: '3\d{4}'", output), output
+
+
+def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
+    state = workdir / "s"
+    run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
+    try:
+        kubeconfig = Path(run.wait_for(r"Ready\. kubeconfig: (\S+)").group(1))
+        assert kubeconfig == state / "kubeconfig"
+        listener = {"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "Listener",
+                    "metadata": {"name": "api", "namespace": "default"},
+                    "spec": {"className": "cluster-internal", "ports": [{"name": "http", "port": 80}]}}
+        manifest = workdir / "listener.json"
+        manifest.write_text(json.dumps(listener))
+        kubectl = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache")]
+        subprocess.run([*kubectl, "apply", "-f", str(manifest)], check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 30
+        table = ""
+        while time.monotonic() < deadline:
+            table = subprocess.run([*kubectl, "get", "listeners,listenerclasses", "-A"], capture_output=True,
+                                   text=True, timeout=60).stdout
+            if "api.default.svc.cluster.local" in table:
+                break
+            time.sleep(0.5)
+        # Printer columns of the Listener CRD: class, service, first address.
+        assert re.search(r"default\s+api\s+cluster-internal\s+api\s+api\.default\.svc\.cluster\.local", table), table
+        assert re.search(r"external-stable\s+NodePort", table), table
+        code = run.stop(signal.SIGINT)
+        assert code == 0, run.output()
+        assert "Stopping" in run.output()
+    finally:
+        run.kill()
+
+
+def test_local_up_reports_a_crashed_node_plugin(workdir: Path) -> None:
+    state = workdir / "s"
+    run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
+    try:
+        run.wait_for(r"Ready\. kubeconfig")
+        pids = subprocess.run(["pgrep", "-f", f"run node .*--csi-endpoint unix://{state}/csi/"],
+                              capture_output=True, text=True).stdout.split()
+        assert len(pids) == 2, pids
+        os.kill(int(pids[0]), signal.SIGKILL)
+        code = run.process.wait(60)
+        output = run.output()
+        assert code != 0
+        assert re.search(r"node plugin \S+ exited unexpectedly with code -9", output), output
+        assert "Traceback" not in output
+        assert "last lines of" in output
+    finally:
+        run.kill()
+
+
+def test_second_local_up_on_the_same_state_dir_is_refused(workdir: Path) -> None:
+    state = workdir / "s"
+    first = Background(operator_command("local", "up", "--nodes", "1", "--state-dir", str(state)), workdir)
+    try:
+        first.wait_for(r"Ready\. kubeconfig")
+        second = subprocess.run(operator_command("local", "up", "--nodes", "1", "--state-dir", str(state)),
+                                cwd=workdir, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert f"another `local up` is already running on {state}" in second.stderr
+        assert "Traceback" not in second.stderr + second.stdout
+    finally:
+        first.stop()
+        first.kill()
+
+
+def test_local_up_reports_a_port_in_use(workdir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(operator_command("local", "up", "--port", str(port), "--state-dir",
+                                                 str(workdir / "s")),
+                                cwd=workdir, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port} is already in use" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_local_up_reports_an_unwritable_state_dir(workdir: Path) -> None:
+    blocker = workdir / "file"
+    blocker.write_text("not a directory")
+    result = subprocess.run(operator_command("local", "up", "--state-dir", str(blocker / "state")),
+                            cwd=workdir, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"state directory {blocker / 'state'} is not writable" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout

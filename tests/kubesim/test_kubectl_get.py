@@ -1,0 +1,152 @@
+"""kubectl get against kubesim: JSON/YAML output, set-based label selectors, tables, and `get -w`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+async def make_namespace(kubectl: Any, name: str) -> None:
+    await kubectl.make("Namespace", name)
+
+
+async def names(kubectl: Any, *args: str) -> set[str]:
+    listed = (await kubectl.run("get", *args, "-o", "json")).json()
+    assert listed["kind"] == "List"
+    return {item["metadata"]["name"] for item in listed["items"]}
+
+
+async def test_get_output_json_and_yaml(kubectl: Any) -> None:
+    await make_namespace(kubectl, "out")
+    await kubectl.make("ConfigMap", "c1", "out", data={"k": "v"})
+
+    single = (await kubectl.run("get", "configmap", "c1", "-n", "out", "-o", "yaml")).yaml()
+    assert single["apiVersion"] == "v1"
+    assert single["kind"] == "ConfigMap"
+    assert single["data"] == {"k": "v"}
+    assert single["metadata"]["namespace"] == "out"
+    assert single["metadata"]["uid"]
+
+    listed = (await kubectl.run("get", "configmaps", "-n", "out", "-o", "json")).json()
+    assert listed["kind"] == "List"
+    item = next(i for i in listed["items"] if i["metadata"]["name"] == "c1")
+    assert item["kind"] == "ConfigMap" and item["apiVersion"] == "v1"
+
+    missing = await kubectl.run("get", "configmap", "nope", "-n", "out", check=False)
+    assert missing.returncode != 0
+    assert 'configmaps "nope" not found' in missing.stderr
+
+
+async def test_get_with_set_based_label_selectors(kubectl: Any) -> None:
+    await make_namespace(kubectl, "sel")
+    labels = {
+        "prod": "env=prod,tier=web",
+        "dev": "env=dev,tier=db",
+        "staging": "env=staging",
+        "plain": "",
+    }
+    for name, label in labels.items():
+        await kubectl.make("ConfigMap", name, "sel")
+        if label:
+            await kubectl.run("label", "configmap", name, "-n", "sel", *label.split(","))
+
+    async def select(selector: str) -> set[str]:
+        return await names(kubectl, "configmaps", "-n", "sel", "-l", selector)
+
+    # kube-root-ca.crt may or may not exist in kubesim; the selectors below never match it except `!env`
+    # and `env notin`, so those results are compared without it.
+    assert await select("env in (prod,dev)") == {"prod", "dev"}
+    assert await select("env=prod") == {"prod"}
+    assert await select("env==prod,tier=web") == {"prod"}
+    assert await select("env,tier") == {"prod", "dev"}
+    assert await select("env") == {"prod", "dev", "staging"}
+    assert (await select("!env")) - {"kube-root-ca.crt"} == {"plain"}
+    assert (await select("env notin (prod,staging)")) - {"kube-root-ca.crt"} == {"dev", "plain"}
+    assert (await select("env!=dev")) - {"kube-root-ca.crt"} == {"prod", "staging", "plain"}
+    assert await select("env in (prod,dev),tier notin (db)") == {"prod"}
+    assert await select("env in (nothing)") == set()
+
+    bad = await kubectl.run("get", "configmaps", "-n", "sel", "-l", "env in prod", check=False)
+    assert bad.returncode != 0
+
+
+async def test_get_field_selector_metadata_name(kubectl: Any) -> None:
+    await make_namespace(kubectl, "fs")
+    for name in ("a", "b"):
+        await kubectl.make("ConfigMap", name, "fs")
+    assert await names(kubectl, "configmaps", "-n", "fs", "--field-selector", "metadata.name=a") == {"a"}
+    assert (await names(kubectl, "configmaps", "-n", "fs", "--field-selector", "metadata.name!=a")) - {
+        "kube-root-ca.crt"
+    } == {"b"}
+    everywhere = (
+        await kubectl.run(
+            "get", "configmaps", "-A", "--field-selector", "metadata.namespace=fs", "-o", "json"
+        )
+    ).json()
+    assert {i["metadata"]["namespace"] for i in everywhere["items"]} == {"fs"}
+
+
+async def test_get_builtins_prints_a_table(kubectl: Any) -> None:
+    await make_namespace(kubectl, "tbl")
+    await kubectl.make("ConfigMap", "first", "tbl", data={"a": "1"})
+    await kubectl.make("Secret", "s1", "tbl", stringData={"a": "1"})
+
+    table = (await kubectl.run("get", "configmaps", "-n", "tbl")).stdout.splitlines()
+    header = table[0].split()
+    assert header[0] == "NAME" and header[-1] == "AGE", table
+    rows = {line.split()[0]: line.split() for line in table[1:]}
+    assert "first" in rows
+
+    secrets = (await kubectl.run("get", "secrets", "-n", "tbl")).stdout.splitlines()
+    assert secrets[0].split()[0] == "NAME" and "s1" in {line.split()[0] for line in secrets[1:]}
+
+    namespaces = (await kubectl.run("get", "namespaces")).stdout.splitlines()
+    assert namespaces[0].split()[0] == "NAME"
+    assert {"default", "tbl"} <= {line.split()[0] for line in namespaces[1:]}
+
+    empty = await kubectl.run("get", "services", "-n", "tbl")
+    assert "No resources found in tbl namespace." in empty.stderr
+
+
+async def test_get_watch_prints_events_after_changes(kubectl: Any) -> None:
+    await make_namespace(kubectl, "w")
+    await kubectl.make("ConfigMap", "existing", "w", data={"a": "1"})
+
+    watcher = await kubectl.spawn(
+        "get", "configmaps", "-n", "w", "-l", "app=demo", "--watch", "--output-watch-events", "-o", "json"
+    )
+    await kubectl.run("label", "configmap", "existing", "-n", "w", "app=demo")
+    # The label change brings `existing` into the selector. Whether kubectl's initial list or its watch sees it
+    # first, it is ADDED: an object entering a watch's selector is an ADDED event on a real apiserver.
+    first = (await kubectl.read_json(watcher.stdout, 1))[0]
+    assert (first["type"], first["object"]["metadata"]["name"]) == ("ADDED", "existing")
+
+    await kubectl.make("ConfigMap", "fresh", "w")
+    await kubectl.run("label", "configmap", "fresh", "-n", "w", "app=demo")
+    await kubectl.run("annotate", "configmap", "existing", "-n", "w", "note=changed")
+    await kubectl.run("label", "configmap", "existing", "-n", "w", "app-")  # leaves the selector
+    await kubectl.run("delete", "configmap", "fresh", "-n", "w")
+
+    events = await kubectl.read_json(watcher.stdout, 4)
+    seen = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+    assert seen == [
+        ("ADDED", "fresh"),
+        ("MODIFIED", "existing"),
+        ("DELETED", "existing"),
+        ("DELETED", "fresh"),
+    ]
+    assert events[1]["object"]["metadata"]["annotations"]["note"] == "changed"
+    assert watcher.returncode is None, "kubectl get -w must keep running"
+
+
+async def test_get_watch_table_output_prints_new_rows(kubectl: Any) -> None:
+    await make_namespace(kubectl, "wt")
+    await kubectl.make("ConfigMap", "before", "wt")
+    watcher = await kubectl.spawn("get", "configmaps", "-n", "wt", "-w")
+    lines = await kubectl.read_until(watcher.stdout, lambda line: line.startswith("before"))
+    assert lines[0].split()[0] == "NAME"
+
+    await kubectl.make("ConfigMap", "after", "wt")
+    await kubectl.read_until(watcher.stdout, lambda line: line.startswith("after "))
+    await asyncio.sleep(0)
+    assert watcher.returncode is None

@@ -1,0 +1,186 @@
+"""lightkube AsyncClient against kubesim: create/get/list/replace, errors, selectors, server-set metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lightkube import ApiError, AsyncClient
+from lightkube import operators as op
+from lightkube.models.apps_v1 import DeploymentSpec
+from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
+from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod
+
+
+async def namespace(lk: AsyncClient, name: str) -> None:
+    await lk.create(Namespace(metadata=ObjectMeta(name=name)))
+
+
+def cm(
+    name: str, ns: str, labels: dict[str, str] | None = None, data: dict[str, str] | None = None
+) -> ConfigMap:
+    return ConfigMap(metadata=ObjectMeta(name=name, namespace=ns, labels=labels), data=data)
+
+
+async def test_create_sets_server_metadata_and_get_returns_it(lk: AsyncClient) -> None:
+    await namespace(lk, "crud")
+    created = await lk.create(cm("a", "crud", data={"k": "v"}))
+    meta = created.metadata
+    assert meta is not None and meta.uid and meta.creationTimestamp and meta.resourceVersion
+    fetched = await lk.get(ConfigMap, "a", namespace="crud")
+    assert fetched.metadata is not None and fetched.metadata.uid == meta.uid
+    assert fetched.data == {"k": "v"}
+
+    second = await lk.create(cm("b", "crud"))
+    assert second.metadata is not None and second.metadata.resourceVersion is not None
+    assert int(second.metadata.resourceVersion) > int(meta.resourceVersion)
+
+
+async def test_error_bodies_carry_reason_and_code(lk: AsyncClient) -> None:
+    await namespace(lk, "errs")
+    await lk.create(cm("dup", "errs"))
+    with pytest.raises(ApiError) as exists:
+        await lk.create(cm("dup", "errs"))
+    assert (exists.value.status.code, exists.value.status.reason) == (409, "AlreadyExists")
+    details = exists.value.status.details
+    assert details is not None and details.name == "dup" and details.kind == "configmaps"
+
+    with pytest.raises(ApiError) as missing:
+        await lk.get(ConfigMap, "nope", namespace="errs")
+    assert (missing.value.status.code, missing.value.status.reason) == (404, "NotFound")
+    assert missing.value.status.message == 'configmaps "nope" not found'
+
+    with pytest.raises(ApiError) as no_ns:
+        await lk.create(cm("x", "no-such-namespace"))
+    assert no_ns.value.status.code == 404
+    assert no_ns.value.status.message == 'namespaces "no-such-namespace" not found'
+
+    with pytest.raises(ApiError) as invalid:
+        await lk.create(cm("UPPER", "errs"))
+    assert (invalid.value.status.code, invalid.value.status.reason) == (422, "Invalid")
+    causes = invalid.value.status.details.causes if invalid.value.status.details else None
+    assert causes and causes[0].field == "metadata.name"
+
+
+async def test_replace_with_stale_resource_version_conflicts(lk: AsyncClient) -> None:
+    await namespace(lk, "occ")
+    original = await lk.create(cm("c", "occ", data={"v": "1"}))
+    original.data = {"v": "2"}
+    updated = await lk.replace(original)
+    assert updated.data == {"v": "2"}
+
+    original.data = {"v": "3"}  # still carries the old resourceVersion
+    with pytest.raises(ApiError) as conflict:
+        await lk.replace(original)
+    assert (conflict.value.status.code, conflict.value.status.reason) == (409, "Conflict")
+    assert "the object has been modified" in (conflict.value.status.message or "")
+    assert (await lk.get(ConfigMap, "c", namespace="occ")).data == {"v": "2"}
+
+    # Without a resourceVersion an update is unconditional.
+    unconditional = cm("c", "occ", data={"v": "4"})
+    assert (await lk.replace(unconditional)).data == {"v": "4"}
+
+
+async def test_generate_name(lk: AsyncClient) -> None:
+    await namespace(lk, "gen")
+    first = await lk.create(ConfigMap(metadata=ObjectMeta(generateName="job-", namespace="gen")))
+    second = await lk.create(ConfigMap(metadata=ObjectMeta(generateName="job-", namespace="gen")))
+    assert first.metadata is not None and second.metadata is not None
+    assert first.metadata.name and first.metadata.name.startswith("job-") and len(first.metadata.name) > 4
+    assert first.metadata.name != second.metadata.name
+
+
+async def test_generation_moves_with_spec_only(lk: AsyncClient) -> None:
+    await namespace(lk, "gens")
+    deploy = Deployment(
+        metadata=ObjectMeta(name="d", namespace="gens"),
+        spec=DeploymentSpec(
+            selector=LabelSelector(matchLabels={"app": "d"}),
+            template=PodTemplateSpec(
+                metadata=ObjectMeta(labels={"app": "d"}),
+                spec=PodSpec(containers=[Container(name="c", image="img:1")]),
+            ),
+        ),
+    )
+    created = await lk.create(deploy)
+    assert created.metadata is not None and created.metadata.generation == 1
+    labelled = await lk.patch(Deployment, "d", {"metadata": {"labels": {"x": "y"}}}, namespace="gens")
+    assert labelled.metadata is not None and labelled.metadata.generation == 1
+    scaled = await lk.patch(Deployment, "d", {"spec": {"replicas": 3}}, namespace="gens")
+    assert scaled.metadata is not None and scaled.metadata.generation == 2
+    same = await lk.patch(Deployment, "d", {"spec": {"replicas": 3}}, namespace="gens")
+    assert same.metadata is not None and same.metadata.generation == 2
+    assert same.metadata.resourceVersion == scaled.metadata.resourceVersion, "a no-op patch does not write"
+
+
+async def test_list_with_label_selectors_and_paging(lk: AsyncClient) -> None:
+    await namespace(lk, "lst")
+    for i in range(7):
+        labels = {"idx": str(i), "parity": "even" if i % 2 == 0 else "odd"}
+        if i < 3:
+            labels["low"] = "yes"
+        await lk.create(cm(f"c{i}", "lst", labels=labels))
+
+    async def names(**kwargs: Any) -> set[str]:
+        return {
+            o.metadata.name
+            async for o in lk.list(ConfigMap, namespace="lst", **kwargs)
+            if o.metadata and o.metadata.name
+        }
+
+    assert await names(labels={"parity": "even"}) == {"c0", "c2", "c4", "c6"}
+    assert await names(labels={"idx": op.in_(["1", "5", "9"])}) == {"c1", "c5"}
+    assert await names(labels={"parity": op.not_in(["even"]), "low": op.exists()}) == {"c1"}
+    assert await names(labels={"low": op.not_exists(), "parity": op.not_equal("odd")}) == {"c4", "c6"}
+    assert await names(fields={"metadata.name": "c3"}) == {"c3"}
+    assert await names(fields={"metadata.name": op.not_in(["c0", "c1"])}) - {"kube-root-ca.crt"} == {
+        "c2",
+        "c3",
+        "c4",
+        "c5",
+        "c6",
+    }
+
+    paged = lk.list(ConfigMap, namespace="lst", chunk_size=2, labels={"idx": op.exists()})
+    assert sorted([o.metadata.name async for o in paged if o.metadata and o.metadata.name]) == [
+        f"c{i}" for i in range(7)
+    ]
+    assert int(paged.resourceVersion) > 0
+
+
+async def test_pod_field_selectors_node_name_and_phase(lk: AsyncClient) -> None:
+    await namespace(lk, "pods")
+    for name, node in (("p1", "node-a"), ("p2", "node-b"), ("p3", None)):
+        pod = Pod(
+            metadata=ObjectMeta(name=name, namespace="pods"),
+            spec=PodSpec(containers=[Container(name="c", image="img")], nodeName=node),
+        )
+        created = await lk.create(pod)
+        assert created.status is not None and created.status.phase == "Pending", (
+            "the apiserver defaults phase"
+        )
+    await lk.patch(Pod.Status, "p2", {"status": {"phase": "Running"}}, namespace="pods")
+
+    async def names(fields: dict[str, Any]) -> set[str]:
+        return {
+            o.metadata.name
+            async for o in lk.list(Pod, namespace="pods", fields=fields)
+            if o.metadata and o.metadata.name
+        }
+
+    assert await names({"spec.nodeName": "node-a"}) == {"p1"}
+    assert await names({"spec.nodeName": ""}) == {"p3"}
+    assert await names({"status.phase": "Running"}) == {"p2"}
+    assert await names({"status.phase": op.not_equal("Running"), "spec.nodeName": op.not_equal("")}) == {"p1"}
+    everywhere = {
+        o.metadata.name
+        async for o in lk.list(Pod, namespace="*", fields={"spec.nodeName": "node-b"})
+        if o.metadata
+    }
+    assert everywhere == {"p2"}
+
+    with pytest.raises(ApiError) as unsupported:
+        await names({"spec.unknownField": "x"})
+    assert unsupported.value.status.code == 400

@@ -1,0 +1,70 @@
+"""Discovery, version, health and auth as kubectl and lightkube need them."""
+
+from __future__ import annotations
+
+from kubesim.sim import KubeSim
+from kubesim.testing import RawClient
+
+
+async def test_core_discovery_has_v1_group_version_and_builtin_kinds(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        status, api = await c.get("/api")
+        assert status == 200 and api["kind"] == "APIVersions" and api["versions"] == ["v1"]
+        status, v1 = await c.get("/api/v1/")
+        assert status == 200
+        assert v1["kind"] == "APIResourceList" and v1["groupVersion"] == "v1"
+        names = {r["name"]: r for r in v1["resources"]}
+        for plural in ("namespaces", "nodes", "pods", "services", "endpoints", "configmaps", "secrets",
+                       "serviceaccounts", "events", "persistentvolumes", "persistentvolumeclaims"):
+            assert plural in names, plural
+        assert names["pods"]["namespaced"] is True and names["pods"]["kind"] == "Pod"
+        assert names["nodes"]["namespaced"] is False
+        assert "watch" in names["pods"]["verbs"]
+        assert "pods/status" in names
+
+
+async def test_group_discovery_lists_builtin_groups(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        status, apis = await c.get("/apis/")
+        assert status == 200 and apis["kind"] == "APIGroupList"
+        groups = {g["name"]: g for g in apis["groups"]}
+        for g in ("apps", "storage.k8s.io", "discovery.k8s.io", "events.k8s.io", "coordination.k8s.io",
+                  "rbac.authorization.k8s.io", "apiextensions.k8s.io"):
+            assert groups[g]["preferredVersion"]["groupVersion"] == f"{g}/v1"
+        status, apps = await c.get("/apis/apps/v1")
+        assert status == 200 and apps["groupVersion"] == "apps/v1"
+        assert {r["name"] for r in apps["resources"]} >= {"statefulsets", "deployments"}
+        status, storage = await c.get("/apis/storage.k8s.io/v1/")
+        assert {r["name"] for r in storage["resources"]} >= {"storageclasses", "csidrivers", "csinodes"}
+        status, body = await c.get("/apis/nope.example.com/v1")
+        assert status == 404 and body["kind"] == "Status" and body["reason"] == "NotFound"
+
+
+async def test_version_and_health_need_no_token(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim, token="") as c:
+        status, version = await c.get("/version/")
+        assert status == 200 and version["major"] == "1"
+        for path in ("/healthz", "/readyz", "/livez"):
+            status, body = await c.get(path)
+            assert status == 200 and body == "ok"
+
+
+async def test_missing_or_wrong_token_is_401_status(kubesim: KubeSim) -> None:
+    for token in ("", "wrong"):
+        async with RawClient(kubesim, token=token) as c:
+            status, body = await c.get("/api/v1/namespaces")
+            assert status == 401
+            assert body["kind"] == "Status" and body["reason"] == "Unauthorized" and body["code"] == 401
+
+
+async def test_openapi_v3_root_points_at_group_version_documents(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        status, root = await c.get("/openapi/v3")
+        assert status == 200
+        url = root["paths"]["api/v1"]["serverRelativeURL"]
+        status, doc = await c.get(url.split("?")[0])
+        assert status == 200
+        patch = doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"]
+        assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"}
+        assert any(p["name"] == "fieldValidation" for p in patch["parameters"])
+        assert "apis/apps/v1" in root["paths"]

@@ -1,0 +1,169 @@
+"""Reflector cache and controller mapping against a scripted list/watch source."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from listener_operator.runtime.api import WatchExpired
+from listener_operator.runtime.controller import Controller, Result
+from listener_operator.runtime.reflector import Backoff, Reflector, object_key
+
+
+def obj(name: str, rv: str, namespace: str | None = "ns", **extra: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": rv}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"metadata": meta, **extra}
+
+
+class ScriptedSource:
+    """Lists return ``lists`` in turn; each watch plays the next script (a list of events or an exception)."""
+
+    def __init__(self, lists: list[tuple[list[dict[str, Any]], str]], watches: list[Any]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.watch_versions: list[str] = []
+        self.list_calls = 0
+        self.idle = asyncio.Event()
+
+    async def list(self) -> tuple[list[dict[str, Any]], str]:
+        self.list_calls += 1
+        return self.lists.pop(0)
+
+    async def watch(self, resource_version: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        self.watch_versions.append(resource_version)
+        if not self.watches:
+            self.idle.set()
+            await asyncio.Event().wait()
+        script = self.watches.pop(0)
+        if isinstance(script, Exception):
+            raise script
+        for event in script:
+            yield event
+
+
+async def run_until_idle(reflector: Reflector, source: ScriptedSource) -> None:
+    task = asyncio.create_task(reflector.run())
+    await asyncio.wait_for(source.idle.wait(), 5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_list_then_watch_resumes_from_last_version_and_tracks_bookmarks() -> None:
+    source = ScriptedSource(
+        lists=[([obj("a", "5")], "10")],
+        watches=[
+            [("ADDED", obj("b", "11")), ("MODIFIED", obj("a", "12", spec={"x": 1}))],
+            [("BOOKMARK", {"metadata": {"resourceVersion": "20"}})],
+            [("DELETED", obj("b", "21"))],
+        ],
+    )
+    reflector = Reflector("things", source)
+    seen: list[tuple[Any, Any]] = []
+    reflector.add_handler(lambda old, new: seen.append(
+        (old and old["metadata"]["resourceVersion"], new and new["metadata"]["resourceVersion"])))
+    await run_until_idle(reflector, source)
+    assert reflector.synced
+    assert source.watch_versions == ["10", "12", "20", "21"]
+    assert reflector.keys() == ["ns/a"]
+    assert reflector.get("ns/a")["spec"] == {"x": 1}  # type: ignore[index]
+    assert seen == [(None, "5"), (None, "11"), ("5", "12"), ("11", None)]
+    assert source.list_calls == 1
+
+
+async def test_gone_relists_and_emits_only_the_differences() -> None:
+    source = ScriptedSource(
+        lists=[([obj("a", "1"), obj("b", "2"), obj("c", "3")], "3"),
+               ([obj("a", "1"), obj("b", "7"), obj("d", "8")], "9")],
+        watches=[WatchExpired(410, "Expired", "too old")],
+    )
+    reflector = Reflector("things", source)
+    changes: list[tuple[Any, Any]] = []
+    reflector.add_handler(lambda old, new: changes.append(
+        (old and object_key(old), new and object_key(new))))
+    await run_until_idle(reflector, source)
+    assert sorted(reflector.keys()) == ["ns/a", "ns/b", "ns/d"]
+    after_first_list = changes[3:]
+    assert sorted(after_first_list, key=str) == sorted(
+        [("ns/c", None), ("ns/b", "ns/b"), (None, "ns/d")], key=str)
+    assert source.watch_versions == ["3", "9"]
+
+
+async def test_errors_back_off_and_retry_without_relisting() -> None:
+    source = ScriptedSource(lists=[([], "1")], watches=[RuntimeError("connection reset"),
+                                                        [("ADDED", obj("a", "2"))]])
+    reflector = Reflector("things", source, backoff=Backoff(base=0.001, cap=0.01))
+    await run_until_idle(reflector, source)
+    assert reflector.errors == 1
+    assert source.list_calls == 1
+    assert reflector.keys() == ["ns/a"]
+
+
+async def test_secondary_index_follows_updates_and_deletes() -> None:
+    source = ScriptedSource(
+        lists=[([obj("l1", "1", spec={"className": "x"}), obj("l2", "2", spec={"className": "x"})], "2")],
+        watches=[[("MODIFIED", obj("l1", "3", spec={"className": "y"})), ("DELETED", obj("l2", "4"))]],
+    )
+    reflector = Reflector("listeners", source)
+    reflector.add_index("class", lambda o: [o["spec"]["className"]] if "spec" in o else [])
+    await run_until_idle(reflector, source)
+    assert reflector.index_keys("class", "x") == set()
+    assert [object_key(o) for o in reflector.by_index("class", "y")] == ["ns/l1"]
+
+
+async def test_controller_maps_secondary_changes_old_and_new_to_primary_keys() -> None:
+    primary_source = ScriptedSource(lists=[([obj("l1", "1"), obj("l2", "2")], "2")], watches=[])
+    secondary_source = ScriptedSource(
+        lists=[([obj("n", "1", namespace=None, users=["ns/l1"])], "1")],
+        watches=[[("MODIFIED", obj("n", "2", namespace=None, users=["ns/l2"]))]],
+    )
+    primary = Reflector("listeners", primary_source)
+    secondary = Reflector("nodes", secondary_source)
+    reconciled: list[str] = []
+    gate = asyncio.Event()
+
+    async def reconcile(key: str) -> Result:
+        reconciled.append(key)
+        if len(reconciled) >= 4:
+            gate.set()
+        return Result()
+
+    controller = Controller("test", primary, reconcile, workers=2)
+    controller.watches(secondary, lambda o: o.get("users", []))
+    # the secondary watch event must come after the controller started: hold it back until then
+    script = secondary_source.watches.pop(0)
+    task = asyncio.create_task(controller.run())
+    await asyncio.wait_for(secondary_source.idle.wait(), 5)
+    assert controller.synced
+    await asyncio.sleep(0.05)
+    assert sorted(reconciled) == ["ns/l1", "ns/l2"]  # one initial pass per primary object
+    for kind, o in script:
+        secondary._on_watch_event(kind, o)
+    await asyncio.wait_for(gate.wait(), 5)
+    assert sorted(reconciled[2:]) == ["ns/l1", "ns/l2"]  # node moved from l1 to l2: both reconciled
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_controller_retries_failures_with_backoff_then_succeeds() -> None:
+    source = ScriptedSource(lists=[([obj("l1", "1")], "1")], watches=[])
+    primary = Reflector("listeners", source)
+    attempts: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        attempts.append(key)
+        if len(attempts) < 3:
+            raise RuntimeError("API rejected")
+        done.set()
+
+    controller = Controller("test", primary, reconcile, workers=1)
+    controller.queue.backoff.base = 0.01
+    task = asyncio.create_task(controller.run())
+    await asyncio.wait_for(done.wait(), 5)
+    assert attempts == ["ns/l1"] * 3
+    assert controller.queue.backoff.failures("ns/l1") == 0  # reset after success
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
