@@ -42,6 +42,18 @@ class Endpoint:
     url: str
     token: str
     ssl: ssl.SSLContext | bool  # trusts the kubeconfig's CA; True (default checks) for plain HTTP
+    server_pid: int | None = None  # set when the server is a subprocess: its CPU time is then measurable
+
+
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User+system CPU time of a process from /proc (Linux), or None when unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def endpoint_from_kubeconfig(path: Path) -> Endpoint:
@@ -80,7 +92,9 @@ async def subprocess_server(workdir: Path, tls: bool) -> AsyncIterator[Endpoint]
                 _, err = await proc.communicate()
                 raise RuntimeError(f"kubesim serve did not start: {err.decode()}")
             await asyncio.sleep(0.05)
-        yield endpoint_from_kubeconfig(kubeconfig)
+        endpoint = endpoint_from_kubeconfig(kubeconfig)
+        endpoint.server_pid = proc.pid
+        yield endpoint
     finally:
         if proc.returncode is None:
             proc.terminate()
@@ -120,9 +134,11 @@ async def expect(resp: aiohttp.ClientResponse, status: int) -> None:
 
 
 async def throughput(
-    session: aiohttp.ClientSession, url: str, objects: int, concurrency: int
+    session: aiohttp.ClientSession, endpoint: Endpoint, objects: int, concurrency: int
 ) -> dict[str, float]:
-    collection = f"{url}/api/v1/namespaces/{NAMESPACE}/configmaps"
+    """Per phase: operations/s seen by the client and, for a subprocess server, the server's CPU time per
+    operation (independent of how loaded the shared machine is: 1e6 / that figure = ops/s one core can serve)."""
+    collection = f"{endpoint.url}/api/v1/namespaces/{NAMESPACE}/configmaps"
 
     async def create(i: int) -> None:
         body = {
@@ -149,18 +165,25 @@ async def throughput(
         async with session.delete(f"{collection}/cm-{i}") as resp:
             await expect(resp, 200)
 
-    figures = {
-        "creates_per_s": await run_concurrently(objects, concurrency, create),
-        "gets_per_s": await run_concurrently(objects, concurrency, get),
-        "patches_per_s": await run_concurrently(objects, concurrency, patch),
-    }
+    figures: dict[str, float] = {}
+
+    async def phase(name: str, op: Callable[[int], Awaitable[None]]) -> None:
+        cpu_before = process_cpu_seconds(endpoint.server_pid)
+        figures[f"{name}_per_s"] = await run_concurrently(objects, concurrency, op)
+        cpu_after = process_cpu_seconds(endpoint.server_pid)
+        if cpu_before is not None and cpu_after is not None:
+            figures[f"{name}_server_cpu_us_per_op"] = (cpu_after - cpu_before) / objects * 1e6
+
+    await phase("creates", create)
+    await phase("gets", get)
+    await phase("patches", patch)
     start = time.perf_counter()
     async with session.get(collection) as resp:
         listed = await resp.json()
     figures["list_all_ms"] = (time.perf_counter() - start) * 1000
     if len(listed["items"]) != objects:
         raise RuntimeError(f"list returned {len(listed['items'])} of {objects} objects")
-    figures["deletes_per_s"] = await run_concurrently(objects, concurrency, delete)
+    await phase("deletes", delete)
     return figures
 
 
@@ -238,7 +261,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     "cpus": os.cpu_count(),
                     "python": platform.python_version(),
                 }
-                result.update(await throughput(session, endpoint.url, args.objects, args.concurrency))
+                result.update(await throughput(session, endpoint, args.objects, args.concurrency))
                 result.update(await watch_latency(session, endpoint.url, args.watchers, args.watch_events))
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
 

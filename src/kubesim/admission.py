@@ -23,6 +23,7 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 NODE_PORT_RANGE = (30000, 32767)
+_KEEP_STATUS_ON_CREATE = {"nodes", "namespaces", "customresourcedefinitions.apiextensions.k8s.io"}
 
 
 def name_problem(rt: ResourceType, name: str) -> str | None:
@@ -78,6 +79,43 @@ def _metadata_causes(obj: Obj) -> list[dict[str, Any]]:
                 errors.cause("metadata.ownerReferences", "apiVersion, kind, name and uid are required", "FieldValueRequired")
             )
     return causes
+
+
+def _default_container(c: Any) -> None:
+    if not isinstance(c, dict):
+        return
+    image = str(c.get("image", ""))
+    tag = image.rsplit("/", 1)[-1]
+    latest = "@" not in image and (":" not in tag or tag.endswith(":latest"))
+    c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+
+
+def default_pod(pod: Obj) -> None:
+    """The apiserver's Pod defaults that clients read back (phase Pending, restartPolicy, ...)."""
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+        spec.setdefault("securityContext", {})
+        spec.setdefault("enableServiceLinks", True)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        spec.setdefault("priority", 0)
+        for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+            _default_container(c)
+    status = pod.get("status")
+    if not isinstance(status, dict):
+        status = pod["status"] = {}
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", "BestEffort")
 
 
 class ServiceAllocator:
@@ -169,6 +207,18 @@ class Admission:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "":
             self._admit_service(rt, None, obj, dry_run=dry_run)
+        if rt.has_status and rt.key not in _KEEP_STATUS_ON_CREATE:
+            # Registry strategies reset status on create: it is written through /status only.
+            obj.pop("status", None)
+        if rt.key in ("persistentvolumes", "persistentvolumeclaims"):
+            obj["status"] = {"phase": "Pending"}
+        if rt.key == "pods":
+            default_pod(obj)
+        if rt.key == "namespaces":
+            spec = obj.setdefault("spec", {})
+            if isinstance(spec, dict):
+                spec.setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
 
     def admit_update(self, store: Store, rt: ResourceType, old: Obj, new: Obj, *, dry_run: bool, subresource: str | None) -> None:
         name = new["metadata"]["name"]
@@ -181,6 +231,8 @@ class Admission:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "" and subresource is None:
             self._admit_service(rt, old, new, dry_run=dry_run)
+        if rt.key == "namespaces" and not old["metadata"].get("deletionTimestamp"):
+            new["status"] = dict(new.get("status") or {}, phase="Active")
 
     def released(self, store: Store, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: free what it held."""

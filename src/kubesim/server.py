@@ -290,17 +290,20 @@ class ApiServer:
             return self._respond(request, t.rt, self.store.get(t.rt, t.namespace, t.name))
         dry_run = bool(q.get("dryRun"))
         manager = q.get("fieldManager")
+        warnings: list[str] = []
         if verb == "create":
             body = await self._json_body(request)
             manager = manager or _default_manager(request)
+            warnings = _field_validation(request, t.rt, body)
             obj = self.store.create(t.rt, t.namespace, self._to_storage(t.rt, body), dry_run=dry_run, field_manager=manager)
-            return self._respond(request, t.rt, obj, 201)
+            return _warn(self._respond(request, t.rt, obj, 201), warnings)
         if verb == "update":
             assert t.name is not None
             body = await self._json_body(request)
             manager = manager or _default_manager(request)
+            warnings = _field_validation(request, t.rt, body)
             obj = self.store.update(t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource, dry_run=dry_run, field_manager=manager)
-            return self._respond(request, t.rt, obj)
+            return _warn(self._respond(request, t.rt, obj), warnings)
         if verb == "patch":
             assert t.name is not None
             ctype = request.content_type
@@ -309,6 +312,8 @@ class ApiServer:
                 raise errors.unsupported_media_type(ctype)
             raw = await request.read()
             body = _parse_patch_body(raw, patch_type)
+            if patch_type in ("apply", "merge"):
+                warnings = _field_validation(request, t.rt, body)
             if patch_type == "apply" and isinstance(body, dict):
                 body = self._to_storage(t.rt, body, check=False)
             obj, created = self.store.patch(
@@ -316,7 +321,7 @@ class ApiServer:
                 field_manager=manager or (None if patch_type == "apply" else _default_manager(request)),
                 force=_bool(q.get("force")), dry_run=dry_run,
             )
-            return self._respond(request, t.rt, obj, 201 if created else 200)
+            return _warn(self._respond(request, t.rt, obj, 201 if created else 200), warnings)
         if verb == "delete":
             assert t.name is not None
             opts = await self._delete_options(request)
@@ -359,7 +364,7 @@ class ApiServer:
 
     def _respond(self, request: web.Request, rt: ResourceType, obj: dict[str, Any], status: int = 200) -> web.Response:
         if _wants_table(request):
-            table = _render_table(rt, [obj], str(self.store.revision), None)
+            table = _render_table(request, rt, [self._served(rt, obj)], str(self.store.revision), None)
             if table is not None:
                 return json_response(table, status)
         return json_response(self._served(rt, obj), status)
@@ -380,7 +385,7 @@ class ApiServer:
         limit = _int_param(q, "limit")
         result = self.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, limit=limit, continue_token=q.get("continue") or None)
         if _wants_table(request):
-            table = _render_table(t.rt, result.items, result.resource_version, result.continue_token)
+            table = _render_table(request, t.rt, result.items, result.resource_version, result.continue_token)
             if table is not None:
                 return json_response(table)
         return json_response(self._list_body(t.rt, result.items, result.resource_version, result.continue_token, result.remaining))
@@ -393,16 +398,30 @@ class ApiServer:
 
             text = f"metadata.name={t.name}" + (f",{q['fieldSelector']}" if q.get("fieldSelector") else "")
             sel_f = parse_field_selector(text)
-        if self.faults.take_expire_next_watch():
-            raise errors.gone("too old resource version: forced expiry (injected fault)")
         timeout = _int_param(q, "timeoutSeconds")
         bookmarks = _bool(q.get("allowWatchBookmarks"))
         initial = _bool(q.get("sendInitialEvents"))
         rv = q.get("resourceVersion")
-        w = self.store.watch(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, resource_version="0" if initial else rv)
+        expired: ApiError | None = None
+        if self.faults.take_expire_next_watch():
+            expired = errors.gone("too old resource version: forced expiry (injected fault)")
+        else:
+            try:
+                w = self.store.watch(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, resource_version="0" if initial else rv)
+            except ApiError as e:
+                if e.code != 410:
+                    raise
+                expired = e
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
+        resp.enable_chunked_encoding()
+        if expired is not None:
+            # Like the apiserver's watch cache: a too-old resourceVersion is a 200 stream with one ERROR event.
+            await resp.prepare(request)
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await resp.write(dumps({"type": "ERROR", "object": expired.status()}) + b"\n")
+                await resp.write_eof()
+            return resp
         try:
-            resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
-            resp.enable_chunked_encoding()
             await resp.prepare(request)
             if initial:
                 await self._send_initial(resp, w, t.rt)
@@ -482,6 +501,12 @@ class ApiServer:
             return
 
     async def _json_body(self, request: web.Request) -> Any:
+        if request.content_type == "application/vnd.kubernetes.protobuf":
+            from kubesim import protobuf
+
+            return protobuf.decode(await request.read())
+        if request.content_type not in ("application/json", "application/yaml", "application/apply-patch+yaml", ""):
+            raise errors.unsupported_media_type(request.content_type)
         raw = await request.read()
         if not raw:
             raise errors.bad_request("the request body is empty")
@@ -517,7 +542,10 @@ class ApiServer:
             if request.method == "GET":
                 return json_response(self.faults.to_dict())
             if request.method in ("PUT", "PATCH"):
-                body = await self._json_body(request)
+                try:
+                    body = json.loads(await request.read())
+                except ValueError as e:
+                    raise errors.bad_request(f"fault settings must be JSON: {e}") from None
                 if not isinstance(body, dict):
                     raise errors.bad_request("fault settings must be a JSON object")
                 self.faults.update(body, replace=request.method == "PUT")
@@ -572,20 +600,52 @@ def _parse_patch_body(raw: bytes, patch_type: str) -> Any:
         raise errors.bad_request(f"error decoding patch: {e}") from None
 
 
+def _field_validation(request: web.Request, rt: ResourceType, body: Any) -> list[str]:
+    """`fieldValidation=Strict` rejects, `Warn` reports, fields a CRD schema does not declare.
+
+    Built-in kinds are not checked (kubesim has no schemas for them): both modes accept their bodies.
+    """
+    mode = (request.query.get("fieldValidation") or "").lower()
+    if mode not in ("strict", "warn") or rt.schema is None or not isinstance(body, dict):
+        return []
+    from kubesim import schema
+
+    unknown = schema.unknown_fields(body, rt.schema)
+    if not unknown:
+        return []
+    messages = [f'unknown field "{f}"' for f in unknown]
+    if mode == "strict":
+        raise errors.bad_request("strict decoding error: " + ", ".join(messages))
+    return messages
+
+
+def _warn(resp: web.Response, warnings: list[str]) -> web.Response:
+    for w in warnings:
+        resp.headers.add("Warning", '299 - "' + w.replace('"', '\\"') + '"')
+    return resp
+
+
 def _wants_table(request: web.Request) -> bool:
     return "as=Table" in request.headers.get("Accept", "")
 
 
-def _render_table(rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None) -> dict[str, Any] | None:
-    """A `meta.k8s.io/v1` Table through `table.py` when it is available, else None (plain list)."""
-    try:
-        import importlib
+def _render_table(request: web.Request, rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None) -> dict[str, Any] | None:
+    """A `meta.k8s.io` Table (CRD printer columns or the built-in printers) when the client asked for one."""
+    from datetime import UTC, datetime
 
-        table = importlib.import_module("kubesim.table")
-    except ImportError:
+    from kubesim import table
+
+    version = table.table_version(request.headers.get("Accept"))
+    if version is None:
         return None
-    render = getattr(table, "render_table", None) or getattr(table, "render", None)
-    if render is None:
-        return None
-    result: dict[str, Any] = render(rt, items, resource_version=rv, continue_token=cont)
-    return result
+    columns = [dict(c) for c in rt.printer_columns] if rt.printer_columns else table.builtin_columns(rt.group, rt.kind)
+    list_meta: dict[str, Any] = {"resourceVersion": rv}
+    if cont:
+        list_meta["continue"] = cont
+    try:
+        return table.render_table(
+            items, columns=columns, include_object=request.query.get("includeObject", "Metadata"),
+            now=datetime.now(UTC), list_meta=list_meta, api_version=f"meta.k8s.io/{version}",
+        )
+    except ValueError as e:
+        raise errors.bad_request(str(e)) from None

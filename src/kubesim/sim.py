@@ -105,7 +105,7 @@ class KubeSim:
             self.kubeconfig_path = self._kubeconfig_arg or self._own_dir / "kubeconfig"
             write_kubeconfig(self.kubeconfig_path, self.url, self.token, self.ca_pem)
             if self._nodes or self._cluster_options:
-                from kubesim.cluster import Cluster  # type: ignore[attr-defined]
+                from kubesim.cluster import Cluster
 
                 assert self.state_dir is not None
                 self.cluster = Cluster(self.api, state_dir=self.state_dir, nodes=self._nodes, **self._cluster_options)

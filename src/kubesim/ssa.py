@@ -421,7 +421,12 @@ def _decode_entries(managed: Any) -> list[_Entry]:
 
 def _store_entries(obj: dict[str, Any], entries: list[_Entry]) -> None:
     meta = obj.setdefault("metadata", {})
-    live = [e.encode() for e in entries if e.fields]
+    # The apiserver's order: Apply entries before Update ones, then oldest first, then by manager.
+    kept = sorted(
+        (e for e in entries if e.fields),
+        key=lambda e: (e.operation, e.time or "", e.manager, e.api_version, e.subresource or ""),
+    )
+    live = [e.encode() for e in kept]
     if live:
         meta["managedFields"] = live
     else:
@@ -562,7 +567,7 @@ def _reduce_config(
 ) -> dict[str, Any]:
     """Drop the parts of an apply configuration this request may not set."""
     reduced = copy.deepcopy(dict(config))
-    if subresource is not None:
+    if subresource == "status":
         meta = reduced.get("metadata")
         kept_meta = (
             {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "resourceVersion")}
@@ -579,6 +584,58 @@ def _reduce_config(
         if isinstance(node, dict) and path:
             node.pop(path[-1], None)
     return reduced
+
+
+# The client-side apply -> server-side apply transition is special-cased for this manager, as in the apiserver.
+_KUBECTL = "kubectl"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _last_applied(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(LAST_APPLIED) if isinstance(annotations, dict) else None
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _allowed_by_last_applied(live: Mapping[str, Any], list_keys: ListKeys) -> set[Path] | None:
+    """Fields ``kubectl`` may take over without force: those of its client-side last-applied configuration,
+    provided the live object still holds exactly those values."""
+    last = _last_applied(live)
+    if last is None:
+        return None
+    try:
+        last_flat = _Flat(last, list_keys, strict=False)
+    except ValueError:
+        return None
+    live_flat = _Flat(live, list_keys, strict=False)
+    if not last_flat.items <= live_flat.items:
+        return None
+    for path, value in last_flat.leaves.items():
+        if path[:2] == ("f:metadata", "f:annotations"):
+            continue
+        if path not in live_flat.leaves or not json_equal(live_flat.leaves[path], value):
+            return None
+    return last_flat.paths
+
+
+def _sync_last_applied(live: Mapping[str, Any], merged: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Keep an existing last-applied annotation in step with what ``kubectl`` now applies server-side."""
+    if _last_applied(live) is None:
+        return
+    applied = copy.deepcopy(dict(config))
+    meta = applied.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+        meta["annotations"].pop(LAST_APPLIED, None)
+        if not meta["annotations"]:
+            del meta["annotations"]
+    annotations = merged.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[LAST_APPLIED] = json.dumps(applied, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def apply(
@@ -627,6 +684,14 @@ def apply(
     conflicts: list[tuple[_Entry, Path]] = []
     for entry in others:
         conflicts.extend((entry, path) for path in entry.fields & comparison.changed)
+    if conflicts and not force and manager == _KUBECTL:
+        allowed = _allowed_by_last_applied(live_plain, list_keys)
+        if allowed is not None:
+            remaining = [(entry, path) for entry, path in conflicts if path not in allowed]
+            if remaining:
+                conflicts = remaining
+            else:
+                force = True  # every conflict is a field kubectl itself applied client-side: take them over
     if conflicts and not force:
         conflicts.sort(
             key=lambda c: (c[0].manager, c[0].operation, c[0].subresource or "", format_path(c[1]))
@@ -648,6 +713,8 @@ def apply(
         entry.fields -= comparison.removed
     if merged != live_plain or mine.fields != previous or mine.time is None:
         mine.time = timestamp
+    if manager == _KUBECTL:
+        _sync_last_applied(live_plain, merged, cfg)
     _store_entries(merged, entries)
     return merged
 

@@ -42,6 +42,16 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def clone(obj: Any) -> Any:
+    """Deep copy of JSON data; about 2.5x faster than `copy.deepcopy` (no memo, no type dispatch)."""
+    t = type(obj)
+    if t is dict:
+        return {k: clone(v) for k, v in obj.items()}
+    if t is list:
+        return [clone(v) for v in obj]
+    return obj
+
+
 def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -345,7 +355,7 @@ class Store:
     def create(self, rt: ResourceType, ns: str | None, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None, managed_fields: bool = True) -> Obj:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = _meta(obj)
         self._check_kind(rt, obj)
         obj["apiVersion"] = rt.api_version
@@ -433,6 +443,7 @@ class Store:
         operation: str = "Update",
         check_rv: bool = True,
         managed_fields: bool = True,
+        owned: bool = False,
     ) -> Obj:
         """PUT semantics (also the tail of every patch): replace the object, keeping server-owned fields."""
         if not isinstance(obj, dict):
@@ -441,7 +452,7 @@ class Store:
         old = self.find(rt, ns, name)
         if old is None:
             raise errors.not_found(rt.plural, rt.group, name)
-        new = copy.deepcopy(obj)
+        new = obj if owned else clone(obj)
         meta = _meta(new)
         self._check_kind(rt, new)
         if meta.get("name") not in (None, name):
@@ -458,20 +469,21 @@ class Store:
         new["kind"] = rt.kind
         if subresource == "status":
             status = new.get("status")
-            new = copy.deepcopy(old)
+            new = clone(old)
             if status is None:
                 new.pop("status", None)
             else:
                 new["status"] = status
             meta = new["metadata"]
-            if managed_fields and "managedFields" in obj.get("metadata", {}):
-                meta["managedFields"] = obj["metadata"]["managedFields"]
+            sent = (obj.get("metadata") or {}).get("managedFields")
+            if not managed_fields and sent is not None:  # computed by server-side apply
+                meta["managedFields"] = clone(sent)
         elif subresource is not None:
             raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({rt.plural}/{subresource})")
         else:
             if rt.has_status:
                 if "status" in old:
-                    new["status"] = copy.deepcopy(old["status"])
+                    new["status"] = clone(old["status"])
                 else:
                     new.pop("status", None)
         # Server-owned metadata survives every write.
@@ -546,32 +558,31 @@ class Store:
             if old is None:
                 if subresource is not None:
                     raise errors.not_found(rt.plural, rt.group, name)
-                config = copy.deepcopy(body)
+                config = clone(body)
                 _meta(config)["name"] = name
                 applied = managed.apply(rt, {}, config, field_manager, force, None)
                 applied.setdefault("metadata", {})["name"] = name
                 created = self.create(rt, ns, applied, dry_run=dry_run, managed_fields=False)
                 return created, True
             applied = managed.apply(rt, old, body, field_manager, force, subresource)
-            return self.update(rt, ns, name, applied, subresource=subresource, dry_run=dry_run, managed_fields=False, check_rv=True), False
+            return self.update(rt, ns, name, applied, subresource=subresource, dry_run=dry_run, managed_fields=False, check_rv=True, owned=True), False
         if old is None:
             raise errors.not_found(rt.plural, rt.group, name)
-        base = copy.deepcopy(old)
         try:
             if patch_type == "merge":
                 if not isinstance(body, dict):
                     raise errors.bad_request("merge patch must be a JSON object")
-                result = patch.merge_patch(base, body)
+                result = patch.merge_patch(old, body)  # returns a new object, `old` stays untouched
             elif patch_type == "json":
                 if not isinstance(body, list):
                     raise errors.bad_request("json patch must be a JSON array of operations")
-                result = patch.json_patch(base, body)
+                result = patch.json_patch(clone(old), body)
             elif patch_type == "strategic":
                 if rt.crd_name is not None:
                     raise errors.unsupported_media_type("application/strategic-merge-patch+json is not supported for custom resources")
                 if not isinstance(body, dict):
                     raise errors.bad_request("strategic merge patch must be a JSON object")
-                result = patch.strategic_merge_patch(base, body, rt.kind)
+                result = patch.strategic_merge_patch(clone(old), body, rt.kind)
             else:
                 raise errors.unsupported_media_type(patch_type)
         except patch.PatchError as e:
@@ -583,7 +594,7 @@ class Store:
         rmeta = _meta(result)
         if rmeta.get("resourceVersion") == old["metadata"].get("resourceVersion"):
             rmeta.pop("resourceVersion", None)
-        return self.update(rt, ns, name, result, subresource=subresource, dry_run=dry_run, field_manager=field_manager or _default_manager(), operation="Update"), False
+        return self.update(rt, ns, name, result, subresource=subresource, dry_run=dry_run, field_manager=field_manager or _default_manager(), operation="Update", owned=True), False
 
     # ----------------------------------------------------------------------------------------------- delete
 
@@ -622,7 +633,7 @@ class Store:
             return old, True
         if meta.get("deletionTimestamp") and finalizers == list(meta.get("finalizers") or []):
             return old, False
-        new = copy.deepcopy(old)
+        new = clone(old)
         nmeta = new["metadata"]
         nmeta.setdefault("deletionTimestamp", now_iso())
         nmeta.setdefault("deletionGracePeriodSeconds", 0)
@@ -640,7 +651,7 @@ class Store:
         name = old["metadata"]["name"]
         if old["metadata"].get("deletionTimestamp"):
             return old, False
-        new = copy.deepcopy(old)
+        new = clone(old)
         new["metadata"]["deletionTimestamp"] = now_iso()
         new["metadata"]["deletionGracePeriodSeconds"] = 0
         new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
@@ -729,7 +740,7 @@ class Store:
             self._set_owner_refs(drt, dep, kept)
 
     def _set_owner_refs(self, rt: ResourceType, obj: Obj, refs: builtins.list[dict[str, Any]]) -> None:
-        new = copy.deepcopy(obj)
+        new = clone(obj)
         if refs:
             new["metadata"]["ownerReferences"] = refs
         else:
@@ -751,7 +762,7 @@ class Store:
                     return
         loc = self._by_uid[owner_uid]
         ort = self._rt(loc[0])
-        new = copy.deepcopy(owner)
+        new = clone(owner)
         new["metadata"]["finalizers"] = [f for f in owner["metadata"]["finalizers"] if f != FOREGROUND]
         if not new["metadata"]["finalizers"]:
             new["metadata"].pop("finalizers")
@@ -789,10 +800,14 @@ class Store:
     def _crd_removed(self, crd: Obj) -> None:
         name = crd["metadata"]["name"]
         types = self.registry.crd_types(name)
-        self.registry.unregister_crd(name)
         for rt in types[:1]:
+            # Like the CRD cleanup finalizer: instances go away (watchers see DELETED) before the resource does.
+            for obj in list(self.iter_objects(rt)):
+                self._remove(rt, obj)
             self._objects.pop(rt.key, None)
-            self.expire_watchers(rt.key)
+            for w in self._watchers.pop(rt.key, []):
+                w.close()
+        self.registry.unregister_crd(name)
 
 
 def _default_manager() -> str:

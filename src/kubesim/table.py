@@ -2,9 +2,9 @@
 
 Table: the apiserver answers a list/get with a Table when the client asks for
 ``Accept: application/json;as=Table;v=v1;g=meta.k8s.io``. Columns come from a CRD's ``additionalPrinterColumns``
-(evaluated with a small JSONPath subset), from the built-in printers below (pods, services, nodes, PVCs, PVs), or
-default to ``Name`` and ``Age``. Server-side printing is always "wide": priority-1 columns are included and kubectl
-hides them unless ``-o wide``.
+(evaluated with a small JSONPath subset; only the first match is shown, as the apiserver does), from the built-in printers below (pods, services, nodes, PVCs, PVs, configmaps, secrets,
+namespaces, statefulsets, deployments, storageclasses, leases), or default to ``Name`` and ``Age``. Server-side
+printing is always "wide": priority-1 columns are included and kubectl hides them unless ``-o wide``.
 
 JSONPath subset (hand-written: client-go's template language is not available in Python, and a general JSONPath
 library would accept syntax the apiserver rejects): ``.a.b``, ``.a[0].b``, ``.a[-1]``, ``.a[*].b``, ``.a['x.y']``,
@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from kubesim.schema import go_float
 
 __all__ = [
     "JSONPathError",
@@ -294,9 +296,7 @@ def _go_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer() and abs(value) < 1e21:
-            return str(int(value))
-        return repr(value)
+        return go_float(value)
     if isinstance(value, dict):
         return "map[" + " ".join(f"{k}:{_go_text(v)}" for k, v in sorted(value.items())) + "]"
     if isinstance(value, list):
@@ -341,11 +341,14 @@ def _json_path_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
     results = evaluate_json_path(steps, obj)
     if not results:
         return None
+    # Like the apiserver, only the first match counts (a `[*]` column shows the first element).
+    value = results[0]
     column_type = str(column.get("type", "string"))
     if column_type == "string":
-        # Strings print every match space-separated; other types take the first match.
-        return " ".join(v if isinstance(v, str) else _go_text(v) for v in results)
-    return _typed_cell(column_type, results[0], now)
+        if value is None:
+            return None
+        return value if isinstance(value, str) else _go_text(value)
+    return _typed_cell(column_type, value, now)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -901,7 +904,7 @@ def _schema_name(group: str, version: str, kind: str) -> str:
     """Reverse-domain definition names like the apiserver's (``io.k8s.api.core.v1.Pod``, ``tech.stackable...``)."""
     if group == "":
         prefix = "io.k8s.api.core"
-    elif "." not in group or group.endswith(".k8s.io"):
+    elif _is_builtin_group(group):
         prefix = "io.k8s.api." + group.split(".")[0]
     else:
         prefix = ".".join(reversed(group.split(".")))
@@ -922,12 +925,17 @@ _FIELD_VALIDATION = _query(
 _DRY_RUN = _query("dryRun", "When present (All), the request is validated but not persisted.")
 _FIELD_MANAGER = _query("fieldManager", "The name of the actor making the change (managedFields).")
 _FORCE = _query("force", "Server-side apply: take ownership of conflicting fields.", "boolean")
-_PATCH_TYPES = (
-    "application/apply-patch+yaml",
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-)
+# Deliberately without application/strategic-merge-patch+json (the server accepts it for built-in kinds): when a
+# patch operation advertises it, kubectl >= 1.27 computes the patch from the document's component schemas, which
+# these minimal documents do not carry for built-in kinds ("warning: error calculating patch from openapi v3 spec").
+# Without it kubectl uses its compiled-in types for built-ins and a merge patch for custom resources, which is
+# exactly what it sends to a real apiserver.
+_PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json")
+
+
+def _is_builtin_group(group: str) -> bool:
+    """Kubernetes' own groups: the core group, unqualified names (``apps``) and ``*.k8s.io``."""
+    return group == "" or "." not in group or group.endswith(".k8s.io")
 
 
 def _operation(
@@ -944,7 +952,8 @@ def _operation(
         "x-kubernetes-group-version-kind": {"group": resource.group, "version": resource.version, "kind": resource.kind},
     }
     if action == "patch":
-        operation["requestBody"] = {"content": {t: {"schema": {"type": "object"}} for t in _PATCH_TYPES}, "required": True}
+        content = {t: {"schema": {"type": "object"}} for t in _PATCH_TYPES}
+        operation["requestBody"] = {"content": content, "required": True}
     elif action in ("post", "put") and ref is not None:
         operation["requestBody"] = {"content": {"*/*": {"schema": ref}}, "required": True}
     return operation

@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="HOST:PORT for /metrics, /healthz, /readyz (port 0: any free port) [$HTTP_ADDRESS]")
     parser.add_argument("--workers", type=int, default=int(_env("RECONCILE_WORKERS", "8") or 8),
                         help="concurrent reconciles [$RECONCILE_WORKERS]")
+    parser.add_argument("--resync-period", type=float, default=float(_env("RESYNC_PERIOD", "600") or 600),
+                        help="seconds between full re-reconciles as a safety net; 0 disables [$RESYNC_PERIOD]. "
+                             "A reconcile that changes nothing writes nothing")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=_env("CONSOLE_LOG_FORMAT", "plain"),
                         help="console log format [$CONSOLE_LOG_FORMAT]")
     parser.add_argument("--log-level", default=_env("CONSOLE_LOG_LEVEL", "INFO"),
@@ -96,6 +99,7 @@ class OperatorOptions:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     http_address: tuple[str, int] | None = ("0.0.0.0", 8080)
     workers: int = 8
+    resync_period: float = 600.0
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -106,7 +110,7 @@ class OperatorOptions:
                    listener_class_preset=args.listener_class_preset, cluster_domain=args.cluster_domain,
                    leader_elect=args.leader_elect, leader_election_name=args.leader_election_name,
                    leader_election_namespace=args.leader_election_namespace, identity=args.identity,
-                   http_address=args.http_address, workers=args.workers)
+                   http_address=args.http_address, workers=args.workers, resync_period=args.resync_period)
 
 
 class Operator:
@@ -115,6 +119,8 @@ class Operator:
     def __init__(self, options: OperatorOptions, *, on_request: Callable[[str, str], None] | None = None) -> None:
         if options.workers < 1:
             raise ValueError("--workers must be at least 1")
+        if options.resync_period < 0:
+            raise ValueError("--resync-period must not be negative")
         if options.listener_class_preset not in PRESETS:
             raise ValueError(f"unknown preset {options.listener_class_preset!r}")
         self.options = options
@@ -136,7 +142,8 @@ class Operator:
             api.add_request_hook(self._on_request)
         recorder = EventRecorder(api, FULL_CONTROLLER_NAME, opts.identity)
         self.controller = ListenerController(api, recorder=recorder, cluster_domain=opts.cluster_domain,
-                                             workers=opts.workers, metrics=self.metrics)
+                                             workers=opts.workers, metrics=self.metrics,
+                                             resync_seconds=opts.resync_period or None)
         tasks: dict[str, asyncio.Task[Any]] = {}
         csi_server: Any = None
         try:

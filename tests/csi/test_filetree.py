@@ -115,7 +115,13 @@ def test_published_addresses_validates_listener_status_shape() -> None:
 
 
 def test_reader_never_sees_a_half_written_tree(tmp_path: Path) -> None:
-    """While one thread alternates between two complete trees, readers only ever see one of them in full."""
+    """While one thread alternates between two complete trees, every version a reader finds published is complete.
+
+    The reader resolves ``..data`` once and reads everything through that version, checking afterwards that the
+    version was still the published one (same link, same directory inode): reads that overlapped a swap are
+    retried, as with any lock-free reader. An in-place or non-atomic writer fails this test, because the version
+    it publishes is incomplete while it is current.
+    """
     target = tmp_path / "mount"
     trees = [
         [PublishedAddress(f"10.0.{n}.{i}", {f"p{j}": 30000 + n * 100 + j for j in range(5)}) for i in range(4)]
@@ -134,28 +140,31 @@ def test_reader_never_sees_a_half_written_tree(tmp_path: Path) -> None:
             n ^= 1
             write_address_tree(target, trees[n])
 
+    def published() -> tuple[str, int]:
+        link = os.readlink(target / "..data")
+        return link, os.stat(target / link).st_ino
+
     thread = threading.Thread(target=writer)
     thread.start()
-    seen = 0
+    consistent_reads = 0
     try:
-        for _ in range(300):
-            # resolve the version once, as a reader holding the directory would, then read everything from it
-            version = target / os.readlink(target / "..data")
+        for _ in range(500):
             try:
-                snapshot = read_tree(version)
-            except FileNotFoundError:
-                continue  # the version was retired while reading: the reader re-resolves, never mixes
-            assert snapshot in expected
-            try:
+                before = published()
+                snapshot = read_tree(target / before[0])
                 default = (target / "default-address" / "address").read_text()
+                after = published()
             except FileNotFoundError:
-                continue  # the lookup raced the retirement of the version it started in; a retry resolves
-            assert default in {tree[0].address for tree in trees}
-            seen += 1
+                continue  # the version was retired while reading: re-resolve
+            if before != after:
+                continue
+            assert snapshot in expected
+            assert default == next(iter(snapshot))  # default-address points into the same published version
+            consistent_reads += 1
     finally:
         stop.set()
         thread.join()
-    assert seen > 0
+    assert consistent_reads > 0
 
 
 def test_remove_tree_is_idempotent(tmp_path: Path) -> None:

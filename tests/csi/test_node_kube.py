@@ -194,6 +194,10 @@ async def test_bounded_wait_publishes_once_the_listener_gets_an_address(
     await publish
     assert default_address(request.target_path) == "lb.example.com"
     assert "ListenerNotReady" in await pod_event_reasons(kube, "web-0")
+    listener_events, _ = await kube.api.list(EVENTS, namespace=NS)
+    waiting = [e for e in listener_events if e.get("reason") == "MountWaiting"]
+    assert [(e["regarding"]["kind"], e["regarding"]["name"], e["related"]["name"]) for e in waiting] == [
+        ("Listener", "web-0-listener", "web-0")]
 
 
 async def test_hostile_status_is_refused_and_nothing_is_written(kube_csi: KubeCsi) -> None:

@@ -129,7 +129,11 @@ def test_wire_bytes_of_a_known_message() -> None:
 
 
 def test_grpc_registration_helpers_exist() -> None:
-    for name in ("add_IdentityServicer_to_server", "add_ControllerServicer_to_server", "add_NodeServicer_to_server"):
+    for name in (
+        "add_IdentityServicer_to_server",
+        "add_ControllerServicer_to_server",
+        "add_NodeServicer_to_server",
+    ):
         assert callable(getattr(csi_pb2_grpc, name))
     for name in ("IdentityStub", "ControllerStub", "NodeStub"):
         assert hasattr(csi_pb2_grpc, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -54,8 +55,8 @@ class Env:
         self.operators.append(running)
         return running
 
-    async def wait_for(self, check: Callable[[], Awaitable[Any]], timeout: float = 15.0, what: str = "") -> Any:
-        deadline = time.monotonic() + timeout
+    async def wait_for(self, check: Callable[[], Awaitable[Any]], within: float = 15.0, what: str = "") -> Any:
+        deadline = time.monotonic() + within
         last: Any = None
         while time.monotonic() < deadline:
             try:
@@ -129,9 +130,10 @@ class Env:
         return [e for e in items if reason is None or e.get("reason") == reason]
 
 
-@pytest_asyncio.fixture
-async def env() -> AsyncIterator[Env]:
-    async with KubeSim() as sim:
+@contextlib.asynccontextmanager
+async def environment(**sim_options: Any) -> AsyncIterator[Env]:
+    """kubesim with the CRDs and namespace installed; operators started through it are stopped at the end."""
+    async with KubeSim(**sim_options) as sim:
         for crd in all_crds():
             await sim.api.create("customresourcedefinitions.apiextensions.k8s.io", crd)
         await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
@@ -142,6 +144,12 @@ async def env() -> AsyncIterator[Env]:
             for running in environment.operators:
                 if not running.task.done():
                     await running.stop()
+
+
+@pytest_asyncio.fixture
+async def env() -> AsyncIterator[Env]:
+    async with environment() as environment_:
+        yield environment_
 
 
 # ---- service types -------------------------------------------------------------------------------------------------
@@ -357,6 +365,24 @@ async def test_failures_are_reported_in_plain_words(env: Env) -> None:
     await env.wait_for(lambda: _ready_reason(env, "unknown-class", "AddressesPublished"))
 
 
+async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP", serviceOverrides={"spec": {"clusterIP": "1.2.3"}})
+    running = await env.start_operator()
+    await env.create_listener("app", "internal")
+    ready = await env.wait_for(lambda: _ready_reason(env, "app", "ApplyService"))
+    assert ready["status"] == "False" and "1.2.3" in ready["message"]
+    events = await env.wait_for(lambda: env.events("ApplyService"))
+    assert "rejected Service ns/app" in events[0]["note"] and events[0]["related"]["kind"] == "Service"
+    applies = len(running.writes("services"))
+    await asyncio.sleep(1.5)
+    assert len(running.writes("services")) == applies  # an invalid object is not re-sent in a loop
+    # fixing the class heals the Listener
+    cls = await env.api.get(CLASSES, "internal")
+    cls["spec"]["serviceOverrides"] = {}
+    await env.api.update(CLASSES, cls)
+    await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
+
+
 async def test_orphaned_owned_service_is_deleted(env: Env) -> None:
     await env.create_class("internal", serviceType="ClusterIP")
     await env.start_operator()
@@ -410,12 +436,29 @@ async def test_a_no_op_reconcile_makes_zero_writes(env: Env) -> None:
     node = await env.api.get("nodes", "node-a")
     node["metadata"].setdefault("labels", {})["touched"] = "yes"
     await env.api.update("nodes", node)
+    revision = env.sim.store.revision  # the server's global revision: any write by anyone bumps it
     await asyncio.sleep(1.0)
+    assert env.sim.store.revision == revision
     assert _reconciles(running) >= reconciles_before + 2  # both Listener touches reconciled (the Node label is filtered)
     assert running.writes()[before:] == []
     for name in ("web", "np"):
         assert (await env.service(name))["metadata"]["resourceVersion"] == service_versions[name]
         assert (await env.listener(name))["metadata"]["resourceVersion"] != versions[name]  # our own touch only
+
+
+async def test_periodic_resync_reconciles_everything_and_writes_nothing(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    running = await env.start_operator(resync_period=0.2)
+    for name in ("a", "b", "c"):
+        await env.create_listener(name, "internal")
+    for name in ("a", "b", "c"):
+        await env.wait_for(lambda name=name: env.addresses(name))  # type: ignore[misc]
+    await asyncio.sleep(0.3)
+    writes, reconciles, revision = len(running.writes()), _reconciles(running), env.sim.store.revision
+    await asyncio.sleep(1.0)
+    assert _reconciles(running) >= reconciles + 6  # at least two resync rounds of three Listeners
+    assert running.writes()[writes:] == []
+    assert env.sim.store.revision == revision
 
 
 # ---- helpers -------------------------------------------------------------------------------------------------------
@@ -463,3 +506,17 @@ async def _gone(env: Env, name: str) -> bool:
             return True
         raise
     return False
+
+
+async def test_load_balancer_default_class_gets_addresses_from_the_simulated_cluster() -> None:
+    async with environment(nodes=2) as env:
+        await env.start_operator()  # preset ephemeral-nodes: external-stable is a LoadBalancer class
+        await env.wait_for(lambda: env.api.get(CLASSES, "external-stable"))
+        await env.create_listener("web", "external-stable", ports=[{"name": "https", "port": 443}])
+        addresses = await env.wait_for(lambda: env.addresses("web"), within=20)
+        service = await env.service("web")
+        ingress = service["status"]["loadBalancer"]["ingress"]
+        assert addresses == sorted(e.get("hostname") or e["ip"] for e in ingress)
+        entry = (await env.status("web"))["ingressAddresses"][0]
+        assert entry["ports"] == {"https": 443}
+        assert service["spec"]["allocateLoadBalancerNodePorts"] is True

@@ -114,8 +114,9 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
                 break
             time.sleep(0.5)
         # Printer columns of the Listener CRD: class, service, first address.
-        assert re.search(r"default\s+api\s+cluster-internal\s+api\s+api\.default\.svc\.cluster\.local", table), table
-        assert re.search(r"external-stable\s+NodePort", table), table
+        assert re.search(r"default\s+listener\.listeners\.stackable\.tech/api\s+cluster-internal\s+api\s+"
+                         r"api\.default\.svc\.cluster\.local\s+\d+s", table), table
+        assert re.search(r"listenerclass\.listeners\.stackable\.tech/external-stable\s+NodePort", table), table
         code = run.stop(signal.SIGINT)
         assert code == 0, run.output()
         assert "Stopping" in run.output()

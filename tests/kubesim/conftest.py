@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,25 @@ class Kubectl:
         )
         self._spawned.append(proc)
         return proc
+
+    @staticmethod
+    def table(text: str) -> list[dict[str, str]]:
+        """Rows of a kubectl table as {COLUMN: cell}; cells are cut at the header's column starts, so an empty cell
+        (a null printer-column value) stays empty instead of shifting the columns after it."""
+        lines = [line for line in text.splitlines() if line.strip()]
+        header = lines[0]
+        starts = [m.start() for m in re.finditer(r"\S+", header)]
+        names = header.split()
+        rows = []
+        for line in lines[1:]:
+            bounds = [*starts[1:], None]
+            rows.append(
+                {
+                    name: line[start:end].strip()
+                    for name, start, end in zip(names, starts, bounds, strict=True)
+                }
+            )
+        return rows
 
     @staticmethod
     async def read_json(stream: asyncio.StreamReader | None, count: int, within: float = 20.0) -> list[Any]:

@@ -97,11 +97,16 @@ async def test_crd_install_then_get_shows_printer_columns(kubectl: Any) -> None:
     created = await kubectl.apply_text(widget("w1", {"size": 3}))
     assert created.stdout.strip() == "widget.example.com/w1 created"
 
-    table = (await kubectl.run("get", "widgets")).stdout.splitlines()
-    assert table[0].split() == ["NAME", "SIZE", "MODE", "PHASE", "AGE"], table
-    row = table[1].split()
-    assert row[:3] == ["w1", "3", "fast"], "the schema default for mode is applied and shown"
-    assert row[3] == "<none>", "a missing printer-column value shows as <none>"
+    output = (await kubectl.run("get", "widgets")).stdout
+    assert output.splitlines()[0].split() == ["NAME", "SIZE", "MODE", "PHASE", "AGE"], output
+    [row] = kubectl.table(output)
+    assert (row["NAME"], row["SIZE"], row["MODE"]) == ("w1", "3", "fast"), (
+        "the schema default for mode is shown"
+    )
+    assert row["PHASE"] == "", (
+        "a missing printer-column value is a null cell, printed empty (as on a real server)"
+    )
+    assert row["AGE"]
 
     by_short_name = (await kubectl.run("get", "wd", "-o", "json")).json()
     assert [i["metadata"]["name"] for i in by_short_name["items"]] == ["w1"]
@@ -147,9 +152,8 @@ async def test_crd_server_side_apply_and_status_is_a_subresource(kubectl: Any) -
     assert obj["spec"]["size"] == 5, "a status write never changes spec"
     assert obj["metadata"]["generation"] == first["metadata"]["generation"], "status writes keep generation"
 
-    table = (await kubectl.run("get", "widgets")).stdout.splitlines()
-    row = next(line.split() for line in table[1:] if line.startswith("w3 "))
-    assert row[1:4] == ["5", "fast", "Ready"]
+    rows = {r["NAME"]: r for r in kubectl.table((await kubectl.run("get", "widgets")).stdout)}
+    assert (rows["w3"]["SIZE"], rows["w3"]["MODE"], rows["w3"]["PHASE"]) == ("5", "fast", "Ready")
 
 
 async def test_crd_invalid_objects_are_rejected_with_causes(kubectl: Any) -> None:
@@ -191,9 +195,9 @@ async def test_cluster_scoped_crd(kubectl: Any) -> None:
             }
         )
     )
-    table = (await kubectl.run("get", "gadgets")).stdout.splitlines()
-    assert table[0].split()[:2] == ["NAME", "COLOR"], table
-    assert table[1].split()[:2] == ["g1", "red"]
+    [row] = kubectl.table((await kubectl.run("get", "gadgets")).stdout)
+    assert list(row) == ["NAME", "COLOR"], "explicit printer columns replace the default Age column"
+    assert (row["NAME"], row["COLOR"]) == ("g1", "red")
     obj = (await kubectl.run("get", "gadget", "g1", "-o", "json")).json()
     assert "namespace" not in obj["metadata"]
 

@@ -227,3 +227,12 @@ async def test_delete_namespace_with_wait(kubectl: Any) -> None:
     assert await get_json(kubectl, "namespace", "quick") is None
     listed = (await kubectl.run("get", "configmaps", "-A", "-o", "json")).json()
     assert all(item["metadata"]["namespace"] != "quick" for item in listed["items"])
+
+
+async def test_immortal_namespaces_cannot_be_deleted(kubectl: Any) -> None:
+    for name in ("default", "kube-system", "kube-public"):
+        refused = await kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+        assert refused.returncode != 0, f"namespace {name} must not be deletable"
+        assert "Forbidden" in refused.stderr and "may not be deleted" in refused.stderr, refused.stderr
+        ns = await get_json(kubectl, "namespace", name)
+        assert ns is not None and "deletionTimestamp" not in ns["metadata"]

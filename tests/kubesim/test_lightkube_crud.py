@@ -184,3 +184,37 @@ async def test_pod_field_selectors_node_name_and_phase(lk: AsyncClient) -> None:
     with pytest.raises(ApiError) as unsupported:
         await names({"spec.unknownField": "x"})
     assert unsupported.value.status.code == 400
+
+
+async def test_dry_run_writes_nothing(lk: AsyncClient) -> None:
+    await namespace(lk, "dry")
+    preview = await lk.create(cm("ghost", "dry", data={"a": "1"}), dry_run=True)
+    assert preview.metadata is not None and preview.metadata.name == "ghost" and preview.data == {"a": "1"}
+    with pytest.raises(ApiError) as missing:
+        await lk.get(ConfigMap, "ghost", namespace="dry")
+    assert missing.value.status.code == 404
+
+    real = await lk.create(cm("real", "dry", data={"a": "1"}))
+    assert real.metadata is not None
+    preview = await lk.patch(ConfigMap, "real", {"data": {"a": "2"}}, namespace="dry", dry_run=True)
+    assert preview.data == {"a": "2"}
+    await lk.delete(ConfigMap, "real", namespace="dry", dry_run=True)
+    kept = await lk.get(ConfigMap, "real", namespace="dry")
+    assert kept.data == {"a": "1"}
+    assert kept.metadata is not None and kept.metadata.resourceVersion == real.metadata.resourceVersion
+
+
+async def test_deletecollection_in_one_namespace(lk: AsyncClient) -> None:
+    await namespace(lk, "dc1")
+    await namespace(lk, "dc2")
+    for ns in ("dc1", "dc2"):
+        for i in range(3):
+            await lk.create(cm(f"c{i}", ns))
+    await lk.deletecollection(ConfigMap, namespace="dc1")
+    assert [
+        o
+        async for o in lk.list(ConfigMap, namespace="dc1")
+        if o.metadata and o.metadata.name != "kube-root-ca.crt"
+    ] == []
+    remaining = {o.metadata.name async for o in lk.list(ConfigMap, namespace="dc2") if o.metadata}
+    assert {"c0", "c1", "c2"} <= remaining

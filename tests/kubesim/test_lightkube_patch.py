@@ -307,16 +307,6 @@ async def test_server_side_apply_preserves_fields_of_update_managers(lk: AsyncCl
     )
     assert applied.data == {"theirs": "1", "mine": "2"}
 
-    with pytest.raises(ApiError) as missing_manager:
-        await lk.patch(
-            ConfigMap,
-            "c",
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ssa2"}},
-            namespace="ssa2",
-            patch_type=PatchType.APPLY,
-        )
-    assert missing_manager.value.status.code == 400, "apply requires a fieldManager"
-
 
 async def test_status_subresource_is_separate_for_builtins(lk: AsyncClient) -> None:
     await namespace(lk, "st")

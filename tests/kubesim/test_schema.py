@@ -9,6 +9,8 @@ import pytest
 
 from kubesim.schema import (
     apply_defaults,
+    go_float,
+    go_value,
     list_keys_from_schema,
     prune,
     structural_errors,
@@ -195,14 +197,14 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         "int32 range",
         field("p", {"type": "integer", "format": "int32"}),
         {"p": 2**31},
-        [{"reason": "FieldValueTypeInvalid", "message": 'Invalid value: 2147483648: spec.p in body must be of type int32: "2147483648"', "field": "spec.p"}],
+        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "": Checked value must be of type integer with format int32 in spec.p', "field": "<nil>"}],
     ),
     ("int32 in range", field("p", {"type": "integer", "format": "int32"}), {"p": 2**31 - 1}, []),
     (
         "int64 range",
         field("p", {"type": "integer", "format": "int64"}),
         {"p": -(2**63) - 1},
-        [{"reason": "FieldValueTypeInvalid", "message": 'Invalid value: -9223372036854775809: spec.p in body must be of type int64: "-9223372036854775809"', "field": "spec.p"}],
+        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "": Checked value must be of type integer with format int64 in spec.p', "field": "<nil>"}],
     ),
     (
         "string format date-time",
@@ -224,7 +226,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         "int-or-string boolean",
         field("p", {"x-kubernetes-int-or-string": True}),
         {"p": True},
-        [{"reason": "FieldValueTypeInvalid", "message": 'Invalid value: "boolean": spec.p in body must be of type int-or-string: "boolean"', "field": "spec.p"}],
+        [{"reason": "FieldValueTypeInvalid", "message": 'Invalid value: "boolean": spec.p in body must be of type integer,string: "boolean"', "field": "spec.p"}],
     ),
     (
         "int-or-string with anyOf pattern",
@@ -237,6 +239,21 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         field("names", {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}),
         {"names": ["a", "b", "a"]},
         [{"reason": "FieldValueDuplicate", "message": 'Duplicate value: "a"', "field": "spec.names[2]"}],
+    ),
+    (
+        "list-type set reports each duplicate value once",
+        field("names", {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}),
+        {"names": ["a", "a", "a", "b", "b"]},
+        [
+            {"reason": "FieldValueDuplicate", "message": 'Duplicate value: "a"', "field": "spec.names[1]"},
+            {"reason": "FieldValueDuplicate", "message": 'Duplicate value: "b"', "field": "spec.names[4]"},
+        ],
+    ),
+    (
+        "list-type map item that is not an object",
+        field("l", {"type": "array", "items": {"x-kubernetes-preserve-unknown-fields": True}, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"]}),
+        {"l": [{"k": "a"}, "oops"]},
+        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "oops": must be an object for an array of list-type map', "field": "spec.l[1]"}],
     ),
     (
         "list-type atomic allows duplicates",
@@ -291,14 +308,17 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         "allOf adds constraints",
         field("n", {"type": "integer", "allOf": [{"minimum": 1}, {"maximum": 5}]}),
         {"n": 9},
-        [{"reason": "FieldValueInvalid", "message": "Invalid value: 9: spec.n in body should be less than or equal to 5", "field": "spec.n"}],
+        [
+            {"reason": "FieldValueInvalid", "message": "Invalid value: 9: spec.n in body should be less than or equal to 5", "field": "spec.n"},
+            {"reason": "FieldValueInvalid", "message": 'Invalid value: "": "spec.n" must validate all the schemas (allOf)', "field": "<nil>"},
+        ],
     ),
     (
         "anyOf none matches",
         field("s", {"type": "string", "anyOf": [{"enum": ["a"]}, {"pattern": "^b"}]}),
         {"s": "c"},
         [
-            {"reason": "FieldValueInvalid", "message": 'Invalid value: "c": spec.s in body must validate at least one schema (anyOf)', "field": "spec.s"},
+            {"reason": "FieldValueInvalid", "message": 'Invalid value: "": "spec.s" must validate at least one schema (anyOf)', "field": "<nil>"},
             {"reason": "FieldValueNotSupported", "message": 'Unsupported value: "c": supported values: "a"', "field": "spec.s"},
         ],
     ),
@@ -307,7 +327,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         "oneOf two match",
         field("s", {"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "b$"}]}),
         {"s": "ab"},
-        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "ab": spec.s in body must validate one and only one schema (oneOf). Found 2 valid alternatives', "field": "spec.s"}],
+        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "": "spec.s" must validate one and only one schema (oneOf). Found 2 valid alternatives', "field": "<nil>"}],
     ),
     ("oneOf exactly one", field("s", {"type": "string", "oneOf": [{"pattern": "^a"}, {"pattern": "b$"}]}), {"s": "a"}, []),
     (
@@ -315,7 +335,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         field("x", {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}),
         {"x": {}},
         [
-            {"reason": "FieldValueInvalid", "message": "Invalid value: map[string]interface {}{}: spec.x in body must validate one and only one schema (oneOf)", "field": "spec.x"},
+            {"reason": "FieldValueInvalid", "message": 'Invalid value: "": "spec.x" must validate one and only one schema (oneOf). Found none valid', "field": "<nil>"},
             {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.x.a"},
         ],
     ),
@@ -323,7 +343,7 @@ VALIDATION_CASES: list[tuple[str, dict[str, Any], Any, list[dict[str, str]]]] = 
         "not",
         field("s", {"type": "string", "not": {"enum": ["forbidden"]}}),
         {"s": "forbidden"},
-        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "forbidden": spec.s in body must not validate the schema (not)', "field": "spec.s"}],
+        [{"reason": "FieldValueInvalid", "message": 'Invalid value: "": "spec.s" must not validate the schema (not)', "field": "<nil>"}],
     ),
 ]
 
@@ -334,6 +354,49 @@ def test_validate(schema: dict[str, Any], spec: Any, expected: list[dict[str, st
     if spec is None:
         del o["spec"]
     assert validate(o, schema) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (100.0, "100"),
+        (1.5, "1.5"),
+        (3.0, "3"),
+        (1e6, "1e+06"),
+        (123456789.0, "1.23456789e+08"),
+        (0.0001, "0.0001"),
+        (1e-5, "1e-05"),
+        (-2.5, "-2.5"),
+        (0.0, "0"),
+    ],
+)
+def test_go_float_matches_go_percent_v(value: float, text: str) -> None:
+    assert go_float(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("a\"b", '"a\\"b"'),
+        (None, '"null"'),
+        (True, "true"),
+        (7, "7"),
+        ({"b": 1, "a": [1, "x", None]}, 'map[string]interface {}{"a":[]interface {}{1, "x", interface {}(nil)}, "b":1}'),
+    ],
+)
+def test_go_value_renders_bad_values_like_the_apiserver(value: object, text: str) -> None:
+    assert go_value(value) == text
+
+
+def test_integer_bounds_print_as_integers_float_bounds_as_go_floats() -> None:
+    causes = validate(obj({"n": 2000000, "r": 2e6}), root({"type": "object", "properties": {
+        "n": {"type": "integer", "maximum": 1000000},
+        "r": {"type": "number", "maximum": 1e6},
+    }}))
+    assert [c["message"] for c in causes] == [
+        "Invalid value: 2000000: spec.n in body should be less than or equal to 1000000",
+        "Invalid value: 2e+06: spec.r in body should be less than or equal to 1e+06",
+    ]
 
 
 def test_validate_root_allows_api_version_kind_metadata_and_checks_metadata_name() -> None:
@@ -402,6 +465,24 @@ DEFAULT_CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] 
         field("m", {"type": "object", "additionalProperties": {"type": "string", "default": "d"}}),
         {"m": {"a": None}},
         {"m": {"a": "d"}},
+    ),
+    (
+        "defaults inside a defaulted map value",
+        field("m", {"type": "object", "additionalProperties": {"type": "object", "default": {}, "properties": {"x": {"type": "integer", "default": 7}}}}),
+        {"m": {"a": None}},
+        {"m": {"a": {"x": 7}}},
+    ),
+    (
+        "null list item gets the item default and its nested defaults",
+        field("l", {"type": "array", "items": {"type": "object", "default": {"a": 1}, "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 2}}}}),
+        {"l": [None, {"a": 5}]},
+        {"l": [{"a": 1, "b": 2}, {"a": 5, "b": 2}]},
+    ),
+    (
+        "nullable list item stays null",
+        field("l", {"type": "array", "items": {"type": "string", "nullable": True, "default": "x"}}),
+        {"l": [None]},
+        {"l": [None]},
     ),
     (
         "default value is copied, not shared",
@@ -500,6 +581,23 @@ def test_prune_root_preserve_unknown_fields_keeps_everything() -> None:
     o = {"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "n"}, "spec": {"x": 1}, "other": [1]}
     assert prune(o, schema) == o
     assert unknown_fields(o, schema) == []
+
+
+def test_prune_under_preserve_unknown_fields_list_items_keep_unknown_fields() -> None:
+    schema = root(
+        {
+            "type": "array",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "items": {"type": "object", "properties": {"a": {"type": "object", "properties": {"x": {"type": "integer"}}}}},
+        }
+    )
+    o = obj([{"a": {"x": 1, "y": 2}, "other": 3}])
+    assert prune(o, schema)["spec"] == [{"a": {"x": 1}, "other": 3}]
+
+
+def test_prune_list_without_item_schema_empties_objects() -> None:
+    schema = field("l", {"type": "array"})
+    assert prune(obj({"l": [{"a": 1}, 2]}), schema)["spec"] == {"l": [{}, 2]}
 
 
 def test_prune_root_metadata_is_left_to_the_server_even_if_declared() -> None:
@@ -623,7 +721,7 @@ STRUCTURAL_CASES: list[tuple[str, Any, list[str]]] = [
     (
         "bad type name",
         root({"type": "map"}),
-        [f'{P}.properties[spec].type: Unsupported value: "map": supported values: "object", "array", "string", "integer", "number", "boolean"'],
+        [f'{P}.properties[spec].type: Unsupported value: "map": supported values: "array", "boolean", "integer", "number", "object", "string"'],
     ),
     (
         "type inside a junctor",
@@ -633,7 +731,7 @@ STRUCTURAL_CASES: list[tuple[str, Any, list[str]]] = [
     (
         "junctor field without counterpart",
         root({"type": "object", "anyOf": [{"required": ["a"], "properties": {"b": {"minLength": 1}}}]}),
-        [f"{P}.properties[spec].anyOf[0].properties[b]: Required value: must have a counterpart outside of logical junctors"],
+        [f"{P}.properties[spec].properties[b]: Required value: because it is defined in {P}.properties[spec].anyOf[0].properties[b]"],
     ),
     (
         "metadata beyond name",
@@ -661,14 +759,14 @@ STRUCTURAL_CASES: list[tuple[str, Any, list[str]]] = [
         [f"{P}.properties[spec].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"],
     ),
     (
-        "int-or-string with a type",
-        root({"type": "string", "x-kubernetes-int-or-string": True}),
-        [f'{P}.properties[spec].type: Invalid value: "string": must be empty if x-kubernetes-int-or-string is true'],
+        "int-or-string preserving unknown fields",
+        root({"x-kubernetes-int-or-string": True, "x-kubernetes-preserve-unknown-fields": True}),
+        [f"{P}.properties[spec].x-kubernetes-preserve-unknown-fields: Invalid value: true: must be false if x-kubernetes-int-or-string is true"],
     ),
     (
         "embedded resource not an object",
         root({"type": "object", "properties": {"t": {"type": "string", "x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True}}}),
-        [f"{P}.properties[spec].properties[t].type: Required value: must be object if x-kubernetes-embedded-resource is true"],
+        [f'{P}.properties[spec].properties[t].type: Invalid value: "string": must be object if x-kubernetes-embedded-resource is true'],
     ),
     (
         "list-type map without keys",
@@ -678,12 +776,66 @@ STRUCTURAL_CASES: list[tuple[str, Any, list[str]]] = [
     (
         "list-type map key not required",
         root({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object", "properties": {"name": {"type": "string"}}}}),
-        [f"{P}.properties[spec].x-kubernetes-list-map-keys[0]: Required value: all map keys must be required or have a default value"],
+        [f"{P}.properties[spec].items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"],
     ),
     (
         "list-type on an object",
         root({"type": "object", "x-kubernetes-list-type": "set"}),
-        [f'{P}.properties[spec].x-kubernetes-list-type: Invalid value: "set": must only be used if type is array'],
+        [f'{P}.properties[spec].type: Invalid value: "object": must be array if x-kubernetes-list-type is specified'],
+    ),
+    (
+        "embedded resource without type or fields",
+        root({"type": "object", "properties": {"t": {"x-kubernetes-embedded-resource": True}}}),
+        [
+            f"{P}.properties[spec].properties[t].properties: Required value: must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+            f"{P}.properties[spec].properties[t].type: Required value: must be object if x-kubernetes-embedded-resource is true",
+        ],
+    ),
+    (
+        "additionalProperties at the root",
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        [f"{P}.additionalProperties: Forbidden: must not be used at the root"],
+    ),
+    (
+        "errors are sorted like the apiserver sorts them",
+        root({"type": "object", "properties": {"b": {}, "a": {}}}),
+        [
+            f"{P}.properties[spec].properties[a].type: Required value: must not be empty for specified object fields",
+            f"{P}.properties[spec].properties[b].type: Required value: must not be empty for specified object fields",
+        ],
+    ),
+    (
+        "nullable and default inside a junctor",
+        root({"type": "string", "anyOf": [{"nullable": True}, {"default": "x"}]}),
+        [
+            f"{P}.properties[spec].anyOf[0].nullable: Forbidden: must be false to be structural",
+            f"{P}.properties[spec].anyOf[1].default: Forbidden: must be undefined to be structural",
+        ],
+    ),
+    (
+        "list-map-keys without list-type map",
+        root({"type": "array", "items": {"type": "object", "properties": {"k": {"type": "string"}}}, "x-kubernetes-list-map-keys": ["k"]}),
+        [f"{P}.properties[spec].x-kubernetes-list-type: Required value: must be map if x-kubernetes-list-map-keys is non-empty"],
+    ),
+    (
+        "list-type map key that is not an item property",
+        root({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["nope"], "items": {"type": "object", "properties": {"k": {"type": "string"}}}}),
+        [f'{P}.properties[spec].x-kubernetes-list-map-keys: Invalid value: []interface {{}}{{"nope"}}: entries must all be names of item properties'],
+    ),
+    (
+        "set of objects must be atomic",
+        root({"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "object", "properties": {"k": {"type": "string"}}}}),
+        [f'{P}.properties[spec].items.x-kubernetes-map-type: Invalid value: "null": must be atomic as item of a list with x-kubernetes-list-type=set'],
+    ),
+    (
+        "default in top-level metadata",
+        {"type": "object", "properties": {"metadata": {"type": "object", "properties": {"name": {"type": "string", "default": "x"}}}}},
+        [f"{P}.properties[metadata].properties[name].default: Forbidden: must not be set in top-level metadata"],
+    ),
+    (
+        "nullable root",
+        {"type": "object", "nullable": True},
+        [f"{P}.nullable: Forbidden: nullable cannot be true at the root"],
     ),
     (
         "bad pattern",
@@ -713,3 +865,22 @@ def test_structural_errors_preserve_unknown_fields_true_at_crd_level() -> None:
     c["spec"]["preserveUnknownFields"] = True
     assert len(structural_errors(c)) == 1
     assert structural_errors(c)[0].startswith("spec.preserveUnknownFields: Invalid value: true")
+
+
+def test_printer_columns_are_checked() -> None:
+    c = crd({"type": "object"})
+    c["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Ok", "type": "string", "jsonPath": ".spec.x"},
+        {"name": "Bad", "type": "map", "format": "weird", "jsonPath": "spec.x", "priority": -1},
+        {"type": "date"},
+    ]
+    col = "spec.versions[0].additionalPrinterColumns"
+    assert structural_errors(c) == [
+        f'{col}[1].type: Unsupported value: "map": supported values: "boolean", "date", "integer", "number", "string"',
+        f'{col}[1].format: Unsupported value: "weird": supported values: "byte", "date", "date-time", "double", "float", "int32", "int64", "password"',
+        f"{col}[1].priority: Invalid value: -1: must be a non-negative integer",
+        f'{col}[1].JSONPath: Invalid value: "spec.x": must be a simple json path starting with .',
+        f"{col}[2].name: Required value",
+        f"{col}[2].JSONPath: Required value",
+    ]
+

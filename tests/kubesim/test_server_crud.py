@@ -189,7 +189,7 @@ async def test_status_subresource_is_separate(kubesim: KubeSim) -> None:
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Running"}}
     async with RawClient(kubesim) as c:
         status, p = await c.post(pods, pod)
-        assert status == 201
+        assert status == 201 and p["status"]["phase"] == "Pending", "create resets status"
         _, p = await c.put(f"{pods}/p/status", dict(p, status={"phase": "Running"}, spec={"containers": []}))
         assert p["status"] == {"phase": "Running"} and p["spec"]["containers"][0]["name"] == "c"
         _, p = await c.patch(f"{pods}/p", {"status": {"phase": "Failed"}, "metadata": {"labels": {"a": "b"}}})

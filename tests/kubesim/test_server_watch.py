@@ -75,13 +75,15 @@ async def test_bookmarks_carry_the_current_resource_version(tmp_path: Any) -> No
         assert events[0]["object"]["metadata"]["resourceVersion"] == a["metadata"]["resourceVersion"]
 
 
-async def test_too_old_resource_version_is_410(tmp_path: Any) -> None:
+async def test_too_old_resource_version_is_an_expired_error_event(tmp_path: Any) -> None:
     async with KubeSim(kubeconfig_path=tmp_path / "kc", watch_window=3) as sim, RawClient(sim) as c:
         _, first = await c.post(CM, {"metadata": {"name": "a"}})
         for i in range(5):
             await c.patch(f"{CM}/a", {"data": {"i": str(i)}})
-        status, body = await c.get(CM, params={"watch": "1", "resourceVersion": first["metadata"]["resourceVersion"]})
-        assert status == 410 and body["reason"] == "Expired" and body["code"] == 410
+        # As the apiserver's watch cache answers: 200 and a single ERROR event carrying the 410 Status.
+        events = [e async for e in c.watch(CM, {"resourceVersion": first["metadata"]["resourceVersion"]})]
+        assert len(events) == 1 and events[0]["type"] == "ERROR"
+        assert events[0]["object"]["reason"] == "Expired" and events[0]["object"]["code"] == 410
 
 
 async def test_open_watch_gets_error_event_when_expired(kubesim: KubeSim) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 from typing import Any
 
 import pytest
@@ -514,3 +516,59 @@ def test_format_path(path: tuple[str, ...], text: str) -> None:
 def test_builtin_list_keys(kind: str, path: tuple[str, ...], expected: ListType) -> None:
     assert builtin_list_keys("v1", kind)(path) == expected
     assert builtin_list_keys(kind)(path) == expected
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Client-side apply -> server-side apply by kubectl
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def client_side_applied(data: dict[str, str]) -> dict[str, Any]:
+    """An object as `kubectl apply` (client-side) leaves it: annotation + kubectl-client-side-apply owner."""
+    config = cm(data)
+    obj = cm(data, annotations={LAST_APPLIED: json.dumps(config) + "\n"})
+    record_update(None, obj, "kubectl-client-side-apply", list_keys=CM_KEYS, now="T0")
+    return obj
+
+
+def test_kubectl_server_side_apply_takes_over_its_client_side_fields() -> None:
+    live = client_side_applied({"a": "1"})
+    obj = do_apply(live, cm({"a": "2"}), "kubectl")
+    assert obj["data"] == {"a": "2"}
+    assert fields(obj, "kubectl") == {"f:data": {"f:a": {}}}
+    last = json.loads(obj["metadata"]["annotations"][LAST_APPLIED])
+    assert last["data"] == {"a": "2"}, "the annotation follows the server-side applied configuration"
+
+
+def test_other_managers_get_no_client_side_transition() -> None:
+    live = client_side_applied({"a": "1"})
+    with pytest.raises(ApplyConflict, match=re.escape('"kubectl-client-side-apply" using v1 at T0: .data.a')):
+        do_apply(live, cm({"a": "2"}), "helm")
+
+
+def test_transition_refused_when_live_drifted_from_last_applied() -> None:
+    live = client_side_applied({"a": "1"})
+    drifted = copy.deepcopy(live)
+    drifted["data"]["a"] = "changed-by-hand"
+    with pytest.raises(ApplyConflict):
+        do_apply(drifted, cm({"a": "2"}), "kubectl")
+
+
+def test_transition_only_covers_fields_in_last_applied() -> None:
+    live = client_side_applied({"a": "1"})
+    edited = copy.deepcopy(live)
+    edited["data"]["b"] = "x"
+    record_update(live, edited, "editor", list_keys=CM_KEYS, now="T1")
+    with pytest.raises(ApplyConflict) as info:
+        do_apply(edited, cm({"a": "2", "b": "y"}), "kubectl")
+    assert info.value.conflicts == [("editor", ".data.b")]
+
+
+def test_managed_fields_entries_are_ordered_like_the_apiserver() -> None:
+    obj = cm({"a": "1"})
+    record_update(None, obj, "creator", list_keys=CM_KEYS, now="2026-01-01T00:00:01Z")
+    obj = do_apply(obj, cm({"b": "1"}), "zed", now="2026-01-01T00:00:03Z")
+    obj = do_apply(obj, cm({"c": "1"}), "amy", now="2026-01-01T00:00:02Z")
+    order = [(e["manager"], e["operation"]) for e in obj["metadata"]["managedFields"]]
+    assert order == [("amy", "Apply"), ("zed", "Apply"), ("creator", "Update")]

@@ -155,7 +155,7 @@ def test_naive_now_is_taken_as_utc() -> None:
     assert cells(table) == [["a", "30s"]]
 
 
-CRD_COLUMNS = [
+CRD_COLUMNS: list[dict[str, Any]] = [
     {"name": "Class", "type": "string", "jsonPath": ".spec.className"},
     {"name": "Ports", "type": "string", "jsonPath": ".spec.ports[*].port", "priority": 1},
     {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
@@ -182,7 +182,7 @@ def test_crd_printer_columns() -> None:
     assert table["columnDefinitions"][7]["description"] == "when"
     assert "jsonPath" not in table["columnDefinitions"][1]
     assert cells(table) == [
-        ["l1", "external", "80 443", 2, 1.0, False, "True", "3d", "90s"],
+        ["l1", "external", "80", 2, 1.0, False, "True", "3d", "90s"],
         ["l2", None, None, None, None, None, None, "<invalid>", "10s"],
     ]
 
@@ -199,8 +199,8 @@ def test_string_column_prints_non_strings_like_go() -> None:
         {"name": "L", "type": "string", "jsonPath": ".spec.l"},
         {"name": "B", "type": "string", "jsonPath": ".spec.b"},
     ]
-    o = item("a", 1, spec={"n": 5, "m": {"b": 1, "a": "x"}, "l": ["p", 2], "b": True})
-    assert cells(render_table([o], columns=columns, now=NOW, list_meta={})) == [["a", "5", "map[a:x b:1]", "[p 2]", "true"]]
+    o = item("a", 1, spec={"n": 1e6, "m": {"b": 1.5, "a": "x"}, "l": ["p", 2], "b": True})
+    assert cells(render_table([o], columns=columns, now=NOW, list_meta={})) == [["a", "1e+06", "map[a:x b:1.5]", "[p 2]", "true"]]
 
 
 @pytest.mark.parametrize(
@@ -477,6 +477,13 @@ def test_openapi_group_version_paths_carry_gvk_and_field_validation() -> None:
     patch = doc["paths"][item_path]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "listeners.stackable.tech", "version": "v1alpha1", "kind": "Listener"}
     assert {"name": "fieldValidation", "in": "query"}.items() <= next(p for p in patch["parameters"] if p["name"] == "fieldValidation").items()
+    # No strategic merge patch is advertised: kubectl then sends a merge patch for custom resources (and uses its
+    # compiled-in types for built-ins) instead of computing a patch from schemas these documents do not carry.
+    assert set(patch["requestBody"]["content"]) == {
+        "application/apply-patch+yaml",
+        "application/json-patch+json",
+        "application/merge-patch+json",
+    }
     assert doc["paths"][cluster_item]["patch"]["x-kubernetes-group-version-kind"]["kind"] == "ListenerClass"
     assert [p["name"] for p in doc["paths"][cluster_item]["parameters"]] == ["name"]
     assert [p["name"] for p in doc["paths"][item_path]["parameters"]] == ["name", "namespace"]

@@ -18,7 +18,7 @@ from kubesim.errors import ApiError
 
 from .apitypes import Api
 from .context import CSI_NODES, NODES, PODS, WATCHED, Context, Options
-from .csi_client import socket_path_of
+from .csi_client import UNIX_PATH_MAX, socket_path_of
 from .deployment import DeploymentController
 from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
@@ -27,6 +27,7 @@ from .kubelet import FINALIZER, Kubelet
 from .loadbalancer import LoadBalancerController
 from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
 from .objects import check_dns_subdomain, condition_true, name_of, set_condition
+from .plugin_watch import SocketWatcher
 from .provisioner import Provisioner
 from .scheduler import Scheduler
 from .statefulset import StatefulSetController
@@ -46,7 +47,9 @@ class Cluster:
     ExternalIP 127.0.2.N), ``node_internal_dns`` (False: give every node InternalDNS ``<name>.kubesim.internal``),
     ``load_balancer_ips`` (IPs, ``a-b`` ranges or CIDRs; default 127.0.3.1-127.0.3.254),
     ``load_balancer_hostnames`` (default none), ``mount_backoff`` / ``provision_backoff`` ((initial, max)
-    seconds), ``rpc_timeout``, ``plugin_wait_timeout``.
+    seconds), ``rpc_timeout``, ``plugin_wait_timeout``, ``discover_plugins`` (True: plugins whose sockets appear
+    at ``plugin_socket_path`` / ``controller_socket_path`` are registered without any call, as kubelet's plugin
+    watcher and a co-located external-provisioner would).
     """
 
     def __init__(self, api: Api, *, state_dir: Path, nodes: int = 0, **options: Any) -> None:
@@ -68,6 +71,8 @@ class Cluster:
         self.scheduler: Scheduler | None = None
         self.provisioner: Provisioner | None = None
         self._controllers: list[Any] = []
+        self._controller_watcher: SocketWatcher | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def api(self) -> Api:
@@ -109,6 +114,11 @@ class Cluster:
         for controller in self._controllers:
             controller.start()
         self._started = True
+        if self.ctx.options.discover_plugins:
+            self._controller_watcher = SocketWatcher(
+                self.ctx.state_dir / "controller", self._controller_socket_added, lambda driver, socket: None
+            )
+            self._controller_watcher.start()
         for _ in range(self._initial_nodes):
             await self.add_node()
 
@@ -117,6 +127,14 @@ class Cluster:
         if not self._started:
             return
         self._started = False
+        if self._controller_watcher is not None:
+            self._controller_watcher.stop()
+            self._controller_watcher = None
+        for task in list(self._background):
+            task.cancel()
+        for task in list(self._background):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         for kubelet in self._kubelets.values():
             await kubelet.stop()
         for controller in self._controllers:
@@ -168,7 +186,7 @@ class Cluster:
             external_ip = f"{EXTERNAL_NETWORK}{index}"
         if internal_dns is None and self.ctx.options.node_internal_dns:
             internal_dns = f"{name}.kubesim.internal"
-        socket_path_of(str(self.ctx.kubelet_dir(name) / "plugins" / ("x" * 24) / "csi.sock"))
+        _check_socket_room(self.ctx.kubelet_dir(name))
         try:
             await create_node(
                 self.ctx.api,
@@ -284,7 +302,37 @@ class Cluster:
     async def register_node_plugin(self, node: str, driver: str, endpoint: str) -> None:
         """Register a node plugin as node-driver-registrar + kubelet do (waits until the plugin answers)."""
         self._require_started()
-        await self._kubelet(node).register_plugin(driver, endpoint)
+        await self._kubelet(node).registry.register(driver, endpoint)
+
+    def controller_socket_path(self, driver: str) -> Path:
+        """``<state_dir>/controller/<driver>/csi.sock``: a controller plugin listening here is found automatically."""
+        check_dns_subdomain(driver, "CSI driver name")
+        path = self.ctx.state_dir / "controller" / driver / "csi.sock"
+        socket_path_of(str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _controller_socket_added(self, driver: str, socket: Path) -> None:
+        try:
+            check_dns_subdomain(driver, "CSI driver name")
+        except ValueError as error:
+            log.warning("ignoring controller plugin socket %s: %s", socket, error)
+            return
+        task = asyncio.create_task(self._auto_register_controller(driver, f"unix://{socket}"))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _auto_register_controller(self, driver: str, endpoint: str) -> None:
+        assert self.provisioner is not None
+        current = self.provisioner.plugins.get(driver)
+        if current is not None and current.connection.endpoint == endpoint:
+            return  # registered explicitly already
+        try:
+            await self.register_controller_plugin(driver, endpoint)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.warning("registering controller plugin %s at %s failed: %s", driver, endpoint, error)
 
     async def register_controller_plugin(self, driver: str, endpoint: str) -> None:
         """Attach the external-provisioner to a controller plugin (waits until it answers)."""
@@ -292,3 +340,18 @@ class Cluster:
         check_dns_subdomain(driver, "CSI driver name")
         assert self.provisioner is not None
         await self.provisioner.register(driver, endpoint)
+
+
+DRIVER_NAME_RESERVE = 24
+
+
+def _check_socket_room(kubelet_dir: Path) -> None:
+    """Fail early when plugin sockets under this kubelet directory could not hold a typical driver name."""
+    fixed = len(str(kubelet_dir / "plugins").encode()) + len("/") + len("/csi.sock")
+    room = UNIX_PATH_MAX - fixed
+    if room < DRIVER_NAME_RESERVE:
+        raise ValueError(
+            f"kubelet directory {kubelet_dir} leaves {max(room, 0)} bytes for CSI driver names in plugin socket paths "
+            f"(Unix sockets are limited to {UNIX_PATH_MAX} bytes); use a shorter state directory, e.g. "
+            "tempfile.mkdtemp(prefix='ks', dir='/tmp')"
+        )

@@ -49,6 +49,7 @@ class Options:
     provision_backoff: tuple[float, float] = (0.05, 5.0)
     rpc_timeout: float = 10.0
     plugin_wait_timeout: float = 30.0
+    discover_plugins: bool = True
 
 
 class PodIpAllocator:

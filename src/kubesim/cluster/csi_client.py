@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -54,3 +56,19 @@ class CsiConnection:
 
     async def close(self) -> None:
         await self.channel.close(None)
+
+
+async def wait_for_plugin(connection: CsiConnection, wait: float, rpc_timeout: float) -> str:
+    """``GetPluginInfo`` until the plugin answers (its socket may not exist yet), at most ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    while True:
+        try:
+            return await connection.plugin_name(rpc_timeout)
+        except grpc.aio.AioRpcError as error:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"CSI plugin at {connection.endpoint} did not answer within {wait}s: {error.details()}"
+                ) from error
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)

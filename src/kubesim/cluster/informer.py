@@ -102,11 +102,17 @@ class Informer:
                     await self._relist()
                     need_list = False
                     self._synced.set()
+                received = False
                 async for event, obj in self.api.watch(
                     self.resource, resource_version=self._resource_version
                 ):
+                    received = True
                     self._apply(event, obj)
-                delay = 0.05
+                if received:
+                    delay = 0.05
+                else:  # a watch that closes at once: do not spin
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
             except asyncio.CancelledError:
                 raise
             except ApiError as error:

@@ -1,8 +1,7 @@
-"""One simulated kubelet per node: CSI node-plugin registration and the volume/Pod lifecycle.
+"""One simulated kubelet per node: the volume and status lifecycle of the Pods bound to it.
 
-Registration follows node-driver-registrar + kubelet: ``GetPluginInfo`` and ``NodeGetInfo`` on the plugin
-socket, the topology keys go into the CSINode object and the topology segments into Node labels. For each Pod
-bound to the node the kubelet waits for its claims to be bound, calls ``NodeStageVolume`` (if offered) and
+Plugin registration lives in ``plugins.PluginRegistry``. For each Pod bound to the node the kubelet waits for
+its claims to be bound, calls ``NodeStageVolume`` (if offered) and
 ``NodePublishVolume`` into ``<kubelet_dir>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount``, retries failures
 with backoff and ``FailedMount`` Events, and then reports the Pod Running and Ready. A deleted Pod is kept by
 the finalizer ``kubesim.io/kubelet`` until every volume is unpublished.
@@ -14,7 +13,6 @@ import asyncio
 import json
 import logging
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,23 +22,22 @@ import grpc
 from csi_proto import csi_pb2
 from kubesim.errors import ApiError
 
-from .context import CSI_DRIVERS, CSI_NODES, NODES, PODS, PVCS, PVS, Context
-from .csi_client import CsiConnection, grpc_error_text, socket_path_of
+from .context import CSI_DRIVERS, PODS, PVCS, PVS, Context
+from .csi_client import grpc_error_text
 from .events import EventRecorder
 from .informer import Key
 from .objects import (
     Obj,
-    check_dns_subdomain,
     controller_of,
     is_terminating,
     name_of,
     now,
-    owner_reference,
     set_condition,
     short_hash,
     uid_of,
     without_times,
 )
+from .plugins import PluginRegistry
 from .provisioner import volume_capabilities
 from .workqueue import Reconciler, Retry
 
@@ -55,15 +52,6 @@ POD_INFO = {
     "service_account": "csi.storage.k8s.io/serviceAccount.name",
     "ephemeral": "csi.storage.k8s.io/ephemeral",
 }
-
-
-@dataclass
-class NodePlugin:
-    driver: str
-    endpoint: str
-    connection: CsiConnection
-    node_id: str
-    stage_unstage: bool
 
 
 @dataclass
@@ -93,7 +81,7 @@ class Kubelet:
         self.node = node
         self.host_ip = host_ip
         self.root = ctx.kubelet_dir(node)
-        self.plugins: dict[str, NodePlugin] = {}
+        self.registry = PluginRegistry(ctx, node, on_change=self.resync)
         self.pods: dict[str, PodState] = {}  # by Pod uid
         self.readiness: dict[str, bool] = {}  # by Pod uid; absent means ready
         self.events = EventRecorder(ctx.api, "kubelet", host=node)
@@ -106,18 +94,15 @@ class Kubelet:
 
     def start(self) -> None:
         (self.root / "pods").mkdir(parents=True, exist_ok=True)
-        (self.root / "plugins").mkdir(parents=True, exist_ok=True)
-        (self.root / "plugins_registry").mkdir(parents=True, exist_ok=True)
         self.running = True
         self.queue.start()
+        self.registry.start()
         self.resync()
 
     async def stop(self) -> None:
         self.running = False
+        await self.registry.stop()
         await self.queue.stop()
-        for plugin in self.plugins.values():
-            await plugin.connection.close()
-        self.plugins.clear()
 
     def resync(self) -> None:
         if not self.running:
@@ -137,108 +122,6 @@ class Kubelet:
     def set_ready(self, uid: str, key: Key, ready: bool) -> None:
         self.readiness[uid] = ready
         self.queue.add(key)
-
-    # ------------------------------------------------------------ registration
-
-    def plugin_socket_path(self, driver: str) -> Path:
-        check_dns_subdomain(driver, "CSI driver name")
-        path = self.root / "plugins" / driver / "csi.sock"
-        socket_path_of(str(path))  # raises a clear error when the path is too long for a Unix socket
-        return path
-
-    async def register_plugin(self, driver: str, endpoint: str) -> None:
-        check_dns_subdomain(driver, "CSI driver name")
-        connection = CsiConnection(endpoint)
-        timeout = self.ctx.options.rpc_timeout
-        try:
-            name = await _wait_for_plugin(connection, self.ctx.options.plugin_wait_timeout, timeout)
-            if name != driver:
-                raise ValueError(f"plugin at {endpoint} is {name!r}, not {driver!r}")
-            info = await connection.node.NodeGetInfo(csi_pb2.NodeGetInfoRequest(), timeout=timeout)
-            capabilities = await connection.node.NodeGetCapabilities(
-                csi_pb2.NodeGetCapabilitiesRequest(), timeout=timeout
-            )
-        except BaseException:
-            await connection.close()
-            raise
-        if not info.node_id:
-            await connection.close()
-            raise ValueError(f"plugin {driver!r} on node {self.node} returned an empty node_id")
-        rpcs = {cap.rpc.type for cap in capabilities.capabilities if cap.HasField("rpc")}
-        topology = dict(info.accessible_topology.segments)
-        await self._update_csi_node(driver, info.node_id, sorted(topology), int(info.max_volumes_per_node))
-        await self._update_node_labels(driver, info.node_id, topology)
-        registration = self.root / "plugins_registry" / f"{driver}-reg.json"
-        registration.write_text(json.dumps({"driver": driver, "endpoint": endpoint, "nodeID": info.node_id}))
-        old = self.plugins.get(driver)
-        self.plugins[driver] = NodePlugin(
-            driver=driver,
-            endpoint=endpoint,
-            connection=connection,
-            node_id=info.node_id,
-            stage_unstage=csi_pb2.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME in rpcs,
-        )
-        if old is not None:
-            await old.connection.close()
-        self.resync()
-
-    async def _update_csi_node(self, driver: str, node_id: str, keys: list[str], max_volumes: int) -> None:
-        entry: dict[str, Any] = {"name": driver, "nodeID": node_id, "topologyKeys": keys or None}
-        if max_volumes > 0:
-            entry["allocatable"] = {"count": min(max_volumes, 2**31 - 1)}
-        for _ in range(5):
-            current = self.ctx.informer(CSI_NODES).get(None, self.node)
-            try:
-                if current is None:
-                    current = await self.ctx.api.get(CSI_NODES, self.node)
-            except ApiError as error:
-                if error.code != 404:
-                    raise
-                node = await self.ctx.api.get(NODES, self.node)
-                body = {
-                    "apiVersion": "storage.k8s.io/v1",
-                    "kind": "CSINode",
-                    "metadata": {
-                        "name": self.node,
-                        "ownerReferences": [owner_reference(node, "v1", "Node", controller=False)],
-                    },
-                    "spec": {"drivers": [entry]},
-                }
-                try:
-                    await self.ctx.api.create(CSI_NODES, body)
-                    return
-                except ApiError as create_error:
-                    if create_error.code != 409:
-                        raise
-                    continue
-            drivers = [d for d in current.get("spec", {}).get("drivers") or [] if d.get("name") != driver]
-            drivers.append(entry)
-            updated = {**current, "spec": {**current.get("spec", {}), "drivers": drivers}}
-            try:
-                await self.ctx.api.update(CSI_NODES, updated)
-                return
-            except ApiError as error:
-                if error.code != 409:
-                    raise
-                current = await self.ctx.api.get(CSI_NODES, self.node)
-        raise RuntimeError(f"could not update CSINode {self.node}: conflicts")
-
-    async def _update_node_labels(self, driver: str, node_id: str, topology: dict[str, str]) -> None:
-        node = await self.ctx.api.get(NODES, self.node)
-        annotations = node.get("metadata", {}).get("annotations") or {}
-        try:
-            node_ids = json.loads(annotations.get(NODE_ID_ANNOTATION, "{}"))
-        except ValueError:
-            node_ids = {}
-        node_ids[driver] = node_id
-        labels = node.get("metadata", {}).get("labels") or {}
-        patch: dict[str, Any] = {
-            "metadata": {"annotations": {NODE_ID_ANNOTATION: json.dumps(node_ids, sort_keys=True)}}
-        }
-        missing = {k: v for k, v in topology.items() if labels.get(k) != v}
-        if missing:
-            patch["metadata"]["labels"] = missing
-        await self.ctx.api.patch(NODES, self.node, patch)
 
     # --------------------------------------------------------------- Pod sync
 
@@ -326,11 +209,8 @@ class Kubelet:
             if not csi:
                 self._make_plain_dir(pod, "kubernetes.io~local-volume", name, state)
                 return
-            readonly = (
-                bool(csi.get("readOnly") or volume["persistentVolumeClaim"].get("readOnly"))
-                if volume.get("persistentVolumeClaim")
-                else bool(csi.get("readOnly"))
-            )
+            claim_source = volume.get("persistentVolumeClaim") or {}
+            readonly = bool(csi.get("readOnly") or claim_source.get("readOnly"))
             await self._publish(
                 pod,
                 state,
@@ -400,7 +280,7 @@ class Kubelet:
         readonly: bool,
         ephemeral: bool,
     ) -> None:
-        plugin = self.plugins.get(driver)
+        plugin = self.registry.plugins.get(driver)
         if plugin is None:
             await self._failed_mount(
                 pod,
@@ -489,7 +369,7 @@ class Kubelet:
             return
         timeout = self.ctx.options.rpc_timeout
         for volume_name, published in list(state.published.items()):
-            plugin = self.plugins.get(published.driver)
+            plugin = self.registry.plugins.get(published.driver)
             if plugin is None:
                 raise Retry(
                     f"driver {published.driver} not registered; cannot unpublish {published.volume_id}"
@@ -604,19 +484,3 @@ def _same_status(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 def _kebab(kind: str) -> str:
     return "".join(f"-{c.lower()}" if c.isupper() else c for c in kind).lstrip("-")
-
-
-async def _wait_for_plugin(connection: CsiConnection, wait: float, rpc_timeout: float) -> str:
-    """``GetPluginInfo`` until the plugin answers (its socket may not exist yet), at most ``wait`` seconds."""
-    deadline = time.monotonic() + wait
-    delay = 0.02
-    while True:
-        try:
-            return await connection.plugin_name(rpc_timeout)
-        except grpc.aio.AioRpcError as error:
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"CSI plugin at {connection.endpoint} did not answer within {wait}s: {error.details()}"
-                ) from error
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)

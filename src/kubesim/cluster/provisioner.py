@@ -20,12 +20,13 @@ from csi_proto import csi_pb2
 from kubesim.errors import ApiError
 
 from .context import CSI_NODES, NODES, PVCS, PVS, STORAGE_CLASSES, Context
-from .csi_client import CsiConnection, grpc_error_text
+from .csi_client import CsiConnection, grpc_error_text, wait_for_plugin
 from .events import EventRecorder
 from .informer import Key
-from .objects import Obj, annotations_of, is_terminating, labels_of, name_of, parse_quantity, uid_of
+from .objects import Obj, annotations_of, is_terminating, name_of, parse_quantity, uid_of
 from .scheduler import SELECTED_NODE
 from .storage import storage_class_of
+from .topology import RequirementError, accessibility_requirements
 from .workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class Provisioner:
             "provisioner-volumes", self._reclaim, workers=2, backoff=ctx.options.provision_backoff
         )
         self._announced: set[str] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
         ctx.informer(PVCS).add_handler(self._on_claim)
         ctx.informer(PVS).add_handler(self._on_volume)
         for resource in (STORAGE_CLASSES, CSI_NODES):
@@ -105,21 +107,25 @@ class Provisioner:
 
     async def register(self, driver: str, endpoint: str) -> None:
         """Connect to the controller plugin as the sidecar does at start-up; waits for the socket."""
+        async with self._locks.setdefault(driver, asyncio.Lock()):
+            existing = self.plugins.get(driver)
+            if existing is not None and existing.connection.endpoint == endpoint:
+                await wait_for_plugin(
+                    existing.connection, self.ctx.options.plugin_wait_timeout, self.ctx.options.rpc_timeout
+                )
+                self._requeue_claims()
+                return
+            await self._register_locked(driver, endpoint)
+
+    async def _register_locked(self, driver: str, endpoint: str) -> None:
         connection = CsiConnection(endpoint)
-        deadline = time.monotonic() + self.ctx.options.plugin_wait_timeout
-        delay = 0.02
-        while True:
-            try:
-                name = await connection.plugin_name(self.ctx.options.rpc_timeout)
-                break
-            except grpc.aio.AioRpcError as error:
-                if time.monotonic() > deadline:
-                    await connection.close()
-                    raise RuntimeError(
-                        f"CSI controller plugin at {endpoint} did not answer: {error.details()}"
-                    ) from error
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
+        try:
+            name = await wait_for_plugin(
+                connection, self.ctx.options.plugin_wait_timeout, self.ctx.options.rpc_timeout
+            )
+        except BaseException:
+            await connection.close()
+            raise
         if name != driver:
             await connection.close()
             raise ValueError(f"plugin at {endpoint} is {name!r}, not {driver!r}")
@@ -211,7 +217,7 @@ class Provisioner:
             response = await plugin.connection.controller.CreateVolume(
                 request, timeout=self.ctx.options.rpc_timeout
             )
-        except (grpc.aio.AioRpcError, _RequirementError) as error:
+        except (grpc.aio.AioRpcError, RequirementError) as error:
             text = grpc_error_text(error) if isinstance(error, grpc.aio.AioRpcError) else str(error)
             await self.events.record(
                 pvc,
@@ -291,54 +297,13 @@ class Provisioner:
     def _accessibility(
         self, driver: str, selected_node: str | None, storage_class: Obj
     ) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-        """Requisite = the topology of every node with the driver's keys; preferred = same, selected node first."""
-        keys_by_node: dict[str, list[str]] = {}
-        for csi_node in self.ctx.informer(CSI_NODES).items():
-            for entry in csi_node.get("spec", {}).get("drivers") or []:
-                if entry.get("name") == driver:
-                    keys_by_node[name_of(csi_node)] = list(entry.get("topologyKeys") or [])
-        segments_by_node: dict[str, dict[str, str]] = {}
-        if selected_node:
-            keys = keys_by_node.get(selected_node)
-            node = self.ctx.informer(NODES).get(None, selected_node)
-            if keys is None or node is None:
-                raise _RequirementError(
-                    f'error generating accessibility requirements: no CSINode topology for driver "{driver}" '
-                    f'on selected node "{selected_node}"'
-                )
-            selected_segment = _segment(labels_of(node), keys)
-            if selected_segment is None:
-                raise _RequirementError(
-                    f"error generating accessibility requirements: node {selected_node} lacks topology labels {keys}"
-                )
-            for node_name, node_keys in keys_by_node.items():
-                other = self.ctx.informer(NODES).get(None, node_name)
-                if other is None or sorted(node_keys) != sorted(keys):
-                    continue
-                segment = _segment(labels_of(other), node_keys)
-                if segment is not None:
-                    segments_by_node[node_name] = segment
-            segments_by_node[selected_node] = selected_segment
-        else:
-            for node_name, node_keys in keys_by_node.items():
-                node = self.ctx.informer(NODES).get(None, node_name)
-                segment = _segment(labels_of(node), node_keys) if node is not None else None
-                if segment:
-                    segments_by_node[node_name] = segment
-        allowed = storage_class.get("allowedTopologies") or []
-        if allowed:
-            segments_by_node = {n: s for n, s in segments_by_node.items() if _allowed(s, allowed)}
-        unique: list[dict[str, str]] = []
-        for _, segment in sorted(segments_by_node.items()):
-            if segment not in unique:
-                unique.append(segment)
-        requisite = unique
-        if selected_node and selected_node in segments_by_node:
-            first = segments_by_node[selected_node]
-            preferred = [first] + [s for s in unique if s != first]
-        else:
-            preferred = list(unique)
-        return requisite, preferred
+        return accessibility_requirements(
+            driver,
+            selected_node,
+            storage_class,
+            self.ctx.informer(CSI_NODES).items(),
+            {name_of(n): n for n in self.ctx.informer(NODES).items()},
+        )
 
     def _volume_object(
         self, pvc: Obj, storage_class: Obj, plugin: ControllerPlugin, pv_name: str, volume: Any
@@ -470,27 +435,3 @@ class Provisioner:
         except ApiError as error:
             if error.code != 404:
                 raise
-
-
-class _RequirementError(Exception):
-    """The accessibility requirements cannot be built yet (e.g. the node plugin has not registered)."""
-
-
-def _segment(labels: dict[str, str], keys: list[str]) -> dict[str, str] | None:
-    if not keys:
-        return None
-    if any(key not in labels for key in keys):
-        return None
-    return {key: labels[key] for key in keys}
-
-
-def _allowed(segment: dict[str, str], allowed_topologies: list[dict[str, Any]]) -> bool:
-    for term in allowed_topologies:
-        expressions = term.get("matchLabelExpressions") or []
-        if all(
-            segment.get(e.get("key", "")) in (e.get("values") or [])
-            for e in expressions
-            if e.get("key") in segment
-        ):
-            return True
-    return False

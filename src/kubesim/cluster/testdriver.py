@@ -256,7 +256,7 @@ async def deploy(
             "reclaimPolicy": "Delete",
         },
     )
-    controller_endpoint = f"unix://{cluster.state_dir / 'controller' / driver.name / 'csi.sock'}"
+    controller_endpoint = f"unix://{cluster.controller_socket_path(driver.name)}"
     await driver.serve_controller(controller_endpoint)
     await cluster.register_controller_plugin(driver.name, controller_endpoint)
     for node in cluster.nodes:

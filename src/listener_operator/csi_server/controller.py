@@ -15,7 +15,7 @@ import grpc
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import TOPOLOGY_KEY_HOSTNAME
-from listener_operator.csi_server.errors import KUBE_ERRORS, CsiError, api_error_code, csi_rpc
+from listener_operator.csi_server.errors import KUBE_ERRORS, CsiError, api_error_code, csi_rpc, error_chain
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, PVC
 from listener_operator.csi_server.reporting import EventPublisher, object_reference, publish_warning
 from listener_operator.csi_server.volume_context import ListenerSelector, check_object_name, decode_selector
@@ -103,7 +103,7 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
             listener_class = await self._get_class(class_name, source)
         except CsiError as error:
             if error.user_error:
-                await publish_warning(self._events, pvc_ref, reason="InvalidListenerVolume", note=str(error),
+                await publish_warning(self._events, pvc_ref, reason="InvalidListenerVolume", note=error_chain(error),
                                       action="Provision")
             raise
         topology = pinned_topology(listener_class, request.accessibility_requirements)

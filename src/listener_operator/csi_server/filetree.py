@@ -112,6 +112,17 @@ def _remove(name: str, dir_fd: int) -> None:
         pass
 
 
+def _retire(name: str, dir_fd: int) -> None:
+    """Remove an old version: first rename it away in one step, so a reader still using its path gets "not found"
+    and re-resolves, instead of listing a directory that is being emptied."""
+    doomed = f"{_HIDDEN_PREFIX}del-{secrets.token_hex(6)}"
+    try:
+        os.rename(name, doomed, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    _remove(doomed, dir_fd)
+
+
 def _set_link(name: str, link_target: str, dir_fd: int) -> bool:
     """Point the symbolic link ``name`` at ``link_target`` with one atomic rename; False if it already does."""
     if _readlink(name, dir_fd) == link_target:
@@ -172,7 +183,7 @@ def write_address_tree(target: Path, addresses: Sequence[PublishedAddress]) -> b
             changed = True
         for name in os.listdir(dir_fd):
             if name.startswith(_HIDDEN_PREFIX) and name not in (DATA_LINK, version):
-                _remove(name, dir_fd)
+                _retire(name, dir_fd)
                 changed = True
         return changed
     finally:

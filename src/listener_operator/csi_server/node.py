@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,15 @@ from listener_operator.csi_server.controller import check_volume_capabilities
 from listener_operator.csi_server.errors import KUBE_ERRORS, CsiError, api_error_code, csi_rpc, error_chain
 from listener_operator.csi_server.filetree import published_addresses, remove_tree, write_address_tree
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
-from listener_operator.csi_server.reporting import EventPublisher, publish_warning
-from listener_operator.csi_server.validation import InvalidVolumeInput, check_port_name, resolve_target_path
+from listener_operator.csi_server.objects import (
+    meta,
+    per_volume_listener,
+    pod_listeners_entry,
+    pod_uid_from_target,
+    pod_volume_for_claim,
+)
+from listener_operator.csi_server.reporting import EventPublisher, object_reference, publish_warning
+from listener_operator.csi_server.validation import InvalidVolumeInput, resolve_target_path
 from listener_operator.csi_server.volume_context import (
     CONTEXT_EPHEMERAL,
     CONTEXT_POD_NAME,
@@ -58,7 +65,7 @@ from listener_operator.listener_controller.addresses import (
 )
 from listener_operator.runtime.api import JsonDict, KubeApi
 
-__all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService", "listener_ports", "pod_volume_for_claim"]
+__all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService"]
 
 log = logging.getLogger(__name__)
 
@@ -68,60 +75,6 @@ DEFAULT_LISTENER_WAIT_SECONDS = 5.0
 _MAX_VOLUMES = 2**63 - 1
 
 _Context = grpc.aio.ServicerContext[Any, Any]
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
-def listener_ports(pod: Mapping[str, Any]) -> list[JsonDict]:
-    """The Listener ports of LO §7.3: every containerPort of the regular containers, unnamed ones as ``port-<n>``.
-
-    Identical entries from several containers collapse into one; one name used for different ports or protocols
-    is refused, because the Service could not be built from it.
-    """
-    ports: dict[str, JsonDict] = {}
-    for container in ((pod.get("spec") or {}).get("containers") or []):
-        for container_port in container.get("ports") or []:
-            number = container_port.get("containerPort")
-            name = container_port.get("name") or f"port-{number}"
-            entry: JsonDict = {"name": name, "port": number}
-            if container_port.get("protocol"):
-                entry["protocol"] = container_port["protocol"]
-            try:
-                check_port_name(name)
-            except InvalidVolumeInput as error:
-                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                               f"container {container.get('name')!r} has an unusable port") from error
-            previous = ports.get(name)
-            if previous is not None and (previous.get("port"), previous.get("protocol", "TCP")) != (
-                    number, entry.get("protocol", "TCP")):
-                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                               f"port name {name!r} is used for different ports in the Pod's containers")
-            ports.setdefault(name, entry)
-    return list(ports.values())
-
-
-def pod_volume_for_claim(pod: Mapping[str, Any], claim_name: str) -> str | None:
-    """The name of the Pod volume backed by PVC ``claim_name`` (a claim reference or a generic ephemeral volume)."""
-    pod_name = _meta(pod).get("name")
-    for volume in ((pod.get("spec") or {}).get("volumes") or []):
-        claim = volume.get("persistentVolumeClaim")
-        if isinstance(claim, Mapping) and claim.get("claimName") == claim_name:
-            return str(volume["name"])
-        if volume.get("ephemeral") is not None and f"{pod_name}-{volume.get('name')}" == claim_name:
-            return str(volume["name"])
-    return None
-
-
-def _pod_uid_from_target(target: Path, kubelet_dir: Path) -> str | None:
-    """kubelet's layout is ``<kubelet dir>/pods/<pod uid>/volumes/...``; None for any other path."""
-    try:
-        parts = target.relative_to(kubelet_dir.resolve()).parts
-    except ValueError:
-        return None
-    return parts[1] if len(parts) > 2 and parts[0] == "pods" else None
 
 
 @dataclass(frozen=True)
@@ -241,9 +194,9 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         pvc = await self._get(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
                               self._api.get(PVC, claim_name, p.pod_namespace))
         pod = await self._get(f"Pod {p.pod_namespace}/{p.pod_name}", self._api.get(POD, p.pod_name, p.pod_namespace))
-        if p.pod_uid and _meta(pod).get("uid") != p.pod_uid:
+        if p.pod_uid and meta(pod).get("uid") != p.pod_uid:
             raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"Pod {p.pod_namespace}/{p.pod_name} was replaced (uid {_meta(pod).get('uid')}, "
+                           f"Pod {p.pod_namespace}/{p.pod_name} was replaced (uid {meta(pod).get('uid')}, "
                            f"kubelet asked for {p.pod_uid})")
         volume_name = pod_volume_for_claim(pod, claim_name)
         if volume_name is None:
@@ -251,7 +204,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                            f"Pod {p.pod_namespace}/{p.pod_name} has no volume using PersistentVolumeClaim {claim_name}")
 
         listener = await self._resolve_listener(p, pv, pvc, pod)
-        listener_name = str(_meta(listener).get("name"))
+        listener_name = str(meta(listener).get("name"))
         await self._label_pv(pv, p.pod_namespace, listener_name)
         await self._label_pod(pod, listener)
 
@@ -280,22 +233,8 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if p.selector.mode == "name":
             return await self._get(f"Listener {p.pod_namespace}/{p.selector.value}",
                                    self._api.get(LISTENER, p.selector.value, p.pod_namespace))
-        pv_meta, pvc_meta = _meta(pv), _meta(pvc)
-        name = str(pvc_meta.get("name"))
-        metadata: JsonDict = {
-            "name": name,
-            "namespace": p.pod_namespace,
-            "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolume", "name": pv_meta.get("name"),
-                                 "uid": pv_meta.get("uid")}],
-        }
-        if pvc_meta.get("labels"):
-            metadata["labels"] = dict(pvc_meta["labels"])
-        body: JsonDict = {
-            "apiVersion": LISTENER.api_version,
-            "kind": LISTENER.kind,
-            "metadata": metadata,
-            "spec": {"className": p.selector.value, "ports": listener_ports(pod), "publishNotReadyAddresses": True},
-        }
+        body = per_volume_listener(pv, pvc, pod, namespace=p.pod_namespace, class_name=p.selector.value)
+        name = str(body["metadata"]["name"])
         try:
             return await self._api.apply(LISTENER, body, name=name, namespace=p.pod_namespace,
                                          field_manager=FIELD_MANAGER_VOLUME, force=True)
@@ -307,10 +246,10 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def _label_pv(self, pv: JsonDict, listener_namespace: str, listener_name: str) -> None:
         """The reservation labels the controller reads for NodePort discovery (LO §7.2 step 6), by SSA."""
         wanted = {PV_LABEL_LISTENER_NAMESPACE: listener_namespace, PV_LABEL_LISTENER_NAME: listener_name}
-        labels = _meta(pv).get("labels") or {}
+        labels = meta(pv).get("labels") or {}
         if all(labels.get(k) == v for k, v in wanted.items()):
             return
-        name = str(_meta(pv).get("name"))
+        name = str(meta(pv).get("name"))
         body: JsonDict = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": wanted}}
         try:
             await self._api.apply(PV, body, name=name, field_manager=FIELD_MANAGER_VOLUME, force=True)
@@ -319,15 +258,15 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
 
     async def _label_pod(self, pod: JsonDict, listener: JsonDict) -> None:
         """Merge-patch the mount label so the Listener's Service selects this Pod (LO §7.2 step 7)."""
-        listener_meta = _meta(listener)
+        listener_meta = meta(listener)
         try:
             key = mount_label_key(str(listener_meta.get("uid") or ""))
         except ValueError as error:
             raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, "cannot build the Pod mount label") from error
         value = str(listener_meta.get("name"))
-        if (_meta(pod).get("labels") or {}).get(key) == value:
+        if (meta(pod).get("labels") or {}).get(key) == value:
             return
-        name, namespace = str(_meta(pod).get("name")), str(_meta(pod).get("namespace"))
+        name, namespace = str(meta(pod).get("name")), str(meta(pod).get("namespace"))
         try:
             await self._api.merge_patch(POD, {"metadata": {"labels": {key: value}}}, name=name, namespace=namespace)
         except KUBE_ERRORS as error:
@@ -340,15 +279,21 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         addresses = await compute(listener)
         if addresses or self._listener_wait <= 0:
             return listener, addresses
-        name = str(_meta(listener).get("name"))
+        name = str(meta(listener).get("name"))
+        listener_reference = object_reference(listener)
+        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener).
         await publish_warning(self._events, p.pod_reference, reason="ListenerNotReady",
                               note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
-                                   "volume can be published", action="PublishVolume")
+                                   "volume can be published", action="PublishVolume", related=listener_reference)
+        await publish_warning(self._events, listener_reference, reason="MountWaiting",
+                              note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
+                                   "this Listener has an address in its status", action="PublishVolume",
+                              related=p.pod_reference)
         try:
             async with asyncio.timeout(self._listener_wait):
                 async for event, obj in self._client.watch(
                         Listener, namespace=p.pod_namespace, fields={"metadata.name": name},
-                        resource_version=_meta(listener).get("resourceVersion"),
+                        resource_version=meta(listener).get("resourceVersion"),
                         server_timeout=max(1, int(self._listener_wait) + 1)):
                     if event == "DELETED":
                         break
@@ -368,7 +313,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         class_cache: dict[str, JsonDict] = {}
 
         async def compute(listener: JsonDict) -> list[JsonDict]:
-            listener_meta = _meta(listener)
+            listener_meta = meta(listener)
             listener_id = f"Listener {listener_meta.get('namespace')}/{listener_meta.get('name')}"
             status = listener.get("status") or {}
             try:
@@ -378,7 +323,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                 node_name = (pod.get("spec") or {}).get("nodeName")
                 if not node_name:
                     raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                                   f"Pod {_meta(pod).get('namespace')}/{_meta(pod).get('name')} has not been "
+                                   f"Pod {meta(pod).get('namespace')}/{meta(pod).get('name')} has not been "
                                    "scheduled")
                 class_name = (listener.get("spec") or {}).get("className")
                 if not class_name:
@@ -401,16 +346,8 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
 
     async def _upsert_pod_listeners(self, pod: JsonDict, volume_name: str, entry: JsonDict) -> None:
         """Create ``pod-<uid>`` or merge this volume's entry into it (LO §7.5); no write if already equal."""
-        pod_meta = _meta(pod)
-        namespace, uid = str(pod_meta.get("namespace")), str(pod_meta.get("uid"))
-        name = f"pod-{uid}"
-        body: JsonDict = {
-            "apiVersion": POD_LISTENERS.api_version,
-            "kind": POD_LISTENERS.kind,
-            "metadata": {"name": name, "namespace": namespace, "ownerReferences": [
-                {"apiVersion": "v1", "kind": "Pod", "name": pod_meta.get("name"), "uid": uid}]},
-            "spec": {"listeners": {volume_name: entry}},
-        }
+        body = pod_listeners_entry(pod, volume_name, entry)
+        name, namespace = str(body["metadata"]["name"]), str(body["metadata"]["namespace"])
         errors: list[BaseException] = []
         try:
             existing = await self._api.get(POD_LISTENERS, name, namespace)
@@ -453,7 +390,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             await asyncio.to_thread(remove_tree, target)
         except OSError as error:
             raise CsiError(grpc.StatusCode.INTERNAL, f"failed to remove {target}") from error
-        pod_uid = _pod_uid_from_target(target, self._kubelet_dir)
+        pod_uid = pod_uid_from_target(target, self._kubelet_dir)
         if pod_uid is not None:
             try:
                 await self._forget_pod_listener(request.volume_id, pod_uid)
@@ -478,7 +415,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         name = f"pod-{pod_uid}"
         try:
             pod_listeners = await self._api.get(POD_LISTENERS, name, str(namespace))
-            owner = next((o for o in _meta(pod_listeners).get("ownerReferences") or []
+            owner = next((o for o in meta(pod_listeners).get("ownerReferences") or []
                           if o.get("kind") == "Pod" and o.get("uid") == pod_uid), None)
             if owner is None:
                 return
@@ -487,7 +424,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             if api_error_code(error) == 404:
                 return
             raise
-        if _meta(pod).get("uid") != pod_uid:
+        if meta(pod).get("uid") != pod_uid:
             return
         volume_name = pod_volume_for_claim(pod, str(claim_name))
         listeners = (pod_listeners.get("spec") or {}).get("listeners") or {}

@@ -11,6 +11,7 @@ import signal
 
 from listener_operator.csi_server.node import DEFAULT_LISTENER_WAIT_SECONDS
 from listener_operator.csi_server.server import node_servicers, socket_path_from_endpoint, start_csi_server
+from listener_operator.observability import LOG_FORMATS, setup_logging
 
 __all__ = ["add_arguments", "run"]
 
@@ -31,9 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                            "~/.kube/config)")
     parser.add_argument("--listener-wait-seconds", type=float, default=DEFAULT_LISTENER_WAIT_SECONDS,
                         help="how long a mount waits for a Listener address before failing with UNAVAILABLE")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=os.environ.get("CONSOLE_LOG_FORMAT", "plain"),
+                        help="console log format (env CONSOLE_LOG_FORMAT)")
+    parser.add_argument("--log-level", default=os.environ.get("CONSOLE_LOG_LEVEL", "INFO"),
+                        help="console log level (env CONSOLE_LOG_LEVEL)")
 
 
 async def run(args: argparse.Namespace) -> int:
+    setup_logging(args.log_format, args.log_level)
     if not args.csi_endpoint:
         log.error("--csi-endpoint (or CSI_ENDPOINT) is required")
         return 2

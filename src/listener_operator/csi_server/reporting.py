@@ -24,11 +24,11 @@ class EventPublisher(Protocol):
 
 
 async def publish_warning(events: EventPublisher | None, regarding: Mapping[str, Any], *, reason: str, note: str,
-                          action: str) -> None:
+                          action: str, related: Mapping[str, Any] | None = None) -> None:
     """Publish a Warning Event if a recorder is configured; never raises (an Event must not fail a CSI call)."""
     if events is None:
         return
     try:
-        await events.publish(regarding, type="Warning", reason=reason, note=note[:1024], action=action)
+        await events.publish(regarding, type="Warning", reason=reason, note=note, action=action, related=related)
     except Exception:  # the recorder promises not to raise; be defensive anyway
         log.warning("could not publish Event %s on %s", reason, regarding, exc_info=True)

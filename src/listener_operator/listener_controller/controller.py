@@ -33,7 +33,7 @@ from listener_operator.constants import (
     PV_LABEL_LISTENER_NAME,
     PV_LABEL_LISTENER_NAMESPACE,
 )
-from listener_operator.crd.models import ServiceType
+from listener_operator.crd.models import AddressType, ServiceType
 from listener_operator.listener_controller.addresses import (
     ListenerAddresses,
     class_address_type,
@@ -77,11 +77,16 @@ class ListenerClassNotFoundError(ListenerError):
 
 
 class ApiRejectedError(ListenerError):
-    """The API server refused a write; ``reason`` is set per step (ApplyService, DeleteOrphans, ApplyStatus)."""
+    """The API server refused a write; ``step_reason`` names the step (ApplyService, DeleteOrphans, ApplyStatus).
 
-    def __init__(self, reason: str, message: str) -> None:
+    ``retry`` is False when the server judged the object itself invalid (400, 422): retrying the same object cannot
+    help, and a change of the Listener or its class triggers a new reconcile anyway.
+    """
+
+    def __init__(self, reason: str, message: str, failure: ApiFailure) -> None:
         super().__init__(message)
         self.step_reason = reason
+        self.retry = failure.code not in (400, 422)
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -152,7 +157,8 @@ def _node_addresses_changed(old: JsonDict | None, new: JsonDict | None) -> bool:
 
 class ListenerController:
     def __init__(self, api: KubeApi, *, recorder: EventRecorder, cluster_domain: str, workers: int = 8,
-                 metrics: Metrics | None = None, error_backoff: ExponentialBackoff | None = None) -> None:
+                 metrics: Metrics | None = None, error_backoff: ExponentialBackoff | None = None,
+                 resync_seconds: float | None = None) -> None:
         self.api = api
         self.recorder = recorder
         self.cluster_domain = cluster_domain
@@ -178,7 +184,8 @@ class ListenerController:
         self._listener_nodes: dict[str, set[str]] = {}
 
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
-        self.controller = Controller("listener", self.listeners, self._reconcile_key, workers=workers, queue=queue)
+        self.controller = Controller("listener", self.listeners, self._reconcile_key, workers=workers, queue=queue,
+                                     resync_seconds=resync_seconds)
         self.controller.watches(self.services, lambda s: {object_key(s), *_owner_listener_keys(s)})
         self.controller.watches(self.classes, lambda c: [
             object_key(lst) for lst in self.listeners.by_index("class", str(_meta(c).get("name")))])
@@ -260,7 +267,7 @@ class ListenerController:
             await self._reconcile(listener)
         except ListenerError as error:
             await self._report_failure(listener, error)
-            if isinstance(error, ApiRejectedError):
+            if isinstance(error, ApiRejectedError) and error.retry:
                 raise  # API trouble: retry with backoff
             return _FAILED  # a spec/class/ownership problem: the watches bring the change that fixes it
         log.debug("Reconciled Listener %s", key)
@@ -285,7 +292,7 @@ class ListenerController:
                                                field_manager=FIELD_MANAGER_SERVICE, force=True)
             except ApiFailure as failure:
                 raise ApiRejectedError("ApplyService", f"the API server rejected Service {key}: "
-                                                       f"{failure.message}") from failure
+                                                       f"{failure.message}", failure) from failure
             self._written_services.remember(service)
         assert service is not None
 
@@ -302,7 +309,7 @@ class ListenerController:
         status = self._status(listener, service, class_spec.service_type, addresses)
         await self._apply_status(listener, status)
 
-    def _addresses(self, key: str, service_type: ServiceType, service: JsonDict, preferred: Any
+    def _addresses(self, key: str, service_type: ServiceType, service: JsonDict, preferred: AddressType
                    ) -> ListenerAddresses:
         if service_type is not ServiceType.NODE_PORT:
             self._set_node_users(key, ())
@@ -329,8 +336,8 @@ class ListenerController:
                 if failure.code in (404, 409):
                     continue  # already gone, or replaced by another object of that name
                 raise ApiRejectedError("DeleteOrphans", f"could not delete orphaned Service "
-                                                        f"{namespace}/{meta.get('name')}: {failure.message}"
-                                       ) from failure
+                                                        f"{namespace}/{meta.get('name')}: {failure.message}",
+                                       failure) from failure
 
     # ---- status --------------------------------------------------------------------------------------------------
     def _status(self, listener: JsonDict, service: JsonDict, service_type: ServiceType,
@@ -346,6 +353,9 @@ class ListenerController:
         elif service_type is ServiceType.LOAD_BALANCER:
             state, reason = "False", "AwaitingLoadBalancer"
             message = f"waiting for a load balancer to report an address for Service {_meta(service).get('name')}"
+        elif service_type is ServiceType.CLUSTER_IP:
+            state, reason = "False", "AwaitingClusterIP"
+            message = f"Service {_meta(service).get('name')} has no cluster IP yet"
         else:
             state, reason = "False", "NoBackingNodes"
             message = "no Pod using this Listener runs on a node yet, and no volume is pinned to a node"
@@ -391,7 +401,7 @@ class ListenerController:
             if failure.code == 404:
                 return  # the Listener is gone
             raise ApiRejectedError("ApplyStatus", f"could not write the status of Listener {key}: "
-                                                  f"{failure.message}") from failure
+                                                  f"{failure.message}", failure) from failure
         self._written_listeners.remember(written)
 
     async def _report_failure(self, listener: JsonDict, error: ListenerError) -> None:

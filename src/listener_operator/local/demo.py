@@ -186,14 +186,29 @@ def format_table(header: list[str], rows: list[list[str]]) -> str:
 def render_volume_tree(root: Path) -> str:
     """The listener volume as the Pod sees it: directories, files with their contents, symlinks with targets."""
     lines: list[str] = []
+    # The driver swaps the tree atomically through a `..data` symlink (as kubelet does for ConfigMap volumes); the
+    # top-level names are links into it. Show what a Pod reads through those names, not the swap machinery.
+    data = (root / "..data").resolve() if (root / "..data").exists() else root.resolve()
+
+    def through_data(entry: Path) -> bool:
+        return entry.is_symlink() and str(entry.readlink()) == f"..data/{entry.name}"
+
+    def shown_target(entry: Path) -> str:
+        target = entry.resolve()
+        try:
+            return str(target.relative_to(data))
+        except ValueError:
+            return str(entry.readlink())
 
     def walk(directory: Path, prefix: str) -> None:
-        entries = sorted(directory.iterdir(), key=lambda p: p.name)
+        entries = sorted((p for p in directory.iterdir() if not p.name.startswith("..")), key=lambda p: p.name)
         for index, entry in enumerate(entries):
             last = index == len(entries) - 1
             branch = "`-- " if last else "|-- "
+            if through_data(entry):
+                entry = data / entry.name
             if entry.is_symlink():
-                lines.append(f"{prefix}{branch}{entry.name} -> {entry.readlink()}")
+                lines.append(f"{prefix}{branch}{entry.name} -> {shown_target(entry)}")
             elif entry.is_dir():
                 lines.append(f"{prefix}{branch}{entry.name}/")
                 walk(entry, prefix + ("    " if last else "|   "))

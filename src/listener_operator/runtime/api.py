@@ -161,8 +161,10 @@ class KubeApi:
                   "timeoutSeconds": str(timeout_seconds)}
         if label_selector:
             params["labelSelector"] = label_selector
+        # The server ends the stream after timeout_seconds (and sends bookmarks meanwhile); a read that stays silent
+        # much longer means a dead connection, which must not hang the cache forever.
         request = self._http.build_request("GET", info.path(namespace), params=params,
-                                           timeout=self._watch_timeout())
+                                           timeout=self._watch_timeout(timeout_seconds + 30))
         resp = await self._http.send(request, stream=True)
         try:
             if resp.status_code >= 400:
@@ -179,9 +181,9 @@ class KubeApi:
         finally:
             await resp.aclose()
 
-    def _watch_timeout(self) -> Any:
+    def _watch_timeout(self, read: float) -> Any:
         timeout = self._http.timeout
-        return type(timeout)(timeout.connect, read=None, write=timeout.write, pool=timeout.pool)
+        return type(timeout)(timeout.connect, read=read, write=timeout.write, pool=timeout.pool)
 
     async def get(self, info: ResourceInfo, name: str, namespace: str | None = None) -> JsonDict:
         self._note("get", info)

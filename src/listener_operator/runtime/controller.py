@@ -44,9 +44,12 @@ class ReconcileObserver:
 
 class Controller:
     def __init__(self, name: str, primary: Reflector, reconcile: Reconciler, *, workers: int = 4,
-                 queue: WorkQueue | None = None, observer: ReconcileObserver | None = None) -> None:
+                 queue: WorkQueue | None = None, observer: ReconcileObserver | None = None,
+                 resync_seconds: float | None = None) -> None:
+        """``resync_seconds``: also queue every primary key this often (a safety net; None or 0: never)."""
         if workers < 1:
             raise ValueError("a controller needs at least one worker")
+        self.resync_seconds = resync_seconds
         self.name = name
         self.primary = primary
         self.reconcile = reconcile
@@ -104,11 +107,15 @@ class Controller:
     async def run_workers(self) -> None:
         """Wait for every cache, queue all primary keys once, then reconcile until cancelled."""
         await asyncio.gather(*(r.wait_synced() for r in self.reflectors))
+        if self.queue.is_shut_down:  # running again, e.g. after winning back the leader lease
+            self.queue = self.queue.fresh()
         self._started = True
         for key in self.primary.keys():
             self.queue.add(key)
         log.info("%s: caches synced, %d objects queued, %d workers", self.name, len(self.primary), self.workers)
         workers = [asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self.workers)]
+        if self.resync_seconds:
+            workers.append(asyncio.create_task(self._resync(self.resync_seconds), name=f"{self.name}-resync"))
         try:
             await asyncio.gather(*workers)
         finally:
@@ -117,6 +124,12 @@ class Controller:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _resync(self, period: float) -> None:
+        while not self.queue.is_shut_down:
+            await asyncio.sleep(period)
+            for key in self.primary.keys():
+                self.queue.add(key)
 
     async def _worker(self) -> None:
         while True:

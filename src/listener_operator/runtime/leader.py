@@ -63,12 +63,16 @@ class LeaderElector:
                 if await self._lead(lead):
                     return
         finally:
-            if self.is_leader:
-                await self.release()
+            await self.release()  # no-op unless we hold it (also after _lead already stopped leading)
 
     async def _acquire(self) -> None:
         while True:
-            if await self.try_acquire_or_renew():
+            try:
+                acquired = await self.try_acquire_or_renew()
+            except Exception as exc:  # API unreachable or refusing: keep campaigning
+                log.warning("leader election: could not read or write the lease: %s", exc)
+                acquired = False
+            if acquired:
                 log.info("leader election: %s became leader of %s/%s", self.identity, self.namespace, self.name)
                 return
             await asyncio.sleep(self.retry_period)

@@ -127,6 +127,14 @@ class WorkQueue:
             self._dirty.discard(key)
             self.add(key)
 
+    def fresh(self) -> WorkQueue:
+        """A new, empty queue sharing this one's backoff state and clock (to run again after a shutdown)."""
+        return WorkQueue(backoff=self.backoff, clock=self._clock)
+
+    @property
+    def is_shut_down(self) -> bool:
+        return self._shutdown
+
     def shutdown(self) -> None:
         self._shutdown = True
         self._wake()

@@ -1,0 +1,5 @@
+"""Fixtures for the simulated-cluster tests (bodies live in ``clusterhelpers``)."""
+
+from clusterhelpers import env
+
+__all__ = ["env"]

@@ -1,0 +1,207 @@
+"""Endpoints / EndpointSlices follow Pod readiness; the load-balancer controller serves only the default class;
+Deployments run Pods directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterhelpers import Env, pod_ready, wait_for
+
+NS = "default"
+
+
+def service(
+    name: str, *, selector: dict[str, str], publish_not_ready: bool = False, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": NS, "labels": {"team": "a"}},
+        "spec": {
+            "selector": selector,
+            "ports": [{"name": "http", "port": 80, "targetPort": "web"}],
+            "publishNotReadyAddresses": publish_not_ready,
+            **spec,
+        },
+    }
+
+
+def deployment(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {"name": "main", "image": "nginx", "ports": [{"name": "web", "containerPort": 8080}]}
+                    ]
+                },
+            },
+        },
+    }
+
+
+def _addresses(endpoints: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    ready: list[str] = []
+    not_ready: list[str] = []
+    for subset in (endpoints or {}).get("subsets") or []:
+        ready += [a["ip"] for a in subset.get("addresses") or []]
+        not_ready += [a["ip"] for a in subset.get("notReadyAddresses") or []]
+    return sorted(ready), sorted(not_ready)
+
+
+async def _running_pods(env: Env, app: str, count: int) -> list[dict[str, Any]]:
+    await wait_for(
+        env.api,
+        "deployments.apps",
+        app,
+        NS,
+        lambda d: bool(d) and d.get("status", {}).get("readyReplicas") == count,
+    )
+    pods, _ = await env.api.list("pods", NS, label_selector=f"app={app}")
+    assert len(pods) == count and all(pod_ready(p) for p in pods)
+    return sorted(pods, key=lambda p: p["status"]["podIP"])
+
+
+async def test_deployment_creates_owned_pods_and_scales(env: Env) -> None:
+    api = env.api
+    await api.create("deployments.apps", deployment("api", 3), namespace=NS)
+    pods = await _running_pods(env, "api", 3)
+    for pod in pods:
+        [owner] = pod["metadata"]["ownerReferences"]
+        assert owner["kind"] == "Deployment" and owner["name"] == "api"
+        assert pod["metadata"]["name"].startswith("api-")
+        assert pod["metadata"]["labels"]["pod-template-hash"]
+        assert pod["status"]["containerStatuses"][0]["ready"] is True
+    await api.patch("deployments.apps", "api", {"spec": {"replicas": 1}}, namespace=NS)
+    await wait_for(
+        api,
+        "deployments.apps",
+        "api",
+        NS,
+        lambda d: (
+            bool(d) and d.get("status", {}).get("replicas") == 1 and d["status"].get("readyReplicas") == 1
+        ),
+    )
+    gone = 0
+    for pod in pods:
+        final = await wait_for(
+            api,
+            "pods",
+            pod["metadata"]["name"],
+            NS,
+            lambda p: p is None or (pod_ready(p) and not p["metadata"].get("deletionTimestamp")),
+        )
+        gone += final is None
+    assert gone == 2
+    remaining, _ = await api.list("pods", NS, label_selector="app=api")
+    assert len(remaining) == 1 and pod_ready(remaining[0])
+
+
+async def test_endpoints_follow_readiness(env: Env) -> None:
+    api = env.api
+    await api.create("deployments.apps", deployment("web", 2), namespace=NS)
+    pods = await _running_pods(env, "web", 2)
+    ips = [p["status"]["podIP"] for p in pods]
+    await api.create("services", service("web", selector={"app": "web"}), namespace=NS)
+    await api.create(
+        "services", service("web-all", selector={"app": "web"}, publish_not_ready=True), namespace=NS
+    )
+
+    endpoints = await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == (ips, []))
+    assert endpoints is not None
+    [subset] = endpoints["subsets"]
+    assert subset["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    by_ip = {a["ip"]: a for a in subset["addresses"]}
+    for pod in pods:
+        address = by_ip[pod["status"]["podIP"]]
+        assert address["nodeName"] == pod["spec"]["nodeName"]
+        assert address["targetRef"] == {
+            "kind": "Pod",
+            "namespace": NS,
+            "name": pod["metadata"]["name"],
+            "uid": pod["metadata"]["uid"],
+        }
+
+    # flip one Pod to not ready
+    flipped = pods[0]
+    await env.cluster.set_pod_ready(NS, flipped["metadata"]["name"], False)
+    await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == ([ips[1]], [ips[0]]))
+    await wait_for(api, "endpoints", "web-all", NS, lambda e: _addresses(e) == (ips, []))
+    slices, _ = await api.list(
+        "endpointslices.discovery.k8s.io", NS, label_selector="kubernetes.io/service-name=web"
+    )
+    [slice_] = slices
+    conditions = {e["addresses"][0]: e["conditions"] for e in slice_["endpoints"]}
+    assert conditions[ips[0]] == {"ready": False, "serving": False, "terminating": False}
+    assert conditions[ips[1]]["ready"] is True
+    assert slice_["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
+    assert slice_["metadata"]["ownerReferences"][0]["name"] == "web"
+    all_slices, _ = await api.list(
+        "endpointslices.discovery.k8s.io", NS, label_selector="kubernetes.io/service-name=web-all"
+    )
+    assert all(e["conditions"]["ready"] for e in all_slices[0]["endpoints"])
+    pod = await api.get("pods", flipped["metadata"]["name"], NS)
+    assert not pod_ready(pod)
+
+    # and back
+    await env.cluster.set_pod_ready(NS, flipped["metadata"]["name"], True)
+    await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == (ips, []))
+
+    # deleting the Service removes its Endpoints
+    await api.delete("services", "web", NS)
+    await wait_for(api, "endpoints", "web", NS, lambda e: e is None)
+
+
+async def test_load_balancer_status_only_for_the_default_class(env: Env) -> None:
+    api = env.api
+    await api.create(
+        "services",
+        service("lb", selector={"app": "x"}, type="LoadBalancer"),
+        namespace=NS,
+    )
+    await api.create(
+        "services",
+        service("custom", selector={"app": "x"}, type="LoadBalancer", loadBalancerClass="example.com/custom"),
+        namespace=NS,
+    )
+    await api.create("services", service("plain", selector={"app": "x"}), namespace=NS)
+    lb = await wait_for(
+        api,
+        "services",
+        "lb",
+        NS,
+        lambda s: bool(s) and bool(s.get("status", {}).get("loadBalancer", {}).get("ingress")),
+    )
+    assert lb is not None
+    assert lb["status"]["loadBalancer"]["ingress"] == [{"ip": "127.0.3.1", "ipMode": "VIP"}]
+
+    # switching away from LoadBalancer clears the status and frees the address
+    await api.patch("services", "lb", {"spec": {"type": "ClusterIP"}}, namespace=NS)
+    await wait_for(
+        api,
+        "services",
+        "lb",
+        NS,
+        lambda s: bool(s) and not (s.get("status", {}).get("loadBalancer") or {}).get("ingress"),
+    )
+    await api.create("services", service("lb2", selector={"app": "x"}, type="LoadBalancer"), namespace=NS)
+    lb2 = await wait_for(
+        api,
+        "services",
+        "lb2",
+        NS,
+        lambda s: bool(s) and bool(s.get("status", {}).get("loadBalancer", {}).get("ingress")),
+    )
+    assert lb2 is not None and lb2["status"]["loadBalancer"]["ingress"][0]["ip"] == "127.0.3.1"
+    # the controller works through Services in order on one worker: lb2 being served means "custom" and
+    # "plain" (created earlier) were looked at and deliberately left alone
+    custom = await api.get("services", "custom", NS)
+    assert not (custom.get("status", {}).get("loadBalancer") or {}).get("ingress")
+    plain = await api.get("services", "plain", NS)
+    assert not (plain.get("status", {}).get("loadBalancer") or {}).get("ingress")

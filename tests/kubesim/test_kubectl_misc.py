@@ -1,0 +1,258 @@
+"""kubectl against kubesim: discovery as kubectl sees it, authentication, categories, diff (dry run), retries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# (plural, apiVersion, namespaced, kind) that issue 2 requires, as `kubectl api-resources` prints them.
+REQUIRED_RESOURCES = {
+    ("namespaces", "v1", "false", "Namespace"),
+    ("nodes", "v1", "false", "Node"),
+    ("pods", "v1", "true", "Pod"),
+    ("services", "v1", "true", "Service"),
+    ("endpoints", "v1", "true", "Endpoints"),
+    ("configmaps", "v1", "true", "ConfigMap"),
+    ("secrets", "v1", "true", "Secret"),
+    ("serviceaccounts", "v1", "true", "ServiceAccount"),
+    ("events", "v1", "true", "Event"),
+    ("persistentvolumes", "v1", "false", "PersistentVolume"),
+    ("persistentvolumeclaims", "v1", "true", "PersistentVolumeClaim"),
+    ("statefulsets", "apps/v1", "true", "StatefulSet"),
+    ("deployments", "apps/v1", "true", "Deployment"),
+    ("storageclasses", "storage.k8s.io/v1", "false", "StorageClass"),
+    ("csidrivers", "storage.k8s.io/v1", "false", "CSIDriver"),
+    ("csinodes", "storage.k8s.io/v1", "false", "CSINode"),
+    ("endpointslices", "discovery.k8s.io/v1", "true", "EndpointSlice"),
+    ("events", "events.k8s.io/v1", "true", "Event"),
+    ("leases", "coordination.k8s.io/v1", "true", "Lease"),
+    ("roles", "rbac.authorization.k8s.io/v1", "true", "Role"),
+    ("rolebindings", "rbac.authorization.k8s.io/v1", "true", "RoleBinding"),
+    ("clusterroles", "rbac.authorization.k8s.io/v1", "false", "ClusterRole"),
+    ("clusterrolebindings", "rbac.authorization.k8s.io/v1", "false", "ClusterRoleBinding"),
+    ("customresourcedefinitions", "apiextensions.k8s.io/v1", "false", "CustomResourceDefinition"),
+}
+
+
+async def test_api_resources_lists_every_required_kind_with_its_scope(kubectl: Any) -> None:
+    rows = kubectl.table((await kubectl.run("api-resources")).stdout)
+    listed = {(r["NAME"], r["APIVERSION"], r["NAMESPACED"], r["KIND"]) for r in rows}
+    assert REQUIRED_RESOURCES <= listed, REQUIRED_RESOURCES - listed
+    short = {r["NAME"]: r["SHORTNAMES"] for r in rows if r["APIVERSION"] == "v1"}
+    assert short["services"] == "svc" and short["configmaps"] == "cm" and short["namespaces"] == "ns"
+
+
+async def test_wrong_token_is_rejected(kubectl: Any, tmp_path: Path) -> None:
+    config = yaml.safe_load(kubectl.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"]["token"] = "not-the-token"
+    wrong = tmp_path / "wrong-kubeconfig"
+    wrong.write_text(yaml.safe_dump(config))
+    intruder = type(kubectl)(kubectl.binary, wrong, kubectl.cache_dir, kubectl.workdir)
+    result = await intruder.run("get", "configmaps", check=False)
+    assert result.returncode != 0
+    assert "Unauthorized" in result.stderr or "must be logged in" in result.stderr, result.stderr
+
+
+async def test_get_all_uses_categories(kubectl: Any) -> None:
+    await kubectl.make("Namespace", "cat")
+    await kubectl.make("Service", "web", "cat", spec={"selector": {"app": "web"}, "ports": [{"port": 80}]})
+    await kubectl.make("ConfigMap", "not-in-all", "cat")
+    await kubectl.make(
+        "Deployment",
+        "web",
+        "cat",
+        api_version="apps/v1",
+        spec={
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    )
+    names = set((await kubectl.run("get", "all", "-n", "cat", "-o", "name")).stdout.split())
+    assert {"service/web", "deployment.apps/web"} <= names
+    assert not any(name.startswith("configmap/") for name in names), (
+        "configmaps are not in the `all` category"
+    )
+
+
+async def test_diff_is_a_server_side_dry_run(kubectl: Any) -> None:
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "namespace": "default"}}
+    await kubectl.apply_text(json.dumps({**manifest, "data": {"a": "1"}}))
+    before = (await kubectl.run("get", "configmap", "d", "-o", "json")).json()
+
+    same = await kubectl.run(
+        "diff", "-f", str(write(kubectl, "same.json", {**manifest, "data": {"a": "1"}})), check=False
+    )
+    assert same.returncode == 0, same.stderr
+
+    changed_file = write(kubectl, "changed.json", {**manifest, "data": {"a": "2"}})
+    changed = await kubectl.run("diff", "-f", str(changed_file), check=False)
+    assert changed.returncode == 1, f"exit 1 means 'differences found': {changed.stderr}"
+    assert '-  a: "1"' in changed.stdout and '+  a: "2"' in changed.stdout, changed.stdout
+
+    server_side = await kubectl.run("diff", "--server-side", "-f", str(changed_file), check=False)
+    assert server_side.returncode == 1, server_side.stderr
+
+    after = (await kubectl.run("get", "configmap", "d", "-o", "json")).json()
+    assert after["data"] == {"a": "1"}
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], (
+        "dry runs never write"
+    )
+
+
+def write(kubectl: Any, name: str, obj: dict[str, Any]) -> Path:
+    path: Path = kubectl.workdir / name
+    path.write_text(json.dumps(obj))
+    return path
+
+
+async def test_kubectl_retries_throttled_requests(kubectl: Any, kubesim: Any) -> None:
+    """429 with Retry-After is what client-go retries transparently; a flaky server still serves kubectl."""
+    await kubectl.make("ConfigMap", "steady", "default", data={"a": "1"})
+    kubesim.faults.update(
+        {
+            "errors": [
+                {
+                    "rate": 0.5,
+                    "code": 429,
+                    "verbs": ["get", "list"],
+                    "resources": ["configmaps"],
+                    "retry_after": 1,
+                }
+            ],
+            "seed": 7,
+        }
+    )
+    for _ in range(3):
+        got = (await kubectl.run("get", "configmap", "steady", "-o", "json")).json()
+        assert got["data"] == {"a": "1"}
+    kubesim.faults.reset()
+
+
+async def test_replace_conflicts_on_a_stale_resource_version_and_force_recreates(kubectl: Any) -> None:
+    await kubectl.make("ConfigMap", "r", "default", data={"a": "1"})
+    stale = (await kubectl.run("get", "configmap", "r", "-o", "json")).json()
+    await kubectl.run("label", "configmap", "r", "touched=yes")
+    stale["data"] = {"a": "2"}
+    path = write(kubectl, "stale.json", stale)
+
+    conflict = await kubectl.run("replace", "-f", str(path), check=False)
+    assert conflict.returncode != 0
+    assert "Conflict" in conflict.stderr and "the object has been modified" in conflict.stderr, (
+        conflict.stderr
+    )
+
+    forced = await kubectl.run("replace", "--force", "-f", str(path))
+    assert "replaced" in forced.stdout
+    obj = (await kubectl.run("get", "configmap", "r", "-o", "json")).json()
+    assert obj["data"] == {"a": "2"}
+    assert obj["metadata"]["uid"] != stale["metadata"]["uid"], "--force deletes and creates a new object"
+
+
+async def test_create_from_file_and_wait_for_delete(kubectl: Any) -> None:
+    path = write(kubectl, "cm.json", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "f"}})
+    created = await kubectl.run("create", "-f", str(path))
+    assert created.stdout.strip() == "configmap/f created"
+    again = await kubectl.run("create", "-f", str(path), check=False)
+    assert again.returncode != 0 and "AlreadyExists" in again.stderr
+
+    waiter = await kubectl.spawn("wait", "--for=delete", "configmap/f", "--timeout=30s")
+    await kubectl.run("delete", "configmap", "f", "--wait=false")
+    out, err = await waiter.communicate()
+    assert waiter.returncode == 0, err.decode()
+    assert "condition met" in out.decode()
+
+
+async def test_service_reapply_keeps_allocated_cluster_ip_and_node_port(kubectl: Any) -> None:
+    def svc(port_name: str) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "np", "namespace": "default"},
+                "spec": {
+                    "type": "NodePort",
+                    "selector": {"app": "x"},
+                    "ports": [{"name": port_name, "port": 80}],
+                },
+            }
+        )
+
+    await kubectl.apply_text(svc("http"))
+    first = (await kubectl.run("get", "service", "np", "-o", "json")).json()
+    port = first["spec"]["ports"][0]
+    assert 30000 <= port["nodePort"] <= 32767 and port["targetPort"] == 80 and port["protocol"] == "TCP"
+
+    await kubectl.apply_text(svc("web"))
+    second = (await kubectl.run("get", "service", "np", "-o", "json")).json()
+    assert second["spec"]["ports"][0]["name"] == "web"
+    assert second["spec"]["ports"][0]["nodePort"] == port["nodePort"]
+    assert second["spec"]["clusterIP"] == first["spec"]["clusterIP"]
+
+    [row] = kubectl.table((await kubectl.run("get", "service", "np")).stdout)
+    assert row["TYPE"] == "NodePort" and row["CLUSTER-IP"] == first["spec"]["clusterIP"]
+    assert row["PORT(S)"] == f"80:{port['nodePort']}/TCP"
+
+
+async def test_describe_lists_events_of_the_object(kubectl: Any) -> None:
+    await kubectl.make("ConfigMap", "described", "default", data={"k": "v"})
+    uid = (await kubectl.run("get", "configmap", "described", "-o", "json")).json()["metadata"]["uid"]
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "described.1", "namespace": "default"},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "described",
+            "namespace": "default",
+            "uid": uid,
+        },
+        "reason": "Checked",
+        "message": "looked at it",
+        "type": "Normal",
+        "count": 1,
+        "source": {"component": "conformance"},
+    }
+    other = json.loads(json.dumps(event))
+    other["metadata"]["name"] = "unrelated.1"
+    other["involvedObject"].update(name="unrelated", uid="00000000-0000-0000-0000-000000000000")
+    other["reason"] = "Elsewhere"
+    for e in (event, other):
+        await kubectl.apply_text(json.dumps(e))
+
+    described = (await kubectl.run("describe", "configmap", "described")).stdout
+    assert "Checked" in described and "looked at it" in described
+    assert "Elsewhere" not in described, "describe selects events by involvedObject fields"
+
+
+async def test_get_with_chunk_size_pages_through_everything(kubectl: Any) -> None:
+    await kubectl.make("Namespace", "chunks")
+    for i in range(7):
+        await kubectl.make("ConfigMap", f"c{i}", "chunks")
+    names = (
+        await kubectl.run("get", "configmaps", "-n", "chunks", "--chunk-size=2", "-o", "name")
+    ).stdout.split()
+    assert {f"configmap/c{i}" for i in range(7)} <= set(names)
+    assert len(names) == len(set(names)), "no item twice across pages"
+
+
+async def test_create_generators_for_simple_kinds(kubectl: Any) -> None:
+    """`kubectl create <generator>` sends protobuf; kubesim decodes it for these kinds (see docs/kubesim.md)."""
+    await kubectl.run("create", "namespace", "gen")
+    await kubectl.run("create", "configmap", "c", "-n", "gen", "--from-literal=a=b")
+    await kubectl.run("create", "secret", "generic", "s", "-n", "gen", "--from-literal=x=y")
+    await kubectl.run("create", "serviceaccount", "sa", "-n", "gen")
+    assert (await kubectl.run("get", "configmap", "c", "-n", "gen", "-o", "json")).json()["data"] == {
+        "a": "b"
+    }
+    secret = (await kubectl.run("get", "secret", "s", "-n", "gen", "-o", "json")).json()
+    assert secret["data"] == {"x": "eQ=="} and secret["type"] == "Opaque"
+    names = (await kubectl.run("get", "serviceaccounts", "-n", "gen", "-o", "name")).stdout.split()
+    assert "serviceaccount/sa" in names
