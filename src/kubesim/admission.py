@@ -118,6 +118,46 @@ def default_pod(pod: Obj) -> None:
     status.setdefault("qosClass", "BestEffort")
 
 
+def _default_workload(spec: dict[str, Any], kind: str) -> None:
+    spec.setdefault("replicas", 1)
+    spec.setdefault("revisionHistoryLimit", 10)
+    if kind == "StatefulSet":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
+        spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
+    else:
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        pod_spec = template["spec"]
+        pod_spec.setdefault("restartPolicy", "Always")
+        pod_spec.setdefault("dnsPolicy", "ClusterFirst")
+        pod_spec.setdefault("schedulerName", "default-scheduler")
+        pod_spec.setdefault("terminationGracePeriodSeconds", 30)
+        pod_spec.setdefault("securityContext", {})
+        for c in (pod_spec.get("containers") or []) + (pod_spec.get("initContainers") or []):
+            _default_container(c)
+
+
+def _default_kind(rt: ResourceType, obj: Obj) -> None:
+    """Field defaults of built-in kinds that clients and controllers read back."""
+    if rt.key == "secrets":
+        obj.setdefault("type", "Opaque")
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    if rt.group == "apps" and rt.kind in ("StatefulSet", "Deployment"):
+        _default_workload(spec, rt.kind)
+    elif rt.key == "persistentvolumeclaims":
+        spec.setdefault("volumeMode", "Filesystem")
+    elif rt.key == "persistentvolumes":
+        spec.setdefault("volumeMode", "Filesystem")
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    elif rt.key == "services" and "status" not in obj:
+        obj["status"] = {"loadBalancer": {}}
+
+
 class ServiceAllocator:
     """clusterIPs from a CIDR and nodePorts from 30000-32767; allocations survive updates that omit them."""
 
@@ -214,6 +254,7 @@ class Admission:
             obj["status"] = {"phase": "Pending"}
         if rt.key == "pods":
             default_pod(obj)
+        _default_kind(rt, obj)
         if rt.key == "namespaces":
             spec = obj.setdefault("spec", {})
             if isinstance(spec, dict):
@@ -231,6 +272,8 @@ class Admission:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "" and subresource is None:
             self._admit_service(rt, old, new, dry_run=dry_run)
+        if subresource is None:
+            _default_kind(rt, new)
         if rt.key == "namespaces" and not old["metadata"].get("deletionTimestamp"):
             new["status"] = dict(new.get("status") or {}, phase="Active")
 

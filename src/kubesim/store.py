@@ -34,6 +34,7 @@ NAMESPACE_KEY = "namespaces"
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 Obj = dict[str, Any]
 
@@ -622,6 +623,8 @@ class Store:
         if dry_run:
             return old, False
         if rt.key == NAMESPACE_KEY:
+            if name in IMMORTAL_NAMESPACES:
+                raise errors.ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted', details={"name": name, "kind": "namespaces"})
             return self._delete_namespace(rt, old)
         if propagation == "Orphan":
             self._orphan_dependents(meta.get("uid", ""))

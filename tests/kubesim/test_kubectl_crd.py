@@ -223,3 +223,15 @@ async def test_crd_deletion_removes_objects_and_the_resource(kubectl: Any) -> No
     await install(kubectl, WIDGET_CRD, "widgets.example.com")
     listed = (await kubectl.run("get", "widgets", "-o", "json")).json()
     assert listed["items"] == []
+
+
+async def test_get_watch_of_custom_resources_prints_printer_columns(kubectl: Any) -> None:
+    await install(kubectl, WIDGET_CRD, "widgets.example.com")
+    await kubectl.apply_text(widget("early", {"size": 1}))
+    watcher = await kubectl.spawn("get", "widgets", "--watch")
+    lines = await kubectl.read_until(watcher.stdout, lambda line: line.startswith("early"))
+    assert lines[0].split() == ["NAME", "SIZE", "MODE", "PHASE", "AGE"]
+
+    await kubectl.apply_text(widget("late", {"size": 7, "mode": "slow"}))
+    lines = await kubectl.read_until(watcher.stdout, lambda line: line.startswith("late"))
+    assert lines[-1].split()[:3] == ["late", "7", "slow"]

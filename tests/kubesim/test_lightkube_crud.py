@@ -9,9 +9,9 @@ from lightkube import ApiError, AsyncClient
 from lightkube import operators as op
 from lightkube.models.apps_v1 import DeploymentSpec
 from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
-from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.models.meta_v1 import LabelSelector, ObjectMeta, OwnerReference
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod, Secret
 
 
 async def namespace(lk: AsyncClient, name: str) -> None:
@@ -218,3 +218,39 @@ async def test_deletecollection_in_one_namespace(lk: AsyncClient) -> None:
     ] == []
     remaining = {o.metadata.name async for o in lk.list(ConfigMap, namespace="dc2") if o.metadata}
     assert {"c0", "c1", "c2"} <= remaining
+
+
+async def test_secret_defaults_type_and_folds_string_data(lk: AsyncClient) -> None:
+    await namespace(lk, "sec")
+    created = await lk.create(
+        Secret(metadata=ObjectMeta(name="s", namespace="sec"), data={"a": "YQ=="}, stringData={"b": "plain"})
+    )
+    assert created.type == "Opaque", "the apiserver defaults a Secret's type"
+    assert created.data == {"a": "YQ==", "b": "cGxhaW4="}, "stringData is folded into data, base64-encoded"
+    assert created.stringData is None, "stringData is write-only"
+
+
+async def test_metadata_validation_the_operator_can_trip_over(lk: AsyncClient) -> None:
+    """Label syntax and a single controller owner are enforced by the real apiserver on every kind."""
+    await namespace(lk, "meta")
+    with pytest.raises(ApiError) as label:
+        await lk.create(cm("l", "meta", labels={"listener": "x" * 64}))
+    assert label.value.status.code == 422
+
+    owners = [
+        OwnerReference(apiVersion="v1", kind="ConfigMap", name=n, uid=u, controller=True)
+        for n, u in (
+            ("a", "11111111-1111-1111-1111-111111111111"),
+            ("b", "22222222-2222-2222-2222-222222222222"),
+        )
+    ]
+    with pytest.raises(ApiError) as controllers:
+        await lk.create(ConfigMap(metadata=ObjectMeta(name="o", namespace="meta", ownerReferences=owners)))
+    assert controllers.value.status.code == 422
+    assert "Only one reference can have Controller set to true" in (controllers.value.status.message or "")
+
+    with pytest.raises(ApiError) as annotation:
+        await lk.create(
+            ConfigMap(metadata=ObjectMeta(name="a", namespace="meta", annotations={"bad key!": "v"}))
+        )
+    assert annotation.value.status.code == 422

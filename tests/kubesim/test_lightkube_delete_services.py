@@ -192,3 +192,55 @@ async def test_service_defaults_and_node_port_allocation(lk: AsyncClient) -> Non
     with pytest.raises(ApiError) as bad_name:
         await lk.create(typed(Service, service("1starts-with-digit", "svc", "ClusterIP", [{"port": 1}])))
     assert bad_name.value.status.code == 422, "Service names are DNS-1035 labels"
+
+
+async def test_service_type_changes_allocate_and_release_type_dependent_fields(lk: AsyncClient) -> None:
+    """As the apiserver's dropTypeDependentFields: fields the client did not set follow the type."""
+    await lk.create(Namespace(metadata=ObjectMeta(name="svctype")))
+
+    async def apply(type_: str) -> Any:
+        return await lk.patch(
+            Service,
+            "s",
+            service("s", "svctype", type_, [{"name": "http", "port": 80}]),
+            namespace="svctype",
+            patch_type=PatchType.APPLY,
+            field_manager="operator",
+        )
+
+    lb = await apply("LoadBalancer")
+    assert lb.spec is not None and lb.spec.ports and lb.spec.ports[0].nodePort is not None
+    node_port = lb.spec.ports[0].nodePort
+    assert lb.spec.externalTrafficPolicy == "Cluster"
+
+    as_node_port = await apply("NodePort")
+    assert as_node_port.spec is not None and as_node_port.spec.ports
+    assert as_node_port.spec.ports[0].nodePort == node_port, "NodePort keeps the LoadBalancer's node port"
+
+    cluster_ip = await apply("ClusterIP")
+    assert cluster_ip.spec is not None and cluster_ip.spec.ports
+    assert cluster_ip.spec.ports[0].nodePort is None, (
+        "node ports are dropped when the type no longer needs them"
+    )
+    assert cluster_ip.spec.externalTrafficPolicy is None
+    assert cluster_ip.spec.clusterIP == lb.spec.clusterIP
+
+    # The released node port can be claimed explicitly by another Service.
+    other = await lk.create(
+        typed(Service, service("other", "svctype", "NodePort", [{"port": 81, "nodePort": node_port}]))
+    )
+    assert other.spec is not None and other.spec.ports and other.spec.ports[0].nodePort == node_port
+
+
+async def test_service_port_names_are_dns_labels(lk: AsyncClient) -> None:
+    """Listener port names end up as Service port names: the apiserver accepts only DNS-1123 labels."""
+    await lk.create(Namespace(metadata=ObjectMeta(name="pn")))
+    with pytest.raises(ApiError) as invalid:
+        await lk.create(typed(Service, service("s", "pn", "ClusterIP", [{"name": "Bad_Name", "port": 80}])))
+    assert invalid.value.status.code == 422
+    causes = invalid.value.status.details.causes if invalid.value.status.details else None
+    assert causes and causes[0].field == "spec.ports[0].name"
+    ok = await lk.create(
+        typed(Service, service("s", "pn", "ClusterIP", [{"name": "https-metrics", "port": 80}]))
+    )
+    assert ok.spec is not None and ok.spec.ports and ok.spec.ports[0].name == "https-metrics"

@@ -103,3 +103,11 @@ async def test_delete_precondition_uid_mismatch_is_409(kubesim: KubeSim) -> None
         await c.post(CM, {"metadata": {"name": "a"}})
         status, body = await c.delete(f"{CM}/a", {"preconditions": {"uid": "other"}})
         assert status == 409 and body["reason"] == "Conflict"
+
+
+async def test_default_namespaces_may_not_be_deleted(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        status, body = await c.delete("/api/v1/namespaces/default")
+        assert status == 403 and "may not be deleted" in body["message"]
+        _, ns = await c.get("/api/v1/namespaces/default")
+        assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active"

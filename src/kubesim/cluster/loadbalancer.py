@@ -18,7 +18,7 @@ from .context import SERVICES, Context
 from .events import EventRecorder
 from .informer import Key
 from .objects import Obj, name_of, uid_of
-from .workqueue import Reconciler, Retry
+from .workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,12 @@ class _Pool:
                 return value
         return None
 
-    def release(self, uid: str) -> None:
-        for value in [v for v, o in self.owner.items() if o == uid]:
+    def release(self, uid: str) -> bool:
+        """Free the Service's values; True when something was freed."""
+        freed = [v for v, o in self.owner.items() if o == uid]
+        for value in freed:
             del self.owner[value]
+        return bool(freed)
 
 
 class LoadBalancerController:
@@ -78,6 +81,8 @@ class LoadBalancerController:
         self.hostnames = _Pool(list(dict.fromkeys(ctx.options.load_balancer_hostnames)))
         self.queue: Reconciler[Key] = Reconciler("load-balancer", self._reconcile, workers=1)
         self._uids: dict[Key, str] = {}
+        self._waiting: set[Key] = set()
+        self._warned: set[str] = set()
         ctx.informer(SERVICES).add_handler(self._on_service)
 
     def start(self) -> None:
@@ -104,9 +109,10 @@ class LoadBalancerController:
     def _on_service(self, event: str, service: Obj, old: Obj | None) -> None:
         key = (service["metadata"].get("namespace", ""), name_of(service))
         if event == "DELETED":
-            self.ips.release(uid_of(service))
-            self.hostnames.release(uid_of(service))
+            self._release(uid_of(service))
             self._uids.pop(key, None)
+            self._waiting.discard(key)
+            self._warned.discard(uid_of(service))
             return
         self.queue.add(key)
 
@@ -117,13 +123,12 @@ class LoadBalancerController:
         uid = uid_of(service)
         previous_uid = self._uids.get(key)
         if previous_uid and previous_uid != uid:
-            self.ips.release(previous_uid)
-            self.hostnames.release(previous_uid)
+            self._release(previous_uid)
         self._uids[key] = uid
         current = (service.get("status", {}).get("loadBalancer") or {}).get("ingress") or []
         if not self._handles(service):
-            self.ips.release(uid)
-            self.hostnames.release(uid)
+            self._release(uid)
+            self._waiting.discard(key)
             if current and service.get("spec", {}).get("type") != "LoadBalancer":
                 await self._write(service, [])
             return
@@ -139,21 +144,34 @@ class LoadBalancerController:
             if hostname is not None:
                 ingress.append({"hostname": hostname})
         if not ingress:
-            await self.events.record(
-                service,
-                "Service",
-                "v1",
-                "Warning",
-                "AllocationFailed",
-                "no load-balancer address left in the pool",
-            )
-            raise Retry("load-balancer pool exhausted", delay=5.0)
+            # waits without a timer: freeing an address requeues every Service still waiting
+            self._waiting.add(key)
+            if uid not in self._warned:
+                self._warned.add(uid)
+                await self.events.record(
+                    service,
+                    "Service",
+                    "v1",
+                    "Warning",
+                    "AllocationFailed",
+                    "no load-balancer address left in the pool",
+                )
+            return
+        self._waiting.discard(key)
+        self._warned.discard(uid)
         if current == ingress:
             return
         await self._write(service, ingress)
         await self.events.record(
             service, "Service", "v1", "Normal", "EnsuredLoadBalancer", "Ensured load balancer"
         )
+
+    def _release(self, uid: str) -> None:
+        freed_ips = self.ips.release(uid)
+        freed_hostnames = self.hostnames.release(uid)
+        if freed_ips or freed_hostnames:
+            for waiting in list(self._waiting):
+                self.queue.add(waiting)
 
     async def _write(self, service: Obj, ingress: list[dict[str, Any]]) -> None:
         try:

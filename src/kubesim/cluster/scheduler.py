@@ -30,7 +30,7 @@ from .objects import (
     without_times,
 )
 from .storage import claim_names, storage_class_of
-from .workqueue import Reconciler, Retry
+from .workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class Scheduler:
         self.events = EventRecorder(ctx.api, "default-scheduler")
         self.queue: Reconciler[Key] = Reconciler("scheduler", self._schedule, workers=1, backoff=(0.2, 5.0))
         self._assumed: dict[Key, str] = {}
+        self._reported: dict[str, str] = {}  # Pod uid -> last FailedScheduling message
         ctx.informer(PODS).add_handler(self._on_pod)
         for resource in (NODES, PVCS, PVS, STORAGE_CLASSES):
             ctx.informer(resource).add_handler(self._on_world_change)
@@ -71,6 +72,7 @@ class Scheduler:
         key = (pod["metadata"].get("namespace", ""), name_of(pod))
         if event == "DELETED" or not self._pending(pod):
             self._assumed.pop(key, None)
+            self._reported.pop(uid_of(pod), None)
             return
         self.queue.add(key)
 
@@ -98,8 +100,10 @@ class Scheduler:
         try:
             node, delayed = self._place(pod)
         except Unschedulable as reason:
+            # no timed retry: every change that could make room (nodes, claims, volumes, classes, the Pod
+            # itself) brings the Pod back through the watches
             await self._mark_unschedulable(pod, str(reason))
-            raise Retry(str(reason)) from None
+            return
         if delayed:
             await self._select_node_for_claims(delayed, node)
             self._assumed[key] = node
@@ -234,4 +238,6 @@ class Scheduler:
                 except ApiError as error:
                     if error.code != 404:
                         raise
-        await self.events.record(pod, "Pod", "v1", "Warning", "FailedScheduling", message)
+        if self._reported.get(uid_of(pod)) != message:
+            self._reported[uid_of(pod)] = message
+            await self.events.record(pod, "Pod", "v1", "Warning", "FailedScheduling", message)

@@ -3,7 +3,9 @@
 Claims from ``volumeClaimTemplates`` carry no owner, so they outlive Pods and the StatefulSet (Kubernetes'
 default ``Retain`` retention). ``OrderedReady`` (the default) creates Pods one at a time, each after its
 predecessors are Running and Ready, and removes them from the highest ordinal down; ``Parallel`` does both at
-once. Template changes after creation are not rolled out (Pods keep their spec until deleted).
+once. Template changes are rolled out like the default ``RollingUpdate`` strategy: once every Pod is Running and
+Ready, the highest-ordinal Pod of an older revision is deleted and recreated (``partition`` honoured);
+``OnDelete`` leaves that to the user.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .objects import (
     condition_true,
     controller_of,
     is_terminating,
+    labels_of,
     name_of,
     owner_reference,
     short_hash,
@@ -43,6 +46,12 @@ def _ordinal(sts_name: str, pod_name: str) -> int | None:
         return None
     rest = pod_name[len(prefix) :]
     return int(rest) if rest.isdigit() and str(int(rest)) == rest else None
+
+
+def _revision(sts: Obj) -> str:
+    """The ``controller-revision-hash`` of the current Pod template."""
+    template = json.dumps(sts.get("spec", {}).get("template"), sort_keys=True)
+    return f"{name_of(sts)}-{short_hash(template)}"
 
 
 def _running_and_ready(pod: Obj) -> bool:
@@ -109,17 +118,40 @@ class StatefulSetController:
             await self._update_status(sts, pods)
             return
 
+        all_ready = True
         for ordinal in wanted:
             existing = pods.get(ordinal)
             if existing is None:
+                all_ready = False
                 await self._create_claims(sts, ordinal)
                 await self._create_pod(sts, ordinal)
                 if not parallel:
                     break
                 continue
-            if not parallel and (is_terminating(existing) or not _running_and_ready(existing)):
-                break
+            if is_terminating(existing) or not _running_and_ready(existing):
+                all_ready = False
+                if not parallel:
+                    break
+        if all_ready:
+            await self._roll_one(sts, pods, wanted)
         await self._update_status(sts, pods)
+
+    async def _roll_one(self, sts: Obj, pods: dict[int, Obj], wanted: range) -> None:
+        """RollingUpdate: replace the highest-ordinal Pod of an older revision (it is recreated from the template)."""
+        if (sts.get("spec", {}).get("updateStrategy") or {}).get("type") == "OnDelete":
+            return
+        revision = _revision(sts)
+        partition = int(
+            ((sts.get("spec", {}).get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition")
+            or 0
+        )
+        for ordinal in sorted(wanted, reverse=True):
+            pod = pods.get(ordinal)
+            if ordinal < partition or pod is None:
+                continue
+            if labels_of(pod).get(REVISION_LABEL) != revision:
+                await self._delete_pod(sts, pod)
+                return
 
     async def _create_claims(self, sts: Obj, ordinal: int) -> None:
         namespace = sts["metadata"].get("namespace", "")
@@ -172,9 +204,7 @@ class StatefulSetController:
         template = copy.deepcopy(sts.get("spec", {}).get("template") or {})
         template_meta = template.get("metadata") or {}
         spec: dict[str, Any] = template.get("spec") or {}
-        revision = (
-            f"{name_of(sts)}-{short_hash(json.dumps(sts.get('spec', {}).get('template'), sort_keys=True))}"
-        )
+        revision = _revision(sts)
         labels = {
             **(template_meta.get("labels") or {}),
             POD_NAME_LABEL: name,
@@ -251,14 +281,18 @@ class StatefulSetController:
     async def _update_status(self, sts: Obj, pods: dict[int, Obj]) -> None:
         live = [p for p in pods.values() if not is_terminating(p)]
         ready = sum(1 for p in live if _running_and_ready(p))
+        revision = _revision(sts)
+        updated = sum(1 for p in live if labels_of(p).get(REVISION_LABEL) == revision)
         status = dict(sts.get("status") or {})
         wanted = {
             "observedGeneration": sts.get("metadata", {}).get("generation", 1),
             "replicas": len(live),
             "readyReplicas": ready,
             "currentReplicas": len(live),
-            "updatedReplicas": len(live),
+            "updatedReplicas": updated,
             "availableReplicas": ready,
+            "updateRevision": revision,
+            "currentRevision": revision if updated == len(live) else status.get("currentRevision", revision),
         }
         if all(status.get(k) == v for k, v in wanted.items()):
             return

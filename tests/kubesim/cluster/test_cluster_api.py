@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from clusterhelpers import pod_ready, short_state_dir, wait_for
+from clusterhelpers import pod_ready, short_state_dir, wait_for, wait_for_event
 
 from kubesim.cluster import Cluster
 from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
@@ -118,4 +119,35 @@ async def test_state_lives_under_state_dir_and_stop_is_clean() -> None:
         assert leftover == []
     finally:
         await driver.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+async def test_exhausted_load_balancer_pool_waits_for_a_free_address() -> None:
+    state = short_state_dir()
+    try:
+        async with KubeSim(nodes=1, state_dir=state, tls=False, load_balancer_ips="192.0.2.10") as sim:
+            api = sim.api
+
+            def lb(name: str) -> dict[str, object]:
+                return {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"type": "LoadBalancer", "ports": [{"port": 80}]},
+                }
+
+            def has_ingress(service: Any) -> bool:
+                return bool(((service or {}).get("status") or {}).get("loadBalancer", {}).get("ingress"))
+
+            await api.create("services", lb("first"), namespace="default")
+            await wait_for(api, "services", "first", "default", has_ingress)
+            await api.create("services", lb("second"), namespace="default")
+            event = await wait_for_event(api, "default", "AllocationFailed", "second")
+            assert event["message"] == "no load-balancer address left in the pool"
+            assert not has_ingress(await api.get("services", "second", "default"))
+            await api.delete("services", "first", "default")
+            second = await wait_for(api, "services", "second", "default", has_ingress)
+            assert second is not None
+            assert second["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.10", "ipMode": "VIP"}]
+    finally:
         shutil.rmtree(state, ignore_errors=True)

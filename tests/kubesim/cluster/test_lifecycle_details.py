@@ -189,3 +189,46 @@ async def test_namespace_deletion_unpublishes_and_removes_pods(env: Env) -> None
     assert [r.volume_id for r in env.driver.calls_of("NodeUnpublishVolume")] == [
         r.volume_id for r in env.driver.calls_of("NodePublishVolume")
     ]
+
+
+async def test_statefulset_template_change_rolls_pods_from_the_highest_ordinal(env: Env) -> None:
+    api = env.api
+    await api.create("statefulsets.apps", statefulset("roll", 3), namespace=NS)
+    await wait_for(
+        api,
+        "statefulsets.apps",
+        "roll",
+        NS,
+        lambda s: bool(s) and s.get("status", {}).get("readyReplicas") == 3,
+    )
+    before = {o: await api.get("pods", f"roll-{o}", NS) for o in range(3)}
+    old_revision = (await api.get("statefulsets.apps", "roll", NS))["status"]["updateRevision"]
+    patch = {"spec": {"template": {"metadata": {"labels": {"app": "roll", "version": "2"}}}}}
+    await api.patch("statefulsets.apps", "roll", patch, namespace=NS)
+    done = await wait_for(
+        api,
+        "statefulsets.apps",
+        "roll",
+        NS,
+        lambda s: (
+            bool(s)
+            and s.get("status", {}).get("updateRevision") not in (None, old_revision)
+            and s["status"].get("updatedReplicas") == 3
+            and s["status"].get("readyReplicas") == 3
+            and s["status"].get("currentRevision") == s["status"].get("updateRevision")
+        ),
+    )
+    assert done is not None
+    after = {o: await api.get("pods", f"roll-{o}", NS) for o in range(3)}
+    for ordinal in range(3):
+        assert after[ordinal]["metadata"]["uid"] != before[ordinal]["metadata"]["uid"]
+        assert after[ordinal]["metadata"]["labels"]["version"] == "2"
+        assert after[ordinal]["spec"]["nodeName"] == before[ordinal]["spec"]["nodeName"]
+    # replaced one at a time from the top: roll-2 first, roll-0 last
+    created = [after[o]["metadata"]["creationTimestamp"] for o in (2, 1, 0)]
+    assert created == sorted(created)
+    unpublished = [r.target_path for r in env.driver.calls_of("NodeUnpublishVolume")]
+    order = [
+        next(i for i, p in enumerate(unpublished) if before[o]["metadata"]["uid"] in p) for o in (2, 1, 0)
+    ]
+    assert order == sorted(order)
