@@ -72,9 +72,7 @@ async def run_once(replicas: int, policy: str) -> float:
                 "statefulsets.apps", _statefulset("bench", replicas, policy), namespace="default"
             )
             await asyncio.wait_for(_wait_ready(sim.api, "bench", replicas), 60)
-            elapsed = time.perf_counter() - start
-            await driver.stop()
-            return elapsed
+            return time.perf_counter() - start
     finally:
         await driver.stop()
         shutil.rmtree(state, ignore_errors=True)

@@ -10,7 +10,7 @@ import ipaddress
 import re
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors
+from kubesim import errors, validation
 from kubesim.resources import ResourceType, types_from_crd
 
 if TYPE_CHECKING:
@@ -241,8 +241,10 @@ class Admission:
         problem = name_problem(rt, name)
         if problem:
             causes.append(errors.cause("metadata.name", f"Invalid value: {name!r}: {problem}"))
-        causes += _metadata_causes(obj)
-        causes += self._kind_causes(store, rt, obj)
+        if rt.key == "secrets":
+            validation.fold_string_data(obj)
+        causes += _metadata_causes(obj) + validation.metadata_causes(obj)
+        causes += self._kind_causes(store, rt, obj) + validation.builtin_causes(rt, obj, None)
         if causes:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "":
@@ -263,9 +265,11 @@ class Admission:
 
     def admit_update(self, store: Store, rt: ResourceType, old: Obj, new: Obj, *, dry_run: bool, subresource: str | None) -> None:
         name = new["metadata"]["name"]
-        causes = _metadata_causes(new)
+        if rt.key == "secrets":
+            validation.fold_string_data(new)
+        causes = _metadata_causes(new) + validation.metadata_causes(new)
         if subresource is None:
-            causes += self._kind_causes(store, rt, new)
+            causes += self._kind_causes(store, rt, new) + validation.builtin_causes(rt, new, old)
         elif rt.schema is not None:
             causes += self._custom_causes(rt, new, status_only=True)
         if causes:

@@ -76,7 +76,7 @@ class ApiClient:
                 if typ == "ERROR":
                     status = payload or {}
                     raise errors.ApiError(int(status.get("code", 410)), str(status.get("reason", "Expired")), str(status.get("message", "")))
-                yield typ, _copy(payload.obj)
+                yield typ, _copy(w.present(payload.obj))
         finally:
             self.store.stop_watch(w)
 
@@ -94,7 +94,10 @@ class ApiClient:
         if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
             raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({rt.plural}/{subresource})")
         updated: dict[str, Any] = _copy(
-            self.store.update(rt, meta.get("namespace"), name, obj, subresource=subresource, field_manager=self.field_manager)
+            self.store.update(
+                rt, meta.get("namespace"), name, obj, subresource=subresource, field_manager=self.field_manager,
+                require_rv=True,
+            )
         )
         return updated
 

@@ -30,10 +30,16 @@ class ResourceType:
     printer_columns: tuple[dict[str, Any], ...] = ()
     crd_name: str | None = None
     served_versions: tuple[str, ...] = field(default=())
+    # Served from another resource's objects (key of that resource), converted on the way in and out.
+    storage: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def storage_key(self) -> str:
+        return self.storage or self.key
 
     @property
     def api_version(self) -> str:
@@ -115,7 +121,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
     _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),
     _rt("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
-    _rt("events.k8s.io", "v1", "Event", "events", True, ("ev",)),
+    ResourceType("events.k8s.io", "v1", "Event", "events", "event", True, ("ev",), storage="events"),
     _rt("coordination.k8s.io", "v1", "Lease", "leases", True),
     _rt("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     _rt("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),

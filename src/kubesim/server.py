@@ -302,7 +302,7 @@ class ApiServer:
             body = await self._json_body(request)
             manager = manager or _default_manager(request)
             warnings = _field_validation(request, t.rt, body)
-            obj = self.store.update(t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource, dry_run=dry_run, field_manager=manager)
+            obj = self.store.update(t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource, dry_run=dry_run, field_manager=manager, require_rv=True)
             return _warn(self._respond(request, t.rt, obj), warnings)
         if verb == "patch":
             assert t.name is not None
@@ -436,7 +436,7 @@ class ApiServer:
         chunks = []
         while not w.queue.empty():
             t, ev = w.queue.get_nowait()
-            chunks.append(ev.line(t))
+            chunks.append(ev.line(t, self._served(rt, w.present(ev.obj)), cache_as=rt.key))
         mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.revision), "annotations": {"k8s.io/initial-events-end": "true"}}}
         chunks.append(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
         await resp.write(b"".join(chunks))
@@ -485,8 +485,10 @@ class ApiServer:
                         chunks.append(dumps({"type": "ERROR", "object": payload}) + b"\n")
                         stop = True
                         break
-                    if convert and payload.obj.get("apiVersion") != rt.api_version:
-                        chunks.append(payload.line(typ, self._served(rt, payload.obj)))
+                    if rt.storage is not None:
+                        chunks.append(payload.line(typ, w.present(payload.obj), cache_as=rt.key))
+                    elif convert and payload.obj.get("apiVersion") != rt.api_version:
+                        chunks.append(payload.line(typ, self._served(rt, payload.obj), cache_as=rt.api_version))
                     else:
                         chunks.append(payload.line(typ))
                     sent += 1

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors
+from kubesim import errors, views
 from kubesim.errors import ApiError
 from kubesim.fields import object_fields, supported_field
 from kubesim.resources import Registry, ResourceType, types_from_crd
@@ -82,13 +82,15 @@ class WatchEvent:
     old: Obj | None
     _lines: dict[str, bytes] = field(default_factory=dict)
 
-    def line(self, type_: str, obj: Obj | None = None) -> bytes:
-        if obj is not None:
-            return dumps({"type": type_, "object": obj}) + b"\n"
-        cached = self._lines.get(type_)
+    def line(self, type_: str, obj: Obj | None = None, cache_as: str = "") -> bytes:
+        """The wire line; `obj` overrides the object (a converted view), cached under `cache_as` when given."""
+        key = f"{type_}/{cache_as}"
+        cached = self._lines.get(key)
         if cached is None:
-            cached = dumps({"type": type_, "object": self.obj}) + b"\n"
-            self._lines[type_] = cached
+            if obj is not None and not cache_as:
+                return dumps({"type": type_, "object": obj}) + b"\n"
+            cached = dumps({"type": type_, "object": self.obj if obj is None else obj}) + b"\n"
+            self._lines[key] = cached
         return cached
 
 
@@ -121,9 +123,15 @@ class Watcher:
             return False
         if self.label_selector is not None and not self.label_selector.matches(meta.get("labels") or {}):
             return False
-        if self.field_selector is not None and not self.field_selector.matches(object_fields(self.rt, obj)):
-            return False
+        if self.field_selector is not None:
+            shown = views.to_view(self.rt, obj) if self.rt.storage else obj
+            if not self.field_selector.matches(object_fields(self.rt, shown)):
+                return False
         return True
+
+    def present(self, obj: Obj) -> Obj:
+        """The object as this watch's resource shows it."""
+        return views.to_view(self.rt, obj) if self.rt.storage else obj
 
     def event_type(self, ev: WatchEvent) -> str | None:
         """The type this watcher sees for `ev` (objects entering/leaving the selection), or None."""
@@ -188,16 +196,16 @@ class Store:
         return rt
 
     def _bucket(self, rt: ResourceType, ns: str | None) -> dict[str, Obj]:
-        return self._objects.setdefault(rt.key, {}).setdefault(ns or "", {})
+        return self._objects.setdefault(rt.storage_key, {}).setdefault(ns or "", {})
 
     def find(self, rt: ResourceType, ns: str | None, name: str) -> Obj | None:
-        return self._objects.get(rt.key, {}).get(ns or "", {}).get(name)
+        return self._objects.get(rt.storage_key, {}).get(ns or "", {}).get(name)
 
     def get(self, rt: ResourceType, ns: str | None, name: str) -> Obj:
         obj = self.find(rt, ns if rt.namespaced else None, name)
         if obj is None:
             raise errors.not_found(rt.plural, rt.group, name)
-        return obj
+        return views.to_view(rt, obj) if rt.storage is not None else obj
 
     def by_uid(self, uid: str) -> Obj | None:
         loc = self._by_uid.get(uid)
@@ -206,7 +214,7 @@ class Store:
         return self._objects.get(loc[0], {}).get(loc[1], {}).get(loc[2])
 
     def iter_objects(self, rt: ResourceType, ns: str | None = None) -> Iterator[Obj]:
-        buckets = self._objects.get(rt.key, {})
+        buckets = self._objects.get(rt.storage_key, {})
         if ns is not None and rt.namespaced:
             yield from buckets.get(ns, {}).values()
         else:
@@ -233,7 +241,7 @@ class Store:
         start: tuple[str, str] | None = None
         if continue_token:
             list_rv, start = self._decode_continue(continue_token)
-        buckets = self._objects.get(rt.key, {})
+        buckets = self._objects.get(rt.storage_key, {})
         if ns is not None and rt.namespaced:
             keys = [ns] if ns in buckets else []
         else:
@@ -250,6 +258,8 @@ class Store:
                 if filtering and not matcher.matches(obj):
                     continue
                 out.append(obj)
+        if rt.storage is not None:
+            out = [views.to_view(rt, o) for o in out]
         if limit and limit > 0 and len(out) > limit:
             last = out[limit - 1]["metadata"]
             token = self._encode_continue(list_rv, last.get("namespace", ""), last["name"])
@@ -298,7 +308,7 @@ class Store:
         w = Watcher(rt, ns if rt.namespaced else None, label_selector, field_selector)
         if not resource_version or resource_version == "0":
             for obj in self.list(rt, w.namespace, label_selector=label_selector, field_selector=field_selector).items:
-                w.queue.put_nowait(("ADDED", WatchEvent(self.revision, "ADDED", rt.key, "", obj, None)))
+                w.queue.put_nowait(("ADDED", WatchEvent(self.revision, "ADDED", rt.storage_key, "", obj, None)))
         else:
             try:
                 since = int(resource_version)
@@ -310,15 +320,15 @@ class Store:
             for ev in reversed(self._log):
                 if ev.rv <= since:
                     break
-                if ev.key == rt.key:
+                if ev.key == rt.storage_key:
                     backlog.append(ev)
             for ev in reversed(backlog):
                 w.offer(ev)
-        self._watchers.setdefault(rt.key, []).append(w)
+        self._watchers.setdefault(rt.storage_key, []).append(w)
         return w
 
     def stop_watch(self, w: Watcher) -> None:
-        ws = self._watchers.get(w.rt.key)
+        ws = self._watchers.get(w.rt.storage_key)
         if ws and w in ws:
             ws.remove(w)
         w.closed = True
@@ -356,6 +366,10 @@ class Store:
     def create(self, rt: ResourceType, ns: str | None, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None, managed_fields: bool = True) -> Obj:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        if rt.storage is not None:
+            core = self._rt(rt.storage)
+            made = self.create(core, ns, views.from_view(rt, core, obj), dry_run=dry_run, field_manager=field_manager, managed_fields=managed_fields)
+            return views.to_view(rt, made)
         obj = clone(obj)
         meta = _meta(obj)
         self._check_kind(rt, obj)
@@ -445,10 +459,19 @@ class Store:
         check_rv: bool = True,
         managed_fields: bool = True,
         owned: bool = False,
+        require_rv: bool = False,
     ) -> Obj:
         """PUT semantics (also the tail of every patch): replace the object, keeping server-owned fields."""
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        if rt.storage is not None:
+            core = self._rt(rt.storage)
+            changed = self.update(
+                core, ns, name, views.from_view(rt, core, obj), subresource=subresource, dry_run=dry_run,
+                field_manager=field_manager, operation=operation, check_rv=check_rv, managed_fields=managed_fields,
+                owned=True, require_rv=require_rv,
+            )
+            return views.to_view(rt, changed)
         ns = ns if rt.namespaced else None
         old = self.find(rt, ns, name)
         if old is None:
@@ -462,6 +485,9 @@ class Store:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
         old_meta = old["metadata"]
         want_rv = meta.get("resourceVersion")
+        if require_rv and not want_rv and rt.crd_name is not None:
+            # Custom resources do not allow unconditional updates (customResourceStrategy).
+            raise errors.invalid(rt.kind, rt.group, name, [errors.cause("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")])
         if check_rv and want_rv and want_rv != old_meta.get("resourceVersion"):
             raise errors.conflict(rt.plural, rt.group, name, "the object has been modified; please apply your changes to the latest version and try again")
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
@@ -545,7 +571,16 @@ class Store:
         from kubesim import managed, patch
 
         ns = ns if rt.namespaced else None
-        old = self.find(rt, ns, name)
+        core = self._rt(rt.storage) if rt.storage is not None else rt
+        stored = self.find(core, ns, name)
+        old = views.to_view(rt, stored) if stored is not None and rt.storage is not None else stored
+
+        def back(o: Obj) -> Obj:
+            return views.from_view(rt, core, o) if rt.storage is not None else o
+
+        def out(o: Obj) -> Obj:
+            return views.to_view(rt, o) if rt.storage is not None else o
+
         if patch_type == "apply":
             if not isinstance(body, dict):
                 raise errors.bad_request("apply patch must be an object")
@@ -563,10 +598,11 @@ class Store:
                 _meta(config)["name"] = name
                 applied = managed.apply(rt, {}, config, field_manager, force, None)
                 applied.setdefault("metadata", {})["name"] = name
-                created = self.create(rt, ns, applied, dry_run=dry_run, managed_fields=False)
-                return created, True
+                created = self.create(core, ns, back(applied), dry_run=dry_run, managed_fields=False)
+                return out(created), True
             applied = managed.apply(rt, old, body, field_manager, force, subresource)
-            return self.update(rt, ns, name, applied, subresource=subresource, dry_run=dry_run, managed_fields=False, check_rv=True, owned=True), False
+            updated = self.update(core, ns, name, back(applied), subresource=subresource, dry_run=dry_run, managed_fields=False, check_rv=True, owned=True)
+            return out(updated), False
         if old is None:
             raise errors.not_found(rt.plural, rt.group, name)
         try:
@@ -595,7 +631,8 @@ class Store:
         rmeta = _meta(result)
         if rmeta.get("resourceVersion") == old["metadata"].get("resourceVersion"):
             rmeta.pop("resourceVersion", None)
-        return self.update(rt, ns, name, result, subresource=subresource, dry_run=dry_run, field_manager=field_manager or _default_manager(), operation="Update", owned=True), False
+        updated = self.update(core, ns, name, back(result), subresource=subresource, dry_run=dry_run, field_manager=field_manager or _default_manager(), operation="Update", owned=True)
+        return out(updated), False
 
     # ----------------------------------------------------------------------------------------------- delete
 
@@ -610,6 +647,9 @@ class Store:
         dry_run: bool = False,
     ) -> tuple[Obj, bool]:
         """Delete (or start deleting) an object; returns (object, removed_now)."""
+        if rt.storage is not None:
+            gone, removed = self.delete(self._rt(rt.storage), ns, name, propagation=propagation, preconditions=preconditions, dry_run=dry_run)
+            return views.to_view(rt, gone), removed
         ns = ns if rt.namespaced else None
         old = self.get(rt, ns, name)
         meta = old["metadata"]

@@ -150,3 +150,16 @@ async def test_get_watch_table_output_prints_new_rows(kubectl: Any) -> None:
     await kubectl.read_until(watcher.stdout, lambda line: line.startswith("after "))
     await asyncio.sleep(0)
     assert watcher.returncode is None
+
+
+async def test_get_watch_of_services_keeps_the_service_columns(kubectl: Any) -> None:
+    await make_namespace(kubectl, "ws")
+    port = {"ports": [{"port": 80}], "selector": {"app": "a"}}
+    await kubectl.make("Service", "first", "ws", spec=port)
+    watcher = await kubectl.spawn("get", "services", "-n", "ws", "-w")
+    lines = await kubectl.read_until(watcher.stdout, lambda line: line.startswith("first"))
+    assert lines[0].split()[:3] == ["NAME", "TYPE", "CLUSTER-IP"], lines
+
+    await kubectl.make("Service", "second", "ws", spec=port)
+    lines = await kubectl.read_until(watcher.stdout, lambda line: line.startswith("second"))
+    assert lines[-1].split()[1] == "ClusterIP", f"watch rows are Table rows with the same columns: {lines}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -156,15 +157,23 @@ async def test_replace_conflicts_on_a_stale_resource_version_and_force_recreates
 
 
 async def test_create_from_file_and_wait_for_delete(kubectl: Any) -> None:
-    path = write(kubectl, "cm.json", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "f"}})
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "f", "finalizers": ["example.com/hold"]},
+    }
+    path = write(kubectl, "cm.json", obj)
     created = await kubectl.run("create", "-f", str(path))
     assert created.stdout.strip() == "configmap/f created"
     again = await kubectl.run("create", "-f", str(path), check=False)
     assert again.returncode != 0 and "AlreadyExists" in again.stderr
 
-    waiter = await kubectl.spawn("wait", "--for=delete", "configmap/f", "--timeout=30s")
     await kubectl.run("delete", "configmap", "f", "--wait=false")
-    out, err = await waiter.communicate()
+    waiter = await kubectl.spawn("wait", "--for=delete", "configmap/f", "--timeout=30s")
+    await asyncio.sleep(1.0)
+    assert waiter.returncode is None, "the finalizer still holds the object"
+    await kubectl.run("patch", "configmap", "f", "--type=merge", "-p", '{"metadata": {"finalizers": null}}')
+    out, err = await asyncio.wait_for(waiter.communicate(), 30)
     assert waiter.returncode == 0, err.decode()
     assert "condition met" in out.decode()
 

@@ -108,3 +108,14 @@ async def test_field_validation_strict_rejects_and_warn_reports_unknown_fields(k
                                   headers={"Authorization": f"Bearer {c.token}"}, ssl=c._ssl) as resp:
             assert resp.status == 201 and "spec.bogus" in resp.headers["Warning"]
             assert (await resp.json())["spec"] == {"size": 1, "mode": "fast"}
+
+
+async def test_put_of_a_custom_object_needs_a_resource_version(kubesim: KubeSim) -> None:
+    path = "/apis/example.com/v1/namespaces/default/gizmos"
+    async with RawClient(kubesim) as c:
+        await c.post(CRDS, crd())
+        _, g = await c.post(path, gizmo("g", {"size": 1}))
+        status, body = await c.put(f"{path}/g", gizmo("g", {"size": 2}))
+        assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+        status, g2 = await c.put(f"{path}/g", dict(gizmo("g", {"size": 2}), metadata=g["metadata"]))
+        assert status == 200 and g2["spec"]["size"] == 2

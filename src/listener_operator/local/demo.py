@@ -112,7 +112,8 @@ async def measure(cluster: LocalCluster, expected_pods: int) -> Progress:
         listeners_addressed=sum(1 for item in listeners if (item.get("status") or {}).get("ingressAddresses")))
 
 
-async def wait_until_up(cluster: LocalCluster, console: Console, expected_pods: int, timeout: float) -> Progress:
+async def wait_until_up(cluster: LocalCluster, console: Console, expected_pods: int,
+                        limit_seconds: float) -> Progress:
     """Follow pods and listeners through watches; redraw the progress line on every change."""
     api = cluster.sim.api
     changed = asyncio.Event()
@@ -124,7 +125,7 @@ async def wait_until_up(cluster: LocalCluster, console: Console, expected_pods: 
     followers = [asyncio.ensure_future(follow(resource))
                  for resource in ("pods", "listeners.listeners.stackable.tech")]
     interactive = sys.stdout.isatty()
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + limit_seconds
     last = ""
     try:
         while True:

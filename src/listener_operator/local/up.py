@@ -118,13 +118,13 @@ class ChildProcess:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
-    async def stop(self, timeout: float = 10.0) -> None:
+    async def stop(self, grace_seconds: float = 10.0) -> None:
         process = self.process
         if process is not None and process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(process.wait(), timeout)
+                await asyncio.wait_for(process.wait(), grace_seconds)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
@@ -297,7 +297,7 @@ class LocalCluster:
         return sorted(item["metadata"]["name"] for item in items)
 
     async def _wait_for_socket(self, child: ChildProcess, socket_path: Path) -> None:
-        """Wait until a child serves CSI on its socket: a file appears, then Probe answers ready."""
+        """Wait until a child serves CSI on its socket: Probe answers."""
         import grpc
 
         from csi_proto import csi_pb2, csi_pb2_grpc
@@ -305,14 +305,13 @@ class LocalCluster:
         deadline = time.monotonic() + PLUGIN_START_TIMEOUT
         while True:
             self._raise_if_exited(child)
-            if socket_path.exists():
-                try:
-                    async with grpc.aio.insecure_channel(f"unix://{socket_path}") as channel:
-                        stub = csi_pb2_grpc.IdentityStub(channel)
-                        await stub.Probe(csi_pb2.ProbeRequest(), timeout=2)
-                    return
-                except grpc.aio.AioRpcError:
-                    pass
+            try:
+                async with grpc.aio.insecure_channel(f"unix://{socket_path}") as channel:
+                    stub = csi_pb2_grpc.IdentityStub(channel)
+                    await stub.Probe(csi_pb2.ProbeRequest(), timeout=2)
+                return
+            except grpc.aio.AioRpcError:
+                pass  # not listening yet
             if time.monotonic() > deadline:
                 raise LocalError(f"{child.name} did not serve CSI on {socket_path} within "
                                  f"{PLUGIN_START_TIMEOUT:.0f}s; last lines of {child.log_path}:\n{child.tail()}")
