@@ -13,6 +13,7 @@ import logging
 import secrets
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,7 @@ from kubesim.auth import AllowAll, Authorizer, RequestAttributes, TokenAuthentic
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
 from kubesim.resources import Registry, ResourceType
-from kubesim.store import Store, Watcher, dumps
+from kubesim.store import Store, Watcher, WatchEvent, dumps
 
 log = logging.getLogger(__name__)
 
@@ -358,7 +359,8 @@ class ApiServer:
         return body
 
     def _served(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        if obj.get("apiVersion") != rt.api_version:
+        """The object as the requested version shows it (CRD versions share storage; no conversion)."""
+        if obj.get("apiVersion") != rt.api_version and rt.storage is None:
             return dict(obj, apiVersion=rt.api_version)
         return obj
 
@@ -423,25 +425,56 @@ class ApiServer:
             return resp
         try:
             await resp.prepare(request)
+            line = self._line_maker(request, t.rt, w)
             if initial:
-                await self._send_initial(resp, w, t.rt)
-            await self._pump(resp, w, t.rt, timeout, bookmarks)
+                await self._send_initial(resp, w, t.rt, line)
+            await self._pump(resp, w, t.rt, timeout, bookmarks, line)
             with contextlib.suppress(ConnectionResetError, RuntimeError):
                 await resp.write_eof()
             return resp
         finally:
             self.store.stop_watch(w)
 
-    async def _send_initial(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType) -> None:
+    def _line_maker(self, request: web.Request, rt: ResourceType, w: Watcher) -> Callable[[str, WatchEvent], bytes]:
+        """How this watch serialises an event: as stored, as a view/served version, or as a one-row Table."""
+        if _wants_table(request):
+            accept = request.headers.get("Accept", "")
+            cache = f"table/{rt.key}/{rt.version}/{request.query.get('includeObject', '')}/{accept}"
+
+            def table_line(typ: str, ev: WatchEvent) -> bytes:
+                cached = ev.cached(typ, cache)
+                if cached is not None:
+                    return cached
+                obj = self._served(rt, w.present(ev.obj))
+                rendered = _render_table(request, rt, [obj], obj.get("metadata", {}).get("resourceVersion", ""), None)
+                return ev.line(typ, rendered or obj, cache_as=cache)
+
+            return table_line
+        if rt.storage is not None:
+            return lambda typ, ev: ev.line(typ, w.present(ev.obj), cache_as=rt.key)
+        if rt.crd_name is not None:
+
+            def version_line(typ: str, ev: WatchEvent) -> bytes:
+                if ev.obj.get("apiVersion") == rt.api_version:
+                    return ev.line(typ)
+                return ev.line(typ, self._served(rt, ev.obj), cache_as=rt.api_version)
+
+            return version_line
+        return lambda typ, ev: ev.line(typ)
+
+    async def _send_initial(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, line: Callable[[str, WatchEvent], bytes]) -> None:
         chunks = []
         while not w.queue.empty():
             t, ev = w.queue.get_nowait()
-            chunks.append(ev.line(t, self._served(rt, w.present(ev.obj)), cache_as=rt.key))
+            chunks.append(line(t, ev))
         mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.revision), "annotations": {"k8s.io/initial-events-end": "true"}}}
         chunks.append(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
         await resp.write(b"".join(chunks))
 
-    async def _pump(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, timeout_seconds: int | None, bookmarks: bool) -> None:
+    async def _pump(
+        self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, timeout_seconds: int | None, bookmarks: bool,
+        line: Callable[[str, WatchEvent], bytes],
+    ) -> None:
         """Copy queued events to the stream until timeout, a fault cut, shutdown or client disconnect."""
         start = time.monotonic()
         deadline = start + timeout_seconds if timeout_seconds else None
@@ -451,7 +484,6 @@ class ApiServer:
             cut_deadline = start + f.watch_max_seconds
             deadline = cut_deadline if deadline is None else min(deadline, cut_deadline)
         sent = 0
-        convert = rt.crd_name is not None
         try:
             while True:
                 if w.queue.empty():
@@ -485,12 +517,7 @@ class ApiServer:
                         chunks.append(dumps({"type": "ERROR", "object": payload}) + b"\n")
                         stop = True
                         break
-                    if rt.storage is not None:
-                        chunks.append(payload.line(typ, w.present(payload.obj), cache_as=rt.key))
-                    elif convert and payload.obj.get("apiVersion") != rt.api_version:
-                        chunks.append(payload.line(typ, self._served(rt, payload.obj), cache_as=rt.api_version))
-                    else:
-                        chunks.append(payload.line(typ))
+                    chunks.append(line(typ, payload))
                     sent += 1
                     if cut_after is not None and sent >= cut_after:
                         stop = True

@@ -92,6 +92,48 @@ def test_demo_once_shows_listeners_and_a_volume_tree(workdir: Path) -> None:
     assert re.search(r"kafka: '3\d{4}'", output), output
 
 
+def kubectl_json(kubeconfig: Path, workdir: Path, *args: str) -> dict:
+    result = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache"),
+                             "get", *args, "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_demo_objects_are_visible_to_kubectl_while_it_runs(workdir: Path) -> None:
+    state = workdir / "s"
+    run = Background(operator_command("demo", "--state-dir", str(state), "--examples", str(REPO / "examples")),
+                     workdir)
+    try:
+        run.wait_for(r"Press Ctrl-C to stop", timeout=120)
+        kubeconfig = state / "kubeconfig"
+        listeners = kubectl_json(kubeconfig, workdir, "listeners", "-n", "default")["items"]
+        by_name = {item["metadata"]["name"]: item for item in listeners}
+        assert set(by_name) == {"listener-broker-0", "listener-broker-1", "listener-broker-2", "web", "internal-api"}
+        for item in listeners:
+            assert item["status"]["ingressAddresses"], item
+            ready = [c for c in item["status"]["conditions"] if c["type"] == "Ready"]
+            assert ready and ready[0]["status"] == "True", item
+        # Per-replica Listeners are named after their PVCs and owned by the PVs (upstream's ownership chain).
+        assert by_name["listener-broker-0"]["metadata"]["ownerReferences"][0]["kind"] == "PersistentVolume"
+        pods = kubectl_json(kubeconfig, workdir, "pods", "-n", "default")["items"]
+        assert len(pods) == 5
+        assert all(pod["status"]["phase"] == "Running" for pod in pods)
+        claims = kubectl_json(kubeconfig, workdir, "pvc", "-n", "default")["items"]
+        assert {claim["status"]["phase"] for claim in claims} == {"Bound"}
+        # Every Pod has a PodListeners record of its listener volume, as secret-operator expects.
+        records = kubectl_json(kubeconfig, workdir, "podlisteners", "-n", "default")["items"]
+        assert {record["metadata"]["name"] for record in records} == {f"pod-{pod['metadata']['uid']}" for pod in pods}
+        assert all(record["spec"]["listeners"]["listener"]["ingressAddresses"] for record in records)
+        # The services backing the Listeners.
+        services = {svc["metadata"]["name"]: svc for svc in
+                    kubectl_json(kubeconfig, workdir, "services", "-n", "default")["items"]}
+        assert services["web"]["spec"]["type"] == "LoadBalancer"
+        assert services["listener-broker-1"]["spec"]["type"] == "NodePort"
+        assert run.stop(signal.SIGINT) == 0, run.output()
+    finally:
+        run.kill()
+
+
 def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
     state = workdir / "s"
     run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
@@ -108,7 +150,7 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
         deadline = time.monotonic() + 30
         table = ""
         while time.monotonic() < deadline:
-            table = subprocess.run([*kubectl, "get", "listeners,listenerclasses", "-A"], capture_output=True,
+            table = subprocess.run([*kubectl, "get", "listeners,listenerclasses,pods,pvc", "-A"], capture_output=True,
                                    text=True, timeout=60).stdout
             if "api.default.svc.cluster.local" in table:
                 break

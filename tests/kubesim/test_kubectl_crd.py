@@ -176,11 +176,15 @@ async def test_crd_invalid_objects_are_rejected_with_causes(kubectl: Any) -> Non
     assert listed["items"] == [], "nothing is half-written by a rejected apply"
 
 
-async def test_crd_unknown_fields_are_pruned(kubectl: Any) -> None:
+async def test_crd_unknown_fields_strict_validation_or_pruning(kubectl: Any) -> None:
     await install(kubectl, WIDGET_CRD, "widgets.example.com")
-    await kubectl.apply_text(widget("pruned", {"size": 1, "bogus": True}), "--validate=false")
+    manifest = widget("pruned", {"size": 1, "bogus": True})
+    strict = await kubectl.apply_text(manifest, check=False)  # kubectl sends fieldValidation=Strict by default
+    assert strict.returncode != 0
+    assert 'strict decoding error: unknown field "spec.bogus"' in strict.stderr, strict.stderr
+    await kubectl.apply_text(manifest, "--validate=false")  # fieldValidation=Ignore
     obj = (await kubectl.run("get", "widget", "pruned", "-o", "json")).json()
-    assert obj["spec"] == {"size": 1, "mode": "fast"}
+    assert obj["spec"] == {"size": 1, "mode": "fast"}, "unknown fields are pruned when not rejected"
 
 
 async def test_cluster_scoped_crd(kubectl: Any) -> None:

@@ -107,3 +107,20 @@ async def test_watch_single_object_by_field_selector(kubesim: KubeSim) -> None:
         await c.delete(f"{CM}/a")
         events = await collect(c, CM, {"resourceVersion": a["metadata"]["resourceVersion"], "fieldSelector": "metadata.name=a"}, 1)
         assert events[0]["type"] == "DELETED" and events[0]["object"]["metadata"]["name"] == "a"
+
+
+async def test_watch_as_table_sends_one_row_tables(kubesim: KubeSim) -> None:
+    svc = "/api/v1/namespaces/default/services"
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+    async with RawClient(kubesim) as c:
+        _, s = await c.post(svc, {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
+        assert c.session is not None
+        params = {"watch": "1", "resourceVersion": "0", "timeoutSeconds": "1"}
+        async with c.session.get(c.url + svc, params=params, headers={"Authorization": f"Bearer {c.token}", "Accept": accept}, ssl=c._ssl) as resp:
+            lines = [line async for line in resp.content if line.strip()]
+        import json
+
+        ev = json.loads(lines[0])
+        assert ev["type"] == "ADDED" and ev["object"]["kind"] == "Table"
+        assert ev["object"]["columnDefinitions"][1]["name"] == "Type"
+        assert ev["object"]["rows"][0]["cells"][:3] == ["s", "ClusterIP", s["spec"]["clusterIP"]]
