@@ -1,8 +1,9 @@
 """Benchmarks of the listener-volume CSI driver on kubesim; prints one JSON document.
 
-* ``publish``: NodePublishVolume latency over the real Unix socket with the Listener already ready (shared
-  Listener, ``listener-name`` volumes): first publishes of fresh volumes, and re-publishes of the same volumes
-  (the idempotent path kubelet takes after a restart), p50/p99 in milliseconds.
+* ``publish``: NodePublishVolume latency over the real Unix socket with the Listener already ready, for
+  ``listener-name`` volumes (one shared Listener) and ``listener-class`` volumes (one Listener per volume): first
+  publishes of fresh volumes, and re-publishes of the same volumes (the idempotent path kubelet takes after a
+  restart, which writes nothing), p50/p99 in milliseconds.
 * ``statefulset``: seconds from creating a StatefulSet with a ``listener-class`` volumeClaimTemplate until every
   replica is Ready and its address files are in place, with the operator and one node plugin per simulated node.
 
@@ -21,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,24 +63,33 @@ async def install(sim: KubeSim) -> None:
     await sim.api.create("storageclasses.storage.k8s.io", storage_class())
 
 
-async def bench_publish(count: int, work: Path) -> dict[str, Any]:
+async def bench_publish(count: int, work: Path, mode: str) -> dict[str, Any]:
+    """``mode`` ``name``: volumes bound to one shared Listener; ``class``: one Listener per volume, created ready
+    (status set) before the first publish, which then only takes it over (apply)."""
     async with KubeSim(kubeconfig_path=work / "kubeconfig") as sim:
         await install(sim)
         api = sim.api
         await api.create("listenerclasses.listeners.stackable.tech", {
             "apiVersion": GV, "kind": "ListenerClass", "metadata": {"name": "lb"},
             "spec": {"serviceType": "LoadBalancer"}})
-        await api.create("listeners.listeners.stackable.tech", {
-            "apiVersion": GV, "kind": "Listener", "metadata": {"name": "shared", "namespace": NS},
-            "spec": {"className": "lb", "ports": [{"name": "http", "port": 80}]}}, NS)
-        await api.patch("listeners.listeners.stackable.tech", "shared", {"status": {"ingressAddresses": [
-            {"address": "198.51.100.1", "addressType": "IP", "ports": {"http": 80}}]}}, namespace=NS,
-            subresource="status")
+        status = {"ingressAddresses": [{"address": "198.51.100.1", "addressType": "IP", "ports": {"http": 80}}]}
+
+        async def ready_listener(name: str) -> None:
+            await api.create("listeners.listeners.stackable.tech", {
+                "apiVersion": GV, "kind": "Listener", "metadata": {"name": name, "namespace": NS},
+                "spec": {"className": "lb", "ports": [{"name": "http", "port": 80}]}}, NS)
+            await api.patch("listeners.listeners.stackable.tech", name, {"status": status}, namespace=NS,
+                            subresource="status")
+
+        if mode == "name":
+            await ready_listener("shared")
         kubelet = work / "kubelet"
         requests: list[csi_pb2.NodePublishVolumeRequest] = []
-        context = {ANNOTATION_LISTENER_NAME: "shared"}
+        context = {ANNOTATION_LISTENER_NAME: "shared"} if mode == "name" else {ANNOTATION_LISTENER_CLASS: "lb"}
         for index in range(count):
             claim = f"claim-{index}"
+            if mode == "class":
+                await ready_listener(claim)
             await api.create("persistentvolumeclaims", {
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim",
                 "metadata": {"name": claim, "namespace": NS, "annotations": context},
@@ -91,7 +102,8 @@ async def bench_publish(count: int, work: Path) -> dict[str, Any]:
                          "csi": {"driver": DRIVER_NAME, "volumeHandle": f"pv-{index}", "volumeAttributes": context}}})
             pod = await api.create("pods", {
                 "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"pod-{index}", "namespace": NS},
-                "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "x"}],
+                "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "x", "ports": [
+                    {"name": "http", "containerPort": 80}]}],
                          "volumes": [{"name": "listener", "persistentVolumeClaim": {"claimName": claim}}]}}, NS)
             uid = pod["metadata"]["uid"]
             requests.append(csi_pb2.NodePublishVolumeRequest(
@@ -193,13 +205,21 @@ async def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     result: dict[str, Any] = {"benchmark": "csi", "python": sys.version.split()[0]}
-    for key, run in (("publish", lambda w: bench_publish(args.publishes, w)),
-                     ("statefulset", lambda w: bench_statefulset(args.replicas, args.nodes, w))):
+    runs: tuple[tuple[str, Callable[[Path], Awaitable[dict[str, Any]]]], ...] = (
+        ("listener_name", lambda w: bench_publish(args.publishes, w, "name")),
+        ("listener_class", lambda w: bench_publish(args.publishes, w, "class")),
+        ("statefulset", lambda w: bench_statefulset(args.replicas, args.nodes, w)),
+    )
+    for key, run in runs:
         work = Path(tempfile.mkdtemp(prefix="lo", dir="/tmp"))
         try:
-            result[key] = await run(work)
+            value = await run(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        if key == "statefulset":
+            result[key] = value
+        else:
+            result.setdefault("publish", {})[key] = value
     print(json.dumps(result, indent=2))
     return 0
 

@@ -1,7 +1,7 @@
 """Throughput and watch latency of the kubesim API server, printed as JSON.
 
 Measures, over HTTP with a keep-alive aiohttp client (a thin client, so the figures are the server's):
-creates/s, gets/s, merge patches/s, list time and deletes/s for N small ConfigMaps with C concurrent requests, and
+creates/s, gets/s, merge patches/s, server-side applies/s, list time and deletes/s for N small ConfigMaps with C concurrent requests, and
 the write-to-watch-event latency seen by W concurrent watchers (p50/p99/max).
 
 By default the server runs as a subprocess (`kubesim serve`) so that client and server do not share one GIL, as
@@ -161,6 +161,20 @@ async def throughput(
         ) as resp:
             await expect(resp, 200)
 
+    async def apply(i: int) -> None:
+        """Server-side apply, the operator's write path (managedFields bookkeeping included)."""
+        headers = {"Content-Type": "application/apply-patch+yaml"}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"cm-{i}"},
+            "data": {"applied": "yes"},
+        }
+        async with session.patch(
+            f"{collection}/cm-{i}", params={"fieldManager": "bench"}, data=json.dumps(body), headers=headers
+        ) as resp:
+            await expect(resp, 200)
+
     async def delete(i: int) -> None:
         async with session.delete(f"{collection}/cm-{i}") as resp:
             await expect(resp, 200)
@@ -177,6 +191,7 @@ async def throughput(
     await phase("creates", create)
     await phase("gets", get)
     await phase("patches", patch)
+    await phase("applies", apply)
     start = time.perf_counter()
     async with session.get(collection) as resp:
         listed = await resp.json()

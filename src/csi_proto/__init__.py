@@ -7,6 +7,6 @@
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 
-SPEC_VERSION = "1.0.0"
+SPEC_VERSION = "1.10.0"
 
 __all__ = ["SPEC_VERSION", "csi_pb2", "csi_pb2_grpc"]

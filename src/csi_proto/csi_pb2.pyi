@@ -40,7 +40,7 @@ class GetPluginCapabilitiesResponse(_message.Message):
     def __init__(self, capabilities: _Optional[_Iterable[_Union[PluginCapability, _Mapping]]] = ...) -> None: ...
 
 class PluginCapability(_message.Message):
-    __slots__ = ("service",)
+    __slots__ = ("service", "volume_expansion")
     class Service(_message.Message):
         __slots__ = ("type",)
         class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -48,15 +48,34 @@ class PluginCapability(_message.Message):
             UNKNOWN: _ClassVar[PluginCapability.Service.Type]
             CONTROLLER_SERVICE: _ClassVar[PluginCapability.Service.Type]
             VOLUME_ACCESSIBILITY_CONSTRAINTS: _ClassVar[PluginCapability.Service.Type]
+            GROUP_CONTROLLER_SERVICE: _ClassVar[PluginCapability.Service.Type]
+            SNAPSHOT_METADATA_SERVICE: _ClassVar[PluginCapability.Service.Type]
         UNKNOWN: PluginCapability.Service.Type
         CONTROLLER_SERVICE: PluginCapability.Service.Type
         VOLUME_ACCESSIBILITY_CONSTRAINTS: PluginCapability.Service.Type
+        GROUP_CONTROLLER_SERVICE: PluginCapability.Service.Type
+        SNAPSHOT_METADATA_SERVICE: PluginCapability.Service.Type
         TYPE_FIELD_NUMBER: _ClassVar[int]
         type: PluginCapability.Service.Type
         def __init__(self, type: _Optional[_Union[PluginCapability.Service.Type, str]] = ...) -> None: ...
+    class VolumeExpansion(_message.Message):
+        __slots__ = ("type",)
+        class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+            __slots__ = ()
+            UNKNOWN: _ClassVar[PluginCapability.VolumeExpansion.Type]
+            ONLINE: _ClassVar[PluginCapability.VolumeExpansion.Type]
+            OFFLINE: _ClassVar[PluginCapability.VolumeExpansion.Type]
+        UNKNOWN: PluginCapability.VolumeExpansion.Type
+        ONLINE: PluginCapability.VolumeExpansion.Type
+        OFFLINE: PluginCapability.VolumeExpansion.Type
+        TYPE_FIELD_NUMBER: _ClassVar[int]
+        type: PluginCapability.VolumeExpansion.Type
+        def __init__(self, type: _Optional[_Union[PluginCapability.VolumeExpansion.Type, str]] = ...) -> None: ...
     SERVICE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_EXPANSION_FIELD_NUMBER: _ClassVar[int]
     service: PluginCapability.Service
-    def __init__(self, service: _Optional[_Union[PluginCapability.Service, _Mapping]] = ...) -> None: ...
+    volume_expansion: PluginCapability.VolumeExpansion
+    def __init__(self, service: _Optional[_Union[PluginCapability.Service, _Mapping]] = ..., volume_expansion: _Optional[_Union[PluginCapability.VolumeExpansion, _Mapping]] = ...) -> None: ...
 
 class ProbeRequest(_message.Message):
     __slots__ = ()
@@ -69,7 +88,7 @@ class ProbeResponse(_message.Message):
     def __init__(self, ready: _Optional[_Union[_wrappers_pb2.BoolValue, _Mapping]] = ...) -> None: ...
 
 class CreateVolumeRequest(_message.Message):
-    __slots__ = ("name", "capacity_range", "volume_capabilities", "parameters", "secrets", "volume_content_source", "accessibility_requirements")
+    __slots__ = ("name", "capacity_range", "volume_capabilities", "parameters", "secrets", "volume_content_source", "accessibility_requirements", "mutable_parameters")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +103,13 @@ class CreateVolumeRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class MutableParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_RANGE_FIELD_NUMBER: _ClassVar[int]
     VOLUME_CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +117,7 @@ class CreateVolumeRequest(_message.Message):
     SECRETS_FIELD_NUMBER: _ClassVar[int]
     VOLUME_CONTENT_SOURCE_FIELD_NUMBER: _ClassVar[int]
     ACCESSIBILITY_REQUIREMENTS_FIELD_NUMBER: _ClassVar[int]
+    MUTABLE_PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     capacity_range: CapacityRange
     volume_capabilities: _containers.RepeatedCompositeFieldContainer[VolumeCapability]
@@ -98,7 +125,8 @@ class CreateVolumeRequest(_message.Message):
     secrets: _containers.ScalarMap[str, str]
     volume_content_source: VolumeContentSource
     accessibility_requirements: TopologyRequirement
-    def __init__(self, name: _Optional[str] = ..., capacity_range: _Optional[_Union[CapacityRange, _Mapping]] = ..., volume_capabilities: _Optional[_Iterable[_Union[VolumeCapability, _Mapping]]] = ..., parameters: _Optional[_Mapping[str, str]] = ..., secrets: _Optional[_Mapping[str, str]] = ..., volume_content_source: _Optional[_Union[VolumeContentSource, _Mapping]] = ..., accessibility_requirements: _Optional[_Union[TopologyRequirement, _Mapping]] = ...) -> None: ...
+    mutable_parameters: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., capacity_range: _Optional[_Union[CapacityRange, _Mapping]] = ..., volume_capabilities: _Optional[_Iterable[_Union[VolumeCapability, _Mapping]]] = ..., parameters: _Optional[_Mapping[str, str]] = ..., secrets: _Optional[_Mapping[str, str]] = ..., volume_content_source: _Optional[_Union[VolumeContentSource, _Mapping]] = ..., accessibility_requirements: _Optional[_Union[TopologyRequirement, _Mapping]] = ..., mutable_parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class VolumeContentSource(_message.Message):
     __slots__ = ("snapshot", "volume")
@@ -130,12 +158,14 @@ class VolumeCapability(_message.Message):
         __slots__ = ()
         def __init__(self) -> None: ...
     class MountVolume(_message.Message):
-        __slots__ = ("fs_type", "mount_flags")
+        __slots__ = ("fs_type", "mount_flags", "volume_mount_group")
         FS_TYPE_FIELD_NUMBER: _ClassVar[int]
         MOUNT_FLAGS_FIELD_NUMBER: _ClassVar[int]
+        VOLUME_MOUNT_GROUP_FIELD_NUMBER: _ClassVar[int]
         fs_type: str
         mount_flags: _containers.RepeatedScalarFieldContainer[str]
-        def __init__(self, fs_type: _Optional[str] = ..., mount_flags: _Optional[_Iterable[str]] = ...) -> None: ...
+        volume_mount_group: str
+        def __init__(self, fs_type: _Optional[str] = ..., mount_flags: _Optional[_Iterable[str]] = ..., volume_mount_group: _Optional[str] = ...) -> None: ...
     class AccessMode(_message.Message):
         __slots__ = ("mode",)
         class Mode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
@@ -146,12 +176,16 @@ class VolumeCapability(_message.Message):
             MULTI_NODE_READER_ONLY: _ClassVar[VolumeCapability.AccessMode.Mode]
             MULTI_NODE_SINGLE_WRITER: _ClassVar[VolumeCapability.AccessMode.Mode]
             MULTI_NODE_MULTI_WRITER: _ClassVar[VolumeCapability.AccessMode.Mode]
+            SINGLE_NODE_SINGLE_WRITER: _ClassVar[VolumeCapability.AccessMode.Mode]
+            SINGLE_NODE_MULTI_WRITER: _ClassVar[VolumeCapability.AccessMode.Mode]
         UNKNOWN: VolumeCapability.AccessMode.Mode
         SINGLE_NODE_WRITER: VolumeCapability.AccessMode.Mode
         SINGLE_NODE_READER_ONLY: VolumeCapability.AccessMode.Mode
         MULTI_NODE_READER_ONLY: VolumeCapability.AccessMode.Mode
         MULTI_NODE_SINGLE_WRITER: VolumeCapability.AccessMode.Mode
         MULTI_NODE_MULTI_WRITER: VolumeCapability.AccessMode.Mode
+        SINGLE_NODE_SINGLE_WRITER: VolumeCapability.AccessMode.Mode
+        SINGLE_NODE_MULTI_WRITER: VolumeCapability.AccessMode.Mode
         MODE_FIELD_NUMBER: _ClassVar[int]
         mode: VolumeCapability.AccessMode.Mode
         def __init__(self, mode: _Optional[_Union[VolumeCapability.AccessMode.Mode, str]] = ...) -> None: ...
@@ -372,11 +406,20 @@ class ListVolumesRequest(_message.Message):
 
 class ListVolumesResponse(_message.Message):
     __slots__ = ("entries", "next_token")
+    class VolumeStatus(_message.Message):
+        __slots__ = ("published_node_ids", "volume_condition")
+        PUBLISHED_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+        VOLUME_CONDITION_FIELD_NUMBER: _ClassVar[int]
+        published_node_ids: _containers.RepeatedScalarFieldContainer[str]
+        volume_condition: VolumeCondition
+        def __init__(self, published_node_ids: _Optional[_Iterable[str]] = ..., volume_condition: _Optional[_Union[VolumeCondition, _Mapping]] = ...) -> None: ...
     class Entry(_message.Message):
-        __slots__ = ("volume",)
+        __slots__ = ("volume", "status")
         VOLUME_FIELD_NUMBER: _ClassVar[int]
+        STATUS_FIELD_NUMBER: _ClassVar[int]
         volume: Volume
-        def __init__(self, volume: _Optional[_Union[Volume, _Mapping]] = ...) -> None: ...
+        status: ListVolumesResponse.VolumeStatus
+        def __init__(self, volume: _Optional[_Union[Volume, _Mapping]] = ..., status: _Optional[_Union[ListVolumesResponse.VolumeStatus, _Mapping]] = ...) -> None: ...
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     NEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[ListVolumesResponse.Entry]
@@ -401,10 +444,14 @@ class GetCapacityRequest(_message.Message):
     def __init__(self, volume_capabilities: _Optional[_Iterable[_Union[VolumeCapability, _Mapping]]] = ..., parameters: _Optional[_Mapping[str, str]] = ..., accessible_topology: _Optional[_Union[Topology, _Mapping]] = ...) -> None: ...
 
 class GetCapacityResponse(_message.Message):
-    __slots__ = ("available_capacity",)
+    __slots__ = ("available_capacity", "maximum_volume_size", "minimum_volume_size")
     AVAILABLE_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_VOLUME_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MINIMUM_VOLUME_SIZE_FIELD_NUMBER: _ClassVar[int]
     available_capacity: int
-    def __init__(self, available_capacity: _Optional[int] = ...) -> None: ...
+    maximum_volume_size: _wrappers_pb2.Int64Value
+    minimum_volume_size: _wrappers_pb2.Int64Value
+    def __init__(self, available_capacity: _Optional[int] = ..., maximum_volume_size: _Optional[_Union[_wrappers_pb2.Int64Value, _Mapping]] = ..., minimum_volume_size: _Optional[_Union[_wrappers_pb2.Int64Value, _Mapping]] = ...) -> None: ...
 
 class ControllerGetCapabilitiesRequest(_message.Message):
     __slots__ = ()
@@ -431,6 +478,11 @@ class ControllerServiceCapability(_message.Message):
             LIST_SNAPSHOTS: _ClassVar[ControllerServiceCapability.RPC.Type]
             CLONE_VOLUME: _ClassVar[ControllerServiceCapability.RPC.Type]
             PUBLISH_READONLY: _ClassVar[ControllerServiceCapability.RPC.Type]
+            EXPAND_VOLUME: _ClassVar[ControllerServiceCapability.RPC.Type]
+            LIST_VOLUMES_PUBLISHED_NODES: _ClassVar[ControllerServiceCapability.RPC.Type]
+            VOLUME_CONDITION: _ClassVar[ControllerServiceCapability.RPC.Type]
+            GET_VOLUME: _ClassVar[ControllerServiceCapability.RPC.Type]
+            SINGLE_NODE_MULTI_WRITER: _ClassVar[ControllerServiceCapability.RPC.Type]
         UNKNOWN: ControllerServiceCapability.RPC.Type
         CREATE_DELETE_VOLUME: ControllerServiceCapability.RPC.Type
         PUBLISH_UNPUBLISH_VOLUME: ControllerServiceCapability.RPC.Type
@@ -440,6 +492,11 @@ class ControllerServiceCapability(_message.Message):
         LIST_SNAPSHOTS: ControllerServiceCapability.RPC.Type
         CLONE_VOLUME: ControllerServiceCapability.RPC.Type
         PUBLISH_READONLY: ControllerServiceCapability.RPC.Type
+        EXPAND_VOLUME: ControllerServiceCapability.RPC.Type
+        LIST_VOLUMES_PUBLISHED_NODES: ControllerServiceCapability.RPC.Type
+        VOLUME_CONDITION: ControllerServiceCapability.RPC.Type
+        GET_VOLUME: ControllerServiceCapability.RPC.Type
+        SINGLE_NODE_MULTI_WRITER: ControllerServiceCapability.RPC.Type
         TYPE_FIELD_NUMBER: _ClassVar[int]
         type: ControllerServiceCapability.RPC.Type
         def __init__(self, type: _Optional[_Union[ControllerServiceCapability.RPC.Type, str]] = ...) -> None: ...
@@ -558,18 +615,22 @@ class NodeUnpublishVolumeResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class NodeGetVolumeStatsRequest(_message.Message):
-    __slots__ = ("volume_id", "volume_path")
+    __slots__ = ("volume_id", "volume_path", "staging_target_path")
     VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
     VOLUME_PATH_FIELD_NUMBER: _ClassVar[int]
+    STAGING_TARGET_PATH_FIELD_NUMBER: _ClassVar[int]
     volume_id: str
     volume_path: str
-    def __init__(self, volume_id: _Optional[str] = ..., volume_path: _Optional[str] = ...) -> None: ...
+    staging_target_path: str
+    def __init__(self, volume_id: _Optional[str] = ..., volume_path: _Optional[str] = ..., staging_target_path: _Optional[str] = ...) -> None: ...
 
 class NodeGetVolumeStatsResponse(_message.Message):
-    __slots__ = ("usage",)
+    __slots__ = ("usage", "volume_condition")
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_CONDITION_FIELD_NUMBER: _ClassVar[int]
     usage: _containers.RepeatedCompositeFieldContainer[VolumeUsage]
-    def __init__(self, usage: _Optional[_Iterable[_Union[VolumeUsage, _Mapping]]] = ...) -> None: ...
+    volume_condition: VolumeCondition
+    def __init__(self, usage: _Optional[_Iterable[_Union[VolumeUsage, _Mapping]]] = ..., volume_condition: _Optional[_Union[VolumeCondition, _Mapping]] = ...) -> None: ...
 
 class VolumeUsage(_message.Message):
     __slots__ = ("available", "total", "used", "unit")
@@ -591,6 +652,14 @@ class VolumeUsage(_message.Message):
     unit: VolumeUsage.Unit
     def __init__(self, available: _Optional[int] = ..., total: _Optional[int] = ..., used: _Optional[int] = ..., unit: _Optional[_Union[VolumeUsage.Unit, str]] = ...) -> None: ...
 
+class VolumeCondition(_message.Message):
+    __slots__ = ("abnormal", "message")
+    ABNORMAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    abnormal: bool
+    message: str
+    def __init__(self, abnormal: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
 class NodeGetCapabilitiesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -610,9 +679,17 @@ class NodeServiceCapability(_message.Message):
             UNKNOWN: _ClassVar[NodeServiceCapability.RPC.Type]
             STAGE_UNSTAGE_VOLUME: _ClassVar[NodeServiceCapability.RPC.Type]
             GET_VOLUME_STATS: _ClassVar[NodeServiceCapability.RPC.Type]
+            EXPAND_VOLUME: _ClassVar[NodeServiceCapability.RPC.Type]
+            VOLUME_CONDITION: _ClassVar[NodeServiceCapability.RPC.Type]
+            SINGLE_NODE_MULTI_WRITER: _ClassVar[NodeServiceCapability.RPC.Type]
+            VOLUME_MOUNT_GROUP: _ClassVar[NodeServiceCapability.RPC.Type]
         UNKNOWN: NodeServiceCapability.RPC.Type
         STAGE_UNSTAGE_VOLUME: NodeServiceCapability.RPC.Type
         GET_VOLUME_STATS: NodeServiceCapability.RPC.Type
+        EXPAND_VOLUME: NodeServiceCapability.RPC.Type
+        VOLUME_CONDITION: NodeServiceCapability.RPC.Type
+        SINGLE_NODE_MULTI_WRITER: NodeServiceCapability.RPC.Type
+        VOLUME_MOUNT_GROUP: NodeServiceCapability.RPC.Type
         TYPE_FIELD_NUMBER: _ClassVar[int]
         type: NodeServiceCapability.RPC.Type
         def __init__(self, type: _Optional[_Union[NodeServiceCapability.RPC.Type, str]] = ...) -> None: ...

@@ -67,6 +67,18 @@ class ResourceType:
         if self.categories:
             entry["categories"] = list(self.categories)
         out = [entry]
+        if self.key in ("deployments.apps", "statefulsets.apps"):
+            out.append(
+                {
+                    "name": f"{self.plural}/scale",
+                    "singularName": "",
+                    "namespaced": self.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
         if self.has_status:
             out.append(
                 {
@@ -117,6 +129,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",), True),
     _rt("apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), True, ("all",)),
     _rt("apps", "v1", "Deployment", "deployments", True, ("deploy",), True, ("all",)),
+    _rt("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), True, ("all",)),
     _rt("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
     _rt("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
     _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),

@@ -17,16 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 from aiohttp import web
 
-from kubesim import errors
+from kubesim import bodies, errors
 from kubesim.admission import Admission
 from kubesim.auth import AllowAll, Authorizer, RequestAttributes, TokenAuthenticator, User
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
 from kubesim.resources import Registry, ResourceType
-from kubesim.store import Store, Watcher, WatchEvent, dumps
+from kubesim.scale import SCALABLE, replicas_from, scale_of
+from kubesim.store import Store
+from kubesim.watch import HTTP_MAX_BACKLOG, Watcher, WatchEvent, dumps
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +92,13 @@ class ApiServer:
         bookmark_interval: float = 5.0,
         faults: Faults | None = None,
         authorizer: Authorizer | None = None,
+        namespace_cleanup_delay: float = 0.2,
+        gc_delay: float = 0.2,
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
         self.registry = Registry()
         self.admission = Admission(service_cidr=service_cidr)
-        self.store = Store(self.registry, self.admission, watch_window=watch_window)
+        self.store = Store(self.registry, self.admission, watch_window=watch_window, namespace_cleanup_delay=namespace_cleanup_delay, gc_delay=gc_delay)
         self.faults = faults or Faults()
         self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))})
         self.authorizer: Authorizer = authorizer or AllowAll()
@@ -254,15 +257,14 @@ class ApiServer:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and not (sub == "status" and rt.has_status):
+        if sub is not None and not (sub == "status" and rt.has_status) and not (sub == "scale" and rt.key in SCALABLE):
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         return Target(rt, ns, name, sub, watch_path)
 
     async def _resource(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
         t = self._parse_target(group, version, rest)
-        q = request.query
         method = request.method
-        watch = t.watch_path or _bool(q.get("watch"))
+        watch = t.watch_path or _bool(request.query.get("watch"))
         if method == "GET":
             verb = "watch" if watch else ("get" if t.name else "list")
         elif method == "POST":
@@ -282,64 +284,112 @@ class ApiServer:
         if denied is not None:
             raise errors.forbidden(f'{t.rt.plural}{"." + t.rt.group if t.rt.group else ""} is forbidden: User "{user.name}" cannot {verb} resource "{t.rt.plural}": {denied}')
         await self._inject_faults(verb, t)
-        if verb == "watch":
-            return await self._watch(request, t)
-        if verb == "list":
-            return self._list(request, t)
-        if verb == "get":
-            assert t.name is not None
-            return self._respond(request, t.rt, self.store.get(t.rt, t.namespace, t.name))
-        dry_run = bool(q.get("dryRun"))
-        manager = q.get("fieldManager")
-        warnings: list[str] = []
-        if verb == "create":
-            body = await self._json_body(request)
-            manager = manager or _default_manager(request)
-            warnings = _field_validation(request, t.rt, body)
-            obj = self.store.create(t.rt, t.namespace, self._to_storage(t.rt, body), dry_run=dry_run, field_manager=manager)
-            return _warn(self._respond(request, t.rt, obj, 201), warnings)
-        if verb == "update":
-            assert t.name is not None
-            body = await self._json_body(request)
-            manager = manager or _default_manager(request)
-            warnings = _field_validation(request, t.rt, body)
-            obj = self.store.update(t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource, dry_run=dry_run, field_manager=manager, require_rv=True)
-            return _warn(self._respond(request, t.rt, obj), warnings)
-        if verb == "patch":
-            assert t.name is not None
-            ctype = request.content_type
-            patch_type = PATCH_TYPES.get(ctype)
-            if patch_type is None:
-                raise errors.unsupported_media_type(ctype)
-            raw = await request.read()
-            body = _parse_patch_body(raw, patch_type)
-            if patch_type in ("apply", "merge"):
-                warnings = _field_validation(request, t.rt, body)
-            if patch_type == "apply" and isinstance(body, dict):
-                body = self._to_storage(t.rt, body, check=False)
-            obj, created = self.store.patch(
-                t.rt, t.namespace, t.name, patch_type, body, subresource=t.subresource,
-                field_manager=manager or (None if patch_type == "apply" else _default_manager(request)),
-                force=_bool(q.get("force")), dry_run=dry_run,
-            )
-            return _warn(self._respond(request, t.rt, obj, 201 if created else 200), warnings)
-        if verb == "delete":
-            assert t.name is not None
-            opts = await self._delete_options(request)
-            obj, removed = self.store.delete(t.rt, t.namespace, t.name, propagation=opts.get("propagationPolicy"), preconditions=opts.get("preconditions"), dry_run=dry_run)
-            if removed:
-                meta = obj["metadata"]
-                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural, "uid": meta.get("uid")}})
-            return self._respond(request, t.rt, obj)
-        # deletecollection
+        if t.subresource == "scale":
+            return await self._scale(request, t, verb)
+        handler = {
+            "watch": self._watch, "list": self._list, "get": self._get, "create": self._create,
+            "update": self._update, "patch": self._patch, "delete": self._delete,
+            "deletecollection": self._delete_collection,
+        }[verb]
+        return await handler(request, t)
+
+    async def _get(self, request: web.Request, t: Target) -> web.StreamResponse:
+        assert t.name is not None
+        return self._respond(request, t.rt, self.store.get(t.rt, t.namespace, t.name))
+
+    async def _create(self, request: web.Request, t: Target) -> web.StreamResponse:
+        body = await self._json_body(request)
+        warnings = _field_validation(request, t.rt, body)
+        obj = self.store.create(
+            t.rt, t.namespace, self._to_storage(t.rt, body), dry_run=_dry_run(request), field_manager=_manager(request)
+        )
+        return _warn(self._respond(request, t.rt, obj, 201), warnings)
+
+    async def _update(self, request: web.Request, t: Target) -> web.StreamResponse:
+        assert t.name is not None
+        body = await self._json_body(request)
+        warnings = _field_validation(request, t.rt, body)
+        obj = self.store.update(
+            t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource,
+            dry_run=_dry_run(request), field_manager=_manager(request), require_rv=True,
+        )
+        return _warn(self._respond(request, t.rt, obj), warnings)
+
+    async def _patch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        assert t.name is not None
+        patch_type = PATCH_TYPES.get(request.content_type)
+        if patch_type is None:
+            raise errors.unsupported_media_type(request.content_type)
+        body = _parse_patch_body(await request.read(), patch_type)
+        warnings = _field_validation(request, t.rt, body) if patch_type in ("apply", "merge") else []
+        if patch_type == "apply":
+            body = self._to_storage(t.rt, body)
+            manager = request.query.get("fieldManager")  # required for apply: no default
+        else:
+            manager = _manager(request)
+        obj, created = self.store.patch(
+            t.rt, t.namespace, t.name, patch_type, body, subresource=t.subresource, field_manager=manager,
+            force=_bool(request.query.get("force")), dry_run=_dry_run(request),
+        )
+        return _warn(self._respond(request, t.rt, obj, 201 if created else 200), warnings)
+
+    async def _delete(self, request: web.Request, t: Target) -> web.StreamResponse:
+        assert t.name is not None
         opts = await self._delete_options(request)
-        sel_l, sel_f = _selectors(q)
+        obj, removed = self.store.delete(
+            t.rt, t.namespace, t.name, propagation=opts.get("propagationPolicy"),
+            preconditions=opts.get("preconditions"), dry_run=_dry_run(request),
+        )
+        if not removed:
+            return self._respond(request, t.rt, obj)
+        meta = obj["metadata"]
+        details = {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural, "uid": meta.get("uid")}
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+
+    async def _delete_collection(self, request: web.Request, t: Target) -> web.StreamResponse:
+        opts = await self._delete_options(request)
+        sel_l, sel_f = _selectors(request.query)
         listed = self.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f)
         for obj in list(listed.items):
             meta = obj["metadata"]
-            with contextlib.suppress(ApiError):
-                self.store.delete(t.rt, meta.get("namespace"), meta["name"], propagation=opts.get("propagationPolicy"), dry_run=dry_run)
+            with contextlib.suppress(ApiError):  # gone meanwhile (GC of an earlier item)
+                self.store.delete(
+                    t.rt, meta.get("namespace"), meta["name"], propagation=opts.get("propagationPolicy"),
+                    dry_run=_dry_run(request),
+                )
         return json_response(self._list_body(t.rt, listed.items, str(self.store.revision)))
+
+    async def _scale(self, request: web.Request, t: Target, verb: str) -> web.Response:
+        """GET/PUT/PATCH of `<deployments|statefulsets>/<name>/scale`: only spec.replicas is writable."""
+        assert t.name is not None
+        current = self.store.get(t.rt, t.namespace, t.name)
+        if verb == "get":
+            return json_response(scale_of(t.rt, current))
+        if verb == "update":
+            body = await self._json_body(request)
+        elif verb == "patch":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type not in ("merge", "json", "strategic"):
+                raise errors.unsupported_media_type(request.content_type)
+            from kubesim import patch
+
+            raw = _parse_patch_body(await request.read(), "merge")
+            try:
+                if patch_type == "json":
+                    body = patch.json_patch(scale_of(t.rt, current), raw)
+                else:
+                    body = patch.merge_patch(scale_of(t.rt, current), raw)
+            except patch.PatchError as e:
+                raise errors.ApiError(422, "Invalid", str(e)) from None
+        else:
+            raise errors.method_not_allowed()
+        replicas = replicas_from(body)
+        rv = ((body.get("metadata") or {}) if isinstance(body, dict) else {}).get("resourceVersion")
+        change: dict[str, Any] = {"spec": {"replicas": replicas}}
+        if rv:
+            change["metadata"] = {"resourceVersion": rv}
+        obj, _ = self.store.patch(t.rt, t.namespace, t.name, "merge", change, field_manager=request.query.get("fieldManager") or _default_manager(request))
+        return json_response(scale_of(t.rt, obj))
 
     async def _inject_faults(self, verb: str, t: Target) -> None:
         f = self.faults
@@ -350,7 +400,7 @@ class ApiServer:
             if err is not None:
                 raise err
 
-    def _to_storage(self, rt: ResourceType, body: Any, *, check: bool = True) -> Any:
+    def _to_storage(self, rt: ResourceType, body: Any) -> Any:
         """Objects sent to a non-storage CRD version are stored under the storage version (no conversion)."""
         if isinstance(body, dict) and rt.crd_name is not None:
             storage = self.registry.by_key(rt.key)
@@ -381,7 +431,7 @@ class ApiServer:
             items = [self._served(rt, o) for o in items]
         return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
 
-    def _list(self, request: web.Request, t: Target) -> web.Response:
+    async def _list(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
         sel_l, sel_f = _selectors(q)
         limit = _int_param(q, "limit")
@@ -423,6 +473,7 @@ class ApiServer:
                 await resp.write(dumps({"type": "ERROR", "object": expired.status()}) + b"\n")
                 await resp.write_eof()
             return resp
+        w.max_backlog = HTTP_MAX_BACKLOG
         try:
             await resp.prepare(request)
             line = self._line_maker(request, t.rt, w)
@@ -537,15 +588,7 @@ class ApiServer:
         if request.content_type not in ("application/json", "application/yaml", "application/apply-patch+yaml", ""):
             raise errors.unsupported_media_type(request.content_type)
         raw = await request.read()
-        if not raw:
-            raise errors.bad_request("the request body is empty")
-        ctype = request.content_type
-        try:
-            if ctype in ("application/yaml", "application/apply-patch+yaml"):
-                return yaml.safe_load(raw)
-            return json.loads(raw)
-        except (ValueError, yaml.YAMLError) as e:
-            raise errors.bad_request(f"the body of the request could not be decoded: {e}") from None
+        return bodies.decode(raw, yaml_allowed=request.content_type != "application/json")
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         raw = await request.read()
@@ -592,6 +635,15 @@ class ApiServer:
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
 
 
+def _dry_run(request: web.Request) -> bool:
+    return bool(request.query.get("dryRun"))
+
+
+def _manager(request: web.Request) -> str:
+    """The request's fieldManager, else derived from the User-Agent as the apiserver does."""
+    return request.query.get("fieldManager") or _default_manager(request)
+
+
 def _default_manager(request: web.Request) -> str:
     agent = request.headers.get("User-Agent", "unknown")
     return agent.split("/", 1)[0] or "unknown"
@@ -619,14 +671,7 @@ def _selectors(q: Any) -> tuple[Any, Any]:
 
 
 def _parse_patch_body(raw: bytes, patch_type: str) -> Any:
-    if not raw.strip():
-        raise errors.bad_request("the patch body is empty")
-    try:
-        if patch_type == "apply":
-            return yaml.safe_load(raw)
-        return json.loads(raw)
-    except (ValueError, yaml.YAMLError) as e:
-        raise errors.bad_request(f"error decoding patch: {e}") from None
+    return bodies.decode(raw, yaml_allowed=patch_type == "apply", what="the patch")
 
 
 def _field_validation(request: web.Request, rt: ResourceType, body: Any) -> list[str]:

@@ -60,10 +60,15 @@ class KubeSim:
         bookmark_interval: float = 5.0,
         faults: Faults | dict[str, Any] | None = None,
         tls: bool = True,
+        namespace_cleanup_delay: float = 0.2,
+        gc_delay: float = 0.2,
         **cluster_options: Any,
     ) -> None:
         """`tls=True` (default) serves HTTPS with a fresh self-signed CA in the kubeconfig: kubectl only sends
-        bearer tokens over TLS. `tls=False` serves plain HTTP (lightkube and the in-process client still work)."""
+        bearer tokens over TLS. `tls=False` serves plain HTTP (lightkube and the in-process client still work).
+        `namespace_cleanup_delay`: seconds between a namespace's DELETE and the removal of its contents (the
+        namespace controller's lag; 0 = inside the DELETE). `gc_delay`: seconds before objects whose owners do not
+        exist are collected (0 = never)."""
         self.host = host
         self.port = port
         if isinstance(faults, dict):
@@ -72,7 +77,8 @@ class KubeSim:
             faults.update(settings)
         self.server = ApiServer(
             token=token, watch_window=watch_window, service_cidr=service_cidr,
-            bookmark_interval=bookmark_interval, faults=faults,
+            bookmark_interval=bookmark_interval, faults=faults, namespace_cleanup_delay=namespace_cleanup_delay,
+            gc_delay=gc_delay,
         )
         self.token = self.server.token
         self.faults = self.server.faults

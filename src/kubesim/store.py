@@ -8,6 +8,7 @@ in-process client copies before handing objects out.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 import copy
@@ -39,6 +40,13 @@ IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 Obj = dict[str, Any]
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -61,6 +69,14 @@ def _meta(obj: Obj) -> dict[str, Any]:
     return m
 
 
+_GENERATION_KEYS = {"deployments.apps", "statefulsets.apps", "daemonsets.apps", CRD_KEY}
+
+
+def tracks_generation(rt: ResourceType) -> bool:
+    """Kinds whose strategy maintains `metadata.generation` (workloads, CRDs and all custom resources)."""
+    return rt.crd_name is not None or rt.key in _GENERATION_KEYS
+
+
 def _content(obj: Obj) -> dict[str, Any]:
     """Everything that counts as "spec" for `generation`: all but metadata and status."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
@@ -77,7 +93,12 @@ class ListResult:
 class Store:
     """Objects by resource key -> namespace -> name, plus the indexes GC needs."""
 
-    def __init__(self, registry: Registry, admission: Admission, *, watch_window: int = 10_000) -> None:
+    def __init__(
+        self, registry: Registry, admission: Admission, *, watch_window: int = 10_000, namespace_cleanup_delay: float = 0.2,
+        gc_delay: float = 0.2,
+    ) -> None:
+        self.namespace_cleanup_delay = namespace_cleanup_delay
+        self.gc_delay = gc_delay
         self.registry = registry
         self.admission = admission
         self.revision = 1
@@ -294,7 +315,10 @@ class Store:
             meta.pop(k, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_iso()
-        meta["generation"] = 1
+        if tracks_generation(rt):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
         if self.find(rt, ns, name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
         self.admission.admit_create(self, rt, obj, dry_run=dry_run)
@@ -437,9 +461,12 @@ class Store:
             added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
             if added:
                 raise errors.invalid(rt.kind, rt.group, name, [errors.cause("metadata.finalizers", f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}", "FieldValueForbidden")])
-        meta["generation"] = old_meta.get("generation", 1)
-        if _content(new) != _content(old):
-            meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        if tracks_generation(rt):
+            meta["generation"] = old_meta.get("generation", 1)
+            if _content(new) != _content(old):
+                meta["generation"] = int(old_meta.get("generation", 1)) + 1
+        else:
+            meta.pop("generation", None)
         self.admission.admit_update(self, rt, old, new, dry_run=dry_run, subresource=subresource)
         if managed_fields and field_manager is not None:
             from kubesim import managed
@@ -588,7 +615,8 @@ class Store:
         nmeta.setdefault("deletionGracePeriodSeconds", 0)
         nmeta["finalizers"] = finalizers
         if not meta.get("deletionTimestamp"):
-            nmeta["generation"] = int(meta.get("generation", 1)) + 1
+            if tracks_generation(rt):
+                nmeta["generation"] = int(meta.get("generation", 1)) + 1
         self._store(rt, old, new)
         self._emit("MODIFIED", rt, new, old)
         if FOREGROUND in finalizers:
@@ -607,6 +635,19 @@ class Store:
         new.setdefault("status", {})["phase"] = "Terminating"
         self._store(rt, old, new)
         self._emit("MODIFIED", rt, new, old)
+        if self.namespace_is_empty(name):
+            self._maybe_finish_namespace(name)
+        elif self.namespace_cleanup_delay > 0 and _running_loop() is not None:
+            # Like the namespace controller: contents go shortly after the DELETE, not inside it.
+            asyncio.get_running_loop().call_later(self.namespace_cleanup_delay, self._clean_namespace, name)
+        else:
+            self._clean_namespace(name)
+        return self.find(rt, None, name) or new, self.find(rt, None, name) is None
+
+    def _clean_namespace(self, name: str) -> None:
+        nso = self.find(self._rt(NAMESPACE_KEY), None, name)
+        if nso is None or not nso["metadata"].get("deletionTimestamp"):
+            return
         for key in list(self._objects):
             if key == NAMESPACE_KEY:
                 continue
@@ -615,10 +656,9 @@ class Store:
                 if ort is None or not ort.namespaced:
                     continue
                 current = self.find(ort, name, obj["metadata"]["name"])
-                if current is not None:
+                if current is not None and not current["metadata"].get("deletionTimestamp"):
                     self.delete(ort, name, obj["metadata"]["name"])
         self._maybe_finish_namespace(name)
-        return self.find(rt, None, name) or new, self.find(rt, None, name) is None
 
     def _maybe_finish_namespace(self, ns: str) -> None:
         nrt = self._rt(NAMESPACE_KEY)
@@ -745,6 +785,32 @@ class Store:
             self.registry.register_crd(types_from_crd(new))
         if FOREGROUND in (new["metadata"].get("finalizers") or []):
             self._check_foreground(new["metadata"]["uid"])
+        refs = new["metadata"].get("ownerReferences") or []
+        if refs and any(self.by_uid(r.get("uid", "")) is None for r in refs):
+            self._schedule_dangling_check(rt, new)
+
+    def _schedule_dangling_check(self, rt: ResourceType, obj: Obj) -> None:
+        """The garbage collector acts on references to owners that do not exist (shortly, as it would)."""
+        if self.gc_delay <= 0 or _running_loop() is None:
+            return
+        meta = obj["metadata"]
+        asyncio.get_running_loop().call_later(
+            self.gc_delay, self._collect_dangling, rt, meta.get("namespace"), meta["name"], meta["uid"]
+        )
+
+    def _collect_dangling(self, rt: ResourceType, ns: str | None, name: str, uid: str) -> None:
+        """Delete an object all of whose owners are gone; drop references to absent owners if some remain."""
+        obj = self.find(rt, ns, name)
+        if obj is None or obj["metadata"].get("uid") != uid or obj["metadata"].get("deletionTimestamp"):
+            return
+        refs = obj["metadata"].get("ownerReferences") or []
+        alive = [r for r in refs if self.by_uid(r.get("uid", "")) is not None]
+        if len(alive) == len(refs):
+            return
+        if alive:
+            self._set_owner_refs(rt, obj, alive)
+        else:
+            self.delete(rt, ns, name)
 
     def _crd_removed(self, crd: Obj) -> None:
         name = crd["metadata"]["name"]

@@ -135,7 +135,7 @@ def builtin_causes(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
         return _pod_spec_causes(obj.get("spec"), "spec")
     if key == "services":
         return _service_causes(obj)
-    if rt.group == "apps" and rt.kind in ("Deployment", "StatefulSet"):
+    if rt.group == "apps" and rt.kind in ("Deployment", "StatefulSet", "DaemonSet"):
         template = (obj.get("spec") or {}).get("template") or {}
         return _pod_spec_causes(template.get("spec"), "spec.template.spec")
     return []

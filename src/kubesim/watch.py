@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from kubesim.selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
+HTTP_MAX_BACKLOG = 50_000  # undelivered events per HTTP watcher before its stream is ended
 
 
 def dumps(obj: Any) -> bytes:
@@ -70,6 +71,7 @@ class Watcher:
         self.field_selector = field_selector
         self.queue: asyncio.Queue[QueueItem] = asyncio.Queue()
         self.closed = False
+        self.max_backlog: int | None = None
 
     def matches(self, obj: Obj | None) -> bool:
         if obj is None:
@@ -108,6 +110,11 @@ class Watcher:
             return
         t = self.event_type(ev)
         if t is not None:
+            if self.max_backlog is not None and self.queue.qsize() >= self.max_backlog:
+                # Like the apiserver with a full watch buffer: end the stream; the client re-watches from the
+                # last resourceVersion it saw.
+                self.close()
+                return
             self.queue.put_nowait((t, ev))
 
     def close(self, error: dict[str, Any] | None = None) -> None:

@@ -31,11 +31,26 @@ from listener_operator.runtime.leader import LeaderElector
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_NAME = "listener-operator-controller"
+#: Where Kubernetes mounts the namespace of the Pod's service account (the operator's own namespace).
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value else default
+
+
+def _own_namespace() -> str:
+    """The namespace for the leader Lease: explicit settings first, then the Pod's own namespace, else default."""
+    for name in ("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"):
+        if value := os.environ.get(name):
+            return value
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
+            namespace = f.read().strip()
+    except OSError:
+        namespace = ""
+    return namespace or "default"
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -67,9 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use a Lease so that only one replica reconciles [$LEADER_ELECT]")
     parser.add_argument("--leader-election-name", default=_env("LEADER_ELECTION_NAME", DEFAULT_LEASE_NAME),
                         help="Lease name [$LEADER_ELECTION_NAME]")
-    parser.add_argument("--leader-election-namespace",
-                        default=_env("LEADER_ELECTION_NAMESPACE", _env("OPERATOR_NAMESPACE", "default")),
-                        help="Lease namespace [$LEADER_ELECTION_NAMESPACE, $OPERATOR_NAMESPACE]")
+    parser.add_argument("--leader-election-namespace", default=_own_namespace(),
+                        help="Lease namespace [$LEADER_ELECTION_NAMESPACE, $OPERATOR_NAMESPACE, $POD_NAMESPACE, "
+                             "else the service account's namespace, else default]")
     parser.add_argument("--identity", default=_env("POD_NAME", f"{socket.gethostname()}-{os.getpid()}"),
                         help="this replica's leader-election identity [$POD_NAME]")
     parser.add_argument("--http-address", type=_address, default=_address(_env("HTTP_ADDRESS", "0.0.0.0:8080") or ""),

@@ -123,6 +123,9 @@ def publish_request(endpoint: CsiEndpoint, **overrides: object) -> csi_pb2.NodeP
     ({"volume_context": {**POD_INFO, ANNOTATION_LISTENER_NAME: "shared"}},
      f"both {ANNOTATION_LISTENER_CLASS} and {ANNOTATION_LISTENER_NAME}"),
     ({"volume_context": {**POD_INFO, ANNOTATION_LISTENER_CLASS: "../../x"}}, "not a valid ListenerClass name"),
+    ({"volume_context": {**POD_INFO, "csi.storage.k8s.io/pod.name": "../web-0"}}, "not a valid Pod name"),
+    ({"volume_context": {**POD_INFO, "csi.storage.k8s.io/pod.namespace": "a/b"}}, "not a valid Namespace name"),
+    ({"volume_id": "../pvc-1"}, "not a valid PersistentVolume name"),
     ({"volume_context": {**POD_INFO, "csi.storage.k8s.io/ephemeral": "true"}}, "generic ephemeral volume"),
 ])
 async def test_publish_refuses_bad_requests_before_touching_anything(

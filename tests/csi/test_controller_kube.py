@@ -88,7 +88,7 @@ async def test_unknown_class_is_unavailable_with_an_event(kube_csi: KubeCsi) -> 
     await kube_csi.api.create(PVC, pvc_object("default", "data", {ANNOTATION_LISTENER_CLASS: "nope"}), "default")
     details = await expect_code(kube_csi.csi.controller.CreateVolume(create_request("data")),
                                 grpc.StatusCode.UNAVAILABLE)
-    assert "ListenerClass nope not found" in details
+    assert details.startswith("PersistentVolumeClaim default/data: ListenerClass nope not found: ")
     assert [r for r, _ in await pvc_event_reasons(kube_csi, "data")] == ["InvalidListenerVolume"]
 
 
@@ -96,7 +96,8 @@ async def test_missing_listener_and_listener_without_class(kube_csi: KubeCsi) ->
     await kube_csi.api.create(PVC, pvc_object("default", "a", {ANNOTATION_LISTENER_NAME: "absent"}), "default")
     details = await expect_code(kube_csi.csi.controller.CreateVolume(create_request("a")),
                                 grpc.StatusCode.UNAVAILABLE)
-    assert "Listener default/absent not found" in details
+    assert details.startswith("PersistentVolumeClaim default/a: Listener default/absent not found: ")
+    assert [r for r, _ in await pvc_event_reasons(kube_csi, "a")] == ["InvalidListenerVolume"]
     await kube_csi.api.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
                                          "metadata": {"name": "classless", "namespace": "default"},
                                          "spec": {"ports": []}}, "default")
@@ -104,9 +105,30 @@ async def test_missing_listener_and_listener_without_class(kube_csi: KubeCsi) ->
     details = await expect_code(kube_csi.csi.controller.CreateVolume(create_request("b")),
                                 grpc.StatusCode.INVALID_ARGUMENT)
     assert "has no spec.className" in details
+    assert [r for r, _ in await pvc_event_reasons(kube_csi, "b")] == ["InvalidListenerVolume"]
 
 
 async def test_missing_pvc_is_unavailable(kube_csi: KubeCsi) -> None:
     details = await expect_code(kube_csi.csi.controller.CreateVolume(create_request("ghost")),
                                 grpc.StatusCode.UNAVAILABLE)
     assert "PersistentVolumeClaim default/ghost" in details
+
+
+async def test_pinning_class_without_topology_is_not_pinned_and_says_so(kube_csi: KubeCsi) -> None:
+    """A provisioner without the Topology feature sends no segments: the volume still works, unpinned, and the PVC
+    gets a Warning Event explaining why its address will follow the Pod."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("pinned", "NodePort", pinned=True))
+    await kube_csi.api.create(PVC, pvc_object("default", "data", {ANNOTATION_LISTENER_CLASS: "pinned"}), "default")
+    response = await kube_csi.csi.controller.CreateVolume(create_request("data", preferred=[]))
+    assert list(response.volume.accessible_topology) == []
+    notes = [note for reason, note in await pvc_event_reasons(kube_csi, "data") if reason == "ListenerVolumeNotPinned"]
+    assert len(notes) == 1 and "--feature-gates=Topology=true" in notes[0]
+
+
+async def test_invalid_selector_value_is_refused_with_an_event(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(PVC, pvc_object("default", "data", {ANNOTATION_LISTENER_CLASS: "Not_A_Name"}), "default")
+    details = await expect_code(kube_csi.csi.controller.CreateVolume(create_request("data")),
+                                grpc.StatusCode.INVALID_ARGUMENT)
+    assert details == (f"PersistentVolumeClaim default/data annotation {ANNOTATION_LISTENER_CLASS}: 'Not_A_Name' is "
+                       "not a valid ListenerClass name (lower-case RFC 1123 subdomain)")
+    assert [r for r, _ in await pvc_event_reasons(kube_csi, "data")] == ["InvalidListenerVolume"]

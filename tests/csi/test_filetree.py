@@ -94,6 +94,32 @@ def test_planted_symlinks_are_replaced_not_followed(tmp_path: Path) -> None:
     assert read_tree(target) == {"10.0.0.1": {"address": "10.0.0.1", "http": "30001"}}
 
 
+def test_a_link_swapped_in_while_building_is_not_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container owning the volume races the driver: while the new version is being built, it replaces the
+    half-built directory by a link to a look-alike tree elsewhere. The driver keeps writing into the directory it
+    created (it works through open descriptors), never into the look-alike."""
+    target = tmp_path / "mount"
+    target.mkdir()
+    outside = tmp_path / "outside"
+    (outside / "addresses" / "10.0.0.1" / "ports").mkdir(parents=True)
+    real_mkdir = os.mkdir
+    swapped: list[str] = []
+
+    def racing_mkdir(path: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        real_mkdir(path, mode, dir_fd=dir_fd)
+        if os.path.basename(path) == "ports" and not swapped:
+            (building,) = [n for n in os.listdir(target) if n.startswith("..tmp-")]
+            os.rename(target / building, target / "..moved")
+            os.symlink(outside, target / building)
+            swapped.append(building)
+
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    write_address_tree(target, [PublishedAddress("10.0.0.1", {"http": 30001})])
+    assert swapped
+    assert os.listdir(outside / "addresses" / "10.0.0.1" / "ports") == []
+    assert os.listdir(outside / "addresses" / "10.0.0.1") == ["ports"]
+
+
 def test_hostile_addresses_write_nothing(tmp_path: Path) -> None:
     target = tmp_path / "mount"
     with pytest.raises(InvalidVolumeInput):

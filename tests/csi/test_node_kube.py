@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from csi_support import (
 )
 
 from csi_proto import csi_pb2
+from kubesim.auth import AllowAll, RequestAttributes
+from kubesim.sim import KubeSim
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,
@@ -124,24 +127,67 @@ def manager_names(obj: dict[str, Any]) -> set[str]:
     return {m.get("manager") for m in obj["metadata"].get("managedFields") or [] if m.get("operation") == "Apply"}
 
 
-async def test_publish_is_idempotent_and_writes_nothing_the_second_time(kube_csi: KubeCsi) -> None:
+@dataclass
+class RequestLog:
+    """An authorizer that admits everything and notes each request's verb and resource."""
+
+    requests: list[tuple[str, str]] = field(default_factory=list)
+
+    def authorize(self, attrs: RequestAttributes) -> str | None:
+        self.requests.append((attrs.verb, f"{attrs.resource}/{attrs.subresource}" if attrs.subresource
+                              else attrs.resource))
+        return None
+
+
+async def test_publish_is_idempotent_and_writes_nothing_the_second_time(kube_csi: KubeCsi, kubesim: KubeSim) -> None:
     await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
-    _, request = await make_volume(kube_csi)
+    pod, request = await make_volume(kube_csi)
     await kube_csi.api.apply(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
                                         "metadata": {"name": "web-0-listener", "namespace": NS},
                                         "spec": {"className": "lb", "ports": []}},
                              name="web-0-listener", namespace=NS, field_manager="test")
     await set_status(kube_csi, "web-0-listener", LB_STATUS)
     await kube_csi.csi.node.NodePublishVolume(request)
-    writes: list[tuple[str, str]] = []
-    kube_csi.api.add_request_hook(lambda verb, plural: writes.append((verb, plural)))
-    before = {name: (await kube_csi.api.get(info, name, ns))["metadata"]["resourceVersion"]
-              for info, name, ns in ((PV, "pvc-0001", None), (POD, "web-0", NS))}
+    objects = ((PV, "pvc-0001", None), (POD, "web-0", NS), (LISTENER, "web-0-listener", NS),
+               (POD_LISTENERS, f"pod-{pod['metadata']['uid']}", NS))
+    before = [(await kube_csi.api.get(info, name, ns))["metadata"]["resourceVersion"] for info, name, ns in objects]
+    data_version = os.readlink(Path(request.target_path, "..data"))
+    log = RequestLog()
+    kubesim.server.authorizer = log
     await kube_csi.csi.node.NodePublishVolume(request)
-    after = {name: (await kube_csi.api.get(info, name, ns))["metadata"]["resourceVersion"]
-             for info, name, ns in ((PV, "pvc-0001", None), (POD, "web-0", NS))}
+    kubesim.server.authorizer = AllowAll()
+    assert log.requests, "the re-publish must have read the objects"
+    assert [r for r in log.requests if r[0] not in ("get", "list", "watch")] == []
+    after = [(await kube_csi.api.get(info, name, ns))["metadata"]["resourceVersion"] for info, name, ns in objects]
     assert before == after
+    assert os.readlink(Path(request.target_path, "..data")) == data_version
     assert default_address(request.target_path) == "lb.example.com"
+
+
+async def test_republish_refreshes_the_listener_from_the_new_pod(kube_csi: KubeCsi) -> None:
+    """Ports and labels of a class volume's Listener follow the current Pod and PVC on every publish (LO §7.3)."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    pod, request = await make_volume(kube_csi, ports=[{"name": "http", "containerPort": 8080}])
+    await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    await set_status(kube_csi, "web-0-listener", LB_STATUS)
+    await kube_csi.csi.node.NodePublishVolume(request)
+    # the StatefulSet template changed: the replacement Pod exposes another port; the PVC got a new label
+    await kube_csi.api.delete(POD, "web-0", NS)
+    replacement = pod_object(NS, "web-0", node=NODE_NAME, claims={"listener": "web-0-listener"},
+                             ports=[{"name": "https", "containerPort": 8443}])
+    new_pod = await kube_csi.api.create(POD, replacement, NS)
+    await kube_csi.api.merge_patch(PVC, {"metadata": {"labels": {"app.kubernetes.io/name": None,
+                                                                 "app.kubernetes.io/instance": "web"}}},
+                                   name="web-0-listener", namespace=NS)
+    request.volume_context["csi.storage.k8s.io/pod.uid"] = new_pod["metadata"]["uid"]
+    request.target_path = kube_csi.csi.target(new_pod["metadata"]["uid"], "pvc-0001")
+    await kube_csi.csi.node.NodePublishVolume(request)
+    listener = await kube_csi.api.get(LISTENER, "web-0-listener", NS)
+    assert [(p["name"], p["port"]) for p in listener["spec"]["ports"]] == [("https", 8443)]
+    assert listener["metadata"]["labels"] == {"app.kubernetes.io/instance": "web"}
+    labelled = await kube_csi.api.get(POD, "web-0", NS)
+    assert labelled["metadata"]["labels"][mount_label_key(listener["metadata"]["uid"])] == "web-0-listener"
+    assert pod["metadata"]["uid"] != new_pod["metadata"]["uid"]
 
 
 async def test_node_port_listener_gives_each_pod_its_own_node(kube_csi: KubeCsi) -> None:
@@ -222,11 +268,86 @@ async def test_missing_objects_give_unavailable_with_the_chain(kube_csi: KubeCsi
     await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
     _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: "not-there"})
     details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
-    assert details.startswith("failed to get Listener default/not-there (not found): ")
+    assert details.startswith("Listener default/not-there not found: ")
     assert "ListenerVolumeFailed" in await pod_event_reasons(kube_csi, "web-0")
     request.volume_id = "pvc-unknown"
     details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
-    assert "PersistentVolume pvc-unknown" in details
+    assert details.startswith("PersistentVolume pvc-unknown not found: ")
+
+
+async def test_missing_claim_and_pod_give_unavailable_naming_them(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    _, request = await make_volume(kube_csi)
+    await kube_csi.api.delete(POD, "web-0", NS)
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details.startswith("Pod default/web-0 not found: ")
+    await kube_csi.api.delete(PVC, "web-0-listener", NS)
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details.startswith("PersistentVolumeClaim default/web-0-listener not found: ")
+    await kube_csi.api.merge_patch(PV, {"spec": {"claimRef": None}}, name="pvc-0001")
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details == "PersistentVolume pvc-0001 has no corresponding PersistentVolumeClaim"
+    assert not exists(request.target_path)
+    assert await kube_csi.api.list(LISTENER, namespace=NS) == ([], mock_any())
+
+
+class mock_any:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+async def test_replaced_pod_is_unavailable(kube_csi: KubeCsi) -> None:
+    """kubelet asks for a Pod uid; a Pod of the same name with another uid is not the one being mounted."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    _, request = await make_volume(kube_csi)
+    request.volume_context["csi.storage.k8s.io/pod.uid"] = "0000-old"
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details.startswith("Pod default/web-0 was replaced")
+    listeners, _ = await kube_csi.api.list(LISTENER, namespace=NS)
+    assert listeners == []
+
+
+async def test_node_port_volume_needs_a_scheduled_pod_and_a_node_address(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("np", "NodePort"))
+    await kube_csi.api.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
+                                         "metadata": {"name": "shared", "namespace": NS},
+                                         "spec": {"className": "np", "ports": [{"name": "http", "port": 80}]}}, NS)
+    await set_status(kube_csi, "shared", {"serviceName": "shared", "nodePorts": {"http": 31234},
+                                          "ingressAddresses": []})
+    _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: "shared"}, node=None)
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details == "Pod default/web-0 has not been scheduled"
+    await kube_csi.api.delete(POD, "web-0", NS)
+    pod = await kube_csi.api.create(POD, pod_object(NS, "web-0", node=NODE_NAME, claims={"listener": "web-0-listener"}),
+                                    NS)
+    await kube_csi.api.create(NODE, node_object(NODE_NAME))  # no addresses at all
+    request.volume_context["csi.storage.k8s.io/pod.uid"] = pod["metadata"]["uid"]
+    request.target_path = kube_csi.csi.target(pod["metadata"]["uid"], "pvc-0001")
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details.startswith("no address for this Pod on Listener default/shared: ")
+    assert "ListenerVolumeFailed" in await pod_event_reasons(kube_csi, "web-0")
+    assert not exists(request.target_path)
+
+
+async def test_shared_listener_without_class_is_a_failed_precondition(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
+                                         "metadata": {"name": "classless", "namespace": NS},
+                                         "spec": {"ports": [{"name": "http", "port": 80}]}}, NS)
+    _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: "classless"})
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.FAILED_PRECONDITION)
+    assert details == "Listener default/classless has no spec.className"
+
+
+async def test_unknown_class_fails_at_once_with_an_event(kube_csi_factory: Any) -> None:
+    """A class deleted after provisioning (or a shared Listener naming a missing class) never gets an address:
+    the publish says so at once instead of waiting, and the Pod gets an Event."""
+    kube = await kube_csi_factory(listener_wait_seconds=30.0)
+    _, request = await make_volume(kube, annotations={ANNOTATION_LISTENER_CLASS: "gone"})
+    details = await expect_code(kube.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details == "Listener default/web-0-listener uses ListenerClass gone, which does not exist"
+    # it did not wait: the waiting notice (ListenerNotReady) was never given
+    assert await pod_event_reasons(kube, "web-0") == ["ListenerVolumeFailed"]
+    assert not exists(request.target_path)
 
 
 async def test_pod_without_the_volume_is_a_failed_precondition(kube_csi: KubeCsi) -> None:
@@ -264,3 +385,30 @@ async def test_unpublish_removes_files_and_only_this_volumes_entry(kube_csi: Kub
     assert set((await kube_csi.api.get(POD_LISTENERS, name, NS))["spec"]["listeners"]) == {"second"}
     assert default_address(second.target_path) == "lb.example.com"
     await kube_csi.csi.node.NodeUnpublishVolume(unpublish)  # idempotent
+
+
+async def test_changed_pvc_annotation_is_ignored_with_an_event_on_the_pvc(kube_csi: KubeCsi) -> None:
+    """The selector was fixed in the PV at provisioning; editing the PVC later changes nothing, and says so."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    _, request = await make_volume(kube_csi)
+    await kube_csi.api.merge_patch(PVC, {"metadata": {"annotations": {ANNOTATION_LISTENER_CLASS: "other"}}},
+                                   name="web-0-listener", namespace=NS)
+    await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    await set_status(kube_csi, "web-0-listener", LB_STATUS)
+    await kube_csi.csi.node.NodePublishVolume(request)
+    assert (await kube_csi.api.get(LISTENER, "web-0-listener", NS))["spec"]["className"] == "lb"
+    events, _ = await kube_csi.api.list(EVENTS, namespace=NS)
+    notes = [e["note"] for e in events if e.get("reason") == "ListenerVolumeAnnotationsIgnored"
+             and e["regarding"] == {**e["regarding"], "kind": "PersistentVolumeClaim", "name": "web-0-listener"}]
+    assert notes and all(f"{ANNOTATION_LISTENER_CLASS}=lb and keeps it" in n and f"{ANNOTATION_LISTENER_CLASS}=other"
+                         in n for n in notes)
+
+
+async def test_unchanged_pvc_gives_no_annotation_event(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    _, request = await make_volume(kube_csi)
+    await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    await set_status(kube_csi, "web-0-listener", LB_STATUS)
+    await kube_csi.csi.node.NodePublishVolume(request)
+    events, _ = await kube_csi.api.list(EVENTS, namespace=NS)
+    assert [e for e in events if e.get("reason") == "ListenerVolumeAnnotationsIgnored"] == []

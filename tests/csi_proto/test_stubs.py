@@ -71,6 +71,7 @@ def test_create_volume_field_numbers() -> None:
         "secrets": 5,
         "volume_content_source": 6,
         "accessibility_requirements": 7,
+        "mutable_parameters": 8,
     }
     assert _field_numbers(csi_pb2.Volume.DESCRIPTOR) == {
         "capacity_bytes": 1,
@@ -102,17 +103,92 @@ def test_node_field_numbers() -> None:
         "accessible_topology": 3,
     }
     assert _field_numbers(csi_pb2.VolumeCapability.DESCRIPTOR) == {"block": 1, "mount": 2, "access_mode": 3}
+    assert _field_numbers(csi_pb2.VolumeCapability.MountVolume.DESCRIPTOR) == {
+        "fs_type": 1,
+        "mount_flags": 2,
+        "volume_mount_group": 3,
+    }
+    assert _field_numbers(csi_pb2.NodeGetVolumeStatsRequest.DESCRIPTOR) == {
+        "volume_id": 1,
+        "volume_path": 2,
+        "staging_target_path": 3,
+    }
+    assert _field_numbers(csi_pb2.NodeGetVolumeStatsResponse.DESCRIPTOR) == {
+        "usage": 1,
+        "volume_condition": 2,
+    }
+    assert _field_numbers(csi_pb2.VolumeCondition.DESCRIPTOR) == {"abnormal": 1, "message": 2}
+
+
+def test_newer_v1_fields_a_peer_may_send() -> None:
+    """Fields and oneof members added after v1.0 (kept at the spec's numbers so newer peers decode)."""
+    assert _field_numbers(csi_pb2.PluginCapability.DESCRIPTOR) == {"service": 1, "volume_expansion": 2}
+    assert _field_numbers(csi_pb2.ListVolumesResponse.Entry.DESCRIPTOR) == {"volume": 1, "status": 2}
+    assert _field_numbers(csi_pb2.ListVolumesResponse.VolumeStatus.DESCRIPTOR) == {
+        "published_node_ids": 1,
+        "volume_condition": 2,
+    }
+    assert _field_numbers(csi_pb2.GetCapacityResponse.DESCRIPTOR) == {
+        "available_capacity": 1,
+        "maximum_volume_size": 2,
+        "minimum_volume_size": 3,
+    }
 
 
 def test_enum_values() -> None:
     mode = csi_pb2.VolumeCapability.AccessMode
-    assert mode.MULTI_NODE_MULTI_WRITER == 5
-    assert mode.SINGLE_NODE_WRITER == 1
+    assert dict(mode.Mode.items()) == {
+        "UNKNOWN": 0,
+        "SINGLE_NODE_WRITER": 1,
+        "SINGLE_NODE_READER_ONLY": 2,
+        "MULTI_NODE_READER_ONLY": 3,
+        "MULTI_NODE_SINGLE_WRITER": 4,
+        "MULTI_NODE_MULTI_WRITER": 5,
+        "SINGLE_NODE_SINGLE_WRITER": 6,
+        "SINGLE_NODE_MULTI_WRITER": 7,
+    }
     service = csi_pb2.PluginCapability.Service
-    assert service.CONTROLLER_SERVICE == 1
-    assert service.VOLUME_ACCESSIBILITY_CONSTRAINTS == 2
-    assert csi_pb2.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME == 1
-    assert csi_pb2.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME == 1
+    assert dict(service.Type.items()) == {
+        "UNKNOWN": 0,
+        "CONTROLLER_SERVICE": 1,
+        "VOLUME_ACCESSIBILITY_CONSTRAINTS": 2,
+        "GROUP_CONTROLLER_SERVICE": 3,
+        "SNAPSHOT_METADATA_SERVICE": 4,
+    }
+    assert dict(csi_pb2.PluginCapability.VolumeExpansion.Type.items()) == {
+        "UNKNOWN": 0,
+        "ONLINE": 1,
+        "OFFLINE": 2,
+    }
+    controller = csi_pb2.ControllerServiceCapability.RPC
+    assert controller.CREATE_DELETE_VOLUME == 1
+    assert controller.PUBLISH_READONLY == 8
+    assert controller.EXPAND_VOLUME == 9
+    assert controller.LIST_VOLUMES_PUBLISHED_NODES == 10
+    assert controller.VOLUME_CONDITION == 11
+    assert controller.GET_VOLUME == 12
+    assert controller.SINGLE_NODE_MULTI_WRITER == 13
+    assert dict(csi_pb2.NodeServiceCapability.RPC.Type.items()) == {
+        "UNKNOWN": 0,
+        "STAGE_UNSTAGE_VOLUME": 1,
+        "GET_VOLUME_STATS": 2,
+        "EXPAND_VOLUME": 3,
+        "VOLUME_CONDITION": 4,
+        "SINGLE_NODE_MULTI_WRITER": 5,
+        "VOLUME_MOUNT_GROUP": 6,
+    }
+
+
+def test_a_newer_peers_unknown_access_mode_value_survives_decoding() -> None:
+    """proto3 enums are open: a mode number this file does not name still reaches the driver as a number."""
+    wire = csi_pb2.VolumeCapability(
+        access_mode=csi_pb2.VolumeCapability.AccessMode(
+            mode=csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_MULTI_WRITER
+        )
+    ).SerializeToString()
+    assert wire == b"\x1a\x02\x08\x07"
+    future = b"\x1a\x02\x08\x09"  # mode 9: not (yet) defined
+    assert csi_pb2.VolumeCapability.FromString(future).access_mode.mode == 9
 
 
 def test_probe_ready_is_a_bool_wrapper() -> None:

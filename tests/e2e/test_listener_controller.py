@@ -275,6 +275,15 @@ async def test_class_change_of_a_live_listener(env: Env) -> None:
     assert status["nodePorts"] == {"http": service["spec"]["ports"][0]["nodePort"]}
     assert status["observedGeneration"] == 2
 
+    listener = await env.listener("app")
+    listener["spec"]["className"] = "internal"  # and back: the node ports go away with the type
+    await env.api.update(LISTENERS, listener)
+    status = await env.wait_for(lambda: _observed(env, "app", 3))
+    service = await env.service("app")
+    assert service["spec"]["type"] == "ClusterIP" and "nodePort" not in service["spec"]["ports"][0]
+    assert "nodePorts" not in status
+    assert [a["address"] for a in status["ingressAddresses"]] == ["app.ns.svc.cluster.local"]
+
 
 async def test_class_spec_change_reaches_its_listeners(env: Env) -> None:
     await env.create_class("internal", serviceType="ClusterIP")
@@ -297,16 +306,28 @@ async def test_class_spec_change_reaches_its_listeners(env: Env) -> None:
 
 async def test_node_address_change_propagates(env: Env) -> None:
     await env.create_class("np", serviceType="NodePort")
-    node = await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.create_class("stable", serviceType="NodePort", pinnedNodePorts=True)
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.create_node("node-b", ("InternalIP", "192.168.0.2"))
     await env.start_operator()
     await env.create_listener("app", "np")
+    await env.create_listener("pinned", "stable")
+    await env.create_listener("elsewhere", "np")
     await env.create_endpoints("app", ["node-a"])
-    assert await env.wait_for(lambda: env.addresses("app")) == ["192.168.0.1"]
+    await env.create_pinned_pv("pv-pinned", "pinned", "node-a")  # a Listener using the node only through a PV
+    await env.create_endpoints("elsewhere", ["node-b"])
+    for name in ("app", "pinned"):
+        assert await env.wait_for(lambda name=name: env.addresses(name)) == ["192.168.0.1"]  # type: ignore[misc]
+    assert await env.wait_for(lambda: env.addresses("elsewhere")) == ["192.168.0.2"]
+    untouched = (await env.listener("elsewhere"))["metadata"]["resourceVersion"]
 
     node = await env.api.get("nodes", "node-a")
     node["status"]["addresses"] = [{"type": "InternalIP", "address": "192.168.0.99"}]
     await env.api.update("nodes", node, subresource="status")
-    assert await env.wait_for(lambda: _addresses_equal(env, "app", ["192.168.0.99"])) == ["192.168.0.99"]
+    for name in ("app", "pinned"):  # every Listener using the node
+        assert await env.wait_for(lambda name=name: _addresses_equal(  # type: ignore[misc]
+            env, name, ["192.168.0.99"])) == ["192.168.0.99"]
+    assert (await env.listener("elsewhere"))["metadata"]["resourceVersion"] == untouched
 
 
 async def test_missing_node_is_skipped_and_reported(env: Env) -> None:
@@ -347,22 +368,6 @@ async def test_foreign_service_is_refused(env: Env) -> None:
     # once the foreign Service is gone the Listener takes the name
     await env.api.delete("services", "victim", NS)
     await env.wait_for(lambda: _ready_reason(env, "victim", "AddressesPublished"))
-
-
-async def test_failures_are_reported_in_plain_words(env: Env) -> None:
-    await env.start_operator(listener_class_preset="none")
-    await env.create_listener("no-class", None)
-    await env.create_listener("unknown-class", "does-not-exist")
-    ready = await env.wait_for(lambda: _ready_reason(env, "no-class", "NoListenerClass"))
-    assert "className" in ready["message"]
-    ready = await env.wait_for(lambda: _ready_reason(env, "unknown-class", "GetObject"))
-    assert "does-not-exist" in ready["message"]
-    events = await env.wait_for(lambda: env.events("NoListenerClass"))
-    assert events[0]["reportingController"] == "listener.listeners.stackable.tech"
-    assert events[0]["action"] == "Reconcile"
-    # creating the class heals the Listener without any restart
-    await env.create_class("does-not-exist", serviceType="ClusterIP")
-    await env.wait_for(lambda: _ready_reason(env, "unknown-class", "AddressesPublished"))
 
 
 async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> None:
@@ -416,32 +421,40 @@ async def test_a_no_op_reconcile_makes_zero_writes(env: Env) -> None:
     await env.create_class("np", serviceType="NodePort")
     await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
     running = await env.start_operator()
+    names = ("web", "np", "stale")
     await env.create_listener("web", "internal")
     await env.create_listener("np", "np")
+    await env.create_listener("stale", "np")
     await env.create_endpoints("np", ["node-a"])
+    await env.create_pinned_pv("pv-stale-a", "stale", "node-a")
+    await env.create_pinned_pv("pv-stale-gone", "stale", "node-gone")  # a node that does not exist
     await env.wait_for(lambda: env.addresses("web"))
     await env.wait_for(lambda: env.addresses("np"))
+    await env.wait_for(lambda: _ready_reason(env, "stale", "NodesMissing"))
     await asyncio.sleep(0.5)
-    versions = {name: (await env.listener(name))["metadata"]["resourceVersion"] for name in ("web", "np")}
-    service_versions = {name: (await env.service(name))["metadata"]["resourceVersion"] for name in ("web", "np")}
+    versions = {name: (await env.listener(name))["metadata"]["resourceVersion"] for name in names}
+    service_versions = {name: (await env.service(name))["metadata"]["resourceVersion"] for name in names}
     before = len(running.writes())
     reconciles_before = _reconciles(running)
 
-    # triggers that change nothing the Listener publishes: an annotation on the Listener, a Node heartbeat-like
-    # label, the ListenerClass metadata
-    for name in ("web", "np"):
+    # triggers that change nothing the Listeners publish: an annotation on each Listener, a Node heartbeat-like
+    # label, ListenerClass metadata
+    for name in names:
         listener = await env.listener(name)
         listener["metadata"].setdefault("annotations", {})["touched"] = "yes"
         await env.api.update(LISTENERS, listener)
     node = await env.api.get("nodes", "node-a")
     node["metadata"].setdefault("labels", {})["touched"] = "yes"
     await env.api.update("nodes", node)
+    cls = await env.api.get(CLASSES, "np")
+    cls["metadata"].setdefault("labels", {})["touched"] = "yes"
+    await env.api.update(CLASSES, cls)
     revision = env.sim.store.revision  # the server's global revision: any write by anyone bumps it
     await asyncio.sleep(1.0)
     assert env.sim.store.revision == revision
-    assert _reconciles(running) >= reconciles_before + 2  # both Listener touches reconciled (the Node label is filtered)
+    assert _reconciles(running) >= reconciles_before + 3  # every Listener reconciled (queued keys are merged)
     assert running.writes()[before:] == []
-    for name in ("web", "np"):
+    for name in names:
         assert (await env.service(name))["metadata"]["resourceVersion"] == service_versions[name]
         assert (await env.listener(name))["metadata"]["resourceVersion"] != versions[name]  # our own touch only
 
@@ -461,6 +474,101 @@ async def test_periodic_resync_reconciles_everything_and_writes_nothing(env: Env
     assert env.sim.store.revision == revision
 
 
+async def test_reconciles_read_only_the_caches(env: Env) -> None:
+    """After the caches are synced, no reconcile lists or gets anything: every trigger is served from the watches."""
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    running = await env.start_operator(listener_class_preset="none")
+    await env.create_listener("first", "internal")
+    await env.wait_for(lambda: env.addresses("first"))
+    start = len(running.requests)
+
+    await env.create_listener("np", "np")
+    await env.create_listener("orphaned-class", "missing")
+    await env.create_endpoints("np", ["node-a"])
+    await env.create_pinned_pv("pv-np", "np", "node-a")
+    assert await env.wait_for(lambda: env.addresses("np")) == ["192.168.0.1"]
+    node = await env.api.get("nodes", "node-a")
+    node["status"]["addresses"] = [{"type": "InternalIP", "address": "192.168.0.2"}]
+    await env.api.update("nodes", node, subresource="status")
+    assert await env.wait_for(lambda: _addresses_equal(env, "np", ["192.168.0.2"])) == ["192.168.0.2"]
+    await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "GetObject"))
+    await env.create_class("missing", serviceType="ClusterIP")
+    await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "AddressesPublished"))
+
+    verbs = {verb for verb, _ in running.requests[start:]}
+    assert verbs <= {"apply", "create", "watch"}, running.requests[start:]  # writes (and Events), no reads
+    assert ("apply", "services") in running.requests[start:]
+
+
+async def test_owned_service_edits_are_reverted_and_a_deleted_service_is_recreated(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator()
+    await env.create_listener("app", "internal")
+    service = await env.wait_for(lambda: env.service("app"))
+    assert service["spec"]["publishNotReadyAddresses"] is True
+
+    service["spec"]["publishNotReadyAddresses"] = False  # someone edits a field the Listener decides
+    await env.api.update("services", service)
+    await env.wait_for(lambda: _service_field(env, "app", "publishNotReadyAddresses", True))
+
+    old_uid = service["metadata"]["uid"]
+    await env.api.delete("services", "app", NS)
+    recreated = await env.wait_for(lambda: _service_with_other_uid(env, "app", old_uid))
+    assert recreated["metadata"]["ownerReferences"][0]["name"] == "app"
+    assert await env.addresses("app") == ["app.ns.svc.cluster.local"]
+
+
+async def test_endpoint_slices_of_a_same_named_service_elsewhere_are_ignored(env: Env) -> None:
+    """Upstream maps Endpoints by name only (LO §13.3); we match namespace and Service name."""
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.create_node("node-b", ("InternalIP", "192.168.0.2"))
+    await env.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    await env.api.create("endpointslices.discovery.k8s.io", {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "app-elsewhere", "namespace": "other", "labels": {"kubernetes.io/service-name": "app"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.244.9.9"], "nodeName": "node-b", "conditions": {"ready": True}}]}, "other")
+    await env.create_endpoints("app", ["node-a"])
+    await env.start_operator()
+    await env.create_listener("app", "np")
+    assert await env.wait_for(lambda: env.addresses("app")) == ["192.168.0.1"]
+
+
+async def test_every_failure_gets_a_warning_event_in_plain_words(env: Env) -> None:
+    await env.create_class("bad-annotations", serviceType="ClusterIP", serviceAnnotations={"not a key!": "x"})
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("no-class", None)
+    await env.create_listener("unknown-class", "does-not-exist")
+    await env.create_listener("annotated", "bad-annotations")
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.api.create(LISTENERS, {"apiVersion": GV, "kind": "Listener", "metadata": {"name": "no-ports",
+                                                                                    "namespace": NS},
+                                     "spec": {"className": "internal", "ports": []}}, NS)
+    expectations = {
+        "NoListenerClass": ("no-class", "Listener has no spec.className", None),
+        "GetObject": ("unknown-class", "ListenerClass 'does-not-exist' does not exist", "ListenerClass"),
+        "ValidateListenerClassAnnotations": ("annotated", "serviceAnnotations key 'not a key!' is invalid",
+                                             "ListenerClass"),
+        "NoPorts": ("no-ports", "Listener has no ports", None),
+    }
+    for reason, (name, words, related) in expectations.items():
+        events = await env.wait_for(lambda reason=reason: env.events(reason), what=reason)  # type: ignore[misc]
+        event = next(e for e in events if e["regarding"]["name"] == name)
+        assert event["type"] == "Warning" and event["action"] == "Reconcile"
+        assert event["reportingController"] == "listener.listeners.stackable.tech"
+        assert words in event["note"], event["note"]
+        assert (event.get("related") or {}).get("kind") == related
+        ready = await env.wait_for(lambda name=name, reason=reason: _ready_reason(env, name, reason))  # type: ignore[misc]
+        assert ready["status"] == "False" and words in ready["message"]
+    assert await _gone(env, "no-ports")  # refused up front, not sent as a Service the server would reject
+    # creating the missing class heals that Listener without any restart
+    await env.create_class("does-not-exist", serviceType="ClusterIP")
+    await env.wait_for(lambda: _ready_reason(env, "unknown-class", "AddressesPublished"))
+
+
 # ---- helpers -------------------------------------------------------------------------------------------------------
 
 
@@ -473,6 +581,11 @@ def _reconciles(running: RunningOperator) -> float:
 async def _status_with(env: Env, name: str, field: str) -> dict[str, Any] | None:
     status = await env.status(name)
     return status if field in status else None
+
+
+async def _observed(env: Env, name: str, generation: int) -> dict[str, Any] | None:
+    status = await env.status(name)
+    return status if status.get("observedGeneration") == generation else None
 
 
 async def _when_len(addresses: Awaitable[list[str]], n: int) -> list[str] | None:
@@ -496,6 +609,15 @@ async def _annotation(env: Env, name: str, key: str) -> str | None:
 
 async def _no_annotation(env: Env, name: str, key: str) -> bool:
     return key not in ((await env.service(name))["metadata"].get("annotations") or {})
+
+
+async def _service_field(env: Env, name: str, field: str, value: Any) -> bool:
+    return bool((await env.service(name))["spec"].get(field) == value)
+
+
+async def _service_with_other_uid(env: Env, name: str, uid: str) -> dict[str, Any] | None:
+    service = await env.service(name)
+    return service if service["metadata"]["uid"] != uid else None
 
 
 async def _gone(env: Env, name: str) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest_asyncio
-from test_listener_controller import CLASSES, LISTENERS, NS, Env, environment
+from test_listener_controller import CLASSES, LISTENERS, NS, Env, _gone, environment
 
 from kubesim.errors import ApiError
 
@@ -174,20 +174,22 @@ async def test_bad_flags_fail_clearly() -> None:
     assert b"invalid choice: 'bogus'" in stderr
 
 
-async def test_unknown_listener_gets_no_service(env: Env) -> None:
-    """A Listener in a namespace that is deleted mid-way leaves nothing behind and does not wedge the queue."""
+async def test_triggers_for_a_deleted_listener_write_nothing(env: Env) -> None:
+    """Once a Listener is gone, events that still map to its key (its EndpointSlice, its old Service name) must not
+    bring its Service back, and the queue keeps serving other Listeners."""
     await env.create_class("internal", serviceType="ClusterIP")
-    await env.start_operator()
+    running = await env.start_operator()
     await env.create_listener("app", "internal")
     await env.wait_for(lambda: env.service("app"))
     await env.api.delete(LISTENERS, "app", NS)
+    await env.wait_for(lambda: _gone(env, "app"), what="Service garbage-collected")
+    applies = len(running.writes("services"))
+
+    await env.create_endpoints("app", ["node-a"])  # maps to the key ns/app
     await env.create_listener("next", "internal")
     await env.wait_for(lambda: env.addresses("next"))
-    try:
-        await env.listener("app")
-        raise AssertionError("Listener still exists")
-    except ApiError as error:
-        assert error.code == 404
+    assert await _gone(env, "app")
+    assert len(running.writes("services")) == applies + 1  # only the Service of "next"
 
 
 async def test_a_replica_that_loses_its_lease_stops_writing_until_it_wins_it_back(env: Env) -> None:

@@ -75,12 +75,16 @@ class VolumeEnv:
         self._node_servers[node] = await start_csi_server(f"unix://{path}", servicers)
         await self.cluster.register_node_plugin(node, DRIVER_NAME, f"unix://{path}")
 
-    async def stop(self) -> None:
-        for server in self._node_servers.values():
-            await server.stop(None)
+    async def stop_operator(self) -> None:
+        """Stop ``run controller`` (Listener controller and CSI Controller); node plugins keep serving."""
         self._stop.set()
         if self._operator_task is not None:
             await asyncio.wait_for(self._operator_task, 20)
+
+    async def stop(self) -> None:
+        for server in self._node_servers.values():
+            await server.stop(None)
+        await self.stop_operator()
         if self._client is not None:
             await self._client.close()
 

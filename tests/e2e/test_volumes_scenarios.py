@@ -137,8 +137,12 @@ async def test_load_balancer_mount_waits_for_the_address(volume_env_factory) -> 
     await env.api.create("statefulsets.apps", statefulset(
         "lb", 1, claim_templates=[claim_template(ANNOTATION_LISTENER_CLASS, "manual-lb")]), NS)
     events = await env.wait_for(lambda: _failed_mounts(env, "lb-0"), what="FailedMount events")
-    assert any("has no addresses yet" in (e.get("message") or e.get("note") or "") for e in events)
+    assert any("code = Unavailable" in text and "Listener default/listener-lb-0 has no addresses yet" in text
+               for text in (e.get("message") or e.get("note") or "" for e in events))
     assert await env.ready_pod("lb-0") is None
+    # where a person looks: the Pod says what it waits for, the Listener says who waits for it
+    assert "ListenerNotReady" in {e.get("reason") for e in await env.events_for("Pod", "lb-0")}
+    assert "MountWaiting" in {e.get("reason") for e in await env.events_for("Listener", "listener-lb-0")}
     service = await env.wait_for(lambda: env.get("services", "listener-lb-0"), what="the Listener's Service")
     assert service["spec"]["type"] == "LoadBalancer"
     await env.api.patch("services", "listener-lb-0", {"status": {"loadBalancer": {"ingress": [
@@ -179,14 +183,16 @@ async def _external_ip(env: VolumeEnv, node_name: str) -> str:
 
 
 async def test_path_escape_attempts_are_refused_and_write_nothing(volume_env_factory) -> None:  # noqa: F811
-    """(6) A hostile load-balancer hostname and a hostile container port name never become paths."""
+    """(6) A hostile load-balancer hostname and a hostile port name in a Listener status never become paths.
+
+    (Hostile target paths are refused at the socket: tests/csi/test_conformance.py.)"""
     env: VolumeEnv = await volume_env_factory(nodes=1, listener_wait_seconds=0.2)
     escape = Path(env.work_dir) / "escaped"
     await env.api.create(CLASSES, listener_class("manual-lb", "LoadBalancer", loadBalancerClass="example.com/manual"))
     await env.api.create("statefulsets.apps", statefulset(
         "evil", 1, claim_templates=[claim_template(ANNOTATION_LISTENER_CLASS, "manual-lb")]), NS)
     await env.wait_for(lambda: env.get("services", "listener-evil-0"), what="the Listener's Service")
-    hostile = "../../../../../../" + str(escape).lstrip("/")
+    hostile = "../" * 40 + str(escape).lstrip("/")  # enough levels to reach / from any volume directory
     await env.api.patch("services", "listener-evil-0", {"status": {"loadBalancer": {"ingress": [
         {"hostname": hostile}]}}}, namespace=NS, subresource="status")
     await env.wait_for(lambda: _failed_mount_mentions(env, "evil-0", ("InvalidArgument",
@@ -198,14 +204,34 @@ async def test_path_escape_attempts_are_refused_and_write_nothing(volume_env_fac
     target = await env.volume_target(evil_pod, "listener")
     assert not (target / "addresses").exists()
 
-    # a container port name is a file name in the volume: a hostile one is refused before anything is written
-    bad_port = {"name": "web", "image": "nginx", "ports": [{"name": "../../../x", "containerPort": 8081}],
-                "volumeMounts": [{"name": "listener", "mountPath": "/listener"}]}
-    await env.api.create("pods", pod("ports", labels={}, containers=[bad_port],
-                                     volumes=[ephemeral_volume(ANNOTATION_LISTENER_CLASS, "cluster-internal")]), NS)
-    await env.wait_for(lambda: _failed_mount_mentions(env, "ports", ("InvalidArgument", "not a valid port name")),
+    # Port names become file names. The API server already refuses hostile container port names, so the way in
+    # is a Listener status written by someone else than the controller (here: while the operator is stopped).
+    await env.api.create(LISTENERS, {
+        "apiVersion": GV, "kind": "Listener", "metadata": {"name": "tampered", "namespace": NS},
+        "spec": {"className": "cluster-internal", "ports": [{"name": "http", "port": 8080}]}}, NS)
+    await env.api.create("statefulsets.apps", statefulset(
+        "tamper", 1, claim_templates=[claim_template(ANNOTATION_LISTENER_NAME, "tampered")]), NS)
+    first = await env.wait_for(lambda: env.ready_pod("tamper-0"), what="tamper-0 Ready")
+    assert (await env.pod_files(first))["addresses"]
+    await env.stop_operator()
+    await env.api.patch(LISTENERS, "tampered", {"status": {"ingressAddresses": [
+        {"address": "10.0.0.1", "addressType": "IP", "ports": {hostile: 8080}}]}},
+        namespace=NS, subresource="status")
+    await env.api.delete("pods", "tamper-0", NS)
+    second = await env.wait_for(lambda: _recreated(env, "tamper-0", first["metadata"]["uid"]),
+                                what="tamper-0 recreated")
+    await env.wait_for(lambda: _failed_mount_mentions(env, "tamper-0", ("InvalidArgument", "not a valid port name")),
                        what="FailedMount naming the bad port")
-    assert await env.get(LISTENERS, "ports-listener") is None
+    assert await env.ready_pod("tamper-0") is None
+    assert not escape.exists()
+    assert not (await env.volume_target(second, "listener")).exists()
+    pod_listeners = await env.get(POD_LISTENERS, f"pod-{second['metadata']['uid']}")
+    assert pod_listeners is None
+
+
+async def _recreated(env: VolumeEnv, name: str, old_uid: str) -> dict[str, Any] | None:
+    pod = await env.get("pods", name)
+    return pod if pod is not None and pod["metadata"]["uid"] != old_uid and pod["spec"].get("nodeName") else None
 
 
 async def _failed_mount_mentions(env: VolumeEnv, pod_name: str, needles: tuple[str, ...]) -> bool:

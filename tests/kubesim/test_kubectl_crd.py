@@ -179,7 +179,8 @@ async def test_crd_invalid_objects_are_rejected_with_causes(kubectl: Any) -> Non
 async def test_crd_unknown_fields_strict_validation_or_pruning(kubectl: Any) -> None:
     await install(kubectl, WIDGET_CRD, "widgets.example.com")
     manifest = widget("pruned", {"size": 1, "bogus": True})
-    strict = await kubectl.apply_text(manifest, check=False)  # kubectl sends fieldValidation=Strict by default
+    # kubectl sends fieldValidation=Strict by default
+    strict = await kubectl.apply_text(manifest, check=False)
     assert strict.returncode != 0
     assert 'strict decoding error: unknown field "spec.bogus"' in strict.stderr, strict.stderr
     await kubectl.apply_text(manifest, "--validate=false")  # fieldValidation=Ignore

@@ -87,24 +87,29 @@ async def test_get_field_selector_metadata_name(kubectl: Any) -> None:
 
 
 async def test_get_builtins_prints_a_table(kubectl: Any) -> None:
+    """The server renders Tables with the kind's columns, as kubectl shows them on a real cluster."""
     await make_namespace(kubectl, "tbl")
-    await kubectl.make("ConfigMap", "first", "tbl", data={"a": "1"})
+    await kubectl.make("ConfigMap", "first", "tbl", data={"a": "1", "b": "2"})
     await kubectl.make("Secret", "s1", "tbl", stringData={"a": "1"})
+    await kubectl.make("Service", "svc", "tbl", spec={"selector": {"app": "x"}, "ports": [{"port": 80}]})
 
-    table = (await kubectl.run("get", "configmaps", "-n", "tbl")).stdout.splitlines()
-    header = table[0].split()
-    assert header[0] == "NAME" and header[-1] == "AGE", table
-    rows = {line.split()[0]: line.split() for line in table[1:]}
-    assert "first" in rows
+    configmaps = (await kubectl.run("get", "configmaps", "-n", "tbl")).stdout
+    assert configmaps.splitlines()[0].split() == ["NAME", "DATA", "AGE"], configmaps
+    rows = {r["NAME"]: r for r in kubectl.table(configmaps)}
+    assert rows["first"]["DATA"] == "2" and rows["first"]["AGE"]
 
-    secrets = (await kubectl.run("get", "secrets", "-n", "tbl")).stdout.splitlines()
-    assert secrets[0].split()[0] == "NAME" and "s1" in {line.split()[0] for line in secrets[1:]}
+    secrets = kubectl.table((await kubectl.run("get", "secrets", "-n", "tbl")).stdout)
+    assert {(r["NAME"], r["TYPE"], r["DATA"]) for r in secrets} >= {("s1", "Opaque", "1")}
 
-    namespaces = (await kubectl.run("get", "namespaces")).stdout.splitlines()
-    assert namespaces[0].split()[0] == "NAME"
-    assert {"default", "tbl"} <= {line.split()[0] for line in namespaces[1:]}
+    services = (await kubectl.run("get", "services", "-n", "tbl")).stdout
+    assert services.splitlines()[0].split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    [svc] = kubectl.table(services)
+    assert (svc["TYPE"], svc["EXTERNAL-IP"], svc["PORT(S)"]) == ("ClusterIP", "<none>", "80/TCP")
 
-    empty = await kubectl.run("get", "services", "-n", "tbl")
+    namespaces = {r["NAME"]: r for r in kubectl.table((await kubectl.run("get", "namespaces")).stdout)}
+    assert namespaces["tbl"]["STATUS"] == "Active" and namespaces["default"]["STATUS"] == "Active"
+
+    empty = await kubectl.run("get", "statefulsets", "-n", "tbl")
     assert "No resources found in tbl namespace." in empty.stderr
 
 

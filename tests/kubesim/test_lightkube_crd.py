@@ -50,7 +50,8 @@ THING_SCHEMA: dict[str, Any] = {
                     "x-kubernetes-list-map-keys": ["type"],
                     "items": {
                         "type": "object",
-                        "required": ["type"],  # a real apiserver rejects optional list-map keys without default
+                        # a real apiserver rejects optional list-map keys without a default
+                        "required": ["type"],
                         "properties": {"type": {"type": "string"}, "status": {"type": "string"}},
                     },
                 },

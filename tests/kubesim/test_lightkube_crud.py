@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 
 import pytest
 from lightkube import ApiError, AsyncClient
@@ -11,6 +12,7 @@ from lightkube.models.apps_v1 import DeploymentSpec
 from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta, OwnerReference
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod, Secret
 
 
@@ -254,3 +256,51 @@ async def test_metadata_validation_the_operator_can_trip_over(lk: AsyncClient) -
             ConfigMap(metadata=ObjectMeta(name="a", namespace="meta", annotations={"bad key!": "v"}))
         )
     assert annotation.value.status.code == 422
+
+
+async def test_concurrent_replaces_with_one_resource_version_let_exactly_one_win(lk: AsyncClient) -> None:
+    await namespace(lk, "race")
+    base = await lk.create(cm("r", "race", data={"n": "0"}))
+    assert base.metadata is not None
+
+    async def replace(i: int) -> bool:
+        attempt = cm("r", "race", data={"n": str(i)})
+        assert attempt.metadata is not None
+        attempt.metadata.resourceVersion = base.metadata.resourceVersion if base.metadata else None
+        try:
+            await lk.replace(attempt)
+        except ApiError as e:
+            assert e.status.code == 409
+            return False
+        return True
+
+    results = await asyncio.gather(*(replace(i) for i in range(1, 11)))
+    assert results.count(True) == 1
+    winner = results.index(True) + 1
+    assert (await lk.get(ConfigMap, "r", namespace="race")).data == {"n": str(winner)}
+
+
+async def test_lease_round_trips_micro_times(lk: AsyncClient) -> None:
+    """Leader election writes MicroTime fields; they must come back exactly as sent."""
+    await namespace(lk, "lease")
+    body: dict[str, Any] = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "leader", "namespace": "lease"},
+        "spec": {
+            "holderIdentity": "pod-a",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-11-23T05:00:00.123456Z",
+            "renewTime": "2026-11-23T05:00:10.654321Z",
+            "leaseTransitions": 0,
+        },
+    }
+    created = await lk.create(cast(Lease, Lease.from_dict(body)))
+    assert created.metadata is not None
+    raw = await lk.get(Lease, "leader", namespace="lease")
+    assert raw.spec is not None and raw.spec.holderIdentity == "pod-a"
+    assert raw.spec.renewTime is not None and raw.spec.renewTime.microsecond == 654321
+    stale = cast(Lease, Lease.from_dict({**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}))
+    with pytest.raises(ApiError) as taken:
+        await lk.replace(stale)
+    assert taken.value.status.code == 409

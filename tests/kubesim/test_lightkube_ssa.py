@@ -158,3 +158,45 @@ async def test_watch_event_resource_versions_increase_including_deletes(lk: Asyn
     )
     assert versions[0] == created_rv
     assert created_rv < versions[1] < again_rv
+
+
+async def test_list_map_item_fields_are_owned_separately(lk: AsyncClient) -> None:
+    """Two managers each own different fields of the same containers[name=main] item."""
+    await lk.create(Namespace(metadata=ObjectMeta(name="item")))
+
+    def deployment(container: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "item"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "d"}},
+                "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [container]}},
+            },
+        }
+
+    await apply(lk, deployment({"name": "main", "image": "i"}), "base", res=Deployment)
+    both = await apply(
+        lk,
+        deployment({"name": "main", "env": [{"name": "LOG", "value": "debug"}]}),
+        "logging",
+        res=Deployment,
+    )
+    main = both.spec.template.spec.containers[0]
+    assert (main.image, [(e.name, e.value) for e in main.env]) == ("i", [("LOG", "debug")])
+
+    without_env = await apply(lk, deployment({"name": "main"}), "logging", res=Deployment)
+    main = without_env.spec.template.spec.containers[0]
+    assert main.image == "i" and not main.env, "the item stays (base owns it), logging's env goes"
+
+
+async def test_apply_with_a_stale_resource_version_conflicts(lk: AsyncClient) -> None:
+    await lk.create(Namespace(metadata=ObjectMeta(name="rv")))
+    first = await apply(lk, cm("rv", data={"a": "1"}), "m")
+    await apply(lk, cm("rv", data={"a": "2"}), "m")
+    with pytest.raises(ApiError) as stale:
+        await apply(
+            lk, cm("rv", data={"a": "3"}, metadata={"resourceVersion": first.metadata.resourceVersion}), "m"
+        )
+    assert stale.value.status.code == 409
+    assert (await lk.get(ConfigMap, "c", namespace="rv")).data == {"a": "2"}

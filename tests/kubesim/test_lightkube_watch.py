@@ -7,12 +7,13 @@ from collections.abc import AsyncIterable
 from typing import Any
 
 import pytest
-from kubesim.sim import KubeSim
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube import operators as op
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import on_error_retry
+
+from kubesim.sim import KubeSim
 
 
 async def namespace(lk: AsyncClient, name: str) -> None:
@@ -149,3 +150,21 @@ async def test_expired_resource_version_is_410_and_lightkube_recovers(tmp_path: 
             )
             assert {name for _, name in recovered} == {f"c{i}" for i in range(20)}
             assert {kind for kind, _ in recovered} == {"ADDED"}
+
+
+async def test_server_timeout_ends_streams_that_lightkube_resumes_seamlessly(lk: AsyncClient) -> None:
+    """timeoutSeconds=1 closes each stream cleanly; lightkube reconnects from the last version and misses nothing."""
+    await namespace(lk, "w6")
+    rv = await list_rv(lk, "w6")
+    watch = lk.watch(ConfigMap, namespace="w6", resource_version=rv, server_timeout=1)
+    collector = asyncio.create_task(take(watch, 3, within=20))
+    await lk.create(cm("before-timeout", "w6"))
+    await asyncio.sleep(1.5)  # the first stream has ended by now
+    await lk.create(cm("after-timeout", "w6"))
+    await asyncio.sleep(1.2)
+    await lk.delete(ConfigMap, "before-timeout", namespace="w6")
+    assert await collector == [
+        ("ADDED", "before-timeout"),
+        ("ADDED", "after-timeout"),
+        ("DELETED", "before-timeout"),
+    ]

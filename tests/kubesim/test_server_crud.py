@@ -18,7 +18,7 @@ async def test_create_returns_201_with_server_metadata(kubesim: KubeSim) -> None
         assert status == 201
         meta = obj["metadata"]
         assert meta["namespace"] == "default" and meta["uid"] and meta["creationTimestamp"].endswith("Z")
-        assert int(meta["resourceVersion"]) > 0 and meta["generation"] == 1
+        assert int(meta["resourceVersion"]) > 0 and "generation" not in meta, "ConfigMaps have no generation"
         status, got = await c.get(f"{CM}/a")
         assert status == 200 and got == obj
 
@@ -206,3 +206,23 @@ async def test_cluster_scoped_kinds_have_no_namespace(kubesim: KubeSim) -> None:
         assert status == 404
         status, lst = await c.get("/api/v1/nodes")
         assert [n["metadata"]["name"] for n in lst["items"]] == ["n1"]
+
+
+async def test_scale_subresource_of_deployments(kubesim: KubeSim) -> None:
+    dep = "/apis/apps/v1/namespaces/default/deployments"
+    body = {
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+    }
+    async with RawClient(kubesim) as c:
+        await c.post(dep, body)
+        status, scale = await c.get(f"{dep}/d/scale")
+        assert status == 200 and scale["kind"] == "Scale" and scale["spec"]["replicas"] == 2
+        assert scale["status"]["selector"] == "a=b"
+        status, scale = await c.patch(f"{dep}/d/scale", {"spec": {"replicas": 5}})
+        assert status == 200 and scale["spec"]["replicas"] == 5
+        _, d = await c.get(f"{dep}/d")
+        assert d["spec"]["replicas"] == 5 and d["metadata"]["generation"] == 2
+        status, _ = await c.patch(f"{dep}/d/scale", {"spec": {"replicas": -1}})
+        assert status == 422

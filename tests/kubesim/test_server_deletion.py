@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kubesim.sim import KubeSim
@@ -81,6 +82,11 @@ async def test_namespace_deletion_removes_contents_and_blocks_creates(kubesim: K
         await c.post(path, {"metadata": {"name": "held", "finalizers": ["hold"]}})
         status, ns = await c.delete("/api/v1/namespaces/doomed")
         assert status == 200 and ns["status"]["phase"] == "Terminating"
+        assert (await c.get(f"{path}/plain"))[0] == 200, "contents go after the DELETE, as the namespace controller does"
+        for _ in range(100):
+            if (await c.get(f"{path}/plain"))[0] == 404:
+                break
+            await asyncio.sleep(0.02)
         assert (await c.get(f"{path}/plain"))[0] == 404
         status, body = await c.post(path, {"metadata": {"name": "new"}})
         assert status == 403 and body["reason"] == "Forbidden"
@@ -111,3 +117,26 @@ async def test_default_namespaces_may_not_be_deleted(kubesim: KubeSim) -> None:
         assert status == 403 and "may not be deleted" in body["message"]
         _, ns = await c.get("/api/v1/namespaces/default")
         assert "deletionTimestamp" not in ns["metadata"] and ns["status"]["phase"] == "Active"
+
+
+async def test_empty_namespace_goes_at_once(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        await c.post("/api/v1/namespaces", {"metadata": {"name": "empty"}})
+        status, _ = await c.delete("/api/v1/namespaces/empty")
+        assert status == 200 and (await c.get("/api/v1/namespaces/empty"))[0] == 404
+
+
+async def test_objects_whose_owners_do_not_exist_are_collected(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        _, alive = await c.post(CM, {"metadata": {"name": "alive"}})
+        ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
+        status, _ = await c.post(CM, {"metadata": {"name": "orphan", "ownerReferences": [ghost]}})
+        assert status == 201, "the reference is accepted; the garbage collector acts later"
+        await c.post(CM, {"metadata": {"name": "half", "ownerReferences": [ghost, *owned_by(alive)]}})
+        for _ in range(100):
+            if (await c.get(f"{CM}/orphan"))[0] == 404:
+                break
+            await asyncio.sleep(0.02)
+        assert (await c.get(f"{CM}/orphan"))[0] == 404
+        _, half = await c.get(f"{CM}/half")
+        assert [r["name"] for r in half["metadata"]["ownerReferences"]] == ["alive"]

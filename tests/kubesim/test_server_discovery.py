@@ -33,7 +33,7 @@ async def test_group_discovery_lists_builtin_groups(kubesim: KubeSim) -> None:
             assert groups[g]["preferredVersion"]["groupVersion"] == f"{g}/v1"
         status, apps = await c.get("/apis/apps/v1")
         assert status == 200 and apps["groupVersion"] == "apps/v1"
-        assert {r["name"] for r in apps["resources"]} >= {"statefulsets", "deployments"}
+        assert {r["name"] for r in apps["resources"]} >= {"statefulsets", "deployments", "daemonsets", "deployments/scale"}
         status, storage = await c.get("/apis/storage.k8s.io/v1/")
         assert {r["name"] for r in storage["resources"]} >= {"storageclasses", "csidrivers", "csinodes"}
         status, body = await c.get("/apis/nope.example.com/v1")

@@ -84,3 +84,15 @@ async def test_dry_run_writes_nothing(kubesim: KubeSim) -> None:
         status, obj = await c.post(CM, {"metadata": {"name": "dry"}}, params={"dryRun": "All"})
         assert status == 201 and obj["metadata"]["name"] == "dry"
         assert (await c.get(f"{CM}/dry"))[0] == 404
+
+
+async def test_hostile_bodies_are_400_and_write_nothing(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        bomb = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\na: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b]\n"
+        status, body = await c.patch(f"{CM}/bomb", bomb, "application/apply-patch+yaml", params={"fieldManager": "m"})
+        assert status == 400 and "aliases" in body["message"]
+        deep = '{"metadata": {"name": "deep"}, "data": ' + "[" * 100_000 + "]" * 100_000 + "}"
+        status, body = await c.post(CM, deep)
+        assert status == 400 and body["reason"] == "BadRequest"
+        for name in ("bomb", "deep"):
+            assert (await c.get(f"{CM}/{name}"))[0] == 404

@@ -124,3 +124,13 @@ async def test_watch_as_table_sends_one_row_tables(kubesim: KubeSim) -> None:
         assert ev["type"] == "ADDED" and ev["object"]["kind"] == "Table"
         assert ev["object"]["columnDefinitions"][1]["name"] == "Type"
         assert ev["object"]["rows"][0]["cells"][:3] == ["s", "ClusterIP", s["spec"]["clusterIP"]]
+
+
+async def test_send_initial_events_ends_with_a_marked_bookmark(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        await c.post(CM, {"metadata": {"name": "a"}})
+        params = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"}
+        events = await collect(c, CM, params, 2)
+        assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "a"
+        assert events[1]["type"] == "BOOKMARK"
+        assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}

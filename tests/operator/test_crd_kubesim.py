@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,3 +81,29 @@ async def test_listener_status_subresource_accepts_conditions(kubesim: KubeSim) 
         assert stored["status"] == status
     finally:
         await client.close()
+
+
+async def test_kubectl_get_listeners_shows_class_service_and_first_address(kubesim: KubeSim) -> None:
+    """The printer columns upstream lacks, as a user sees them."""
+    await install_crds(kubesim)
+    await kubesim.api.create("listeners.listeners.stackable.tech", {
+        "apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "Listener",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"className": "external-unstable", "ports": [{"name": "http", "port": 80}]}}, "default")
+    listener = await kubesim.api.get("listeners.listeners.stackable.tech", "web", "default")
+    listener["status"] = {"serviceName": "web", "ingressAddresses": [
+        {"address": "192.0.2.10", "addressType": "IP", "ports": {"http": 31000}},
+        {"address": "192.0.2.11", "addressType": "IP", "ports": {"http": 31000}}]}
+    await kubesim.api.update("listeners.listeners.stackable.tech", listener, subresource="status")
+
+    venv_kubectl = Path(sys.executable).with_name("kubectl")
+    kubectl = str(venv_kubectl) if venv_kubectl.exists() else shutil.which("kubectl")
+    assert kubectl, "kubectl is part of the dev environment"
+    proc = await asyncio.create_subprocess_exec(
+        kubectl, "--kubeconfig", str(kubesim.kubeconfig_path), "get", "listeners", "-n", "default",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    header, row = out.decode().splitlines()
+    assert header.split() == ["NAME", "CLASS", "SERVICE", "ADDRESS", "AGE"]
+    assert row.split()[:4] == ["web", "external-unstable", "web", "192.0.2.10"]

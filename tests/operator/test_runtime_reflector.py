@@ -6,9 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from listener_operator.runtime.api import WatchExpired
+from kubesim.sim import KubeSim
+from listener_operator.kube import make_client
+from listener_operator.runtime.api import KubeApi, ResourceInfo, WatchExpired
 from listener_operator.runtime.controller import Controller, Result
-from listener_operator.runtime.reflector import Backoff, Reflector, object_key
+from listener_operator.runtime.reflector import ApiSource, Reflector, object_key
+from listener_operator.runtime.workqueue import ExponentialBackoff
 
 
 def obj(name: str, rv: str, namespace: str | None = "ns", **extra: Any) -> dict[str, Any]:
@@ -94,7 +97,7 @@ async def test_gone_relists_and_emits_only_the_differences() -> None:
 async def test_errors_back_off_and_retry_without_relisting() -> None:
     source = ScriptedSource(lists=[([], "1")], watches=[RuntimeError("connection reset"),
                                                         [("ADDED", obj("a", "2"))]])
-    reflector = Reflector("things", source, backoff=Backoff(base=0.001, cap=0.01))
+    reflector = Reflector("things", source, backoff=ExponentialBackoff(base=0.001, cap=0.01))
     await run_until_idle(reflector, source)
     assert reflector.errors == 1
     assert source.list_calls == 1
@@ -167,3 +170,55 @@ async def test_controller_retries_failures_with_backoff_then_succeeds() -> None:
     assert controller.queue.backoff.failures("ns/l1") == 0  # reset after success
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_second_run_is_not_synced_before_it_has_listed_again() -> None:
+    """After a restart (e.g. leadership won back) the old cache may be stale: workers must wait for a fresh list."""
+    release = asyncio.Event()
+
+    class SlowSecondList(ScriptedSource):
+        async def list(self) -> tuple[list[dict[str, Any]], str]:
+            if self.list_calls == 1:
+                await release.wait()
+            return await super().list()
+
+    source = SlowSecondList(lists=[([obj("a", "1")], "1"), ([obj("b", "5")], "5")], watches=[])
+    reflector = Reflector("things", source)
+    await run_until_idle(reflector, source)
+    assert reflector.synced and reflector.keys() == ["ns/a"]
+
+    source.idle.clear()
+    task = asyncio.create_task(reflector.run())
+    await asyncio.sleep(0.05)
+    assert not reflector.synced  # still listing: the old content must not be trusted
+    release.set()
+    await asyncio.wait_for(reflector.wait_synced(), 5)
+    assert reflector.keys() == ["ns/b"]
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_api_source_lists_in_pages_into_one_snapshot(kubesim: KubeSim) -> None:
+    for i in range(5):
+        await kubesim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                "metadata": {"name": f"cm-{i}", "namespace": "default"}}, "default")
+    client = make_client(str(kubesim.kubeconfig_path))
+    api = KubeApi(client)
+    pages: list[str | None] = []
+    request = api._request
+
+    async def counting(method: str, url: str, **kwargs: Any) -> Any:
+        pages.append((kwargs.get("params") or {}).get("limit"))
+        return await request(method, url, **kwargs)
+
+    api._request = counting  # type: ignore[method-assign]
+    try:
+        source = ApiSource(api, ResourceInfo("v1", "ConfigMap", "configmaps", namespaced=True), namespace="default",
+                           page_size=2)
+        items, version = await source.list()
+    finally:
+        await client.close()
+    assert sorted(i["metadata"]["name"] for i in items if i["metadata"]["name"].startswith("cm-")) == [
+        f"cm-{i}" for i in range(5)]
+    assert all(i["kind"] == "ConfigMap" for i in items)
+    assert version and len(pages) >= 3 and set(pages) == {"2"}

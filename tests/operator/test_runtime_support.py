@@ -11,7 +11,12 @@ import pytest
 
 from listener_operator.controller_command import add_arguments
 from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo, resource_info
-from listener_operator.runtime.applied import apply_is_noop, is_subset, stale_owned_fields
+from listener_operator.runtime.applied import (
+    SERVICE_ATOMIC_MAPS,
+    apply_is_noop,
+    is_subset,
+    stale_owned_fields,
+)
 from listener_operator.runtime.events import EventRecorder, object_reference, truncate_note
 from listener_operator.runtime.leader import LeaderElector
 
@@ -230,6 +235,18 @@ def test_is_subset_ignores_server_defaults_but_not_changes() -> None:
     assert not is_subset({"spec": {"publishNotReadyAddresses": True}}, {"spec": {"publishNotReadyAddresses": 1}})
 
 
+def test_an_atomic_map_with_an_extra_live_key_needs_the_apply() -> None:
+    """A Service selector is replaced whole by an apply: a key someone added must be removed, so no no-op."""
+    desired = {"spec": {"selector": {"app": "web"}, "type": "ClusterIP"}}
+    widened = {"spec": {"selector": {"app": "web", "extra": "x"}, "type": "ClusterIP"}}
+    assert apply_is_noop(desired, widened, "m")  # granular maps: extra keys are someone else's business
+    assert not apply_is_noop(desired, widened, "m", atomic_maps=SERVICE_ATOMIC_MAPS)
+    assert apply_is_noop(desired, {"spec": {"selector": {"app": "web"}, "type": "ClusterIP", "clusterIP": "1.2.3.4"}},
+                         "m", atomic_maps=SERVICE_ATOMIC_MAPS)
+    assert not apply_is_noop(desired, {"spec": {"selector": {"app": "db"}, "type": "ClusterIP"}}, "m",
+                             atomic_maps=SERVICE_ATOMIC_MAPS)
+
+
 def test_fields_we_own_but_no_longer_set_make_the_apply_necessary() -> None:
     manager = "listeners.stackable.tech/listeners.stackable.tech_listener"
     live = {"metadata": {"name": "web", "namespace": "ns", "annotations": {"team": "blue", "other": "x"},
@@ -281,3 +298,28 @@ def test_flags_default_from_the_upstream_environment_variables(monkeypatch: pyte
     assert args.leader_elect is False and args.cluster_domain == "x.y" and args.http_address == ("127.0.0.1", 0)
     with pytest.raises(SystemExit):
         parser.parse_args(["--http-address", "nonsense"])
+
+
+@pytest.mark.parametrize(("env", "file_text", "expected"), [
+    ({"LEADER_ELECTION_NAMESPACE": "a", "OPERATOR_NAMESPACE": "b", "POD_NAMESPACE": "c"}, "d", "a"),
+    ({"OPERATOR_NAMESPACE": "b", "POD_NAMESPACE": "c"}, "d", "b"),
+    ({"POD_NAMESPACE": "c"}, "d", "c"),          # what deploy/manifests/10-controller.yaml sets
+    ({}, "listener-operator\n", "listener-operator"),  # in a Pod without any of them
+    ({}, None, "default"),
+])
+def test_the_lease_lives_in_the_operators_own_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                        env: dict[str, str], file_text: str | None,
+                                                        expected: str) -> None:
+    from listener_operator import controller_command
+
+    for name in ("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    namespace_file = tmp_path / "namespace"
+    if file_text is not None:
+        namespace_file.write_text(file_text)
+    monkeypatch.setattr(controller_command, "SERVICE_ACCOUNT_NAMESPACE_FILE", str(namespace_file))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).leader_election_namespace == expected

@@ -59,7 +59,12 @@ class CsiConnection:
 
 
 async def wait_for_plugin(connection: CsiConnection, wait: float, rpc_timeout: float) -> str:
-    """``GetPluginInfo`` until the plugin answers (its socket may not exist yet), at most ``wait`` seconds."""
+    """``GetPluginInfo`` until the plugin answers (its socket may not exist yet), at most ``wait`` seconds.
+
+    Only registration waits here, and only until the first answer. gRPC's own ``channel_ready()`` would wait on
+    its reconnect backoff (a second or more after a failed connect), which is far slower than a socket that
+    appears a few milliseconds after the call.
+    """
     deadline = time.monotonic() + wait
     delay = 0.02
     while True:

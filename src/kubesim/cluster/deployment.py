@@ -15,7 +15,6 @@ from typing import Any
 from kubesim.errors import ApiError
 
 from .context import DEPLOYMENTS, PODS, Context
-from .events import EventRecorder
 from .informer import Key
 from .objects import (
     Obj,
@@ -31,38 +30,17 @@ from .objects import (
     uid_of,
     without_times,
 )
-from .workqueue import Reconciler
+from .workload import WorkloadController
 
 log = logging.getLogger(__name__)
 
 TEMPLATE_HASH_LABEL = "pod-template-hash"
 
 
-class DeploymentController:
+class DeploymentController(WorkloadController):
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.events = EventRecorder(ctx.api, "deployment-controller")
-        self.queue: Reconciler[Key] = Reconciler("deployment", self._reconcile, workers=2)
+        super().__init__(ctx, resource=DEPLOYMENTS, kind="Deployment", component="deployment-controller")
         self._created = 0
-        ctx.informer(DEPLOYMENTS).add_handler(self._on_deployment)
-        ctx.informer(PODS).add_handler(self._on_pod)
-
-    def start(self) -> None:
-        self.queue.start()
-        for deployment in self.ctx.informer(DEPLOYMENTS).items():
-            self.queue.add((deployment["metadata"].get("namespace", ""), name_of(deployment)))
-
-    async def stop(self) -> None:
-        await self.queue.stop()
-
-    def _on_deployment(self, event: str, deployment: Obj, old: Obj | None) -> None:
-        if event != "DELETED":
-            self.queue.add((deployment["metadata"].get("namespace", ""), name_of(deployment)))
-
-    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
-        owner = controller_of(pod)
-        if owner and owner.get("kind") == "Deployment":
-            self.queue.add((pod["metadata"].get("namespace", ""), owner.get("name", "")))
 
     async def _reconcile(self, key: Key) -> None:
         deployment = self.ctx.informer(DEPLOYMENTS).get(*key)
@@ -167,14 +145,4 @@ class DeploymentController:
         ) == without_times(conditions)
         if same:
             return
-        try:
-            await self.ctx.api.patch(
-                DEPLOYMENTS,
-                name_of(deployment),
-                {"status": wanted},
-                namespace=deployment["metadata"].get("namespace"),
-                subresource="status",
-            )
-        except ApiError as error:
-            if error.code != 404:
-                raise
+        await self._write_status(deployment, wanted)

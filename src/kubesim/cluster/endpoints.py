@@ -1,13 +1,16 @@
 """Endpoints and EndpointSlice controllers for Services with a selector.
 
 A Pod with an IP that matches the selector is a ready address when its ``Ready`` condition is true, otherwise a
-not-ready one (ready anyway with ``publishNotReadyAddresses``). Terminating Pods are left out. Named target
+not-ready one (ready anyway with ``publishNotReadyAddresses``). Terminating Pods stay in EndpointSlices with
+``terminating: true``, ``serving`` = their readiness and ``ready: false`` (unless ``publishNotReadyAddresses``);
+Endpoints drop them unless ``publishNotReadyAddresses``, as Kubernetes' two controllers do. Named target
 ports are resolved per Pod, so Pods exposing different numbers land in different subsets / slices.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from kubesim.errors import ApiError
@@ -34,6 +37,19 @@ MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 MANAGED_BY = "endpointslice-controller.k8s.io"
 
 PortKey = tuple[tuple[str, int, str], ...]  # (name, port, protocol) per Service port
+
+
+@dataclass(frozen=True)
+class Member:
+    """One Pod behind the Service and the state both controllers derive their conditions from."""
+
+    pod: Obj
+    ready: bool  # the Pod's Ready condition
+    terminating: bool
+
+    @property
+    def ip(self) -> str:
+        return str(self.pod["status"]["podIP"])
 
 
 def _resolve_ports(service: Obj, pod: Obj) -> PortKey | None:
@@ -75,6 +91,9 @@ class EndpointsController:
         self.queue: Reconciler[Key] = Reconciler("endpoints", self._reconcile, workers=2)
         ctx.informer(SERVICES).add_handler(self._on_service)
         ctx.informer(PODS).add_handler(self._on_pod)
+        # what we wrote comes back through these; a change by anyone else is repaired
+        ctx.informer(ENDPOINTS).add_handler(self._on_endpoints)
+        ctx.informer(ENDPOINT_SLICES).add_handler(self._on_slice)
 
     def start(self) -> None:
         self.queue.start()
@@ -86,6 +105,17 @@ class EndpointsController:
 
     def _on_service(self, event: str, service: Obj, old: Obj | None) -> None:
         self.queue.add((service["metadata"].get("namespace", ""), name_of(service)))
+
+    def _on_endpoints(self, event: str, endpoints: Obj, old: Obj | None) -> None:
+        namespace = endpoints["metadata"].get("namespace", "")
+        service = self.ctx.informer(SERVICES).get(namespace, name_of(endpoints))
+        if service is not None and service.get("spec", {}).get("selector"):  # others are not ours
+            self.queue.add((namespace, name_of(endpoints)))
+
+    def _on_slice(self, event: str, slice_: Obj, old: Obj | None) -> None:
+        labels = labels_of(slice_)
+        if labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(SERVICE_NAME_LABEL):
+            self.queue.add((slice_["metadata"].get("namespace", ""), labels[SERVICE_NAME_LABEL]))
 
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
         namespace = pod["metadata"].get("namespace", "")
@@ -107,9 +137,9 @@ class EndpointsController:
         spec = service["spec"]
         selector = selector_from_label_selector_object({"matchLabels": spec["selector"]})
         publish_not_ready = bool(spec.get("publishNotReadyAddresses"))
-        groups: dict[PortKey, list[tuple[Obj, bool]]] = {}
+        groups: dict[PortKey, list[Member]] = {}
         for pod in self.ctx.informer(PODS).items(namespace):
-            if is_terminating(pod) or not pod.get("status", {}).get("podIP"):
+            if not pod.get("status", {}).get("podIP"):
                 continue
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 continue
@@ -118,25 +148,31 @@ class EndpointsController:
             ports = _resolve_ports(service, pod)
             if ports is None:
                 continue
-            groups.setdefault(ports, []).append((pod, condition_true(pod, "Ready")))
+            member = Member(pod, condition_true(pod, "Ready"), is_terminating(pod))
+            groups.setdefault(ports, []).append(member)
         await self._write_endpoints(service, groups, publish_not_ready)
         await self._write_slices(service, groups, publish_not_ready)
 
     async def _write_endpoints(
-        self, service: Obj, groups: dict[PortKey, list[tuple[Obj, bool]]], publish_not_ready: bool
+        self, service: Obj, groups: dict[PortKey, list[Member]], publish_not_ready: bool
     ) -> None:
         namespace, name = service["metadata"].get("namespace", ""), name_of(service)
         subsets = []
         for ports, members in sorted(groups.items()):
             ready: list[dict[str, Any]] = []
             not_ready: list[dict[str, Any]] = []
-            for pod, is_ready in sorted(members, key=lambda m: m[0]["status"]["podIP"]):
-                address: dict[str, Any] = {"ip": pod["status"]["podIP"], "targetRef": _pod_ref(pod)}
+            for member in sorted(members, key=lambda m: m.ip):
+                if member.terminating and not publish_not_ready:
+                    continue
+                pod = member.pod
+                address: dict[str, Any] = {"ip": member.ip, "targetRef": _pod_ref(pod)}
                 if pod.get("spec", {}).get("nodeName"):
                     address["nodeName"] = pod["spec"]["nodeName"]
                 if pod.get("spec", {}).get("hostname"):
                     address["hostname"] = pod["spec"]["hostname"]
-                (ready if is_ready or publish_not_ready else not_ready).append(address)
+                (ready if member.ready or publish_not_ready else not_ready).append(address)
+            if not ready and not not_ready:
+                continue
             subset: dict[str, Any] = {"ports": [_port(n, p, proto) for n, p, proto in ports]}
             if ready:
                 subset["addresses"] = ready
@@ -144,7 +180,7 @@ class EndpointsController:
                 subset["notReadyAddresses"] = not_ready
             subsets.append(subset)
         labels = labels_of(service)
-        existing = await _get_or_none(self.ctx, ENDPOINTS, name, namespace)
+        existing = self.ctx.informer(ENDPOINTS).get(namespace, name)
         if existing is None:
             metadata: dict[str, Any] = {"name": name, "namespace": namespace}
             if labels:
@@ -161,20 +197,21 @@ class EndpointsController:
         await self.ctx.api.update(ENDPOINTS, updated)
 
     async def _write_slices(
-        self, service: Obj, groups: dict[PortKey, list[tuple[Obj, bool]]], publish_not_ready: bool
+        self, service: Obj, groups: dict[PortKey, list[Member]], publish_not_ready: bool
     ) -> None:
         namespace, name = service["metadata"].get("namespace", ""), name_of(service)
         wanted: dict[str, Obj] = {}
         for ports, members in sorted(groups.items()):
             slice_name = f"{name}-{short_hash(name, repr(ports), length=5)}"
             endpoints = []
-            for pod, is_ready in sorted(members, key=lambda m: m[0]["status"]["podIP"]):
+            for member in sorted(members, key=lambda m: m.ip):
+                pod = member.pod
                 endpoint: dict[str, Any] = {
-                    "addresses": [pod["status"]["podIP"]],
+                    "addresses": [member.ip],
                     "conditions": {
-                        "ready": is_ready or publish_not_ready,
-                        "serving": is_ready,
-                        "terminating": False,
+                        "ready": publish_not_ready or (member.ready and not member.terminating),
+                        "serving": member.ready,
+                        "terminating": member.terminating,
                     },
                     "targetRef": _pod_ref(pod),
                 }
@@ -183,40 +220,11 @@ class EndpointsController:
                 if pod.get("spec", {}).get("hostname"):
                     endpoint["hostname"] = pod["spec"]["hostname"]
                 endpoints.append(endpoint)
-            wanted[slice_name] = {
-                "apiVersion": "discovery.k8s.io/v1",
-                "kind": "EndpointSlice",
-                "metadata": {
-                    "name": slice_name,
-                    "namespace": namespace,
-                    "labels": {**labels_of(service), SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY},
-                    "ownerReferences": [owner_reference(service, "v1", "Service")],
-                },
-                "addressType": "IPv4",
-                "endpoints": endpoints,
-                "ports": [_port(n, p, proto) for n, p, proto in ports],
-            }
+            wanted[slice_name] = _slice_body(service, slice_name, endpoints, ports)
         if not wanted:  # a Service without endpoints still gets one empty slice, as in Kubernetes
             slice_name = f"{name}-{short_hash(name, 'empty', length=5)}"
-            wanted[slice_name] = {
-                "apiVersion": "discovery.k8s.io/v1",
-                "kind": "EndpointSlice",
-                "metadata": {
-                    "name": slice_name,
-                    "namespace": namespace,
-                    "labels": {**labels_of(service), SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY},
-                    "ownerReferences": [owner_reference(service, "v1", "Service")],
-                },
-                "addressType": "IPv4",
-                "endpoints": [],
-                "ports": [],
-            }
-        existing, _ = await self.ctx.api.list(
-            ENDPOINT_SLICES,
-            namespace,
-            label_selector=f"{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}={MANAGED_BY}",
-        )
-        by_name = {name_of(s): s for s in existing}
+            wanted[slice_name] = _slice_body(service, slice_name, [], ())
+        by_name = {name_of(s): s for s in self._owned_slices(namespace, name)}
         for slice_name, body in wanted.items():
             current = by_name.pop(slice_name, None)
             if current is None:
@@ -233,15 +241,35 @@ class EndpointsController:
         for stale in by_name:
             await _delete_ignoring_missing(self.ctx, ENDPOINT_SLICES, stale, namespace)
 
+    def _owned_slices(self, namespace: str, service: str) -> list[Obj]:
+        return [
+            s
+            for s in self.ctx.informer(ENDPOINT_SLICES).items(namespace)
+            if labels_of(s).get(SERVICE_NAME_LABEL) == service
+            and labels_of(s).get(MANAGED_BY_LABEL) == MANAGED_BY
+        ]
+
     async def _delete_owned(self, namespace: str, name: str) -> None:
         await _delete_ignoring_missing(self.ctx, ENDPOINTS, name, namespace)
-        existing, _ = await self.ctx.api.list(
-            ENDPOINT_SLICES,
-            namespace,
-            label_selector=f"{SERVICE_NAME_LABEL}={name},{MANAGED_BY_LABEL}={MANAGED_BY}",
-        )
-        for item in existing:
+        for item in self._owned_slices(namespace, name):
             await _delete_ignoring_missing(self.ctx, ENDPOINT_SLICES, name_of(item), namespace)
+
+
+def _slice_body(service: Obj, slice_name: str, endpoints: list[dict[str, Any]], ports: PortKey) -> Obj:
+    name = name_of(service)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": slice_name,
+            "namespace": service["metadata"].get("namespace", ""),
+            "labels": {**labels_of(service), SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: MANAGED_BY},
+            "ownerReferences": [owner_reference(service, "v1", "Service")],
+        },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [_port(n, p, proto) for n, p, proto in ports],
+    }
 
 
 def _port(name: str, port: int, protocol: str) -> dict[str, Any]:
@@ -249,15 +277,6 @@ def _port(name: str, port: int, protocol: str) -> dict[str, Any]:
     if name:
         entry["name"] = name
     return entry
-
-
-async def _get_or_none(ctx: Context, resource: str, name: str, namespace: str) -> Obj | None:
-    try:
-        return await ctx.api.get(resource, name, namespace)
-    except ApiError as error:
-        if error.code == 404:
-            return None
-        raise
 
 
 async def _create_ignoring_conflict(ctx: Context, resource: str, body: Obj, namespace: str) -> None:

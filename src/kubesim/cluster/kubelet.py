@@ -72,7 +72,7 @@ class PodState:
 
 
 class MountWaiting(Exception):
-    """Volumes are not ready to be set up yet (claims unbound, driver not registered)."""
+    """Volumes are not ready to be set up yet (claim missing, not this Pod's, or unbound)."""
 
 
 class Kubelet:
@@ -147,7 +147,9 @@ class Kubelet:
             for volume in pod.get("spec", {}).get("volumes") or []:
                 await self._setup_volume(pod, volume, state)
         except MountWaiting as waiting:
-            raise Retry(str(waiting)) from None
+            # no timed retry: claim, volume, CSIDriver and plugin-registration events resync this Pod
+            log.debug("node %s: Pod %s/%s waits: %s", self.node, key[0], key[1], waiting)
+            return
         await self._report_running(pod)
 
     async def _ensure_finalizer(self, pod: Obj) -> None:
@@ -219,11 +221,8 @@ class Kubelet:
                 driver=csi.get("driver", ""),
                 volume_id=csi.get("volumeHandle", ""),
                 attributes=dict(csi.get("volumeAttributes") or {}),
-                capability=volume_capabilities(
-                    pv.get("spec", {}),
-                    csi.get("fsType", ""),
-                    list(pv.get("spec", {}).get("mountOptions") or []),
-                )[0],
+                volume_spec=pv.get("spec", {}),
+                fs_type=csi.get("fsType", ""),
                 readonly=readonly,
                 ephemeral=False,
             )
@@ -240,12 +239,6 @@ class Kubelet:
                     f'volume mode "Ephemeral" not supported by driver {driver} (only supports {modes})',
                 )
                 raise Retry("inline volume not supported")
-            capability = csi_pb2.VolumeCapability(
-                access_mode=csi_pb2.VolumeCapability.AccessMode(
-                    mode=csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER
-                )
-            )
-            capability.mount.fs_type = inline.get("fsType", "")
             await self._publish(
                 pod,
                 state,
@@ -254,7 +247,8 @@ class Kubelet:
                 driver=driver,
                 volume_id=f"csi-{short_hash(uid_of(pod), name, length=64)}",
                 attributes=dict(inline.get("volumeAttributes") or {}),
-                capability=capability,
+                volume_spec={},  # kubelet treats inline volumes as ReadWriteOnce filesystems
+                fs_type=inline.get("fsType", ""),
                 readonly=bool(inline.get("readOnly")),
                 ephemeral=True,
             )
@@ -276,10 +270,16 @@ class Kubelet:
         driver: str,
         volume_id: str,
         attributes: dict[str, str],
-        capability: Any,
+        volume_spec: dict[str, Any],
+        fs_type: str,
         readonly: bool,
         ephemeral: bool,
     ) -> None:
+        """NodeStage (if offered) and NodePublish one volume, as kubelet's CSI volume plugin does.
+
+        ``volume_spec`` is the PV spec: kubelet sends the capability of its *first* access mode, with the PV's
+        mount options; a plugin with ``VOLUME_MOUNT_GROUP`` also gets the Pod's ``fsGroup``.
+        """
         plugin = self.registry.plugins.get(driver)
         if plugin is None:
             await self._failed_mount(
@@ -289,6 +289,15 @@ class Kubelet:
                 "the list of registered CSI drivers",
             )
             raise Retry(f"driver {driver} not registered")
+        capability = volume_capabilities(
+            volume_spec,
+            fs_type,
+            list(volume_spec.get("mountOptions") or []),
+            single_node_multi_writer=plugin.single_node_multi_writer,
+        )[0]
+        fs_group = (pod.get("spec", {}).get("securityContext") or {}).get("fsGroup")
+        if plugin.volume_mount_group and fs_group is not None and capability.HasField("mount"):
+            capability.mount.volume_mount_group = str(fs_group)
         csi_driver = self.ctx.informer(CSI_DRIVERS).get(None, driver)
         context = dict(attributes)
         if csi_driver is not None and csi_driver.get("spec", {}).get("podInfoOnMount"):

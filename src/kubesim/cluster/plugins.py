@@ -37,6 +37,8 @@ class NodePlugin:
     connection: CsiConnection
     node_id: str
     stage_unstage: bool
+    single_node_multi_writer: bool  # node capability SINGLE_NODE_MULTI_WRITER
+    volume_mount_group: bool  # node capability VOLUME_MOUNT_GROUP: kubelet passes the Pod's fsGroup
 
 
 class PluginRegistry:
@@ -154,6 +156,8 @@ class PluginRegistry:
             connection=connection,
             node_id=info.node_id,
             stage_unstage=csi_pb2.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME in rpcs,
+            single_node_multi_writer=csi_pb2.NodeServiceCapability.RPC.SINGLE_NODE_MULTI_WRITER in rpcs,
+            volume_mount_group=csi_pb2.NodeServiceCapability.RPC.VOLUME_MOUNT_GROUP in rpcs,
         )
         if old is not None and not reuse:
             await old.connection.close()

@@ -35,16 +35,46 @@ PARAM_PVC_NAME = "csi.storage.k8s.io/pvc/name"
 PARAM_PVC_NAMESPACE = "csi.storage.k8s.io/pvc/namespace"
 PARAM_PV_NAME = "csi.storage.k8s.io/pv/name"
 RESERVED_PARAMETER_PREFIX = "csi.storage.k8s.io/"
+FSTYPE_PARAMETER = "csi.storage.k8s.io/fstype"
+# StorageClass parameters in the reserved namespace that the sidecar consumes itself (never sent to the driver);
+# any other key there is a configuration error, as in csi-provisioner
+KNOWN_RESERVED_PARAMETERS = frozenset(
+    [FSTYPE_PARAMETER]
+    + [
+        f"{RESERVED_PARAMETER_PREFIX}{operation}-secret-{part}"
+        for operation in (
+            "provisioner",
+            "controller-publish",
+            "node-stage",
+            "node-publish",
+            "controller-expand",
+            "node-expand",
+        )
+        for part in ("name", "namespace")
+    ]
+)
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 PROVISIONER_IDENTITY = "storage.kubernetes.io/csiProvisionerIdentity"
 STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 
+_MODE = csi_pb2.VolumeCapability.AccessMode
 ACCESS_MODES = {
-    "ReadWriteOnce": csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER,
-    "ReadWriteOncePod": csi_pb2.VolumeCapability.AccessMode.SINGLE_NODE_WRITER,
-    "ReadOnlyMany": csi_pb2.VolumeCapability.AccessMode.MULTI_NODE_READER_ONLY,
-    "ReadWriteMany": csi_pb2.VolumeCapability.AccessMode.MULTI_NODE_MULTI_WRITER,
+    "ReadWriteOnce": _MODE.SINGLE_NODE_WRITER,
+    "ReadWriteOncePod": _MODE.SINGLE_NODE_WRITER,
+    "ReadOnlyMany": _MODE.MULTI_NODE_READER_ONLY,
+    "ReadWriteMany": _MODE.MULTI_NODE_MULTI_WRITER,
 }
+# With the SINGLE_NODE_MULTI_WRITER capability, kubelet and the provisioner tell the driver how many workloads
+# on the node may write: ReadWriteOncePod is single-writer, ReadWriteOnce multi-writer.
+ACCESS_MODES_SINGLE_NODE_MULTI_WRITER = {
+    **ACCESS_MODES,
+    "ReadWriteOnce": _MODE.SINGLE_NODE_MULTI_WRITER,
+    "ReadWriteOncePod": _MODE.SINGLE_NODE_SINGLE_WRITER,
+}
+
+
+class ParameterError(ValueError):
+    """The StorageClass has a parameter in the reserved ``csi.storage.k8s.io/`` namespace the sidecar does not know."""
 
 
 @dataclass
@@ -52,17 +82,22 @@ class ControllerPlugin:
     driver: str
     connection: CsiConnection
     topology: bool  # VOLUME_ACCESSIBILITY_CONSTRAINTS
+    single_node_multi_writer: bool  # controller capability SINGLE_NODE_MULTI_WRITER
     identity: str  # storage.kubernetes.io/csiProvisionerIdentity value
 
 
-def volume_capabilities(spec: dict[str, Any], fs_type: str, mount_flags: list[str]) -> list[Any]:
-    """One VolumeCapability per access mode of a claim/PV spec (block or mount by volumeMode)."""
+def volume_capabilities(
+    spec: dict[str, Any], fs_type: str, mount_flags: list[str], *, single_node_multi_writer: bool = False
+) -> list[Any]:
+    """One VolumeCapability per access mode of a claim/PV spec (block or mount by volumeMode).
+
+    ``single_node_multi_writer``: the plugin offers that capability, so the single-node modes are told apart.
+    """
+    modes = ACCESS_MODES_SINGLE_NODE_MULTI_WRITER if single_node_multi_writer else ACCESS_MODES
     capabilities = []
     for mode in spec.get("accessModes") or ["ReadWriteOnce"]:
         capability = csi_pb2.VolumeCapability(
-            access_mode=csi_pb2.VolumeCapability.AccessMode(
-                mode=ACCESS_MODES.get(mode, csi_pb2.VolumeCapability.AccessMode.UNKNOWN)
-            )
+            access_mode=csi_pb2.VolumeCapability.AccessMode(mode=modes.get(mode, _MODE.UNKNOWN))
         )
         if spec.get("volumeMode") == "Block":
             capability.block.SetInParent()
@@ -85,6 +120,9 @@ class Provisioner:
             "provisioner-volumes", self._reclaim, workers=2, backoff=ctx.options.provision_backoff
         )
         self._announced: set[str] = set()
+        # PVs this provisioner created that its informer has not delivered yet: a claim event arriving in between
+        # must bind to them, not call CreateVolume again
+        self._created: dict[str, Obj] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         ctx.informer(PVCS).add_handler(self._on_claim)
         ctx.informer(PVS).add_handler(self._on_volume)
@@ -145,6 +183,7 @@ class Provisioner:
             driver=driver,
             connection=connection,
             topology=csi_pb2.PluginCapability.Service.VOLUME_ACCESSIBILITY_CONSTRAINTS in services,
+            single_node_multi_writer=csi_pb2.ControllerServiceCapability.RPC.SINGLE_NODE_MULTI_WRITER in rpcs,
             identity=f"{int(time.time() * 1000)}-{driver}",
         )
         if old is not None:
@@ -167,6 +206,7 @@ class Provisioner:
             self.volumes.add(("", volume))
 
     def _on_volume(self, event: str, pv: Obj, old: Obj | None) -> None:
+        self._created.pop(name_of(pv), None)
         if event != "DELETED":
             self.volumes.add(("", name_of(pv)))
         claim_ref = pv.get("spec", {}).get("claimRef") or {}
@@ -197,7 +237,7 @@ class Provisioner:
         if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and not selected_node:
             return
         pv_name = f"pvc-{uid_of(pvc)}"
-        existing = self.ctx.informer(PVS).get(None, pv_name)
+        existing = self.ctx.informer(PVS).get(None, pv_name) or self._created.get(pv_name)
         if existing is not None:
             await self._bind(pvc, existing)
             return
@@ -217,7 +257,7 @@ class Provisioner:
             response = await plugin.connection.controller.CreateVolume(
                 request, timeout=self.ctx.options.rpc_timeout
             )
-        except (grpc.aio.AioRpcError, RequirementError) as error:
+        except (grpc.aio.AioRpcError, RequirementError, ParameterError) as error:
             text = grpc_error_text(error) if isinstance(error, grpc.aio.AioRpcError) else str(error)
             await self.events.record(
                 pvc,
@@ -235,6 +275,8 @@ class Provisioner:
             if error.code != 409:
                 raise
             pv = await self.ctx.api.get(PVS, pv_name)
+        if self.ctx.informer(PVS).get(None, pv_name) is None:
+            self._created[pv_name] = pv
         await self.events.record(
             pvc,
             "PersistentVolumeClaim",
@@ -267,7 +309,16 @@ class Provisioner:
     ) -> Any:
         spec = pvc.get("spec", {})
         class_parameters = dict(storage_class.get("parameters") or {})
-        fs_type = class_parameters.get("csi.storage.k8s.io/fstype", "")
+        fs_type = class_parameters.get(FSTYPE_PARAMETER, "")
+        unknown = sorted(
+            k
+            for k in class_parameters
+            if k.startswith(RESERVED_PARAMETER_PREFIX) and k not in KNOWN_RESERVED_PARAMETERS
+        )
+        if unknown:
+            raise ParameterError(
+                f"found unknown parameter key {unknown[0]!r} with reserved namespace {RESERVED_PARAMETER_PREFIX}"
+            )
         parameters = {
             k: v for k, v in class_parameters.items() if not k.startswith(RESERVED_PARAMETER_PREFIX)
         }
@@ -277,7 +328,10 @@ class Provisioner:
         request = csi_pb2.CreateVolumeRequest(
             name=pv_name,
             volume_capabilities=volume_capabilities(
-                spec, fs_type, list(storage_class.get("mountOptions") or [])
+                spec,
+                fs_type,
+                list(storage_class.get("mountOptions") or []),
+                single_node_multi_writer=plugin.single_node_multi_writer,
             ),
             parameters=parameters,
         )
@@ -318,7 +372,7 @@ class Provisioner:
             "volumeHandle": volume.volume_id,
             "volumeAttributes": attributes,
         }
-        fs_type = (storage_class.get("parameters") or {}).get("csi.storage.k8s.io/fstype")
+        fs_type = (storage_class.get("parameters") or {}).get(FSTYPE_PARAMETER)
         if fs_type and spec.get("volumeMode") != "Block":
             csi_source["fsType"] = fs_type
         pv_spec: dict[str, Any] = {

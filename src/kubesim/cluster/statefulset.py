@@ -1,7 +1,10 @@
 """StatefulSet controller: stable Pods ``<name>-<ordinal>`` and claims ``<template>-<name>-<ordinal>``.
 
-Claims from ``volumeClaimTemplates`` carry no owner, so they outlive Pods and the StatefulSet (Kubernetes'
-default ``Retain`` retention). ``OrderedReady`` (the default) creates Pods one at a time, each after its
+Claims from ``volumeClaimTemplates`` carry no owner by default, so they outlive Pods and the StatefulSet
+(Kubernetes' default ``Retain`` retention). ``persistentVolumeClaimRetentionPolicy`` is honoured as Kubernetes
+does it, through owner references the garbage collector follows: ``whenDeleted: Delete`` makes the StatefulSet
+an owner of every claim, ``whenScaled: Delete`` makes a condemned Pod (ordinal beyond ``replicas``) the owner of
+its claims before it is deleted, and a Pod back in range loses that reference again. ``OrderedReady`` (the default) creates Pods one at a time, each after its
 predecessors are Running and Ready, and removes them from the highest ordinal down; ``Parallel`` does both at
 once. Template changes are rolled out like the default ``RollingUpdate`` strategy: once every Pod is Running and
 Ready, the highest-ordinal Pod of an older revision is deleted and recreated (``partition`` honoured);
@@ -18,7 +21,6 @@ from typing import Any
 from kubesim.errors import ApiError
 
 from .context import PODS, PVCS, STATEFUL_SETS, Context
-from .events import EventRecorder
 from .informer import Key
 from .objects import (
     Obj,
@@ -31,7 +33,7 @@ from .objects import (
     short_hash,
     uid_of,
 )
-from .workqueue import Reconciler
+from .workload import WorkloadController
 
 log = logging.getLogger(__name__)
 
@@ -48,40 +50,46 @@ def _ordinal(sts_name: str, pod_name: str) -> int | None:
     return int(rest) if rest.isdigit() and str(int(rest)) == rest else None
 
 
+def claim_name(template_name: str, sts: Obj, ordinal: int) -> str:
+    """``<template>-<statefulset>-<ordinal>``: the claim a Pod of the set gets from one ``volumeClaimTemplate``."""
+    return f"{template_name}-{name_of(sts)}-{ordinal}"
+
+
 def _revision(sts: Obj) -> str:
     """The ``controller-revision-hash`` of the current Pod template."""
     template = json.dumps(sts.get("spec", {}).get("template"), sort_keys=True)
     return f"{name_of(sts)}-{short_hash(template)}"
 
 
+def _retention(sts: Obj) -> tuple[bool, bool]:
+    """``(delete when the set is deleted, delete when scaled down)`` from the claim retention policy."""
+    policy = sts.get("spec", {}).get("persistentVolumeClaimRetentionPolicy") or {}
+    return policy.get("whenDeleted") == "Delete", policy.get("whenScaled") == "Delete"
+
+
+def _claim_owners(
+    sts: Obj, pod: Obj | None, in_range: bool, current: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The claim's owner references under the retention policy; references to anything else are kept."""
+    delete_with_set, delete_when_scaled = _retention(sts)
+    ours = {uid_of(sts)} | ({uid_of(pod)} if pod is not None else set())
+    owners = [ref for ref in current if ref.get("uid") not in ours]
+    scaled_down = pod is not None and not in_range and delete_when_scaled
+    if delete_with_set and not scaled_down:
+        owners.append(owner_reference(sts, "apps/v1", "StatefulSet", controller=False))
+    if scaled_down:
+        assert pod is not None
+        owners.append(owner_reference(pod, "v1", "Pod", controller=False))
+    return owners
+
+
 def _running_and_ready(pod: Obj) -> bool:
     return pod.get("status", {}).get("phase") == "Running" and condition_true(pod, "Ready")
 
 
-class StatefulSetController:
+class StatefulSetController(WorkloadController):
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.events = EventRecorder(ctx.api, "statefulset-controller")
-        self.queue: Reconciler[Key] = Reconciler("statefulset", self._reconcile, workers=2)
-        ctx.informer(STATEFUL_SETS).add_handler(self._on_set)
-        ctx.informer(PODS).add_handler(self._on_pod)
-
-    def start(self) -> None:
-        self.queue.start()
-        for sts in self.ctx.informer(STATEFUL_SETS).items():
-            self.queue.add((sts["metadata"].get("namespace", ""), name_of(sts)))
-
-    async def stop(self) -> None:
-        await self.queue.stop()
-
-    def _on_set(self, event: str, sts: Obj, old: Obj | None) -> None:
-        if event != "DELETED":
-            self.queue.add((sts["metadata"].get("namespace", ""), name_of(sts)))
-
-    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
-        owner = controller_of(pod)
-        if owner and owner.get("kind") == "StatefulSet":
-            self.queue.add((pod["metadata"].get("namespace", ""), owner.get("name", "")))
+        super().__init__(ctx, resource=STATEFUL_SETS, kind="StatefulSet", component="statefulset-controller")
 
     def _owned_pods(self, sts: Obj) -> dict[int, Obj]:
         namespace = sts["metadata"].get("namespace", "")
@@ -105,6 +113,8 @@ class StatefulSetController:
         start = int(((spec.get("ordinals") or {}).get("start")) or 0)
         pods = self._owned_pods(sts)
         wanted = range(start, start + replicas)
+        for ordinal, pod in pods.items():
+            await self._update_claim_owners(sts, ordinal, pod, ordinal in wanted)
 
         # scale down: highest ordinal first
         extra = sorted((o for o in pods if o not in wanted), reverse=True)
@@ -153,21 +163,49 @@ class StatefulSetController:
                 await self._delete_pod(sts, pod)
                 return
 
+    def _claim_names(self, sts: Obj, ordinal: int) -> list[str]:
+        return [
+            claim_name((template.get("metadata") or {}).get("name", ""), sts, ordinal)
+            for template in sts.get("spec", {}).get("volumeClaimTemplates") or []
+        ]
+
+    async def _update_claim_owners(self, sts: Obj, ordinal: int, pod: Obj, in_range: bool) -> None:
+        """Bring the owner references of the Pod's claims in line with the retention policy (no-op writes skipped)."""
+        namespace = sts["metadata"].get("namespace", "")
+        for claim_name in self._claim_names(sts, ordinal):
+            claim = self.ctx.informer(PVCS).get(namespace, claim_name)
+            if claim is None or is_terminating(claim):
+                continue
+            current = list(claim.get("metadata", {}).get("ownerReferences") or [])
+            wanted = _claim_owners(sts, pod, in_range, current)
+            if wanted == current:
+                continue
+            try:
+                await self.ctx.api.patch(
+                    PVCS, claim_name, {"metadata": {"ownerReferences": wanted or None}}, namespace=namespace
+                )
+            except ApiError as error:
+                if error.code != 404:
+                    raise
+
     async def _create_claims(self, sts: Obj, ordinal: int) -> None:
         namespace = sts["metadata"].get("namespace", "")
         selector_labels = ((sts.get("spec", {}).get("selector") or {}).get("matchLabels")) or {}
         for template in sts.get("spec", {}).get("volumeClaimTemplates") or []:
             template_meta = template.get("metadata", {})
-            claim_name = f"{template_meta.get('name', '')}-{name_of(sts)}-{ordinal}"
-            if self.ctx.informer(PVCS).get(namespace, claim_name) is not None:
+            name = claim_name(template_meta.get("name", ""), sts, ordinal)
+            if self.ctx.informer(PVCS).get(namespace, name) is not None:
                 continue
             metadata: dict[str, Any] = {
-                "name": claim_name,
+                "name": name,
                 "namespace": namespace,
                 "labels": {**(template_meta.get("labels") or {}), **selector_labels},
             }
             if template_meta.get("annotations"):
                 metadata["annotations"] = dict(template_meta["annotations"])
+            owners = _claim_owners(sts, None, True, [])
+            if owners:
+                metadata["ownerReferences"] = owners
             body = {
                 "apiVersion": "v1",
                 "kind": "PersistentVolumeClaim",
@@ -184,7 +222,7 @@ class StatefulSetController:
                         "apps/v1",
                         "Warning",
                         "FailedCreate",
-                        f"create Claim {claim_name} for Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} "
+                        f"create Claim {name} for Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} "
                         f"failed error: {error.message}",
                     )
                     raise
@@ -195,7 +233,7 @@ class StatefulSetController:
                 "apps/v1",
                 "Normal",
                 "SuccessfulCreate",
-                f"create Claim {claim_name} Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} success",
+                f"create Claim {name} Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} success",
             )
 
     def _pod_body(self, sts: Obj, ordinal: int) -> Obj:
@@ -217,7 +255,7 @@ class StatefulSetController:
             template_name = (claim_template.get("metadata") or {}).get("name", "")
             claim_volumes[template_name] = {
                 "name": template_name,
-                "persistentVolumeClaim": {"claimName": f"{template_name}-{name_of(sts)}-{ordinal}"},
+                "persistentVolumeClaim": {"claimName": claim_name(template_name, sts, ordinal)},
             }
         volumes = [claim_volumes.pop(v.get("name"), v) for v in volumes] + list(claim_volumes.values())
         if volumes:
@@ -296,14 +334,4 @@ class StatefulSetController:
         }
         if all(status.get(k) == v for k, v in wanted.items()):
             return
-        try:
-            await self.ctx.api.patch(
-                STATEFUL_SETS,
-                name_of(sts),
-                {"status": wanted},
-                namespace=sts["metadata"].get("namespace"),
-                subresource="status",
-            )
-        except ApiError as error:
-            if error.code != 404:
-                raise
+        await self._write_status(sts, wanted)

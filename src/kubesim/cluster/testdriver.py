@@ -35,6 +35,8 @@ class DriverState:
     name: str
     topology_key: str
     pin_volumes: bool
+    single_node_multi_writer: bool = False  # advertise SINGLE_NODE_MULTI_WRITER (controller and node)
+    volume_mount_group: bool = False  # advertise the VOLUME_MOUNT_GROUP node capability
     volumes: dict[str, Any] = field(default_factory=dict)  # volume id -> csi_pb2.Volume
     calls: list[tuple[str, Any]] = field(default_factory=list)
     create_failures: deque[Failure] = field(default_factory=deque)
@@ -72,8 +74,11 @@ class _Controller(csi_pb2_grpc.ControllerServicer):
         self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> Any:
         rpc = csi_pb2.ControllerServiceCapability.RPC
+        types = [rpc.CREATE_DELETE_VOLUME]
+        if self.state.single_node_multi_writer:
+            types.append(rpc.SINGLE_NODE_MULTI_WRITER)
         return csi_pb2.ControllerGetCapabilitiesResponse(
-            capabilities=[csi_pb2.ControllerServiceCapability(rpc=rpc(type=rpc.CREATE_DELETE_VOLUME))]
+            capabilities=[csi_pb2.ControllerServiceCapability(rpc=rpc(type=t)) for t in types]
         )
 
     async def CreateVolume(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -118,7 +123,15 @@ class _Node(csi_pb2_grpc.NodeServicer):
         return response
 
     async def NodeGetCapabilities(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        return csi_pb2.NodeGetCapabilitiesResponse()
+        rpc = csi_pb2.NodeServiceCapability.RPC
+        types = []
+        if self.state.single_node_multi_writer:
+            types.append(rpc.SINGLE_NODE_MULTI_WRITER)
+        if self.state.volume_mount_group:
+            types.append(rpc.VOLUME_MOUNT_GROUP)
+        return csi_pb2.NodeGetCapabilitiesResponse(
+            capabilities=[csi_pb2.NodeServiceCapability(rpc=rpc(type=t)) for t in types]
+        )
 
     async def NodePublishVolume(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         self.state.calls.append(("NodePublishVolume", request))
@@ -163,10 +176,20 @@ class SimpleCsiDriver:
     """Serve the driver's controller and node plugins on Unix sockets; ``stop()`` closes all of them."""
 
     def __init__(
-        self, name: str = DEFAULT_NAME, *, topology_key: str | None = None, pin_volumes: bool = True
+        self,
+        name: str = DEFAULT_NAME,
+        *,
+        topology_key: str | None = None,
+        pin_volumes: bool = True,
+        single_node_multi_writer: bool = False,
+        volume_mount_group: bool = False,
     ) -> None:
         self.state = DriverState(
-            name=name, topology_key=topology_key or f"topology.{name}/node", pin_volumes=pin_volumes
+            name=name,
+            topology_key=topology_key or f"topology.{name}/node",
+            pin_volumes=pin_volumes,
+            single_node_multi_writer=single_node_multi_writer,
+            volume_mount_group=volume_mount_group,
         )
         self._servers: list[grpc.aio.Server] = []
 

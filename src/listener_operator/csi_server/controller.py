@@ -15,11 +15,16 @@ import grpc
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import TOPOLOGY_KEY_HOSTNAME
-from listener_operator.csi_server.errors import KUBE_ERRORS, CsiError, api_error_code, csi_rpc, error_chain
+from listener_operator.csi_server.errors import CsiError, csi_rpc, error_chain, get_required
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, PVC
 from listener_operator.csi_server.reporting import EventPublisher, object_reference, publish_warning
-from listener_operator.csi_server.volume_context import ListenerSelector, check_object_name, decode_selector
-from listener_operator.runtime.api import JsonDict, KubeApi
+from listener_operator.csi_server.volume_context import (
+    ListenerSelector,
+    check_object_name,
+    decode_selector,
+    required_object,
+)
+from listener_operator.runtime.api import KubeApi
 
 __all__ = ["PARAM_PVC_NAME", "PARAM_PVC_NAMESPACE", "ControllerService"]
 
@@ -42,18 +47,18 @@ def check_volume_capabilities(capabilities: Any, *, field: str) -> None:
                            f"{field}: block volumes are not supported; listener volumes are filesystem volumes")
 
 
-def pinned_topology(listener_class: Mapping[str, Any], requirements: csi_pb2.TopologyRequirement
-                    ) -> list[csi_pb2.Topology]:
-    """The node pin of LO §6.4: only NodePort classes with ``pinnedNodePorts``; the scheduler's node comes first."""
+def pins_node_ports(listener_class: Mapping[str, Any]) -> bool:
+    """LO §6.4: only NodePort classes with ``pinnedNodePorts`` pin their volumes to a node."""
     spec = listener_class.get("spec") or {}
-    if spec.get("serviceType") != "NodePort" or not spec.get("pinnedNodePorts"):
-        return []
+    return spec.get("serviceType") == "NodePort" and bool(spec.get("pinnedNodePorts"))
+
+
+def pinned_topology(requirements: csi_pb2.TopologyRequirement) -> list[csi_pb2.Topology]:
+    """The node pin: the first preferred segment with our key (the scheduler's node comes first), else none."""
     candidates = list(requirements.preferred) or list(requirements.requisite)
     for topology in candidates:
         if topology.segments.get(TOPOLOGY_KEY_HOSTNAME):
             return [csi_pb2.Topology(segments={TOPOLOGY_KEY_HOSTNAME: topology.segments[TOPOLOGY_KEY_HOSTNAME]})]
-    log.warning("ListenerClass %s pins node ports, but CreateVolume carried no %s topology: volume not pinned",
-                (listener_class.get("metadata") or {}).get("name"), TOPOLOGY_KEY_HOSTNAME)
     return []
 
 
@@ -85,28 +90,36 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
         if not request.name:
             raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "name is required")
         check_volume_capabilities(request.volume_capabilities, field="volume_capabilities")
-        pvc_name = request.parameters.get(PARAM_PVC_NAME)
-        pvc_namespace = request.parameters.get(PARAM_PVC_NAMESPACE)
-        if not pvc_name or not pvc_namespace:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"parameters {PARAM_PVC_NAME} and {PARAM_PVC_NAMESPACE} are required "
-                           "(run the external-provisioner with --extra-create-metadata)")
-        check_object_name("PersistentVolumeClaim", pvc_name, f"parameter {PARAM_PVC_NAME}")
-        check_object_name("Namespace", pvc_namespace, f"parameter {PARAM_PVC_NAMESPACE}")
-        pvc = await self._get_pvc(pvc_namespace, pvc_name)
+        pvc_namespace, pvc_name = required_object(
+            request.parameters, PARAM_PVC_NAMESPACE, PARAM_PVC_NAME, "PersistentVolumeClaim", source="parameters",
+            hint="run the external-provisioner with --extra-create-metadata")
+        # a missing PVC is no user error here: the provisioner only asks for claims that exist (or just went away)
+        pvc = await get_required(f"PersistentVolumeClaim {pvc_namespace}/{pvc_name}",
+                                 self._api.get(PVC, pvc_name, pvc_namespace), user_error_if_missing=False)
         annotations = {str(k): str(v) for k, v in ((pvc.get("metadata") or {}).get("annotations") or {}).items()}
         source = f"PersistentVolumeClaim {pvc_namespace}/{pvc_name}"
         pvc_ref = object_reference(pvc)
         try:
             selector = decode_selector(annotations, source)
             class_name = await self._class_name(selector, pvc_namespace, source)
-            listener_class = await self._get_class(class_name, source)
+            listener_class = await get_required(f"ListenerClass {class_name}",
+                                                self._api.get(LISTENER_CLASS, class_name), context=source)
         except CsiError as error:
             if error.user_error:
                 await publish_warning(self._events, pvc_ref, reason="InvalidListenerVolume", note=error_chain(error),
                                       action="Provision")
             raise
-        topology = pinned_topology(listener_class, request.accessibility_requirements)
+        topology: list[csi_pb2.Topology] = []
+        if pins_node_ports(listener_class):
+            topology = pinned_topology(request.accessibility_requirements)
+            if not topology:
+                # the volume works, but its address will move with the Pod: tell the person who asked for a pin
+                note = (f"ListenerClass {class_name} pins node ports, but the provisioner sent no "
+                        f"{TOPOLOGY_KEY_HOSTNAME} topology (is the external-provisioner running with "
+                        "--feature-gates=Topology=true?): the volume is not pinned to a node")
+                log.warning("%s: %s", source, note)
+                await publish_warning(self._events, pvc_ref, reason="ListenerVolumeNotPinned", note=note,
+                                      action="Provision")
         return csi_pb2.CreateVolumeResponse(volume=csi_pb2.Volume(
             volume_id=request.name,
             capacity_bytes=0,
@@ -114,35 +127,14 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
             accessible_topology=topology,
         ))
 
-    async def _get_pvc(self, namespace: str, name: str) -> JsonDict:
-        try:
-            return await self._api.get(PVC, name, namespace)
-        except KUBE_ERRORS as error:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"failed to get PersistentVolumeClaim {namespace}/{name}") from error
-
     async def _class_name(self, selector: ListenerSelector, namespace: str, source: str) -> str:
         if selector.mode == "class":
             return selector.value
-        try:
-            listener = await self._api.get(LISTENER, selector.value, namespace)
-        except KUBE_ERRORS as error:
-            missing = api_error_code(error) == 404
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"{source}: Listener {namespace}/{selector.value} "
-                           f"{'not found' if missing else 'could not be read'}", user_error=missing) from error
+        listener = await get_required(f"Listener {namespace}/{selector.value}",
+                                      self._api.get(LISTENER, selector.value, namespace), context=source)
         class_name = (listener.get("spec") or {}).get("className")
         if not class_name:
             raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
                            f"{source}: Listener {namespace}/{selector.value} has no spec.className")
         return check_object_name("ListenerClass", str(class_name),
                                  f"Listener {namespace}/{selector.value} spec.className")
-
-    async def _get_class(self, name: str, source: str) -> JsonDict:
-        try:
-            return await self._api.get(LISTENER_CLASS, name)
-        except KUBE_ERRORS as error:
-            missing = api_error_code(error) == 404
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"{source}: ListenerClass {name} {'not found' if missing else 'could not be read'}",
-                           user_error=missing) from error

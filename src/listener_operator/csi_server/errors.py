@@ -17,7 +17,7 @@ from lightkube.core.exceptions import ApiError
 
 from listener_operator.runtime.api import ApiFailure
 
-__all__ = ["KUBE_ERRORS", "CsiError", "api_error_code", "csi_rpc", "error_chain"]
+__all__ = ["KUBE_ERRORS", "CsiError", "api_error_code", "csi_rpc", "error_chain", "get_optional", "get_required"]
 
 #: What a lightkube call raises when the API answers with an error or cannot be reached.
 KUBE_ERRORS: tuple[type[Exception], ...] = (ApiFailure, ApiError, httpx2.HTTPError)
@@ -79,6 +79,32 @@ def api_error_code(error: BaseException) -> int | None:
     if isinstance(error, httpx2.HTTPStatusError):
         return error.response.status_code
     return None
+
+
+async def get_required(what: str, call: Awaitable[_R], *, user_error_if_missing: bool = True,
+                       context: str | None = None) -> _R:
+    """Await an API read; a failure becomes UNAVAILABLE (kubelet and the provisioner retry), saying what was read.
+
+    A missing object is by default something a person must fix (an Event is due); ``context`` says where the name
+    came from, as a message prefix.
+    """
+    try:
+        return await call
+    except KUBE_ERRORS as error:
+        missing = api_error_code(error) == 404
+        message = f"{what} not found" if missing else f"failed to get {what}"
+        raise CsiError(grpc.StatusCode.UNAVAILABLE, f"{context}: {message}" if context else message,
+                       user_error=missing and user_error_if_missing) from error
+
+
+async def get_optional(what: str, call: Awaitable[_R]) -> _R | None:
+    """Like :func:`get_required`, but a missing object is None."""
+    try:
+        return await call
+    except KUBE_ERRORS as error:
+        if api_error_code(error) == 404:
+            return None
+        raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to get {what}") from error
 
 
 def csi_rpc(

@@ -16,8 +16,9 @@ afterwards (upstream keeps stale ``addresses/<old>`` directories, LO §13.5). Ku
 the same swap idea; it is written out here because no library offers it. All symbolic links are relative, so the
 tree stays valid wherever the container runtime mounts the volume.
 
-Every operation is relative to a descriptor of the target directory and never follows a symbolic link found in the
-volume, which a container could have planted there.
+Every operation is relative to a descriptor of the target directory (or of a directory the driver just created and
+holds open) and names a single path component, so no symbolic link found in the volume is followed, even one a
+container swaps in while a version is being built.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import os
 import secrets
 import shutil
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +102,18 @@ def _write_file(name: str, content: str, dir_fd: int) -> None:
         handle.write(content)
 
 
+@contextlib.contextmanager
+def _new_dir(name: str, dir_fd: int) -> Iterator[int]:
+    """Create directory ``name`` in ``dir_fd`` and hold it open: everything below is created relative to this
+    descriptor, so a symbolic link swapped in for a path component meanwhile is never followed."""
+    os.mkdir(name, 0o755, dir_fd=dir_fd)
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _remove(name: str, dir_fd: int) -> None:
     """Remove a file, link or directory tree relative to ``dir_fd``; a missing entry is fine."""
     try:
@@ -139,17 +152,16 @@ def _set_link(name: str, link_target: str, dir_fd: int) -> bool:
 
 def _build_version(dir_fd: int, addresses: Sequence[PublishedAddress]) -> str:
     building = f"{_HIDDEN_PREFIX}tmp-{secrets.token_hex(8)}"
-    os.mkdir(building, 0o755, dir_fd=dir_fd)
-    os.mkdir(f"{building}/{ADDRESSES}", 0o755, dir_fd=dir_fd)
-    for entry in addresses:
-        base = f"{building}/{ADDRESSES}/{entry.address}"
-        os.mkdir(base, 0o755, dir_fd=dir_fd)
-        _write_file(f"{base}/address", entry.address, dir_fd)
-        os.mkdir(f"{base}/ports", 0o755, dir_fd=dir_fd)
-        for port_name, port in entry.ports.items():
-            _write_file(f"{base}/ports/{port_name}", str(port), dir_fd)
-    if addresses:
-        os.symlink(f"{ADDRESSES}/{addresses[0].address}", f"{building}/{DEFAULT_ADDRESS}", dir_fd=dir_fd)
+    with _new_dir(building, dir_fd) as version_fd:
+        with _new_dir(ADDRESSES, version_fd) as addresses_fd:
+            for entry in addresses:
+                with _new_dir(entry.address, addresses_fd) as address_fd:
+                    _write_file("address", entry.address, address_fd)
+                    with _new_dir("ports", address_fd) as ports_fd:
+                        for port_name, port in entry.ports.items():
+                            _write_file(port_name, str(port), ports_fd)
+        if addresses:
+            os.symlink(f"{ADDRESSES}/{addresses[0].address}", DEFAULT_ADDRESS, dir_fd=version_fd)
     return building
 
 

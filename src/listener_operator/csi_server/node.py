@@ -7,10 +7,14 @@ PodListeners -> files. Differences, each deliberate (LO §13):
 * both selector annotations, CSI inline volumes and hostile names/addresses/target paths are refused with
   INVALID_ARGUMENT before anything is written (§13.4, §13.13);
 * when the Listener has no address yet the call waits a short, bounded time for its status to change before
-  failing with UNAVAILABLE (§13.9), and a Warning Event on the Pod says why the mount waits;
+  failing with UNAVAILABLE (§13.9), and Warning Events on the Pod and the Listener say why the mount waits; a
+  Listener whose class is missing fails at once, naming the class, since waiting cannot help;
 * the file tree is swapped atomically and stale addresses disappear (§13.5);
 * NodeUnpublishVolume also removes the volume's PodListeners entry while the Pod exists (§13.12);
-* nothing is written when the labels, the PodListeners entry or the files are already as wanted.
+* a PVC whose selector annotation was edited after provisioning gets a Warning Event: the edit has no effect
+  (§13.16);
+* nothing is written when the per-volume Listener, the labels, the PodListeners entry or the files are already
+  as wanted (a re-publish only reads).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from lightkube import AsyncClient
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import (
+    ANNOTATION_LISTENER_CLASS,
+    ANNOTATION_LISTENER_NAME,
     FIELD_MANAGER_VOLUME,
     PV_LABEL_LISTENER_NAME,
     PV_LABEL_LISTENER_NAMESPACE,
@@ -36,7 +42,15 @@ from listener_operator.constants import (
 from listener_operator.crd.models import AddressType
 from listener_operator.crd.resources import Listener
 from listener_operator.csi_server.controller import check_volume_capabilities
-from listener_operator.csi_server.errors import KUBE_ERRORS, CsiError, api_error_code, csi_rpc, error_chain
+from listener_operator.csi_server.errors import (
+    KUBE_ERRORS,
+    CsiError,
+    api_error_code,
+    csi_rpc,
+    error_chain,
+    get_optional,
+    get_required,
+)
 from listener_operator.csi_server.filetree import published_addresses, remove_tree, write_address_tree
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
 from listener_operator.csi_server.objects import (
@@ -56,6 +70,7 @@ from listener_operator.csi_server.volume_context import (
     ListenerSelector,
     check_object_name,
     decode_selector,
+    required_object,
 )
 from listener_operator.listener_controller.addresses import (
     NodeAddressError,
@@ -64,6 +79,7 @@ from listener_operator.listener_controller.addresses import (
     pod_local_addresses,
 )
 from listener_operator.runtime.api import JsonDict, KubeApi
+from listener_operator.runtime.applied import apply_is_noop
 
 __all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService"]
 
@@ -94,6 +110,18 @@ class _Publish:
         if self.pod_uid:
             ref["uid"] = self.pod_uid
         return ref
+
+
+def _listener_id(listener: JsonDict) -> str:
+    return f"Listener {meta(listener).get('namespace')}/{meta(listener).get('name')}"
+
+
+def _class_name(listener: JsonDict) -> str:
+    """The Listener's class, required and checked: it becomes part of an API URL."""
+    class_name = (listener.get("spec") or {}).get("className")
+    if not class_name:
+        raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, f"{_listener_id(listener)} has no spec.className")
+    return check_object_name("ListenerClass", str(class_name), f"{_listener_id(listener)} spec.className")
 
 
 class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
@@ -157,14 +185,9 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                            "CSI inline volumes (.volumes[].csi) are not supported by listeners.stackable.tech: "
                            "use a generic ephemeral volume (.volumes[].ephemeral.volumeClaimTemplate with "
                            "storageClassName listeners.stackable.tech and a listener annotation) instead")
-        pod_namespace = context.get(CONTEXT_POD_NAMESPACE)
-        pod_name = context.get(CONTEXT_POD_NAME)
-        if not pod_namespace or not pod_name:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"volume context lacks {CONTEXT_POD_NAMESPACE} and/or {CONTEXT_POD_NAME} "
-                           "(is the CSIDriver registered with podInfoOnMount: true?)")
-        check_object_name("Namespace", pod_namespace, f"volume context {CONTEXT_POD_NAMESPACE}")
-        check_object_name("Pod", pod_name, f"volume context {CONTEXT_POD_NAME}")
+        pod_namespace, pod_name = required_object(
+            context, CONTEXT_POD_NAMESPACE, CONTEXT_POD_NAME, "Pod", source="volume context",
+            hint="is the CSIDriver registered with podInfoOnMount: true?")
         check_object_name("PersistentVolume", request.volume_id, "volume_id")
         selector = decode_selector(context, f"volume {request.volume_id}")
         return _Publish(request.volume_id, target, pod_namespace, pod_name, context.get(CONTEXT_POD_UID) or None,
@@ -176,28 +199,22 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         except InvalidVolumeInput as error:
             raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "refusing target_path") from error
 
-    async def _get(self, what: str, call: Awaitable[JsonDict], *, user_error_if_missing: bool = True) -> JsonDict:
-        try:
-            return await call
-        except KUBE_ERRORS as error:
-            missing = api_error_code(error) == 404
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"failed to get {what}" + (" (not found)" if missing else ""),
-                           user_error=missing and user_error_if_missing) from error
-
     async def _publish(self, p: _Publish) -> None:
-        pv = await self._get(f"PersistentVolume {p.volume_id}", self._api.get(PV, p.volume_id))
+        pv = await get_required(f"PersistentVolume {p.volume_id}", self._api.get(PV, p.volume_id))
         claim_name = ((pv.get("spec") or {}).get("claimRef") or {}).get("name")
         if not claim_name:
             raise CsiError(grpc.StatusCode.UNAVAILABLE,
                            f"PersistentVolume {p.volume_id} has no corresponding PersistentVolumeClaim")
-        pvc = await self._get(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
-                              self._api.get(PVC, claim_name, p.pod_namespace))
-        pod = await self._get(f"Pod {p.pod_namespace}/{p.pod_name}", self._api.get(POD, p.pod_name, p.pod_namespace))
+        check_object_name("PersistentVolumeClaim", str(claim_name), f"PersistentVolume {p.volume_id} spec.claimRef")
+        pvc = await get_required(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
+                                 self._api.get(PVC, claim_name, p.pod_namespace))
+        pod = await get_required(f"Pod {p.pod_namespace}/{p.pod_name}",
+                                 self._api.get(POD, p.pod_name, p.pod_namespace))
         if p.pod_uid and meta(pod).get("uid") != p.pod_uid:
             raise CsiError(grpc.StatusCode.UNAVAILABLE,
                            f"Pod {p.pod_namespace}/{p.pod_name} was replaced (uid {meta(pod).get('uid')}, "
                            f"kubelet asked for {p.pod_uid})")
+        await self._report_changed_selector(p, pvc)
         volume_name = pod_volume_for_claim(pod, claim_name)
         if volume_name is None:
             raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -229,12 +246,28 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         except OSError as error:
             raise CsiError(grpc.StatusCode.INTERNAL, f"failed to write the address files into {p.target}") from error
 
+    async def _report_changed_selector(self, p: _Publish, pvc: JsonDict) -> None:
+        """The selector is fixed in the PV at provisioning (LO §6.3, §13.16): if the PVC's annotations say something
+        else now, the edit has no effect, and the PVC is where its author looks for the reason."""
+        annotations = meta(pvc).get("annotations") or {}
+        current = {k: annotations[k] for k in (ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME) if k in annotations}
+        if current == {p.selector.annotation: p.selector.value}:
+            return
+        now = ", ".join(f"{k}={v}" for k, v in sorted(current.items())) or "no listener annotation"
+        await publish_warning(
+            self._events, object_reference(pvc), reason="ListenerVolumeAnnotationsIgnored", action="PublishVolume",
+            note=f"the volume was provisioned with {p.selector.annotation}={p.selector.value} and keeps it; the "
+                 f"claim now has {now}, which takes effect only for a new PersistentVolumeClaim")
+
     async def _resolve_listener(self, p: _Publish, pv: JsonDict, pvc: JsonDict, pod: JsonDict) -> JsonDict:
         if p.selector.mode == "name":
-            return await self._get(f"Listener {p.pod_namespace}/{p.selector.value}",
-                                   self._api.get(LISTENER, p.selector.value, p.pod_namespace))
+            return await get_required(f"Listener {p.pod_namespace}/{p.selector.value}",
+                                      self._api.get(LISTENER, p.selector.value, p.pod_namespace))
         body = per_volume_listener(pv, pvc, pod, namespace=p.pod_namespace, class_name=p.selector.value)
         name = str(body["metadata"]["name"])
+        live = await get_optional(f"Listener {p.pod_namespace}/{name}", self._api.get(LISTENER, name, p.pod_namespace))
+        if live is not None and apply_is_noop(body, live, FIELD_MANAGER_VOLUME):
+            return live  # a re-publish (kubelet retry, container restart): nothing to write
         try:
             return await self._api.apply(LISTENER, body, name=name, namespace=p.pod_namespace,
                                          field_manager=FIELD_MANAGER_VOLUME, force=True)
@@ -277,9 +310,12 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         """Pod-local addresses now, or after the Listener status changes within the bounded wait (LO §13.9)."""
         compute = self._address_computer(pod)
         addresses = await compute(listener)
-        if addresses or self._listener_wait <= 0:
+        if addresses:
             return listener, addresses
         name = str(meta(listener).get("name"))
+        await self._require_class(listener)
+        if self._listener_wait <= 0:
+            return listener, addresses
         listener_reference = object_reference(listener)
         # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener).
         await publish_warning(self._events, p.pod_reference, reason="ListenerNotReady",
@@ -307,14 +343,22 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
         return listener, []
 
+    async def _require_class(self, listener: JsonDict) -> None:
+        """A Listener without addresses whose class is unset or gone never gets any: say so instead of waiting."""
+        class_name = _class_name(listener)
+        found = await get_optional(f"ListenerClass {class_name}", self._api.get(LISTENER_CLASS, class_name))
+        if found is None:
+            raise CsiError(grpc.StatusCode.UNAVAILABLE,
+                           f"{_listener_id(listener)} uses ListenerClass {class_name}, which does not exist",
+                           user_error=True)
+
     def _address_computer(self, pod: JsonDict) -> Callable[[JsonDict], Awaitable[list[JsonDict]]]:
         """A function from a Listener to this Pod's addresses (LO §7.4); Node and class are fetched once, lazily."""
         node_cache: list[JsonDict] = []
         class_cache: dict[str, JsonDict] = {}
 
         async def compute(listener: JsonDict) -> list[JsonDict]:
-            listener_meta = meta(listener)
-            listener_id = f"Listener {listener_meta.get('namespace')}/{listener_meta.get('name')}"
+            listener_id = _listener_id(listener)
             status = listener.get("status") or {}
             try:
                 if status.get("nodePorts") is None:
@@ -325,15 +369,13 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                     raise CsiError(grpc.StatusCode.UNAVAILABLE,
                                    f"Pod {meta(pod).get('namespace')}/{meta(pod).get('name')} has not been "
                                    "scheduled")
-                class_name = (listener.get("spec") or {}).get("className")
-                if not class_name:
-                    raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, f"{listener_id} has no spec.className")
+                class_name = _class_name(listener)
                 if not node_cache:
-                    node_cache.append(await self._get(f"Node {node_name}", self._api.get(NODE, str(node_name)),
-                                                      user_error_if_missing=False))
+                    node_cache.append(await get_required(f"Node {node_name}", self._api.get(NODE, str(node_name)),
+                                                         user_error_if_missing=False))
                 if class_name not in class_cache:
-                    class_cache[class_name] = await self._get(f"ListenerClass {class_name}",
-                                                              self._api.get(LISTENER_CLASS, str(class_name)))
+                    class_cache[class_name] = await get_required(f"ListenerClass {class_name}",
+                                                                 self._api.get(LISTENER_CLASS, class_name))
                 return pod_local_addresses(listener, node_cache[0], class_address_type(class_cache[class_name]))
             except NodeAddressError as error:
                 raise CsiError(grpc.StatusCode.UNAVAILABLE, f"no address for this Pod on {listener_id}",

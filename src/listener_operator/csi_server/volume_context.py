@@ -25,6 +25,7 @@ __all__ = [
     "ListenerSelector",
     "check_object_name",
     "decode_selector",
+    "required_object",
 ]
 
 # Added by kubelet because the CSIDriver has podInfoOnMount (LO §3.2).
@@ -55,6 +56,19 @@ def check_object_name(kind: str, name: str, source: str) -> str:
         raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
                        f"{source}: {name!r} is not a valid {kind} name (lower-case RFC 1123 subdomain)")
     return name
+
+
+def required_object(values: Mapping[str, str], namespace_key: str, name_key: str, kind: str, *, source: str,
+                    hint: str) -> tuple[str, str]:
+    """Namespace and name of a ``kind`` object given by two keys of ``values`` (request parameters, volume
+    context): both required, both valid names; ``hint`` says which setting supplies them when they are missing."""
+    namespace, name = values.get(namespace_key), values.get(name_key)
+    if not namespace or not name:
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"{source} lacks {namespace_key} and/or {name_key} ({hint})")
+    check_object_name("Namespace", namespace, f"{source} {namespace_key}")
+    check_object_name(kind, name, f"{source} {name_key}")
+    return namespace, name
 
 
 def decode_selector(annotations: Mapping[str, str], source: str) -> ListenerSelector:

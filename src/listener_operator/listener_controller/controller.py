@@ -13,7 +13,6 @@ endpoints; upstream does not watch Nodes at all, LO §13.1).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -51,7 +50,7 @@ from listener_operator.listener_controller.service import (
 )
 from listener_operator.observability import Metrics
 from listener_operator.runtime.api import ApiFailure, JsonDict, KubeApi, ResourceInfo
-from listener_operator.runtime.applied import apply_is_noop
+from listener_operator.runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
 from listener_operator.runtime.controller import Controller, Result
 from listener_operator.runtime.events import EventRecorder, object_reference
 from listener_operator.runtime.reflector import ApiSource, Reflector, object_key
@@ -175,8 +174,7 @@ class ListenerController:
 
         self.listeners.add_index("class", lambda o: [str((o.get("spec") or {}).get("className") or "")])
         self.services.add_index("controller-uid", _controller_listener_uids)
-        self.slices.add_index("service", lambda o: [
-            f"{_meta(o).get('namespace')}/{(_meta(o).get('labels') or {}).get(LABEL_ENDPOINTSLICE_SERVICE_NAME)}"])
+        self.slices.add_index("service", self._slice_service_keys)
         self.pvs.add_index("listener", self._pv_listener_keys)
 
         # node name -> Listener keys that use it (from their last reconcile), and the reverse
@@ -189,14 +187,15 @@ class ListenerController:
         self.controller.watches(self.services, lambda s: {object_key(s), *_owner_listener_keys(s)})
         self.controller.watches(self.classes, lambda c: [
             object_key(lst) for lst in self.listeners.by_index("class", str(_meta(c).get("name")))])
-        self.controller.watches(self.slices, lambda s: self.slices_index_values(s))
+        self.controller.watches(self.slices, self._slice_service_keys)
         self.controller.watches(self.pvs, self._pv_listener_keys)
         self.controller.watches(self.nodes, lambda n: set(self._node_users.get(str(_meta(n).get("name")), ())),
                                 predicate=_node_addresses_changed)
 
     # ---- wiring helpers ------------------------------------------------------------------------------------------
     @staticmethod
-    def slices_index_values(endpoint_slice: Mapping[str, Any]) -> list[str]:
+    def _slice_service_keys(endpoint_slice: Mapping[str, Any]) -> list[str]:
+        """``namespace/service`` of an EndpointSlice: the namespace counts too (upstream maps by name only)."""
         service = (_meta(endpoint_slice).get("labels") or {}).get(LABEL_ENDPOINTSLICE_SERVICE_NAME)
         return [f"{_meta(endpoint_slice).get('namespace')}/{service}"] if service else []
 
@@ -286,7 +285,7 @@ class ListenerController:
         check_not_foreign(existing, uid)
 
         service = existing
-        if not apply_is_noop(desired, existing, FIELD_MANAGER_SERVICE):
+        if not apply_is_noop(desired, existing, FIELD_MANAGER_SERVICE, atomic_maps=SERVICE_ATOMIC_MAPS):
             try:
                 service = await self.api.apply(SERVICE, desired, name=name, namespace=namespace,
                                                field_manager=FIELD_MANAGER_SERVICE, force=True)
@@ -299,15 +298,15 @@ class ListenerController:
         addresses = self._addresses(key, class_spec.service_type, service, class_address_type(listener_class))
         await self._delete_orphans(namespace, name, uid)
 
-        if addresses.missing_nodes:
+        status = self._status(listener, service, class_spec.service_type, addresses)
+        if await self._apply_status(listener, status) and addresses.missing_nodes:
+            # Said once per change of the status (not on every no-op reconcile, which must write nothing).
             await self.recorder.publish(
                 listener, type="Warning", reason="GetObject", action="Reconcile",
                 note=("skipped node(s) that do not exist: " + ", ".join(addresses.missing_nodes)
                       + "; a pinned PersistentVolume or an endpoint still names them; the other addresses are "
                         "published"),
                 related={"apiVersion": "v1", "kind": "Node", "name": addresses.missing_nodes[0]})
-        status = self._status(listener, service, class_spec.service_type, addresses)
-        await self._apply_status(listener, status)
 
     def _addresses(self, key: str, service_type: ServiceType, service: JsonDict, preferred: AddressType
                    ) -> ListenerAddresses:
@@ -371,7 +370,9 @@ class ListenerController:
         return status
 
     def _condition(self, listener: JsonDict, state: str, reason: str, message: str) -> JsonDict:
-        previous = next((c for c in (listener.get("status") or {}).get("conditions") or []
+        # The status we wrote last may not be in the cache yet: judge the transition against it.
+        current = self._written_listeners.get(object_key(listener)) or listener
+        previous = next((c for c in (current.get("status") or {}).get("conditions") or []
                          if c.get("type") == READY), None)
         transition = previous.get("lastTransitionTime") if previous and previous.get("status") == state else None
         condition: JsonDict = {"type": READY, "status": state, "reason": reason, "message": message[:32768],
@@ -381,13 +382,14 @@ class ListenerController:
             condition["observedGeneration"] = generation
         return condition
 
-    async def _apply_status(self, listener: JsonDict, status: JsonDict) -> None:
+    async def _apply_status(self, listener: JsonDict, status: JsonDict) -> bool:
+        """Write ``status`` unless the Listener already has it; True when written."""
         status = {k: v for k, v in status.items() if v is not None}
         key = object_key(listener)
         current = self._written_listeners.get(key) or listener
         live = current.get("status") or {}
         if all(live.get(k) == status.get(k) for k in STATUS_FIELDS):
-            return
+            return False
         # Status conditions are compared including lastTransitionTime, which _condition keeps when unchanged.
         meta = _meta(listener)
         body = {"apiVersion": GROUP_VERSION, "kind": "Listener",
@@ -399,10 +401,11 @@ class ListenerController:
                                            subresource="status")
         except ApiFailure as failure:
             if failure.code == 404:
-                return  # the Listener is gone
+                return False  # the Listener is gone
             raise ApiRejectedError("ApplyStatus", f"could not write the status of Listener {key}: "
                                                   f"{failure.message}", failure) from failure
         self._written_listeners.remember(written)
+        return True
 
     async def _report_failure(self, listener: JsonDict, error: ListenerError) -> None:
         reason = error.step_reason if isinstance(error, ApiRejectedError) else error.reason
@@ -442,12 +445,3 @@ class ListenerController:
                     "namespace": meta.get("namespace")}
         return None
 
-
-async def run_listener_controller(controller: ListenerController, stop: asyncio.Event) -> None:
-    """Run until ``stop`` is set (convenience for tests and tools)."""
-    task = asyncio.create_task(controller.run())
-    try:
-        await stop.wait()
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)

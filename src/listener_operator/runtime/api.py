@@ -126,13 +126,19 @@ class KubeApi:
             return None
         return resp.json()
 
-    async def list(self, info: ResourceInfo, *, namespace: str | None = None,
-                   label_selector: str | None = None) -> tuple[list[JsonDict], str]:
-        """List every object (all namespaces when ``namespace`` is None); returns items and the list version."""
+    async def list(self, info: ResourceInfo, *, namespace: str | None = None, label_selector: str | None = None,
+                   page_size: int | None = None) -> tuple[list[JsonDict], str]:
+        """List every object (all namespaces when ``namespace`` is None); returns items and the list version.
+
+        With ``page_size`` the list is fetched in pages of that many objects (one consistent snapshot, through
+        ``continue`` tokens), which spares the API server from building one huge response.
+        """
         self._note("list", info)
         params: dict[str, str] = {}
         if label_selector:
             params["labelSelector"] = label_selector
+        if page_size:
+            params["limit"] = str(page_size)
         items: list[JsonDict] = []
         version = ""
         while True:

@@ -8,23 +8,32 @@ object it observed. Two things must hold for the apply to be a no-op:
    :func:`stale_owned_fields` reads the manager's ``managedFields`` entry (``fieldsV1``).
 
 Lists are compared whole (same length, item by item), and ownership inside a list is not inspected: any change of
-a list shows up in check 1. This errs on the side of writing, never on the side of missing a change.
+a list shows up in check 1. Maps the kind declares atomic (a Service's ``spec.selector``) are compared for equality:
+an apply replaces them whole, so an extra live key is a change. This errs on the side of writing, never on the side
+of missing a change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 Path = tuple[str, ...]
 
+#: Maps a Service apply replaces whole (``+mapType=atomic`` in the Kubernetes API types).
+SERVICE_ATOMIC_MAPS: frozenset[Path] = frozenset({("spec", "selector")})
 
-def is_subset(desired: Any, live: Any) -> bool:
-    """True when ``live`` has every field of ``desired`` with the same value (extra live fields are fine)."""
+
+def is_subset(desired: Any, live: Any, atomic_maps: Collection[Path] = (), path: Path = ()) -> bool:
+    """True when ``live`` has every field of ``desired`` with the same value (extra live fields are fine, except
+    inside the maps at ``atomic_maps``, which must be equal)."""
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return False
-        return all(key in live and is_subset(value, live[key]) for key, value in desired.items())
+        if path in atomic_maps and set(live) != set(desired):
+            return False
+        return all(key in live and is_subset(value, live[key], atomic_maps, (*path, str(key)))
+                   for key, value in desired.items())
     if isinstance(desired, list):
         if not isinstance(live, list) or len(live) != len(desired):
             return False
@@ -78,9 +87,9 @@ def stale_owned_fields(config: Mapping[str, Any], live: Mapping[str, Any], manag
 
 
 def apply_is_noop(config: Mapping[str, Any], live: Mapping[str, Any] | None, manager: str,
-                  subresource: str | None = None) -> bool:
+                  subresource: str | None = None, *, atomic_maps: Collection[Path] = ()) -> bool:
     """True when applying ``config`` as ``manager`` to ``live`` would change nothing."""
     if live is None:
         return False
     body = {k: v for k, v in config.items() if k not in ("apiVersion", "kind")}
-    return is_subset(body, live) and not stale_owned_fields(config, live, manager, subresource)
+    return is_subset(body, live, atomic_maps) and not stale_owned_fields(config, live, manager, subresource)

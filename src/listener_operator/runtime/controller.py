@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -34,17 +33,9 @@ class Result:
 Reconciler = Callable[[str], Awaitable[Result | None]]
 
 
-class ReconcileObserver:
-    """Hooks for metrics; the default does nothing."""
-
-    def started(self, key: str) -> None: ...
-
-    def finished(self, key: str, seconds: float, error: BaseException | None) -> None: ...
-
-
 class Controller:
     def __init__(self, name: str, primary: Reflector, reconcile: Reconciler, *, workers: int = 4,
-                 queue: WorkQueue | None = None, observer: ReconcileObserver | None = None,
+                 queue: WorkQueue | None = None,
                  resync_seconds: float | None = None) -> None:
         """``resync_seconds``: also queue every primary key this often (a safety net; None or 0: never)."""
         if workers < 1:
@@ -55,7 +46,6 @@ class Controller:
         self.reconcile = reconcile
         self.workers = workers
         self.queue = queue or WorkQueue()
-        self.observer = observer or ReconcileObserver()
         self.reflectors: list[Reflector] = [primary]
         self._started = False
         primary.add_handler(self._on_primary)
@@ -140,22 +130,16 @@ class Controller:
             await self._process(key)
 
     async def _process(self, key: str) -> None:
-        self.observer.started(key)
-        start = time.perf_counter()
-        error: BaseException | None = None
         try:
             result = await self.reconcile(key)
         except asyncio.CancelledError:
             self.queue.done(key)
             raise
         except Exception as exc:
-            error = exc
             delay = self.queue.add_rate_limited(key)
             log.warning("%s: reconcile of %s failed (%s); retrying in %.1fs", self.name, key, exc, delay)
         else:
             self.queue.forget(key)
             if result is not None and result.requeue_after is not None:
                 self.queue.add_after(key, result.requeue_after)
-        finally:
-            self.observer.finished(key, time.perf_counter() - start, error)
         self.queue.done(key)

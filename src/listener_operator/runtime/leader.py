@@ -99,8 +99,10 @@ class LeaderElector:
         last_renew = time.monotonic()
         while True:
             await asyncio.sleep(self.retry_period)
+            # A renewal that hangs must not carry us past the deadline: others may take the lease after it.
+            remaining = max(0.0, last_renew + self.renew_deadline - time.monotonic())
             try:
-                ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.renew_deadline)
+                ok = await asyncio.wait_for(self.try_acquire_or_renew(), remaining)
             except (TimeoutError, Exception) as exc:  # any failure counts against the deadline
                 log.warning("leader election: renew failed: %s", exc)
                 ok = False

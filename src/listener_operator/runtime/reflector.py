@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol
 
 from .api import JsonDict, KubeApi, ResourceInfo, WatchExpired
+from .workqueue import ExponentialBackoff
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,17 @@ class ApiSource:
     """List and watch one kind through :class:`KubeApi`, optionally limited to a namespace or label selector."""
 
     def __init__(self, api: KubeApi, info: ResourceInfo, *, namespace: str | None = None,
-                 label_selector: str | None = None, timeout_seconds: int = 300) -> None:
+                 label_selector: str | None = None, timeout_seconds: int = 300, page_size: int = 500) -> None:
         self.api = api
         self.info = info
         self.namespace = namespace
         self.label_selector = label_selector
         self.timeout_seconds = timeout_seconds
+        self.page_size = page_size
 
     async def list(self) -> tuple[list[JsonDict], str]:
-        return await self.api.list(self.info, namespace=self.namespace, label_selector=self.label_selector)
+        return await self.api.list(self.info, namespace=self.namespace, label_selector=self.label_selector,
+                                   page_size=self.page_size)
 
     def watch(self, resource_version: str) -> AsyncIterator[tuple[str, JsonDict]]:
         return self.api.watch(self.info, resource_version=resource_version, namespace=self.namespace,
@@ -67,31 +70,17 @@ def split_key(key: str) -> tuple[str | None, str]:
     return (namespace, name) if sep else (None, key)
 
 
-class Backoff:
-    """Exponential backoff with jitter: ``base * 2**n`` capped at ``cap`` seconds."""
-
-    def __init__(self, base: float = 0.2, cap: float = 30.0, jitter: float = 0.1) -> None:
-        self.base = base
-        self.cap = cap
-        self.jitter = jitter
-        self.failures = 0
-
-    def next_delay(self) -> float:
-        delay = min(self.cap, self.base * (2 ** self.failures))
-        self.failures += 1
-        return delay * (1 + random.uniform(0, self.jitter))
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
 class Reflector:
     """Cache of one kind. Start with :meth:`run` (a task); read with :meth:`get`, :meth:`by_index`, :meth:`items`."""
 
-    def __init__(self, name: str, source: ListWatchSource, *, backoff: Backoff | None = None) -> None:
+    def __init__(self, name: str, source: ListWatchSource, *, backoff: ExponentialBackoff | None = None,
+                 jitter: float = 0.1) -> None:
+        """``backoff`` paces retries after list/watch errors (plus up to ``jitter`` of random extra, so that many
+        reflectors do not retry in lockstep)."""
         self.name = name
         self.source = source
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or ExponentialBackoff(base=0.2, cap=30.0)
+        self.jitter = jitter
         self._objects: dict[str, JsonDict] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, dict[str, set[str]]] = {}
@@ -118,9 +107,6 @@ class Reflector:
     def get(self, key: str) -> JsonDict | None:
         return self._objects.get(key)
 
-    def get_named(self, name: str, namespace: str | None = None) -> JsonDict | None:
-        return self._objects.get(f"{namespace}/{name}" if namespace else name)
-
     def by_index(self, index: str, value: str) -> list[JsonDict]:
         keys = self._indexes[index].get(value, ())
         return [self._objects[k] for k in sorted(keys)]
@@ -146,7 +132,9 @@ class Reflector:
 
     # ---- the loop ------------------------------------------------------------------------------------------------
     async def run(self) -> None:
-        """List and watch until cancelled."""
+        """List and watch until cancelled. A new run (e.g. after leadership was lost and won back) lists first and
+        is not synced before that list: what the cache held meanwhile may be stale."""
+        self._synced.clear()
         need_list = True
         while True:
             try:
@@ -159,7 +147,7 @@ class Reflector:
                     need_list = False
                 async for kind, obj in self.source.watch(self.resource_version):
                     self._on_watch_event(kind, obj)
-                self.backoff.reset()
+                self.backoff.forget(self.name)
             except asyncio.CancelledError:
                 raise
             except WatchExpired:
@@ -167,7 +155,7 @@ class Reflector:
                 need_list = True
             except Exception as exc:
                 self.errors += 1
-                delay = self.backoff.next_delay()
+                delay = self.backoff.when(self.name) * (1 + random.uniform(0, self.jitter))
                 log.warning("%s: list/watch failed (%s); retrying in %.1fs", self.name, exc, delay)
                 await asyncio.sleep(delay)
 
@@ -177,7 +165,7 @@ class Reflector:
             if version:
                 self.resource_version = str(version)
             return
-        self.backoff.reset()
+        self.backoff.forget(self.name)
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
             self._store(key, obj)

@@ -98,7 +98,21 @@ async def test_state_lives_under_state_dir_and_stop_is_clean() -> None:
                 "metadata": {"name": "p", "namespace": "default"},
                 "spec": {
                     "containers": [{"name": "c", "image": "busybox"}],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {}},
+                        {
+                            "name": "data",
+                            "ephemeral": {
+                                "volumeClaimTemplate": {
+                                    "spec": {
+                                        "accessModes": ["ReadWriteOnce"],
+                                        "storageClassName": "sim",
+                                        "resources": {"requests": {"storage": "1"}},
+                                    }
+                                }
+                            },
+                        },
+                    ],
                 },
             }
             await sim.api.create("pods", pod, namespace="default")
@@ -107,6 +121,8 @@ async def test_state_lives_under_state_dir_and_stop_is_clean() -> None:
             uid = running["metadata"]["uid"]
             kubelet = state / "kubelet" / "node-1"
             assert (kubelet / "pods" / uid / "volumes" / "kubernetes.io~empty-dir" / "tmp").is_dir()
+            [published] = (kubelet / "pods" / uid / "volumes" / "kubernetes.io~csi").iterdir()
+            assert (published / "mount" / "volume_id").read_text() == published.name
             assert (kubelet / "plugins" / driver.name / "csi.sock").exists()
             assert (kubelet / "plugins_registry" / f"{driver.name}-reg.json").exists()
             assert sim.cluster.kubelet_dir("node-1") == kubelet

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import grpc
-from clusterhelpers import Env, pod_ready, wait_for, wait_for_event
+from clusterhelpers import Env, pod_ready, short_state_dir, wait_for, wait_for_event
 from test_statefulset_csi import statefulset
+
+from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.sim import KubeSim
 
 NS = "default"
 
@@ -232,3 +236,42 @@ async def test_statefulset_template_change_rolls_pods_from_the_highest_ordinal(e
         next(i for i, p in enumerate(unpublished) if before[o]["metadata"]["uid"] in p) for o in (2, 1, 0)
     ]
     assert order == sorted(order)
+
+
+async def test_kubelet_waits_for_a_claim_through_watches_not_retries() -> None:
+    """A Pod bound by ``nodeName`` to a claim that does not exist yet starts as soon as the claim is bound. The
+    mount backoff is far longer than the test's timeout, so only watch events can bring the kubelet back."""
+    state = short_state_dir()
+    driver = SimpleCsiDriver()
+    slow_retries = {"mount_backoff": (60.0, 60.0), "provision_backoff": (60.0, 60.0)}
+    try:
+        async with KubeSim(nodes=2, state_dir=state, tls=False, **slow_retries) as sim:
+            assert sim.cluster is not None
+            await deploy(sim.cluster, driver, binding_mode="Immediate")
+            claim_source = {"name": "d", "persistentVolumeClaim": {"claimName": "late"}}
+            await sim.api.create("pods", _pod("early", [claim_source], nodeName="node-2"), namespace=NS)
+            await wait_for(
+                sim.api,
+                "pods",
+                "early",
+                NS,
+                lambda p: bool(p) and "kubesim.io/kubelet" in (p["metadata"].get("finalizers") or []),
+            )
+            claim = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "late", "namespace": NS},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "sim",
+                    "resources": {"requests": {"storage": "1"}},
+                },
+            }
+            await sim.api.create("persistentvolumeclaims", claim, namespace=NS)
+            running = await wait_for(sim.api, "pods", "early", NS, pod_ready)
+            assert running is not None and running["spec"]["nodeName"] == "node-2"
+            [publish] = driver.calls_of("NodePublishVolume")
+            assert "/node-2/pods/" in publish.target_path
+    finally:
+        await driver.stop()
+        shutil.rmtree(state, ignore_errors=True)

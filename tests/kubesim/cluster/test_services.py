@@ -3,6 +3,8 @@ Deployments run Pods directly."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from clusterhelpers import Env, pod_ready, wait_for
@@ -53,6 +55,34 @@ def _addresses(endpoints: dict[str, Any] | None) -> tuple[list[str], list[str]]:
         ready += [a["ip"] for a in subset.get("addresses") or []]
         not_ready += [a["ip"] for a in subset.get("notReadyAddresses") or []]
     return sorted(ready), sorted(not_ready)
+
+
+async def _slice_conditions(
+    api: Any, service_name: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The Service's endpoint conditions by address, once ``predicate`` holds for them (follows a watch)."""
+
+    def conditions_of(slices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {e["addresses"][0]: e["conditions"] for s in slices for e in s.get("endpoints") or []}
+
+    async def run() -> dict[str, Any]:
+        selector = f"kubernetes.io/service-name={service_name}"
+        items, version = await api.list("endpointslices.discovery.k8s.io", NS, label_selector=selector)
+        slices = {s["metadata"]["name"]: s for s in items}
+        while not predicate(conditions_of(list(slices.values()))):
+            async for event, obj in api.watch(
+                "endpointslices.discovery.k8s.io", NS, label_selector=selector, resource_version=version
+            ):
+                version = obj["metadata"]["resourceVersion"]
+                if event == "DELETED":
+                    slices.pop(obj["metadata"]["name"], None)
+                else:
+                    slices[obj["metadata"]["name"]] = obj
+                if predicate(conditions_of(list(slices.values()))):
+                    break
+        return conditions_of(list(slices.values()))
+
+    return await asyncio.wait_for(run(), 20.0)
 
 
 async def _running_pods(env: Env, app: str, count: int) -> list[dict[str, Any]]:
@@ -133,13 +163,19 @@ async def test_endpoints_follow_readiness(env: Env) -> None:
     await env.cluster.set_pod_ready(NS, flipped["metadata"]["name"], False)
     await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == ([ips[1]], [ips[0]]))
     await wait_for(api, "endpoints", "web-all", NS, lambda e: _addresses(e) == (ips, []))
+    conditions = await _slice_conditions(api, "web", lambda c: c.get(ips[0], {}).get("ready") is False)
+    assert conditions[ips[0]] == {"ready": False, "serving": False, "terminating": False}
     slices, _ = await api.list(
         "endpointslices.discovery.k8s.io", NS, label_selector="kubernetes.io/service-name=web"
     )
     [slice_] = slices
-    conditions = {e["addresses"][0]: e["conditions"] for e in slice_["endpoints"]}
-    assert conditions[ips[0]] == {"ready": False, "serving": False, "terminating": False}
     assert conditions[ips[1]]["ready"] is True
+    by_address = {e["addresses"][0]: e for e in slice_["endpoints"]}
+    for pod in pods:
+        endpoint = by_address[pod["status"]["podIP"]]
+        assert endpoint["nodeName"] == pod["spec"]["nodeName"]
+        assert endpoint["targetRef"]["uid"] == pod["metadata"]["uid"]
+    assert slice_["addressType"] == "IPv4"
     assert slice_["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
     assert slice_["metadata"]["ownerReferences"][0]["name"] == "web"
     all_slices, _ = await api.list(
@@ -152,6 +188,46 @@ async def test_endpoints_follow_readiness(env: Env) -> None:
     # and back
     await env.cluster.set_pod_ready(NS, flipped["metadata"]["name"], True)
     await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == (ips, []))
+
+    # a terminating Pod (held here by a finalizer) leaves Endpoints but stays in the slice as terminating,
+    # serving while it is ready; with publishNotReadyAddresses it stays everywhere and ready
+    template = deployment("web", 1)["spec"]["template"]
+    solo = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo", "namespace": NS, **template["metadata"]},
+    }
+    solo["metadata"]["finalizers"] = ["example.com/hold"]
+    solo["spec"] = template["spec"]
+    await api.create("pods", solo, namespace=NS)
+    running = await wait_for(api, "pods", "solo", NS, pod_ready)
+    assert running is not None
+    solo_ip = running["status"]["podIP"]
+    await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == (sorted([*ips, solo_ip]), []))
+    await api.delete("pods", "solo", NS)
+    await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == (ips, []))
+    conditions = await _slice_conditions(api, "web", lambda c: c.get(solo_ip, {}).get("terminating") is True)
+    assert conditions[solo_ip] == {"ready": False, "serving": True, "terminating": True}
+    assert conditions[ips[0]] == {"ready": True, "serving": True, "terminating": False}
+    await wait_for(api, "endpoints", "web-all", NS, lambda e: _addresses(e) == (sorted([*ips, solo_ip]), []))
+    conditions = await _slice_conditions(
+        api, "web-all", lambda c: c.get(solo_ip, {}).get("terminating") is True
+    )
+    assert conditions[solo_ip] == {"ready": True, "serving": True, "terminating": True}
+    await api.patch("pods", "solo", {"metadata": {"finalizers": None}}, namespace=NS)
+    await wait_for(api, "endpoints", "web-all", NS, lambda e: _addresses(e) == (ips, []))
+
+    # what someone else changes in the controller's output is put back (it watches what it writes)
+    await api.delete("endpoints", "web", NS)
+    await wait_for(api, "endpoints", "web", NS, lambda e: _addresses(e) == (ips, []))
+    [slice_] = [
+        s
+        for s in (await api.list("endpointslices.discovery.k8s.io", NS))[0]
+        if s["metadata"]["labels"].get("kubernetes.io/service-name") == "web"
+    ]
+    await api.update("endpointslices.discovery.k8s.io", {**slice_, "endpoints": []})
+    restored = await _slice_conditions(api, "web", lambda c: sorted(c) == sorted(ips))
+    assert all(c == {"ready": True, "serving": True, "terminating": False} for c in restored.values())
 
     # deleting the Service removes its Endpoints
     await api.delete("services", "web", NS)

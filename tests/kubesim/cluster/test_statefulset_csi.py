@@ -98,7 +98,10 @@ async def test_statefulset_runs_on_three_nodes_with_published_volumes(env: Env) 
         assert published["node"] == node
     assert len(nodes) == 3
 
-    # what the provisioner sent: parameters, capacity and topology with the selected node preferred first
+    # what the provisioner sent: one CreateVolume per claim, with parameters, capacity and topology with the
+    # selected node preferred first
+    assert len(env.driver.calls_of("CreateVolume")) == 3
+    assert len(env.driver.calls_of("NodePublishVolume")) == 3
     for request in env.driver.calls_of("CreateVolume"):
         params = dict(request.parameters)
         claim = params["csi.storage.k8s.io/pvc/name"]

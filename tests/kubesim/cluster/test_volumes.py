@@ -128,6 +128,62 @@ async def test_statefulset_claims_outlive_pods_and_scale_down(env: Env) -> None:
     assert pv_name not in env.driver.state.volumes
 
 
+async def test_statefulset_claim_retention_policy_delete(env: Env) -> None:
+    """whenScaled: Delete removes the claims of scaled-down Pods; whenDeleted: Delete removes the rest with the set."""
+    api = env.api
+    body = statefulset("kafka", 3)
+    body["spec"]["persistentVolumeClaimRetentionPolicy"] = {"whenScaled": "Delete", "whenDeleted": "Delete"}
+    await api.create("statefulsets.apps", body, namespace=NS)
+    sts = await wait_for(
+        api,
+        "statefulsets.apps",
+        "kafka",
+        NS,
+        lambda s: bool(s) and s.get("status", {}).get("readyReplicas") == 3,
+    )
+    assert sts is not None
+    for ordinal in range(3):
+        pvc = await api.get("persistentvolumeclaims", f"data-kafka-{ordinal}", NS)
+        assert [(r["kind"], r["uid"]) for r in pvc["metadata"]["ownerReferences"]] == [
+            ("StatefulSet", sts["metadata"]["uid"])
+        ]
+    scaled_pv = (await api.get("persistentvolumeclaims", "data-kafka-2", NS))["spec"]["volumeName"]
+
+    await api.patch("statefulsets.apps", "kafka", {"spec": {"replicas": 2}}, namespace=NS)
+    await wait_for(api, "persistentvolumeclaims", "data-kafka-2", NS, lambda c: c is None)
+    await wait_for(api, "persistentvolumes", scaled_pv, None, lambda p: p is None)
+    assert scaled_pv in [r.volume_id for r in env.driver.calls_of("DeleteVolume")]
+    for ordinal in range(2):  # Pods in range keep their claims
+        pvc = await api.get("persistentvolumeclaims", f"data-kafka-{ordinal}", NS)
+        assert pvc["status"]["phase"] == "Bound"
+
+    await api.delete("statefulsets.apps", "kafka", NS)
+    for ordinal in range(2):
+        await wait_for(api, "persistentvolumeclaims", f"data-kafka-{ordinal}", NS, lambda c: c is None)
+
+
+async def test_statefulset_claim_retention_when_scaled_only(env: Env) -> None:
+    """whenScaled: Delete alone: the set never owns the claims, so they outlive it; scaled-down ones go."""
+    api = env.api
+    body = statefulset("nifi", 2)
+    body["spec"]["persistentVolumeClaimRetentionPolicy"] = {"whenScaled": "Delete", "whenDeleted": "Retain"}
+    await api.create("statefulsets.apps", body, namespace=NS)
+    await wait_for(
+        api,
+        "statefulsets.apps",
+        "nifi",
+        NS,
+        lambda s: bool(s) and s.get("status", {}).get("readyReplicas") == 2,
+    )
+    assert "ownerReferences" not in (await api.get("persistentvolumeclaims", "data-nifi-1", NS))["metadata"]
+    await api.patch("statefulsets.apps", "nifi", {"spec": {"replicas": 1}}, namespace=NS)
+    await wait_for(api, "persistentvolumeclaims", "data-nifi-1", NS, lambda c: c is None)
+    await api.delete("statefulsets.apps", "nifi", NS)
+    await wait_for(api, "pods", "nifi-0", NS, lambda p: p is None)
+    kept = await api.get("persistentvolumeclaims", "data-nifi-0", NS)
+    assert kept["status"]["phase"] == "Bound"
+
+
 async def test_claim_for_unregistered_driver_waits(env: Env) -> None:
     api = env.api
     await api.create(
