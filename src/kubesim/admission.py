@@ -54,6 +54,12 @@ def name_problem(rt: ResourceType, name: str) -> str | None:
     return None
 
 
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for p in path:
+        obj = obj.get(p) if isinstance(obj, dict) else None
+    return obj
+
+
 def _metadata_causes(obj: Obj) -> list[dict[str, Any]]:
     from kubesim import selectors
 
@@ -125,6 +131,11 @@ class Admission:
         causes = _metadata_causes(new) + validation.metadata_causes(new)
         if subresource is None:
             causes += self._kind_causes(store, rt, new) + validation.builtin_causes(rt, new, old)
+            if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
+                for path in (("scope",), ("group",), ("names", "plural")):
+                    before, after = _dig(old.get("spec"), path), _dig(new.get("spec"), path)
+                    if before != after:
+                        causes.append(errors.cause("spec." + ".".join(path), f"Invalid value: {after!r}: field is immutable"))
         elif rt.schema is not None:
             causes += self._custom_causes(rt, new, status_only=True)
         if causes:

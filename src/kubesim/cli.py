@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from kubesim.sim import KubeSim
 
@@ -24,9 +25,29 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--state-dir", type=Path, default=None)
     serve.add_argument("--watch-window", type=int, default=10_000, help="retained watch events")
     serve.add_argument("--service-cidr", default="10.96.0.0/12")
+    serve.add_argument("--load-balancer-ips", default=None, help="LB pool: comma-separated IPs, a-b ranges or CIDRs")
+    serve.add_argument("--load-balancer-hostnames", default=None, help="LB hostnames, comma-separated")
+    serve.add_argument("--node-external-ips", action="store_true", help="give every node an ExternalIP 127.0.2.N")
+    serve.add_argument("--node-internal-dns", action="store_true", help="give every node InternalDNS <name>.kubesim.internal")
     serve.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (kubectl then sends no token)")
     serve.add_argument("--faults", default=None, help="fault settings as JSON (see kubesim.faults)")
     return parser
+
+
+def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Simulated-cluster options given on the command line (absent ones keep the cluster's defaults)."""
+    options: dict[str, Any] = {}
+    if args.load_balancer_ips:
+        options["load_balancer_ips"] = [x.strip() for x in args.load_balancer_ips.split(",") if x.strip()]
+    if args.load_balancer_hostnames:
+        options["load_balancer_hostnames"] = [x.strip() for x in args.load_balancer_hostnames.split(",") if x.strip()]
+    if args.node_external_ips:
+        options["node_external_ips"] = True
+    if args.node_internal_dns:
+        options["node_internal_dns"] = True
+    if options and not args.nodes:
+        raise ValueError("cluster options (--load-balancer-*, --node-*) need --nodes N")
+    return options
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -38,7 +59,7 @@ async def serve(args: argparse.Namespace) -> int:
     async with KubeSim(
         host=args.host, port=args.port, token=args.token, kubeconfig_path=args.kubeconfig, nodes=args.nodes,
         state_dir=args.state_dir, watch_window=args.watch_window, service_cidr=args.service_cidr, faults=faults,
-        tls=not args.insecure_http,
+        tls=not args.insecure_http, **cluster_options(args),
     ) as sim:
         print(sim.url, flush=True)
         await stop.wait()

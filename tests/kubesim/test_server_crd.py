@@ -119,3 +119,19 @@ async def test_put_of_a_custom_object_needs_a_resource_version(kubesim: KubeSim)
         assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.resourceVersion"
         status, g2 = await c.put(f"{path}/g", dict(gizmo("g", {"size": 2}), metadata=g["metadata"]))
         assert status == 200 and g2["spec"]["size"] == 2
+
+
+async def test_crd_scope_is_immutable_and_new_columns_apply_at_once(kubesim: KubeSim) -> None:
+    async with RawClient(kubesim) as c:
+        await c.post(CRDS, crd())
+        status, body = await c.patch(f"{CRDS}/gizmos.example.com", {"spec": {"scope": "Cluster"}})
+        assert status == 422 and body["details"]["causes"][0]["field"] == "spec.scope"
+        _, current = await c.get(f"{CRDS}/gizmos.example.com")
+        current["spec"]["versions"][0]["additionalPrinterColumns"].append({"name": "Mode", "type": "string", "jsonPath": ".spec.mode"})
+        status, _ = await c.put(f"{CRDS}/gizmos.example.com", current)
+        assert status == 200
+        path = "/apis/example.com/v1/namespaces/default/gizmos"
+        await c.post(path, gizmo("g", {"size": 5}))
+        _, table = await c.get(path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+        assert [col["name"] for col in table["columnDefinitions"]] == ["Name", "Size", "Mode"]
+        assert table["rows"][0]["cells"] == ["g", 5, "fast"]

@@ -68,3 +68,17 @@ async def test_openapi_v3_root_points_at_group_version_documents(kubesim: KubeSi
         assert patch["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1", "kind": "ConfigMap"}
         assert any(p["name"] == "fieldValidation" for p in patch["parameters"])
         assert "apis/apps/v1" in root["paths"]
+
+
+async def test_authorizer_hook_denies_with_403(kubesim: KubeSim) -> None:
+    from kubesim.auth import RequestAttributes
+
+    class NoSecrets:
+        def authorize(self, attrs: RequestAttributes) -> str | None:
+            return "secrets are off limits" if attrs.resource == "secrets" else None
+
+    kubesim.server.authorizer = NoSecrets()
+    async with RawClient(kubesim) as c:
+        status, body = await c.get("/api/v1/namespaces/default/secrets")
+        assert status == 403 and body["reason"] == "Forbidden" and "secrets are off limits" in body["message"]
+        assert (await c.get("/api/v1/namespaces/default/configmaps"))[0] == 200

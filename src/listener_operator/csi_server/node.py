@@ -4,8 +4,9 @@ NodePublishVolume follows upstream's order (LO §7.2): context -> PV -> PVC -> P
 ``listener-class`` volumes, LO §7.3) -> PV reservation labels -> Pod mount label -> Pod-local addresses ->
 PodListeners -> files. Differences, each deliberate (LO §13):
 
-* both selector annotations, CSI inline volumes and hostile names/addresses/target paths are refused with
-  INVALID_ARGUMENT before anything is written (§13.4, §13.13);
+* both selector annotations, CSI inline volumes and hostile names/target paths are refused with INVALID_ARGUMENT
+  before any API call (§13.4, §13.13); hostile addresses or port names in a Listener status before PodListeners
+  or any file is written;
 * when the Listener has no address yet the call waits a short, bounded time for its status to change before
   failing with UNAVAILABLE (§13.9), and Warning Events on the Pod and the Listener say why the mount waits; a
   Listener whose class is missing fails at once, naming the class, since waiting cannot help;
