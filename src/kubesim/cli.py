@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 
 
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         try:
             return asyncio.run(serve(args))
-        except ValueError as e:
+        except (ValueError, ApiError) as e:
             print(f"kubesim: {e}", file=sys.stderr)
             return 2
     return 2

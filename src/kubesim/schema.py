@@ -32,7 +32,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, TypeGuard
 
-from kubesim.ssa import ATOMIC, ListKeys, ListType
+from kubesim.ssa import ATOMIC, ListKeys, ListType, TypedKeys
 
 __all__ = [
     "apply_defaults",
@@ -726,6 +726,7 @@ def list_keys_from_schema(schema: Schema) -> ListKeys:
     included) and answers ``atomic`` for anything undeclared, as the apiserver does for CRDs.
     """
     cache: dict[tuple[str, ...], ListType] = {}
+    map_cache: dict[tuple[str, ...], bool] = {}
 
     def lookup(path: tuple[str, ...]) -> ListType:
         if path in _METADATA_LIST_TYPES:
@@ -734,23 +735,35 @@ def list_keys_from_schema(schema: Schema) -> ListKeys:
             cache[path] = _list_type_at(schema, path)
         return cache[path]
 
-    return lookup
+    def atomic_map(path: tuple[str, ...]) -> bool:
+        if path not in map_cache:
+            node = _node_at(schema, path)
+            map_cache[path] = isinstance(node, dict) and node.get("x-kubernetes-map-type") == "atomic"
+        return map_cache[path]
+
+    return TypedKeys(lookup, atomic_map)
 
 
-def _list_type_at(schema: Schema, path: tuple[str, ...]) -> ListType:
+def _node_at(schema: Schema, path: tuple[str, ...]) -> Any:
+    """The schema node of the field at `path` (list items stepped through), or None if undeclared."""
     node: Any = schema
     for name in path:
         while isinstance(node, dict) and node.get("type") == "array":
             node = node.get("items")
         if not isinstance(node, dict):
-            return ATOMIC
+            return None
         properties = node.get("properties")
         if isinstance(properties, dict) and name in properties:
             node = properties[name]
         elif isinstance(node.get("additionalProperties"), dict):
             node = node["additionalProperties"]
         else:
-            return ATOMIC
+            return None
+    return node
+
+
+def _list_type_at(schema: Schema, path: tuple[str, ...]) -> ListType:
+    node = _node_at(schema, path)
     if not isinstance(node, dict):
         return ATOMIC
     kind = node.get("x-kubernetes-list-type")

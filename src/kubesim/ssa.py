@@ -29,6 +29,7 @@ __all__ = [
     "decode_fields_v1",
     "encode_fields_v1",
     "format_path",
+    "is_atomic_map",
     "record_update",
 ]
 
@@ -127,20 +128,56 @@ _KIND_LISTS: dict[str, dict[tuple[str, ...], ListType]] = {
 }
 
 
+# Maps (and structs) marked +mapType=atomic / +structType=atomic in k8s.io/api: owned and replaced as one value.
+_POD_SPEC_ATOMIC_MAPS: frozenset[tuple[str, ...]] = frozenset({("nodeSelector",)})
+_KIND_ATOMIC_MAPS: dict[str, frozenset[tuple[str, ...]]] = {
+    "Service": frozenset({("spec", "selector")}),
+    "Deployment": frozenset({("spec", "selector")}),
+    "StatefulSet": frozenset({("spec", "selector")}),
+    "DaemonSet": frozenset({("spec", "selector")}),
+    "ReplicaSet": frozenset({("spec", "selector")}),
+    "PersistentVolumeClaim": frozenset({("spec", "selector")}),
+}
+
+
+class TypedKeys:
+    """A `ListKeys` that also knows which maps are atomic (`atomic_map(path)`)."""
+
+    def __init__(self, lists: Callable[[tuple[str, ...]], ListType], atomic_maps: Callable[[tuple[str, ...]], bool]) -> None:
+        self._lists = lists
+        self._atomic_maps = atomic_maps
+
+    def __call__(self, path: tuple[str, ...]) -> ListType:
+        return self._lists(path)
+
+    def atomic_map(self, path: tuple[str, ...]) -> bool:
+        return self._atomic_maps(path)
+
+
+def is_atomic_map(list_keys: ListKeys, path: tuple[str, ...]) -> bool:
+    """Whether the map at `path` is atomic for these keys (plain `ListKeys` callables have none)."""
+    return isinstance(list_keys, TypedKeys) and list_keys.atomic_map(path)
+
+
 def builtin_list_keys(api_version: str, kind: str | None = None) -> ListKeys:
-    """List types of built-in ``kind`` (``builtin_list_keys(kind)`` works too); unknown lists are atomic."""
+    """List types of built-in ``kind`` (``builtin_list_keys(kind)`` works too); unknown lists are atomic.
+
+    The result also answers `atomic_map(path)` for the kind's atomic maps (Service ``spec.selector``, label
+    selectors of workloads, ``nodeSelector``)."""
     if kind is None:
         kind = api_version
     table = dict(_COMMON_LISTS)
     table.update(_KIND_LISTS.get(kind, {}))
+    atomic = set(_KIND_ATOMIC_MAPS.get(kind, frozenset()))
     for prefix in POD_SPEC_PREFIXES.get(kind, ()):
         for path, list_type in _POD_SPEC_LISTS.items():
             table[prefix + path] = list_type
+        atomic |= {prefix + path for path in _POD_SPEC_ATOMIC_MAPS}
 
     def lookup(path: tuple[str, ...]) -> ListType:
         return table.get(path, ATOMIC)
 
-    return lookup
+    return TypedKeys(lookup, atomic.__contains__)
 
 
 def _all_atomic(path: tuple[str, ...]) -> ListType:
@@ -289,7 +326,7 @@ class _Flat:
 
     def _value(self, value: Any, names: tuple[str, ...], path: Path) -> None:
         if isinstance(value, dict):
-            if value:
+            if value and not is_atomic_map(self.list_keys, names):
                 self._map(value, names, path)
             else:
                 self.leaves[path] = value
@@ -458,7 +495,7 @@ class _Merger:
         self.list_keys = list_keys
 
     def merge(self, live: Any, config: Any, names: tuple[str, ...]) -> Any:
-        if isinstance(config, dict):
+        if isinstance(config, dict) and not is_atomic_map(self.list_keys, names):
             out = copy.deepcopy(live) if isinstance(live, dict) else {}
             for key, value in config.items():
                 if value is None:
@@ -762,6 +799,10 @@ def record_update(
         mine.fields |= took
         mine.api_version = str(new.get("apiVersion") or "")
         mine.time = now or _now()
+        # An update is a forced write: fields it changes leave every other manager (the apiserver's Updater).
+        for entry in entries:
+            if entry is not mine:
+                entry.fields -= took
     for entry in entries:
         entry.fields -= comparison.removed
     _store_entries(new, entries)

@@ -90,6 +90,11 @@ class Env:
         return await self.api.create(CLASSES, {"apiVersion": GV, "kind": "ListenerClass",
                                                "metadata": {"name": name}, "spec": spec})
 
+    async def update_class_spec(self, name: str, **fields: Any) -> dict[str, Any]:
+        listener_class = await self.api.get(CLASSES, name)
+        listener_class["spec"].update(fields)
+        return await self.api.update(CLASSES, listener_class)
+
     async def create_listener(self, name: str, class_name: str | None, ports: list[dict[str, Any]] | None = None,
                               **spec: Any) -> dict[str, Any]:
         body_spec: dict[str, Any] = {"ports": ports or [{"name": "http", "port": 80}], **spec}
@@ -290,14 +295,10 @@ async def test_class_spec_change_reaches_its_listeners(env: Env) -> None:
     await env.start_operator()
     await env.create_listener("app", "internal")
     await env.wait_for(lambda: env.addresses("app"))
-    cls = await env.api.get(CLASSES, "internal")
-    cls["spec"]["serviceAnnotations"] = {"example.com/team": "blue"}
-    await env.api.update(CLASSES, cls)
+    await env.update_class_spec("internal", serviceAnnotations={"example.com/team": "blue"})
     await env.wait_for(lambda: _annotation(env, "app", "example.com/team"))
     # removing it again removes it from the Service (the apply drops fields we no longer set)
-    cls = await env.api.get(CLASSES, "internal")
-    cls["spec"]["serviceAnnotations"] = {}
-    await env.api.update(CLASSES, cls)
+    await env.update_class_spec("internal", serviceAnnotations={})
     await env.wait_for(lambda: _no_annotation(env, "app", "example.com/team"))
 
 
@@ -382,9 +383,7 @@ async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> Non
     await asyncio.sleep(1.5)
     assert len(running.writes("services")) == applies  # an invalid object is not re-sent in a loop
     # fixing the class heals the Listener
-    cls = await env.api.get(CLASSES, "internal")
-    cls["spec"]["serviceOverrides"] = {}
-    await env.api.update(CLASSES, cls)
+    await env.update_class_spec("internal", serviceOverrides={})
     await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
 
 

@@ -884,3 +884,13 @@ def test_printer_columns_are_checked() -> None:
         f"{col}[2].JSONPath: Required value",
     ]
 
+
+
+def test_list_keys_from_schema_knows_atomic_maps() -> None:
+    from kubesim.ssa import is_atomic_map
+
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "sel": {"type": "object", "x-kubernetes-map-type": "atomic", "additionalProperties": {"type": "string"}},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}
+    keys = list_keys_from_schema(schema)
+    assert is_atomic_map(keys, ("spec", "sel")) and not is_atomic_map(keys, ("spec", "labels"))

@@ -34,3 +34,49 @@ async def test_serve_prints_url_and_stops_on_sigterm(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 20)
     assert code == 0
+
+
+async def _serve(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kubesim.cli", "serve", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc.yaml"
+    proc = await _serve("--port", "0", "--kubeconfig", str(kubeconfig), "--nodes", "1",
+                        "--load-balancer-hostnames", "lb.example.com", "--node-external-ips")
+    try:
+        assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 30)
+        from lightkube.models.core_v1 import ServicePort, ServiceSpec
+        from lightkube.models.meta_v1 import ObjectMeta
+        from lightkube.resources.core_v1 import Node, Service
+
+        client = AsyncClient(KubeConfig.from_file(str(kubeconfig)))
+        nodes = [n async for n in client.list(Node)]
+        assert len(nodes) == 1 and nodes[0].status is not None
+        assert ("ExternalIP", "127.0.2.1") in [(a.type, a.address) for a in nodes[0].status.addresses or []]
+        await client.create(Service(metadata=ObjectMeta(name="lb", namespace="default"),
+                                    spec=ServiceSpec(type="LoadBalancer", ports=[ServicePort(port=80)])))
+        hostnames: list[str | None] = []
+        for _ in range(100):
+            svc = await client.get(Service, "lb", namespace="default")
+            hostnames = [i.hostname for i in (svc.status.loadBalancer.ingress or [])] if svc.status and svc.status.loadBalancer else []
+            if hostnames:
+                break
+            await asyncio.sleep(0.05)
+        assert "lb.example.com" in hostnames
+        await client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+
+
+async def test_serve_rejects_bad_options_with_exit_2(tmp_path: Path) -> None:
+    proc = await _serve("--port", "0", "--kubeconfig", str(tmp_path / "kc"), "--node-external-ips")
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2 and b"need --nodes" in err
+    proc = await _serve("--port", "0", "--kubeconfig", str(tmp_path / "kc"), "--faults", '{"latency_ms": -1}')
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2 and b"latency_ms" in err

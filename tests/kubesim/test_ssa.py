@@ -387,7 +387,7 @@ def test_record_update_takes_changed_fields_and_drops_removed_ones_from_everyone
     new = copy.deepcopy(obj)
     new["data"] = {"a": "2", "c": "1", "d": "1"}  # a changed, b removed, d added
     record_update(obj, new, "editor", list_keys=CM_KEYS, now="T1")
-    assert fields(new, "alice") == {"f:data": {"f:a": {}, "f:c": {}}}
+    assert fields(new, "alice") == {"f:data": {"f:c": {}}}, "an update takes the fields it changes"
     assert fields(new, "editor", "Update") == {"f:data": {"f:a": {}, "f:d": {}}}
     assert entries(new)[("editor", "Update", None)]["time"] == "T1"
     with pytest.raises(ApplyConflict) as info:
@@ -572,3 +572,16 @@ def test_managed_fields_entries_are_ordered_like_the_apiserver() -> None:
     obj = do_apply(obj, cm({"c": "1"}), "amy", now="2026-01-01T00:00:02Z")
     order = [(e["manager"], e["operation"]) for e in obj["metadata"]["managedFields"]]
     assert order == [("amy", "Apply"), ("zed", "Apply"), ("creator", "Update")]
+
+
+def test_atomic_maps_are_owned_and_replaced_whole() -> None:
+    keys = builtin_list_keys("v1", "Service")
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "d"},
+           "spec": {"selector": {"a": "1"}}}
+    live = apply(None, svc, "m1", True, keys, now="T0")
+    assert entries(live)[("m1", "Apply", None)]["fieldsV1"] == {"f:spec": {"f:selector": {}}}
+    widened = copy.deepcopy(live)
+    widened["spec"]["selector"]["b"] = "2"
+    record_update(live, widened, "editor", list_keys=keys, now="T1")
+    again = apply(widened, svc, "m1", True, keys, now="T2")
+    assert again["spec"]["selector"] == {"a": "1"}
