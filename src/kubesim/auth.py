@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kubesim.store import Store
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,52 @@ class TokenAuthenticator:
         if scheme.lower() != "bearer":
             return None
         return self.tokens.get(token.strip())
+
+
+class ClusterRoleAuthorizer:
+    """Allows exactly what a list of RBAC `PolicyRule`s grants (as a ClusterRole bound to the user would).
+
+    Evaluated like the RBAC authorizer: `apiGroups`, `resources` (`plural` or `plural/subresource`), `verbs` and
+    optional `resourceNames`, each with the `*` wildcard. A PATCH of an object that does not exist yet (a server-side
+    apply that creates) needs `create` as well. Decisions are recorded in `used` and `denied` for tests.
+    """
+
+    def __init__(self, rules: list[dict[str, Any]], store: Store | None = None) -> None:
+        self.rules = rules
+        self.store = store
+        self.used: set[tuple[str, str, str]] = set()
+        self.denied: list[tuple[str, str, str, str | None]] = []
+
+    @staticmethod
+    def _match(values: Any, wanted: str) -> bool:
+        return isinstance(values, list) and ("*" in values or wanted in values)
+
+    def allows(self, verb: str, group: str, resource: str, name: str | None = None) -> bool:
+        for rule in self.rules:
+            names = rule.get("resourceNames") or []
+            if (
+                self._match(rule.get("apiGroups"), group)
+                and self._match(rule.get("resources"), resource)
+                and self._match(rule.get("verbs"), verb)
+                and (not names or (name is not None and name in names))
+            ):
+                return True
+        return False
+
+    def _exists(self, attrs: RequestAttributes) -> bool:
+        if self.store is None or attrs.name is None:
+            return True
+        rt = self.store.registry.by_url_key(attrs.group, attrs.resource)
+        return rt is None or self.store.find(rt, attrs.namespace, attrs.name) is not None
+
+    def authorize(self, attrs: RequestAttributes) -> str | None:
+        resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+        verbs = [attrs.verb]
+        if attrs.verb == "patch" and not attrs.subresource and not self._exists(attrs):
+            verbs.append("create")
+        for verb in verbs:
+            if not self.allows(verb, attrs.group, resource, attrs.name):
+                self.denied.append((verb, attrs.group, resource, attrs.name))
+                return f"no rule allows {verb} on {resource}"
+            self.used.add((verb, attrs.group, resource))
+        return None

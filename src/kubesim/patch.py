@@ -7,7 +7,6 @@ and none of these functions may mutate their inputs (the store hands out its own
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ __all__ = [
     "POD_SPEC_PREFIXES",
     "PatchError",
     "is_builtin_kind",
+    "json_clone",
     "json_equal",
     "json_patch",
     "merge_patch",
@@ -49,17 +49,38 @@ def json_equal(a: Any, b: Any) -> bool:
 # RFC 7386
 
 
+def json_clone(value: Any) -> Any:
+    """Deep copy of JSON data; several times faster than ``copy.deepcopy`` (no memo, no type dispatch)."""
+    t = type(value)
+    if t is dict:
+        return {k: json_clone(v) for k, v in value.items()}
+    if t is list:
+        return [json_clone(v) for v in value]
+    return value
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
-    """Apply a JSON merge patch: objects merge recursively, ``null`` deletes, everything else replaces."""
+    """Apply a JSON merge patch: objects merge recursively, ``null`` deletes, everything else replaces.
+
+    Returns a new value; ``target`` is copied once, not per level."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return json_clone(patch)
+    result = json_clone(target) if isinstance(target, dict) else {}
+    _merge_into(result, patch)
+    return result
+
+
+def _merge_into(result: dict[str, Any], patch: dict[str, Any]) -> None:
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            if not isinstance(current, dict):
+                current = result[key] = {}
+            _merge_into(current, value)
         else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+            result[key] = json_clone(value)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -140,7 +161,7 @@ def json_patch(target: Any, ops: Any) -> Any:
     """Apply an RFC 6902 JSON patch to a copy of ``target``; all operations succeed or none does."""
     if not isinstance(ops, list):
         raise PatchError("JSON patch must be an array of operations")
-    doc = copy.deepcopy(target)
+    doc = json_clone(target)
     for index, op in enumerate(ops):
         if not isinstance(op, dict):
             raise PatchError(f"JSON patch operation {index} must be an object")
@@ -154,14 +175,14 @@ def json_patch(target: Any, ops: Any) -> Any:
         if name in ("move", "copy") and "from" not in op:
             raise PatchError(f"JSON patch operation {index} ({name}) is missing 'from'")
         if name == "add":
-            doc = _add(doc, tokens, copy.deepcopy(op["value"]), path)
+            doc = _add(doc, tokens, json_clone(op["value"]), path)
         elif name == "remove":
             doc, _ = _remove(doc, tokens, path)
         elif name == "replace":
             _resolve(doc, tokens, path)  # must exist
             if tokens:
                 doc, _ = _remove(doc, tokens, path)
-            doc = _add(doc, tokens, copy.deepcopy(op["value"]), path)
+            doc = _add(doc, tokens, json_clone(op["value"]), path)
         elif name == "move":
             source = _parse_pointer(op["from"])
             if source == tokens:
@@ -172,7 +193,7 @@ def json_patch(target: Any, ops: Any) -> Any:
             doc, value = _remove(doc, source, op["from"])
             doc = _add(doc, tokens, value, path)
         elif name == "copy":
-            value = copy.deepcopy(_resolve(doc, _parse_pointer(op["from"]), op["from"]))
+            value = json_clone(_resolve(doc, _parse_pointer(op["from"]), op["from"]))
             doc = _add(doc, tokens, value, path)
         elif name == "test":
             try:
@@ -299,7 +320,7 @@ class _Strategic:
                 return {}
             if directive != "merge":
                 raise PatchError(f"unknown $patch directive {directive!r} at {_show(path)}")
-        result = copy.deepcopy(original)
+        result = json_clone(original)
         retain = patch.get(_RETAIN_KEYS)
         if retain is not None:
             if not isinstance(retain, list) or not all(isinstance(k, str) for k in retain):
@@ -333,7 +354,7 @@ class _Strategic:
                 current = result.get(key)
                 result[key] = self.merge_list(current if isinstance(current, list) else [], value, child)
             else:
-                result[key] = copy.deepcopy(value)
+                result[key] = json_clone(value)
         for key, order in patch.items():
             if key.startswith(_SET_ORDER):
                 field = key[len(_SET_ORDER) :]
@@ -358,21 +379,21 @@ class _Strategic:
     def merge_list(self, original: list[Any], patch: list[Any], path: tuple[str, ...]) -> list[Any]:
         merge_key = self.keys.get(path)
         if merge_key is None:
-            return copy.deepcopy(patch)  # lists without a merge strategy are replaced
+            return json_clone(patch)  # lists without a merge strategy are replaced
         directives = [item for item in patch if isinstance(item, dict) and _DIRECTIVE in item]
         for item in directives:
             if item[_DIRECTIVE] == "replace":
                 kept = [p for p in patch if not (isinstance(p, dict) and p.get(_DIRECTIVE) == "replace")]
-                return [self.clean(p, path) if isinstance(p, dict) else copy.deepcopy(p) for p in kept]
+                return [self.clean(p, path) if isinstance(p, dict) else json_clone(p) for p in kept]
         if merge_key == PRIMITIVE:
-            result = copy.deepcopy(original)
+            result = json_clone(original)
             for item in patch:
                 if isinstance(item, dict | list):
                     raise PatchError(f"list {_show(path)} holds scalars; got {item!r}")
                 if not any(json_equal(item, r) for r in result):
                     result.append(item)
             return result
-        result = copy.deepcopy(original)
+        result = json_clone(original)
         for item in patch:
             if not isinstance(item, dict):
                 raise PatchError(f"list {_show(path)} merges objects by {merge_key!r}; got {item!r}")

@@ -184,6 +184,10 @@ class Registry:
     def by_url(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_url.get((group, version, plural))
 
+    def by_url_key(self, group: str, plural: str) -> ResourceType | None:
+        """The storage type of `plural` in `group` (any served version)."""
+        return self._by_key.get(f"{plural}.{group}" if group else plural)
+
     def by_gvk(self, api_version: str, kind: str) -> ResourceType | None:
         return self._by_gvk.get((api_version, kind))
 

@@ -10,14 +10,13 @@ Leaves are scalars, atomic lists, nulls and empty maps; list items are members t
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubesim.patch import POD_SPEC_PREFIXES, json_equal
+from kubesim.patch import POD_SPEC_PREFIXES, json_clone, json_equal
 
 __all__ = [
     "ATOMIC",
@@ -496,7 +495,7 @@ class _Merger:
 
     def merge(self, live: Any, config: Any, names: tuple[str, ...]) -> Any:
         if isinstance(config, dict) and not is_atomic_map(self.list_keys, names):
-            out = copy.deepcopy(live) if isinstance(live, dict) else {}
+            out = json_clone(live) if isinstance(live, dict) else {}
             for key, value in config.items():
                 if value is None:
                     out.pop(key, None)
@@ -506,7 +505,7 @@ class _Merger:
         if isinstance(config, list) and isinstance(live, list):
             list_type = self.list_keys(names)
             if list_type.kind == "set":
-                return self._ordered(live, config, _canonical, lambda _live, cfg: copy.deepcopy(cfg))
+                return self._ordered(live, config, _canonical, lambda _live, cfg: json_clone(cfg))
             if list_type.kind == "map":
 
                 def key_of(item: Any) -> str:
@@ -515,7 +514,7 @@ class _Merger:
                 return self._ordered(live, config, key_of, lambda lv, cfg: self.merge(lv, cfg, names))
         if isinstance(config, list) and self.list_keys(names).kind == "map":
             return [self.merge(_MISSING, item, names) for item in config]
-        return copy.deepcopy(config)
+        return json_clone(config)
 
     @staticmethod
     def _ordered(
@@ -536,7 +535,7 @@ class _Merger:
             if li < len(live) and live_keys[li] in used:
                 li += 1
             elif li < len(live) and live_keys[li] not in wanted:
-                out.append(copy.deepcopy(live[li]))
+                out.append(json_clone(live[li]))
                 li += 1
             elif ri < len(config):
                 key = config_keys[ri]
@@ -603,7 +602,7 @@ def _reduce_config(
     config: Mapping[str, Any], subresource: str | None, ignore_fields: Iterable[tuple[str, ...]]
 ) -> dict[str, Any]:
     """Drop the parts of an apply configuration this request may not set."""
-    reduced = copy.deepcopy(dict(config))
+    reduced = json_clone(dict(config))
     if subresource == "status":
         meta = reduced.get("metadata")
         kept_meta = (
@@ -665,7 +664,7 @@ def _sync_last_applied(live: Mapping[str, Any], merged: dict[str, Any], config: 
     """Keep an existing last-applied annotation in step with what ``kubectl`` now applies server-side."""
     if _last_applied(live) is None:
         return
-    applied = copy.deepcopy(dict(config))
+    applied = json_clone(dict(config))
     meta = applied.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
         meta["annotations"].pop(LAST_APPLIED, None)
@@ -702,7 +701,7 @@ def apply(
     if isinstance(config_meta, Mapping) and config_meta.get("managedFields") is not None:
         raise ValueError("metadata.managedFields must be nil")
     timestamp = now or _now()
-    live_obj: dict[str, Any] = copy.deepcopy(dict(live)) if live else {}
+    live_obj: dict[str, Any] = json_clone(dict(live)) if live else {}
     entries = _decode_entries((live_obj.get("metadata") or {}).get("managedFields"))
     live_plain = _without_managed_fields(live_obj)
     cfg = _reduce_config(config, subresource, ignore_fields)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from kubesim import errors, views
 from kubesim.errors import ApiError
 from kubesim.fields import supported_field
+from kubesim.patch import json_clone
 from kubesim.resources import Registry, ResourceType, types_from_crd
 from kubesim.watch import Watcher, WatchEvent, dumps
 
@@ -51,14 +52,7 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def clone(obj: Any) -> Any:
-    """Deep copy of JSON data; about 2.5x faster than `copy.deepcopy` (no memo, no type dispatch)."""
-    t = type(obj)
-    if t is dict:
-        return {k: clone(v) for k, v in obj.items()}
-    if t is list:
-        return [clone(v) for v in obj]
-    return obj
+clone = json_clone  # deep copy of JSON data, several times faster than copy.deepcopy
 
 
 def _meta(obj: Obj) -> dict[str, Any]:
@@ -478,7 +472,7 @@ class Store:
         if dry_run:
             return new
         if old_meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            self._remove(rt, old)
+            self._remove(rt, old, new)
             return new
         self._store(rt, old, new)
         self._emit("MODIFIED", rt, new, old)
@@ -667,7 +661,8 @@ class Store:
             if not nso["metadata"].get("finalizers"):
                 self._remove(nrt, nso)
 
-    def _remove(self, rt: ResourceType, old: Obj) -> None:
+    def _remove(self, rt: ResourceType, old: Obj, last: Obj | None = None) -> None:
+        """Drop the stored `old`; watchers see `last` (the state the final write left, default `old`)."""
         meta = old["metadata"]
         ns = meta.get("namespace") if rt.namespaced else None
         bucket = self._bucket(rt, ns)
@@ -681,8 +676,9 @@ class Store:
         if ns is not None:
             self._ns_counts[ns] = self._ns_counts.get(ns, 1) - 1
         self.revision += 1
-        gone = copy.copy(old)
-        gone["metadata"] = dict(meta, resourceVersion=str(self.revision))
+        shown = last if last is not None else old
+        gone = copy.copy(shown)
+        gone["metadata"] = dict(shown["metadata"], resourceVersion=str(self.revision))
         self._emit("DELETED", rt, gone, None)
         self.admission.released(self, rt, old)
         if rt.key == CRD_KEY:

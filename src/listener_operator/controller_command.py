@@ -167,8 +167,12 @@ class Operator:
                 port = await self.health.start(*opts.http_address)
                 log.info("serving /metrics, /healthz, /readyz on %s:%d", opts.http_address[0], port)
             if opts.csi_endpoint:
+                from listener_operator.csi_server.metrics import CsiMetrics
                 from listener_operator.csi_server.server import controller_servicers, start_csi_server
-                csi_server = await start_csi_server(opts.csi_endpoint, controller_servicers(client))
+                # CSI call metrics go on the same registry, served on the same /metrics
+                csi_metrics = CsiMetrics(self.metrics.registry)
+                csi_server = await start_csi_server(opts.csi_endpoint, controller_servicers(client),
+                                                    metrics=csi_metrics)
                 log.info("CSI Identity+Controller serving on %s", opts.csi_endpoint)
             tasks["presets"] = asyncio.create_task(self._presets(client), name="presets")
             if opts.leader_elect:

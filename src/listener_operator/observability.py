@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from aiohttp import web
@@ -52,11 +54,31 @@ def setup_logging(fmt: str = "plain", level: str = "INFO") -> None:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 
-class Metrics:
-    """The operator's metrics, on their own registry (several operators may run in one test process)."""
+def parse_http_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too; an empty host means all interfaces) for the health/metrics server."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "0.0.0.0", int(port)
+
+
+class MetricsRegistry:
+    """A registry of its own (several operators may run in one test process), rendered for ``/metrics``."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class Metrics(MetricsRegistry):
+    """The Listener controller's metrics (``run controller``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self.reconciles = Counter("listener_operator_reconciles", "Listener reconciles finished, by result",
                                   ["result"], registry=self.registry)
         self.reconcile_errors = Counter("listener_operator_reconcile_errors", "Failed reconciles, by reason",
@@ -78,20 +100,21 @@ class Metrics:
     def count_request(self, verb: str, resource: str) -> None:
         self.api_requests.labels(verb, resource).inc()
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
 
 class HealthServer:
     """aiohttp server for ``/metrics``, ``/healthz`` (process alive) and ``/readyz`` (``ready()`` says yes).
 
-    ``before_scrape`` lets gauges that mirror live state (queue depth, cache sizes) be refreshed on scrape.
+    ``ready`` may be a coroutine function when readiness needs I/O (``run node`` asks the API server);
+    ``not_ready_detail`` gives the reason shown in a 503 body. ``before_scrape`` lets gauges that mirror live state
+    (queue depth, cache sizes) be refreshed on scrape.
     """
 
-    def __init__(self, metrics: Metrics, *, ready: Callable[[], bool],
+    def __init__(self, metrics: MetricsRegistry, *, ready: Callable[[], bool | Awaitable[bool]],
+                 not_ready_detail: Callable[[], str] | None = None,
                  before_scrape: Callable[[], None] | None = None) -> None:
         self.metrics = metrics
         self.ready = ready
+        self.not_ready_detail = not_ready_detail
         self.before_scrape = before_scrape
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -127,6 +150,10 @@ class HealthServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        if self.ready():
+        ready = self.ready()
+        if inspect.isawaitable(ready):
+            ready = await ready
+        if ready:
             return web.Response(text="ok\n")
-        return web.Response(status=503, text="not ready: caches not synced\n")
+        detail = self.not_ready_detail() if self.not_ready_detail is not None else "caches not synced"
+        return web.Response(status=503, text=f"not ready: {detail}\n")

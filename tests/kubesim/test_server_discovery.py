@@ -82,3 +82,23 @@ async def test_authorizer_hook_denies_with_403(kubesim: KubeSim) -> None:
         status, body = await c.get("/api/v1/namespaces/default/secrets")
         assert status == 403 and body["reason"] == "Forbidden" and "secrets are off limits" in body["message"]
         assert (await c.get("/api/v1/namespaces/default/configmaps"))[0] == 200
+
+
+async def test_cluster_role_authorizer_enforces_rules(kubesim: KubeSim) -> None:
+    from kubesim.auth import ClusterRoleAuthorizer
+
+    rules = [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["open"]},
+    ]
+    authorizer = ClusterRoleAuthorizer(rules, kubesim.store)
+    kubesim.server.authorizer = authorizer
+    cfg = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}}
+    async with RawClient(kubesim) as c:
+        assert (await c.get("/api/v1/namespaces/default/configmaps"))[0] == 200
+        status, body = await c.patch("/api/v1/namespaces/default/configmaps/new", cfg, "application/apply-patch+yaml", params={"fieldManager": "m"})
+        assert status == 403 and "create" in body["message"], "an apply that creates needs create too"
+        assert (await c.get("/api/v1/namespaces/default/secrets/open"))[0] == 404
+        assert (await c.get("/api/v1/namespaces/default/secrets/closed"))[0] == 403
+    assert ("create", "", "configmaps", "new") in authorizer.denied
+    assert ("list", "", "configmaps") in authorizer.used

@@ -21,6 +21,7 @@ PodListeners -> files. Differences, each deliberate (LO §13):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Any
 
 import grpc
 from lightkube import AsyncClient
+from prometheus_client import Gauge
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import (
@@ -130,7 +132,8 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
 
     def __init__(self, api: KubeApi, node_name: str, kubelet_dir: Path, *, events: EventPublisher | None = None,
                  client: AsyncClient | None = None,
-                 listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS) -> None:
+                 listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS,
+                 mounts_waiting: Gauge | None = None) -> None:
         self._api = api
         # lightkube client for the one watch with a field selector (the bounded wait on a Listener's status)
         self._client = client if client is not None else api.client
@@ -138,6 +141,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         self._kubelet_dir = Path(kubelet_dir)
         self._events = events
         self._listener_wait = listener_wait_seconds
+        self._mounts_waiting = mounts_waiting
 
     # -- trivial RPCs -------------------------------------------------------------------------------------------
 
@@ -326,22 +330,32 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                               note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
                                    "this Listener has an address in its status", action="PublishVolume",
                               related=p.pod_reference)
+        waiting: contextlib.AbstractContextManager[Any] = (
+            self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
         try:
-            async with asyncio.timeout(self._listener_wait):
-                async for event, obj in self._client.watch(
-                        Listener, namespace=p.pod_namespace, fields={"metadata.name": name},
-                        resource_version=meta(listener).get("resourceVersion"),
-                        server_timeout=max(1, int(self._listener_wait) + 1)):
-                    if event == "DELETED":
-                        break
-                    latest = dict(obj)
-                    addresses = await compute(latest)
-                    if addresses:
-                        return latest, addresses
+            with waiting:
+                return await self._wait_for_addresses(p, name, listener, compute)
         except TimeoutError:
             pass
         except KUBE_ERRORS as error:
             log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
+        return listener, []
+
+    async def _wait_for_addresses(self, p: _Publish, name: str, listener: JsonDict,
+                                  compute: Callable[[JsonDict], Awaitable[list[JsonDict]]]
+                                  ) -> tuple[JsonDict, list[JsonDict]]:
+        """Watch the Listener until this Pod has addresses (TimeoutError after the bounded wait)."""
+        async with asyncio.timeout(self._listener_wait):
+            async for event, obj in self._client.watch(
+                    Listener, namespace=p.pod_namespace, fields={"metadata.name": name},
+                    resource_version=meta(listener).get("resourceVersion"),
+                    server_timeout=max(1, int(self._listener_wait) + 1)):
+                if event == "DELETED":
+                    break
+                latest = dict(obj)
+                addresses = await compute(latest)
+                if addresses:
+                    return latest, addresses
         return listener, []
 
     async def _require_class(self, listener: JsonDict) -> None:

@@ -1,4 +1,9 @@
-"""``listener-operator run node``: the CSI Identity + Node services for one node (LO §2.5)."""
+"""``listener-operator run node``: the CSI Identity + Node services for one node (LO §2.5), plus health/metrics.
+
+Next to the CSI socket it serves ``/metrics`` (CSI calls by method and code, latencies, mounts waiting),
+``/healthz`` (the process answers) and ``/readyz`` (socket served and API server reachable, see ``readiness``) over
+HTTP, by default on port 8081 so that it does not clash with ``run controller`` (8080) on a host network.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,27 @@ import logging
 import os
 import signal
 
+from listener_operator.csi_server.metrics import CsiMetrics
 from listener_operator.csi_server.node import DEFAULT_LISTENER_WAIT_SECONDS
+from listener_operator.csi_server.readiness import NodeReadiness
 from listener_operator.csi_server.server import node_servicers, socket_path_from_endpoint, start_csi_server
-from listener_operator.observability import LOG_FORMATS, setup_logging
+from listener_operator.observability import (
+    LOG_FORMATS,
+    HealthServer,
+    MetricsRegistry,
+    parse_http_address,
+    setup_logging,
+)
+from listener_operator.runtime.api import KubeApi
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["DEFAULT_HTTP_ADDRESS", "add_arguments", "run"]
 
 log = logging.getLogger(__name__)
 
 #: Seconds in-flight calls get to finish on SIGTERM.
 SHUTDOWN_GRACE_SECONDS = 5.0
+#: One above the controller's 8080: both may share a host network.
+DEFAULT_HTTP_ADDRESS = "0.0.0.0:8081"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                            "~/.kube/config)")
     parser.add_argument("--listener-wait-seconds", type=float, default=DEFAULT_LISTENER_WAIT_SECONDS,
                         help="how long a mount waits for a Listener address before failing with UNAVAILABLE")
+    parser.add_argument("--http-address", type=parse_http_address,
+                        default=os.environ.get("HTTP_ADDRESS") or DEFAULT_HTTP_ADDRESS,
+                        help="HOST:PORT for /metrics, /healthz, /readyz (port 0: any free port) "
+                             f"(env HTTP_ADDRESS, default {DEFAULT_HTTP_ADDRESS})")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=os.environ.get("CONSOLE_LOG_FORMAT", "plain"),
                         help="console log format (env CONSOLE_LOG_FORMAT)")
     parser.add_argument("--log-level", default=os.environ.get("CONSOLE_LOG_LEVEL", "INFO"),
@@ -54,19 +74,35 @@ async def run(args: argparse.Namespace) -> int:
         log.error("%s", error)
         return 2
     client = make_client(args.kubeconfig)
-    servicers = node_servicers(client, args.node_name, args.kubelet_dir,
-                               listener_wait_seconds=args.listener_wait_seconds)
-    server = await start_csi_server(args.csi_endpoint, servicers)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    registry = MetricsRegistry()
+    metrics = CsiMetrics(registry.registry)
+    readiness = NodeReadiness(KubeApi(client), args.node_name, socket_path)
+    health = HealthServer(registry, ready=readiness.check, not_ready_detail=lambda: readiness.detail)
+    server = None
     try:
+        host, port = args.http_address
+        try:
+            port = await health.start(host, port)
+        except OSError as error:
+            log.error("cannot serve /metrics, /healthz, /readyz on %s:%d: %s", host, port, error)
+            return 1
+        log.info("serving /metrics, /healthz, /readyz on %s:%d", host, port)
+        servicers = node_servicers(client, args.node_name, args.kubelet_dir,
+                                   listener_wait_seconds=args.listener_wait_seconds, metrics=metrics)
+        server = await start_csi_server(args.csi_endpoint, servicers, metrics=metrics)
+        readiness.csi_serving = True
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
         await stop.wait()
     finally:
         log.info("shutting down the CSI node service")
-        await server.stop(SHUTDOWN_GRACE_SECONDS)
-        with contextlib.suppress(FileNotFoundError):
-            socket_path.unlink()
+        readiness.csi_serving = False
+        if server is not None:
+            await server.stop(SHUTDOWN_GRACE_SECONDS)
+            with contextlib.suppress(FileNotFoundError):
+                socket_path.unlink()
+        await health.stop()
         await client.close()
     return 0

@@ -22,6 +22,7 @@ from csi_proto import csi_pb2_grpc
 from listener_operator.constants import FULL_CONTROLLER_NAME
 from listener_operator.csi_server.controller import ControllerService
 from listener_operator.csi_server.identity import IdentityService
+from listener_operator.csi_server.metrics import CsiMetrics, CsiMetricsInterceptor
 from listener_operator.csi_server.node import DEFAULT_LISTENER_WAIT_SECONDS, NodeService
 from listener_operator.runtime.api import KubeApi
 from listener_operator.runtime.events import EventRecorder
@@ -60,14 +61,19 @@ def controller_servicers(client: AsyncClient) -> CsiServicers:
 
 
 def node_servicers(client: AsyncClient, node_name: str, kubelet_dir: str | os.PathLike[str], *,
-                   listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS) -> CsiServicers:
-    """Identity + Node for one node (``run node``); ``kubelet_dir`` bounds every target path."""
+                   listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS,
+                   metrics: CsiMetrics | None = None) -> CsiServicers:
+    """Identity + Node for one node (``run node``); ``kubelet_dir`` bounds every target path.
+
+    With ``metrics``, mounts waiting for a Listener address are counted in its ``mounts_waiting`` gauge.
+    """
     if not node_name:
         raise ValueError("a node name is required for the CSI node service")
     api = KubeApi(client)
     events = EventRecorder(api, CSI_REPORTING_CONTROLLER, f"{CSI_REPORTING_CONTROLLER}-{node_name}")
     node = NodeService(api, node_name, Path(kubelet_dir), events=events, client=client,
-                       listener_wait_seconds=listener_wait_seconds)
+                       listener_wait_seconds=listener_wait_seconds,
+                       mounts_waiting=metrics.mounts_waiting if metrics is not None else None)
     return CsiServicers(identity=IdentityService(), node=node)
 
 
@@ -97,8 +103,11 @@ def _check_replaceable(path: Path) -> None:
     log.info("replacing stale socket %s", path)
 
 
-async def start_csi_server(endpoint: str, servicers: CsiServicers) -> grpc.aio.Server:
+async def start_csi_server(endpoint: str, servicers: CsiServicers, *,
+                           metrics: CsiMetrics | None = None) -> grpc.aio.Server:
     """Bind the socket (mode 0600, replacing a stale one), register the services and start serving.
+
+    With ``metrics``, every call is counted by method and status code and timed (:class:`CsiMetricsInterceptor`).
 
     The caller stops it with ``await server.stop(grace)``; the socket file is removed then by the caller or left
     for the next start to replace.
@@ -113,7 +122,7 @@ async def start_csi_server(endpoint: str, servicers: CsiServicers) -> grpc.aio.S
                          f"safely within {MAX_SOCKET_PATH} bytes; use a shorter directory")
     os.mkdir(private_dir, 0o700)
     os.chmod(private_dir, 0o700)
-    server = grpc.aio.server()
+    server = grpc.aio.server(interceptors=[CsiMetricsInterceptor(metrics)] if metrics is not None else None)
     try:
         csi_pb2_grpc.add_IdentityServicer_to_server(servicers.identity, server)
         if servicers.controller is not None:

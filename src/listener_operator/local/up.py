@@ -280,7 +280,7 @@ class LocalCluster:
                 name=f"node plugin {node}",
                 argv=[*base, "run", "node", "--kubeconfig", str(self.kubeconfig_path), "--node-name", node,
                       "--csi-endpoint", f"unix://{self.node_socket(node)}",
-                      "--kubelet-dir", str(self.sim.cluster.kubelet_dir(node))],
+                      "--kubelet-dir", str(self.sim.cluster.kubelet_dir(node)), "--http-address", "127.0.0.1:0"],
                 log_path=self.log_dir / f"node-{node}.log")
             self.children.append(child)
             await child.start(env)
