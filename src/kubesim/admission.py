@@ -78,11 +78,17 @@ def _metadata_causes(obj: Obj) -> list[dict[str, Any]]:
             causes.append(errors.cause("metadata.labels", f"Invalid value: {k!r}: {e}"))
     ann = meta.get("annotations")
     if ann is not None and (not isinstance(ann, dict) or not all(isinstance(v, str) for v in ann.values())):
-        causes.append(errors.cause("metadata.annotations", "must be a map of strings", "FieldValueTypeInvalid"))
+        causes.append(
+            errors.cause("metadata.annotations", "must be a map of strings", "FieldValueTypeInvalid")
+        )
     for ref in meta.get("ownerReferences") or []:
         if not isinstance(ref, dict) or not all(ref.get(k) for k in ("apiVersion", "kind", "name", "uid")):
             causes.append(
-                errors.cause("metadata.ownerReferences", "apiVersion, kind, name and uid are required", "FieldValueRequired")
+                errors.cause(
+                    "metadata.ownerReferences",
+                    "apiVersion, kind, name and uid are required",
+                    "FieldValueRequired",
+                )
             )
     return causes
 
@@ -124,7 +130,9 @@ class Admission:
                 spec.setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
 
-    def admit_update(self, store: Store, rt: ResourceType, old: Obj, new: Obj, *, dry_run: bool, subresource: str | None) -> None:
+    def admit_update(
+        self, store: Store, rt: ResourceType, old: Obj, new: Obj, *, dry_run: bool, subresource: str | None
+    ) -> None:
         name = new["metadata"]["name"]
         if rt.key == "secrets":
             validation.fold_string_data(new)
@@ -135,7 +143,11 @@ class Admission:
                 for path in (("scope",), ("group",), ("names", "plural")):
                     before, after = _dig(old.get("spec"), path), _dig(new.get("spec"), path)
                     if before != after:
-                        causes.append(errors.cause("spec." + ".".join(path), f"Invalid value: {after!r}: field is immutable"))
+                        causes.append(
+                            errors.cause(
+                                "spec." + ".".join(path), f"Invalid value: {after!r}: field is immutable"
+                            )
+                        )
         elif rt.schema is not None:
             causes += self._custom_causes(rt, new, status_only=True)
         if causes:
@@ -197,15 +209,29 @@ class Admission:
         if not names.get("kind"):
             causes.append(errors.cause("spec.names.kind", "Required value", "FieldValueRequired"))
         if spec.get("scope") not in ("Namespaced", "Cluster"):
-            causes.append(errors.cause("spec.scope", 'Unsupported value: must be "Namespaced" or "Cluster"', "FieldValueNotSupported"))
+            causes.append(
+                errors.cause(
+                    "spec.scope",
+                    'Unsupported value: must be "Namespaced" or "Cluster"',
+                    "FieldValueNotSupported",
+                )
+            )
         name = crd["metadata"]["name"]
         if group and plural and name != f"{plural}.{group}":
-            causes.append(errors.cause("metadata.name", f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+            causes.append(
+                errors.cause(
+                    "metadata.name", f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'
+                )
+            )
         versions = spec.get("versions") or []
         if not versions:
             causes.append(errors.cause("spec.versions", "Required value", "FieldValueRequired"))
         elif sum(1 for v in versions if v.get("storage")) != 1:
-            causes.append(errors.cause("spec.versions", "Invalid value: must have exactly one version marked as storage version"))
+            causes.append(
+                errors.cause(
+                    "spec.versions", "Invalid value: must have exactly one version marked as storage version"
+                )
+            )
         try:
             from kubesim import schema as crd_schema
 
@@ -217,7 +243,11 @@ class Admission:
         if not causes:
             existing = store.registry.by_key(f"{plural}.{group}")
             if existing is not None and existing.crd_name is None:
-                causes.append(errors.cause("spec.names.plural", f"Invalid value: {plural}.{group} is a built-in resource"))
+                causes.append(
+                    errors.cause(
+                        "spec.names.plural", f"Invalid value: {plural}.{group} is a built-in resource"
+                    )
+                )
         if not causes:
             self._accept_crd(crd)
         return causes
@@ -232,10 +262,24 @@ class Admission:
         from kubesim.store import now_iso
 
         ts = now_iso()
-        status["acceptedNames"] = dict(spec["names"], singular=spec["names"].get("singular") or spec["names"]["kind"].lower())
+        status["acceptedNames"] = dict(
+            spec["names"], singular=spec["names"].get("singular") or spec["names"]["kind"].lower()
+        )
         status["conditions"] = [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": ts},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": ts},
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+                "lastTransitionTime": ts,
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+                "lastTransitionTime": ts,
+            },
         ]
         stored = list(status.get("storedVersions") or [])
         storage = next((v["name"] for v in spec["versions"] if v.get("storage")), None)

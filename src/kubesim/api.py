@@ -30,7 +30,9 @@ class ApiClient:
     def resource_type(self, resource: str) -> ResourceType:
         rt = self.store.registry.by_key(resource)
         if rt is None:
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
+            raise errors.ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({resource})"
+            )
         return rt
 
     async def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -67,7 +69,9 @@ class ApiClient:
         """
         rt = self.resource_type(resource)
         ls, fs = _parse_selectors(label_selector, field_selector)
-        w = self.store.watch(rt, namespace, label_selector=ls, field_selector=fs, resource_version=resource_version)
+        w = self.store.watch(
+            rt, namespace, label_selector=ls, field_selector=fs, resource_version=resource_version
+        )
         try:
             while True:
                 typ, payload = await w.queue.get()
@@ -75,27 +79,46 @@ class ApiClient:
                     return
                 if typ == "ERROR":
                     status = payload or {}
-                    raise errors.ApiError(int(status.get("code", 410)), str(status.get("reason", "Expired")), str(status.get("message", "")))
+                    raise errors.ApiError(
+                        int(status.get("code", 410)),
+                        str(status.get("reason", "Expired")),
+                        str(status.get("message", "")),
+                    )
                 yield typ, _copy(w.present(payload.obj))
         finally:
             self.store.stop_watch(w)
 
-    async def create(self, resource: str, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    async def create(
+        self, resource: str, obj: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
         rt = self.resource_type(resource)
-        created: dict[str, Any] = _copy(self.store.create(rt, namespace, obj, field_manager=self.field_manager))
+        created: dict[str, Any] = _copy(
+            self.store.create(rt, namespace, obj, field_manager=self.field_manager)
+        )
         return created
 
-    async def update(self, resource: str, obj: dict[str, Any], *, subresource: str | None = None) -> dict[str, Any]:
+    async def update(
+        self, resource: str, obj: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
         rt = self.resource_type(resource)
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if not name:
             raise errors.bad_request("metadata.name is required for update")
         if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({rt.plural}/{subresource})")
+            raise errors.ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({rt.plural}/{subresource})",
+            )
         updated: dict[str, Any] = _copy(
             self.store.update(
-                rt, meta.get("namespace"), name, obj, subresource=subresource, field_manager=self.field_manager,
+                rt,
+                meta.get("namespace"),
+                name,
+                obj,
+                subresource=subresource,
+                field_manager=self.field_manager,
                 require_rv=True,
             )
         )
@@ -115,12 +138,24 @@ class ApiClient:
     ) -> dict[str, Any]:
         rt = self.resource_type(resource)
         if patch_type not in _PATCH_TYPES:
-            raise errors.bad_request(f"unknown patch type {patch_type!r}; use one of {', '.join(_PATCH_TYPES)}")
+            raise errors.bad_request(
+                f"unknown patch type {patch_type!r}; use one of {', '.join(_PATCH_TYPES)}"
+            )
         if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({rt.plural}/{subresource})")
+            raise errors.ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({rt.plural}/{subresource})",
+            )
         obj, _ = self.store.patch(
-            rt, namespace, name, patch_type, body, subresource=subresource,
-            field_manager=field_manager or self.field_manager, force=force,
+            rt,
+            namespace,
+            name,
+            patch_type,
+            body,
+            subresource=subresource,
+            field_manager=field_manager or self.field_manager,
+            force=force,
         )
         result: dict[str, Any] = _copy(obj)
         return result

@@ -15,22 +15,34 @@ from kubesim.sim import KubeSim
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubesim", description="A local Kubernetes API server for development.")
+    parser = argparse.ArgumentParser(
+        prog="kubesim", description="A local Kubernetes API server for development."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the API server until SIGINT/SIGTERM")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve.add_argument("--kubeconfig", type=Path, required=True, help="where to write the kubeconfig (bearer token)")
+    serve.add_argument(
+        "--kubeconfig", type=Path, required=True, help="where to write the kubeconfig (bearer token)"
+    )
     serve.add_argument("--token", default=None, help="bearer token (random when omitted)")
     serve.add_argument("--nodes", type=int, default=0, help="simulated nodes (0 = API server only)")
     serve.add_argument("--state-dir", type=Path, default=None)
     serve.add_argument("--watch-window", type=int, default=10_000, help="retained watch events")
     serve.add_argument("--service-cidr", default="10.96.0.0/12")
-    serve.add_argument("--load-balancer-ips", default=None, help="LB pool: comma-separated IPs, a-b ranges or CIDRs")
+    serve.add_argument(
+        "--load-balancer-ips", default=None, help="LB pool: comma-separated IPs, a-b ranges or CIDRs"
+    )
     serve.add_argument("--load-balancer-hostnames", default=None, help="LB hostnames, comma-separated")
-    serve.add_argument("--node-external-ips", action="store_true", help="give every node an ExternalIP 127.0.2.N")
-    serve.add_argument("--node-internal-dns", action="store_true", help="give every node InternalDNS <name>.kubesim.internal")
-    serve.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (kubectl then sends no token)")
+    serve.add_argument(
+        "--node-external-ips", action="store_true", help="give every node an ExternalIP 127.0.2.N"
+    )
+    serve.add_argument(
+        "--node-internal-dns", action="store_true", help="give every node InternalDNS <name>.kubesim.internal"
+    )
+    serve.add_argument(
+        "--insecure-http", action="store_true", help="serve plain HTTP (kubectl then sends no token)"
+    )
     serve.add_argument("--faults", default=None, help="fault settings as JSON (see kubesim.faults)")
     return parser
 
@@ -41,7 +53,9 @@ def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.load_balancer_ips:
         options["load_balancer_ips"] = [x.strip() for x in args.load_balancer_ips.split(",") if x.strip()]
     if args.load_balancer_hostnames:
-        options["load_balancer_hostnames"] = [x.strip() for x in args.load_balancer_hostnames.split(",") if x.strip()]
+        options["load_balancer_hostnames"] = [
+            x.strip() for x in args.load_balancer_hostnames.split(",") if x.strip()
+        ]
     if args.node_external_ips:
         options["node_external_ips"] = True
     if args.node_internal_dns:
@@ -58,9 +72,17 @@ async def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with KubeSim(
-        host=args.host, port=args.port, token=args.token, kubeconfig_path=args.kubeconfig, nodes=args.nodes,
-        state_dir=args.state_dir, watch_window=args.watch_window, service_cidr=args.service_cidr, faults=faults,
-        tls=not args.insecure_http, **cluster_options(args),
+        host=args.host,
+        port=args.port,
+        token=args.token,
+        kubeconfig_path=args.kubeconfig,
+        nodes=args.nodes,
+        state_dir=args.state_dir,
+        watch_window=args.watch_window,
+        service_cidr=args.service_cidr,
+        faults=faults,
+        tls=not args.insecure_http,
+        **cluster_options(args),
     ) as sim:
         print(sim.url, flush=True)
         await stop.wait()

@@ -68,7 +68,10 @@ def qualified(plural: str, group: str) -> str:
 
 def not_found(plural: str, group: str, name: str) -> ApiError:
     return ApiError(
-        404, "NotFound", f'{qualified(plural, group)} "{name}" not found', details=_details(plural, name, group)
+        404,
+        "NotFound",
+        f'{qualified(plural, group)} "{name}" not found',
+        details=_details(plural, name, group),
     )
 
 
@@ -110,7 +113,9 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 
 
@@ -141,4 +146,6 @@ def internal_error(message: str) -> ApiError:
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
+    return ApiError(
+        415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}"
+    )

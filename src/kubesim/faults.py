@@ -21,8 +21,12 @@ class ErrorRule:
 
     rate: float
     code: int = 500
-    verbs: list[str] = field(default_factory=list)  # empty = all verbs (get, list, watch, create, update, patch, delete, deletecollection)
-    resources: list[str] = field(default_factory=list)  # resource keys (`pods`, `listeners.listeners.stackable.tech`); empty = all
+    verbs: list[str] = field(
+        default_factory=list
+    )  # empty = all verbs (get, list, watch, create, update, patch, delete, deletecollection)
+    resources: list[str] = field(
+        default_factory=list
+    )  # resource keys (`pods`, `listeners.listeners.stackable.tech`); empty = all
     retry_after: int = 1
 
     def applies(self, verb: str, resource: str) -> bool:
@@ -90,7 +94,12 @@ class Faults:
                     return api_errors.too_many_requests(rule.retry_after)
                 if rule.code == 409:
                     plural, _, group = resource.partition(".")
-                    return api_errors.conflict(plural, group, name or "object", "the object has been modified; please apply your changes to the latest version and try again (injected fault)")
+                    return api_errors.conflict(
+                        plural,
+                        group,
+                        name or "object",
+                        "the object has been modified; please apply your changes to the latest version and try again (injected fault)",
+                    )
                 return api_errors.internal_error("injected fault")
         return None
 

@@ -61,7 +61,9 @@ def apply(
     """Server-side apply of `config` onto `live` (`{}` when creating); 409 Conflict naming the managers."""
     ssa = _ssa()
     if not hasattr(ssa, "apply"):
-        raise errors.ApiError(415, "UnsupportedMediaType", "server-side apply is not available yet in kubesim")
+        raise errors.ApiError(
+            415, "UnsupportedMediaType", "server-side apply is not available yet in kubesim"
+        )
     ignore = [("status",)] if rt.has_status and subresource is None else []
     try:
         try:
@@ -119,7 +121,9 @@ def _covered_by_last_applied(rt: ResourceType, live: dict[str, Any], conflict: A
     config = _last_applied(live)
     if config is None:
         return False
-    config = dict(config, metadata={k: v for k, v in (config.get("metadata") or {}).items() if k != "managedFields"})
+    config = dict(
+        config, metadata={k: v for k, v in (config.get("metadata") or {}).items() if k != "managedFields"}
+    )
     try:
         probe = ssa.apply({}, config, "last-applied", True, list_keys(rt))
     except Exception:

@@ -76,7 +76,12 @@ def _schema_name(group: str, version: str, kind: str) -> str:
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
-    return {"name": name, "in": "query", "description": description, "schema": {"type": type_, "uniqueItems": True}}
+    return {
+        "name": name,
+        "in": "query",
+        "description": description,
+        "schema": {"type": type_, "uniqueItems": True},
+    }
 
 
 def _path_param(name: str) -> dict[str, Any]:
@@ -84,7 +89,8 @@ def _path_param(name: str) -> dict[str, Any]:
 
 
 _FIELD_VALIDATION = _query(
-    "fieldValidation", "How the server treats unknown or duplicate fields in the body: Ignore, Warn or Strict."
+    "fieldValidation",
+    "How the server treats unknown or duplicate fields in the body: Ignore, Warn or Strict.",
 )
 _DRY_RUN = _query("dryRun", "When present (All), the request is validated but not persisted.")
 _FIELD_MANAGER = _query("fieldManager", "The name of the actor making the change (managedFields).")
@@ -103,7 +109,11 @@ def _is_builtin_group(group: str) -> bool:
 
 
 def _operation(
-    verb: str, action: str, resource: ResourceInfo, parameters: list[dict[str, Any]], ref: dict[str, Any] | None
+    verb: str,
+    action: str,
+    resource: ResourceInfo,
+    parameters: list[dict[str, Any]],
+    ref: dict[str, Any] | None,
 ) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": "OK"}
     if ref is not None:
@@ -113,7 +123,11 @@ def _operation(
         "parameters": parameters,
         "responses": {"200": ok},
         "x-kubernetes-action": action,
-        "x-kubernetes-group-version-kind": {"group": resource.group, "version": resource.version, "kind": resource.kind},
+        "x-kubernetes-group-version-kind": {
+            "group": resource.group,
+            "version": resource.version,
+            "kind": resource.kind,
+        },
     }
     if action == "patch":
         content = {t: {"schema": {"type": "object"}} for t in _PATCH_TYPES}
@@ -143,7 +157,9 @@ def openapi_v3_group_version(group: str, version: str, resources: list[ResourceI
         common = [_path_param("namespace")] if resource.namespaced else []
         paths[collection] = {
             "get": _operation("list", "list", resource, [], ref),
-            "post": _operation("create", "post", resource, [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION], ref),
+            "post": _operation(
+                "create", "post", resource, [_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION], ref
+            ),
             "parameters": common,
         }
         paths[f"{collection}/{{name}}"] = {
@@ -169,8 +185,12 @@ def _published_schema(resource: ResourceInfo) -> dict[str, Any]:
     """The CRD schema with the implicit ``apiVersion``/``kind``/``metadata`` fields and its GVK."""
     schema = dict(resource.schema or {})
     properties = dict(schema.get("properties") or {})
-    properties.setdefault("apiVersion", {"type": "string", "description": "The versioned schema of this object."})
-    properties.setdefault("kind", {"type": "string", "description": "The REST resource this object represents."})
+    properties.setdefault(
+        "apiVersion", {"type": "string", "description": "The versioned schema of this object."}
+    )
+    properties.setdefault(
+        "kind", {"type": "string", "description": "The REST resource this object represents."}
+    )
     properties.setdefault("metadata", {"type": "object", "description": "Standard object metadata."})
     schema["properties"] = properties
     schema["x-kubernetes-group-version-kind"] = [

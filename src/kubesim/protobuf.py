@@ -1,9 +1,9 @@
 """Decode the few Kubernetes protobuf request bodies kubectl sends.
 
-`kubectl create namespace|configmap|secret|serviceaccount` posts `application/vnd.kubernetes.protobuf` and does
-not fall back to JSON on 415. No protobuf package ships the Kubernetes `generated.proto` types, so this module
-carries the field numbers of just those kinds (facts from the Kubernetes API's generated.proto) and a small
-wire-format reader. Other kinds answer 415 with a hint to use `kubectl apply`/`create -f` (JSON).
+`kubectl create namespace|configmap|secret|serviceaccount` and `kubectl auth can-i` post
+`application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415. No protobuf package ships the
+Kubernetes `generated.proto` types, so this module carries the field numbers of just those kinds (facts from the
+Kubernetes API's generated.proto) and a small wire-format reader. Other kinds answer 415 with a hint to use `kubectl apply`/`create -f` (JSON).
 """
 
 from __future__ import annotations
@@ -21,21 +21,80 @@ MAGIC = b"k8s\x00"
 Schema = dict[int, tuple[str, Any]]
 
 _TIME: Schema = {1: ("seconds", "i"), 2: ("nanos", "i")}
-_OWNER_REF: Schema = {1: ("kind", "s"), 3: ("name", "s"), 4: ("uid", "s"), 5: ("apiVersion", "s"), 6: ("controller", "?"), 7: ("blockOwnerDeletion", "?")}
+_OWNER_REF: Schema = {
+    1: ("kind", "s"),
+    3: ("name", "s"),
+    4: ("uid", "s"),
+    5: ("apiVersion", "s"),
+    6: ("controller", "?"),
+    7: ("blockOwnerDeletion", "?"),
+}
 _OBJECT_META: Schema = {
-    1: ("name", "s"), 2: ("generateName", "s"), 3: ("namespace", "s"), 5: ("uid", "s"), 6: ("resourceVersion", "s"),
-    7: ("generation", "i"), 8: ("creationTimestamp", "t"), 10: ("deletionGracePeriodSeconds", "i"),
-    11: ("labels", ("m", "s")), 12: ("annotations", ("m", "s")), 13: ("ownerReferences", ("r", _OWNER_REF)),
+    1: ("name", "s"),
+    2: ("generateName", "s"),
+    3: ("namespace", "s"),
+    5: ("uid", "s"),
+    6: ("resourceVersion", "s"),
+    7: ("generation", "i"),
+    8: ("creationTimestamp", "t"),
+    10: ("deletionGracePeriodSeconds", "i"),
+    11: ("labels", ("m", "s")),
+    12: ("annotations", ("m", "s")),
+    13: ("ownerReferences", ("r", _OWNER_REF)),
     14: ("finalizers", ("r", "s")),
 }
-_OBJECT_REF: Schema = {1: ("kind", "s"), 2: ("namespace", "s"), 3: ("name", "s"), 4: ("uid", "s"), 5: ("apiVersion", "s")}
+_OBJECT_REF: Schema = {
+    1: ("kind", "s"),
+    2: ("namespace", "s"),
+    3: ("name", "s"),
+    4: ("uid", "s"),
+    5: ("apiVersion", "s"),
+}
 KINDS: dict[tuple[str, str], Schema] = {
-    ("v1", "Namespace"): {1: ("metadata", _OBJECT_META), 2: ("spec", {1: ("finalizers", ("r", "s"))}), 3: ("status", {1: ("phase", "s")})},
-    ("v1", "ConfigMap"): {1: ("metadata", _OBJECT_META), 2: ("data", ("m", "s")), 3: ("binaryData", ("m", "b")), 4: ("immutable", "?")},
-    ("v1", "Secret"): {1: ("metadata", _OBJECT_META), 2: ("data", ("m", "b")), 3: ("type", "s"), 4: ("stringData", ("m", "s")), 5: ("immutable", "?")},
+    ("v1", "Namespace"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {1: ("finalizers", ("r", "s"))}),
+        3: ("status", {1: ("phase", "s")}),
+    },
+    ("v1", "ConfigMap"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("data", ("m", "s")),
+        3: ("binaryData", ("m", "b")),
+        4: ("immutable", "?"),
+    },
+    ("v1", "Secret"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("data", ("m", "b")),
+        3: ("type", "s"),
+        4: ("stringData", ("m", "s")),
+        5: ("immutable", "?"),
+    },
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
+        1: ("metadata", _OBJECT_META),
+        2: (
+            "spec",
+            {
+                1: (
+                    "resourceAttributes",
+                    {
+                        1: ("namespace", "s"),
+                        2: ("verb", "s"),
+                        3: ("group", "s"),
+                        4: ("version", "s"),
+                        5: ("resource", "s"),
+                        6: ("subresource", "s"),
+                        7: ("name", "s"),
+                    },
+                ),
+                2: ("nonResourceAttributes", {1: ("path", "s"), 2: ("verb", "s")}),
+            },
+        ),
+    },
     ("v1", "ServiceAccount"): {
-        1: ("metadata", _OBJECT_META), 2: ("secrets", ("r", _OBJECT_REF)),
-        3: ("imagePullSecrets", ("r", {1: ("name", "s")})), 4: ("automountServiceAccountToken", "?"),
+        1: ("metadata", _OBJECT_META),
+        2: ("secrets", ("r", _OBJECT_REF)),
+        3: ("imagePullSecrets", ("r", {1: ("name", "s")})),
+        4: ("automountServiceAccountToken", "?"),
     },
 }
 
@@ -106,7 +165,9 @@ def _message(schema: Schema, buf: bytes) -> dict[str, Any]:
         if isinstance(kind, tuple) and kind[0] == "m":
             entry = {k: v for k, _, v in _fields(value)}
             key = bytes(entry.get(1, b"")).decode()
-            out.setdefault(name, {})[key] = _scalar(kind[1], entry.get(2, b"" if kind[1] in ("s", "b") else 0))
+            out.setdefault(name, {})[key] = _scalar(
+                kind[1], entry.get(2, b"" if kind[1] in ("s", "b") else 0)
+            )
         elif isinstance(kind, tuple) and kind[0] == "r":
             out.setdefault(name, []).append(_scalar(kind[1], value))
         else:
@@ -127,7 +188,7 @@ def decode(body: bytes) -> dict[str, Any]:
         if schema is None:
             raise errors.unsupported_media_type(
                 f"application/vnd.kubernetes.protobuf ({api_version} {kind}); kubesim decodes protobuf only for "
-                "Namespace, ConfigMap, Secret and ServiceAccount: send JSON (kubectl apply / create -f)"
+                "Namespace, ConfigMap, Secret, ServiceAccount and SelfSubjectAccessReview: send JSON (kubectl apply / create -f)"
             )
         obj = _message(schema, unknown.get(2, b""))
     except ValueError as e:

@@ -32,6 +32,9 @@ class ResourceType:
     served_versions: tuple[str, ...] = field(default=())
     # Served from another resource's objects (key of that resource), converted on the way in and out.
     storage: str | None = None
+    verbs: tuple[str, ...] = (
+        ALL_VERBS  # `("create",)` for virtual kinds (reviews) that are answered, not stored
+    )
 
     @property
     def key(self) -> str:
@@ -60,7 +63,7 @@ class ResourceType:
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(ALL_VERBS),
+            "verbs": list(self.verbs),
         }
         if self.short_names:
             entry["shortNames"] = list(self.short_names)
@@ -140,7 +143,24 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
-    _rt("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", False, ("crd", "crds"), True),
+    _rt(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        False,
+        ("crd", "crds"),
+        True,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        False,
+        verbs=("create",),
+    ),
 )
 
 # Preferred group order in `/apis`, as a real apiserver lists them (built-ins first, CRD groups after).
@@ -152,6 +172,7 @@ _BUILTIN_GROUP_ORDER = [
     "apiextensions.k8s.io",
     "coordination.k8s.io",
     "discovery.k8s.io",
+    "authorization.k8s.io",
 ]
 
 

@@ -14,11 +14,17 @@ def scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    selector = ",".join(f"{k}={v}" for k, v in sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items()))
+    selector = ",".join(
+        f"{k}={v}" for k, v in sorted(((spec.get("selector") or {}).get("matchLabels") or {}).items())
+    )
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp") if k in meta},
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
         "spec": {"replicas": spec.get("replicas", 1)},
         "status": {"replicas": status.get("replicas", 0), "selector": selector},
     }
@@ -30,5 +36,7 @@ def replicas_from(scale: Any) -> int:
     except (KeyError, TypeError):
         raise errors.bad_request("a Scale must have spec.replicas") from None
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        raise errors.ApiError(422, "Invalid", f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0")
+        raise errors.ApiError(
+            422, "Invalid", f"spec.replicas: Invalid value: {replicas!r}: must be greater than or equal to 0"
+        )
     return replicas

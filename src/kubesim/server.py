@@ -52,6 +52,7 @@ VERSION_INFO = {
 }
 _PUBLIC = {"version", "healthz", "readyz", "livez"}
 USER_KEY = web.RequestKey("user", User)
+ACCESS_REVIEW = "selfsubjectaccessreviews.authorization.k8s.io"
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -98,7 +99,13 @@ class ApiServer:
         self.token = token or secrets.token_urlsafe(24)
         self.registry = Registry()
         self.admission = Admission(service_cidr=service_cidr)
-        self.store = Store(self.registry, self.admission, watch_window=watch_window, namespace_cleanup_delay=namespace_cleanup_delay, gc_delay=gc_delay)
+        self.store = Store(
+            self.registry,
+            self.admission,
+            watch_window=watch_window,
+            namespace_cleanup_delay=namespace_cleanup_delay,
+            gc_delay=gc_delay,
+        )
         self.faults = faults or Faults()
         self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))})
         self.authorizer: Authorizer = authorizer or AllowAll()
@@ -112,7 +119,9 @@ class ApiServer:
 
     # -------------------------------------------------------------------------------------------- lifecycle
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None) -> str:
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
+    ) -> str:
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
@@ -160,7 +169,9 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         if not parts:
-            return json_response({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/openapi/v3", "/readyz", "/version"]})
+            return json_response(
+                {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/openapi/v3", "/readyz", "/version"]}
+            )
         head = parts[0]
         if head in ("healthz", "readyz", "livez"):
             return web.Response(text="ok", content_type="text/plain")
@@ -172,7 +183,16 @@ class ApiServer:
             return self._openapi(request, parts[1:])
         if head == "api":
             if len(parts) == 1:
-                return self._get_only(request, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
+                return self._get_only(
+                    request,
+                    {
+                        "kind": "APIVersions",
+                        "versions": ["v1"],
+                        "serverAddressByClientCIDRs": [
+                            {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}
+                        ],
+                    },
+                )
             if parts[1] != "v1":
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
             if len(parts) == 2:
@@ -221,7 +241,12 @@ class ApiServer:
         resources: list[dict[str, Any]] = []
         for rt in sorted(self.registry.group_version_types(group, version), key=lambda r: r.plural):
             resources.extend(rt.discovery())
-        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }
 
     def _openapi(self, request: web.Request, parts: list[str]) -> web.Response:
         if request.method != "GET":
@@ -245,7 +270,11 @@ class ApiServer:
             watch_path = True
             rest = rest[1:]
         ns: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces" and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and not (len(rest) == 3 and rest[2] in ("status", "finalize"))
+        ):
             ns = rest[1]
             rest = rest[2:]
         if not rest or len(rest) > 3:
@@ -257,11 +286,17 @@ class ApiServer:
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and not (sub == "status" and rt.has_status) and not (sub == "scale" and rt.key in SCALABLE):
+        if (
+            sub is not None
+            and not (sub == "status" and rt.has_status)
+            and not (sub == "scale" and rt.key in SCALABLE)
+        ):
             raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
         return Target(rt, ns, name, sub, watch_path)
 
-    async def _resource(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.StreamResponse:
+    async def _resource(
+        self, request: web.Request, group: str, version: str, rest: list[str]
+    ) -> web.StreamResponse:
         t = self._parse_target(group, version, rest)
         method = request.method
         watch = t.watch_path or _bool(request.query.get("watch"))
@@ -279,16 +314,27 @@ class ApiServer:
             raise errors.method_not_allowed()
         if (verb == "create" and t.name is not None) or (verb in ("update", "patch") and t.name is None):
             raise errors.method_not_allowed()
+        if verb not in t.rt.verbs:
+            raise errors.method_not_allowed()
         user = request[USER_KEY]
-        denied = self.authorizer.authorize(RequestAttributes(user, verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name))
+        if t.rt.key == ACCESS_REVIEW and verb == "create":
+            return await self._access_review(request, user)  # every user may ask (system:basic-user)
+        denied = self.authorizer.authorize(
+            RequestAttributes(user, verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name)
+        )
         if denied is not None:
-            raise errors.forbidden(f'{t.rt.plural}{"." + t.rt.group if t.rt.group else ""} is forbidden: User "{user.name}" cannot {verb} resource "{t.rt.plural}": {denied}')
+            raise _forbidden(user, verb, t, denied)
         await self._inject_faults(verb, t)
         if t.subresource == "scale":
             return await self._scale(request, t, verb)
         handler = {
-            "watch": self._watch, "list": self._list, "get": self._get, "create": self._create,
-            "update": self._update, "patch": self._patch, "delete": self._delete,
+            "watch": self._watch,
+            "list": self._list,
+            "get": self._get,
+            "create": self._create,
+            "update": self._update,
+            "patch": self._patch,
+            "delete": self._delete,
             "deletecollection": self._delete_collection,
         }[verb]
         return await handler(request, t)
@@ -301,7 +347,11 @@ class ApiServer:
         body = await self._json_body(request)
         warnings = _field_validation(request, t.rt, body)
         obj = self.store.create(
-            t.rt, t.namespace, self._to_storage(t.rt, body), dry_run=_dry_run(request), field_manager=_manager(request)
+            t.rt,
+            t.namespace,
+            self._to_storage(t.rt, body),
+            dry_run=_dry_run(request),
+            field_manager=_manager(request),
         )
         return _warn(self._respond(request, t.rt, obj, 201), warnings)
 
@@ -310,8 +360,14 @@ class ApiServer:
         body = await self._json_body(request)
         warnings = _field_validation(request, t.rt, body)
         obj = self.store.update(
-            t.rt, t.namespace, t.name, self._to_storage(t.rt, body), subresource=t.subresource,
-            dry_run=_dry_run(request), field_manager=_manager(request), require_rv=True,
+            t.rt,
+            t.namespace,
+            t.name,
+            self._to_storage(t.rt, body),
+            subresource=t.subresource,
+            dry_run=_dry_run(request),
+            field_manager=_manager(request),
+            require_rv=True,
         )
         return _warn(self._respond(request, t.rt, obj), warnings)
 
@@ -328,8 +384,15 @@ class ApiServer:
         else:
             manager = _manager(request)
         obj, created = self.store.patch(
-            t.rt, t.namespace, t.name, patch_type, body, subresource=t.subresource, field_manager=manager,
-            force=_bool(request.query.get("force")), dry_run=_dry_run(request),
+            t.rt,
+            t.namespace,
+            t.name,
+            patch_type,
+            body,
+            subresource=t.subresource,
+            field_manager=manager,
+            force=_bool(request.query.get("force")),
+            dry_run=_dry_run(request),
         )
         return _warn(self._respond(request, t.rt, obj, 201 if created else 200), warnings)
 
@@ -337,14 +400,20 @@ class ApiServer:
         assert t.name is not None
         opts = await self._delete_options(request)
         obj, removed = self.store.delete(
-            t.rt, t.namespace, t.name, propagation=opts.get("propagationPolicy"),
-            preconditions=opts.get("preconditions"), dry_run=_dry_run(request),
+            t.rt,
+            t.namespace,
+            t.name,
+            propagation=opts.get("propagationPolicy"),
+            preconditions=opts.get("preconditions"),
+            dry_run=_dry_run(request),
         )
         if not removed:
             return self._respond(request, t.rt, obj)
         meta = obj["metadata"]
         details = {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural, "uid": meta.get("uid")}
-        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+        return json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+        )
 
     async def _delete_collection(self, request: web.Request, t: Target) -> web.StreamResponse:
         opts = await self._delete_options(request)
@@ -354,10 +423,45 @@ class ApiServer:
             meta = obj["metadata"]
             with contextlib.suppress(ApiError):  # gone meanwhile (GC of an earlier item)
                 self.store.delete(
-                    t.rt, meta.get("namespace"), meta["name"], propagation=opts.get("propagationPolicy"),
+                    t.rt,
+                    meta.get("namespace"),
+                    meta["name"],
+                    propagation=opts.get("propagationPolicy"),
                     dry_run=_dry_run(request),
                 )
         return json_response(self._list_body(t.rt, listed.items, str(self.store.revision)))
+
+    async def _access_review(self, request: web.Request, user: User) -> web.Response:
+        """`kubectl auth can-i`: ask the configured authorizer about the requester's own access."""
+        review = await self._json_body(request)
+        if not isinstance(review, dict) or not isinstance(review.get("spec"), dict):
+            raise errors.bad_request("a SelfSubjectAccessReview needs a spec")
+        attrs = review["spec"].get("resourceAttributes")
+        if isinstance(attrs, dict):
+            denied = self.authorizer.authorize(
+                RequestAttributes(
+                    user,
+                    str(attrs.get("verb", "")),
+                    str(attrs.get("group", "")),
+                    str(attrs.get("resource", "")),
+                    attrs.get("subresource") or None,
+                    attrs.get("namespace") or None,
+                    attrs.get("name") or None,
+                )
+            )
+        else:
+            denied = None  # non-resource URLs: everyone authenticated may read them here
+        status: dict[str, Any] = {"allowed": denied is None}
+        if denied is not None:
+            status["reason"] = denied
+        out = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "metadata": {},
+            "spec": review["spec"],
+            "status": status,
+        }
+        return json_response(out, 201)
 
     async def _scale(self, request: web.Request, t: Target, verb: str) -> web.Response:
         """GET/PUT/PATCH of `<deployments|statefulsets>/<name>/scale`: only spec.replicas is writable."""
@@ -388,7 +492,14 @@ class ApiServer:
         change: dict[str, Any] = {"spec": {"replicas": replicas}}
         if rv:
             change["metadata"] = {"resourceVersion": rv}
-        obj, _ = self.store.patch(t.rt, t.namespace, t.name, "merge", change, field_manager=request.query.get("fieldManager") or _default_manager(request))
+        obj, _ = self.store.patch(
+            t.rt,
+            t.namespace,
+            t.name,
+            "merge",
+            change,
+            field_manager=request.query.get("fieldManager") or _default_manager(request),
+        )
         return json_response(scale_of(t.rt, obj))
 
     async def _inject_faults(self, verb: str, t: Target) -> None:
@@ -414,14 +525,23 @@ class ApiServer:
             return dict(obj, apiVersion=rt.api_version)
         return obj
 
-    def _respond(self, request: web.Request, rt: ResourceType, obj: dict[str, Any], status: int = 200) -> web.Response:
+    def _respond(
+        self, request: web.Request, rt: ResourceType, obj: dict[str, Any], status: int = 200
+    ) -> web.Response:
         if _wants_table(request):
             table = _render_table(request, rt, [self._served(rt, obj)], str(self.store.revision), None)
             if table is not None:
                 return json_response(table, status)
         return json_response(self._served(rt, obj), status)
 
-    def _list_body(self, rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None = None, remaining: int | None = None) -> dict[str, Any]:
+    def _list_body(
+        self,
+        rt: ResourceType,
+        items: list[dict[str, Any]],
+        rv: str,
+        cont: str | None = None,
+        remaining: int | None = None,
+    ) -> dict[str, Any]:
         meta: dict[str, Any] = {"resourceVersion": rv}
         if cont:
             meta["continue"] = cont
@@ -435,12 +555,23 @@ class ApiServer:
         q = request.query
         sel_l, sel_f = _selectors(q)
         limit = _int_param(q, "limit")
-        result = self.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, limit=limit, continue_token=q.get("continue") or None)
+        result = self.store.list(
+            t.rt,
+            t.namespace,
+            label_selector=sel_l,
+            field_selector=sel_f,
+            limit=limit,
+            continue_token=q.get("continue") or None,
+        )
         if _wants_table(request):
             table = _render_table(request, t.rt, result.items, result.resource_version, result.continue_token)
             if table is not None:
                 return json_response(table)
-        return json_response(self._list_body(t.rt, result.items, result.resource_version, result.continue_token, result.remaining))
+        return json_response(
+            self._list_body(
+                t.rt, result.items, result.resource_version, result.continue_token, result.remaining
+            )
+        )
 
     async def _watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         q = request.query
@@ -459,12 +590,20 @@ class ApiServer:
             expired = errors.gone("too old resource version: forced expiry (injected fault)")
         else:
             try:
-                w = self.store.watch(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f, resource_version="0" if initial else rv)
+                w = self.store.watch(
+                    t.rt,
+                    t.namespace,
+                    label_selector=sel_l,
+                    field_selector=sel_f,
+                    resource_version="0" if initial else rv,
+                )
             except ApiError as e:
                 if e.code != 410:
                     raise
                 expired = e
-        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
+        resp = web.StreamResponse(
+            status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"}
+        )
         resp.enable_chunked_encoding()
         if expired is not None:
             # Like the apiserver's watch cache: a too-old resourceVersion is a 200 stream with one ERROR event.
@@ -486,7 +625,9 @@ class ApiServer:
         finally:
             self.store.stop_watch(w)
 
-    def _line_maker(self, request: web.Request, rt: ResourceType, w: Watcher) -> Callable[[str, WatchEvent], bytes]:
+    def _line_maker(
+        self, request: web.Request, rt: ResourceType, w: Watcher
+    ) -> Callable[[str, WatchEvent], bytes]:
         """How this watch serialises an event: as stored, as a view/served version, or as a one-row Table."""
         if _wants_table(request):
             accept = request.headers.get("Accept", "")
@@ -497,7 +638,9 @@ class ApiServer:
                 if cached is not None:
                     return cached
                 obj = self._served(rt, w.present(ev.obj))
-                rendered = _render_table(request, rt, [obj], obj.get("metadata", {}).get("resourceVersion", ""), None)
+                rendered = _render_table(
+                    request, rt, [obj], obj.get("metadata", {}).get("resourceVersion", ""), None
+                )
                 return ev.line(typ, rendered or obj, cache_as=cache)
 
             return table_line
@@ -513,17 +656,31 @@ class ApiServer:
             return version_line
         return lambda typ, ev: ev.line(typ)
 
-    async def _send_initial(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, line: Callable[[str, WatchEvent], bytes]) -> None:
+    async def _send_initial(
+        self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, line: Callable[[str, WatchEvent], bytes]
+    ) -> None:
         chunks = []
         while not w.queue.empty():
             t, ev = w.queue.get_nowait()
             chunks.append(line(t, ev))
-        mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.revision), "annotations": {"k8s.io/initial-events-end": "true"}}}
+        mark = {
+            "kind": rt.kind,
+            "apiVersion": rt.api_version,
+            "metadata": {
+                "resourceVersion": str(self.store.revision),
+                "annotations": {"k8s.io/initial-events-end": "true"},
+            },
+        }
         chunks.append(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
         await resp.write(b"".join(chunks))
 
     async def _pump(
-        self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, timeout_seconds: int | None, bookmarks: bool,
+        self,
+        resp: web.StreamResponse,
+        w: Watcher,
+        rt: ResourceType,
+        timeout_seconds: int | None,
+        bookmarks: bool,
         line: Callable[[str, WatchEvent], bytes],
     ) -> None:
         """Copy queued events to the stream until timeout, a fault cut, shutdown or client disconnect."""
@@ -550,7 +707,11 @@ class ApiServer:
                     except TimeoutError:
                         if deadline is not None and time.monotonic() >= deadline:
                             return
-                        mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.revision)}}
+                        mark = {
+                            "kind": rt.kind,
+                            "apiVersion": rt.api_version,
+                            "metadata": {"resourceVersion": str(self.store.revision)},
+                        }
                         await resp.write(dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
                         continue
                     items = [item]
@@ -585,7 +746,12 @@ class ApiServer:
             from kubesim import protobuf
 
             return protobuf.decode(await request.read())
-        if request.content_type not in ("application/json", "application/yaml", "application/apply-patch+yaml", ""):
+        if request.content_type not in (
+            "application/json",
+            "application/yaml",
+            "application/apply-patch+yaml",
+            "",
+        ):
             raise errors.unsupported_media_type(request.content_type)
         raw = await request.read()
         return bodies.decode(raw, yaml_allowed=request.content_type != "application/json")
@@ -633,6 +799,22 @@ class ApiServer:
             self.store.compact()
             return json_response({"compactedRevision": str(self.store.revision)})
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+def _forbidden(user: User, verb: str, t: Target, reason: str) -> ApiError:
+    """403 worded like the RBAC authorizer's denial."""
+    rt = t.rt
+    qualified = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+    subject = f'{qualified} "{t.name}"' if t.name else qualified
+    resource = f"{rt.plural}/{t.subresource}" if t.subresource else rt.plural
+    scope = f'in the namespace "{t.namespace}"' if t.namespace else "at the cluster scope"
+    message = f'{subject} is forbidden: User "{user.name}" cannot {verb} resource "{resource}" in API group "{rt.group}" {scope}'
+    if reason:
+        message += f": {reason}"
+    details: dict[str, Any] = {"group": rt.group, "kind": rt.plural}
+    if t.name:
+        details["name"] = t.name
+    return ApiError(403, "Forbidden", message, details=details)
 
 
 def _dry_run(request: web.Request) -> bool:
@@ -703,7 +885,9 @@ def _wants_table(request: web.Request) -> bool:
     return "as=Table" in request.headers.get("Accept", "")
 
 
-def _render_table(request: web.Request, rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None) -> dict[str, Any] | None:
+def _render_table(
+    request: web.Request, rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None
+) -> dict[str, Any] | None:
     """A `meta.k8s.io` Table (CRD printer columns or the built-in printers) when the client asked for one."""
     from datetime import UTC, datetime
 
@@ -712,14 +896,22 @@ def _render_table(request: web.Request, rt: ResourceType, items: list[dict[str, 
     version = table.table_version(request.headers.get("Accept"))
     if version is None:
         return None
-    columns = [dict(c) for c in rt.printer_columns] if rt.printer_columns else table.builtin_columns(rt.group, rt.kind)
+    columns = (
+        [dict(c) for c in rt.printer_columns]
+        if rt.printer_columns
+        else table.builtin_columns(rt.group, rt.kind)
+    )
     list_meta: dict[str, Any] = {"resourceVersion": rv}
     if cont:
         list_meta["continue"] = cont
     try:
         return table.render_table(
-            items, columns=columns, include_object=request.query.get("includeObject", "Metadata"),
-            now=datetime.now(UTC), list_meta=list_meta, api_version=f"meta.k8s.io/{version}",
+            items,
+            columns=columns,
+            include_object=request.query.get("includeObject", "Metadata"),
+            now=datetime.now(UTC),
+            list_meta=list_meta,
+            api_version=f"meta.k8s.io/{version}",
         )
     except ValueError as e:
         raise errors.bad_request(str(e)) from None

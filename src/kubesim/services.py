@@ -39,7 +39,9 @@ class ServiceAllocator:
             if ip not in self._ips:
                 self._ips.add(ip)
                 return ip
-        raise errors.ApiError(500, "InternalError", "Internal error occurred: failed to allocate a serviceIP: range is full")
+        raise errors.ApiError(
+            500, "InternalError", "Internal error occurred: failed to allocate a serviceIP: range is full"
+        )
 
     def allocate_port(self) -> int:
         lo, hi = NODE_PORT_RANGE
@@ -49,7 +51,9 @@ class ServiceAllocator:
             if port not in self._ports:
                 self._ports.add(port)
                 return port
-        raise errors.ApiError(500, "InternalError", "Internal error occurred: failed to allocate a nodePort: range is full")
+        raise errors.ApiError(
+            500, "InternalError", "Internal error occurred: failed to allocate a nodePort: range is full"
+        )
 
     def release_ip(self, ip: str) -> None:
         self._ips.discard(ip)
@@ -69,17 +73,27 @@ class ServiceAllocator:
 
 def _wants_node_ports(spec: dict[str, Any]) -> bool:
     t = spec.get("type")
-    return t == "NodePort" or (t == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts", True) is not False)
+    return t == "NodePort" or (
+        t == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts", True) is not False
+    )
 
 
 def _service_ips(svc: Obj | None) -> list[str]:
     spec = (svc or {}).get("spec") or {}
-    return [ip for ip in spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else []) if ip and ip != "None"]
+    return [
+        ip
+        for ip in spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
+        if ip and ip != "None"
+    ]
 
 
 def _service_node_ports(svc: Obj | None) -> list[int]:
     spec = (svc or {}).get("spec") or {}
-    out = [p["nodePort"] for p in spec.get("ports") or [] if isinstance(p, dict) and isinstance(p.get("nodePort"), int)]
+    out = [
+        p["nodePort"]
+        for p in spec.get("ports") or []
+        if isinstance(p, dict) and isinstance(p.get("nodePort"), int)
+    ]
     if isinstance(spec.get("healthCheckNodePort"), int):
         out.append(spec["healthCheckNodePort"])
     return out
@@ -109,25 +123,45 @@ class ServiceAdmission:
         spec.setdefault("type", "ClusterIP")
         t = spec["type"]
         if t not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
-            raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.type", f'Unsupported value: "{t}"', "FieldValueNotSupported")])
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [errors.cause("spec.type", f'Unsupported value: "{t}"', "FieldValueNotSupported")],
+            )
         spec.setdefault("sessionAffinity", "None")
         causes: list[dict[str, Any]] = []
         ports = spec.get("ports")
         if ports is None:
             ports = []
         if not isinstance(ports, list):
-            raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.ports", "must be a list", "FieldValueTypeInvalid")])
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [errors.cause("spec.ports", "must be a list", "FieldValueTypeInvalid")],
+            )
         if not ports and t != "ExternalName" and spec.get("clusterIP") != "None":
             causes.append(errors.cause("spec.ports", "Required value", "FieldValueRequired"))
         seen: set[tuple[int, str]] = set()
         for i, p in enumerate(ports):
             if not isinstance(p, dict) or not isinstance(p.get("port"), int) or not 1 <= p["port"] <= 65535:
-                causes.append(errors.cause(f"spec.ports[{i}].port", "Invalid value: must be between 1 and 65535, inclusive"))
+                causes.append(
+                    errors.cause(
+                        f"spec.ports[{i}].port", "Invalid value: must be between 1 and 65535, inclusive"
+                    )
+                )
                 continue
             p.setdefault("protocol", "TCP")
             p.setdefault("targetPort", p["port"])
             if (p["port"], p["protocol"]) in seen:
-                causes.append(errors.cause(f"spec.ports[{i}]", f"Duplicate value: {{port: {p['port']}, protocol: {p['protocol']}}}", "FieldValueDuplicate"))
+                causes.append(
+                    errors.cause(
+                        f"spec.ports[{i}]",
+                        f"Duplicate value: {{port: {p['port']}, protocol: {p['protocol']}}}",
+                        "FieldValueDuplicate",
+                    )
+                )
             seen.add((p["port"], p["protocol"]))
             if len(ports) > 1 and not p.get("name"):
                 causes.append(errors.cause(f"spec.ports[{i}].name", "Required value", "FieldValueRequired"))
@@ -164,7 +198,15 @@ class ServiceAdmission:
         for port in set(_service_node_ports(old)) - set(_service_node_ports(svc)):
             self.services.release_port(port)
 
-    def _service_ips(self, rt: ResourceType, name: str, old_spec: dict[str, Any], spec: dict[str, Any], claimed: list[str], dry_run: bool) -> None:
+    def _service_ips(
+        self,
+        rt: ResourceType,
+        name: str,
+        old_spec: dict[str, Any],
+        spec: dict[str, Any],
+        claimed: list[str],
+        dry_run: bool,
+    ) -> None:
         if spec["type"] == "ExternalName":
             spec.pop("clusterIP", None)
             spec.pop("clusterIPs", None)
@@ -174,7 +216,18 @@ class ServiceAdmission:
         if old_ip and not ip:
             ip = old_ip
         if old_ip and ip != old_ip:
-            raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.clusterIPs[0]", f'Invalid value: ["{ip}"]: may not change once set', "FieldValueInvalid")])
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    errors.cause(
+                        "spec.clusterIPs[0]",
+                        f'Invalid value: ["{ip}"]: may not change once set',
+                        "FieldValueInvalid",
+                    )
+                ],
+            )
         if not ip:
             ip = self.services.allocate_ip()
             claimed.append(ip)
@@ -182,11 +235,40 @@ class ServiceAdmission:
             try:
                 addr = ipaddress.ip_address(ip)
             except ValueError:
-                raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.clusterIPs[0]", f'Invalid value: "{ip}": must be a valid IP address')]) from None
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        errors.cause(
+                            "spec.clusterIPs[0]", f'Invalid value: "{ip}": must be a valid IP address'
+                        )
+                    ],
+                ) from None
             if addr not in self.services.network:
-                raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.clusterIPs", f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is not in the valid range. The range of valid IPs is {self.services.network}')])
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        errors.cause(
+                            "spec.clusterIPs",
+                            f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is not in the valid range. The range of valid IPs is {self.services.network}',
+                        )
+                    ],
+                )
             if self.services.ip_in_use(ip):
-                raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.clusterIPs", f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is already allocated')])
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        errors.cause(
+                            "spec.clusterIPs",
+                            f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is already allocated',
+                        )
+                    ],
+                )
             self.services.claim_ip(ip)
             claimed.append(ip)
         spec["clusterIP"] = ip
@@ -198,7 +280,15 @@ class ServiceAdmission:
             spec.setdefault("ipFamilies", ["IPv4"] if self.services.network.version == 4 else ["IPv6"])
             spec.setdefault("ipFamilyPolicy", "SingleStack")
 
-    def _service_ports(self, rt: ResourceType, name: str, old_spec: dict[str, Any], spec: dict[str, Any], claimed: list[int], dry_run: bool) -> None:
+    def _service_ports(
+        self,
+        rt: ResourceType,
+        name: str,
+        old_spec: dict[str, Any],
+        spec: dict[str, Any],
+        claimed: list[int],
+        dry_run: bool,
+    ) -> None:
         ports = spec.get("ports") or []
         old_ports = [p for p in old_spec.get("ports") or [] if isinstance(p, dict)]
         old_held = set(_service_node_ports({"spec": old_spec}))
@@ -208,14 +298,36 @@ class ServiceAdmission:
                 if old_spec.get("type") in ("NodePort", "LoadBalancer") and p.get("nodePort") in old_held:
                     p.pop("nodePort", None)
                 elif p.get("nodePort"):
-                    raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.ports[0].nodePort", "Forbidden: may not be used when `type` is 'ClusterIP'", "FieldValueForbidden")])
+                    raise errors.invalid(
+                        rt.kind,
+                        rt.group,
+                        name,
+                        [
+                            errors.cause(
+                                "spec.ports[0].nodePort",
+                                "Forbidden: may not be used when `type` is 'ClusterIP'",
+                                "FieldValueForbidden",
+                            )
+                        ],
+                    )
         taken: set[int] = set()
         for i, p in enumerate(ports):
             node_port = p.get("nodePort")
             if node_port is None and want:
-                prior = next((o for o in old_ports if o.get("port") == p.get("port") and o.get("protocol", "TCP") == p.get("protocol") and o.get("nodePort")), None)
+                prior = next(
+                    (
+                        o
+                        for o in old_ports
+                        if o.get("port") == p.get("port")
+                        and o.get("protocol", "TCP") == p.get("protocol")
+                        and o.get("nodePort")
+                    ),
+                    None,
+                )
                 if prior is None and p.get("name"):
-                    prior = next((o for o in old_ports if o.get("name") == p.get("name") and o.get("nodePort")), None)
+                    prior = next(
+                        (o for o in old_ports if o.get("name") == p.get("name") and o.get("nodePort")), None
+                    )
                 if prior is not None and prior["nodePort"] not in taken:
                     node_port = p["nodePort"] = prior["nodePort"]
             if node_port is None:
@@ -226,12 +338,43 @@ class ServiceAdmission:
                     taken.add(port)
                 continue
             if not isinstance(node_port, int) or not NODE_PORT_RANGE[0] <= node_port <= NODE_PORT_RANGE[1]:
-                raise errors.invalid(rt.kind, rt.group, name, [errors.cause(f"spec.ports[{i}].nodePort", f"Invalid value: {node_port}: provided port is not in the valid range. The range of valid ports is 30000-32767")])
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        errors.cause(
+                            f"spec.ports[{i}].nodePort",
+                            f"Invalid value: {node_port}: provided port is not in the valid range. The range of valid ports is 30000-32767",
+                        )
+                    ],
+                )
             if node_port in taken:
-                raise errors.invalid(rt.kind, rt.group, name, [errors.cause(f"spec.ports[{i}].nodePort", f"Duplicate value: {node_port}", "FieldValueDuplicate")])
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        errors.cause(
+                            f"spec.ports[{i}].nodePort",
+                            f"Duplicate value: {node_port}",
+                            "FieldValueDuplicate",
+                        )
+                    ],
+                )
             if node_port not in old_held:
                 if self.services.port_in_use(node_port):
-                    raise errors.invalid(rt.kind, rt.group, name, [errors.cause(f"spec.ports[{i}].nodePort", f"Invalid value: {node_port}: provided port is already allocated")])
+                    raise errors.invalid(
+                        rt.kind,
+                        rt.group,
+                        name,
+                        [
+                            errors.cause(
+                                f"spec.ports[{i}].nodePort",
+                                f"Invalid value: {node_port}: provided port is already allocated",
+                            )
+                        ],
+                    )
                 self.services.claim_port(node_port)
                 claimed.append(node_port)
             taken.add(node_port)
@@ -242,7 +385,17 @@ class ServiceAdmission:
                 claimed.append(hc)
             elif hc not in old_held and hc not in taken:
                 if self.services.port_in_use(hc):
-                    raise errors.invalid(rt.kind, rt.group, name, [errors.cause("spec.healthCheckNodePort", f"Invalid value: {hc}: provided port is already allocated")])
+                    raise errors.invalid(
+                        rt.kind,
+                        rt.group,
+                        name,
+                        [
+                            errors.cause(
+                                "spec.healthCheckNodePort",
+                                f"Invalid value: {hc}: provided port is already allocated",
+                            )
+                        ],
+                    )
                 self.services.claim_port(hc)
                 claimed.append(hc)
             spec["healthCheckNodePort"] = hc

@@ -18,7 +18,9 @@ from kubesim.server import ApiServer
 from kubesim.tls import make_self_signed, server_context
 
 
-def kubeconfig_dict(url: str, token: str, ca_pem: bytes | None = None, name: str = "kubesim") -> dict[str, Any]:
+def kubeconfig_dict(
+    url: str, token: str, ca_pem: bytes | None = None, name: str = "kubesim"
+) -> dict[str, Any]:
     cluster: dict[str, Any] = {"server": url}
     if ca_pem is not None:
         cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
@@ -76,8 +78,12 @@ class KubeSim:
             faults = Faults()
             faults.update(settings)
         self.server = ApiServer(
-            token=token, watch_window=watch_window, service_cidr=service_cidr,
-            bookmark_interval=bookmark_interval, faults=faults, namespace_cleanup_delay=namespace_cleanup_delay,
+            token=token,
+            watch_window=watch_window,
+            service_cidr=service_cidr,
+            bookmark_interval=bookmark_interval,
+            faults=faults,
+            namespace_cleanup_delay=namespace_cleanup_delay,
             gc_delay=gc_delay,
         )
         self.token = self.server.token
@@ -114,7 +120,9 @@ class KubeSim:
                 from kubesim.cluster import Cluster
 
                 assert self.state_dir is not None
-                self.cluster = Cluster(self.api, state_dir=self.state_dir, nodes=self._nodes, **self._cluster_options)
+                self.cluster = Cluster(
+                    self.api, state_dir=self.state_dir, nodes=self._nodes, **self._cluster_options
+                )
                 await self.cluster.start()
         except BaseException:
             await self.stop()

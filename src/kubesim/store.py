@@ -88,7 +88,12 @@ class Store:
     """Objects by resource key -> namespace -> name, plus the indexes GC needs."""
 
     def __init__(
-        self, registry: Registry, admission: Admission, *, watch_window: int = 10_000, namespace_cleanup_delay: float = 0.2,
+        self,
+        registry: Registry,
+        admission: Admission,
+        *,
+        watch_window: int = 10_000,
+        namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
     ) -> None:
         self.namespace_cleanup_delay = namespace_cleanup_delay
@@ -106,14 +111,20 @@ class Store:
         self._watchers: dict[str, list[Watcher]] = {}
         self.listeners: list[Callable[[WatchEvent], None]] = []
         for ns in DEFAULT_NAMESPACES:
-            self.create(self._rt(NAMESPACE_KEY), None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+            self.create(
+                self._rt(NAMESPACE_KEY),
+                None,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            )
 
     # ----------------------------------------------------------------------------------------------- lookups
 
     def _rt(self, key: str) -> ResourceType:
         rt = self.registry.by_key(key)
         if rt is None:
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({key})")
+            raise errors.ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({key})"
+            )
         return rt
 
     def _bucket(self, rt: ResourceType, ns: str | None) -> dict[str, Obj]:
@@ -211,7 +222,9 @@ class Store:
             return
         for f in sel.fields:
             if not supported_field(rt, f):
-                raise errors.bad_request(f'"{f}" is not a known field selector: only "metadata.name", "metadata.namespace"')
+                raise errors.bad_request(
+                    f'"{f}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+                )
 
     # ------------------------------------------------------------------------------------------------ watch
 
@@ -228,8 +241,12 @@ class Store:
         self.check_field_selector(rt, field_selector)
         w = Watcher(rt, ns if rt.namespaced else None, label_selector, field_selector)
         if not resource_version or resource_version == "0":
-            for obj in self.list(rt, w.namespace, label_selector=label_selector, field_selector=field_selector).items:
-                w.queue.put_nowait(("ADDED", WatchEvent(self.revision, "ADDED", rt.storage_key, "", obj, None)))
+            for obj in self.list(
+                rt, w.namespace, label_selector=label_selector, field_selector=field_selector
+            ).items:
+                w.queue.put_nowait(
+                    ("ADDED", WatchEvent(self.revision, "ADDED", rt.storage_key, "", obj, None))
+                )
         else:
             try:
                 since = int(resource_version)
@@ -284,12 +301,28 @@ class Store:
 
     # ----------------------------------------------------------------------------------------------- create
 
-    def create(self, rt: ResourceType, ns: str | None, obj: Obj, *, dry_run: bool = False, field_manager: str | None = None, managed_fields: bool = True) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        obj: Obj,
+        *,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        managed_fields: bool = True,
+    ) -> Obj:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         if rt.storage is not None:
             core = self._rt(rt.storage)
-            made = self.create(core, ns, views.from_view(rt, core, obj), dry_run=dry_run, field_manager=field_manager, managed_fields=managed_fields)
+            made = self.create(
+                core,
+                ns,
+                views.from_view(rt, core, obj),
+                dry_run=dry_run,
+                field_manager=field_manager,
+                managed_fields=managed_fields,
+            )
             return views.to_view(rt, made)
         obj = clone(obj)
         meta = _meta(obj)
@@ -302,7 +335,12 @@ class Store:
             name = self._generate_name(rt, ns, str(meta["generateName"]))
             meta["name"] = name
         if not name:
-            raise errors.invalid(rt.kind, rt.group, "", [errors.cause("metadata.name", "name or generateName is required", "FieldValueRequired")])
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                "",
+                [errors.cause("metadata.name", "name or generateName is required", "FieldValueRequired")],
+            )
         if not isinstance(name, str):
             raise errors.bad_request("metadata.name must be a string")
         for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
@@ -331,10 +369,18 @@ class Store:
     def _check_kind(self, rt: ResourceType, obj: Obj) -> None:
         kind = obj.get("kind")
         if kind and kind != rt.kind:
-            raise errors.bad_request(f"the kind of the object ({kind}) does not match the resource ({rt.kind})")
+            raise errors.bad_request(
+                f"the kind of the object ({kind}) does not match the resource ({rt.kind})"
+            )
         api_version = obj.get("apiVersion")
-        if api_version and api_version.split("/")[0] != rt.api_version.split("/")[0] and "/" in rt.api_version:
-            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})")
+        if (
+            api_version
+            and api_version.split("/")[0] != rt.api_version.split("/")[0]
+            and "/" in rt.api_version
+        ):
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"
+            )
 
     def _resolve_namespace(self, rt: ResourceType, ns: str | None, meta: dict[str, Any]) -> str | None:
         if not rt.namespaced:
@@ -344,7 +390,9 @@ class Store:
         if ns is None:
             ns = body_ns or "default"
         elif body_ns and body_ns != ns:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         meta["namespace"] = ns
         nso = self.find(self._rt(NAMESPACE_KEY), None, ns)
         if nso is None:
@@ -354,7 +402,17 @@ class Store:
                 403,
                 "Forbidden",
                 f"{rt.plural} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                details={"kind": rt.plural, "group": rt.group, "causes": [{"reason": "NamespaceTerminating", "message": f"namespace {ns} is being terminated", "field": "metadata.namespace"}]},
+                details={
+                    "kind": rt.plural,
+                    "group": rt.group,
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {ns} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
             )
         return ns
 
@@ -391,9 +449,18 @@ class Store:
         if rt.storage is not None:
             core = self._rt(rt.storage)
             changed = self.update(
-                core, ns, name, views.from_view(rt, core, obj), subresource=subresource, dry_run=dry_run,
-                field_manager=field_manager, operation=operation, check_rv=check_rv, managed_fields=managed_fields,
-                owned=True, require_rv=require_rv,
+                core,
+                ns,
+                name,
+                views.from_view(rt, core, obj),
+                subresource=subresource,
+                dry_run=dry_run,
+                field_manager=field_manager,
+                operation=operation,
+                check_rv=check_rv,
+                managed_fields=managed_fields,
+                owned=True,
+                require_rv=require_rv,
             )
             return views.to_view(rt, changed)
         ns = ns if rt.namespaced else None
@@ -404,18 +471,38 @@ class Store:
         meta = _meta(new)
         self._check_kind(rt, new)
         if meta.get("name") not in (None, name):
-            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
         if rt.namespaced and meta.get("namespace") not in (None, "", ns):
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         old_meta = old["metadata"]
         want_rv = meta.get("resourceVersion")
         if require_rv and not want_rv and rt.crd_name is not None:
             # Custom resources do not allow unconditional updates (customResourceStrategy).
-            raise errors.invalid(rt.kind, rt.group, name, [errors.cause("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")])
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    errors.cause(
+                        "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update"
+                    )
+                ],
+            )
         if check_rv and want_rv and want_rv != old_meta.get("resourceVersion"):
-            raise errors.conflict(rt.plural, rt.group, name, "the object has been modified; please apply your changes to the latest version and try again")
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):
-            raise errors.conflict(rt.plural, rt.group, name, "Precondition failed: UID in precondition does not match")
+            raise errors.conflict(
+                rt.plural, rt.group, name, "Precondition failed: UID in precondition does not match"
+            )
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
         if subresource == "status":
@@ -430,7 +517,11 @@ class Store:
             if not managed_fields and sent is not None:  # computed by server-side apply
                 meta["managedFields"] = clone(sent)
         elif subresource is not None:
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({rt.plural}/{subresource})")
+            raise errors.ApiError(
+                404,
+                "NotFound",
+                f"the server could not find the requested resource ({rt.plural}/{subresource})",
+            )
         else:
             if rt.has_status:
                 if "status" in old:
@@ -438,7 +529,13 @@ class Store:
                 else:
                     new.pop("status", None)
         # Server-owned metadata survives every write.
-        for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generateName"):
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generateName",
+        ):
             if k in old_meta:
                 meta[k] = old_meta[k]
             else:
@@ -454,7 +551,18 @@ class Store:
         if old_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or []) - set(old_meta.get("finalizers") or [])
             if added:
-                raise errors.invalid(rt.kind, rt.group, name, [errors.cause("metadata.finalizers", f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}", "FieldValueForbidden")])
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        errors.cause(
+                            "metadata.finalizers",
+                            f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)}",
+                            "FieldValueForbidden",
+                        )
+                    ],
+                )
         if tracks_generation(rt):
             meta["generation"] = old_meta.get("generation", 1)
             if _content(new) != _content(old):
@@ -512,10 +620,14 @@ class Store:
             if not isinstance(body, dict):
                 raise errors.bad_request("apply patch must be an object")
             if not field_manager:
-                raise errors.bad_request("PATCH requests with apply-patch content type must specify a field manager (fieldManager)")
+                raise errors.bad_request(
+                    "PATCH requests with apply-patch content type must specify a field manager (fieldManager)"
+                )
             bmeta = body.get("metadata") or {}
             if bmeta.get("name") not in (None, name):
-                raise errors.bad_request(f"the name of the object ({bmeta.get('name')}) does not match the name on the URL ({name})")
+                raise errors.bad_request(
+                    f"the name of the object ({bmeta.get('name')}) does not match the name on the URL ({name})"
+                )
             if not body.get("kind") or not body.get("apiVersion"):
                 raise errors.bad_request("apply patches must specify apiVersion and kind")
             if old is None:
@@ -528,7 +640,17 @@ class Store:
                 created = self.create(core, ns, back(applied), dry_run=dry_run, managed_fields=False)
                 return out(created), True
             applied = managed.apply(rt, old, body, field_manager, force, subresource)
-            updated = self.update(core, ns, name, back(applied), subresource=subresource, dry_run=dry_run, managed_fields=False, check_rv=True, owned=True)
+            updated = self.update(
+                core,
+                ns,
+                name,
+                back(applied),
+                subresource=subresource,
+                dry_run=dry_run,
+                managed_fields=False,
+                check_rv=True,
+                owned=True,
+            )
             return out(updated), False
         if old is None:
             raise errors.not_found(rt.plural, rt.group, name)
@@ -543,7 +665,9 @@ class Store:
                 result = patch.json_patch(clone(old), body)
             elif patch_type == "strategic":
                 if rt.crd_name is not None:
-                    raise errors.unsupported_media_type("application/strategic-merge-patch+json is not supported for custom resources")
+                    raise errors.unsupported_media_type(
+                        "application/strategic-merge-patch+json is not supported for custom resources"
+                    )
                 if not isinstance(body, dict):
                     raise errors.bad_request("strategic merge patch must be a JSON object")
                 result = patch.strategic_merge_patch(clone(old), body, rt.kind)
@@ -552,13 +676,27 @@ class Store:
         except patch.PatchError as e:
             if getattr(e, "test_failed", False):
                 raise errors.invalid(rt.kind, rt.group, name, [errors.cause("", str(e))]) from None
-            raise errors.ApiError(422 if patch_type == "json" else 400, "Invalid" if patch_type == "json" else "BadRequest", str(e)) from None
+            raise errors.ApiError(
+                422 if patch_type == "json" else 400,
+                "Invalid" if patch_type == "json" else "BadRequest",
+                str(e),
+            ) from None
         if not isinstance(result, dict):
             raise errors.bad_request("the patch produced something that is not an object")
         rmeta = _meta(result)
         if rmeta.get("resourceVersion") == old["metadata"].get("resourceVersion"):
             rmeta.pop("resourceVersion", None)
-        updated = self.update(core, ns, name, back(result), subresource=subresource, dry_run=dry_run, field_manager=field_manager or _default_manager(), operation="Update", owned=True)
+        updated = self.update(
+            core,
+            ns,
+            name,
+            back(result),
+            subresource=subresource,
+            dry_run=dry_run,
+            field_manager=field_manager or _default_manager(),
+            operation="Update",
+            owned=True,
+        )
         return out(updated), False
 
     # ----------------------------------------------------------------------------------------------- delete
@@ -575,28 +713,56 @@ class Store:
     ) -> tuple[Obj, bool]:
         """Delete (or start deleting) an object; returns (object, removed_now)."""
         if rt.storage is not None:
-            gone, removed = self.delete(self._rt(rt.storage), ns, name, propagation=propagation, preconditions=preconditions, dry_run=dry_run)
+            gone, removed = self.delete(
+                self._rt(rt.storage),
+                ns,
+                name,
+                propagation=propagation,
+                preconditions=preconditions,
+                dry_run=dry_run,
+            )
             return views.to_view(rt, gone), removed
         ns = ns if rt.namespaced else None
         old = self.get(rt, ns, name)
         meta = old["metadata"]
         pre = preconditions or {}
         if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}")
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta.get('uid')}",
+            )
         if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise errors.conflict(rt.plural, rt.group, name, f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {meta.get('resourceVersion')}")
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
         if propagation not in (None, "", "Background", "Foreground", "Orphan"):
-            raise errors.bad_request(f"propagationPolicy {propagation!r} is not one of Background, Foreground, Orphan")
+            raise errors.bad_request(
+                f"propagationPolicy {propagation!r} is not one of Background, Foreground, Orphan"
+            )
         if dry_run:
             return old, False
         if rt.key == NAMESPACE_KEY:
             if name in IMMORTAL_NAMESPACES:
-                raise errors.ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted', details={"name": name, "kind": "namespaces"})
+                raise errors.ApiError(
+                    403,
+                    "Forbidden",
+                    f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                    details={"name": name, "kind": "namespaces"},
+                )
             return self._delete_namespace(rt, old)
         if propagation == "Orphan":
             self._orphan_dependents(meta.get("uid", ""))
         finalizers = list(meta.get("finalizers") or [])
-        if propagation == "Foreground" and self._dependents.get(meta.get("uid", "")) and FOREGROUND not in finalizers:
+        if (
+            propagation == "Foreground"
+            and self._dependents.get(meta.get("uid", ""))
+            and FOREGROUND not in finalizers
+        ):
             finalizers.append(FOREGROUND)
         if not finalizers:
             self._remove(rt, old)

@@ -29,7 +29,9 @@ class RawClient:
         self.session = aiohttp.ClientSession()
         return self
 
-    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.session is not None:
             await self.session.close()
 
@@ -54,7 +56,9 @@ class RawClient:
         if body is not None:
             data = body if isinstance(body, bytes | str) else json.dumps(body)
             h["Content-Type"] = content_type
-        async with self.session.request(method, self.url + path, data=data, params=params, headers=h, ssl=self._ssl) as resp:
+        async with self.session.request(
+            method, self.url + path, data=data, params=params, headers=h, ssl=self._ssl
+        ) as resp:
             raw = await resp.read()
             try:
                 parsed = json.loads(raw) if raw else None
@@ -71,7 +75,9 @@ class RawClient:
     async def put(self, path: str, body: Any, **kw: Any) -> tuple[int, Any]:
         return await self.request("PUT", path, body, **kw)
 
-    async def patch(self, path: str, body: Any, content_type: str = "application/merge-patch+json", **kw: Any) -> tuple[int, Any]:
+    async def patch(
+        self, path: str, body: Any, content_type: str = "application/merge-patch+json", **kw: Any
+    ) -> tuple[int, Any]:
         return await self.request("PATCH", path, body, content_type=content_type, **kw)
 
     async def delete(self, path: str, body: Any = None, **kw: Any) -> tuple[int, Any]:
@@ -82,7 +88,9 @@ class RawClient:
         assert self.session is not None
         q = dict(params or {})
         q.setdefault("watch", "true")
-        async with self.session.get(self.url + path, params=q, headers=self._headers(None), ssl=self._ssl) as resp:
+        async with self.session.get(
+            self.url + path, params=q, headers=self._headers(None), ssl=self._ssl
+        ) as resp:
             if resp.status != 200:
                 raise AssertionError(f"watch answered {resp.status}: {await resp.text()}")
             async for line in resp.content:

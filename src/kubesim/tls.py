@@ -31,14 +31,32 @@ def make_self_signed(directory: Path, hosts: list[str]) -> tuple[Path, Path]:
     """Write `tls.crt`/`tls.key` (EC P-256, valid for `hosts` and loopback) and return their paths."""
     openssl = shutil.which("openssl")
     if openssl is None:
-        raise RuntimeError("kubesim needs the `openssl` command to create its TLS certificate (or use tls=False)")
+        raise RuntimeError(
+            "kubesim needs the `openssl` command to create its TLS certificate (or use tls=False)"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = directory / "tls.crt", directory / "tls.key"
     cmd = [
-        openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", str(key), "-out", str(cert), "-days", "3650", "-subj", "/CN=kubesim",
-        "-addext", f"subjectAltName={_san(hosts)}",
-        "-addext", "basicConstraints=critical,CA:TRUE",
+        openssl,
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        str(key),
+        "-out",
+        str(cert),
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=kubesim",
+        "-addext",
+        f"subjectAltName={_san(hosts)}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if result.returncode != 0:

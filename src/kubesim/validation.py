@@ -32,7 +32,12 @@ def metadata_causes(obj: Obj) -> list[Cause]:
     controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
     if len(controllers) > 1:
         found = ", ".join(f"{r.get('kind')}/{r.get('name')}" for r in controllers)
-        out.append(cause("metadata.ownerReferences", f"Invalid value: Only one reference can have Controller set to true. Found \"true\" in references for {found}"))
+        out.append(
+            cause(
+                "metadata.ownerReferences",
+                f'Invalid value: Only one reference can have Controller set to true. Found "true" in references for {found}',
+            )
+        )
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
         size = 0
@@ -43,7 +48,13 @@ def metadata_causes(obj: Obj) -> list[Cause]:
                 out.append(cause("metadata.annotations", f"Invalid value: {k!r}: {e}"))
             size += len(k) + len(v if isinstance(v, str) else "")
         if size > _MAX_ANNOTATIONS_BYTES:
-            out.append(cause("metadata.annotations", f"Too long: must have at most {_MAX_ANNOTATIONS_BYTES} bytes", "FieldValueTooLong"))
+            out.append(
+                cause(
+                    "metadata.annotations",
+                    f"Too long: must have at most {_MAX_ANNOTATIONS_BYTES} bytes",
+                    "FieldValueTooLong",
+                )
+            )
     return out
 
 
@@ -51,7 +62,12 @@ def _data_key_causes(field: str, data: Any) -> list[Cause]:
     out = []
     for k in (data or {}) if isinstance(data, dict) else ():
         if not _CONFIG_KEY.match(k) or len(k) > 253:
-            out.append(cause(f"{field}[{k}]", f"Invalid value: {k!r}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'"))
+            out.append(
+                cause(
+                    f"{field}[{k}]",
+                    f"Invalid value: {k!r}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                )
+            )
     return out
 
 
@@ -60,10 +76,14 @@ def _immutable_causes(obj: Obj, old: Obj | None) -> list[Cause]:
         return []
     out = []
     if obj.get("immutable") is not True:
-        out.append(cause("immutable", "Forbidden: field is immutable when `immutable` is set", "FieldValueForbidden"))
+        out.append(
+            cause("immutable", "Forbidden: field is immutable when `immutable` is set", "FieldValueForbidden")
+        )
     for field in ("data", "binaryData"):
         if (obj.get(field) or {}) != (old.get(field) or {}):
-            out.append(cause(field, "Forbidden: field is immutable when `immutable` is set", "FieldValueForbidden"))
+            out.append(
+                cause(field, "Forbidden: field is immutable when `immutable` is set", "FieldValueForbidden")
+            )
     return out
 
 
@@ -96,7 +116,12 @@ def _pod_spec_causes(spec: Any, path: str) -> list[Cause]:
             if not name:
                 out.append(cause(f"{where}.name", "Required value", "FieldValueRequired"))
             elif not _DNS1123_LABEL.match(str(name)):
-                out.append(cause(f"{where}.name", f"Invalid value: {name!r}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"))
+                out.append(
+                    cause(
+                        f"{where}.name",
+                        f"Invalid value: {name!r}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'",
+                    )
+                )
             elif name in names:
                 out.append(cause(f"{where}.name", f"Duplicate value: {name!r}", "FieldValueDuplicate"))
             names.add(str(name))
@@ -104,8 +129,15 @@ def _pod_spec_causes(spec: Any, path: str) -> list[Cause]:
                 out.append(cause(f"{where}.image", "Required value", "FieldValueRequired"))
             for j, p in enumerate(c.get("ports") or []):
                 pname = p.get("name") if isinstance(p, dict) else None
-                if pname and (len(pname) > 15 or not _IANA_SVC_NAME.match(pname) or not re.search("[a-z]", pname)):
-                    out.append(cause(f"{where}.ports[{j}].name", f"Invalid value: {pname!r}: must be no more than 15 characters and an IANA_SVC_NAME"))
+                if pname and (
+                    len(pname) > 15 or not _IANA_SVC_NAME.match(pname) or not re.search("[a-z]", pname)
+                ):
+                    out.append(
+                        cause(
+                            f"{where}.ports[{j}].name",
+                            f"Invalid value: {pname!r}: must be no more than 15 characters and an IANA_SVC_NAME",
+                        )
+                    )
     return out
 
 
@@ -115,7 +147,12 @@ def _service_causes(obj: Obj) -> list[Cause]:
     for i, p in enumerate(spec.get("ports") or []):
         name = p.get("name") if isinstance(p, dict) else None
         if name and (len(name) > 63 or not _DNS1123_LABEL.match(name)):
-            out.append(cause(f"spec.ports[{i}].name", f"Invalid value: {name!r}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"))
+            out.append(
+                cause(
+                    f"spec.ports[{i}].name",
+                    f"Invalid value: {name!r}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                )
+            )
     return out
 
 
@@ -125,7 +162,11 @@ def builtin_causes(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
         return []
     key = rt.key
     if key == "configmaps":
-        return _data_key_causes("data", obj.get("data")) + _data_key_causes("binaryData", obj.get("binaryData")) + _immutable_causes(obj, old)
+        return (
+            _data_key_causes("data", obj.get("data"))
+            + _data_key_causes("binaryData", obj.get("binaryData"))
+            + _immutable_causes(obj, old)
+        )
     if key == "secrets":
         out = _data_key_causes("data", obj.get("data")) + _immutable_causes(obj, old)
         if old is not None and obj.get("type") != old.get("type"):

@@ -121,5 +121,3 @@ class Watcher:
         if not self.closed:
             self.closed = True
             self.queue.put_nowait(("ERROR", error) if error else ("CLOSE", None))
-
-

@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,9 +258,11 @@ async def stop_process(process: asyncio.subprocess.Process) -> bytes:
     return stderr
 
 
-async def wait_ready(base_url: str) -> tuple[int, str]:
+async def wait_ready(base_url: str, within_seconds: float = 60.0) -> tuple[int, str]:
+    """Poll /readyz (kubelet's readiness probe polls too) until it answers 200 or the time is up."""
     answer = (0, "")
-    for _ in range(300):
+    deadline = time.monotonic() + within_seconds
+    while time.monotonic() < deadline:
         answer = await get(f"{base_url}/readyz")
         if answer[0] == 200:
             break

@@ -334,3 +334,61 @@ async def test_both_kubectl_binaries_are_the_intended_versions(kubectl: Any) -> 
         assert client["minor"] == "33", client
     server = (await kubectl.run("version", "-o", "json")).json()["serverVersion"]
     assert server["major"] == "1" and server["gitVersion"].startswith("v1.")
+
+
+async def test_rbac_authorizer_denies_what_the_rules_do_not_grant(kubectl: Any, kubesim: Any) -> None:
+    """With `ClusterRoleAuthorizer` installed, kubectl sees 403s worded like the RBAC authorizer's."""
+    from kubesim.auth import ClusterRoleAuthorizer
+
+    await kubectl.make("ConfigMap", "readable", "default", data={"a": "1"})
+    kubesim.server.authorizer = ClusterRoleAuthorizer(
+        [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+    )
+    listed = (await kubectl.run("get", "configmaps", "-o", "name")).stdout.split()
+    assert "configmap/readable" in listed
+
+    denied = await kubectl.make("ConfigMap", "new", "default", check=False)
+    assert denied.returncode != 0
+    assert "Forbidden" in denied.stderr
+    # A create has no name in its URL, so the message has none either.
+    assert 'configmaps is forbidden: User "' in denied.stderr, denied.stderr
+    assert 'cannot create resource "configmaps" in API group "" in the namespace "default"' in denied.stderr
+
+    secret = await kubectl.run("get", "secret", "hidden", check=False)
+    assert secret.returncode != 0
+    assert 'secrets "hidden" is forbidden: User "' in secret.stderr, secret.stderr
+    assert 'cannot get resource "secrets" in API group "" in the namespace "default"' in secret.stderr
+
+    nodes = await kubectl.run("get", "nodes", check=False)
+    assert nodes.returncode != 0
+    assert 'cannot list resource "nodes" in API group "" at the cluster scope' in nodes.stderr, nodes.stderr
+
+
+async def test_fault_admin_endpoint_through_kubectl_raw(kubectl: Any, kubesim: Any) -> None:
+    shown = json.loads((await kubectl.run("get", "--raw", "/kubesim/faults")).stdout)
+    assert shown["latency_ms"] == 0 and shown["errors"] == []
+
+    settings = write(kubectl, "faults.json", {"latency_ms": 5, "watch_max_events": 3})
+    replaced = json.loads(
+        (await kubectl.run("replace", "--raw", "/kubesim/faults", "-f", str(settings))).stdout
+    )
+    assert replaced["latency_ms"] == 5 and replaced["watch_max_events"] == 3
+    assert kubesim.faults.latency_ms == 5, "the admin endpoint changes the running server's faults"
+
+    reset = json.loads((await kubectl.run("delete", "--raw", "/kubesim/faults")).stdout)
+    assert reset["latency_ms"] == 0 and reset["watch_max_events"] is None
+
+
+async def test_auth_can_i_asks_the_installed_authorizer(kubectl: Any, kubesim: Any) -> None:
+    admin = await kubectl.run("auth", "can-i", "delete", "nodes")
+    assert admin.stdout.strip() == "yes", "the kubeconfig's token is a cluster admin by default"
+
+    from kubesim.auth import ClusterRoleAuthorizer
+
+    kubesim.server.authorizer = ClusterRoleAuthorizer(
+        [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]
+    )
+    allowed = await kubectl.run("auth", "can-i", "list", "configmaps")
+    assert allowed.stdout.strip() == "yes"
+    refused = await kubectl.run("auth", "can-i", "create", "configmaps", check=False)
+    assert refused.returncode == 1 and refused.stdout.startswith("no")  # kubectl appends " - <reason>" if any

@@ -304,3 +304,18 @@ async def test_lease_round_trips_micro_times(lk: AsyncClient) -> None:
     with pytest.raises(ApiError) as taken:
         await lk.replace(stale)
     assert taken.value.status.code == 409
+
+
+async def test_paged_list_is_a_consistent_snapshot(lk: AsyncClient) -> None:
+    """Continue tokens serve the list as of the first page, as etcd-backed pagination does."""
+    await namespace(lk, "snap")
+    for i in range(6):
+        await lk.create(cm(f"c{i}", "snap"))
+    seen: list[str] = []
+    async for obj in lk.list(ConfigMap, namespace="snap", chunk_size=2):
+        assert obj.metadata is not None and obj.metadata.name is not None
+        seen.append(obj.metadata.name)
+        if len(seen) == 1:
+            await lk.create(cm("c9-late", "snap"))
+            await lk.delete(ConfigMap, "c5", namespace="snap")
+    assert sorted(seen) == [f"c{i}" for i in range(6)]

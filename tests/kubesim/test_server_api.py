@@ -19,7 +19,9 @@ async def test_crud_and_errors(kubesim: KubeSim) -> None:
     got = await api.get("configmaps", "a", "default")
     assert got["data"] == {"k": "v"}
     items, rv = await api.list("configmaps", "default", label_selector=None)
-    assert [i["metadata"]["name"] for i in items] == ["a"] and int(rv) >= int(got["metadata"]["resourceVersion"])
+    assert [i["metadata"]["name"] for i in items] == ["a"] and int(rv) >= int(
+        got["metadata"]["resourceVersion"]
+    )
     with pytest.raises(ApiError) as e:
         await api.create("configmaps", {"metadata": {"name": "a"}}, "default")
     assert e.value.code == 409 and e.value.reason == "AlreadyExists"
@@ -29,7 +31,10 @@ async def test_crud_and_errors(kubesim: KubeSim) -> None:
         await api.update("configmaps", got)
     assert e.value.code == 409 and e.value.reason == "Conflict"
     patched = await api.patch("configmaps", "a", {"data": {"x": "y"}}, namespace="default")
-    assert patched["data"] == {"k": "2", "x": "y"} and patched["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
+    assert (
+        patched["data"] == {"k": "2", "x": "y"}
+        and patched["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
+    )
     assert await api.delete("configmaps", "a", "default") is None
     with pytest.raises(ApiError) as e:
         await api.get("configmaps", "a", "default")
@@ -39,7 +44,9 @@ async def test_crud_and_errors(kubesim: KubeSim) -> None:
 async def test_status_subresource_and_apply(kubesim: KubeSim) -> None:
     api = kubesim.api
     await api.create("nodes", {"metadata": {"name": "n1"}})
-    pod = await api.create("pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "default")
+    pod = await api.create(
+        "pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, "default"
+    )
     assert pod["status"]["phase"] == "Pending"
     pod["status"]["phase"] = "Running"
     pod["spec"]["nodeName"] = "n1"
@@ -47,8 +54,15 @@ async def test_status_subresource_and_apply(kubesim: KubeSim) -> None:
     assert running["status"]["phase"] == "Running" and "nodeName" not in running["spec"]
     items, _ = await api.list("pods", field_selector="status.phase=Running")
     assert [i["metadata"]["name"] for i in items] == ["p"]
-    cfg = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": "default"}, "data": {"a": "1"}}
-    applied = await api.patch("configmaps", "ssa", cfg, namespace="default", patch_type="apply", field_manager="me")
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ssa", "namespace": "default"},
+        "data": {"a": "1"},
+    }
+    applied = await api.patch(
+        "configmaps", "ssa", cfg, namespace="default", patch_type="apply", field_manager="me"
+    )
     assert [m["manager"] for m in applied["metadata"]["managedFields"]] == ["me"]
 
 
@@ -65,7 +79,9 @@ async def test_watch_sees_http_writes_and_finalizer_delete(kubesim: KubeSim) -> 
 
     task = asyncio.create_task(watch())
     async with RawClient(kubesim) as c:
-        await c.post("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "h", "finalizers": ["x"]}})
+        await c.post(
+            "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "h", "finalizers": ["x"]}}
+        )
     pending = await api.delete("configmaps", "h", "default")
     assert pending is not None and pending["metadata"]["deletionTimestamp"]
     await api.patch("configmaps", "h", {"metadata": {"finalizers": None}}, namespace="default")

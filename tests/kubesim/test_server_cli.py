@@ -15,8 +15,18 @@ from lightkube.resources.core_v1 import Namespace
 async def test_serve_prints_url_and_stops_on_sigterm(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kc.yaml"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kubesim.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--kubeconfig", str(kubeconfig),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "kubesim.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
@@ -38,14 +48,29 @@ async def test_serve_prints_url_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 async def _serve(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kubesim.cli", "serve", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "kubesim.cli",
+        "serve",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
 
 
 async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kc.yaml"
-    proc = await _serve("--port", "0", "--kubeconfig", str(kubeconfig), "--nodes", "1",
-                        "--load-balancer-hostnames", "lb.example.com", "--node-external-ips")
+    proc = await _serve(
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--nodes",
+        "1",
+        "--load-balancer-hostnames",
+        "lb.example.com",
+        "--node-external-ips",
+    )
     try:
         assert proc.stdout is not None
         await asyncio.wait_for(proc.stdout.readline(), 30)
@@ -57,12 +82,20 @@ async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
         nodes = [n async for n in client.list(Node)]
         assert len(nodes) == 1 and nodes[0].status is not None
         assert ("ExternalIP", "127.0.2.1") in [(a.type, a.address) for a in nodes[0].status.addresses or []]
-        await client.create(Service(metadata=ObjectMeta(name="lb", namespace="default"),
-                                    spec=ServiceSpec(type="LoadBalancer", ports=[ServicePort(port=80)])))
+        await client.create(
+            Service(
+                metadata=ObjectMeta(name="lb", namespace="default"),
+                spec=ServiceSpec(type="LoadBalancer", ports=[ServicePort(port=80)]),
+            )
+        )
         hostnames: list[str | None] = []
         for _ in range(100):
             svc = await client.get(Service, "lb", namespace="default")
-            hostnames = [i.hostname for i in (svc.status.loadBalancer.ingress or [])] if svc.status and svc.status.loadBalancer else []
+            hostnames = (
+                [i.hostname for i in (svc.status.loadBalancer.ingress or [])]
+                if svc.status and svc.status.loadBalancer
+                else []
+            )
             if hostnames:
                 break
             await asyncio.sleep(0.05)

@@ -12,20 +12,44 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 def crd(scope: str = "Namespaced") -> dict[str, Any]:
     return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": "gizmos.example.com"},
         "spec": {
-            "group": "example.com", "scope": scope,
+            "group": "example.com",
+            "scope": scope,
             "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "shortNames": ["gz"]},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "required": ["size"], "properties": {
-                        "size": {"type": "integer"},
-                        "mode": {"type": "string", "enum": ["fast", "slow"], "default": "fast"}}},
-                    "status": {"type": "object", "properties": {"phase": {"type": "string"}}}}}},
-            }],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"}
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "required": ["size"],
+                                    "properties": {
+                                        "size": {"type": "integer"},
+                                        "mode": {
+                                            "type": "string",
+                                            "enum": ["fast", "slow"],
+                                            "default": "fast",
+                                        },
+                                    },
+                                },
+                                "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+                            },
+                        }
+                    },
+                }
+            ],
         },
     }
 
@@ -71,7 +95,9 @@ async def test_table_uses_printer_columns(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
         await c.post(CRDS, crd())
         await c.post(path, gizmo("g", {"size": 5}))
-        status, table = await c.get(path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+        status, table = await c.get(
+            path, headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+        )
         assert status == 200 and table["kind"] == "Table"
         assert [col["name"] for col in table["columnDefinitions"]] == ["Name", "Size"]
         assert table["rows"][0]["cells"] == ["g", 5]
@@ -100,12 +126,19 @@ async def test_field_validation_strict_rejects_and_warn_reports_unknown_fields(k
     path = "/apis/example.com/v1/namespaces/default/gizmos"
     async with RawClient(kubesim) as c:
         await c.post(CRDS, crd())
-        status, body = await c.post(path, gizmo("s", {"size": 1, "bogus": 1}), params={"fieldValidation": "Strict"})
+        status, body = await c.post(
+            path, gizmo("s", {"size": 1, "bogus": 1}), params={"fieldValidation": "Strict"}
+        )
         assert status == 400 and 'unknown field "spec.bogus"' in body["message"]
         assert (await c.get(f"{path}/s"))[0] == 404
         assert c.session is not None
-        async with c.session.post(c.url + path, params={"fieldValidation": "Warn"}, json=gizmo("w", {"size": 1, "bogus": 1}),
-                                  headers={"Authorization": f"Bearer {c.token}"}, ssl=c._ssl) as resp:
+        async with c.session.post(
+            c.url + path,
+            params={"fieldValidation": "Warn"},
+            json=gizmo("w", {"size": 1, "bogus": 1}),
+            headers={"Authorization": f"Bearer {c.token}"},
+            ssl=c._ssl,
+        ) as resp:
             assert resp.status == 201 and "spec.bogus" in resp.headers["Warning"]
             assert (await resp.json())["spec"] == {"size": 1, "mode": "fast"}
 
@@ -127,7 +160,9 @@ async def test_crd_scope_is_immutable_and_new_columns_apply_at_once(kubesim: Kub
         status, body = await c.patch(f"{CRDS}/gizmos.example.com", {"spec": {"scope": "Cluster"}})
         assert status == 422 and body["details"]["causes"][0]["field"] == "spec.scope"
         _, current = await c.get(f"{CRDS}/gizmos.example.com")
-        current["spec"]["versions"][0]["additionalPrinterColumns"].append({"name": "Mode", "type": "string", "jsonPath": ".spec.mode"})
+        current["spec"]["versions"][0]["additionalPrinterColumns"].append(
+            {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"}
+        )
         status, _ = await c.put(f"{CRDS}/gizmos.example.com", current)
         assert status == 200
         path = "/apis/example.com/v1/namespaces/default/gizmos"

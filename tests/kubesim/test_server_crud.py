@@ -36,8 +36,13 @@ async def test_get_missing_is_404_not_found_status(kubesim: KubeSim) -> None:
         status, body = await c.get(f"{CM}/nope")
         assert status == 404
         assert body == {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": 'configmaps "nope" not found', "reason": "NotFound", "code": 404,
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": 'configmaps "nope" not found',
+            "reason": "NotFound",
+            "code": 404,
             "details": {"name": "nope", "kind": "configmaps"},
         }
 
@@ -84,9 +89,17 @@ async def test_noop_put_does_not_bump_resource_version(kubesim: KubeSim) -> None
 async def test_generation_bumps_only_on_spec_changes(kubesim: KubeSim) -> None:
     dep = "/apis/apps/v1/namespaces/default/deployments"
     body = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}},
-                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
     }
     async with RawClient(kubesim) as c:
         status, d = await c.post(dep, body)
@@ -138,7 +151,9 @@ async def test_list_has_kind_api_version_and_resource_version(kubesim: KubeSim) 
         status, lst = await c.get(CM, params={"limit": "500"})
         assert status == 200
         assert lst["kind"] == "ConfigMapList" and lst["apiVersion"] == "v1"
-        assert int(lst["metadata"]["resourceVersion"]) >= max(int(i["metadata"]["resourceVersion"]) for i in lst["items"])
+        assert int(lst["metadata"]["resourceVersion"]) >= max(
+            int(i["metadata"]["resourceVersion"]) for i in lst["items"]
+        )
         assert [i["metadata"]["name"] for i in lst["items"]] == ["a", "b"]
         status, all_ns = await c.get("/api/v1/configmaps")
         assert status == 200 and len(all_ns["items"]) == 2
@@ -186,7 +201,11 @@ async def test_limit_and_continue_page_through_all_items(kubesim: KubeSim) -> No
 
 async def test_status_subresource_is_separate(kubesim: KubeSim) -> None:
     pods = "/api/v1/namespaces/default/pods"
-    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Running"}}
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Running"},
+    }
     async with RawClient(kubesim) as c:
         status, p = await c.post(pods, pod)
         assert status == 201 and p["status"]["phase"] == "Pending", "create resets status"
@@ -212,8 +231,14 @@ async def test_scale_subresource_of_deployments(kubesim: KubeSim) -> None:
     dep = "/apis/apps/v1/namespaces/default/deployments"
     body = {
         "metadata": {"name": "d"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
-                 "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
     }
     async with RawClient(kubesim) as c:
         await c.post(dep, body)

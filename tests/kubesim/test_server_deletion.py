@@ -13,7 +13,15 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 def owned_by(owner: dict[str, Any], block: bool = False) -> list[dict[str, Any]]:
     m = owner["metadata"]
-    return [{"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": m["name"], "uid": m["uid"], "blockOwnerDeletion": block}]
+    return [
+        {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": m["name"],
+            "uid": m["uid"],
+            "blockOwnerDeletion": block,
+        }
+    ]
 
 
 async def test_finalizer_holds_object_until_removed(kubesim: KubeSim) -> None:
@@ -32,13 +40,17 @@ async def test_finalizer_holds_object_until_removed(kubesim: KubeSim) -> None:
         assert status == 404
 
 
-async def test_background_deletion_collects_dependents_including_cluster_scoped_owner(kubesim: KubeSim) -> None:
+async def test_background_deletion_collects_dependents_including_cluster_scoped_owner(
+    kubesim: KubeSim,
+) -> None:
     async with RawClient(kubesim) as c:
         _, owner = await c.post(CM, {"metadata": {"name": "owner"}})
         _, node = await c.post("/api/v1/nodes", {"metadata": {"name": "n1"}})
         await c.post(CM, {"metadata": {"name": "dep", "ownerReferences": owned_by(owner)}})
         await c.post(CM, {"metadata": {"name": "node-dep", "ownerReferences": owned_by(node)}})
-        _, both = await c.post(CM, {"metadata": {"name": "both", "ownerReferences": owned_by(owner) + owned_by(node)}})
+        _, both = await c.post(
+            CM, {"metadata": {"name": "both", "ownerReferences": owned_by(owner) + owned_by(node)}}
+        )
         await c.delete(f"{CM}/owner")
         assert (await c.get(f"{CM}/dep"))[0] == 404
         status, both = await c.get(f"{CM}/both")
@@ -61,7 +73,16 @@ async def test_orphan_deletion_keeps_dependents_without_the_reference(kubesim: K
 async def test_foreground_deletion_waits_for_blocking_dependents(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
         _, owner = await c.post(CM, {"metadata": {"name": "owner"}})
-        await c.post(CM, {"metadata": {"name": "dep", "finalizers": ["hold"], "ownerReferences": owned_by(owner, block=True)}})
+        await c.post(
+            CM,
+            {
+                "metadata": {
+                    "name": "dep",
+                    "finalizers": ["hold"],
+                    "ownerReferences": owned_by(owner, block=True),
+                }
+            },
+        )
         status, pending = await c.delete(f"{CM}/owner", params={"propagationPolicy": "Foreground"})
         assert status == 200 and "foregroundDeletion" in pending["metadata"]["finalizers"]
         _, dep = await c.get(f"{CM}/dep")
@@ -82,7 +103,9 @@ async def test_namespace_deletion_removes_contents_and_blocks_creates(kubesim: K
         await c.post(path, {"metadata": {"name": "held", "finalizers": ["hold"]}})
         status, ns = await c.delete("/api/v1/namespaces/doomed")
         assert status == 200 and ns["status"]["phase"] == "Terminating"
-        assert (await c.get(f"{path}/plain"))[0] == 200, "contents go after the DELETE, as the namespace controller does"
+        assert (await c.get(f"{path}/plain"))[0] == 200, (
+            "contents go after the DELETE, as the namespace controller does"
+        )
         for _ in range(100):
             if (await c.get(f"{path}/plain"))[0] == 404:
                 break
@@ -129,7 +152,12 @@ async def test_empty_namespace_goes_at_once(kubesim: KubeSim) -> None:
 async def test_objects_whose_owners_do_not_exist_are_collected(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
         _, alive = await c.post(CM, {"metadata": {"name": "alive"}})
-        ghost = {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
+        ghost = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "ghost",
+            "uid": "00000000-0000-0000-0000-000000000000",
+        }
         status, _ = await c.post(CM, {"metadata": {"name": "orphan", "ownerReferences": [ghost]}})
         assert status == 201, "the reference is accepted; the garbage collector acts later"
         await c.post(CM, {"metadata": {"name": "half", "ownerReferences": [ghost, *owned_by(alive)]}})

@@ -14,8 +14,19 @@ async def test_core_discovery_has_v1_group_version_and_builtin_kinds(kubesim: Ku
         assert status == 200
         assert v1["kind"] == "APIResourceList" and v1["groupVersion"] == "v1"
         names = {r["name"]: r for r in v1["resources"]}
-        for plural in ("namespaces", "nodes", "pods", "services", "endpoints", "configmaps", "secrets",
-                       "serviceaccounts", "events", "persistentvolumes", "persistentvolumeclaims"):
+        for plural in (
+            "namespaces",
+            "nodes",
+            "pods",
+            "services",
+            "endpoints",
+            "configmaps",
+            "secrets",
+            "serviceaccounts",
+            "events",
+            "persistentvolumes",
+            "persistentvolumeclaims",
+        ):
             assert plural in names, plural
         assert names["pods"]["namespaced"] is True and names["pods"]["kind"] == "Pod"
         assert names["nodes"]["namespaced"] is False
@@ -28,12 +39,24 @@ async def test_group_discovery_lists_builtin_groups(kubesim: KubeSim) -> None:
         status, apis = await c.get("/apis/")
         assert status == 200 and apis["kind"] == "APIGroupList"
         groups = {g["name"]: g for g in apis["groups"]}
-        for g in ("apps", "storage.k8s.io", "discovery.k8s.io", "events.k8s.io", "coordination.k8s.io",
-                  "rbac.authorization.k8s.io", "apiextensions.k8s.io"):
+        for g in (
+            "apps",
+            "storage.k8s.io",
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "coordination.k8s.io",
+            "rbac.authorization.k8s.io",
+            "apiextensions.k8s.io",
+        ):
             assert groups[g]["preferredVersion"]["groupVersion"] == f"{g}/v1"
         status, apps = await c.get("/apis/apps/v1")
         assert status == 200 and apps["groupVersion"] == "apps/v1"
-        assert {r["name"] for r in apps["resources"]} >= {"statefulsets", "deployments", "daemonsets", "deployments/scale"}
+        assert {r["name"] for r in apps["resources"]} >= {
+            "statefulsets",
+            "deployments",
+            "daemonsets",
+            "deployments/scale",
+        }
         status, storage = await c.get("/apis/storage.k8s.io/v1/")
         assert {r["name"] for r in storage["resources"]} >= {"storageclasses", "csidrivers", "csinodes"}
         status, body = await c.get("/apis/nope.example.com/v1")
@@ -96,9 +119,37 @@ async def test_cluster_role_authorizer_enforces_rules(kubesim: KubeSim) -> None:
     cfg = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}}
     async with RawClient(kubesim) as c:
         assert (await c.get("/api/v1/namespaces/default/configmaps"))[0] == 200
-        status, body = await c.patch("/api/v1/namespaces/default/configmaps/new", cfg, "application/apply-patch+yaml", params={"fieldManager": "m"})
+        status, body = await c.patch(
+            "/api/v1/namespaces/default/configmaps/new",
+            cfg,
+            "application/apply-patch+yaml",
+            params={"fieldManager": "m"},
+        )
         assert status == 403 and "create" in body["message"], "an apply that creates needs create too"
         assert (await c.get("/api/v1/namespaces/default/secrets/open"))[0] == 404
         assert (await c.get("/api/v1/namespaces/default/secrets/closed"))[0] == 403
     assert ("create", "", "configmaps", "new") in authorizer.denied
     assert ("list", "", "configmaps") in authorizer.used
+
+
+async def test_self_subject_access_review_asks_the_authorizer(kubesim: KubeSim) -> None:
+    from kubesim.auth import ClusterRoleAuthorizer
+
+    kubesim.server.authorizer = ClusterRoleAuthorizer(
+        [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+    )
+    path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+    def review(verb: str, resource: str) -> dict[str, object]:
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": verb, "resource": resource, "namespace": "default"}},
+        }
+
+    async with RawClient(kubesim) as c:
+        status, yes = await c.post(path, review("list", "pods"))
+        assert status == 201 and yes["status"]["allowed"] is True
+        _, no = await c.post(path, review("delete", "pods"))
+        assert no["status"]["allowed"] is False and "delete" in no["status"]["reason"]
+        assert (await c.get(path))[0] == 405

@@ -22,7 +22,12 @@ async def test_error_rate_429_with_retry_after_for_chosen_verb_and_resource(kube
         status, _ = await c.put("/kubesim/faults", {"errors": [rule]})
         assert status == 200
         assert c.session is not None
-        async with c.session.post(c.url + CM, json={"metadata": {"name": "a"}}, headers={"Authorization": f"Bearer {c.token}"}, ssl=c._ssl) as resp:
+        async with c.session.post(
+            c.url + CM,
+            json={"metadata": {"name": "a"}},
+            headers={"Authorization": f"Bearer {c.token}"},
+            ssl=c._ssl,
+        ) as resp:
             assert resp.status == 429 and resp.headers["Retry-After"] == "3"
             body = await resp.json()
             assert body["reason"] == "TooManyRequests"

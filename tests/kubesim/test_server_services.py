@@ -10,7 +10,9 @@ from kubesim.testing import RawClient
 SVC = "/api/v1/namespaces/default/services"
 
 
-def svc(name: str, type_: str | None = None, ports: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
+def svc(
+    name: str, type_: str | None = None, ports: list[dict[str, Any]] | None = None, **spec: Any
+) -> dict[str, Any]:
     s: dict[str, Any] = {"ports": ports if ports is not None else [{"port": 80}], **spec}
     if type_:
         s["type"] = type_
@@ -31,7 +33,9 @@ async def test_cluster_ip_defaults(kubesim: KubeSim) -> None:
 
 async def test_node_ports_allocated_preserved_and_released(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
-        _, s = await c.post(SVC, svc("np", "NodePort", [{"name": "http", "port": 80}, {"name": "https", "port": 443}]))
+        _, s = await c.post(
+            SVC, svc("np", "NodePort", [{"name": "http", "port": 80}, {"name": "https", "port": 443}])
+        )
         ports = [p["nodePort"] for p in s["spec"]["ports"]]
         assert all(30000 <= p <= 32767 for p in ports) and len(set(ports)) == 2
         assert s["spec"]["externalTrafficPolicy"] == "Cluster"
@@ -61,10 +65,14 @@ async def test_load_balancer_without_node_ports(kubesim: KubeSim) -> None:
 async def test_server_side_apply_keeps_allocations(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
         body = svc("ssa", "NodePort", [{"name": "http", "port": 80}])
-        status, first = await c.patch(f"{SVC}/ssa", body, "application/apply-patch+yaml", params={"fieldManager": "op"})
+        status, first = await c.patch(
+            f"{SVC}/ssa", body, "application/apply-patch+yaml", params={"fieldManager": "op"}
+        )
         assert status == 201
         body["spec"]["ports"][0]["targetPort"] = 8080
-        status, second = await c.patch(f"{SVC}/ssa", body, "application/apply-patch+yaml", params={"fieldManager": "op"})
+        status, second = await c.patch(
+            f"{SVC}/ssa", body, "application/apply-patch+yaml", params={"fieldManager": "op"}
+        )
         assert status == 200
         assert second["spec"]["ports"][0]["nodePort"] == first["spec"]["ports"][0]["nodePort"]
         assert second["spec"]["ports"][0]["targetPort"] == 8080

@@ -29,7 +29,9 @@ async def test_watch_from_resource_version_sees_only_later_events(kubesim: KubeS
         await c.delete(f"{CM}/a")
         events = await collect(c, CM, {"resourceVersion": rv}, 3)
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-            ("MODIFIED", "a"), ("ADDED", "b"), ("DELETED", "a"),
+            ("MODIFIED", "a"),
+            ("ADDED", "b"),
+            ("DELETED", "a"),
         ]
         assert events[0]["object"]["data"] == {"k": "v"}
         rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
@@ -47,7 +49,10 @@ async def test_watch_from_zero_sends_current_state_then_live_events(kubesim: Kub
         task = asyncio.create_task(later())
         events = await collect(c, CM, {"resourceVersion": "0"}, 2)
         await task
-        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "a"), ("ADDED", "b")]
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+            ("ADDED", "a"),
+            ("ADDED", "b"),
+        ]
 
 
 async def test_object_leaving_label_selector_is_deleted_for_the_watcher(kubesim: KubeSim) -> None:
@@ -69,7 +74,9 @@ async def test_timeout_seconds_ends_the_stream(kubesim: KubeSim) -> None:
 async def test_bookmarks_carry_the_current_resource_version(tmp_path: Any) -> None:
     async with KubeSim(kubeconfig_path=tmp_path / "kc", bookmark_interval=0.05) as sim, RawClient(sim) as c:
         _, a = await c.post(CM, {"metadata": {"name": "a"}})
-        events = await collect(c, CM, {"resourceVersion": a["metadata"]["resourceVersion"], "allowWatchBookmarks": "true"}, 1)
+        events = await collect(
+            c, CM, {"resourceVersion": a["metadata"]["resourceVersion"], "allowWatchBookmarks": "true"}, 1
+        )
         assert events[0]["type"] == "BOOKMARK"
         assert events[0]["object"]["kind"] == "ConfigMap"
         assert events[0]["object"]["metadata"]["resourceVersion"] == a["metadata"]["resourceVersion"]
@@ -88,6 +95,7 @@ async def test_too_old_resource_version_is_an_expired_error_event(tmp_path: Any)
 
 async def test_open_watch_gets_error_event_when_expired(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
+
         async def expire() -> None:
             await asyncio.sleep(0.05)
             status, _ = await c.post("/kubesim/expire-watches", {})
@@ -105,7 +113,12 @@ async def test_watch_single_object_by_field_selector(kubesim: KubeSim) -> None:
         _, a = await c.post(CM, {"metadata": {"name": "a"}})
         await c.post(CM, {"metadata": {"name": "b"}})
         await c.delete(f"{CM}/a")
-        events = await collect(c, CM, {"resourceVersion": a["metadata"]["resourceVersion"], "fieldSelector": "metadata.name=a"}, 1)
+        events = await collect(
+            c,
+            CM,
+            {"resourceVersion": a["metadata"]["resourceVersion"], "fieldSelector": "metadata.name=a"},
+            1,
+        )
         assert events[0]["type"] == "DELETED" and events[0]["object"]["metadata"]["name"] == "a"
 
 
@@ -116,7 +129,12 @@ async def test_watch_as_table_sends_one_row_tables(kubesim: KubeSim) -> None:
         _, s = await c.post(svc, {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}})
         assert c.session is not None
         params = {"watch": "1", "resourceVersion": "0", "timeoutSeconds": "1"}
-        async with c.session.get(c.url + svc, params=params, headers={"Authorization": f"Bearer {c.token}", "Accept": accept}, ssl=c._ssl) as resp:
+        async with c.session.get(
+            c.url + svc,
+            params=params,
+            headers={"Authorization": f"Bearer {c.token}", "Accept": accept},
+            ssl=c._ssl,
+        ) as resp:
             lines = [line async for line in resp.content if line.strip()]
         import json
 
@@ -129,7 +147,11 @@ async def test_watch_as_table_sends_one_row_tables(kubesim: KubeSim) -> None:
 async def test_send_initial_events_ends_with_a_marked_bookmark(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
         await c.post(CM, {"metadata": {"name": "a"}})
-        params = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"}
+        params = {
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+        }
         events = await collect(c, CM, params, 2)
         assert events[0]["type"] == "ADDED" and events[0]["object"]["metadata"]["name"] == "a"
         assert events[1]["type"] == "BOOKMARK"
