@@ -20,6 +20,7 @@ class ApiError(Exception):
         causes: list[dict[str, Any]] | None = None,
         details: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        list_meta: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -28,6 +29,7 @@ class ApiError(Exception):
         self.causes = causes
         self.details = dict(details) if details else {}
         self.headers = dict(headers) if headers else {}
+        self.list_meta = dict(list_meta) if list_meta else {}  # Status.metadata (e.g. a fresh `continue`)
         if causes:
             self.details["causes"] = causes
 
@@ -36,7 +38,7 @@ class ApiError(Exception):
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
@@ -127,8 +129,8 @@ def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
 
 
-def gone(message: str) -> ApiError:
-    return ApiError(410, "Expired", message)
+def gone(message: str, list_meta: dict[str, Any] | None = None) -> ApiError:
+    return ApiError(410, "Expired", message, list_meta=list_meta)
 
 
 def too_many_requests(retry_after: int = 1) -> ApiError:

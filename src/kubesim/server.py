@@ -564,7 +564,9 @@ class ApiServer:
             continue_token=q.get("continue") or None,
         )
         if _wants_table(request):
-            table = _render_table(request, t.rt, result.items, result.resource_version, result.continue_token)
+            table = _render_table(
+                request, t.rt, result.items, result.resource_version, result.continue_token, result.remaining
+            )
             if table is not None:
                 return json_response(table)
         return json_response(
@@ -886,7 +888,12 @@ def _wants_table(request: web.Request) -> bool:
 
 
 def _render_table(
-    request: web.Request, rt: ResourceType, items: list[dict[str, Any]], rv: str, cont: str | None
+    request: web.Request,
+    rt: ResourceType,
+    items: list[dict[str, Any]],
+    rv: str,
+    cont: str | None,
+    remaining: int | None = None,
 ) -> dict[str, Any] | None:
     """A `meta.k8s.io` Table (CRD printer columns or the built-in printers) when the client asked for one."""
     from datetime import UTC, datetime
@@ -904,6 +911,8 @@ def _render_table(
     list_meta: dict[str, Any] = {"resourceVersion": rv}
     if cont:
         list_meta["continue"] = cont
+    if remaining is not None:
+        list_meta["remainingItemCount"] = remaining
     try:
         return table.render_table(
             items,

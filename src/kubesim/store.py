@@ -9,10 +9,8 @@ in-process client copies before handing objects out.
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
 import copy
-import json
 import time
 import uuid
 from collections import deque
@@ -20,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, views
+from kubesim import errors, paging, views
 from kubesim.errors import ApiError
 from kubesim.fields import supported_field
 from kubesim.patch import json_clone
@@ -168,12 +166,18 @@ class Store:
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> ListResult:
+        """One page of the list. Continuations are served as of the first page's revision (a snapshot)."""
         self.check_field_selector(rt, field_selector)
         list_rv = self.revision
-        start: tuple[str, str] | None = None
+        start: paging.Key | None = None
         if continue_token:
-            list_rv, start = self._decode_continue(continue_token)
-        buckets = self._objects.get(rt.storage_key, {})
+            cont = paging.decode(continue_token, self.revision)
+            if cont.revision != paging.INCONSISTENT:
+                if cont.revision < self._compacted:
+                    raise paging.expired(cont.after)
+                list_rv = cont.revision
+            start = cont.after
+        buckets = self._buckets_at(rt, list_rv)
         if ns is not None and rt.namespaced:
             keys = [ns] if ns in buckets else []
         else:
@@ -182,6 +186,8 @@ class Store:
         matcher = Watcher(rt, None, label_selector, field_selector)
         filtering = label_selector is not None or field_selector is not None
         for bucket_ns in keys:
+            if start is not None and bucket_ns < start[0]:
+                continue
             bucket = buckets[bucket_ns]
             for name in sorted(bucket):
                 if start is not None and (bucket_ns, name) <= start:
@@ -194,27 +200,39 @@ class Store:
             out = [views.to_view(rt, o) for o in out]
         if limit and limit > 0 and len(out) > limit:
             last = out[limit - 1]["metadata"]
-            token = self._encode_continue(list_rv, last.get("namespace", ""), last["name"])
-            return ListResult(out[:limit], str(list_rv), token, len(out) - limit)
+            token = paging.encode(list_rv, (last.get("namespace", "") if rt.namespaced else "", last["name"]))
+            # Like the apiserver: the remaining count is unknown (omitted) when selectors filter the list.
+            remaining = None if filtering else len(out) - limit
+            return ListResult(out[:limit], str(list_rv), token, remaining)
         return ListResult(out, str(list_rv))
 
-    def _encode_continue(self, rv: int, ns: str, name: str) -> str:
-        raw = json.dumps({"v": "kubesim/v1", "rv": rv, "start": [ns, name]}).encode()
-        return base64.urlsafe_b64encode(raw).decode()
+    def _buckets_at(self, rt: ResourceType, revision: int) -> dict[str, dict[str, Obj]]:
+        """`rt`'s objects by namespace and name as of `revision` (not older than the compacted revision).
 
-    def _decode_continue(self, token: str) -> tuple[int, tuple[str, str]]:
-        try:
-            data = json.loads(base64.urlsafe_b64decode(token.encode()))
-            rv = int(data["rv"])
-            ns, name = data["start"]
-        except (ValueError, KeyError, TypeError) as e:
-            raise errors.bad_request(f"continue key is not valid: {e}") from None
-        if rv < self._compacted:
-            raise errors.gone(
-                "The provided continue parameter is too old to display a consistent list result. "
-                "You can start a new list without the continue parameter."
-            )
-        return rv, (str(ns), str(name))
+        Rebuilt by undoing the retained events newer than `revision`: each event keeps the object's previous
+        state, so writes pay nothing for snapshots and a page costs one pass over the newer part of the log.
+        """
+        current = self._objects.get(rt.storage_key, {})
+        if revision >= self.revision:
+            return current
+        undo: dict[paging.Key, Obj | None] = {}
+        for ev in reversed(self._log):
+            if ev.rv <= revision:
+                break
+            if ev.key == rt.storage_key:
+                # Newest first: the last assignment per key is the state before the oldest newer event.
+                undo[(ev.namespace if rt.namespaced else "", ev.obj["metadata"]["name"])] = ev.old
+        past = dict(current)
+        copied: set[str] = set()
+        for (bucket_ns, name), obj in undo.items():
+            if bucket_ns not in copied:
+                past[bucket_ns] = dict(current.get(bucket_ns, {}))
+                copied.add(bucket_ns)
+            if obj is None:
+                past[bucket_ns].pop(name, None)
+            else:
+                past[bucket_ns][name] = obj
+        return past
 
     @staticmethod
     def check_field_selector(rt: ResourceType, sel: FieldSelector | None) -> None:
@@ -845,7 +863,7 @@ class Store:
         shown = last if last is not None else old
         gone = copy.copy(shown)
         gone["metadata"] = dict(shown["metadata"], resourceVersion=str(self.revision))
-        self._emit("DELETED", rt, gone, None)
+        self._emit("DELETED", rt, gone, old)  # `old`: the stored state, which snapshot lists restore
         self.admission.released(self, rt, old)
         if rt.key == CRD_KEY:
             self._crd_removed(old)

@@ -392,3 +392,26 @@ async def test_auth_can_i_asks_the_installed_authorizer(kubectl: Any, kubesim: A
     assert allowed.stdout.strip() == "yes"
     refused = await kubectl.run("auth", "can-i", "create", "configmaps", check=False)
     assert refused.returncode == 1 and refused.stdout.startswith("no")  # kubectl appends " - <reason>" if any
+
+
+async def test_scale_uses_the_scale_subresource(kubectl: Any) -> None:
+    await kubectl.make(
+        "Deployment",
+        "scaled",
+        "default",
+        api_version="apps/v1",
+        spec={
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "s"}},
+            "template": {
+                "metadata": {"labels": {"app": "s"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    )
+    before = (await kubectl.run("get", "deployment", "scaled", "-o", "json")).json()
+    result = await kubectl.run("scale", "deployment", "scaled", "--replicas=3")
+    assert result.stdout.strip() == "deployment.apps/scaled scaled"
+    after = (await kubectl.run("get", "deployment", "scaled", "-o", "json")).json()
+    assert after["spec"]["replicas"] == 3
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
