@@ -105,12 +105,7 @@ class ApiClient:
         name = meta.get("name")
         if not name:
             raise errors.bad_request("metadata.name is required for update")
-        if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
-            raise errors.ApiError(
-                404,
-                "NotFound",
-                f"the server could not find the requested resource ({rt.plural}/{subresource})",
-            )
+        _check_subresource(rt, subresource)
         updated: dict[str, Any] = _copy(
             self.store.update(
                 rt,
@@ -141,12 +136,7 @@ class ApiClient:
             raise errors.bad_request(
                 f"unknown patch type {patch_type!r}; use one of {', '.join(_PATCH_TYPES)}"
             )
-        if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
-            raise errors.ApiError(
-                404,
-                "NotFound",
-                f"the server could not find the requested resource ({rt.plural}/{subresource})",
-            )
+        _check_subresource(rt, subresource)
         obj, _ = self.store.patch(
             rt,
             namespace,
@@ -178,3 +168,13 @@ def _parse_selectors(label_selector: str | None, field_selector: str | None) -> 
     except ValueError as e:
         raise errors.bad_request(f"unable to parse requirement: {e}") from None
     return ls, fs
+
+
+def _check_subresource(rt: ResourceType, subresource: str | None) -> None:
+    """Only the main resource and (where the type has one) ``status`` are writable here: 404 otherwise."""
+    if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
+        raise errors.ApiError(
+            404,
+            "NotFound",
+            f"the server could not find the requested resource ({rt.plural}/{subresource})",
+        )

@@ -12,8 +12,6 @@ from typing import Any
 
 from kubesim import errors as api_errors
 
-ERROR_KINDS = ("500", "429", "409")
-
 
 @dataclass
 class ErrorRule:

@@ -182,20 +182,17 @@ class Registry:
     def __init__(self) -> None:
         self._by_key: dict[str, ResourceType] = {}
         self._by_url: dict[tuple[str, str, str], ResourceType] = {}
-        self._by_gvk: dict[tuple[str, str], ResourceType] = {}
         self._crd_types: dict[str, list[ResourceType]] = {}
         for rt in BUILTIN_TYPES:
             self._add(rt)
 
     def _add(self, rt: ResourceType) -> None:
         self._by_url[(rt.group, rt.version, rt.plural)] = rt
-        self._by_gvk[(rt.api_version, rt.kind)] = rt
         # The key names the storage version (the first served version registered for a CRD).
         self._by_key.setdefault(rt.key, rt)
 
     def _remove(self, rt: ResourceType) -> None:
         self._by_url.pop((rt.group, rt.version, rt.plural), None)
-        self._by_gvk.pop((rt.api_version, rt.kind), None)
         if self._by_key.get(rt.key) is rt:
             del self._by_key[rt.key]
 
@@ -209,15 +206,8 @@ class Registry:
         """The storage type of `plural` in `group` (any served version)."""
         return self._by_key.get(f"{plural}.{group}" if group else plural)
 
-    def by_gvk(self, api_version: str, kind: str) -> ResourceType | None:
-        return self._by_gvk.get((api_version, kind))
-
     def types(self) -> Iterator[ResourceType]:
         return iter(self._by_url.values())
-
-    def storage_types(self) -> Iterator[ResourceType]:
-        """One type per key (the storage version)."""
-        return iter(self._by_key.values())
 
     def register_crd(self, types: list[ResourceType]) -> None:
         """Serve the versions of one CRD (replacing what that CRD served before)."""

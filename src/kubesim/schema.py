@@ -644,11 +644,13 @@ def unknown_fields(obj: dict[str, Any], schema: Schema) -> list[str]:
     return removed
 
 
-def _prune(value: Any, s: Any, path: str, removed: list[str], *, root: bool = False) -> None:
+def _prune(
+    value: Any, s: Any, path: str, removed: list[str], *, root: bool = False, keep_unknown: bool = False
+) -> None:
+    """Drop (and report) what ``s`` does not declare. Under ``x-kubernetes-preserve-unknown-fields``
+    (``keep_unknown``, which list items inherit) unknown keys stay, but declared properties are still pruned inside."""
     schema = s if isinstance(s, dict) else None
-    if schema is not None and schema.get("x-kubernetes-preserve-unknown-fields"):
-        _prune_declared_only(value, schema, path, removed, root=root)
-        return
+    keep_unknown = keep_unknown or bool(schema and schema.get("x-kubernetes-preserve-unknown-fields"))
     if isinstance(value, dict):
         properties = schema.get("properties") if schema and isinstance(schema.get("properties"), dict) else {}
         assert isinstance(properties, dict)
@@ -664,6 +666,8 @@ def _prune(value: Any, s: Any, path: str, removed: list[str], *, root: bool = Fa
                 _prune(value[name], properties[name], child_path, removed)
             elif isinstance(additional, dict):
                 _prune(value[name], additional, child_path, removed)
+            elif keep_unknown:
+                continue
             elif additional is True:
                 _prune(value[name], None, child_path, removed)  # a schema-less value keeps only scalars
             else:
@@ -672,31 +676,7 @@ def _prune(value: Any, s: Any, path: str, removed: list[str], *, root: bool = Fa
     elif isinstance(value, list):
         items = schema.get("items") if schema else None
         for i, item in enumerate(value):
-            _prune(item, items, _index(path, i), removed)
-
-
-def _prune_declared_only(value: Any, s: Schema, path: str, removed: list[str], *, root: bool) -> None:
-    """Under preserve-unknown-fields unknown keys stay, but declared properties are still pruned inside."""
-    if isinstance(value, dict):
-        properties = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        assert isinstance(properties, dict)
-        additional = s.get("additionalProperties")
-        embedded = bool(s.get("x-kubernetes-embedded-resource"))
-        for name in list(value):
-            child_path = _child(path, name)
-            if (root or embedded) and name in _ROOT_ALWAYS_ALLOWED:
-                if embedded and not root and name == "metadata":
-                    _prune_embedded_metadata(value[name], child_path, removed)
-                continue
-            if name in properties:
-                _prune(value[name], properties[name], child_path, removed)
-            elif isinstance(additional, dict):
-                _prune(value[name], additional, child_path, removed)
-    elif isinstance(value, list):
-        items = s.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                _prune_declared_only(item, items, _index(path, i), removed, root=False)
+            _prune(item, items, _index(path, i), removed, keep_unknown=keep_unknown)
 
 
 def _prune_embedded_metadata(value: Any, path: str, removed: list[str]) -> None:
@@ -780,7 +760,6 @@ def _list_type_at(schema: Schema, path: tuple[str, ...]) -> ListType:
 
 _LEVEL_ROOT, _LEVEL_ITEMS, _LEVEL_FIELD = "at the root", "for specified array items", "for specified object fields"
 _UNSUPPORTED_KEYWORDS = ("id", "additionalItems", "patternProperties", "definitions", "dependencies", "$ref")
-_JUNCTOR_KEYS = ("allOf", "anyOf", "oneOf")
 _META_FIELDS = ("apiVersion", "kind", "metadata")
 # What a logical junctor (allOf/anyOf/oneOf/not) must not carry, with the apiserver's wording for each.
 _NESTED_FORBIDDEN = (

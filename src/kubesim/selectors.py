@@ -159,7 +159,6 @@ class LabelSelector:
 
 _Token = tuple[str, str]  # (kind, text); kinds: id, op, "(", ")", ",", "!", end
 
-_OPERATOR_TOKENS = ("==", "!=", "=", ">", "<")
 _SPECIAL = set(" \t\n\r!=,()<>")
 
 

@@ -7,6 +7,7 @@ are 422, and everything a Service held is released when it goes away or stops ne
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from typing import Any
 
 from kubesim import errors
@@ -99,22 +100,29 @@ def _service_node_ports(svc: Obj | None) -> list[int]:
     return out
 
 
+def _invalid(
+    rt: ResourceType, name: str, field: str, message: str, reason: str = "FieldValueInvalid"
+) -> errors.ApiError:
+    """A 422 naming the one field at fault, as every allocation check here reports."""
+    return errors.invalid(rt.kind, rt.group, name, [errors.cause(field, message, reason)])
+
+
 class ServiceAdmission:
     """Defaults a Service and allocates what it needs from a `ServiceAllocator`."""
 
     def __init__(self, allocator: ServiceAllocator) -> None:
         self.services = allocator
 
-    def admit(self, rt: ResourceType, old: Obj | None, svc: Obj, *, dry_run: bool) -> None:
-        self._admit_service(rt, old, svc, dry_run=dry_run)
-
     def released(self, svc: Obj) -> None:
-        for ip in _service_ips(svc):
+        self._release(_service_ips(svc), _service_node_ports(svc))
+
+    def _release(self, ips: Iterable[str], ports: Iterable[int]) -> None:
+        for ip in ips:
             self.services.release_ip(ip)
-        for port in _service_node_ports(svc):
+        for port in ports:
             self.services.release_port(port)
 
-    def _admit_service(self, rt: ResourceType, old: Obj | None, svc: Obj, *, dry_run: bool) -> None:
+    def admit(self, rt: ResourceType, old: Obj | None, svc: Obj, *, dry_run: bool) -> None:
         name = svc["metadata"]["name"]
         spec = svc.get("spec")
         if not isinstance(spec, dict):
@@ -123,24 +131,14 @@ class ServiceAdmission:
         spec.setdefault("type", "ClusterIP")
         t = spec["type"]
         if t not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
-            raise errors.invalid(
-                rt.kind,
-                rt.group,
-                name,
-                [errors.cause("spec.type", f'Unsupported value: "{t}"', "FieldValueNotSupported")],
-            )
+            raise _invalid(rt, name, "spec.type", f'Unsupported value: "{t}"', "FieldValueNotSupported")
         spec.setdefault("sessionAffinity", "None")
         causes: list[dict[str, Any]] = []
         ports = spec.get("ports")
         if ports is None:
             ports = []
         if not isinstance(ports, list):
-            raise errors.invalid(
-                rt.kind,
-                rt.group,
-                name,
-                [errors.cause("spec.ports", "must be a list", "FieldValueTypeInvalid")],
-            )
+            raise _invalid(rt, name, "spec.ports", "must be a list", "FieldValueTypeInvalid")
         if not ports and t != "ExternalName" and spec.get("clusterIP") != "None":
             causes.append(errors.cause("spec.ports", "Required value", "FieldValueRequired"))
         seen: set[tuple[int, str]] = set()
@@ -178,25 +176,19 @@ class ServiceAdmission:
         claimed_ips: list[str] = []
         claimed_ports: list[int] = []
         try:
-            self._service_ips(rt, name, old_spec, spec, claimed_ips, dry_run)
-            self._service_ports(rt, name, old_spec, spec, claimed_ports, dry_run)
+            self._service_ips(rt, name, old_spec, spec, claimed_ips)
+            self._service_ports(rt, name, old_spec, spec, claimed_ports)
         except errors.ApiError:
-            for ip in claimed_ips:
-                self.services.release_ip(ip)
-            for port in claimed_ports:
-                self.services.release_port(port)
+            self._release(claimed_ips, claimed_ports)
             raise
         if dry_run:
-            for ip in claimed_ips:
-                self.services.release_ip(ip)
-            for port in claimed_ports:
-                self.services.release_port(port)
+            self._release(claimed_ips, claimed_ports)
             return
         # Free what the old version held and the new one no longer does.
-        for ip in set(_service_ips(old)) - set(_service_ips(svc)):
-            self.services.release_ip(ip)
-        for port in set(_service_node_ports(old)) - set(_service_node_ports(svc)):
-            self.services.release_port(port)
+        self._release(
+            set(_service_ips(old)) - set(_service_ips(svc)),
+            set(_service_node_ports(old)) - set(_service_node_ports(svc)),
+        )
 
     def _service_ips(
         self,
@@ -205,7 +197,6 @@ class ServiceAdmission:
         old_spec: dict[str, Any],
         spec: dict[str, Any],
         claimed: list[str],
-        dry_run: bool,
     ) -> None:
         if spec["type"] == "ExternalName":
             spec.pop("clusterIP", None)
@@ -216,17 +207,12 @@ class ServiceAdmission:
         if old_ip and not ip:
             ip = old_ip
         if old_ip and ip != old_ip:
-            raise errors.invalid(
-                rt.kind,
-                rt.group,
+            raise _invalid(
+                rt,
                 name,
-                [
-                    errors.cause(
-                        "spec.clusterIPs[0]",
-                        f'Invalid value: ["{ip}"]: may not change once set',
-                        "FieldValueInvalid",
-                    )
-                ],
+                "spec.clusterIPs[0]",
+                f'Invalid value: ["{ip}"]: may not change once set',
+                "FieldValueInvalid",
             )
         if not ip:
             ip = self.services.allocate_ip()
@@ -235,50 +221,29 @@ class ServiceAdmission:
             try:
                 addr = ipaddress.ip_address(ip)
             except ValueError:
-                raise errors.invalid(
-                    rt.kind,
-                    rt.group,
-                    name,
-                    [
-                        errors.cause(
-                            "spec.clusterIPs[0]", f'Invalid value: "{ip}": must be a valid IP address'
-                        )
-                    ],
+                raise _invalid(
+                    rt, name, "spec.clusterIPs[0]", f'Invalid value: "{ip}": must be a valid IP address'
                 ) from None
             if addr not in self.services.network:
-                raise errors.invalid(
-                    rt.kind,
-                    rt.group,
+                raise _invalid(
+                    rt,
                     name,
-                    [
-                        errors.cause(
-                            "spec.clusterIPs",
-                            f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is not in the valid range. The range of valid IPs is {self.services.network}',
-                        )
-                    ],
+                    "spec.clusterIPs",
+                    f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is not in the valid range. The range of valid IPs is {self.services.network}',
                 )
             if self.services.ip_in_use(ip):
-                raise errors.invalid(
-                    rt.kind,
-                    rt.group,
+                raise _invalid(
+                    rt,
                     name,
-                    [
-                        errors.cause(
-                            "spec.clusterIPs",
-                            f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is already allocated',
-                        )
-                    ],
+                    "spec.clusterIPs",
+                    f'Invalid value: ["{ip}"]: failed to allocate IP {ip}: provided IP is already allocated',
                 )
             self.services.claim_ip(ip)
             claimed.append(ip)
         spec["clusterIP"] = ip
         spec["clusterIPs"] = [ip]
-        if ip != "None":
-            spec.setdefault("ipFamilies", ["IPv4"] if self.services.network.version == 4 else ["IPv6"])
-            spec.setdefault("ipFamilyPolicy", "SingleStack")
-        else:
-            spec.setdefault("ipFamilies", ["IPv4"] if self.services.network.version == 4 else ["IPv6"])
-            spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("ipFamilies", ["IPv4"] if self.services.network.version == 4 else ["IPv6"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
 
     def _service_ports(
         self,
@@ -287,7 +252,6 @@ class ServiceAdmission:
         old_spec: dict[str, Any],
         spec: dict[str, Any],
         claimed: list[int],
-        dry_run: bool,
     ) -> None:
         ports = spec.get("ports") or []
         old_ports = [p for p in old_spec.get("ports") or [] if isinstance(p, dict)]
@@ -298,17 +262,12 @@ class ServiceAdmission:
                 if old_spec.get("type") in ("NodePort", "LoadBalancer") and p.get("nodePort") in old_held:
                     p.pop("nodePort", None)
                 elif p.get("nodePort"):
-                    raise errors.invalid(
-                        rt.kind,
-                        rt.group,
+                    raise _invalid(
+                        rt,
                         name,
-                        [
-                            errors.cause(
-                                "spec.ports[0].nodePort",
-                                "Forbidden: may not be used when `type` is 'ClusterIP'",
-                                "FieldValueForbidden",
-                            )
-                        ],
+                        "spec.ports[0].nodePort",
+                        "Forbidden: may not be used when `type` is 'ClusterIP'",
+                        "FieldValueForbidden",
                     )
         taken: set[int] = set()
         for i, p in enumerate(ports):
@@ -338,45 +297,22 @@ class ServiceAdmission:
                     taken.add(port)
                 continue
             if not isinstance(node_port, int) or not NODE_PORT_RANGE[0] <= node_port <= NODE_PORT_RANGE[1]:
-                raise errors.invalid(
-                    rt.kind,
-                    rt.group,
+                raise _invalid(
+                    rt,
                     name,
-                    [
-                        errors.cause(
-                            f"spec.ports[{i}].nodePort",
-                            f"Invalid value: {node_port}: provided port is not in the valid range. The range of valid ports is 30000-32767",
-                        )
-                    ],
+                    f"spec.ports[{i}].nodePort",
+                    f"Invalid value: {node_port}: provided port is not in the valid range. The range of valid ports is 30000-32767",
                 )
             if node_port in taken:
-                raise errors.invalid(
-                    rt.kind,
-                    rt.group,
+                raise _invalid(
+                    rt,
                     name,
-                    [
-                        errors.cause(
-                            f"spec.ports[{i}].nodePort",
-                            f"Duplicate value: {node_port}",
-                            "FieldValueDuplicate",
-                        )
-                    ],
+                    f"spec.ports[{i}].nodePort",
+                    f"Duplicate value: {node_port}",
+                    "FieldValueDuplicate",
                 )
             if node_port not in old_held:
-                if self.services.port_in_use(node_port):
-                    raise errors.invalid(
-                        rt.kind,
-                        rt.group,
-                        name,
-                        [
-                            errors.cause(
-                                f"spec.ports[{i}].nodePort",
-                                f"Invalid value: {node_port}: provided port is already allocated",
-                            )
-                        ],
-                    )
-                self.services.claim_port(node_port)
-                claimed.append(node_port)
+                self._claim_port(rt, name, f"spec.ports[{i}].nodePort", node_port, claimed)
             taken.add(node_port)
         if spec["type"] == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local":
             hc = spec.get("healthCheckNodePort") or old_spec.get("healthCheckNodePort")
@@ -384,20 +320,14 @@ class ServiceAdmission:
                 hc = self.services.allocate_port()
                 claimed.append(hc)
             elif hc not in old_held and hc not in taken:
-                if self.services.port_in_use(hc):
-                    raise errors.invalid(
-                        rt.kind,
-                        rt.group,
-                        name,
-                        [
-                            errors.cause(
-                                "spec.healthCheckNodePort",
-                                f"Invalid value: {hc}: provided port is already allocated",
-                            )
-                        ],
-                    )
-                self.services.claim_port(hc)
-                claimed.append(hc)
+                self._claim_port(rt, name, "spec.healthCheckNodePort", hc, claimed)
             spec["healthCheckNodePort"] = hc
         else:
             spec.pop("healthCheckNodePort", None)
+
+    def _claim_port(self, rt: ResourceType, name: str, field: str, port: int, claimed: list[int]) -> None:
+        """Takes a nodePort the request names itself; 422 when another Service holds it."""
+        if self.services.port_in_use(port):
+            raise _invalid(rt, name, field, f"Invalid value: {port}: provided port is already allocated")
+        self.services.claim_port(port)
+        claimed.append(port)

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors, paging, views
-from kubesim.errors import ApiError
 from kubesim.fields import supported_field
 from kubesim.patch import json_clone
 from kubesim.resources import Registry, ResourceType, types_from_crd
-from kubesim.watch import Watcher, WatchEvent, dumps
+from kubesim.watch import Watcher, WatchEvent
 
 if TYPE_CHECKING:
     from kubesim.admission import Admission
@@ -711,7 +710,7 @@ class Store:
             back(result),
             subresource=subresource,
             dry_run=dry_run,
-            field_manager=field_manager or _default_manager(),
+            field_manager=field_manager or "unknown",
             operation="Update",
             owned=True,
         )
@@ -1004,10 +1003,3 @@ class Store:
                 w.close()
         self.registry.unregister_crd(name)
 
-
-def _default_manager() -> str:
-    return "unknown"
-
-
-def parse_error_body(e: ApiError) -> bytes:
-    return dumps(e.status())

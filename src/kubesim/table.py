@@ -6,8 +6,7 @@ Table: the apiserver answers a list/get with a Table when the client asks for
 namespaces, statefulsets, deployments, storageclasses, leases), or default to ``Name`` and ``Age``. Server-side
 printing is always "wide": priority-1 columns are included and kubectl hides them unless ``-o wide``.
 
-Printer-column paths are evaluated by `jsonpath.py`; the OpenAPI documents live in `openapi.py` (their names are
-re-exported here for older imports).
+Printer-column paths are evaluated by `jsonpath.py`; the OpenAPI documents live in `openapi.py`.
 """
 
 from __future__ import annotations
@@ -18,23 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubesim.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
-from kubesim.openapi import ResourceInfo, openapi_v3_group_version, openapi_v3_hash, openapi_v3_root
 from kubesim.schema import go_float
-
-__all__ = [
-    "JSONPathError",
-    "ResourceInfo",
-    "builtin_columns",
-    "evaluate_json_path",
-    "human_duration",
-    "openapi_v3_group_version",
-    "openapi_v3_hash",
-    "openapi_v3_root",
-    "parse_accept_table",
-    "parse_json_path",
-    "render_table",
-    "table_version",
-]
 
 Column = dict[str, Any]
 CellFunction = Callable[[dict[str, Any], datetime], Any]

@@ -27,21 +27,18 @@ def to_view(rt: ResourceType, stored: dict[str, Any]) -> dict[str, Any]:
     """The stored (core) object as `rt` presents it."""
     if rt.storage is None:
         return stored
-    out: dict[str, Any] = {"apiVersion": rt.api_version, "kind": rt.kind}
-    for k, v in stored.items():
-        if k in ("apiVersion", "kind"):
-            continue
-        out[_EVENT_FIELDS.get(k, k)] = v
-    return out
+    return _renamed(stored, rt, _EVENT_FIELDS)
 
 
 def from_view(rt: ResourceType, storage_rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     """An object written through `rt` in the storage resource's shape."""
     if rt.storage is None or not isinstance(obj, dict):
         return obj
-    out: dict[str, Any] = {"apiVersion": storage_rt.api_version, "kind": storage_rt.kind}
-    for k, v in obj.items():
-        if k in ("apiVersion", "kind"):
-            continue
-        out[_EVENT_FIELDS_BACK.get(k, k)] = v
+    return _renamed(obj, storage_rt, _EVENT_FIELDS_BACK)
+
+
+def _renamed(obj: dict[str, Any], rt: ResourceType, names: dict[str, str]) -> dict[str, Any]:
+    """``obj`` as a ``rt`` object: its apiVersion and kind, and its other fields renamed by ``names``."""
+    out: dict[str, Any] = {"apiVersion": rt.api_version, "kind": rt.kind}
+    out.update((names.get(k, k), v) for k, v in obj.items() if k not in ("apiVersion", "kind"))
     return out

@@ -47,8 +47,6 @@ FIELD_MANAGER_BASE: Final = "listeners.stackable.tech"
 FIELD_MANAGER_SERVICE: Final = f"{FIELD_MANAGER_BASE}/{OPERATOR_NAME}_{CONTROLLER_NAME}"
 FIELD_MANAGER_LISTENER_STATUS: Final = f"{FIELD_MANAGER_BASE}/listener"
 FIELD_MANAGER_VOLUME: Final = f"{FIELD_MANAGER_BASE}/volume"
-FIELD_MANAGER_CRD: Final = "listener-operator"
-FIELD_MANAGER_PRESETS: Final = "listener-operator"
 
 # EndpointSlices name their Service through this label (LO §13.3).
 LABEL_ENDPOINTSLICE_SERVICE_NAME: Final = "kubernetes.io/service-name"

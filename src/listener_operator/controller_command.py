@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from listener_operator.constants import DEFAULT_CLUSTER_DOMAIN, FULL_CONTROLLER_NAME
-from listener_operator.observability import LOG_FORMATS, HealthServer, Metrics, setup_logging
+from listener_operator.observability import (
+    LOG_FORMATS,
+    HealthServer,
+    Metrics,
+    parse_http_address,
+    setup_logging,
+)
 from listener_operator.presets import DEFAULT_PRESET, PRESETS, ensure_presets
 from listener_operator.runtime.api import KubeApi
 from listener_operator.runtime.events import EventRecorder
@@ -60,13 +66,6 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "0.0.0.0", int(port)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
@@ -87,7 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else the service account's namespace, else default]")
     parser.add_argument("--identity", default=_env("POD_NAME", f"{socket.gethostname()}-{os.getpid()}"),
                         help="this replica's leader-election identity [$POD_NAME]")
-    parser.add_argument("--http-address", type=_address, default=_address(_env("HTTP_ADDRESS", "0.0.0.0:8080") or ""),
+    parser.add_argument("--http-address", type=parse_http_address,
+                        default=parse_http_address(_env("HTTP_ADDRESS", "0.0.0.0:8080") or ""),
                         help="HOST:PORT for /metrics, /healthz, /readyz (port 0: any free port) [$HTTP_ADDRESS]")
     parser.add_argument("--workers", type=int, default=int(_env("RECONCILE_WORKERS", "8") or 8),
                         help="concurrent reconciles [$RECONCILE_WORKERS]")

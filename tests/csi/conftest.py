@@ -15,12 +15,11 @@ from typing import Any
 import grpc
 import lightkube
 import pytest
-from csi_support import CsiEndpoint, KubeCsi, open_endpoint
+from csi_support import CsiEndpoint, KubeCsi, install_crds, open_endpoint
 from lightkube.config.kubeconfig import KubeConfig
 
-from listener_operator.crd.generate import all_crds
 from listener_operator.kube import make_client
-from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo
+from listener_operator.runtime.api import KubeApi
 
 
 @pytest.fixture
@@ -47,21 +46,11 @@ async def offline_csi(short_dir: Path) -> AsyncIterator[CsiEndpoint]:
     await client.close()
 
 
-CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", False)
-
-
 @pytest.fixture
 async def kube_csi_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callable[..., Awaitable[KubeCsi]]]:
     client = make_client(str(kubesim.kubeconfig_path))
     api = KubeApi(client)
-    for crd in all_crds():
-        await api.create(CRD, crd)
-    try:
-        await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-    except ApiFailure as error:
-        if error.code != 409:
-            raise
+    await install_crds(api)
     opened: list[tuple[grpc.aio.Server, grpc.aio.Channel]] = []
 
     async def factory(*, listener_wait_seconds: float = 0.0) -> KubeCsi:

@@ -12,14 +12,17 @@ import pytest
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS
+from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.server import (
     CsiServicers,
     controller_servicers,
     node_servicers,
     start_csi_server,
 )
-from listener_operator.runtime.api import KubeApi
+from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo
 
+CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
+NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", False)
 NODE_NAME = "node-a"
 
 
@@ -126,3 +129,14 @@ def pod_object(namespace: str, name: str, *, node: str | None, claims: dict[str,
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels or {}}, "spec": spec}
+
+
+async def install_crds(api: KubeApi) -> None:
+    """The listener CRDs and the ``default`` namespace (which may exist already), as a fresh cluster needs them."""
+    for crd in all_crds():
+        await api.create(CRD, crd)
+    try:
+        await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    except ApiFailure as error:
+        if error.code != 409:
+            raise

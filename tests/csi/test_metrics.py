@@ -18,14 +18,13 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
-from csi_support import NODE_NAME, CsiEndpoint, KubeCsi, expect_code
+from csi_support import NODE_NAME, CsiEndpoint, KubeCsi, expect_code, install_crds
 from prometheus_client.parser import text_string_to_metric_families
 from test_node_kube import LB_STATUS, make_volume, set_status
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.cli import build_parser
 from listener_operator.controller_command import Operator, OperatorOptions
-from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS
 from listener_operator.csi_server.metrics import CsiMetrics
 from listener_operator.csi_server.server import (
@@ -36,13 +35,11 @@ from listener_operator.csi_server.server import (
 )
 from listener_operator.kube import make_client
 from listener_operator.observability import HealthServer, MetricsRegistry
-from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo
+from listener_operator.runtime.api import KubeApi
 
 REQUESTS = "listener_operator_csi_requests_total"
 DURATION_COUNT = "listener_operator_csi_request_duration_seconds_count"
 WAITING = "listener_operator_csi_mounts_waiting"
-CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", False)
 SERVING = re.compile(rb"serving /metrics, /healthz, /readyz on [^ ]*:(\d+)")
 
 
@@ -77,16 +74,6 @@ def methods_counted(samples: Samples) -> set[str]:
 class Metered:
     kube: KubeCsi
     base_url: str
-
-
-async def install_crds(api: KubeApi) -> None:
-    for crd in all_crds():
-        await api.create(CRD, crd)
-    try:
-        await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-    except ApiFailure as error:
-        if error.code != 409:
-            raise
 
 
 @pytest.fixture

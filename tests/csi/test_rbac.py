@@ -18,6 +18,7 @@ import grpc
 import pytest
 import yaml
 from csi_support import (
+    CRD,
     MOUNT,
     NODE_NAME,
     CsiEndpoint,
@@ -42,11 +43,10 @@ from listener_operator.constants import (
 from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, PV, PVC
 from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi, ResourceInfo
+from listener_operator.runtime.api import KubeApi
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "00-namespace-rbac.yaml"
 SERVICE_ACCOUNT = "system:serviceaccount:listener-operator:listener-operator"
-CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
 NS = "default"
 
 

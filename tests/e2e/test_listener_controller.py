@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest_asyncio
+from polling import poll_until
 
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
@@ -56,19 +56,7 @@ class Env:
         return running
 
     async def wait_for(self, check: Callable[[], Awaitable[Any]], within: float = 15.0, what: str = "") -> Any:
-        deadline = time.monotonic() + within
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = await check()
-            except ApiError as error:
-                if error.code != 404:
-                    raise
-                last = None
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what or check}: last value {last!r}")
+        return await poll_until(check, within, what)
 
     async def listener(self, name: str) -> dict[str, Any]:
         return await self.api.get(LISTENERS, name, NS)

@@ -11,13 +11,13 @@ import asyncio
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest_asyncio
+from polling import poll_until
 
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
@@ -91,19 +91,7 @@ class VolumeEnv:
     # -- observation --------------------------------------------------------------------------------------------
 
     async def wait_for(self, check: Callable[[], Awaitable[Any]], seconds: float = 30.0, what: str = "") -> Any:
-        deadline = time.monotonic() + seconds
-        last: Any = None
-        while time.monotonic() < deadline:
-            try:
-                last = await check()
-            except ApiError as error:
-                if error.code != 404:
-                    raise
-                last = None
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out after {seconds}s waiting for {what or check}: last value {last!r}")
+        return await poll_until(check, seconds, what)
 
     async def get(self, resource: str, name: str, namespace: str | None = NS) -> dict[str, Any] | None:
         try:

@@ -7,20 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubesim.table import (
-    JSONPathError,
-    ResourceInfo,
-    builtin_columns,
-    evaluate_json_path,
-    human_duration,
-    openapi_v3_group_version,
-    openapi_v3_hash,
-    openapi_v3_root,
-    parse_accept_table,
-    parse_json_path,
-    render_table,
-    table_version,
-)
+from kubesim.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
+from kubesim.openapi import ResourceInfo, openapi_v3_group_version, openapi_v3_hash, openapi_v3_root
+from kubesim.table import builtin_columns, human_duration, parse_accept_table, render_table, table_version
 
 NOW = datetime(2026, 1, 10, 12, 0, 0, tzinfo=UTC)
 

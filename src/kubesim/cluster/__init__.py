@@ -17,6 +17,7 @@ from typing import Any
 from kubesim.errors import ApiError
 
 from .apitypes import Api
+from .background import BackgroundTasks
 from .context import CSI_NODES, NODES, PODS, WATCHED, Context, Options
 from .csi_client import UNIX_PATH_MAX, socket_path_of
 from .deployment import DeploymentController
@@ -72,7 +73,7 @@ class Cluster:
         self.provisioner: Provisioner | None = None
         self._controllers: list[Any] = []
         self._controller_watcher: SocketWatcher | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks()
 
     @property
     def api(self) -> Api:
@@ -130,11 +131,7 @@ class Cluster:
         if self._controller_watcher is not None:
             self._controller_watcher.stop()
             self._controller_watcher = None
-        for task in list(self._background):
-            task.cancel()
-        for task in list(self._background):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._background.cancel_all()
         for kubelet in self._kubelets.values():
             await kubelet.stop()
         for controller in self._controllers:
@@ -318,9 +315,7 @@ class Cluster:
         except ValueError as error:
             log.warning("ignoring controller plugin socket %s: %s", socket, error)
             return
-        task = asyncio.create_task(self._auto_register_controller(driver, f"unix://{socket}"))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(self._auto_register_controller(driver, f"unix://{socket}"))
 
     async def _auto_register_controller(self, driver: str, endpoint: str) -> None:
         assert self.provisioner is not None

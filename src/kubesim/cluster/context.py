@@ -5,9 +5,13 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from kubesim.errors import ApiError
 
 from .apitypes import Api
 from .informer import Informer
+from .objects import Obj, name_of
 
 PODS = "pods"
 NODES = "nodes"
@@ -96,6 +100,20 @@ class Context:
 
     def informer(self, resource: str) -> Informer:
         return self.informers[resource]
+
+    async def patch_status(self, resource: str, obj: Obj, status: dict[str, Any]) -> None:
+        """Merge ``status`` into ``obj``'s status subresource; an object deleted meanwhile (404) is fine."""
+        try:
+            await self.api.patch(
+                resource,
+                name_of(obj),
+                {"status": status},
+                namespace=obj["metadata"].get("namespace"),
+                subresource="status",
+            )
+        except ApiError as error:
+            if error.code != 404:
+                raise
 
     def kubelet_dir(self, node: str) -> Path:
         return self.state_dir / "kubelet" / node

@@ -12,8 +12,6 @@ import logging
 import time
 from typing import Any
 
-from kubesim.errors import ApiError
-
 from .context import DEPLOYMENTS, PODS, Context
 from .informer import Key
 from .objects import (
@@ -89,34 +87,12 @@ class DeploymentController(WorkloadController):
         if template_meta.get("annotations"):
             metadata["annotations"] = dict(template_meta["annotations"])
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template.get("spec") or {}}
-        try:
-            await self.ctx.api.create(PODS, body, namespace=namespace)
-        except ApiError as error:
-            if error.code == 409:
-                return
-            await self.events.record(
-                deployment,
-                "Deployment",
-                "apps/v1",
-                "Warning",
-                "FailedCreate",
-                f"Error creating: {error.message}",
-            )
-            raise
-        await self.events.record(
-            deployment, "Deployment", "apps/v1", "Normal", "SuccessfulCreate", f"Created pod: {name}"
+        await self._create_for(
+            deployment, PODS, body, failed="Error creating: ", created=f"Created pod: {name}"
         )
 
     async def _delete(self, deployment: Obj, pod: Obj) -> None:
-        try:
-            await self.ctx.api.delete(PODS, name_of(pod), pod["metadata"].get("namespace"))
-        except ApiError as error:
-            if error.code != 404:
-                raise
-            return
-        await self.events.record(
-            deployment, "Deployment", "apps/v1", "Normal", "SuccessfulDelete", f"Deleted pod: {name_of(pod)}"
-        )
+        await self._delete_pod(deployment, pod, f"Deleted pod: {name_of(pod)}")
 
     async def _update_status(self, deployment: Obj, current: list[Obj], replicas: int) -> None:
         ready = sum(1 for p in current if condition_true(p, "Ready"))
@@ -145,4 +121,4 @@ class DeploymentController(WorkloadController):
         ) == without_times(conditions)
         if same:
             return
-        await self._write_status(deployment, wanted)
+        await self.ctx.patch_status(self.resource, deployment, wanted)

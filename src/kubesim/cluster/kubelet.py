@@ -468,17 +468,7 @@ class Kubelet:
         }
         if _same_status(status, wanted):
             return
-        try:
-            await self.ctx.api.patch(
-                PODS,
-                name_of(pod),
-                {"status": wanted},
-                namespace=pod["metadata"].get("namespace"),
-                subresource="status",
-            )
-        except ApiError as error:
-            if error.code != 404:
-                raise
+        await self.ctx.patch_status(PODS, pod, wanted)
 
 
 def _same_status(current: dict[str, Any], wanted: dict[str, Any]) -> bool:

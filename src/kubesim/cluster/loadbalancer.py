@@ -12,8 +12,6 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kubesim.errors import ApiError
-
 from .context import SERVICES, Context
 from .events import EventRecorder
 from .informer import Key
@@ -174,14 +172,4 @@ class LoadBalancerController:
                 self.queue.add(waiting)
 
     async def _write(self, service: Obj, ingress: list[dict[str, Any]]) -> None:
-        try:
-            await self.ctx.api.patch(
-                SERVICES,
-                name_of(service),
-                {"status": {"loadBalancer": {"ingress": ingress or None}}},
-                namespace=service["metadata"].get("namespace"),
-                subresource="status",
-            )
-        except ApiError as error:
-            if error.code != 404:
-                raise
+        await self.ctx.patch_status(SERVICES, service, {"loadBalancer": {"ingress": ingress or None}})

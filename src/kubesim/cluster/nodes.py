@@ -24,6 +24,12 @@ def node_addresses(
     return addresses
 
 
+def _with_ready(conditions: list[dict[str, Any]], ready: bool, message: str) -> list[dict[str, Any]]:
+    if ready:
+        return set_condition(conditions, "Ready", "True", "KubeletReady", "kubelet is posting ready status")
+    return set_condition(conditions, "Ready", "False", "KubeletNotReady", message)
+
+
 def _ready_conditions(ready: bool, message: str) -> list[dict[str, Any]]:
     conditions: list[dict[str, Any]] = []
     for kind, reason in (
@@ -32,12 +38,7 @@ def _ready_conditions(ready: bool, message: str) -> list[dict[str, Any]]:
         ("PIDPressure", "KubeletHasSufficientPID"),
     ):
         conditions = set_condition(conditions, kind, "False", reason)
-    if ready:
-        conditions = set_condition(
-            conditions, "Ready", "True", "KubeletReady", "kubelet is posting ready status"
-        )
-    else:
-        conditions = set_condition(conditions, "Ready", "False", "KubeletNotReady", message)
+    conditions = _with_ready(conditions, ready, message)
     for cond in conditions:
         cond["lastHeartbeatTime"] = now()
     return conditions
@@ -97,12 +98,7 @@ async def create_node(
 async def set_node_ready(api: Api, name: str, ready: bool, message: str = "") -> None:
     node = await api.get("nodes", name)
     conditions = node.get("status", {}).get("conditions") or _ready_conditions(ready, message)
-    if ready:
-        conditions = set_condition(
-            conditions, "Ready", "True", "KubeletReady", "kubelet is posting ready status"
-        )
-    else:
-        conditions = set_condition(conditions, "Ready", "False", "KubeletNotReady", message)
+    conditions = _with_ready(conditions, ready, message)
     await api.patch("nodes", name, {"status": {"conditions": conditions}}, subresource="status")
 
 

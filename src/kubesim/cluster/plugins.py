@@ -9,7 +9,6 @@ plus the ``csi.volume.kubernetes.io/nodeid`` annotation. A vanished socket unreg
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from typing import Any
 from csi_proto import csi_pb2
 from kubesim.errors import ApiError
 
+from .background import BackgroundTasks
 from .context import CSI_NODES, NODES, Context
 from .csi_client import CsiConnection, wait_for_plugin
 from .objects import check_dns_subdomain, owner_reference
@@ -50,7 +50,7 @@ class PluginRegistry:
         self.plugins: dict[str, NodePlugin] = {}
         self._registration_locks: dict[str, asyncio.Lock] = {}
         self._watcher: SocketWatcher | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks()
 
     def start(self) -> None:
         (self.root / "plugins").mkdir(parents=True, exist_ok=True)
@@ -63,19 +63,10 @@ class PluginRegistry:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
-        for task in list(self._background):
-            task.cancel()
-        for task in list(self._background):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._background.cancel_all()
         for plugin in self.plugins.values():
             await plugin.connection.close()
         self.plugins.clear()
-
-    def _spawn(self, coroutine: Any) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     def _socket_added(self, driver: str, socket: Path) -> None:
         try:
@@ -83,7 +74,7 @@ class PluginRegistry:
         except ValueError as error:
             log.warning("node %s: ignoring plugin socket %s: %s", self.node, socket, error)
             return
-        self._spawn(self._auto_register(driver, f"unix://{socket}"))
+        self._background.spawn(self._auto_register(driver, f"unix://{socket}"))
 
     async def _auto_register(self, driver: str, endpoint: str) -> None:
         async with self._registration_locks.setdefault(driver, asyncio.Lock()):
@@ -98,7 +89,7 @@ class PluginRegistry:
             log.warning("node %s: registering plugin %s at %s failed: %s", self.node, driver, endpoint, error)
 
     def _socket_removed(self, driver: str, socket: Path) -> None:
-        self._spawn(self._deregister(driver, f"unix://{socket}"))
+        self._background.spawn(self._deregister(driver, f"unix://{socket}"))
 
     async def _deregister(self, driver: str, endpoint: str) -> None:
         """The plugin's socket is gone: forget the plugin and drop it from CSINode, as kubelet does."""

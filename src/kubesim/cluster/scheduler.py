@@ -204,13 +204,7 @@ class Scheduler:
         conditions = set_condition(
             list(pod.get("status", {}).get("conditions") or []), "PodScheduled", "True"
         )
-        try:
-            await self.ctx.api.patch(
-                PODS, name, {"status": {"conditions": conditions}}, namespace=namespace, subresource="status"
-            )
-        except ApiError as error:
-            if error.code != 404:
-                raise
+        await self.ctx.patch_status(PODS, pod, {"conditions": conditions})
         self._assumed[(namespace, name)] = node
         await self.events.record(
             pod, "Pod", "v1", "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"
@@ -227,17 +221,7 @@ class Scheduler:
                 message,
             )
             if without_times(conditions) != without_times(pod.get("status", {}).get("conditions") or []):
-                try:
-                    await self.ctx.api.patch(
-                        PODS,
-                        name_of(pod),
-                        {"status": {"phase": "Pending", "conditions": conditions}},
-                        namespace=pod["metadata"].get("namespace"),
-                        subresource="status",
-                    )
-                except ApiError as error:
-                    if error.code != 404:
-                        raise
+                await self.ctx.patch_status(PODS, pod, {"phase": "Pending", "conditions": conditions})
         if self._reported.get(uid_of(pod)) != message:
             self._reported[uid_of(pod)] = message
             await self.events.record(pod, "Pod", "v1", "Warning", "FailedScheduling", message)

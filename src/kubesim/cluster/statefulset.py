@@ -121,7 +121,7 @@ class StatefulSetController(WorkloadController):
         for ordinal in extra:
             pod = pods[ordinal]
             if not is_terminating(pod):
-                await self._delete_pod(sts, pod)
+                await self._delete_sts_pod(sts, pod)
             if not parallel:
                 break
         if extra and not parallel:
@@ -160,7 +160,7 @@ class StatefulSetController(WorkloadController):
             if ordinal < partition or pod is None:
                 continue
             if labels_of(pod).get(REVISION_LABEL) != revision:
-                await self._delete_pod(sts, pod)
+                await self._delete_sts_pod(sts, pod)
                 return
 
     def _claim_names(self, sts: Obj, ordinal: int) -> list[str]:
@@ -212,28 +212,13 @@ class StatefulSetController(WorkloadController):
                 "metadata": metadata,
                 "spec": copy.deepcopy(template.get("spec") or {}),
             }
-            try:
-                await self.ctx.api.create(PVCS, body, namespace=namespace)
-            except ApiError as error:
-                if error.code != 409:
-                    await self.events.record(
-                        sts,
-                        "StatefulSet",
-                        "apps/v1",
-                        "Warning",
-                        "FailedCreate",
-                        f"create Claim {name} for Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} "
-                        f"failed error: {error.message}",
-                    )
-                    raise
-                continue
-            await self.events.record(
+            await self._create_for(
                 sts,
-                "StatefulSet",
-                "apps/v1",
-                "Normal",
-                "SuccessfulCreate",
-                f"create Claim {name} Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} success",
+                PVCS,
+                body,
+                failed=f"create Claim {name} for Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} "
+                "failed error: ",
+                created=f"create Claim {name} Pod {name_of(sts)}-{ordinal} in StatefulSet {name_of(sts)} success",
             )
 
     def _pod_body(self, sts: Obj, ordinal: int) -> Obj:
@@ -275,45 +260,18 @@ class StatefulSetController(WorkloadController):
 
     async def _create_pod(self, sts: Obj, ordinal: int) -> None:
         body = self._pod_body(sts, ordinal)
-        namespace = sts["metadata"].get("namespace", "")
         name = body["metadata"]["name"]
-        try:
-            await self.ctx.api.create(PODS, body, namespace=namespace)
-        except ApiError as error:
-            if error.code == 409:
-                return
-            await self.events.record(
-                sts,
-                "StatefulSet",
-                "apps/v1",
-                "Warning",
-                "FailedCreate",
-                f"create Pod {name} in StatefulSet {name_of(sts)} failed error: {error.message}",
-            )
-            raise
-        await self.events.record(
+        await self._create_for(
             sts,
-            "StatefulSet",
-            "apps/v1",
-            "Normal",
-            "SuccessfulCreate",
-            f"create Pod {name} in StatefulSet {name_of(sts)} successful",
+            PODS,
+            body,
+            failed=f"create Pod {name} in StatefulSet {name_of(sts)} failed error: ",
+            created=f"create Pod {name} in StatefulSet {name_of(sts)} successful",
         )
 
-    async def _delete_pod(self, sts: Obj, pod: Obj) -> None:
-        try:
-            await self.ctx.api.delete(PODS, name_of(pod), pod["metadata"].get("namespace"))
-        except ApiError as error:
-            if error.code != 404:
-                raise
-            return
-        await self.events.record(
-            sts,
-            "StatefulSet",
-            "apps/v1",
-            "Normal",
-            "SuccessfulDelete",
-            f"delete Pod {name_of(pod)} in StatefulSet {name_of(sts)} successful",
+    async def _delete_sts_pod(self, sts: Obj, pod: Obj) -> None:
+        await self._delete_pod(
+            sts, pod, f"delete Pod {name_of(pod)} in StatefulSet {name_of(sts)} successful"
         )
 
     async def _update_status(self, sts: Obj, pods: dict[int, Obj]) -> None:
@@ -334,4 +292,4 @@ class StatefulSetController(WorkloadController):
         }
         if all(status.get(k) == v for k, v in wanted.items()):
             return
-        await self._write_status(sts, wanted)
+        await self.ctx.patch_status(self.resource, sts, wanted)

@@ -1,12 +1,11 @@
 """What the StatefulSet and Deployment controllers share: one queue of workloads fed by two watches.
 
 A change to a workload, or to any Pod that names a workload of that kind as its controller, queues the workload;
-the subclass reconciles it.
+the subclass reconciles it. Creating and deleting the workload's Pods and claims, with the Events Kubernetes'
+controllers record for that, is shared too; only the messages differ.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from kubesim.errors import ApiError
 
@@ -47,16 +46,29 @@ class WorkloadController:
     async def _reconcile(self, key: Key) -> None:
         raise NotImplementedError
 
-    async def _write_status(self, workload: Obj, status: dict[str, Any]) -> None:
-        """Patch the workload's status (callers skip unchanged ones); a workload deleted meanwhile is fine."""
+    async def _record(self, workload: Obj, type_: str, reason: str, message: str) -> None:
+        await self.events.record(workload, self.kind, "apps/v1", type_, reason, message)
+
+    async def _create_for(
+        self, workload: Obj, resource: str, body: Obj, *, failed: str, created: str
+    ) -> None:
+        """Create a Pod or claim of the workload: one that already exists (409) is left as it is, silently;
+        any other failure is recorded as ``FailedCreate`` (``failed`` + the API message) and raised."""
         try:
-            await self.ctx.api.patch(
-                self.resource,
-                name_of(workload),
-                {"status": status},
-                namespace=workload["metadata"].get("namespace"),
-                subresource="status",
-            )
+            await self.ctx.api.create(resource, body, namespace=body["metadata"]["namespace"])
+        except ApiError as error:
+            if error.code == 409:
+                return
+            await self._record(workload, "Warning", "FailedCreate", f"{failed}{error.message}")
+            raise
+        await self._record(workload, "Normal", "SuccessfulCreate", created)
+
+    async def _delete_pod(self, workload: Obj, pod: Obj, deleted: str) -> None:
+        """Delete one of the workload's Pods; one already gone is fine and records nothing."""
+        try:
+            await self.ctx.api.delete(PODS, name_of(pod), pod["metadata"].get("namespace"))
         except ApiError as error:
             if error.code != 404:
                 raise
+            return
+        await self._record(workload, "Normal", "SuccessfulDelete", deleted)

@@ -65,11 +65,6 @@ def object_key(obj: JsonDict) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-def split_key(key: str) -> tuple[str | None, str]:
-    namespace, sep, name = key.partition("/")
-    return (namespace, name) if sep else (None, key)
-
-
 class Reflector:
     """Cache of one kind. Start with :meth:`run` (a task); read with :meth:`get`, :meth:`by_index`, :meth:`items`."""
 
