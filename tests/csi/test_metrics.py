@@ -53,11 +53,26 @@ async def get(url: str) -> tuple[int, str]:
         return response.status, await response.text()
 
 
-async def scrape(base_url: str) -> Samples:
-    status, text = await get(f"{base_url}/metrics")
-    assert status == 200, text
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
+async def scrape(base_url: str, *, until: Callable[[Samples], bool] | None = None,
+                 within_seconds: float = 10.0) -> Samples:
+    """The samples on /metrics; with ``until``, scrape again until it holds.
+
+    A call answered through ``context.abort`` reaches the client before the interceptor's bookkeeping finishes
+    (grpc.aio sends the status inside ``abort``), so a scrape right after a failed call may be a moment early.
+    """
+    deadline = time.monotonic() + within_seconds
+    while True:
+        status, text = await get(f"{base_url}/metrics")
+        assert status == 200, text
+        samples = {(sample.name, frozenset(sample.labels.items())): sample.value
+                   for family in text_string_to_metric_families(text) for sample in family.samples}
+        if until is None or until(samples) or time.monotonic() > deadline:
+            return samples
+        await asyncio.sleep(0.02)
+
+
+def counted(method: str, code: str) -> Callable[[Samples], bool]:
+    return lambda samples: value(samples, REQUESTS, method=method, code=code) is not None
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -125,7 +140,10 @@ async def test_calls_are_counted_by_method_and_status_code(metered: Metered) -> 
                       grpc.StatusCode.INVALID_ARGUMENT)
     await expect_code(csi.node.NodeStageVolume(csi_pb2.NodeStageVolumeRequest()), grpc.StatusCode.UNIMPLEMENTED)
 
-    samples = await scrape(metered.base_url)
+    samples = await scrape(metered.base_url, until=lambda samples: all(
+        counted(method, code)(samples) for method, code in (("CreateVolume", "INVALID_ARGUMENT"),
+                                                             ("NodePublishVolume", "INVALID_ARGUMENT"),
+                                                             ("NodeStageVolume", "UNIMPLEMENTED"))))
     assert value(samples, REQUESTS, method="GetPluginInfo", code="OK") == 2
     assert value(samples, REQUESTS, method="NodeGetInfo", code="OK") == 1
     assert value(samples, REQUESTS, method="CreateVolume", code="INVALID_ARGUMENT") == 1
@@ -154,7 +172,7 @@ async def test_publish_failing_then_succeeding_is_counted_under_each_code(metere
     await expect_code(kube.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)  # no address yet
     await set_status(kube, "web-0-listener", LB_STATUS)
     await kube.csi.node.NodePublishVolume(request)
-    samples = await scrape(metered.base_url)
+    samples = await scrape(metered.base_url, until=counted("NodePublishVolume", "UNAVAILABLE"))
     assert value(samples, REQUESTS, method="NodePublishVolume", code="UNAVAILABLE") == 1
     assert value(samples, REQUESTS, method="NodePublishVolume", code="OK") == 1
     assert value(samples, DURATION_COUNT, method="NodePublishVolume") == 2
@@ -206,7 +224,8 @@ async def test_run_controller_shows_csi_calls_next_to_its_own_metrics(kubesim: A
             await csi_pb2_grpc.IdentityStub(channel).Probe(csi_pb2.ProbeRequest())
             await expect_code(csi_pb2_grpc.ControllerStub(channel).DeleteVolume(csi_pb2.DeleteVolumeRequest()),
                               grpc.StatusCode.INVALID_ARGUMENT)
-        samples = await scrape(f"http://127.0.0.1:{operator.health.port}")
+        samples = await scrape(f"http://127.0.0.1:{operator.health.port}",
+                               until=counted("DeleteVolume", "INVALID_ARGUMENT"))
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
@@ -271,7 +290,7 @@ async def test_run_node_serves_health_readiness_and_its_csi_metrics(kubesim: Any
             assert (await node.NodeGetInfo(csi_pb2.NodeGetInfoRequest())).node_id == "worker-3"
             await expect_code(node.NodePublishVolume(csi_pb2.NodePublishVolumeRequest(volume_id="pvc-1")),
                               grpc.StatusCode.INVALID_ARGUMENT)
-        samples = await scrape(base)
+        samples = await scrape(base, until=counted("NodePublishVolume", "INVALID_ARGUMENT"))
     finally:
         stderr = await stop_process(process)
     assert process.returncode == 0, stderr.decode()
