@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import defaults, errors, validation
 from kubesim.resources import ResourceType, types_from_crd
+from kubesim.schema.crd import structural_causes
+from kubesim.schema.defaulting import apply_defaults
+from kubesim.schema.pruning import prune
+from kubesim.schema.validation import validate
 from kubesim.services import ServiceAdmission, ServiceAllocator
 
 if TYPE_CHECKING:
@@ -149,7 +153,7 @@ class Admission:
                             )
                         )
         elif rt.schema is not None:
-            causes += self._custom_causes(rt, new, status_only=True)
+            causes += self._custom_causes(rt, new)
         if causes:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "" and subresource is None:
@@ -168,33 +172,21 @@ class Admission:
 
     def _kind_causes(self, store: Store, rt: ResourceType, obj: Obj) -> list[dict[str, Any]]:
         if rt.crd_name is not None and rt.schema is not None:
-            return self._custom_causes(rt, obj, status_only=False)
+            return self._custom_causes(rt, obj)
         if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
             return self._crd_causes(store, obj)
         return []
 
-    def _custom_causes(self, rt: ResourceType, obj: Obj, *, status_only: bool) -> list[dict[str, Any]]:
+    def _custom_causes(self, rt: ResourceType, obj: Obj) -> list[dict[str, Any]]:
         """Prune, default and validate a custom object against its CRD schema (in place)."""
-        try:
-            from kubesim import schema as crd_schema
-        except ImportError:
-            return []
         assert rt.schema is not None
         meta = obj.get("metadata")
-        for fn_name in ("prune", "apply_defaults"):
-            fn = getattr(crd_schema, fn_name, None)
-            if fn is not None:
-                result = fn(obj, rt.schema)
-                if isinstance(result, dict) and result is not obj:
-                    obj.clear()
-                    obj.update(result)
+        result = apply_defaults(prune(obj, rt.schema), rt.schema)
+        obj.clear()
+        obj.update(result)
         if meta is not None:
             obj["metadata"] = meta
-        validate = getattr(crd_schema, "validate", None)
-        if validate is None:
-            return []
-        causes: list[dict[str, Any]] = list(validate(obj, rt.schema))
-        return causes
+        return validate(obj, rt.schema)
 
     def _crd_causes(self, store: Store, crd: Obj) -> list[dict[str, Any]]:
         causes = []
@@ -232,14 +224,7 @@ class Admission:
                     "spec.versions", "Invalid value: must have exactly one version marked as storage version"
                 )
             )
-        try:
-            from kubesim import schema as crd_schema
-
-            check = getattr(crd_schema, "check_crd", None) or getattr(crd_schema, "structural_causes", None)
-            if check is not None:
-                causes += list(check(crd))
-        except ImportError:
-            pass
+        causes += structural_causes(crd)
         if not causes:
             existing = store.registry.by_key(f"{plural}.{group}")
             if existing is not None and existing.crd_name is None:

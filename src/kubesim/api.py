@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from kubesim import errors
-from kubesim.patch import json_clone
+from kubesim.jsonvalues import json_clone
 from kubesim.resources import ResourceType
 from kubesim.store import Store
 

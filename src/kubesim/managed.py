@@ -22,9 +22,9 @@ def list_keys(rt: ResourceType) -> Any:
     ssa = _ssa()
     if rt.schema is not None:
         try:
-            from kubesim import schema
+            from kubesim.schema.listtypes import list_keys_from_schema
 
-            return schema.list_keys_from_schema(rt.schema)
+            return list_keys_from_schema(rt.schema)
         except (ImportError, AttributeError):
             pass
     if hasattr(ssa, "builtin_list_keys"):

@@ -866,9 +866,9 @@ def _field_validation(request: web.Request, rt: ResourceType, body: Any) -> list
     mode = (request.query.get("fieldValidation") or "").lower()
     if mode not in ("strict", "warn") or rt.schema is None or not isinstance(body, dict):
         return []
-    from kubesim import schema
+    from kubesim.schema.pruning import unknown_fields
 
-    unknown = schema.unknown_fields(body, rt.schema)
+    unknown = unknown_fields(body, rt.schema)
     if not unknown:
         return []
     messages = [f'unknown field "{f}"' for f in unknown]

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubesim.patch import POD_SPEC_PREFIXES, json_clone, json_equal
+from kubesim.jsonvalues import json_clone, json_equal
+from kubesim.patch import POD_SPEC_PREFIXES
 
 __all__ = [
     "ATOMIC",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import errors, paging, views
 from kubesim.fields import supported_field
-from kubesim.patch import json_clone
+from kubesim.jsonvalues import json_clone
 from kubesim.resources import Registry, ResourceType, types_from_crd
 from kubesim.watch import Watcher, WatchEvent
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from kubesim.gofmt import go_text
 from kubesim.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
-from kubesim.schema import go_float
 
 Column = dict[str, Any]
 CellFunction = Callable[[dict[str, Any], datetime], Any]
@@ -96,21 +96,6 @@ def _age(value: Any, now: datetime) -> str:
     return human_duration((_aware(now) - parsed).total_seconds())
 
 
-def _go_text(value: Any) -> str:
-    """A value as Go's ``fmt.Print`` shows it, which is how JSONPath prints a non-string match."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return go_float(value)
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_text(v)}" for k, v in sorted(value.items())) + "]"
-    if isinstance(value, list):
-        return "[" + " ".join(_go_text(v) for v in value) + "]"
-    return str(value)
-
-
 def _typed_cell(column_type: str, value: Any, now: datetime) -> Any:
     """Convert a column value to its declared type; ``None`` (an empty cell) when it does not fit."""
     if value is None:
@@ -154,7 +139,7 @@ def _json_path_cell(column: Column, obj: dict[str, Any], now: datetime) -> Any:
     if column_type == "string":
         if value is None:
             return None
-        return value if isinstance(value, str) else _go_text(value)
+        return value if isinstance(value, str) else go_text(value)
     return _typed_cell(column_type, value, now)
 
 

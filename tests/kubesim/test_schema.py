@@ -7,16 +7,12 @@ from typing import Any
 
 import pytest
 
-from kubesim.schema import (
-    apply_defaults,
-    go_float,
-    go_value,
-    list_keys_from_schema,
-    prune,
-    structural_errors,
-    unknown_fields,
-    validate,
-)
+from kubesim.gofmt import go_float, go_value
+from kubesim.schema.crd import structural_errors
+from kubesim.schema.defaulting import apply_defaults
+from kubesim.schema.listtypes import list_keys_from_schema
+from kubesim.schema.pruning import prune, unknown_fields
+from kubesim.schema.validation import validate
 from kubesim.ssa import ATOMIC, ListType
 
 
