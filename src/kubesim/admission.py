@@ -2,7 +2,7 @@
 
 The store calls `Admission` before every commit. It validates names per kind and labels, delegates to
 `validation.py` (built-in kinds), `defaults.py` (built-in defaults), `services.py` (clusterIP/nodePort allocation),
-accepts CustomResourceDefinitions (status conditions) and handles custom objects' schemas through `schema.py`.
+accepts CustomResourceDefinitions (status conditions) and handles custom objects' schemas through `kubesim.schema`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from kubesim import errors, paging, views
 from kubesim.fields import supported_field
 from kubesim.jsonvalues import json_clone
 from kubesim.resources import Registry, ResourceType, types_from_crd
+from kubesim.ssa import fieldmanager
 from kubesim.watch import Watcher, WatchEvent
 
 if TYPE_CHECKING:
@@ -372,9 +373,7 @@ class Store:
             raise errors.already_exists(rt.plural, rt.group, name)
         self.admission.admit_create(self, rt, obj, dry_run=dry_run)
         if managed_fields and field_manager is not None:
-            from kubesim import managed
-
-            managed.record(rt, None, obj, field_manager, "Update", None)
+            fieldmanager.record(rt, None, obj, field_manager, "Update", None)
         if dry_run:
             meta["resourceVersion"] = ""
             return obj
@@ -588,9 +587,7 @@ class Store:
             meta.pop("generation", None)
         self.admission.admit_update(self, rt, old, new, dry_run=dry_run, subresource=subresource)
         if managed_fields and field_manager is not None:
-            from kubesim import managed
-
-            managed.record(rt, old, new, field_manager, operation, subresource)
+            fieldmanager.record(rt, old, new, field_manager, operation, subresource)
         meta["resourceVersion"] = old_meta.get("resourceVersion")
         if new == old:
             return old  # no-op writes neither bump the revision nor notify watchers
@@ -620,7 +617,7 @@ class Store:
         dry_run: bool = False,
     ) -> tuple[Obj, bool]:
         """Apply a patch; returns (object, created) — only server-side apply creates."""
-        from kubesim import managed, patch
+        from kubesim import patch
 
         ns = ns if rt.namespaced else None
         core = self._rt(rt.storage) if rt.storage is not None else rt
@@ -652,11 +649,11 @@ class Store:
                     raise errors.not_found(rt.plural, rt.group, name)
                 config = clone(body)
                 _meta(config)["name"] = name
-                applied = managed.apply(rt, {}, config, field_manager, force, None)
+                applied = fieldmanager.apply(rt, {}, config, field_manager, force, None)
                 applied.setdefault("metadata", {})["name"] = name
                 created = self.create(core, ns, back(applied), dry_run=dry_run, managed_fields=False)
                 return out(created), True
-            applied = managed.apply(rt, old, body, field_manager, force, subresource)
+            applied = fieldmanager.apply(rt, old, body, field_manager, force, subresource)
             updated = self.update(
                 core,
                 ns,

@@ -13,7 +13,7 @@ from kubesim.schema.defaulting import apply_defaults
 from kubesim.schema.listtypes import list_keys_from_schema
 from kubesim.schema.pruning import prune, unknown_fields
 from kubesim.schema.validation import validate
-from kubesim.ssa import ATOMIC, ListType
+from kubesim.ssa.listtypes import ATOMIC, ListType, is_atomic_map
 
 
 def root(spec: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -881,10 +881,7 @@ def test_printer_columns_are_checked() -> None:
     ]
 
 
-
 def test_list_keys_from_schema_knows_atomic_maps() -> None:
-    from kubesim.ssa import is_atomic_map
-
     schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
         "sel": {"type": "object", "x-kubernetes-map-type": "atomic", "additionalProperties": {"type": "string"}},
         "labels": {"type": "object", "additionalProperties": {"type": "string"}}}}}}

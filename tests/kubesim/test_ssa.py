@@ -9,17 +9,11 @@ from typing import Any
 
 import pytest
 
-from kubesim.ssa import (
-    ATOMIC,
-    ApplyConflict,
-    ListType,
-    apply,
-    builtin_list_keys,
-    decode_fields_v1,
-    encode_fields_v1,
-    format_path,
-    record_update,
-)
+from kubesim.ssa.apply import ApplyConflict, apply
+from kubesim.ssa.builtin_types import builtin_list_keys
+from kubesim.ssa.fieldsv1 import decode_fields_v1, encode_fields_v1, format_path
+from kubesim.ssa.listtypes import ATOMIC, ListType
+from kubesim.ssa.update import record_update
 
 CM_KEYS = builtin_list_keys("v1", "ConfigMap")
 SVC_KEYS = builtin_list_keys("v1", "Service")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.schema import Schema
-from kubesim.ssa import ATOMIC, ListKeys, ListType, TypedKeys
+from kubesim.ssa.listtypes import ATOMIC, ListKeys, ListType, TypedKeys
 
 # ObjectMeta's list semantics (from its Go markers), which a CRD schema never spells out.
 _METADATA_LIST_TYPES = {

@@ -12,7 +12,6 @@ from kubesim.schema.fielderrors import Cause
 
 _LEVEL_ROOT, _LEVEL_ITEMS, _LEVEL_FIELD = "at the root", "for specified array items", "for specified object fields"
 
-
 # What a logical junctor (allOf/anyOf/oneOf/not) must not carry, with the apiserver's wording for each.
 _NESTED_FORBIDDEN = (
     ("type", "must be empty to be structural"),
