@@ -898,15 +898,16 @@ def _render_table(
     """A `meta.k8s.io` Table (CRD printer columns or the built-in printers) when the client asked for one."""
     from datetime import UTC, datetime
 
-    from kubesim import table
+    from kubesim.table.printers import builtin_columns
+    from kubesim.table.render import render_table, table_version
 
-    version = table.table_version(request.headers.get("Accept"))
+    version = table_version(request.headers.get("Accept"))
     if version is None:
         return None
     columns = (
         [dict(c) for c in rt.printer_columns]
         if rt.printer_columns
-        else table.builtin_columns(rt.group, rt.kind)
+        else builtin_columns(rt.group, rt.kind)
     )
     list_meta: dict[str, Any] = {"resourceVersion": rv}
     if cont:
@@ -914,7 +915,7 @@ def _render_table(
     if remaining is not None:
         list_meta["remainingItemCount"] = remaining
     try:
-        return table.render_table(
+        return render_table(
             items,
             columns=columns,
             include_object=request.query.get("includeObject", "Metadata"),
