@@ -17,9 +17,10 @@ from kubesim.schema.defaulting import apply_defaults
 from kubesim.schema.pruning import prune
 from kubesim.schema.validation import validate
 from kubesim.services import ServiceAdmission, ServiceAllocator
+from kubesim.store.metadata import now_iso
 
 if TYPE_CHECKING:
-    from kubesim.store import Store
+    from kubesim.store.store import Store
 
 Obj = dict[str, Any]
 
@@ -244,8 +245,6 @@ class Admission:
         status = crd.get("status")
         if not isinstance(status, dict):
             crd["status"] = status = {}
-        from kubesim.store import now_iso
-
         ts = now_iso()
         status["acceptedNames"] = dict(
             spec["names"], singular=spec["names"].get("singular") or spec["names"]["kind"].lower()

@@ -12,7 +12,7 @@ from typing import Any
 from kubesim import errors
 from kubesim.jsonvalues import json_clone
 from kubesim.resources import ResourceType
-from kubesim.store import Store
+from kubesim.store.store import Store
 
 _PATCH_TYPES = ("merge", "json", "strategic", "apply")
 
@@ -28,12 +28,7 @@ class ApiClient:
         self.field_manager = field_manager
 
     def resource_type(self, resource: str) -> ResourceType:
-        rt = self.store.registry.by_key(resource)
-        if rt is None:
-            raise errors.ApiError(
-                404, "NotFound", f"the server could not find the requested resource ({resource})"
-            )
-        return rt
+        return self.store.registry.require(resource)
 
     async def get(self, resource: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         rt = self.resource_type(resource)
@@ -86,7 +81,7 @@ class ApiClient:
                     )
                 yield typ, _copy(w.present(payload.obj))
         finally:
-            self.store.stop_watch(w)
+            self.store.watches.stop(w)
 
     async def create(
         self, resource: str, obj: dict[str, Any], namespace: str | None = None
@@ -173,8 +168,4 @@ def _parse_selectors(label_selector: str | None, field_selector: str | None) -> 
 def _check_subresource(rt: ResourceType, subresource: str | None) -> None:
     """Only the main resource and (where the type has one) ``status`` are writable here: 404 otherwise."""
     if subresource not in (None, "status") or (subresource == "status" and not rt.has_status):
-        raise errors.ApiError(
-            404,
-            "NotFound",
-            f"the server could not find the requested resource ({rt.plural}/{subresource})",
-        )
+        raise errors.no_such_resource(f"{rt.plural}/{subresource}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kubesim.store import Store
+    from kubesim.store.store import Store
 
 
 @dataclass(frozen=True)

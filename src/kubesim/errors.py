@@ -111,6 +111,12 @@ def cause(field: str, message: str, reason: str = "FieldValueInvalid") -> dict[s
     return {"reason": reason, "message": message, "field": field}
 
 
+def no_such_resource(what: str | None = None) -> ApiError:
+    """404 for a URL or resource the server does not serve (``what``, e.g. ``pods/exec``, is named in brackets)."""
+    suffix = f" ({what})" if what else ""
+    return ApiError(404, "NotFound", f"the server could not find the requested resource{suffix}")
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 

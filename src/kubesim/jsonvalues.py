@@ -29,22 +29,16 @@ def json_clone(value: Any) -> Any:
     return value
 
 
+# In this order: a bool is also an int.
+_TYPE_NAMES = ((type(None), "null"), (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+               (list, "array"), (dict, "object"))
+
+
 def json_type(value: Any) -> str:
     """The JSON type name the apiserver reports for a value of the wrong type."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
+    for python_type, name in _TYPE_NAMES:
+        if isinstance(value, python_type):
+            return name
     return type(value).__name__
 
 

@@ -11,6 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim import errors
+
+CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
+NAMESPACE_KEY = "namespaces"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -198,6 +202,13 @@ class Registry:
 
     def by_key(self, key: str) -> ResourceType | None:
         return self._by_key.get(key)
+
+    def require(self, key: str) -> ResourceType:
+        """The type served under ``key``; 404 NotFound naming the key when there is none."""
+        rt = self.by_key(key)
+        if rt is None:
+            raise errors.no_such_resource(key)
+        return rt
 
     def by_url(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_url.get((group, version, plural))

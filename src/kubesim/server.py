@@ -26,7 +26,7 @@ from kubesim.errors import ApiError
 from kubesim.faults import Faults
 from kubesim.resources import Registry, ResourceType
 from kubesim.scale import SCALABLE, replicas_from, scale_of
-from kubesim.store import Store
+from kubesim.store.store import Store
 from kubesim.watch import HTTP_MAX_BACKLOG, Watcher, WatchEvent, dumps
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class ApiServer:
 
     async def stop(self) -> None:
         self._stopping.set()
-        self.store.close_watchers()
+        self.store.watches.close_all()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -625,7 +625,7 @@ class ApiServer:
                 await resp.write_eof()
             return resp
         finally:
-            self.store.stop_watch(w)
+            self.store.watches.stop(w)
 
     def _line_maker(
         self, request: web.Request, rt: ResourceType, w: Watcher
@@ -795,7 +795,7 @@ class ApiServer:
                 return json_response(self.faults.to_dict())
             raise errors.method_not_allowed()
         if parts == ["expire-watches"] and request.method == "POST":
-            self.store.expire_watchers()
+            self.store.watches.expire()
             return json_response({"expired": True})
         if parts == ["compact"] and request.method == "POST":
             self.store.compact()

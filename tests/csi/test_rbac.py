@@ -34,7 +34,7 @@ from csi_support import (
 from csi_proto import csi_pb2
 from kubesim.auth import RequestAttributes, User
 from kubesim.sim import KubeSim, write_kubeconfig
-from kubesim.store import Store
+from kubesim.store.store import Store
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,

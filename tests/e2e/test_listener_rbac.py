@@ -15,7 +15,7 @@ import yaml
 from test_listener_controller import NS, Env, _gone, environment
 
 from kubesim.auth import RequestAttributes, User
-from kubesim.store import Store
+from kubesim.store.store import Store
 
 RBAC_MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "00-namespace-rbac.yaml"
 

@@ -77,7 +77,7 @@ async def test_open_watches_expired_by_the_admin_endpoint_recover_with_on_error_
     watch = lk.watch(ConfigMap, namespace="exp", on_error=on_error_retry)
     collector = asyncio.create_task(collect(watch, 3))
     await asyncio.sleep(0.3)  # the watch is open and has delivered the initial ADDED
-    kubesim.store.expire_watchers()  # what POST /kubesim/expire-watches does: a 410 ERROR event on every watch
+    kubesim.store.watches.expire()  # what POST /kubesim/expire-watches does: a 410 ERROR event on every watch
     await asyncio.sleep(0.3)
     await lk.create(ConfigMap(metadata=ObjectMeta(name="second", namespace="exp")))
     events = await collector
