@@ -14,7 +14,7 @@ import yaml
 
 from kubesim.api import ApiClient
 from kubesim.faults import Faults
-from kubesim.server import ApiServer
+from kubesim.server.app import ApiServer
 from kubesim.tls import make_self_signed, server_context
 
 

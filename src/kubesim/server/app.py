@@ -1,0 +1,172 @@
+"""``ApiServer``: the HTTP face of a ``Store`` (it owns the registry, store, faults and auth): lifecycle,
+authentication and error answers for every request, top-level routing, and the pipeline of a resource request
+(target, verb, authorization, injected faults, handler)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from kubesim import errors
+from kubesim.admission import Admission
+from kubesim.auth import AllowAll, Authorizer, TokenAuthenticator, User
+from kubesim.errors import ApiError
+from kubesim.faults import Faults
+from kubesim.resources import Registry
+from kubesim.server import discovery, objects
+from kubesim.server.admin import admin, inject_faults
+from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
+from kubesim.server.routing import Target, parse_target, verb_of
+from kubesim.server.watchstream import watch
+from kubesim.server.wire import bool_param, error_response, json_response
+from kubesim.store.store import Store
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["ApiServer", web.Request, Target], Awaitable[web.StreamResponse]]
+_HANDLERS: dict[str, Handler] = {
+    "watch": watch,
+    "list": objects.list_objects,
+    "get": objects.get,
+    "create": objects.create,
+    "update": objects.update,
+    "patch": objects.patch_object,
+    "delete": objects.delete,
+    "deletecollection": objects.delete_collection,
+}
+
+
+class ApiServer:
+    """The HTTP face of a `Store`; owns the registry, store, faults and auth."""
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        watch_window: int = 10_000,
+        service_cidr: str = "10.96.0.0/12",
+        bookmark_interval: float = 5.0,
+        faults: Faults | None = None,
+        authorizer: Authorizer | None = None,
+        namespace_cleanup_delay: float = 0.2,
+        gc_delay: float = 0.2,
+    ) -> None:
+        self.token = token or secrets.token_urlsafe(24)
+        self.registry = Registry()
+        self.admission = Admission(service_cidr=service_cidr)
+        self.store = Store(
+            self.registry,
+            self.admission,
+            watch_window=watch_window,
+            namespace_cleanup_delay=namespace_cleanup_delay,
+            gc_delay=gc_delay,
+        )
+        self.faults = faults or Faults()
+        self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))})
+        self.authorizer: Authorizer = authorizer or AllowAll()
+        self.bookmark_interval = bookmark_interval
+        self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
+        self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # -------------------------------------------------------------------------------------------- lifecycle
+
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
+    ) -> str:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        bound = sockets[0].getsockname()[1] if sockets else port
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{'https' if ssl_context else 'http'}://{shown}:{bound}"
+        return self.url
+
+    async def stop(self) -> None:
+        self.store.watches.close_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------------------------------- middleware
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            authenticate(self.authenticator, request)
+            result: web.StreamResponse = await handler(request)
+            return result
+        except ApiError as e:
+            return error_response(e)
+        except web.HTTPException:
+            raise
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise
+        except Exception as e:  # a bug in kubesim: answer like the apiserver's 500, keep serving
+            log.exception("internal error on %s %s", request.method, request.path)
+            return error_response(errors.internal_error(f"{type(e).__name__}: {e}"))
+
+    # ------------------------------------------------------------------------------------------------ routing
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if not parts:
+            return json_response(discovery.ROOT_PATHS)
+        head = parts[0]
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok", content_type="text/plain")
+        if head == "version" and len(parts) == 1:
+            return json_response(discovery.VERSION_INFO)
+        if head == "kubesim":
+            return await admin(self, request, parts[1:])
+        if head == "openapi":
+            return discovery.openapi_document(self.registry, request, parts[1:])
+        if head == "api":
+            if len(parts) == 1:
+                return discovery.get_only(request, discovery.api_versions(request))
+            if parts[1] != "v1":
+                raise errors.no_such_resource()
+            if len(parts) == 2:
+                return discovery.get_only(request, discovery.resource_list(self.registry, "", "v1"))
+            return await self._resource(request, "", "v1", parts[2:])
+        if head == "apis":
+            if len(parts) == 1:
+                return discovery.get_only(request, discovery.group_list(self.registry))
+            group = parts[1]
+            if len(parts) == 2:
+                g = discovery.group(self.registry, group)
+                if g is None:
+                    raise errors.no_such_resource()
+                return discovery.get_only(request, dict(g, kind="APIGroup", apiVersion="v1"))
+            version = parts[2]
+            if not self.registry.group_version_types(group, version):
+                raise errors.no_such_resource()
+            if len(parts) == 3:
+                return discovery.get_only(request, discovery.resource_list(self.registry, group, version))
+            return await self._resource(request, group, version, parts[3:])
+        raise errors.no_such_resource()
+
+    async def _resource(
+        self, request: web.Request, group: str, version: str, rest: list[str]
+    ) -> web.StreamResponse:
+        t = parse_target(self.registry, group, version, rest)
+        verb = verb_of(request.method, t, t.watch_path or bool_param(request.query.get("watch")))
+        user = request[USER_KEY]
+        if t.rt.key == ACCESS_REVIEW and verb == "create":
+            return await access_review(self.authorizer, request, user)  # every user may ask (system:basic-user)
+        authorize(self.authorizer, user, verb, t)
+        await inject_faults(self.faults, verb, t)
+        if t.subresource == "scale":
+            return await objects.scale(self, request, t, verb)
+        return await _HANDLERS[verb](self, request, t)
