@@ -27,3 +27,9 @@ Schema = dict[str, Any]
 
 # Always allowed at a resource root (and in an embedded resource), whatever the schema declares.
 ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def properties_of(s: Schema) -> dict[str, Any]:
+    """A schema node's ``properties`` (empty when absent or malformed)."""
+    properties = s.get("properties")
+    return properties if isinstance(properties, dict) else {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.jsonvalues import json_clone
-from kubesim.schema import Schema
+from kubesim.schema import Schema, properties_of
 
 
 def apply_defaults(obj: dict[str, Any], schema: Schema) -> dict[str, Any]:
@@ -26,8 +26,7 @@ def _default(value: Any, s: Any) -> None:
     if not isinstance(s, dict):
         return
     if isinstance(value, dict):
-        properties = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        assert isinstance(properties, dict)
+        properties = properties_of(s)
         for name, prop in properties.items():
             if not isinstance(prop, dict) or "default" not in prop or prop["default"] is None:
                 continue
@@ -59,8 +58,7 @@ def _prune_non_nullable_nulls(value: Any, s: Any) -> None:
     if not isinstance(s, dict):
         return
     if isinstance(value, dict):
-        properties = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-        assert isinstance(properties, dict)
+        properties = properties_of(s)
         additional = s.get("additionalProperties")
         for name in list(value):
             child_schema = properties.get(name, additional if isinstance(additional, dict) else None)

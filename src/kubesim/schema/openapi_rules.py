@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.schema import ROOT_FIELDS, Schema
+from kubesim.schema import ROOT_FIELDS, Schema, properties_of
 from kubesim.schema import fielderrors as fe
 from kubesim.schema.fielderrors import Cause
 
@@ -36,8 +36,7 @@ def openapi_rule_causes(s: Any, path: str, out: list[Cause], *, root: bool, in_m
         out.append(
             fe.forbidden(f"{path}.uniqueItems", "uniqueItems cannot be set to true since the runtime complexity becomes quadratic")
         )
-    properties = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-    assert isinstance(properties, dict)
+    properties = properties_of(s)
     additional = s.get("additionalProperties")
     if additional is False:
         out.append(fe.forbidden(f"{path}.additionalProperties", "additionalProperties cannot be set to false"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.jsonvalues import json_clone
-from kubesim.schema import ROOT_FIELDS, Schema
+from kubesim.schema import ROOT_FIELDS, Schema, properties_of
 from kubesim.schema import fielderrors as fe
 
 # ObjectMeta fields kept in the metadata of an x-kubernetes-embedded-resource (everything else is pruned).
@@ -47,8 +47,7 @@ def _prune(
     schema = s if isinstance(s, dict) else None
     keep_unknown = keep_unknown or bool(schema and schema.get("x-kubernetes-preserve-unknown-fields"))
     if isinstance(value, dict):
-        properties = schema.get("properties") if schema and isinstance(schema.get("properties"), dict) else {}
-        assert isinstance(properties, dict)
+        properties = properties_of(schema) if schema else {}
         additional = schema.get("additionalProperties") if schema else None
         embedded = bool(schema and schema.get("x-kubernetes-embedded-resource"))
         for name in list(value):

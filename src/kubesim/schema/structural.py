@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kubesim.schema import Schema
+from kubesim.schema import Schema, properties_of
 from kubesim.schema import fielderrors as fe
 from kubesim.schema.fielderrors import Cause
 
@@ -49,8 +49,7 @@ def _structural_node(s: Any, path: str, out: list[Cause], *, level: str) -> None
     int_or_string = s.get("x-kubernetes-int-or-string") is True
     preserve = s.get("x-kubernetes-preserve-unknown-fields") is True
     embedded = s.get("x-kubernetes-embedded-resource") is True
-    properties = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-    assert isinstance(properties, dict)
+    properties = properties_of(s)
     additional = s.get("additionalProperties")
 
     if type_name == "array" and "items" not in s:

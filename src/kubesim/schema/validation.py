@@ -13,7 +13,7 @@ from typing import Any
 
 from kubesim.gofmt import go_float, go_value
 from kubesim.jsonvalues import hashable, is_integer, is_number, json_equal, json_type
-from kubesim.schema import ROOT_FIELDS, Schema
+from kubesim.schema import ROOT_FIELDS, Schema, properties_of
 from kubesim.schema import fielderrors as fe
 from kubesim.schema.fielderrors import Cause
 from kubesim.schema.formats import STRING_FORMATS
@@ -182,8 +182,7 @@ def _second_occurrences(values: list[Any]) -> list[int]:
 
 
 def _validate_object(value: dict[str, Any], s: Schema, path: str, out: list[Cause], *, root: bool) -> None:
-    properties = s.get("properties") if isinstance(s.get("properties"), dict) else {}
-    assert isinstance(properties, dict)
+    properties = properties_of(s)
     additional = s.get("additionalProperties")
     embedded = bool(s.get("x-kubernetes-embedded-resource"))
     for name in s.get("required") or []:

@@ -4,11 +4,13 @@ shortly after they are written."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from kubesim.jsonvalues import json_clone
 from kubesim.resources import ResourceType
 from kubesim.store.deferred import call_later
+from kubesim.store.index import Location
 
 if TYPE_CHECKING:
     from kubesim.store.store import Store
@@ -25,17 +27,20 @@ class GarbageCollector:
         self.store = store
         self.delay = delay  # seconds before objects with missing owners are collected (0 = never)
 
-    def delete_dependents(self, owner_uid: str) -> None:
-        """Delete what ``owner_uid`` owned, unless another live owner remains (then only drop the reference)."""
+    def _dependents(self, owner_uid: str) -> Iterator[tuple[ResourceType, Location, Obj]]:
+        """The stored dependents of ``owner_uid``, each looked up when reached (callers write in between)."""
         objects = self.store.objects
         for dep_uid in list(objects.dependents(owner_uid)):
             loc = objects.location(dep_uid)
             dep = objects.by_uid(dep_uid)
-            if loc is None or dep is None:
+            drt = self.store.registry.by_key(loc[0]) if loc else None
+            if loc is None or dep is None or drt is None:
                 continue
-            drt = self.store.registry.by_key(loc[0])
-            if drt is None:
-                continue
+            yield drt, loc, dep
+
+    def delete_dependents(self, owner_uid: str) -> None:
+        """Delete what ``owner_uid`` owned, unless another live owner remains (then only drop the reference)."""
+        for drt, loc, dep in self._dependents(owner_uid):
             refs = dep["metadata"].get("ownerReferences") or []
             others = [r for r in refs if r.get("uid") != owner_uid and self._owner_alive(r.get("uid", ""))]
             if others:
@@ -50,13 +55,7 @@ class GarbageCollector:
 
     def orphan_dependents(self, owner_uid: str) -> None:
         """Deletion with ``Orphan``: the dependents lose their reference to the owner and stay."""
-        objects = self.store.objects
-        for dep_uid in list(objects.dependents(owner_uid)):
-            loc = objects.location(dep_uid)
-            dep = objects.by_uid(dep_uid)
-            drt = self.store.registry.by_key(loc[0]) if loc else None
-            if dep is None or drt is None:
-                continue
+        for drt, _, dep in self._dependents(owner_uid):
             kept = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
             self.set_owner_refs(drt, dep, kept)
 
