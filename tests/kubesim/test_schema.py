@@ -8,12 +8,17 @@ from typing import Any
 import pytest
 
 from kubesim.gofmt import go_float, go_value
-from kubesim.schema.crd import structural_errors
+from kubesim.schema.crd import structural_causes
 from kubesim.schema.defaulting import apply_defaults
 from kubesim.schema.listtypes import list_keys_from_schema
 from kubesim.schema.pruning import prune, unknown_fields
 from kubesim.schema.validation import validate
 from kubesim.ssa.listtypes import ATOMIC, ListType, is_atomic_map
+
+
+def structural_errors(crd: dict[str, Any]) -> list[str]:
+    """A CRD's problems as ``field: message`` lines, as kubectl prints a 422's causes."""
+    return [f"{c['field']}: {c['message']}" for c in structural_causes(crd)]
 
 
 def root(spec: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -15,13 +15,9 @@ from kubesim.schema.structural import structural_invariant_causes
 from kubesim.schema.validation import validate
 
 
-def structural_errors(crd: dict[str, Any]) -> list[str]:
-    """Why a CRD's schemas are not acceptable, as ``field: message`` lines (empty when acceptable)."""
-    return [f"{c['field']}: {c['message']}" for c in structural_causes(crd)]
-
-
 def structural_causes(crd: dict[str, Any]) -> list[Cause]:
-    """The same problems as causes, for the 422 ``Status.details.causes`` when a CRD is rejected.
+    """Why a CRD's schemas are not acceptable (empty when acceptable), as the 422 ``Status.details.causes`` of the
+    rejected request.
 
     Per version: the structural invariants (sorted, as the apiserver sorts them), then the validity of ``default``
     values (only for an otherwise structural schema), then the general OpenAPI checks (unsupported keywords, list
