@@ -30,9 +30,9 @@ from listener_operator.observability import (
     setup_logging,
 )
 from listener_operator.presets import DEFAULT_PRESET, PRESETS, ensure_presets
-from listener_operator.runtime.api import KubeApi
-from listener_operator.runtime.events import EventRecorder
-from listener_operator.runtime.leader import LeaderElector
+from operator_runtime.api import KubeApi
+from operator_runtime.events import EventRecorder
+from operator_runtime.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 

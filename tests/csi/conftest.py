@@ -19,7 +19,7 @@ from csi_support import CsiEndpoint, KubeCsi, install_crds, open_endpoint
 from lightkube.config.kubeconfig import KubeConfig
 
 from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.api import KubeApi
 
 
 @pytest.fixture

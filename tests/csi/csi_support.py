@@ -19,7 +19,7 @@ from listener_operator.csi_server.server import (
     node_servicers,
     start_csi_server,
 )
-from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo
+from operator_runtime.api import ApiFailure, KubeApi, ResourceInfo
 
 CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
 NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", False)

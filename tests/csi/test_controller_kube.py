@@ -13,7 +13,7 @@ from listener_operator.constants import (
     TOPOLOGY_KEY_HOSTNAME,
 )
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, PVC
-from listener_operator.runtime.api import ResourceInfo
+from operator_runtime.api import ResourceInfo
 
 EVENTS = ResourceInfo("events.k8s.io/v1", "Event", "events", namespaced=True)
 

@@ -35,7 +35,7 @@ from listener_operator.csi_server.server import (
 )
 from listener_operator.kube import make_client
 from listener_operator.observability import HealthServer, MetricsRegistry
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.api import KubeApi
 
 REQUESTS = "listener_operator_csi_requests_total"
 DURATION_COUNT = "listener_operator_csi_request_duration_seconds_count"

@@ -32,7 +32,7 @@ from listener_operator.constants import (
     mount_label_key,
 )
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
-from listener_operator.runtime.api import ApiFailure, ResourceInfo
+from operator_runtime.api import ApiFailure, ResourceInfo
 
 EVENTS = ResourceInfo("events.k8s.io/v1", "Event", "events", namespaced=True)
 NS = "default"

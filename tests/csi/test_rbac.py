@@ -43,7 +43,7 @@ from listener_operator.constants import (
 from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, PV, PVC
 from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.api import KubeApi
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "00-namespace-rbac.yaml"
 SERVICE_ACCOUNT = "system:serviceaccount:listener-operator:listener-operator"

@@ -14,7 +14,7 @@ from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
-from listener_operator.runtime.api import WRITE_VERBS
+from operator_runtime.api import WRITE_VERBS
 
 LISTENERS = "listeners.listeners.stackable.tech"
 CLASSES = "listenerclasses.listeners.stackable.tech"

@@ -8,10 +8,10 @@ from typing import Any
 
 from kubesim.sim import KubeSim
 from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi, ResourceInfo, WatchExpired
-from listener_operator.runtime.controller import Controller, Result
-from listener_operator.runtime.reflector import ApiSource, Reflector, object_key
-from listener_operator.runtime.workqueue import ExponentialBackoff
+from operator_runtime.api import KubeApi, ResourceInfo, WatchExpired
+from operator_runtime.controller import Controller, Result
+from operator_runtime.reflector import ApiSource, Reflector, object_key
+from operator_runtime.workqueue import ExponentialBackoff
 
 
 def obj(name: str, rv: str, namespace: str | None = "ns", **extra: Any) -> dict[str, Any]:

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from listener_operator.controller_command import add_arguments
-from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo, resource_info
-from listener_operator.runtime.applied import (
+from operator_runtime.api import ApiFailure, KubeApi, ResourceInfo, resource_info
+from operator_runtime.applied import (
     SERVICE_ATOMIC_MAPS,
     apply_is_noop,
     is_subset,
     stale_owned_fields,
 )
-from listener_operator.runtime.events import EventRecorder, object_reference, truncate_note
-from listener_operator.runtime.leader import LeaderElector
+from operator_runtime.events import EventRecorder, object_reference, truncate_note
+from operator_runtime.leader import LeaderElector
 
 
 class FakeApi(KubeApi):

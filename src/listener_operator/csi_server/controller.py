@@ -24,7 +24,7 @@ from listener_operator.csi_server.volume_context import (
     decode_selector,
     required_object,
 )
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.api import KubeApi
 
 __all__ = ["PARAM_PVC_NAME", "PARAM_PVC_NAMESPACE", "ControllerService"]
 

@@ -15,7 +15,7 @@ import grpc
 import httpx2
 from lightkube.core.exceptions import ApiError
 
-from listener_operator.runtime.api import ApiFailure
+from operator_runtime.api import ApiFailure
 
 __all__ = ["KUBE_ERRORS", "CsiError", "api_error_code", "csi_rpc", "error_chain", "get_optional", "get_required"]
 

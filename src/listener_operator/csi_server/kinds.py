@@ -5,7 +5,7 @@ from __future__ import annotations
 from lightkube.resources.core_v1 import Node, PersistentVolume, PersistentVolumeClaim, Pod
 
 from listener_operator.crd.resources import Listener, ListenerClass, PodListeners
-from listener_operator.runtime.api import ResourceInfo, resource_info
+from operator_runtime.api import ResourceInfo, resource_info
 
 __all__ = ["LISTENER", "LISTENER_CLASS", "NODE", "POD", "POD_LISTENERS", "PV", "PVC"]
 

@@ -81,8 +81,8 @@ from listener_operator.listener_controller.addresses import (
     pod_listener_scope,
     pod_local_addresses,
 )
-from listener_operator.runtime.api import JsonDict, KubeApi
-from listener_operator.runtime.applied import apply_is_noop
+from operator_runtime.api import JsonDict, KubeApi
+from operator_runtime.applied import apply_is_noop
 
 __all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService"]
 

@@ -25,7 +25,7 @@ from listener_operator.observability import (
     parse_http_address,
     setup_logging,
 )
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.api import KubeApi
 
 __all__ = ["DEFAULT_HTTP_ADDRESS", "add_arguments", "run"]
 

@@ -14,7 +14,7 @@ import grpc
 from listener_operator.csi_server.errors import CsiError
 from listener_operator.csi_server.kinds import LISTENER, POD_LISTENERS
 from listener_operator.csi_server.validation import InvalidVolumeInput, check_port_name
-from listener_operator.runtime.api import JsonDict
+from operator_runtime.api import JsonDict
 
 __all__ = [
     "listener_ports",

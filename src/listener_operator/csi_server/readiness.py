@@ -16,7 +16,7 @@ from pathlib import Path
 
 from listener_operator.csi_server.errors import KUBE_ERRORS, api_error_code, error_chain
 from listener_operator.csi_server.kinds import NODE
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.api import KubeApi
 
 __all__ = ["NodeReadiness"]
 

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from listener_operator.runtime.events import object_reference
+from operator_runtime.events import object_reference
 
 __all__ = ["EventPublisher", "object_reference", "publish_warning"]
 

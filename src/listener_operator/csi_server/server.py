@@ -24,8 +24,8 @@ from listener_operator.csi_server.controller import ControllerService
 from listener_operator.csi_server.identity import IdentityService
 from listener_operator.csi_server.metrics import CsiMetrics, CsiMetricsInterceptor
 from listener_operator.csi_server.node import DEFAULT_LISTENER_WAIT_SECONDS, NodeService
-from listener_operator.runtime.api import KubeApi
-from listener_operator.runtime.events import EventRecorder
+from operator_runtime.api import KubeApi
+from operator_runtime.events import EventRecorder
 
 __all__ = [
     "MAX_SOCKET_PATH",

@@ -49,12 +49,12 @@ from listener_operator.listener_controller.service import (
     parse_listener_class_spec,
 )
 from listener_operator.observability import Metrics
-from listener_operator.runtime.api import ApiFailure, JsonDict, KubeApi, ResourceInfo
-from listener_operator.runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
-from listener_operator.runtime.controller import Controller, Result
-from listener_operator.runtime.events import EventRecorder, object_reference
-from listener_operator.runtime.reflector import ApiSource, Reflector, object_key
-from listener_operator.runtime.workqueue import ExponentialBackoff, WorkQueue
+from operator_runtime.api import ApiFailure, JsonDict, KubeApi, ResourceInfo
+from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
+from operator_runtime.controller import Controller, Result
+from operator_runtime.events import EventRecorder, object_reference
+from operator_runtime.reflector import ApiSource, Reflector, object_key
+from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
 
 log = logging.getLogger(__name__)
 
