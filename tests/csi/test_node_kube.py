@@ -31,10 +31,11 @@ from listener_operator.constants import (
     PV_LABEL_LISTENER_NAMESPACE,
     mount_label_key,
 )
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
-from operator_runtime.api import ApiFailure, ResourceInfo
+from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
+from operator_runtime.errors import ApiFailure
+from operator_runtime.kinds import EVENT, NODE, POD, PV, PVC
 
-EVENTS = ResourceInfo("events.k8s.io/v1", "Event", "events", namespaced=True)
+EVENTS = EVENT
 NS = "default"
 LB_STATUS = {"serviceName": "web-0-listener",
              "ingressAddresses": [{"address": "lb.example.com", "addressType": "Hostname", "ports": {"http": 80}},

@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from kubesim.sim import KubeSim
-from listener_operator.kube import make_client
-from operator_runtime.api import KubeApi, ResourceInfo, WatchExpired
-from operator_runtime.controller import Controller, Result
-from operator_runtime.reflector import ApiSource, Reflector, object_key
+from operator_runtime.config import make_api
+from operator_runtime.controller import Action, Controller
+from operator_runtime.errors import Expired
+from operator_runtime.kinds import ResourceInfo
+from operator_runtime.objects import object_key
+from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff
 
 
@@ -80,7 +82,7 @@ async def test_gone_relists_and_emits_only_the_differences() -> None:
     source = ScriptedSource(
         lists=[([obj("a", "1"), obj("b", "2"), obj("c", "3")], "3"),
                ([obj("a", "1"), obj("b", "7"), obj("d", "8")], "9")],
-        watches=[WatchExpired(410, "Expired", "too old")],
+        watches=[Expired(410, "Expired", "too old")],
     )
     reflector = Reflector("things", source)
     changes: list[tuple[Any, Any]] = []
@@ -127,13 +129,13 @@ async def test_controller_maps_secondary_changes_old_and_new_to_primary_keys() -
     reconciled: list[str] = []
     gate = asyncio.Event()
 
-    async def reconcile(key: str) -> Result:
-        reconciled.append(key)
+    async def reconcile(listener: dict[str, Any], context: None) -> Action:
+        reconciled.append(object_key(listener))
         if len(reconciled) >= 4:
             gate.set()
-        return Result()
+        return Action.await_change()
 
-    controller = Controller("test", primary, reconcile, workers=2)
+    controller = Controller("test", primary, reconcile, context=None, workers=2)
     controller.watches(secondary, lambda o: o.get("users", []))
     # the secondary watch event must come after the controller started: hold it back until then
     script = secondary_source.watches.pop(0)
@@ -156,13 +158,14 @@ async def test_controller_retries_failures_with_backoff_then_succeeds() -> None:
     attempts: list[str] = []
     done = asyncio.Event()
 
-    async def reconcile(key: str) -> None:
-        attempts.append(key)
+    async def reconcile(listener: dict[str, Any], context: None) -> Action:
+        attempts.append(object_key(listener))
         if len(attempts) < 3:
             raise RuntimeError("API rejected")
         done.set()
+        return Action.await_change()
 
-    controller = Controller("test", primary, reconcile, workers=1)
+    controller = Controller("test", primary, reconcile, context=None, workers=1)
     controller.queue.backoff.base = 0.01
     task = asyncio.create_task(controller.run())
     await asyncio.wait_for(done.wait(), 5)
@@ -202,8 +205,7 @@ async def test_api_source_lists_in_pages_into_one_snapshot(kubesim: KubeSim) -> 
     for i in range(5):
         await kubesim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
                                                 "metadata": {"name": f"cm-{i}", "namespace": "default"}}, "default")
-    client = make_client(str(kubesim.kubeconfig_path))
-    api = KubeApi(client)
+    api = make_api(str(kubesim.kubeconfig_path))
     pages: list[str | None] = []
     request = api._request
 
@@ -217,7 +219,7 @@ async def test_api_source_lists_in_pages_into_one_snapshot(kubesim: KubeSim) -> 
                            page_size=2)
         items, version = await source.list()
     finally:
-        await client.close()
+        await api.close()
     assert sorted(i["metadata"]["name"] for i in items if i["metadata"]["name"].startswith("cm-")) == [
         f"cm-{i}" for i in range(5)]
     assert all(i["kind"] == "ConfigMap" for i in items)

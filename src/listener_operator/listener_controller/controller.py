@@ -33,6 +33,7 @@ from listener_operator.constants import (
     PV_LABEL_LISTENER_NAMESPACE,
 )
 from listener_operator.crd.models import AddressType, ServiceType
+from listener_operator.kinds import LISTENER, LISTENER_CLASS
 from listener_operator.listener_controller.addresses import (
     ListenerAddresses,
     class_address_type,
@@ -49,23 +50,18 @@ from listener_operator.listener_controller.service import (
     parse_listener_class_spec,
 )
 from listener_operator.observability import Metrics
-from operator_runtime.api import ApiFailure, JsonDict, KubeApi, ResourceInfo
+from operator_runtime.api import KubeApi
 from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
-from operator_runtime.controller import Controller, Result
-from operator_runtime.events import EventRecorder, object_reference
-from operator_runtime.reflector import ApiSource, Reflector, object_key
+from operator_runtime.controller import Action, Controller
+from operator_runtime.errors import ApiFailure, BadRequest, Conflict, Invalid, NotFound
+from operator_runtime.events import EventRecorder
+from operator_runtime.kinds import ENDPOINT_SLICE, NODE, PV, SERVICE
+from operator_runtime.objects import JsonDict, object_key, object_reference
+from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
 
 log = logging.getLogger(__name__)
 
-LISTENER = ResourceInfo(GROUP_VERSION, "Listener", "listeners", namespaced=True)
-LISTENER_CLASS = ResourceInfo(GROUP_VERSION, "ListenerClass", "listenerclasses", namespaced=False)
-SERVICE = ResourceInfo("v1", "Service", "services", namespaced=True)
-NODE = ResourceInfo("v1", "Node", "nodes", namespaced=False)
-PV = ResourceInfo("v1", "PersistentVolume", "persistentvolumes", namespaced=False)
-ENDPOINT_SLICE = ResourceInfo("discovery.k8s.io/v1", "EndpointSlice", "endpointslices", namespaced=True)
-
-_FAILED = Result()  # a reconcile that reported a failure it will not retry (the watches bring the fix)
 STATUS_FIELDS = ("serviceName", "ingressAddresses", "nodePorts", "conditions", "observedGeneration")
 READY = "Ready"
 
@@ -85,7 +81,7 @@ class ApiRejectedError(ListenerError):
     def __init__(self, reason: str, message: str, failure: ApiFailure) -> None:
         super().__init__(message)
         self.step_reason = reason
-        self.retry = failure.code not in (400, 422)
+        self.retry = not isinstance(failure, BadRequest | Invalid)
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -181,9 +177,11 @@ class ListenerController:
         self._node_users: dict[str, set[str]] = {}
         self._listener_nodes: dict[str, set[str]] = {}
 
+        self.listeners.add_handler(self._forget_deleted)
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
-        self.controller = Controller("listener", self.listeners, self._reconcile_key, workers=workers, queue=queue,
-                                     resync_seconds=resync_seconds)
+        self.controller: Controller[None] = Controller(
+            "listener", self.listeners, self._reconcile_measured, error_policy, context=None, workers=workers,
+            queue=queue, resync_seconds=resync_seconds)
         self.controller.watches(self.services, lambda s: {object_key(s), *_owner_listener_keys(s)})
         self.controller.watches(self.classes, lambda c: [
             object_key(lst) for lst in self.listeners.by_index("class", str(_meta(c).get("name")))])
@@ -238,15 +236,16 @@ class ListenerController:
         else:
             self._listener_nodes.pop(key, None)
 
+    def _forget_deleted(self, old: JsonDict | None, new: JsonDict | None) -> None:
+        if new is None and old is not None:
+            self._set_node_users(object_key(old), ())
+
     # ---- reconcile -----------------------------------------------------------------------------------------------
-    async def _reconcile_key(self, key: str) -> Result | None:
+    async def _reconcile_measured(self, listener: JsonDict, context: None) -> Action:
         start = time.perf_counter()
         outcome = "success"
         try:
-            result = await self.reconcile(key)
-            if result is _FAILED:
-                outcome = "error"
-            return result
+            return await self.reconcile(listener)
         except Exception:
             outcome = "error"
             raise
@@ -254,23 +253,20 @@ class ListenerController:
             self.metrics.reconciles.labels(outcome).inc()
             self.metrics.reconcile_duration.observe(time.perf_counter() - start)
 
-    async def reconcile(self, key: str) -> Result | None:
-        listener = self.listeners.get(key)
-        if listener is None:
-            self._set_node_users(key, ())
-            return None
+    async def reconcile(self, listener: JsonDict) -> Action:
+        """Bring the Service and the status in line with ``listener``; a failure is reported (Event, status
+        condition) and raised for :func:`error_policy`."""
         if _meta(listener).get("deletionTimestamp"):
-            return None
+            return Action.await_change()
+        key = object_key(listener)
         log.debug("Starting reconcile of Listener %s", key)
         try:
             await self._reconcile(listener)
         except ListenerError as error:
             await self._report_failure(listener, error)
-            if isinstance(error, ApiRejectedError) and error.retry:
-                raise  # API trouble: retry with backoff
-            return _FAILED  # a spec/class/ownership problem: the watches bring the change that fixes it
+            raise
         log.debug("Reconciled Listener %s", key)
-        return None
+        return Action.await_change()
 
     async def _reconcile(self, listener: JsonDict) -> None:
         namespace, name, uid = listener_identity(listener)
@@ -331,9 +327,9 @@ class ListenerController:
             log.info("Deleting orphaned services: %s/%s", namespace, meta.get("name"))
             try:
                 await self.api.delete(SERVICE, str(meta.get("name")), namespace, uid=meta.get("uid"))
+            except (NotFound, Conflict):
+                continue  # already gone, or replaced by another object of that name (uid precondition)
             except ApiFailure as failure:
-                if failure.code in (404, 409):
-                    continue  # already gone, or replaced by another object of that name
                 raise ApiRejectedError("DeleteOrphans", f"could not delete orphaned Service "
                                                         f"{namespace}/{meta.get('name')}: {failure.message}",
                                        failure) from failure
@@ -399,9 +395,9 @@ class ListenerController:
                                            namespace=str(meta.get("namespace")),
                                            field_manager=FIELD_MANAGER_LISTENER_STATUS, force=True,
                                            subresource="status")
+        except NotFound:
+            return False  # the Listener is gone
         except ApiFailure as failure:
-            if failure.code == 404:
-                return False  # the Listener is gone
             raise ApiRejectedError("ApplyStatus", f"could not write the status of Listener {key}: "
                                                   f"{failure.message}", failure) from failure
         self._written_listeners.remember(written)
@@ -445,3 +441,13 @@ class ListenerController:
                     "namespace": meta.get("namespace")}
         return None
 
+
+
+def error_policy(listener: JsonDict, error: Exception, context: None) -> Action:
+    """Retry (with backoff) what a retry can fix: API trouble. A problem in the spec, the class or ownership
+    waits for the change that fixes it, which the watches bring."""
+    if isinstance(error, ApiRejectedError):
+        return Action.retry() if error.retry else Action.await_change()
+    if isinstance(error, ListenerError):
+        return Action.await_change()
+    return Action.retry()
