@@ -24,6 +24,10 @@ from typing import IO, Any
 
 from listener_operator.constants import DRIVER_NAME
 
+#: The ``listener-operator local up`` help line (this module is a command of the ``listener_operator.commands``
+#: entry-point group).
+HELP = "run kubesim with simulated nodes and the operator locally"
+
 SOCKET_PATH_LIMIT = 107
 PLUGIN_START_TIMEOUT = 60.0
 HEALTHY_TIMEOUT = 60.0

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from listener_operator.local.up import (
+from devenv.up import (
     Console,
     LocalCluster,
     LocalError,
@@ -25,7 +25,10 @@ from listener_operator.local.up import (
     serve_until_stopped,
 )
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
+#: The ``listener-operator demo`` help line (a command of the ``listener_operator.commands`` entry-point group).
+HELP = "run the local cluster and the examples, then show the result"
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 DEFAULT_TIMEOUT = 90.0
 
 # kind -> resource name (plural.group) for the kinds the examples use.
