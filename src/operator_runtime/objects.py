@@ -75,11 +75,6 @@ class OwnerReference:
         return cls(str(raw.get("apiVersion") or ""), str(raw.get("kind") or ""), str(raw.get("name") or ""),
                    str(raw.get("uid") or ""), raw.get("controller") is True)
 
-    @property
-    def group(self) -> str:
-        """The API group of the owner ('' for the core group)."""
-        return self.api_version.rpartition("/")[0]
-
 
 class Meta:
     """A view of an object's ``metadata``: strings are '' and mappings empty when absent."""

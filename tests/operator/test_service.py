@@ -17,6 +17,7 @@ from listener_operator.listener_controller.service import (
     InvalidPodSelectorError,
     InvalidPortError,
     InvalidServiceOverrideError,
+    ListenerClass,
     ListenerError,
     MissingMetadataError,
     NoListenerClassError,
@@ -25,6 +26,7 @@ from listener_operator.listener_controller.service import (
     compose_service,
     listener_class_name,
     object_override_applies,
+    parse_listener_class,
 )
 
 UID = "0b1c2d3e-aaaa-bbbb-cccc-1234567890ab"
@@ -39,9 +41,10 @@ def listener(name: str = "web", **spec: Any) -> dict[str, Any]:
     }
 
 
-def klass(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "ListenerClass",
-            "metadata": {"name": "c"}, "spec": {"serviceType": "NodePort", **spec}}
+def klass(**spec: Any) -> ListenerClass:
+    """The class as the controller passes it: parsed once (an invalid class raises here)."""
+    return parse_listener_class({"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "ListenerClass",
+                                 "metadata": {"name": "c"}, "spec": {"serviceType": "NodePort", **spec}})
 
 
 def test_complete_nodeport_service() -> None:

@@ -32,6 +32,12 @@ import grpc
 from prometheus_client import Gauge
 
 from csi_proto import csi_pb2, csi_pb2_grpc
+from listener_operator.addresses import (
+    NodeAddressError,
+    class_address_type,
+    pod_listener_scope,
+    pod_local_addresses,
+)
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,
@@ -85,12 +91,6 @@ from listener_operator.csi_server.volume_context import (
     required_object,
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
-from listener_operator.listener_controller.addresses import (
-    NodeAddressError,
-    class_address_type,
-    pod_listener_scope,
-    pod_local_addresses,
-)
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
