@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from operator_runtime.objects import items
+
 from listener_operator.constants import DRIVER_NAME
 
 #: The ``listener-operator local up`` help line (this module is a command of the ``listener_operator.commands``
@@ -339,7 +341,7 @@ class LocalCluster:
         async def drivers_registered() -> bool:
             for node in nodes:
                 csinode = await self.sim.api.get("csinodes.storage.k8s.io", node)
-                names = {driver.get("name") for driver in csinode.get("spec", {}).get("drivers") or []}
+                names = {driver.get("name") for driver in items(csinode, "spec", "drivers")}
                 if DRIVER_NAME not in names:
                     return False
             return True

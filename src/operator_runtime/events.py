@@ -47,7 +47,6 @@ class _Series:
     name: str
     namespace: str
     count: int
-    written_count: int
     last_write: float
 
 
@@ -84,7 +83,6 @@ class EventRecorder:
                 await self.api.merge_patch(EVENT, {"series": {"count": series.count,
                                                               "lastObservedTime": _micro_time()}},
                                            name=series.name, namespace=series.namespace)
-                series.written_count = series.count
                 series.last_write = now
                 return
             except NotFound:
@@ -104,4 +102,4 @@ class EventRecorder:
         await self.api.create(EVENT, body, namespace)
         if len(self._series) >= self.max_tracked:
             self._series.pop(next(iter(self._series)))
-        self._series[key] = _Series(name, namespace, 1, 1, now)
+        self._series[key] = _Series(name, namespace, 1, now)

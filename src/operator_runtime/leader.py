@@ -51,7 +51,6 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.is_leader = False
-        self.transitions_seen = 0
         # The expiry of a lease held by someone else is judged by when *we* saw its renewTime change, so clock skew
         # between replicas cannot make us steal a live lease.
         self._observed: tuple[str, float] | None = None

@@ -81,7 +81,6 @@ class Reflector:
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
         self.resource_version = ""
-        self.relists = 0
         self.errors = 0
 
     # ---- configuration -------------------------------------------------------------------------------------------
@@ -104,9 +103,6 @@ class Reflector:
     def by_index(self, index: str, value: str) -> list[JsonDict]:
         keys = self._indexes[index].get(value, ())
         return [self._objects[k] for k in sorted(keys)]
-
-    def index_keys(self, index: str, value: str) -> set[str]:
-        return set(self._indexes[index].get(value, ()))
 
     def keys(self) -> list[str]:
         return list(self._objects)
@@ -136,7 +132,6 @@ class Reflector:
                     items, version = await self.source.list()
                     self._replace(items)
                     self.resource_version = version
-                    self.relists += 1
                     self._synced.set()
                     need_list = False
                 async for kind, obj in self.source.watch(self.resource_version):

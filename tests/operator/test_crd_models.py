@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from listener_operator.crd.models import (
     AddressType,
@@ -15,8 +17,12 @@ from listener_operator.crd.models import (
     PodListenersSpec,
     PreferredAddressType,
     ServiceType,
-    to_json,
 )
+
+
+def to_json(model: BaseModel) -> dict[str, Any]:
+    """The camelCase JSON form, without null fields."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def test_listener_class_defaults() -> None:

@@ -114,7 +114,7 @@ async def test_secondary_index_follows_updates_and_deletes() -> None:
     reflector = Reflector("listeners", source)
     reflector.add_index("class", lambda o: [o["spec"]["className"]] if "spec" in o else [])
     await run_until_idle(reflector, source)
-    assert reflector.index_keys("class", "x") == set()
+    assert reflector.by_index("class", "x") == []
     assert [object_key(o) for o in reflector.by_index("class", "y")] == ["ns/l1"]
 
 
@@ -171,6 +171,59 @@ async def test_controller_retries_failures_with_backoff_then_succeeds() -> None:
     await asyncio.wait_for(done.wait(), 5)
     assert attempts == ["ns/l1"] * 3
     assert controller.queue.backoff.failures("ns/l1") == 0  # reset after success
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_requeue_runs_the_reconcile_again_after_the_delay_and_await_change_does_not() -> None:
+    source = ScriptedSource(lists=[([obj("again", "1"), obj("once", "2")], "2")], watches=[])
+    primary = Reflector("listeners", source)
+    runs: list[str] = []
+    third = asyncio.Event()
+
+    async def reconcile(listener: dict[str, Any], context: None) -> Action:
+        runs.append(object_key(listener))
+        if runs.count("ns/again") == 3:
+            third.set()
+        return Action.requeue(0.01) if object_key(listener) == "ns/again" else Action.await_change()
+
+    controller = Controller("test", primary, reconcile, context=None, workers=1)
+    task = asyncio.create_task(controller.run())
+    await asyncio.wait_for(third.wait(), 5)
+    assert runs.count("ns/once") == 1
+    assert controller.queue.backoff.failures("ns/again") == 0  # a requeue is no failure
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_error_policy_decides_what_a_failure_does() -> None:
+    source = ScriptedSource(lists=[([obj("broken", "1"), obj("flaky", "2")], "2")], watches=[])
+    primary = Reflector("listeners", source)
+    runs: list[str] = []
+    seen: list[tuple[str, str, str]] = []
+    flaky_done = asyncio.Event()
+
+    async def reconcile(listener: dict[str, Any], context: str) -> Action:
+        key = object_key(listener)
+        runs.append(key)
+        if key == "ns/broken":
+            raise ValueError("bad spec")
+        if runs.count(key) < 3:
+            raise ConnectionError("API down")
+        flaky_done.set()
+        return Action.await_change()
+
+    def error_policy(listener: dict[str, Any], error: Exception, context: str) -> Action:
+        seen.append((object_key(listener), type(error).__name__, context))
+        return Action.await_change() if isinstance(error, ValueError) else Action.retry()
+
+    controller = Controller("test", primary, reconcile, error_policy, context="ctx", workers=1)
+    controller.queue.backoff.base = 0.01
+    task = asyncio.create_task(controller.run())
+    await asyncio.wait_for(flaky_done.wait(), 5)
+    assert runs.count("ns/broken") == 1  # waits for a change: never retried
+    assert seen.count(("ns/broken", "ValueError", "ctx")) == 1
+    assert seen.count(("ns/flaky", "ConnectionError", "ctx")) == 2
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 

@@ -7,7 +7,7 @@ that ``kubectl explain`` shows. Mutable defaults are plain literals on purpose: 
 unlike ``default_factory`` they appear as ``default`` in the generated schema.
 
 Python attributes are snake_case; the JSON (alias) names are camelCase. Parse API objects with
-``Model.model_validate(obj)`` and serialise with :func:`to_json`.
+``Model.model_validate(obj)``.
 """
 
 from __future__ import annotations
@@ -209,7 +209,3 @@ class PodListenersSpec(_Model):
     listeners: dict[str, PodListener]
     """Keyed by the Pod's volume name."""
 
-
-def to_json(model: BaseModel) -> dict[str, Any]:
-    """The camelCase JSON form of a model, without null fields (null and absent mean the same to our readers)."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
