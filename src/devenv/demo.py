@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from operator_runtime.objects import items, mapping
 
 from devenv.up import (
     Console,
@@ -25,6 +24,7 @@ from devenv.up import (
     options_from_args,
     serve_until_stopped,
 )
+from operator_runtime.objects import items, mapping
 
 #: The ``listener-operator demo`` help line (a command of the ``listener_operator.commands`` entry-point group).
 HELP = "run the local cluster and the examples, then show the result"

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from operator_runtime.objects import items
-
 from listener_operator.constants import DRIVER_NAME
+from operator_runtime.objects import items
 
 #: The ``listener-operator local up`` help line (this module is a command of the ``listener_operator.commands``
 #: entry-point group).

@@ -88,7 +88,7 @@ def node_port_map(service: Mapping[str, Any]) -> dict[str, int]:
 def cluster_ip_addresses(service: Mapping[str, Any], preferred: AddressType,
                          cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> list[IngressAddress]:
     """Hostname: the Service's cluster DNS name; IP: every cluster IP (dual stack gives two)
-    (behaviour.md "ClusterIP")."""
+    (behaviour.md "Addresses")."""
     service_meta, spec = meta(service), mapping(service, "spec")
     ports = service_port_map(service)
     if preferred is AddressType.HOSTNAME:
@@ -100,7 +100,7 @@ def cluster_ip_addresses(service: Mapping[str, Any], preferred: AddressType,
 
 def load_balancer_addresses(service: Mapping[str, Any], preferred: AddressType) -> list[IngressAddress]:
     """One address per load-balancer ingress entry, ip or hostname by preference; Service ports
-    (behaviour.md "LoadBalancer")."""
+    (behaviour.md "Addresses")."""
     ports = service_port_map(service)
     out = []
     for entry in items(service, "status", "loadBalancer", "ingress"):

@@ -1,7 +1,7 @@
 """``listener-operator run controller``: the Listener controller, preset classes, CSI Identity+Controller, health.
 
-Tasks (LO §2.4, with our changes): preset ListenerClass creation (independent of everything else, retried until
-done, LO §13.7); the Listener controller behind Lease-based leader election (LO §13.17); the CSI gRPC server when an
+Tasks (behaviour.md "run controller"): preset ListenerClass creation (independent of everything else, retried until
+done); the Listener controller behind Lease-based leader election; the CSI gRPC server when an
 endpoint is given; the HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``. SIGTERM or SIGINT stops all of
 them cleanly; a leader releases its Lease on the way out so that a standby takes over at once.
 

@@ -1,7 +1,7 @@
-"""The preset ListenerClasses (LO §4.5), created at controller start-up if missing.
+"""The preset ListenerClasses (behaviour.md "Presets"), created at controller start-up if missing.
 
 Existing classes are never updated: they belong to the cluster administrator once created (upstream behaviour,
-kept for compatibility, LO §13.7).
+kept for compatibility, behaviour.md "Presets on their own").
 """
 
 from __future__ import annotations

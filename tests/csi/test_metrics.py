@@ -1,4 +1,4 @@
-"""CSI observability (LO §13.6): calls over the real Unix socket show up on ``/metrics`` by method and gRPC code;
+"""CSI observability (behaviour.md "Metrics"): calls over the real Unix socket show up on ``/metrics`` by method and gRPC code;
 ``run node`` serves ``/metrics``, ``/healthz`` and ``/readyz``; ``run controller`` shows CSI calls on its endpoint."""
 
 from __future__ import annotations

@@ -166,7 +166,7 @@ async def test_publish_is_idempotent_and_writes_nothing_the_second_time(kube_csi
 
 
 async def test_republish_refreshes_the_listener_from_the_new_pod(kube_csi: KubeCsi) -> None:
-    """Ports and labels of a class volume's Listener follow the current Pod and PVC on every publish (LO §7.3)."""
+    """Ports and labels of a class volume's Listener follow the current Pod and PVC on every publish (behaviour.md "Per-volume Listener")."""
     await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
     pod, request = await make_volume(kube_csi, ports=[{"name": "http", "containerPort": 8080}])
     await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)

@@ -1,4 +1,4 @@
-"""Address selection and status computation (LO §4.2.2, §5.9, §7.4, §13.2, §13.3)."""
+"""Address selection (behaviour.md "Address types", "Addresses", "NodePort", "Pod-local addresses")."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def node(name: str, *addresses: tuple[str, str]) -> dict[str, Any]:
             "status": {"addresses": [{"type": kind, "address": address} for kind, address in addresses]}}
 
 
-# upstream's address.rs cases (LO §5.9.3) and more
+# upstream's address.rs cases (behaviour.md "Node addresses") and more
 def test_node_with_only_ips_yields_external_ip_whatever_the_preference() -> None:
     n = node("n", ("InternalIP", "10.0.0.1"), ("ExternalIP", "1.1.1.1"), ("ExternalIP", "1.1.1.2"))
     assert node_primary_address(n, IP) == ("1.1.1.1", IP)
@@ -191,7 +191,7 @@ def test_nodeport_addresses() -> None:
         {"address": "n3.local", "addressType": "Hostname", "ports": ports},
     ]
     assert result.node_ports == ports
-    assert result.missing_nodes == ["n9"]          # skipped and reported, not fatal (LO §13.2)
+    assert result.missing_nodes == ["n9"]          # skipped and reported, not fatal ("Missing nodes are skipped")
     assert result.nodes_without_address == ["n4"]
 
 

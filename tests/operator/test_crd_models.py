@@ -77,7 +77,7 @@ def test_listener_round_trip_and_defaults() -> None:
 
 
 def test_explicit_null_publish_not_ready_addresses_is_kept_as_none() -> None:
-    # The model keeps null; the Service builder decides what null means (LO §13.15).
+    # The model keeps null; the Service builder decides what null means (behaviour.md "publishNotReadyAddresses null means true").
     assert ListenerSpec.model_validate({"publishNotReadyAddresses": None}).publish_not_ready_addresses is None
 
 

@@ -1,4 +1,5 @@
-"""Composition of the desired Service from a Listener and its ListenerClass (LO §5.5, §5.6, §10.3, §13.14)."""
+"""Composition of the desired Service from a Listener and its ListenerClass (behaviour.md "Service composition",
+"Overrides", "Early validation")."""
 
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def test_type_gated_fields_when_set(service_type: str, expected: dict[str, Any])
 
 
 def test_upstream_overrides_scenario_precedence() -> None:
-    """LO §10.3: serviceAnnotations < serviceOverrides < objectOverrides."""
+    """Upstream scenario `overrides`: serviceAnnotations < serviceOverrides < objectOverrides."""
     listener_class = klass(
         serviceType="ClusterIP",
         serviceAnnotations={"deprecated": "was here", "winner": "deprecated"},
@@ -209,7 +210,7 @@ def test_object_overrides_cannot_change_control(extra: dict[str, Any]) -> None:
         build_service(listener(objectOverrides=[override]), klass())
 
 
-# early validation (LO §13.14)
+# early validation (behaviour.md "Early validation")
 
 @pytest.mark.parametrize(("ports", "error", "message"), [
     (None, NoPortsError, "no ports"),

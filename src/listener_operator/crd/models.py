@@ -1,7 +1,8 @@
 """pydantic models of the ``listeners.stackable.tech/v1alpha1`` custom resources.
 
-Field names, enums and defaults follow upstream exactly (LO §4) so that existing manifests and clients keep working;
-``Listener.status.conditions`` and ``observedGeneration`` are our additive extensions (LO §13.20). The models are
+Field names, enums and defaults follow upstream exactly (behaviour.md "Custom resources") so that existing manifests and clients keep working;
+``Listener.status.conditions`` and ``observedGeneration`` are our additive extensions (behaviour.md
+"Status conditions"). The models are
 the single source of the CRD schemas (``crd/generate.py``): class and attribute docstrings become the descriptions
 that ``kubectl explain`` shows. Mutable defaults are plain literals on purpose: pydantic copies them per instance, and
 unlike ``default_factory`` they appear as ``default`` in the generated schema.

@@ -1,4 +1,4 @@
-"""CSI Controller service: provisioning decisions for listener volumes (LO §6.2-§6.5).
+"""CSI Controller service: provisioning decisions for listener volumes (behaviour.md "Provisioning", "Pinning").
 
 Nothing is stored: the volume is fully described by the PVC annotations, which become the volume context, and by
 the optional topology pin. That makes CreateVolume idempotent by construction and DeleteVolume a no-op (the
@@ -40,7 +40,7 @@ __all__ = ["PARAM_PVC_NAME", "PARAM_PVC_NAMESPACE", "ControllerService"]
 
 log = logging.getLogger(__name__)
 
-# Added by the external-provisioner when started with --extra-create-metadata (LO §2.4, §6.3).
+# Added by the external-provisioner when started with --extra-create-metadata (behaviour.md "Provisioning").
 PARAM_PVC_NAME = "csi.storage.k8s.io/pvc/name"
 PARAM_PVC_NAMESPACE = "csi.storage.k8s.io/pvc/namespace"
 
@@ -58,7 +58,7 @@ def check_volume_capabilities(capabilities: Any, *, field: str) -> None:
 
 
 def pins_node_ports(listener_class: Mapping[str, Any]) -> bool:
-    """LO §6.4: only NodePort classes with ``pinnedNodePorts`` pin their volumes to a node."""
+    """Only NodePort classes with ``pinnedNodePorts`` pin their volumes to a node (behaviour.md "Pinning")."""
     spec = mapping(listener_class, "spec")
     return spec.get("serviceType") == "NodePort" and bool(spec.get("pinnedNodePorts"))
 
@@ -73,7 +73,8 @@ def pinned_topology(requirements: csi_pb2.TopologyRequirement) -> list[csi_pb2.T
 
 
 class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
-    """CreateVolume / DeleteVolume / ControllerGetCapabilities; every other RPC is UNIMPLEMENTED (LO §6.2)."""
+    """CreateVolume / DeleteVolume / ControllerGetCapabilities; every other RPC is UNIMPLEMENTED
+    (behaviour.md "Controller service")."""
 
     def __init__(self, api: KubeApi, events: EventPublisher | None = None) -> None:
         self._api = api

@@ -1,19 +1,20 @@
-"""CSI Node service: binds a listener volume to its Listener and writes the Pod's addresses (LO §7).
+"""CSI Node service: binds a listener volume to its Listener and writes the Pod's addresses (behaviour.md
+"Publishing").
 
-NodePublishVolume follows upstream's order (LO §7.2): context -> PV -> PVC -> Pod -> Listener (created by SSA for
-``listener-class`` volumes, LO §7.3) -> PV reservation labels -> Pod mount label -> Pod-local addresses ->
-PodListeners -> files. Differences, each deliberate (LO §13):
+NodePublishVolume follows upstream's order: context -> PV -> PVC -> Pod -> Listener (created by SSA for
+``listener-class`` volumes, "Per-volume Listener") -> PV reservation labels -> Pod mount label -> Pod-local
+addresses -> PodListeners -> files. Differences, each deliberate (behaviour.md "Differences from upstream"):
 
 * both selector annotations, CSI inline volumes and hostile names/target paths are refused with INVALID_ARGUMENT
-  before any API call (§13.4, §13.13); hostile addresses or port names in a Listener status before PodListeners
-  or any file is written;
+  before any API call ("Exactly one selector annotation", "Inline volumes refused early"); hostile addresses or
+  port names in a Listener status before PodListeners or any file is written;
 * when the Listener has no address yet the call waits a short, bounded time for its status to change before
-  failing with UNAVAILABLE (§13.9), and Warning Events on the Pod and the Listener say why the mount waits; a
-  Listener whose class is missing fails at once, naming the class, since waiting cannot help;
-* the file tree is swapped atomically and stale addresses disappear (§13.5);
-* NodeUnpublishVolume also removes the volume's PodListeners entry while the Pod exists (§13.12);
+  failing with UNAVAILABLE ("Bounded wait for an address"), and Warning Events on the Pod and the Listener say why
+  the mount waits; a Listener whose class is missing fails at once, naming the class, since waiting cannot help;
+* the file tree is swapped atomically and stale addresses disappear ("Atomic volume files");
+* NodeUnpublishVolume also removes the volume's PodListeners entry while the Pod exists ("Unpublish cleans up");
 * a PVC whose selector annotation was edited after provisioning gets a Warning Event: the edit has no effect
-  (§13.16);
+  ("Edited claim annotations are reported");
 * nothing is written when the per-volume Listener, the labels, the PodListeners entry or the files are already
   as wanted (a re-publish only reads).
 """
@@ -167,7 +168,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     @csi_rpc
     async def NodeGetCapabilities(self, request: csi_pb2.NodeGetCapabilitiesRequest, context: _Context
                                   ) -> csi_pb2.NodeGetCapabilitiesResponse:
-        # No STAGE_UNSTAGE_VOLUME: kubelet calls NodePublishVolume directly (LO §7.1).
+        # No STAGE_UNSTAGE_VOLUME: kubelet calls NodePublishVolume directly (behaviour.md "Node service").
         return csi_pb2.NodeGetCapabilitiesResponse()
 
     # -- NodePublishVolume --------------------------------------------------------------------------------------
@@ -257,7 +258,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise VolumeWriteFailed(f"failed to write the address files into {p.target}") from error
 
     async def _report_changed_selector(self, p: _Publish, pvc: JsonDict) -> None:
-        """The selector is fixed in the PV at provisioning (LO §6.3, §13.16): if the PVC's annotations say something
+        """The selector is fixed in the PV at provisioning (behaviour.md "Provisioning"): if the PVC's annotations say something
         else now, the edit has no effect, and the PVC is where its author looks for the reason."""
         annotations = meta(pvc).annotations
         current = {k: annotations[k] for k in (ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME) if k in annotations}
@@ -287,7 +288,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                                  user_error=isinstance(error, BadRequest | Forbidden | Invalid)) from error
 
     async def _label_pv(self, pv: JsonDict, listener_namespace: str, listener_name: str) -> None:
-        """The reservation labels the controller reads for NodePort discovery (LO §7.2 step 6), by SSA."""
+        """The reservation labels the controller reads for NodePort discovery (behaviour.md "NodePort"), by SSA."""
         wanted = {PV_LABEL_LISTENER_NAMESPACE: listener_namespace, PV_LABEL_LISTENER_NAME: listener_name}
         labels = meta(pv).labels
         if all(labels.get(k) == v for k, v in wanted.items()):
@@ -300,7 +301,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise ApiWriteFailed(f"failed to label PersistentVolume {name}") from error
 
     async def _label_pod(self, pod: JsonDict, listener: JsonDict) -> None:
-        """Merge-patch the mount label so the Listener's Service selects this Pod (LO §7.2 step 7)."""
+        """Merge-patch the mount label so the Listener's Service selects this Pod (behaviour.md "Names")."""
         listener_meta = meta(listener)
         try:
             key = mount_label_key(listener_meta.uid)
@@ -317,7 +318,8 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
 
     async def _addresses_or_wait(self, p: _Publish, listener: JsonDict, pod: JsonDict
                                  ) -> tuple[JsonDict, list[JsonDict]]:
-        """Pod-local addresses now, or after the Listener status changes within the bounded wait (LO §13.9)."""
+        """Pod-local addresses now, or after the Listener status changes within the bounded wait (behaviour.md
+        "Bounded wait for an address")."""
         compute = self._address_computer(pod)
         addresses = await compute(listener)
         if addresses:
@@ -373,7 +375,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                                        "exist")
 
     def _address_computer(self, pod: JsonDict) -> Callable[[JsonDict], Awaitable[list[JsonDict]]]:
-        """A function from a Listener to this Pod's addresses (LO §7.4); Node and class are fetched once, lazily."""
+        """A function from a Listener to this Pod's addresses (behaviour.md "Pod-local addresses"); Node and class are fetched once, lazily."""
         node_cache: list[JsonDict] = []
         class_cache: dict[str, JsonDict] = {}
 
@@ -402,7 +404,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         return compute
 
     async def _upsert_pod_listeners(self, pod: JsonDict, volume_name: str, entry: JsonDict) -> None:
-        """Create ``pod-<uid>`` or merge this volume's entry into it (LO §7.5); no write if already equal."""
+        """Create ``pod-<uid>`` or merge this volume's entry into it (behaviour.md "PodListeners write"); no write if already equal."""
         body = pod_listeners_entry(pod, volume_name, entry)
         name, namespace = str(body["metadata"]["name"]), str(body["metadata"]["namespace"])
         errors: list[BaseException] = []
@@ -456,7 +458,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         return csi_pb2.NodeUnpublishVolumeResponse()
 
     async def _forget_pod_listener(self, volume_id: str, pod_uid: str) -> None:
-        """Drop the PodListeners entry of this volume if the Pod still exists (LO §13.12)."""
+        """Drop the PodListeners entry of this volume if the Pod still exists (behaviour.md "Unpublish cleans up")."""
         try:
             pv = await self._api.get(PV, volume_id)
         except NotFound:

@@ -1,4 +1,4 @@
-"""``listener-operator run node``: the CSI Identity + Node services for one node (LO §2.5), plus health/metrics.
+"""``listener-operator run node``: the CSI Identity + Node services for one node, plus health/metrics.
 
 Next to the CSI socket it serves ``/metrics`` (CSI calls by method and code, latencies, mounts waiting),
 ``/healthz`` (the process answers) and ``/readyz`` (socket served and API server reachable, see ``readiness``) over

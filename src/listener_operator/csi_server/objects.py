@@ -1,4 +1,5 @@
-"""The objects the node driver writes, built from what it read (LO §7.3, §7.5), without I/O.
+"""The objects the node driver writes, built from what it read, without I/O (behaviour.md "Per-volume Listener",
+"PodListeners write").
 
 Kept apart from the gRPC service so the desired state of each write can be read (and tested) on its own.
 """
@@ -24,7 +25,7 @@ __all__ = [
 
 
 def listener_ports(pod: Mapping[str, Any]) -> list[JsonDict]:
-    """The Listener ports of LO §7.3: every containerPort of the regular containers, unnamed ones as ``port-<n>``.
+    """The Listener ports of a per-volume Listener: every containerPort of the regular containers, unnamed ones as ``port-<n>``.
 
     Identical entries from several containers collapse into one; one name used for different ports or protocols
     is refused, because the Service could not be built from it.
@@ -72,7 +73,7 @@ def pod_uid_from_target(target: Path, kubelet_dir: Path) -> str | None:
 
 def per_volume_listener(pv: Mapping[str, Any], pvc: Mapping[str, Any], pod: Mapping[str, Any], *, namespace: str,
                         class_name: str) -> JsonDict:
-    """The Listener of a ``listener-class`` volume (LO §7.3): named after the PVC, owned by the PV (no controller
+    """The Listener of a ``listener-class`` volume (behaviour.md "Per-volume Listener"): named after the PVC, owned by the PV (no controller
     flag), the PVC's labels copied, ports from the Pod's containers, ``publishNotReadyAddresses: true``."""
     pv_meta, pvc_meta = meta(pv), meta(pvc)
     metadata: JsonDict = {
@@ -92,7 +93,7 @@ def per_volume_listener(pv: Mapping[str, Any], pvc: Mapping[str, Any], pod: Mapp
 
 
 def pod_listeners_entry(pod: Mapping[str, Any], volume_name: str, entry: Mapping[str, Any]) -> JsonDict:
-    """PodListeners ``pod-<uid>`` owned by the Pod, holding one volume's entry (LO §4.4, §7.5); used both to
+    """PodListeners ``pod-<uid>`` owned by the Pod, holding one volume's entry (behaviour.md "PodListeners"); used both to
     create the object and as the merge patch that adds or replaces that entry."""
     pod_meta = meta(pod)
     uid = pod_meta.uid

@@ -1,6 +1,6 @@
 """The CSI gRPC server on a Unix socket, and the servicer sets of the two operator modes.
 
-Socket safety (LO §2.3): gRPC creates the socket file itself when the port is added, with the process umask. To keep
+Socket safety (behaviour.md "CSI socket"): gRPC creates the socket file itself when the port is added, with the process umask. To keep
 it from ever being reachable by others, it is bound inside a fresh 0700 directory next to the endpoint, made 0600,
 and only then renamed onto the endpoint path (a rename is atomic and replaces a stale socket left by a previous
 run). Changing the process-wide umask instead would race with other tasks of the same process.

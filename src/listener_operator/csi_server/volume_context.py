@@ -1,7 +1,7 @@
-"""Decoding the listener selector from PVC annotations / a volume context (LO §6.3 step 2, §7.2 step 1).
+"""Decoding the listener selector from PVC annotations / a volume context (behaviour.md "Selector annotations").
 
 Upstream picks whichever selector annotation comes first when both are set, which is undefined behaviour
-(LO §13.4); here exactly one is required, and the value must be a valid object name because it becomes part of API
+(behaviour.md "Exactly one selector annotation"); here exactly one is required, and the value must be a valid object name because it becomes part of API
 URLs.
 """
 
@@ -26,7 +26,7 @@ __all__ = [
     "required_object",
 ]
 
-# Added by kubelet because the CSIDriver has podInfoOnMount (LO §3.2).
+# Added by kubelet because the CSIDriver has podInfoOnMount (behaviour.md "CSIDriver").
 CONTEXT_POD_NAME = "csi.storage.k8s.io/pod.name"
 CONTEXT_POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
 CONTEXT_POD_UID = "csi.storage.k8s.io/pod.uid"

@@ -1,8 +1,8 @@
-"""The desired Service of a Listener (LO §5.5, §5.6), computed without I/O.
+"""The desired Service of a Listener (behaviour.md "Service composition", "Overrides"), computed without I/O.
 
 Layers, lowest to highest: the generated Service (including the class's ``serviceAnnotations``), the class's
 ``serviceOverrides``, the Listener's ``objectOverrides``. Invalid input is rejected up front with a specific
-:class:`ListenerError` (LO §13.14) instead of failing late at Service apply.
+:class:`ListenerError` (behaviour.md "Early validation") instead of failing late at Service apply.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from operator_runtime.objects import items, mapping, meta
 
 
 class ListenerError(Exception):
-    """A reconcile failure with an Event reason (LO §5.10) and, where known, which object it concerns.
+    """A reconcile failure with an Event reason (behaviour.md "Failures and Events") and, where known, which object it concerns.
 
     ``related`` is ``"listenerclass"`` or ``"service"`` when the cause lies in that object, else ``None``.
     """
@@ -216,7 +216,7 @@ def _first_error(error: ValidationError) -> str:
 
 def service_ports(ports: list[ListenerPort] | None) -> list[dict[str, Any]]:
     """Service ports from Listener ports: de-duplicated by (protocol, name), last wins, sorted by that key with a
-    missing protocol first; then checked for what the API server would reject (LO §5.5, §13.14)."""
+    missing protocol first; then checked for what the API server would reject (behaviour.md "Early validation")."""
     if not ports:
         raise NoPortsError("Listener has no ports: a Service needs at least one")
     unique: dict[tuple[str | None, str], ListenerPort] = {}
@@ -282,7 +282,7 @@ def compose_service(listener: Mapping[str, Any], listener_class: ListenerClass,
         "type": service_type.value,
         "ports": service_ports(spec.ports),
         "selector": selector,
-        # absent and explicit null both mean true (LO §13.15; upstream treats null as false)
+        # absent and explicit null both mean true (behaviour.md "publishNotReadyAddresses null means true")
         "publishNotReadyAddresses": spec.publish_not_ready_addresses is not False,
     }
     if service_type is not ServiceType.CLUSTER_IP and class_spec.service_external_traffic_policy is not None:
@@ -312,7 +312,7 @@ def listener_owner_reference(listener: Mapping[str, Any]) -> dict[str, Any]:
 
 def object_override_applies(override: Mapping[str, Any], service: Mapping[str, Any]) -> bool:
     """Whether a Listener ``objectOverrides`` entry targets this Service: apiVersion v1, kind Service, same name
-    and the same namespace, written out (LO §5.6)."""
+    and the same namespace, written out (behaviour.md "Overrides")."""
     metadata = mapping(override, "metadata")
     return (override.get("apiVersion") == "v1" and override.get("kind") == "Service"
             and metadata.get("name") == service["metadata"]["name"]
