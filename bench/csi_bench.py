@@ -35,8 +35,8 @@ from listener_operator.constants import ANNOTATION_LISTENER_CLASS, ANNOTATION_LI
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.server import node_servicers, start_csi_server
-from listener_operator.kube import make_client
 from listener_operator.manifests import csi_driver, storage_class
+from operator_runtime.config import make_api
 
 NS = "default"
 GV = "listeners.stackable.tech/v1alpha1"
@@ -112,7 +112,7 @@ async def bench_publish(count: int, work: Path, mode: str) -> dict[str, Any]:
                 volume_context={"csi.storage.k8s.io/pod.name": f"pod-{index}", "csi.storage.k8s.io/pod.namespace": NS,
                                 "csi.storage.k8s.io/pod.uid": uid, **context}))
         (kubelet / "pods").mkdir(parents=True)
-        client = make_client(str(sim.kubeconfig_path))
+        client = make_api(str(sim.kubeconfig_path))
         server = await start_csi_server(f"unix://{work}/n.sock", node_servicers(client, "node-1", kubelet))
         try:
             async with grpc.aio.insecure_channel(f"unix://{work}/n.sock") as channel:
@@ -141,7 +141,7 @@ async def bench_statefulset(replicas: int, nodes: int, work: Path) -> dict[str, 
         operator = Operator(OperatorOptions(kubeconfig=str(sim.kubeconfig_path), csi_endpoint=f"unix://{socket}",
                                             leader_elect=False, http_address=None, workers=4))
         task = asyncio.create_task(operator.run(stop))
-        client = make_client(str(sim.kubeconfig_path))
+        client = make_api(str(sim.kubeconfig_path))
         servers = []
         try:
             for _ in range(1000):  # the operator binds its CSI socket shortly after start

@@ -1,7 +1,7 @@
 """``listener-operator run controller``: the Listener controller, preset classes, CSI Identity+Controller, health.
 
-Tasks (LO §2.4, with our changes): preset ListenerClass creation (independent of everything else, retried until
-done, LO §13.7); the Listener controller behind Lease-based leader election (LO §13.17); the CSI gRPC server when an
+Tasks (behaviour.md "run controller"): preset ListenerClass creation (independent of everything else, retried until
+done); the Listener controller behind Lease-based leader election; the CSI gRPC server when an
 endpoint is given; the HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``. SIGTERM or SIGINT stops all of
 them cleanly; a leader releases its Lease on the way out so that a standby takes over at once.
 
@@ -30,9 +30,9 @@ from listener_operator.observability import (
     setup_logging,
 )
 from listener_operator.presets import DEFAULT_PRESET, PRESETS, ensure_presets
-from listener_operator.runtime.api import KubeApi
-from listener_operator.runtime.events import EventRecorder
-from listener_operator.runtime.leader import LeaderElector
+from operator_runtime.api import KubeApi
+from operator_runtime.events import EventRecorder
+from operator_runtime.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +147,15 @@ class Operator:
         self.presets_done = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> int:
-        from listener_operator.kube import make_client
         from listener_operator.listener_controller.controller import ListenerController
+        from operator_runtime.config import make_api
 
         opts = self.options
-        client = make_client(opts.kubeconfig)
-        api = KubeApi(client, on_request=self.metrics.count_request)
+        api = make_api(opts.kubeconfig, on_request=self.metrics.count_request)
         if self._on_request is not None:
             api.add_request_hook(self._on_request)
+        # The same connections for presets and CSI calls, which the request metrics (the controller's) leave out.
+        uncounted = KubeApi(api.transport)
         recorder = EventRecorder(api, FULL_CONTROLLER_NAME, opts.identity)
         self.controller = ListenerController(api, recorder=recorder, cluster_domain=opts.cluster_domain,
                                              workers=opts.workers, metrics=self.metrics,
@@ -171,10 +172,10 @@ class Operator:
                 from listener_operator.csi_server.server import controller_servicers, start_csi_server
                 # CSI call metrics go on the same registry, served on the same /metrics
                 csi_metrics = CsiMetrics(self.metrics.registry)
-                csi_server = await start_csi_server(opts.csi_endpoint, controller_servicers(client),
+                csi_server = await start_csi_server(opts.csi_endpoint, controller_servicers(uncounted),
                                                     metrics=csi_metrics)
                 log.info("CSI Identity+Controller serving on %s", opts.csi_endpoint)
-            tasks["presets"] = asyncio.create_task(self._presets(client), name="presets")
+            tasks["presets"] = asyncio.create_task(self._presets(uncounted), name="presets")
             if opts.leader_elect:
                 self.elector = LeaderElector(api, name=opts.leader_election_name,
                                              namespace=opts.leader_election_namespace, identity=opts.identity,
@@ -200,7 +201,7 @@ class Operator:
                 await csi_server.stop(grace=2)
             if self.health is not None:
                 await self.health.stop()
-            await client.close()
+            await api.close()
 
     async def _lead(self) -> None:
         self.metrics.is_leader.set(1)
@@ -215,11 +216,11 @@ class Operator:
             return True
         return bool(self.controller is not None and self.controller.synced)
 
-    async def _presets(self, client: Any) -> None:
+    async def _presets(self, api: KubeApi) -> None:
         delay = 0.5
         while True:
             try:
-                created = await ensure_presets(client, self.options.listener_class_preset)
+                created = await ensure_presets(api, self.options.listener_class_preset)
                 log.info("apply listener class preset %s: created %s", self.options.listener_class_preset,
                          ", ".join(created) or "nothing")
                 self.presets_done.set()

@@ -50,7 +50,7 @@ def setup_logging(fmt: str = "plain", level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # one line per HTTP request is noise at INFO; our own code logs what matters
-    for noisy in ("httpx2", "httpx", "httpcore", "aiohttp.access"):
+    for noisy in ("aiohttp.access",):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 

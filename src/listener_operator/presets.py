@@ -1,7 +1,7 @@
-"""The preset ListenerClasses (LO §4.5), created at controller start-up if missing.
+"""The preset ListenerClasses (behaviour.md "Presets"), created at controller start-up if missing.
 
 Existing classes are never updated: they belong to the cluster administrator once created (upstream behaviour,
-kept for compatibility, LO §13.7).
+kept for compatibility, behaviour.md "Presets on their own").
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import lightkube
-from lightkube.core.exceptions import ApiError
-
 from listener_operator.constants import GROUP_VERSION
-from listener_operator.crd.resources import ListenerClass
+from listener_operator.kinds import LISTENER_CLASS
+from operator_runtime.api import KubeApi
+from operator_runtime.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def preset_classes(preset: str) -> list[dict[str, Any]]:
     ]
 
 
-async def ensure_presets(client: lightkube.AsyncClient, preset: str) -> list[str]:
+async def ensure_presets(api: KubeApi, preset: str) -> list[str]:
     """Create the preset's ListenerClasses that do not exist yet; return the names created.
 
     Reads first so that a restart writes nothing; a 409 from a concurrent creator (another replica) counts as
@@ -61,17 +60,14 @@ async def ensure_presets(client: lightkube.AsyncClient, preset: str) -> list[str
     for obj in preset_classes(preset):
         name = obj["metadata"]["name"]
         try:
-            await client.get(ListenerClass, name)
+            await api.get(LISTENER_CLASS, name)
             continue
-        except ApiError as error:
-            if error.status.code != 404:
-                raise
+        except NotFound:
+            pass
         try:
-            await client.create(ListenerClass.from_dict(obj))
-        except ApiError as error:
-            if error.status.code == 409:
-                continue
-            raise
+            await api.create(LISTENER_CLASS, obj)
+        except Conflict:
+            continue
         log.info("created preset ListenerClass %s (preset %s)", name, preset)
         created.append(name)
     return created

@@ -13,13 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import lightkube
 import pytest
 from csi_support import CsiEndpoint, KubeCsi, install_crds, open_endpoint
-from lightkube.config.kubeconfig import KubeConfig
 
-from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.config import KubeConfig, make_api
 
 
 @pytest.fixture
@@ -33,28 +30,27 @@ def short_dir() -> Iterator[Path]:
 @pytest.fixture
 async def offline_csi(short_dir: Path) -> AsyncIterator[CsiEndpoint]:
     """The CSI endpoint with an API server that cannot be reached (port 9, discard)."""
-    client = lightkube.AsyncClient(KubeConfig.from_dict({
+    api = make_api(KubeConfig.from_dict({
         "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
         "users": [{"name": "u", "user": {"token": "unused"}}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
     }))
-    server, channel, endpoint = await open_endpoint(client, short_dir)
+    server, channel, endpoint = await open_endpoint(api, short_dir)
     yield endpoint
     await channel.close()
     await server.stop(None)
-    await client.close()
+    await api.close()
 
 
 @pytest.fixture
 async def kube_csi_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callable[..., Awaitable[KubeCsi]]]:
-    client = make_client(str(kubesim.kubeconfig_path))
-    api = KubeApi(client)
+    api = make_api(str(kubesim.kubeconfig_path))
     await install_crds(api)
     opened: list[tuple[grpc.aio.Server, grpc.aio.Channel]] = []
 
     async def factory(*, listener_wait_seconds: float = 0.0) -> KubeCsi:
-        server, channel, endpoint = await open_endpoint(client, short_dir,
+        server, channel, endpoint = await open_endpoint(api, short_dir,
                                                         listener_wait_seconds=listener_wait_seconds)
         opened.append((server, channel))
         return KubeCsi(api, endpoint)
@@ -63,7 +59,7 @@ async def kube_csi_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Calla
     for server, channel in opened:
         await channel.close()
         await server.stop(None)
-    await client.close()
+    await api.close()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import lightkube
 import pytest
 
 from csi_proto import csi_pb2, csi_pb2_grpc
@@ -19,10 +18,10 @@ from listener_operator.csi_server.server import (
     node_servicers,
     start_csi_server,
 )
-from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo
+from operator_runtime.api import KubeApi
+from operator_runtime.errors import Conflict
+from operator_runtime.kinds import CRD, NAMESPACE
 
-CRD = ResourceInfo("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", False)
 NODE_NAME = "node-a"
 
 
@@ -65,12 +64,12 @@ class KubeCsi:
     csi: CsiEndpoint
 
 
-async def open_endpoint(client: lightkube.AsyncClient, short_dir: Path, *, listener_wait_seconds: float = 0.0
+async def open_endpoint(api: KubeApi, short_dir: Path, *, listener_wait_seconds: float = 0.0
                         ) -> tuple[grpc.aio.Server, grpc.aio.Channel, CsiEndpoint]:
     kubelet_dir = short_dir / "kubelet"
     (kubelet_dir / "pods").mkdir(parents=True)
-    controller = controller_servicers(client)
-    node = node_servicers(client, NODE_NAME, kubelet_dir, listener_wait_seconds=listener_wait_seconds)
+    controller = controller_servicers(api)
+    node = node_servicers(api, NODE_NAME, kubelet_dir, listener_wait_seconds=listener_wait_seconds)
     servicers = CsiServicers(identity=controller.identity, controller=controller.controller, node=node.node)
     socket = short_dir / "csi.sock"
     server = await start_csi_server(f"unix://{socket}", servicers)
@@ -137,6 +136,5 @@ async def install_crds(api: KubeApi) -> None:
         await api.create(CRD, crd)
     try:
         await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-    except ApiFailure as error:
-        if error.code != 409:
-            raise
+    except Conflict:
+        pass

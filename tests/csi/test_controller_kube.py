@@ -12,10 +12,10 @@ from listener_operator.constants import (
     ANNOTATION_LISTENER_NAME,
     TOPOLOGY_KEY_HOSTNAME,
 )
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, PVC
-from listener_operator.runtime.api import ResourceInfo
+from listener_operator.kinds import LISTENER, LISTENER_CLASS
+from operator_runtime.kinds import EVENT, PVC
 
-EVENTS = ResourceInfo("events.k8s.io/v1", "Event", "events", namespaced=True)
+EVENTS = EVENT
 
 
 def create_request(pvc: str, *, preferred: list[str] = (), name: str = "pvc-0001") -> csi_pb2.CreateVolumeRequest:

@@ -1,4 +1,4 @@
-"""CSI observability (LO §13.6): calls over the real Unix socket show up on ``/metrics`` by method and gRPC code;
+"""CSI observability (behaviour.md "Metrics"): calls over the real Unix socket show up on ``/metrics`` by method and gRPC code;
 ``run node`` serves ``/metrics``, ``/healthz`` and ``/readyz``; ``run controller`` shows CSI calls on its endpoint."""
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from test_node_kube import LB_STATUS, make_volume, set_status
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.cli import build_parser
 from listener_operator.controller_command import Operator, OperatorOptions
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS
 from listener_operator.csi_server.metrics import CsiMetrics
 from listener_operator.csi_server.server import (
     CsiServicers,
@@ -33,9 +32,9 @@ from listener_operator.csi_server.server import (
     node_servicers,
     start_csi_server,
 )
-from listener_operator.kube import make_client
+from listener_operator.kinds import LISTENER, LISTENER_CLASS
 from listener_operator.observability import HealthServer, MetricsRegistry
-from listener_operator.runtime.api import KubeApi
+from operator_runtime.config import make_api
 
 REQUESTS = "listener_operator_csi_requests_total"
 DURATION_COUNT = "listener_operator_csi_request_duration_seconds_count"
@@ -93,8 +92,7 @@ class Metered:
 
 @pytest.fixture
 async def metered_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callable[..., Awaitable[Metered]]]:
-    client = make_client(str(kubesim.kubeconfig_path))
-    api = KubeApi(client)
+    api = make_api(str(kubesim.kubeconfig_path))
     await install_crds(api)
     opened: list[tuple[grpc.aio.Server, grpc.aio.Channel, HealthServer]] = []
 
@@ -103,8 +101,8 @@ async def metered_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callab
         metrics = CsiMetrics(registry.registry)
         kubelet_dir = short_dir / "kubelet"
         (kubelet_dir / "pods").mkdir(parents=True)
-        controller = controller_servicers(client)
-        node = node_servicers(client, NODE_NAME, kubelet_dir, listener_wait_seconds=listener_wait_seconds,
+        controller = controller_servicers(api)
+        node = node_servicers(api, NODE_NAME, kubelet_dir, listener_wait_seconds=listener_wait_seconds,
                               metrics=metrics)
         path = short_dir / "csi.sock"
         server = await start_csi_server(f"unix://{path}", CsiServicers(controller.identity, controller.controller,
@@ -122,7 +120,7 @@ async def metered_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callab
         await channel.close(None)
         await server.stop(None)
         await health.stop()
-    await client.close()
+    await api.close()
 
 
 @pytest.fixture
@@ -206,9 +204,9 @@ async def test_a_mount_waiting_for_an_address_is_shown_until_the_address_arrives
 # -- run controller: CSI metrics on its existing endpoint ---------------------------------------------------------
 
 async def test_run_controller_shows_csi_calls_next_to_its_own_metrics(kubesim: Any, short_dir: Path) -> None:
-    client = make_client(str(kubesim.kubeconfig_path))
-    await install_crds(KubeApi(client))
-    await client.close()
+    api = make_api(str(kubesim.kubeconfig_path))
+    await install_crds(api)
+    await api.close()
     path = short_dir / "ctl.sock"
     operator = Operator(OperatorOptions(kubeconfig=str(kubesim.kubeconfig_path), csi_endpoint=f"unix://{path}",
                                         http_address=("127.0.0.1", 0), leader_elect=False, workers=1))

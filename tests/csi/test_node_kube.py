@@ -31,10 +31,11 @@ from listener_operator.constants import (
     PV_LABEL_LISTENER_NAMESPACE,
     mount_label_key,
 )
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
-from listener_operator.runtime.api import ApiFailure, ResourceInfo
+from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
+from operator_runtime.errors import ApiFailure
+from operator_runtime.kinds import EVENT, NODE, POD, PV, PVC
 
-EVENTS = ResourceInfo("events.k8s.io/v1", "Event", "events", namespaced=True)
+EVENTS = EVENT
 NS = "default"
 LB_STATUS = {"serviceName": "web-0-listener",
              "ingressAddresses": [{"address": "lb.example.com", "addressType": "Hostname", "ports": {"http": 80}},
@@ -165,7 +166,7 @@ async def test_publish_is_idempotent_and_writes_nothing_the_second_time(kube_csi
 
 
 async def test_republish_refreshes_the_listener_from_the_new_pod(kube_csi: KubeCsi) -> None:
-    """Ports and labels of a class volume's Listener follow the current Pod and PVC on every publish (LO §7.3)."""
+    """Ports and labels of a class volume's Listener follow the current Pod and PVC on every publish (behaviour.md "Per-volume Listener")."""
     await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
     pod, request = await make_volume(kube_csi, ports=[{"name": "http", "containerPort": 8080}])
     await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)

@@ -41,9 +41,10 @@ from listener_operator.constants import (
     TOPOLOGY_KEY_HOSTNAME,
 )
 from listener_operator.crd.generate import all_crds
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, PV, PVC
-from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi
+from listener_operator.kinds import LISTENER, LISTENER_CLASS
+from operator_runtime.api import KubeApi
+from operator_runtime.config import make_api
+from operator_runtime.kinds import NODE, POD, PV, PVC
 
 RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "00-namespace-rbac.yaml"
 SERVICE_ACCOUNT = "system:serviceaccount:listener-operator:listener-operator"
@@ -112,17 +113,16 @@ async def as_operator(kubesim: KubeSim, short_dir: Path) -> AsyncIterator[AsOper
     kubesim.server.authorizer = role_authorizer
     kubeconfig = short_dir / "operator.kubeconfig"
     write_kubeconfig(kubeconfig, kubesim.url, token, kubesim.ca_pem)
-    admin_client = make_client(str(kubesim.kubeconfig_path))
-    admin = KubeApi(admin_client)
+    admin = make_api(str(kubesim.kubeconfig_path))
     for crd in all_crds():
         await admin.create(CRD, crd)
-    operator_client = make_client(str(kubeconfig))
-    server, channel, endpoint = await open_endpoint(operator_client, short_dir, listener_wait_seconds=0.3)
+    operator_api = make_api(str(kubeconfig))
+    server, channel, endpoint = await open_endpoint(operator_api, short_dir, listener_wait_seconds=0.3)
     yield AsOperator(admin, endpoint, role_authorizer)
     await channel.close()
     await server.stop(None)
-    await operator_client.close()
-    await admin_client.close()
+    await operator_api.close()
+    await admin.close()
 
 
 def create_request(pvc: str, name: str) -> csi_pb2.CreateVolumeRequest:

@@ -14,7 +14,7 @@ from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
-from listener_operator.runtime.api import WRITE_VERBS
+from operator_runtime.api import WRITE_VERBS
 
 LISTENERS = "listeners.listeners.stackable.tech"
 CLASSES = "listenerclasses.listeners.stackable.tech"
@@ -228,7 +228,7 @@ async def test_load_balancer_custom_class_follows_the_service_status(env: Env) -
 
 
 async def test_overrides_precedence(env: Env) -> None:
-    """Upstream scenario `overrides` (LO §10.3)."""
+    """Upstream scenario `overrides` (behaviour.md "Overrides")."""
     await env.create_class("overrides", serviceType="ClusterIP",
                            serviceAnnotations={"deprecated": "was here", "winner": "deprecated"},
                            serviceOverrides={"metadata": {"annotations": {"serviceOverrides": "was here",
@@ -508,7 +508,7 @@ async def test_owned_service_edits_are_reverted_and_a_deleted_service_is_recreat
 
 
 async def test_endpoint_slices_of_a_same_named_service_elsewhere_are_ignored(env: Env) -> None:
-    """Upstream maps Endpoints by name only (LO §13.3); we match namespace and Service name."""
+    """Upstream maps Endpoints by name only (behaviour.md "EndpointSlices by namespace and name"); we match namespace and Service name."""
     await env.create_class("np", serviceType="NodePort")
     await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
     await env.create_node("node-b", ("InternalIP", "192.168.0.2"))

@@ -25,8 +25,8 @@ from listener_operator.constants import DRIVER_NAME
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.server import node_servicers, start_csi_server
-from listener_operator.kube import make_client
 from listener_operator.manifests import csi_driver, storage_class
+from operator_runtime.config import make_api
 
 LISTENERS = "listeners.listeners.stackable.tech"
 CLASSES = "listenerclasses.listeners.stackable.tech"
@@ -64,7 +64,7 @@ class VolumeEnv:
             self._operator_task.result()
         await self.cluster.register_controller_plugin(DRIVER_NAME, f"unix://{socket}")
         await asyncio.wait_for(self.operator.presets_done.wait(), 15)
-        self._client = make_client(str(self.sim.kubeconfig_path))
+        self._client = make_api(str(self.sim.kubeconfig_path))
         for node in self.cluster.nodes:
             await self.start_node_plugin(node, listener_wait_seconds=listener_wait_seconds)
 

@@ -1,23 +1,26 @@
-"""Address selection and status computation (LO §4.2.2, §5.9, §7.4, §13.2, §13.3)."""
+"""Address selection (behaviour.md "Address types", "Addresses", "NodePort", "Pod-local addresses")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from listener_operator.crd.models import AddressType
-from listener_operator.listener_controller.addresses import (
+from listener_operator.addresses import (
     NodeAddressError,
     class_address_type,
     compute_addresses,
+    endpoint_slice_service_keys,
     node_primary_address,
     nodeport_node_names,
     pick_address,
     pod_listener_scope,
     pod_local_addresses,
+    pv_listener_keys,
     resolve_preferred_address_type,
 )
+from listener_operator.crd.models import AddressType
 
 IP, HOST = AddressType.IP, AddressType.HOSTNAME
 
@@ -57,7 +60,7 @@ def node(name: str, *addresses: tuple[str, str]) -> dict[str, Any]:
             "status": {"addresses": [{"type": kind, "address": address} for kind, address in addresses]}}
 
 
-# upstream's address.rs cases (LO §5.9.3) and more
+# upstream's address.rs cases (behaviour.md "Node addresses") and more
 def test_node_with_only_ips_yields_external_ip_whatever_the_preference() -> None:
     n = node("n", ("InternalIP", "10.0.0.1"), ("ExternalIP", "1.1.1.1"), ("ExternalIP", "1.1.1.2"))
     assert node_primary_address(n, IP) == ("1.1.1.1", IP)
@@ -164,9 +167,19 @@ def test_node_names_union_of_pinned_pvs_and_ready_endpoints() -> None:
     assert names == ["n1", "n2", "n3"]
 
 
+def nodeport_addresses(svc: dict[str, Any], preferred: AddressType, *, pvs: Sequence[dict[str, Any]] = (),
+                       endpoint_slices: Sequence[dict[str, Any]] = ()) -> Any:
+    """As the controller computes them: its indexes select the Listener's PVs and its Service's slices (by
+    namespace and name), the backing nodes come from those, then the addresses."""
+    key = f"{svc['metadata']['namespace']}/{svc['metadata']['name']}"
+    names = nodeport_node_names([p for p in pvs if key in pv_listener_keys(p)],
+                                [s for s in endpoint_slices if key in endpoint_slice_service_keys(s)])
+    return compute_addresses("NodePort", svc, preferred, node_names=names, nodes=NODES)
+
+
 def test_nodeport_addresses() -> None:
-    result = compute_addresses(
-        "NodePort", service(), IP, nodes=NODES,
+    result = nodeport_addresses(
+        service(), IP,
         pvs=[pv(["n3"]), pv(["n9"]), pv(["n1"], name="other"), pv(["n4"])],
         endpoint_slices=[endpoint_slice(("n2", True), ("n1", True)),
                          endpoint_slice(("n8", True), namespace="elsewhere"),
@@ -178,33 +191,31 @@ def test_nodeport_addresses() -> None:
         {"address": "n3.local", "addressType": "Hostname", "ports": ports},
     ]
     assert result.node_ports == ports
-    assert result.missing_nodes == ["n9"]          # skipped and reported, not fatal (LO §13.2)
+    assert result.missing_nodes == ["n9"]          # skipped and reported, not fatal ("Missing nodes are skipped")
     assert result.nodes_without_address == ["n4"]
 
 
 def test_nodeport_hostname_preference() -> None:
-    result = compute_addresses("NodePort", service(), HOST, nodes=NODES,
-                               endpoint_slices=[endpoint_slice(("n1", True), ("n2", True))])
+    result = nodeport_addresses(service(), HOST, endpoint_slices=[endpoint_slice(("n1", True), ("n2", True))])
     assert [a["address"] for a in result.ingress_addresses] == ["n1.local", "1.0.0.2"]
 
 
 def test_nodeport_ports_without_node_port_are_omitted() -> None:
     svc = service()
     del svc["spec"]["ports"][1]["nodePort"]
-    result = compute_addresses("NodePort", svc, IP, nodes=NODES, endpoint_slices=[endpoint_slice(("n1", True))])
+    result = nodeport_addresses(svc, IP, endpoint_slices=[endpoint_slice(("n1", True))])
     assert result.node_ports == {"http": 30080}
     assert result.ingress_addresses[0]["ports"] == {"http": 30080}
 
 
 def test_nodeport_without_backing_nodes_still_reports_node_ports() -> None:
-    result = compute_addresses("NodePort", service(), IP, nodes=NODES)
+    result = nodeport_addresses(service(), IP)
     assert result.ingress_addresses == []
     assert result.node_ports == {"http": 30080, "https": 30443}
 
 
 def test_entries_do_not_share_port_maps() -> None:
-    result = compute_addresses("NodePort", service(), IP, nodes=NODES,
-                               endpoint_slices=[endpoint_slice(("n1", True), ("n2", True))])
+    result = nodeport_addresses(service(), IP, endpoint_slices=[endpoint_slice(("n1", True), ("n2", True))])
     result.ingress_addresses[0]["ports"]["x"] = 1
     assert "x" not in result.ingress_addresses[1]["ports"]
     assert result.node_ports is not None and "x" not in result.node_ports

@@ -28,7 +28,7 @@ FORBIDDEN_KEYS = {"$ref", "$defs", "anyOf", "allOf", "oneOf", "not", "title", "d
 
 
 def structural_violations(node: dict[str, Any], path: str = "") -> list[str]:
-    """Kubernetes' structural-schema rules that matter for generated schemas (toolchain §7.8)."""
+    """Kubernetes' structural-schema rules that matter for generated schemas."""
     problems: list[str] = []
     free_form = node.get("x-kubernetes-preserve-unknown-fields") or node.get("x-kubernetes-int-or-string")
     if "type" not in node and not free_form:
@@ -68,7 +68,7 @@ def root_schema(crd: dict[str, Any]) -> dict[str, Any]:
 
 
 def as_jsonschema(node: Any) -> Any:
-    """OpenAPI v3 -> JSON Schema for validating example objects (toolchain §5.2)."""
+    """OpenAPI v3 -> JSON Schema for validating example objects."""
     if isinstance(node, list):
         return [as_jsonschema(item) for item in node]
     if not isinstance(node, dict):
@@ -149,7 +149,7 @@ def test_listener_class_schema_fields_enums_and_defaults() -> None:
     assert props["serviceAnnotations"]["additionalProperties"] == {"type": "string"}
     assert props["serviceOverrides"]["x-kubernetes-preserve-unknown-fields"] is True
     assert props["serviceOverrides"]["default"] == {"apiVersion": "v1", "kind": "Service", "metadata": {}}
-    # truthful description of pinning (LO §13.8)
+    # truthful description of pinning (behaviour.md "Pinning described truthfully")
     assert "node affinity" in props["pinnedNodePorts"]["description"]
     assert "selected-node" not in props["pinnedNodePorts"]["description"]
 

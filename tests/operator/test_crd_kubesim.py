@@ -1,4 +1,4 @@
-"""The generated CRDs and presets against the kubesim API server, through lightkube as the operator uses them."""
+"""The generated CRDs and presets against the kubesim API server, through the API client as the operator uses them."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube.core.exceptions import ApiError
-from lightkube.models.meta_v1 import ObjectMeta
 
 from kubesim.sim import KubeSim
 from listener_operator.crd.generate import all_crds
-from listener_operator.crd.resources import Listener, ListenerClass
-from listener_operator.kube import make_client
+from listener_operator.kinds import LISTENER, LISTENER_CLASS
 from listener_operator.presets import ensure_presets
+from operator_runtime.config import make_api
+from operator_runtime.errors import ApiFailure
 
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 
@@ -28,21 +27,22 @@ async def install_crds(sim: KubeSim) -> None:
 
 async def test_crds_are_accepted_and_serve_defaults(kubesim: KubeSim) -> None:
     await install_crds(kubesim)
-    client = make_client(str(kubesim.kubeconfig_path))
+    client = make_api(str(kubesim.kubeconfig_path))
     try:
         assert await ensure_presets(client, "ephemeral-nodes") == [
             "cluster-internal", "external-unstable", "external-stable"]
         assert await ensure_presets(client, "ephemeral-nodes") == []
-        stored = await client.get(ListenerClass, "external-stable")
+        stored = await client.get(LISTENER_CLASS, "external-stable")
         spec: dict[str, Any] = stored["spec"]
         assert spec["serviceType"] == "LoadBalancer"
         assert spec["preferredAddressType"] == "HostnameConservative"
         assert spec["loadBalancerAllocateNodePorts"] is True
         assert spec["serviceOverrides"] == {"apiVersion": "v1", "kind": "Service", "metadata": {}}
 
-        created = await client.create(Listener(
-            metadata=ObjectMeta(name="web", namespace="default"),
-            spec={"className": "cluster-internal", "ports": [{"name": "http", "port": 80}]}))
+        created = await client.create(LISTENER, {
+            "apiVersion": LISTENER.api_version, "kind": LISTENER.kind,
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"className": "cluster-internal", "ports": [{"name": "http", "port": 80}]}}, "default")
         assert created["spec"]["publishNotReadyAddresses"] is True
         assert created["spec"]["objectOverrides"] == []
     finally:
@@ -51,33 +51,36 @@ async def test_crds_are_accepted_and_serve_defaults(kubesim: KubeSim) -> None:
 
 async def test_invalid_listener_is_rejected_by_the_schema(kubesim: KubeSim) -> None:
     await install_crds(kubesim)
-    client = make_client(str(kubesim.kubeconfig_path))
+    client = make_api(str(kubesim.kubeconfig_path))
     try:
-        with pytest.raises(ApiError) as info:
-            await client.create(Listener(metadata=ObjectMeta(name="bad", namespace="default"),
-                                         spec={"ports": [{"name": "http", "port": "eighty"}]}))
-        assert info.value.status.code == 422
+        with pytest.raises(ApiFailure) as info:
+            await client.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": LISTENER.kind,
+                                           "metadata": {"name": "bad", "namespace": "default"},
+                                           "spec": {"ports": [{"name": "http", "port": "eighty"}]}}, "default")
+        assert info.value.code == 422
     finally:
         await client.close()
 
 
 async def test_listener_status_subresource_accepts_conditions(kubesim: KubeSim) -> None:
     await install_crds(kubesim)
-    client = make_client(str(kubesim.kubeconfig_path))
+    client = make_api(str(kubesim.kubeconfig_path))
     try:
-        await client.create(Listener(metadata=ObjectMeta(name="web", namespace="default"),
-                                     spec={"className": "c", "ports": [{"name": "http", "port": 80}]}))
+        await client.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": LISTENER.kind,
+                                       "metadata": {"name": "web", "namespace": "default"},
+                                       "spec": {"className": "c", "ports": [{"name": "http", "port": 80}]}},
+                            "default")
         status = {"serviceName": "web", "observedGeneration": 1,
                   "ingressAddresses": [{"address": "web.default.svc.cluster.local", "addressType": "Hostname",
                                         "ports": {"http": 80}}],
                   "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1,
                                   "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "AddressesPublished",
                                   "message": "1 address published"}]}
-        await client.apply(Listener.Status(apiVersion="listeners.stackable.tech/v1alpha1", kind="Listener",
-                                           metadata=ObjectMeta(name="web", namespace="default"),
-                                           status=status),
-                           field_manager="listeners.stackable.tech/listener", force=True)
-        stored = await client.get(Listener, "web", namespace="default")
+        await client.apply(LISTENER, {"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "Listener",
+                                      "metadata": {"name": "web", "namespace": "default"}, "status": status},
+                           name="web", namespace="default", field_manager="listeners.stackable.tech/listener",
+                           force=True, subresource="status")
+        stored = await client.get(LISTENER, "web", namespace="default")
         assert stored["status"] == status
     finally:
         await client.close()

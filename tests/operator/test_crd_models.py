@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from listener_operator.crd.models import (
     AddressType,
@@ -15,8 +17,12 @@ from listener_operator.crd.models import (
     PodListenersSpec,
     PreferredAddressType,
     ServiceType,
-    to_json,
 )
+
+
+def to_json(model: BaseModel) -> dict[str, Any]:
+    """The camelCase JSON form, without null fields."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def test_listener_class_defaults() -> None:
@@ -71,7 +77,7 @@ def test_listener_round_trip_and_defaults() -> None:
 
 
 def test_explicit_null_publish_not_ready_addresses_is_kept_as_none() -> None:
-    # The model keeps null; the Service builder decides what null means (LO §13.15).
+    # The model keeps null; the Service builder decides what null means (behaviour.md "publishNotReadyAddresses null means true").
     assert ListenerSpec.model_validate({"publishNotReadyAddresses": None}).publish_not_ready_addresses is None
 
 

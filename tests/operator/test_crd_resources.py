@@ -1,4 +1,4 @@
-"""The lightkube resources and client construction, against a tiny plain-http API server with a bearer token."""
+"""Our custom kinds and the API client construction, against a tiny plain-http API server with a bearer token."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 import yaml
 from aiohttp import web
-from lightkube.config.kubeconfig import KubeConfig, SingleConfig
-from lightkube.core.exceptions import ConfigError
+from lightkube.config.kubeconfig import SingleConfig
 
 from listener_operator.constants import mount_label_key
-from listener_operator.crd.resources import Listener, ListenerClass, PodListeners
-from listener_operator.kube import load_config, make_client
+from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
+from operator_runtime.config import ConfigError, KubeConfig, load_config, make_api
 
 TOKEN = "s3cret-token"
 
@@ -69,10 +68,10 @@ def write_kubeconfig(path: Path, server: str, token: str = TOKEN) -> Path:
 async def test_client_reads_custom_resources_over_plain_http_with_bearer_token(
         api_server: tuple[str, list[dict[str, Any]]], tmp_path: Path) -> None:
     url, seen = api_server
-    client = make_client(str(write_kubeconfig(tmp_path / "kubeconfig", url)))
+    client = make_api(str(write_kubeconfig(tmp_path / "kubeconfig", url)))
     try:
-        listener = await client.get(Listener, "web", namespace="ns1")
-        klass = await client.get(ListenerClass, "cluster-internal")
+        listener = await client.get(LISTENER, "web", namespace="ns1")
+        klass = await client.get(LISTENER_CLASS, "cluster-internal")
     finally:
         await client.close()
     assert listener["spec"]["className"] == "cluster-internal"
@@ -81,12 +80,12 @@ async def test_client_reads_custom_resources_over_plain_http_with_bearer_token(
 
 
 def test_resource_paths_and_scopes() -> None:
-    assert Listener._api_info.resource.group == "listeners.stackable.tech"
-    assert Listener._api_info.plural == "listeners"
-    assert ListenerClass._api_info.plural == "listenerclasses"
-    assert PodListeners._api_info.plural == "podlisteners"
-    assert Listener.Status._api_info.action == "status"
-    assert hasattr(Listener, "Status")
+    assert LISTENER.api_version.split("/")[0] == "listeners.stackable.tech"
+    assert LISTENER.plural == "listeners" and LISTENER.namespaced
+    assert LISTENER_CLASS.plural == "listenerclasses" and not LISTENER_CLASS.namespaced
+    assert POD_LISTENERS.plural == "podlisteners" and POD_LISTENERS.namespaced
+    assert LISTENER.path("ns1", "web", "status") == (
+        "/apis/listeners.stackable.tech/v1alpha1/namespaces/ns1/listeners/web/status")
 
 
 def test_kubeconfig_env_wins_over_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

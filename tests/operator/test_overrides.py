@@ -1,4 +1,4 @@
-"""Deep merge of overrides over a generated Service (LO §5.6)."""
+"""Deep merge of overrides over a generated Service (behaviour.md "Overrides")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The foreign-Service predicate (LO §5.7): upstream's seven cases and more."""
+"""The foreign-Service predicate (behaviour.md "Foreign Services"): upstream's seven cases and more."""
 
 from __future__ import annotations
 

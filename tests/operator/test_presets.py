@@ -7,14 +7,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import lightkube
 import pytest
 import yaml
 from aiohttp import web
-from lightkube.core.exceptions import ApiError
 
 from listener_operator.crd.models import ListenerClassSpec
 from listener_operator.presets import PRESETS, ensure_presets, preset_classes
+from operator_runtime.api import KubeApi
+from operator_runtime.config import make_api
+from operator_runtime.errors import ApiFailure
 
 PREFIX = "/apis/listeners.stackable.tech/v1alpha1/listenerclasses"
 
@@ -48,14 +49,13 @@ class FakeApi:
 
     @staticmethod
     def status(code: int) -> web.Response:
-        # exactly "application/json": lightkube only turns error bodies with that content type into ApiError
         body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
                            "message": f"code {code}"}).encode()
         return web.Response(body=body, status=code, headers={"Content-Type": "application/json"})
 
 
 @pytest.fixture
-async def fake(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, lightkube.AsyncClient]]:
+async def fake(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, KubeApi]]:
     api = FakeApi()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", api.handle)
@@ -68,8 +68,7 @@ async def fake(tmp_path: Path) -> AsyncIterator[tuple[FakeApi, lightkube.AsyncCl
         "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{runner.addresses[0][1]}"}}],
         "users": [{"name": "c", "user": {"token": "t"}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}]}))
-    from listener_operator.kube import make_client
-    client = make_client(str(kubeconfig))
+    client = make_api(str(kubeconfig))
     try:
         yield api, client
     finally:
@@ -98,7 +97,7 @@ def test_unknown_preset_names_the_valid_ones() -> None:
 
 
 async def test_creates_missing_classes_and_writes_nothing_on_restart(
-        fake: tuple[FakeApi, lightkube.AsyncClient]) -> None:
+        fake: tuple[FakeApi, KubeApi]) -> None:
     api, client = fake
     created = await ensure_presets(client, "stable-nodes")
     assert created == ["cluster-internal", "external-unstable", "external-stable"]
@@ -108,7 +107,7 @@ async def test_creates_missing_classes_and_writes_nothing_on_restart(
     assert {method for method, _ in api.requests} == {"GET"}
 
 
-async def test_existing_class_is_never_updated(fake: tuple[FakeApi, lightkube.AsyncClient]) -> None:
+async def test_existing_class_is_never_updated(fake: tuple[FakeApi, KubeApi]) -> None:
     api, client = fake
     admin_owned = {"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "ListenerClass",
                    "metadata": {"name": "external-stable"}, "spec": {"serviceType": "ClusterIP"}}
@@ -119,21 +118,21 @@ async def test_existing_class_is_never_updated(fake: tuple[FakeApi, lightkube.As
     assert all(method in ("GET", "POST") for method, _ in api.requests)
 
 
-async def test_none_preset_makes_no_requests(fake: tuple[FakeApi, lightkube.AsyncClient]) -> None:
+async def test_none_preset_makes_no_requests(fake: tuple[FakeApi, KubeApi]) -> None:
     api, client = fake
     assert await ensure_presets(client, "none") == []
     assert api.requests == []
 
 
-async def test_concurrent_creator_counts_as_existing(fake: tuple[FakeApi, lightkube.AsyncClient]) -> None:
+async def test_concurrent_creator_counts_as_existing(fake: tuple[FakeApi, KubeApi]) -> None:
     api, client = fake
     api.race_on_create = {"cluster-internal"}
     assert await ensure_presets(client, "ephemeral-nodes") == ["external-unstable", "external-stable"]
 
 
-async def test_other_api_errors_propagate(fake: tuple[FakeApi, lightkube.AsyncClient]) -> None:
+async def test_other_api_errors_propagate(fake: tuple[FakeApi, KubeApi]) -> None:
     api, client = fake
     api.fail_get_with = 403
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiFailure):
         await ensure_presets(client, "ephemeral-nodes")
     assert api.objects == {}

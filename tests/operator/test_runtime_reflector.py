@@ -7,11 +7,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from kubesim.sim import KubeSim
-from listener_operator.kube import make_client
-from listener_operator.runtime.api import KubeApi, ResourceInfo, WatchExpired
-from listener_operator.runtime.controller import Controller, Result
-from listener_operator.runtime.reflector import ApiSource, Reflector, object_key
-from listener_operator.runtime.workqueue import ExponentialBackoff
+from operator_runtime.config import make_api
+from operator_runtime.controller import Action, Controller
+from operator_runtime.errors import Expired
+from operator_runtime.kinds import ResourceInfo
+from operator_runtime.objects import object_key
+from operator_runtime.reflector import ApiSource, Reflector
+from operator_runtime.workqueue import ExponentialBackoff
 
 
 def obj(name: str, rv: str, namespace: str | None = "ns", **extra: Any) -> dict[str, Any]:
@@ -80,7 +82,7 @@ async def test_gone_relists_and_emits_only_the_differences() -> None:
     source = ScriptedSource(
         lists=[([obj("a", "1"), obj("b", "2"), obj("c", "3")], "3"),
                ([obj("a", "1"), obj("b", "7"), obj("d", "8")], "9")],
-        watches=[WatchExpired(410, "Expired", "too old")],
+        watches=[Expired(410, "Expired", "too old")],
     )
     reflector = Reflector("things", source)
     changes: list[tuple[Any, Any]] = []
@@ -112,7 +114,7 @@ async def test_secondary_index_follows_updates_and_deletes() -> None:
     reflector = Reflector("listeners", source)
     reflector.add_index("class", lambda o: [o["spec"]["className"]] if "spec" in o else [])
     await run_until_idle(reflector, source)
-    assert reflector.index_keys("class", "x") == set()
+    assert reflector.by_index("class", "x") == []
     assert [object_key(o) for o in reflector.by_index("class", "y")] == ["ns/l1"]
 
 
@@ -127,13 +129,13 @@ async def test_controller_maps_secondary_changes_old_and_new_to_primary_keys() -
     reconciled: list[str] = []
     gate = asyncio.Event()
 
-    async def reconcile(key: str) -> Result:
-        reconciled.append(key)
+    async def reconcile(listener: dict[str, Any], context: None) -> Action:
+        reconciled.append(object_key(listener))
         if len(reconciled) >= 4:
             gate.set()
-        return Result()
+        return Action.await_change()
 
-    controller = Controller("test", primary, reconcile, workers=2)
+    controller = Controller("test", primary, reconcile, context=None, workers=2)
     controller.watches(secondary, lambda o: o.get("users", []))
     # the secondary watch event must come after the controller started: hold it back until then
     script = secondary_source.watches.pop(0)
@@ -156,18 +158,72 @@ async def test_controller_retries_failures_with_backoff_then_succeeds() -> None:
     attempts: list[str] = []
     done = asyncio.Event()
 
-    async def reconcile(key: str) -> None:
-        attempts.append(key)
+    async def reconcile(listener: dict[str, Any], context: None) -> Action:
+        attempts.append(object_key(listener))
         if len(attempts) < 3:
             raise RuntimeError("API rejected")
         done.set()
+        return Action.await_change()
 
-    controller = Controller("test", primary, reconcile, workers=1)
+    controller = Controller("test", primary, reconcile, context=None, workers=1)
     controller.queue.backoff.base = 0.01
     task = asyncio.create_task(controller.run())
     await asyncio.wait_for(done.wait(), 5)
     assert attempts == ["ns/l1"] * 3
     assert controller.queue.backoff.failures("ns/l1") == 0  # reset after success
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_requeue_runs_the_reconcile_again_after_the_delay_and_await_change_does_not() -> None:
+    source = ScriptedSource(lists=[([obj("again", "1"), obj("once", "2")], "2")], watches=[])
+    primary = Reflector("listeners", source)
+    runs: list[str] = []
+    third = asyncio.Event()
+
+    async def reconcile(listener: dict[str, Any], context: None) -> Action:
+        runs.append(object_key(listener))
+        if runs.count("ns/again") == 3:
+            third.set()
+        return Action.requeue(0.01) if object_key(listener) == "ns/again" else Action.await_change()
+
+    controller = Controller("test", primary, reconcile, context=None, workers=1)
+    task = asyncio.create_task(controller.run())
+    await asyncio.wait_for(third.wait(), 5)
+    assert runs.count("ns/once") == 1
+    assert controller.queue.backoff.failures("ns/again") == 0  # a requeue is no failure
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_error_policy_decides_what_a_failure_does() -> None:
+    source = ScriptedSource(lists=[([obj("broken", "1"), obj("flaky", "2")], "2")], watches=[])
+    primary = Reflector("listeners", source)
+    runs: list[str] = []
+    seen: list[tuple[str, str, str]] = []
+    flaky_done = asyncio.Event()
+
+    async def reconcile(listener: dict[str, Any], context: str) -> Action:
+        key = object_key(listener)
+        runs.append(key)
+        if key == "ns/broken":
+            raise ValueError("bad spec")
+        if runs.count(key) < 3:
+            raise ConnectionError("API down")
+        flaky_done.set()
+        return Action.await_change()
+
+    def error_policy(listener: dict[str, Any], error: Exception, context: str) -> Action:
+        seen.append((object_key(listener), type(error).__name__, context))
+        return Action.await_change() if isinstance(error, ValueError) else Action.retry()
+
+    controller = Controller("test", primary, reconcile, error_policy, context="ctx", workers=1)
+    controller.queue.backoff.base = 0.01
+    task = asyncio.create_task(controller.run())
+    await asyncio.wait_for(flaky_done.wait(), 5)
+    assert runs.count("ns/broken") == 1  # waits for a change: never retried
+    assert seen.count(("ns/broken", "ValueError", "ctx")) == 1
+    assert seen.count(("ns/flaky", "ConnectionError", "ctx")) == 2
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 
@@ -202,8 +258,7 @@ async def test_api_source_lists_in_pages_into_one_snapshot(kubesim: KubeSim) -> 
     for i in range(5):
         await kubesim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
                                                 "metadata": {"name": f"cm-{i}", "namespace": "default"}}, "default")
-    client = make_client(str(kubesim.kubeconfig_path))
-    api = KubeApi(client)
+    api = make_api(str(kubesim.kubeconfig_path))
     pages: list[str | None] = []
     request = api._request
 
@@ -217,7 +272,7 @@ async def test_api_source_lists_in_pages_into_one_snapshot(kubesim: KubeSim) -> 
                            page_size=2)
         items, version = await source.list()
     finally:
-        await client.close()
+        await api.close()
     assert sorted(i["metadata"]["name"] for i in items if i["metadata"]["name"].startswith("cm-")) == [
         f"cm-{i}" for i in range(5)]
     assert all(i["kind"] == "ConfigMap" for i in items)

@@ -10,15 +10,18 @@ from typing import Any
 import pytest
 
 from listener_operator.controller_command import add_arguments
-from listener_operator.runtime.api import ApiFailure, KubeApi, ResourceInfo, resource_info
-from listener_operator.runtime.applied import (
+from operator_runtime.api import KubeApi
+from operator_runtime.applied import (
     SERVICE_ATOMIC_MAPS,
     apply_is_noop,
     is_subset,
     stale_owned_fields,
 )
-from listener_operator.runtime.events import EventRecorder, object_reference, truncate_note
-from listener_operator.runtime.leader import LeaderElector
+from operator_runtime.errors import ApiFailure, failure
+from operator_runtime.events import EventRecorder, truncate_note
+from operator_runtime.kinds import SERVICE, ResourceInfo
+from operator_runtime.leader import LeaderElector
+from operator_runtime.objects import object_reference
 
 
 class FakeApi(KubeApi):
@@ -45,14 +48,14 @@ class FakeApi(KubeApi):
         try:
             return copy.deepcopy(self.objects[(info.plural, namespace, name)])
         except KeyError:
-            raise ApiFailure(404, "NotFound", f"{info.plural} {name!r} not found") from None
+            raise failure(404, "NotFound", f"{info.plural} {name!r} not found") from None
 
     async def create(self, info: ResourceInfo, body: dict[str, Any], namespace: str | None = None
                      ) -> dict[str, Any]:
         self._check("create", info)
         key = (info.plural, namespace, body["metadata"]["name"])
         if key in self.objects:
-            raise ApiFailure(409, "AlreadyExists", "exists")
+            raise failure(409, "AlreadyExists", "exists")
         self.objects[key] = copy.deepcopy(body)
         return self._bump(self.objects[key])
 
@@ -62,9 +65,9 @@ class FakeApi(KubeApi):
         key = (info.plural, namespace, name)
         current = self.objects.get(key)
         if current is None:
-            raise ApiFailure(404, "NotFound", "gone")
+            raise failure(404, "NotFound", "gone")
         if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise ApiFailure(409, "Conflict", "the object has been modified")
+            raise failure(409, "Conflict", "the object has been modified")
         self.objects[key] = copy.deepcopy(body)
         return self._bump(self.objects[key])
 
@@ -73,7 +76,7 @@ class FakeApi(KubeApi):
         self._check("patch", info)
         key = (info.plural, namespace, name)
         if key not in self.objects:
-            raise ApiFailure(404, "NotFound", "gone")
+            raise failure(404, "NotFound", "gone")
         self.objects[key].update(copy.deepcopy(body))
         return self._bump(self.objects[key])
 
@@ -120,7 +123,7 @@ async def test_repeats_within_the_interval_are_counted_but_not_written() -> None
 
 async def test_recorder_never_raises() -> None:
     api = FakeApi()
-    api.fail_with = ApiFailure(403, "Forbidden", "events are forbidden")
+    api.fail_with = failure(403, "Forbidden", "events are forbidden")
     recorder = EventRecorder(api, "c", "i")
     await recorder.publish(LISTENER, type="Warning", reason="X", note="n", action="Reconcile")
     await recorder.publish({"not": "an object"}, type="Warning", reason="X", note="n", action="Reconcile")
@@ -187,7 +190,7 @@ async def test_losing_an_update_race_is_not_leadership() -> None:
     original_replace = api.replace
 
     async def racing_replace(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        raise ApiFailure(409, "Conflict", "modified")
+        raise failure(409, "Conflict", "modified")
 
     api.replace = racing_replace  # type: ignore[method-assign]
     assert not await one.try_acquire_or_renew()
@@ -197,7 +200,7 @@ async def test_losing_an_update_race_is_not_leadership() -> None:
 
 async def test_campaign_survives_api_errors_and_releases_on_exit() -> None:
     api = FakeApi()
-    api.fail_with = ApiFailure(500, "InternalError", "etcd is sad")
+    api.fail_with = failure(500, "InternalError", "etcd is sad")
     candidate = LeaderElector(api, name="lock", namespace="ns", identity="me", lease_duration=0.5,
                               renew_deadline=0.3, retry_period=0.01)
     leading = asyncio.Event()
@@ -267,14 +270,12 @@ def test_fields_we_own_but_no_longer_set_make_the_apply_necessary() -> None:
     assert not apply_is_noop(keep, None, manager)
 
 
-def test_resource_info_of_lightkube_classes_builds_safe_paths() -> None:
-    from lightkube.resources.core_v1 import Service
+def test_kinds_build_safe_paths() -> None:
+    from listener_operator.kinds import LISTENER_CLASS
 
-    from listener_operator.crd.resources import ListenerClass
-
-    service = resource_info(Service)
+    service = SERVICE
     assert service.path("ns", "web", "status") == "/api/v1/namespaces/ns/services/web/status"
-    assert resource_info(ListenerClass).path(None, "x") == "/apis/listeners.stackable.tech/v1alpha1/listenerclasses/x"
+    assert LISTENER_CLASS.path(None, "x") == "/apis/listeners.stackable.tech/v1alpha1/listenerclasses/x"
     assert service.path("ns", "a/b") == "/api/v1/namespaces/ns/services/a%2Fb"
     with pytest.raises(ValueError):
         service.path("ns", "..")

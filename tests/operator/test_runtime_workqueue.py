@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from listener_operator.runtime.workqueue import ExponentialBackoff, QueueShutDown, WorkQueue
+from operator_runtime.workqueue import ExponentialBackoff, QueueShutDown, WorkQueue
 
 
 class FakeClock:

@@ -1,4 +1,5 @@
-"""Composition of the desired Service from a Listener and its ListenerClass (LO §5.5, §5.6, §10.3, §13.14)."""
+"""Composition of the desired Service from a Listener and its ListenerClass (behaviour.md "Service composition",
+"Overrides", "Early validation")."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from listener_operator.listener_controller.service import (
     InvalidPodSelectorError,
     InvalidPortError,
     InvalidServiceOverrideError,
+    ListenerClass,
     ListenerError,
     MissingMetadataError,
     NoListenerClassError,
@@ -25,6 +27,7 @@ from listener_operator.listener_controller.service import (
     compose_service,
     listener_class_name,
     object_override_applies,
+    parse_listener_class,
 )
 
 UID = "0b1c2d3e-aaaa-bbbb-cccc-1234567890ab"
@@ -39,9 +42,10 @@ def listener(name: str = "web", **spec: Any) -> dict[str, Any]:
     }
 
 
-def klass(**spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "ListenerClass",
-            "metadata": {"name": "c"}, "spec": {"serviceType": "NodePort", **spec}}
+def klass(**spec: Any) -> ListenerClass:
+    """The class as the controller passes it: parsed once (an invalid class raises here)."""
+    return parse_listener_class({"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "ListenerClass",
+                                 "metadata": {"name": "c"}, "spec": {"serviceType": "NodePort", **spec}})
 
 
 def test_complete_nodeport_service() -> None:
@@ -129,7 +133,7 @@ def test_type_gated_fields_when_set(service_type: str, expected: dict[str, Any])
 
 
 def test_upstream_overrides_scenario_precedence() -> None:
-    """LO §10.3: serviceAnnotations < serviceOverrides < objectOverrides."""
+    """Upstream scenario `overrides`: serviceAnnotations < serviceOverrides < objectOverrides."""
     listener_class = klass(
         serviceType="ClusterIP",
         serviceAnnotations={"deprecated": "was here", "winner": "deprecated"},
@@ -206,7 +210,7 @@ def test_object_overrides_cannot_change_control(extra: dict[str, Any]) -> None:
         build_service(listener(objectOverrides=[override]), klass())
 
 
-# early validation (LO §13.14)
+# early validation (behaviour.md "Early validation")
 
 @pytest.mark.parametrize(("ports", "error", "message"), [
     (None, NoPortsError, "no ports"),

@@ -252,14 +252,6 @@ class Cluster:
                     subresource="status",
                 )
 
-    async def recover_node(self, name: str) -> None:
-        """Restart a failed node's kubelet; plugins must be registered again, as after a real kubelet restart."""
-        kubelet = self._kubelet(name)
-        if kubelet.running:
-            return
-        await set_node_ready(self.ctx.api, name, True)
-        kubelet.start()
-
     # -------------------------------------------------------------------- pods
 
     async def set_pod_ready(self, namespace: str, name: str, ready: bool) -> None:

@@ -1,7 +1,7 @@
 """Structural CustomResourceDefinitions generated from the pydantic models.
 
 pydantic's JSON Schema is not a Kubernetes structural schema (references, ``anyOf`` for optionals, titles, ``default:
-null``, ``additionalProperties: true``); :func:`structural_schema` rewrites it (toolchain §7). No library does this
+null``, ``additionalProperties: true``); :func:`structural_schema` rewrites it. No library does this
 conversion for pydantic v2, hence the hand-written walk.
 """
 

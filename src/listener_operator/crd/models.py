@@ -1,13 +1,14 @@
 """pydantic models of the ``listeners.stackable.tech/v1alpha1`` custom resources.
 
-Field names, enums and defaults follow upstream exactly (LO §4) so that existing manifests and clients keep working;
-``Listener.status.conditions`` and ``observedGeneration`` are our additive extensions (LO §13.20). The models are
+Field names, enums and defaults follow upstream exactly (behaviour.md "Custom resources") so that existing manifests and clients keep working;
+``Listener.status.conditions`` and ``observedGeneration`` are our additive extensions (behaviour.md
+"Status conditions"). The models are
 the single source of the CRD schemas (``crd/generate.py``): class and attribute docstrings become the descriptions
 that ``kubectl explain`` shows. Mutable defaults are plain literals on purpose: pydantic copies them per instance, and
 unlike ``default_factory`` they appear as ``default`` in the generated schema.
 
 Python attributes are snake_case; the JSON (alias) names are camelCase. Parse API objects with
-``Model.model_validate(obj)`` and serialise with :func:`to_json`.
+``Model.model_validate(obj)``.
 """
 
 from __future__ import annotations
@@ -209,7 +210,3 @@ class PodListenersSpec(_Model):
     listeners: dict[str, PodListener]
     """Keyed by the Pod's volume name."""
 
-
-def to_json(model: BaseModel) -> dict[str, Any]:
-    """The camelCase JSON form of a model, without null fields (null and absent mean the same to our readers)."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)

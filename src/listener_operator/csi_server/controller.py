@@ -1,4 +1,4 @@
-"""CSI Controller service: provisioning decisions for listener volumes (LO §6.2-§6.5).
+"""CSI Controller service: provisioning decisions for listener volumes (behaviour.md "Provisioning", "Pinning").
 
 Nothing is stored: the volume is fully described by the PVC annotations, which become the volume context, and by
 the optional topology pin. That makes CreateVolume idempotent by construction and DeleteVolume a no-op (the
@@ -15,22 +15,32 @@ import grpc
 
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import TOPOLOGY_KEY_HOSTNAME
-from listener_operator.csi_server.errors import CsiError, csi_rpc, error_chain, get_required
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, PVC
-from listener_operator.csi_server.reporting import EventPublisher, object_reference, publish_warning
+from listener_operator.csi_server.errors import (
+    ClaimListenerWithoutClass,
+    CsiError,
+    MissingArgument,
+    UnsupportedVolume,
+    csi_rpc,
+    error_chain,
+    get_required,
+)
+from listener_operator.csi_server.reporting import EventPublisher, publish_warning
 from listener_operator.csi_server.volume_context import (
     ListenerSelector,
     check_object_name,
     decode_selector,
     required_object,
 )
-from listener_operator.runtime.api import KubeApi
+from listener_operator.kinds import LISTENER, LISTENER_CLASS
+from operator_runtime.api import KubeApi
+from operator_runtime.kinds import PVC
+from operator_runtime.objects import mapping, meta, object_reference
 
 __all__ = ["PARAM_PVC_NAME", "PARAM_PVC_NAMESPACE", "ControllerService"]
 
 log = logging.getLogger(__name__)
 
-# Added by the external-provisioner when started with --extra-create-metadata (LO §2.4, §6.3).
+# Added by the external-provisioner when started with --extra-create-metadata (behaviour.md "Provisioning").
 PARAM_PVC_NAME = "csi.storage.k8s.io/pvc/name"
 PARAM_PVC_NAMESPACE = "csi.storage.k8s.io/pvc/namespace"
 
@@ -40,16 +50,16 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 def check_volume_capabilities(capabilities: Any, *, field: str) -> None:
     """At least one capability is required, and only filesystem ("mount") volumes exist here."""
     if not capabilities:
-        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, f"{field} is required")
+        raise MissingArgument(f"{field} is required")
     for capability in capabilities:
         if capability.HasField("block"):
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"{field}: block volumes are not supported; listener volumes are filesystem volumes")
+            raise UnsupportedVolume(f"{field}: block volumes are not supported; listener volumes are filesystem "
+                                    "volumes")
 
 
 def pins_node_ports(listener_class: Mapping[str, Any]) -> bool:
-    """LO §6.4: only NodePort classes with ``pinnedNodePorts`` pin their volumes to a node."""
-    spec = listener_class.get("spec") or {}
+    """Only NodePort classes with ``pinnedNodePorts`` pin their volumes to a node (behaviour.md "Pinning")."""
+    spec = mapping(listener_class, "spec")
     return spec.get("serviceType") == "NodePort" and bool(spec.get("pinnedNodePorts"))
 
 
@@ -63,7 +73,8 @@ def pinned_topology(requirements: csi_pb2.TopologyRequirement) -> list[csi_pb2.T
 
 
 class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
-    """CreateVolume / DeleteVolume / ControllerGetCapabilities; every other RPC is UNIMPLEMENTED (LO §6.2)."""
+    """CreateVolume / DeleteVolume / ControllerGetCapabilities; every other RPC is UNIMPLEMENTED
+    (behaviour.md "Controller service")."""
 
     def __init__(self, api: KubeApi, events: EventPublisher | None = None) -> None:
         self._api = api
@@ -81,14 +92,14 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
     async def DeleteVolume(self, request: csi_pb2.DeleteVolumeRequest, context: _Context
                            ) -> csi_pb2.DeleteVolumeResponse:
         if not request.volume_id:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required")
+            raise MissingArgument("volume_id is required")
         return csi_pb2.DeleteVolumeResponse()
 
     @csi_rpc
     async def CreateVolume(self, request: csi_pb2.CreateVolumeRequest, context: _Context
                            ) -> csi_pb2.CreateVolumeResponse:
         if not request.name:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "name is required")
+            raise MissingArgument("name is required")
         check_volume_capabilities(request.volume_capabilities, field="volume_capabilities")
         pvc_namespace, pvc_name = required_object(
             request.parameters, PARAM_PVC_NAMESPACE, PARAM_PVC_NAME, "PersistentVolumeClaim", source="parameters",
@@ -96,7 +107,7 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
         # a missing PVC is no user error here: the provisioner only asks for claims that exist (or just went away)
         pvc = await get_required(f"PersistentVolumeClaim {pvc_namespace}/{pvc_name}",
                                  self._api.get(PVC, pvc_name, pvc_namespace), user_error_if_missing=False)
-        annotations = {str(k): str(v) for k, v in ((pvc.get("metadata") or {}).get("annotations") or {}).items()}
+        annotations = {str(k): str(v) for k, v in meta(pvc).annotations.items()}
         source = f"PersistentVolumeClaim {pvc_namespace}/{pvc_name}"
         pvc_ref = object_reference(pvc)
         try:
@@ -132,9 +143,8 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
             return selector.value
         listener = await get_required(f"Listener {namespace}/{selector.value}",
                                       self._api.get(LISTENER, selector.value, namespace), context=source)
-        class_name = (listener.get("spec") or {}).get("className")
+        class_name = mapping(listener, "spec").get("className")
         if not class_name:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"{source}: Listener {namespace}/{selector.value} has no spec.className")
+            raise ClaimListenerWithoutClass(f"{source}: Listener {namespace}/{selector.value} has no spec.className")
         return check_object_name("ListenerClass", str(class_name),
                                  f"Listener {namespace}/{selector.value} spec.className")

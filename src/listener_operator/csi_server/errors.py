@@ -1,26 +1,51 @@
-"""gRPC status for CSI calls: one exception type carrying the code, and the full cause chain as the message.
+"""Why a CSI call failed: one exception class per meaning, mapped to its gRPC code in one table.
 
-Upstream reports "the full error chain joined with ': '" (LO §7.7); kubelet and the external-provisioner show that
-message verbatim in Events, so it must say what failed and why in one line.
+Each class names a failure (``PvWithoutClaim``, ``NoAddressesYet``, ...); :data:`CSI_FAILURES` gives its gRPC code
+and whether, by default, a person has to act on it (a user error gets a Kubernetes Event where that person looks,
+a transient failure does not: kubelet or the provisioner simply retry). The message sent to the caller is the
+whole cause chain joined with ': ' (see behaviour.md "CSI error codes"): kubelet and the external-provisioner show
+it verbatim in their Events, so it must say in one line what failed and why.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import grpc
-import httpx2
-from lightkube.core.exceptions import ApiError
 
-from listener_operator.runtime.api import ApiFailure
+from operator_runtime.errors import ApiFailure, KubeError, NotFound
 
-__all__ = ["KUBE_ERRORS", "CsiError", "api_error_code", "csi_rpc", "error_chain", "get_optional", "get_required"]
-
-#: What a lightkube call raises when the API answers with an error or cannot be reached.
-KUBE_ERRORS: tuple[type[Exception], ...] = (ApiFailure, ApiError, httpx2.HTTPError)
+__all__ = [
+    "CSI_FAILURES",
+    "ApiReadFailed",
+    "ApiWriteFailed",
+    "ClaimListenerWithoutClass",
+    "CsiError",
+    "CsiFailure",
+    "InvalidInput",
+    "InvalidSelector",
+    "ListenerClassMissing",
+    "ListenerWithoutClass",
+    "MissingArgument",
+    "MountLabelUnavailable",
+    "NoAddressesYet",
+    "NoPodVolume",
+    "NodeWithoutAddress",
+    "ObjectNotFound",
+    "PodNotScheduled",
+    "PodReplaced",
+    "PvWithoutClaim",
+    "UnsupportedVolume",
+    "VolumeWriteFailed",
+    "csi_rpc",
+    "error_chain",
+    "get_optional",
+    "get_required",
+]
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +55,128 @@ _S = TypeVar("_S")
 
 
 class CsiError(Exception):
-    """A failed CSI call: ``code`` is the gRPC status, ``str(self)`` the first link of the message chain.
+    """A failed CSI call. ``str(self)`` is the first link of the message chain; :attr:`code` comes from
+    :data:`CSI_FAILURES`; ``user_error`` overrides the table's default for this one failure."""
 
-    ``user_error`` marks problems a person has to fix (bad annotations, a missing class, ...), which deserve a
-    Kubernetes Event, as opposed to transient failures that a retry resolves. It defaults to true for
-    INVALID_ARGUMENT and FAILED_PRECONDITION.
-    """
-
-    def __init__(self, code: grpc.StatusCode, message: str, *, user_error: bool | None = None) -> None:
+    def __init__(self, message: str, *, user_error: bool | None = None) -> None:
         super().__init__(message)
-        self.code = code
-        self.user_error = (code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
-                           if user_error is None else user_error)
+        failure = CSI_FAILURES[type(self)]
+        self.code: grpc.StatusCode = failure.code
+        self.user_error: bool = failure.user_error if user_error is None else user_error
+
+
+# -- the request itself -----------------------------------------------------------------------------------------------
+
+class MissingArgument(CsiError):
+    """A required request field, parameter or volume-context key is empty or absent."""
+
+
+class UnsupportedVolume(CsiError):
+    """A kind of volume the driver does not serve (block volumes, CSI inline volumes)."""
+
+
+class InvalidInput(CsiError):
+    """A value the driver refuses to use: a name that would become part of an API URL or a path, a target path
+    outside the kubelet directory, or a Listener status or Pod port that cannot be written into the volume."""
+
+
+class InvalidSelector(CsiError):
+    """Neither or both of the listener selector annotations are set."""
+
+
+# -- the objects the volume depends on ----------------------------------------------------------------------------
+
+class ListenerWithoutClass(CsiError):
+    """At mount time: the volume's Listener names no ListenerClass."""
+
+
+class ClaimListenerWithoutClass(CsiError):
+    """At provisioning: the Listener a claim binds to names no ListenerClass, so the claim cannot be provisioned
+    as it is."""
+
+
+class NoPodVolume(CsiError):
+    """The Pod has no volume backed by the PersistentVolumeClaim being published."""
+
+
+class MountLabelUnavailable(CsiError):
+    """The Listener's uid cannot form the Pod mount label."""
+
+
+class ObjectNotFound(CsiError):
+    """An object the volume needs does not exist (yet)."""
+
+
+class PvWithoutClaim(CsiError):
+    """The PersistentVolume is not bound to a PersistentVolumeClaim."""
+
+
+class PodReplaced(CsiError):
+    """The Pod kubelet publishes for was replaced by another one of the same name."""
+
+
+class PodNotScheduled(CsiError):
+    """The Pod has no node yet, and its addresses depend on it."""
+
+
+class ListenerClassMissing(CsiError):
+    """A Listener without addresses names a ListenerClass that does not exist: it will never get any."""
+
+
+class NoAddressesYet(CsiError):
+    """The Listener has no address for this Pod yet (after the bounded wait)."""
+
+
+class NodeWithoutAddress(CsiError):
+    """The Pod's node has no address of a usable kind."""
+
+
+# -- the API server and the volume ----------------------------------------------------------------------------------
+
+class ApiReadFailed(CsiError):
+    """Reading an object from the API server failed."""
+
+
+class ApiWriteFailed(CsiError):
+    """Writing an object (the Listener, a label, PodListeners) failed."""
+
+
+class VolumeWriteFailed(CsiError):
+    """Writing or removing the files in the target directory failed."""
+
+
+@dataclass(frozen=True)
+class CsiFailure:
+    """The gRPC code of a failure class, and whether a person must act on it (an Event is due) by default."""
+
+    code: grpc.StatusCode
+    user_error: bool
+
+
+_INVALID_ARGUMENT = CsiFailure(grpc.StatusCode.INVALID_ARGUMENT, user_error=True)
+_FAILED_PRECONDITION = CsiFailure(grpc.StatusCode.FAILED_PRECONDITION, user_error=True)
+
+#: The one table from failure to gRPC code (behaviour.md "CSI error codes").
+CSI_FAILURES: Mapping[type[CsiError], CsiFailure] = {
+    MissingArgument: _INVALID_ARGUMENT,
+    UnsupportedVolume: _INVALID_ARGUMENT,
+    InvalidInput: _INVALID_ARGUMENT,
+    InvalidSelector: _INVALID_ARGUMENT,
+    ClaimListenerWithoutClass: _INVALID_ARGUMENT,
+    ListenerWithoutClass: _FAILED_PRECONDITION,
+    NoPodVolume: _FAILED_PRECONDITION,
+    MountLabelUnavailable: _FAILED_PRECONDITION,
+    ObjectNotFound: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=True),
+    PvWithoutClaim: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=False),
+    PodReplaced: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=False),
+    PodNotScheduled: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=False),
+    ListenerClassMissing: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=True),
+    NoAddressesYet: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=True),
+    NodeWithoutAddress: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=True),
+    ApiReadFailed: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=False),
+    ApiWriteFailed: CsiFailure(grpc.StatusCode.UNAVAILABLE, user_error=False),
+    VolumeWriteFailed: CsiFailure(grpc.StatusCode.INTERNAL, user_error=False),
+}
 
 
 def error_chain(error: BaseException) -> str:
@@ -61,24 +196,8 @@ def error_chain(error: BaseException) -> str:
 def _describe(error: BaseException) -> str:
     if isinstance(error, ApiFailure):
         return f"{error.message or error.reason} (HTTP {error.code})"
-    if isinstance(error, ApiError):
-        status = error.status
-        return f"{status.message or status.reason} (HTTP {status.code})"
-    if isinstance(error, httpx2.HTTPStatusError):
-        return f"HTTP {error.response.status_code} from {error.request.url}"
     text = str(error)
     return text or type(error).__name__
-
-
-def api_error_code(error: BaseException) -> int | None:
-    """The HTTP status of a Kubernetes API error, None for anything else."""
-    if isinstance(error, ApiFailure):
-        return error.code
-    if isinstance(error, ApiError):
-        return error.status.code
-    if isinstance(error, httpx2.HTTPStatusError):
-        return error.response.status_code
-    return None
 
 
 async def get_required(what: str, call: Awaitable[_R], *, user_error_if_missing: bool = True,
@@ -88,23 +207,23 @@ async def get_required(what: str, call: Awaitable[_R], *, user_error_if_missing:
     A missing object is by default something a person must fix (an Event is due); ``context`` says where the name
     came from, as a message prefix.
     """
+    prefix = f"{context}: " if context else ""
     try:
         return await call
-    except KUBE_ERRORS as error:
-        missing = api_error_code(error) == 404
-        message = f"{what} not found" if missing else f"failed to get {what}"
-        raise CsiError(grpc.StatusCode.UNAVAILABLE, f"{context}: {message}" if context else message,
-                       user_error=missing and user_error_if_missing) from error
+    except NotFound as error:
+        raise ObjectNotFound(f"{prefix}{what} not found", user_error=user_error_if_missing) from error
+    except KubeError as error:
+        raise ApiReadFailed(f"{prefix}failed to get {what}") from error
 
 
 async def get_optional(what: str, call: Awaitable[_R]) -> _R | None:
     """Like :func:`get_required`, but a missing object is None."""
     try:
         return await call
-    except KUBE_ERRORS as error:
-        if api_error_code(error) == 404:
-            return None
-        raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to get {what}") from error
+    except NotFound:
+        return None
+    except KubeError as error:
+        raise ApiReadFailed(f"failed to get {what}") from error
 
 
 def csi_rpc(
@@ -119,7 +238,8 @@ def csi_rpc(
             return await method(self, request, context, *args, **kwargs)
         except CsiError as error:
             message = error_chain(error)
-            log.info("%s failed with %s: %s", method.__name__, error.code.name, message)
+            log.info("%s failed with %s (%s): %s", method.__name__, error.code.name, type(error).__name__,
+                     message)
             await context.abort(error.code, message)
         except Exception as error:
             log.exception("%s failed unexpectedly", method.__name__)

@@ -1,6 +1,6 @@
 """The address files inside a listener volume, replaced atomically.
 
-Layout seen by the Pod (LO §7.6), with one level of indirection so that a publish swaps the whole tree at once::
+Layout seen by the Pod (behaviour.md "Volume files"), with one level of indirection so that a publish swaps the whole tree at once::
 
     addresses        -> ..data/addresses
     default-address  -> ..data/default-address
@@ -12,7 +12,7 @@ Layout seen by the Pod (LO §7.6), with one level of indirection so that a publi
 The new version is built in a hidden temporary sibling directory and published by renaming one symbolic link
 (``..data``), so a reader resolving ``addresses/...`` or ``default-address/...`` sees either the old or the new tree,
 never a half-written one; versions that are no longer current, and with them addresses that are gone, are removed
-afterwards (upstream keeps stale ``addresses/<old>`` directories, LO §13.5). Kubernetes' own ConfigMap volumes use
+afterwards (upstream keeps stale ``addresses/<old>`` directories; behaviour.md "Atomic volume files"). Kubernetes' own ConfigMap volumes use
 the same swap idea; it is written out here because no library offers it. All symbolic links are relative, so the
 tree stays valid wherever the container runtime mounts the volume.
 

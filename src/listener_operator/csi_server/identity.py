@@ -1,4 +1,4 @@
-"""CSI Identity service, served in both modes (LO §6.1)."""
+"""CSI Identity service, served in both modes (behaviour.md "Identity service")."""
 
 from __future__ import annotations
 

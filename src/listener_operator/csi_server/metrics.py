@@ -1,4 +1,5 @@
-"""Prometheus metrics of the CSI services: calls by method and gRPC code, call latency, mounts waiting (LO §13.6).
+"""Prometheus metrics of the CSI services: calls by method and gRPC code, call latency, mounts waiting
+(behaviour.md "Metrics").
 
 The metrics live on the registry the process already exposes (``observability``), so ``run controller`` shows them
 next to the reconcile metrics and ``run node`` on its own ``/metrics``. Recording happens in one grpc.aio server

@@ -1,19 +1,20 @@
-"""CSI Node service: binds a listener volume to its Listener and writes the Pod's addresses (LO §7).
+"""CSI Node service: binds a listener volume to its Listener and writes the Pod's addresses (behaviour.md
+"Publishing").
 
-NodePublishVolume follows upstream's order (LO §7.2): context -> PV -> PVC -> Pod -> Listener (created by SSA for
-``listener-class`` volumes, LO §7.3) -> PV reservation labels -> Pod mount label -> Pod-local addresses ->
-PodListeners -> files. Differences, each deliberate (LO §13):
+NodePublishVolume follows upstream's order: context -> PV -> PVC -> Pod -> Listener (created by SSA for
+``listener-class`` volumes, "Per-volume Listener") -> PV reservation labels -> Pod mount label -> Pod-local
+addresses -> PodListeners -> files. Differences, each deliberate (behaviour.md "Differences from upstream"):
 
 * both selector annotations, CSI inline volumes and hostile names/target paths are refused with INVALID_ARGUMENT
-  before any API call (§13.4, §13.13); hostile addresses or port names in a Listener status before PodListeners
-  or any file is written;
+  before any API call ("Exactly one selector annotation", "Inline volumes refused early"); hostile addresses or
+  port names in a Listener status before PodListeners or any file is written;
 * when the Listener has no address yet the call waits a short, bounded time for its status to change before
-  failing with UNAVAILABLE (§13.9), and Warning Events on the Pod and the Listener say why the mount waits; a
-  Listener whose class is missing fails at once, naming the class, since waiting cannot help;
-* the file tree is swapped atomically and stale addresses disappear (§13.5);
-* NodeUnpublishVolume also removes the volume's PodListeners entry while the Pod exists (§13.12);
+  failing with UNAVAILABLE ("Bounded wait for an address"), and Warning Events on the Pod and the Listener say why
+  the mount waits; a Listener whose class is missing fails at once, naming the class, since waiting cannot help;
+* the file tree is swapped atomically and stale addresses disappear ("Atomic volume files");
+* NodeUnpublishVolume also removes the volume's PodListeners entry while the Pod exists ("Unpublish cleans up");
 * a PVC whose selector annotation was edited after provisioning gets a Warning Event: the edit has no effect
-  (§13.16);
+  ("Edited claim annotations are reported");
 * nothing is written when the per-volume Listener, the labels, the PodListeners entry or the files are already
   as wanted (a re-publish only reads).
 """
@@ -29,10 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from lightkube import AsyncClient
 from prometheus_client import Gauge
 
 from csi_proto import csi_pb2, csi_pb2_grpc
+from listener_operator.addresses import (
+    NodeAddressError,
+    class_address_type,
+    pod_listener_scope,
+    pod_local_addresses,
+)
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,
@@ -43,27 +49,37 @@ from listener_operator.constants import (
     mount_label_key,
 )
 from listener_operator.crd.models import AddressType
-from listener_operator.crd.resources import Listener
 from listener_operator.csi_server.controller import check_volume_capabilities
 from listener_operator.csi_server.errors import (
-    KUBE_ERRORS,
+    ApiReadFailed,
+    ApiWriteFailed,
     CsiError,
-    api_error_code,
+    InvalidInput,
+    ListenerClassMissing,
+    ListenerWithoutClass,
+    MissingArgument,
+    MountLabelUnavailable,
+    NoAddressesYet,
+    NodeWithoutAddress,
+    NoPodVolume,
+    PodNotScheduled,
+    PodReplaced,
+    PvWithoutClaim,
+    UnsupportedVolume,
+    VolumeWriteFailed,
     csi_rpc,
     error_chain,
     get_optional,
     get_required,
 )
 from listener_operator.csi_server.filetree import published_addresses, remove_tree, write_address_tree
-from listener_operator.csi_server.kinds import LISTENER, LISTENER_CLASS, NODE, POD, POD_LISTENERS, PV, PVC
 from listener_operator.csi_server.objects import (
-    meta,
     per_volume_listener,
     pod_listeners_entry,
     pod_uid_from_target,
     pod_volume_for_claim,
 )
-from listener_operator.csi_server.reporting import EventPublisher, object_reference, publish_warning
+from listener_operator.csi_server.reporting import EventPublisher, publish_warning
 from listener_operator.csi_server.validation import InvalidVolumeInput, resolve_target_path
 from listener_operator.csi_server.volume_context import (
     CONTEXT_EPHEMERAL,
@@ -75,14 +91,12 @@ from listener_operator.csi_server.volume_context import (
     decode_selector,
     required_object,
 )
-from listener_operator.listener_controller.addresses import (
-    NodeAddressError,
-    class_address_type,
-    pod_listener_scope,
-    pod_local_addresses,
-)
-from listener_operator.runtime.api import JsonDict, KubeApi
-from listener_operator.runtime.applied import apply_is_noop
+from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
+from operator_runtime.api import KubeApi
+from operator_runtime.applied import apply_is_noop
+from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
+from operator_runtime.kinds import NODE, POD, PV, PVC
+from operator_runtime.objects import JsonDict, mapping, meta, object_reference
 
 __all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService"]
 
@@ -116,14 +130,14 @@ class _Publish:
 
 
 def _listener_id(listener: JsonDict) -> str:
-    return f"Listener {meta(listener).get('namespace')}/{meta(listener).get('name')}"
+    return f"Listener {meta(listener).namespace}/{meta(listener).name}"
 
 
 def _class_name(listener: JsonDict) -> str:
     """The Listener's class, required and checked: it becomes part of an API URL."""
-    class_name = (listener.get("spec") or {}).get("className")
+    class_name = mapping(listener, "spec").get("className")
     if not class_name:
-        raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, f"{_listener_id(listener)} has no spec.className")
+        raise ListenerWithoutClass(f"{_listener_id(listener)} has no spec.className")
     return check_object_name("ListenerClass", str(class_name), f"{_listener_id(listener)} spec.className")
 
 
@@ -131,12 +145,9 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     """NodePublishVolume / NodeUnpublishVolume / NodeGetInfo / NodeGetCapabilities for one node."""
 
     def __init__(self, api: KubeApi, node_name: str, kubelet_dir: Path, *, events: EventPublisher | None = None,
-                 client: AsyncClient | None = None,
                  listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS,
                  mounts_waiting: Gauge | None = None) -> None:
         self._api = api
-        # lightkube client for the one watch with a field selector (the bounded wait on a Listener's status)
-        self._client = client if client is not None else api.client
         self._node_name = node_name
         self._kubelet_dir = Path(kubelet_dir)
         self._events = events
@@ -157,7 +168,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     @csi_rpc
     async def NodeGetCapabilities(self, request: csi_pb2.NodeGetCapabilitiesRequest, context: _Context
                                   ) -> csi_pb2.NodeGetCapabilitiesResponse:
-        # No STAGE_UNSTAGE_VOLUME: kubelet calls NodePublishVolume directly (LO §7.1).
+        # No STAGE_UNSTAGE_VOLUME: kubelet calls NodePublishVolume directly (behaviour.md "Node service").
         return csi_pb2.NodeGetCapabilitiesResponse()
 
     # -- NodePublishVolume --------------------------------------------------------------------------------------
@@ -177,19 +188,19 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
 
     def _validate_publish(self, request: csi_pb2.NodePublishVolumeRequest) -> _Publish:
         if not request.volume_id:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required")
+            raise MissingArgument("volume_id is required")
         if not request.target_path:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "target_path is required")
+            raise MissingArgument("target_path is required")
         if not request.HasField("volume_capability"):
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_capability is required")
+            raise MissingArgument("volume_capability is required")
         check_volume_capabilities([request.volume_capability], field="volume_capability")
         target = self._resolve_target(request.target_path)
         context = request.volume_context
         if context.get(CONTEXT_EPHEMERAL) == "true":
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                           "CSI inline volumes (.volumes[].csi) are not supported by listeners.stackable.tech: "
-                           "use a generic ephemeral volume (.volumes[].ephemeral.volumeClaimTemplate with "
-                           "storageClassName listeners.stackable.tech and a listener annotation) instead")
+            raise UnsupportedVolume(
+                "CSI inline volumes (.volumes[].csi) are not supported by listeners.stackable.tech: use a generic "
+                "ephemeral volume (.volumes[].ephemeral.volumeClaimTemplate with storageClassName "
+                "listeners.stackable.tech and a listener annotation) instead")
         pod_namespace, pod_name = required_object(
             context, CONTEXT_POD_NAMESPACE, CONTEXT_POD_NAME, "Pod", source="volume context",
             hint="is the CSIDriver registered with podInfoOnMount: true?")
@@ -202,59 +213,54 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         try:
             return resolve_target_path(target_path, self._kubelet_dir)
         except InvalidVolumeInput as error:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "refusing target_path") from error
+            raise InvalidInput("refusing target_path") from error
 
     async def _publish(self, p: _Publish) -> None:
         pv = await get_required(f"PersistentVolume {p.volume_id}", self._api.get(PV, p.volume_id))
-        claim_name = ((pv.get("spec") or {}).get("claimRef") or {}).get("name")
+        claim_name = mapping(pv, "spec", "claimRef").get("name")
         if not claim_name:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"PersistentVolume {p.volume_id} has no corresponding PersistentVolumeClaim")
+            raise PvWithoutClaim(f"PersistentVolume {p.volume_id} has no corresponding PersistentVolumeClaim")
         check_object_name("PersistentVolumeClaim", str(claim_name), f"PersistentVolume {p.volume_id} spec.claimRef")
         pvc = await get_required(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
                                  self._api.get(PVC, claim_name, p.pod_namespace))
         pod = await get_required(f"Pod {p.pod_namespace}/{p.pod_name}",
                                  self._api.get(POD, p.pod_name, p.pod_namespace))
-        if p.pod_uid and meta(pod).get("uid") != p.pod_uid:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"Pod {p.pod_namespace}/{p.pod_name} was replaced (uid {meta(pod).get('uid')}, "
-                           f"kubelet asked for {p.pod_uid})")
+        if p.pod_uid and meta(pod).uid != p.pod_uid:
+            raise PodReplaced(f"Pod {p.pod_namespace}/{p.pod_name} was replaced (uid {meta(pod).uid}, kubelet asked "
+                              f"for {p.pod_uid})")
         await self._report_changed_selector(p, pvc)
         volume_name = pod_volume_for_claim(pod, claim_name)
         if volume_name is None:
-            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
-                           f"Pod {p.pod_namespace}/{p.pod_name} has no volume using PersistentVolumeClaim {claim_name}")
+            raise NoPodVolume(f"Pod {p.pod_namespace}/{p.pod_name} has no volume using PersistentVolumeClaim "
+                              f"{claim_name}")
 
         listener = await self._resolve_listener(p, pv, pvc, pod)
-        listener_name = str(meta(listener).get("name"))
+        listener_name = meta(listener).name
         await self._label_pv(pv, p.pod_namespace, listener_name)
         await self._label_pod(pod, listener)
 
         listener, addresses = await self._addresses_or_wait(p, listener, pod)
         if not addresses:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
-                           f"(waited {self._listener_wait:g}s; a LoadBalancer may not have an address yet)",
-                           user_error=True)
+            raise NoAddressesYet(f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
+                                 f"(waited {self._listener_wait:g}s; a LoadBalancer may not have an address yet)")
         try:
             validated = published_addresses(addresses)
         except InvalidVolumeInput as error:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                           f"Listener {p.pod_namespace}/{listener_name} status cannot be written into the volume"
-                           ) from error
+            raise InvalidInput(f"Listener {p.pod_namespace}/{listener_name} status cannot be written into the "
+                               "volume") from error
         await self._upsert_pod_listeners(pod, volume_name,
                                          {"scope": pod_listener_scope(listener), "ingressAddresses": addresses})
         try:
             await asyncio.to_thread(write_address_tree, p.target, validated)
         except InvalidVolumeInput as error:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "refusing to write the volume") from error
+            raise InvalidInput("refusing to write the volume") from error
         except OSError as error:
-            raise CsiError(grpc.StatusCode.INTERNAL, f"failed to write the address files into {p.target}") from error
+            raise VolumeWriteFailed(f"failed to write the address files into {p.target}") from error
 
     async def _report_changed_selector(self, p: _Publish, pvc: JsonDict) -> None:
-        """The selector is fixed in the PV at provisioning (LO §6.3, §13.16): if the PVC's annotations say something
+        """The selector is fixed in the PV at provisioning (behaviour.md "Provisioning"): if the PVC's annotations say something
         else now, the edit has no effect, and the PVC is where its author looks for the reason."""
-        annotations = meta(pvc).get("annotations") or {}
+        annotations = meta(pvc).annotations
         current = {k: annotations[k] for k in (ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME) if k in annotations}
         if current == {p.selector.annotation: p.selector.value}:
             return
@@ -276,48 +282,49 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         try:
             return await self._api.apply(LISTENER, body, name=name, namespace=p.pod_namespace,
                                          field_manager=FIELD_MANAGER_VOLUME, force=True)
-        except KUBE_ERRORS as error:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"failed to apply Listener {p.pod_namespace}/{name}",
-                           user_error=api_error_code(error) in (400, 403, 422)) from error
+        except KubeError as error:
+            # refused as invalid or forbidden: a person must change the claim, the Pod or the RBAC rules
+            raise ApiWriteFailed(f"failed to apply Listener {p.pod_namespace}/{name}",
+                                 user_error=isinstance(error, BadRequest | Forbidden | Invalid)) from error
 
     async def _label_pv(self, pv: JsonDict, listener_namespace: str, listener_name: str) -> None:
-        """The reservation labels the controller reads for NodePort discovery (LO §7.2 step 6), by SSA."""
+        """The reservation labels the controller reads for NodePort discovery (behaviour.md "NodePort"), by SSA."""
         wanted = {PV_LABEL_LISTENER_NAMESPACE: listener_namespace, PV_LABEL_LISTENER_NAME: listener_name}
-        labels = meta(pv).get("labels") or {}
+        labels = meta(pv).labels
         if all(labels.get(k) == v for k, v in wanted.items()):
             return
-        name = str(meta(pv).get("name"))
+        name = meta(pv).name
         body: JsonDict = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": wanted}}
         try:
             await self._api.apply(PV, body, name=name, field_manager=FIELD_MANAGER_VOLUME, force=True)
-        except KUBE_ERRORS as error:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to label PersistentVolume {name}") from error
+        except KubeError as error:
+            raise ApiWriteFailed(f"failed to label PersistentVolume {name}") from error
 
     async def _label_pod(self, pod: JsonDict, listener: JsonDict) -> None:
-        """Merge-patch the mount label so the Listener's Service selects this Pod (LO §7.2 step 7)."""
+        """Merge-patch the mount label so the Listener's Service selects this Pod (behaviour.md "Names")."""
         listener_meta = meta(listener)
         try:
-            key = mount_label_key(str(listener_meta.get("uid") or ""))
+            key = mount_label_key(listener_meta.uid)
         except ValueError as error:
-            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION, "cannot build the Pod mount label") from error
-        value = str(listener_meta.get("name"))
-        if (meta(pod).get("labels") or {}).get(key) == value:
+            raise MountLabelUnavailable("cannot build the Pod mount label") from error
+        value = listener_meta.name
+        if meta(pod).labels.get(key) == value:
             return
-        name, namespace = str(meta(pod).get("name")), str(meta(pod).get("namespace"))
+        name, namespace = meta(pod).name, meta(pod).namespace
         try:
             await self._api.merge_patch(POD, {"metadata": {"labels": {key: value}}}, name=name, namespace=namespace)
-        except KUBE_ERRORS as error:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to label Pod {namespace}/{name}") from error
+        except KubeError as error:
+            raise ApiWriteFailed(f"failed to label Pod {namespace}/{name}") from error
 
     async def _addresses_or_wait(self, p: _Publish, listener: JsonDict, pod: JsonDict
                                  ) -> tuple[JsonDict, list[JsonDict]]:
-        """Pod-local addresses now, or after the Listener status changes within the bounded wait (LO §13.9)."""
+        """Pod-local addresses now, or after the Listener status changes within the bounded wait (behaviour.md
+        "Bounded wait for an address")."""
         compute = self._address_computer(pod)
         addresses = await compute(listener)
         if addresses:
             return listener, addresses
-        name = str(meta(listener).get("name"))
+        name = meta(listener).name
         await self._require_class(listener)
         if self._listener_wait <= 0:
             return listener, addresses
@@ -337,7 +344,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                 return await self._wait_for_addresses(p, name, listener, compute)
         except TimeoutError:
             pass
-        except KUBE_ERRORS as error:
+        except KubeError as error:
             log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
         return listener, []
 
@@ -346,13 +353,14 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                                   ) -> tuple[JsonDict, list[JsonDict]]:
         """Watch the Listener until this Pod has addresses (TimeoutError after the bounded wait)."""
         async with asyncio.timeout(self._listener_wait):
-            async for event, obj in self._client.watch(
-                    Listener, namespace=p.pod_namespace, fields={"metadata.name": name},
-                    resource_version=meta(listener).get("resourceVersion"),
-                    server_timeout=max(1, int(self._listener_wait) + 1)):
+            async for event, latest in self._api.watch(
+                    LISTENER, namespace=p.pod_namespace, field_selector=f"metadata.name={name}",
+                    resource_version=meta(listener).resource_version,
+                    timeout_seconds=max(1, int(self._listener_wait) + 1)):
+                if event == "BOOKMARK":
+                    continue
                 if event == "DELETED":
                     break
-                latest = dict(obj)
                 addresses = await compute(latest)
                 if addresses:
                     return latest, addresses
@@ -363,27 +371,23 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         class_name = _class_name(listener)
         found = await get_optional(f"ListenerClass {class_name}", self._api.get(LISTENER_CLASS, class_name))
         if found is None:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"{_listener_id(listener)} uses ListenerClass {class_name}, which does not exist",
-                           user_error=True)
+            raise ListenerClassMissing(f"{_listener_id(listener)} uses ListenerClass {class_name}, which does not "
+                                       "exist")
 
     def _address_computer(self, pod: JsonDict) -> Callable[[JsonDict], Awaitable[list[JsonDict]]]:
-        """A function from a Listener to this Pod's addresses (LO §7.4); Node and class are fetched once, lazily."""
+        """A function from a Listener to this Pod's addresses (behaviour.md "Pod-local addresses"); Node and class are fetched once, lazily."""
         node_cache: list[JsonDict] = []
         class_cache: dict[str, JsonDict] = {}
 
         async def compute(listener: JsonDict) -> list[JsonDict]:
             listener_id = _listener_id(listener)
-            status = listener.get("status") or {}
             try:
-                if status.get("nodePorts") is None:
+                if mapping(listener, "status").get("nodePorts") is None:
                     # the status already holds the resolved addresses; the preferred type is not consulted
                     return pod_local_addresses(listener, None, AddressType.IP)
-                node_name = (pod.get("spec") or {}).get("nodeName")
+                node_name = mapping(pod, "spec").get("nodeName")
                 if not node_name:
-                    raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                                   f"Pod {meta(pod).get('namespace')}/{meta(pod).get('name')} has not been "
-                                   "scheduled")
+                    raise PodNotScheduled(f"Pod {meta(pod).namespace}/{meta(pod).name} has not been scheduled")
                 class_name = _class_name(listener)
                 if not node_cache:
                     node_cache.append(await get_required(f"Node {node_name}", self._api.get(NODE, str(node_name)),
@@ -393,45 +397,41 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                                                                  self._api.get(LISTENER_CLASS, class_name))
                 return pod_local_addresses(listener, node_cache[0], class_address_type(class_cache[class_name]))
             except NodeAddressError as error:
-                raise CsiError(grpc.StatusCode.UNAVAILABLE, f"no address for this Pod on {listener_id}",
-                               user_error=True) from error
+                raise NodeWithoutAddress(f"no address for this Pod on {listener_id}") from error
             except (KeyError, ValueError, TypeError) as error:
-                raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                               f"{listener_id} has a malformed status or class") from error
+                raise InvalidInput(f"{listener_id} has a malformed status or class") from error
 
         return compute
 
     async def _upsert_pod_listeners(self, pod: JsonDict, volume_name: str, entry: JsonDict) -> None:
-        """Create ``pod-<uid>`` or merge this volume's entry into it (LO §7.5); no write if already equal."""
+        """Create ``pod-<uid>`` or merge this volume's entry into it (behaviour.md "PodListeners write"); no write if already equal."""
         body = pod_listeners_entry(pod, volume_name, entry)
         name, namespace = str(body["metadata"]["name"]), str(body["metadata"]["namespace"])
         errors: list[BaseException] = []
         try:
             existing = await self._api.get(POD_LISTENERS, name, namespace)
-        except KUBE_ERRORS as error:
-            if api_error_code(error) != 404:
-                raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to read PodListeners {namespace}/{name}"
-                               ) from error
+        except NotFound:
+            pass
+        except KubeError as error:
+            raise ApiReadFailed(f"failed to read PodListeners {namespace}/{name}") from error
         else:
-            if ((existing.get("spec") or {}).get("listeners") or {}).get(volume_name) == entry:
+            if mapping(existing, "spec", "listeners").get(volume_name) == entry:
                 return
             try:
                 await self._api.merge_patch(POD_LISTENERS, body, name=name, namespace=namespace)
                 return
-            except KUBE_ERRORS as error:
-                raise CsiError(grpc.StatusCode.UNAVAILABLE, f"failed to update PodListeners {namespace}/{name}"
-                               ) from error
+            except KubeError as error:
+                raise ApiWriteFailed(f"failed to update PodListeners {namespace}/{name}") from error
         try:
             await self._api.create(POD_LISTENERS, body, namespace)
             return
-        except KUBE_ERRORS as error:
+        except KubeError as error:
             errors.append(error)
         try:  # created concurrently by another volume of the same Pod
             await self._api.merge_patch(POD_LISTENERS, body, name=name, namespace=namespace)
-        except KUBE_ERRORS as error:
-            raise CsiError(grpc.StatusCode.UNAVAILABLE,
-                           f"failed to write PodListeners {namespace}/{name}: create failed with "
-                           f"{error_chain(errors[0])}, merge patch failed") from error
+        except KubeError as error:
+            raise ApiWriteFailed(f"failed to write PodListeners {namespace}/{name}: create failed with "
+                                 f"{error_chain(errors[0])}, merge patch failed") from error
 
     # -- NodeUnpublishVolume ------------------------------------------------------------------------------------
 
@@ -439,52 +439,48 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def NodeUnpublishVolume(self, request: csi_pb2.NodeUnpublishVolumeRequest, context: _Context
                                   ) -> csi_pb2.NodeUnpublishVolumeResponse:
         if not request.volume_id:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required")
+            raise MissingArgument("volume_id is required")
         if not request.target_path:
-            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT, "target_path is required")
+            raise MissingArgument("target_path is required")
         target = self._resolve_target(request.target_path)
         try:
             await asyncio.to_thread(remove_tree, target)
         except OSError as error:
-            raise CsiError(grpc.StatusCode.INTERNAL, f"failed to remove {target}") from error
+            raise VolumeWriteFailed(f"failed to remove {target}") from error
         pod_uid = pod_uid_from_target(target, self._kubelet_dir)
         if pod_uid is not None:
             try:
                 await self._forget_pod_listener(request.volume_id, pod_uid)
-            except KUBE_ERRORS as error:
+            except KubeError as error:
                 # Best effort: the entry disappears with the Pod anyway; failing would only delay Pod teardown.
                 log.warning("could not remove the PodListeners entry of volume %s (Pod uid %s): %s",
                             request.volume_id, pod_uid, error_chain(error))
         return csi_pb2.NodeUnpublishVolumeResponse()
 
     async def _forget_pod_listener(self, volume_id: str, pod_uid: str) -> None:
-        """Drop the PodListeners entry of this volume if the Pod still exists (LO §13.12)."""
+        """Drop the PodListeners entry of this volume if the Pod still exists (behaviour.md "Unpublish cleans up")."""
         try:
             pv = await self._api.get(PV, volume_id)
-        except KUBE_ERRORS as error:
-            if api_error_code(error) == 404:
-                return
-            raise
-        claim_ref = (pv.get("spec") or {}).get("claimRef") or {}
+        except NotFound:
+            return
+        claim_ref = mapping(pv, "spec", "claimRef")
         namespace, claim_name = claim_ref.get("namespace"), claim_ref.get("name")
         if not namespace or not claim_name:
             return
         name = f"pod-{pod_uid}"
         try:
             pod_listeners = await self._api.get(POD_LISTENERS, name, str(namespace))
-            owner = next((o for o in meta(pod_listeners).get("ownerReferences") or []
-                          if o.get("kind") == "Pod" and o.get("uid") == pod_uid), None)
+            owner = next((o for o in meta(pod_listeners).owner_references if o.kind == "Pod" and o.uid == pod_uid),
+                         None)
             if owner is None:
                 return
-            pod = await self._api.get(POD, str(owner.get("name")), str(namespace))
-        except KUBE_ERRORS as error:
-            if api_error_code(error) == 404:
-                return
-            raise
-        if meta(pod).get("uid") != pod_uid:
+            pod = await self._api.get(POD, owner.name, str(namespace))
+        except NotFound:
+            return
+        if meta(pod).uid != pod_uid:
             return
         volume_name = pod_volume_for_claim(pod, str(claim_name))
-        listeners = (pod_listeners.get("spec") or {}).get("listeners") or {}
+        listeners = mapping(pod_listeners, "spec", "listeners")
         if volume_name is None or volume_name not in listeners:
             return
         await self._api.merge_patch(POD_LISTENERS, {"spec": {"listeners": {volume_name: None}}},

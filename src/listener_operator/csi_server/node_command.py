@@ -1,4 +1,4 @@
-"""``listener-operator run node``: the CSI Identity + Node services for one node (LO §2.5), plus health/metrics.
+"""``listener-operator run node``: the CSI Identity + Node services for one node, plus health/metrics.
 
 Next to the CSI socket it serves ``/metrics`` (CSI calls by method and code, latencies, mounts waiting),
 ``/healthz`` (the process answers) and ``/readyz`` (socket served and API server reachable, see ``readiness``) over
@@ -25,7 +25,6 @@ from listener_operator.observability import (
     parse_http_address,
     setup_logging,
 )
-from listener_operator.runtime.api import KubeApi
 
 __all__ = ["DEFAULT_HTTP_ADDRESS", "add_arguments", "run"]
 
@@ -66,17 +65,17 @@ async def run(args: argparse.Namespace) -> int:
     if not args.node_name:
         log.error("--node-name (or KUBERNETES_NODE_NAME) is required")
         return 2
-    from listener_operator.kube import make_client
+    from operator_runtime.config import make_api
 
     try:
         socket_path = socket_path_from_endpoint(args.csi_endpoint)
     except ValueError as error:
         log.error("%s", error)
         return 2
-    client = make_client(args.kubeconfig)
+    api = make_api(args.kubeconfig)
     registry = MetricsRegistry()
     metrics = CsiMetrics(registry.registry)
-    readiness = NodeReadiness(KubeApi(client), args.node_name, socket_path)
+    readiness = NodeReadiness(api, args.node_name, socket_path)
     health = HealthServer(registry, ready=readiness.check, not_ready_detail=lambda: readiness.detail)
     server = None
     try:
@@ -87,7 +86,7 @@ async def run(args: argparse.Namespace) -> int:
             log.error("cannot serve /metrics, /healthz, /readyz on %s:%d: %s", host, port, error)
             return 1
         log.info("serving /metrics, /healthz, /readyz on %s:%d", host, port)
-        servicers = node_servicers(client, args.node_name, args.kubelet_dir,
+        servicers = node_servicers(api, args.node_name, args.kubelet_dir,
                                    listener_wait_seconds=args.listener_wait_seconds, metrics=metrics)
         server = await start_csi_server(args.csi_endpoint, servicers, metrics=metrics)
         readiness.csi_serving = True
@@ -104,5 +103,5 @@ async def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(FileNotFoundError):
                 socket_path.unlink()
         await health.stop()
-        await client.close()
+        await api.close()
     return 0

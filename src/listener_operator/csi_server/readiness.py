@@ -14,9 +14,10 @@ import stat
 import time
 from pathlib import Path
 
-from listener_operator.csi_server.errors import KUBE_ERRORS, api_error_code, error_chain
-from listener_operator.csi_server.kinds import NODE
-from listener_operator.runtime.api import KubeApi
+from listener_operator.csi_server.errors import error_chain
+from operator_runtime.api import KubeApi
+from operator_runtime.errors import ApiFailure, ApiUnreachable, NotFound
+from operator_runtime.kinds import NODE
 
 __all__ = ["NodeReadiness"]
 
@@ -75,11 +76,10 @@ class NodeReadiness:
                 await self._api.get(NODE, self._node_name)
         except TimeoutError:
             return f"API server did not answer within {self._timeout:g}s"
-        except KUBE_ERRORS as error:
-            code = api_error_code(error)
-            if code == 404:
-                return None  # the API answered with our credentials: connectivity and authentication work
-            if code is None:
-                return f"API server unreachable: {error_chain(error)}"
+        except NotFound:
+            return None  # the API answered with our credentials: connectivity and authentication work
+        except ApiUnreachable as error:
+            return f"API server unreachable: {error_chain(error)}"
+        except ApiFailure as error:
             return f"API server refused to read Node {self._node_name}: {error_chain(error)}"
         return None

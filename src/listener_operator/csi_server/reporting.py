@@ -2,7 +2,8 @@
 
 kubelet and the external-provisioner already record the gRPC message as ``FailedMount`` / ``ProvisioningFailed``;
 our Events add a specific reason and are emitted only for problems a user must fix (not for transient API errors).
-The recorder is ``runtime.events.EventRecorder``; this module only fixes the interface the CSI services depend on.
+The recorder is ``operator_runtime.events.EventRecorder``; this module only fixes the interface the CSI services
+depend on.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from listener_operator.runtime.events import object_reference
-
-__all__ = ["EventPublisher", "object_reference", "publish_warning"]
+__all__ = ["EventPublisher", "publish_warning"]
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The CSI gRPC server on a Unix socket, and the servicer sets of the two operator modes.
 
-Socket safety (LO §2.3): gRPC creates the socket file itself when the port is added, with the process umask. To keep
+Socket safety (behaviour.md "CSI socket"): gRPC creates the socket file itself when the port is added, with the process umask. To keep
 it from ever being reachable by others, it is bound inside a fresh 0700 directory next to the endpoint, made 0600,
 and only then renamed onto the endpoint path (a rename is atomic and replaces a stale socket left by a previous
 run). Changing the process-wide umask instead would race with other tasks of the same process.
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from lightkube import AsyncClient
 
 from csi_proto import csi_pb2_grpc
 from listener_operator.constants import FULL_CONTROLLER_NAME
@@ -24,8 +23,8 @@ from listener_operator.csi_server.controller import ControllerService
 from listener_operator.csi_server.identity import IdentityService
 from listener_operator.csi_server.metrics import CsiMetrics, CsiMetricsInterceptor
 from listener_operator.csi_server.node import DEFAULT_LISTENER_WAIT_SECONDS, NodeService
-from listener_operator.runtime.api import KubeApi
-from listener_operator.runtime.events import EventRecorder
+from operator_runtime.api import KubeApi
+from operator_runtime.events import EventRecorder
 
 __all__ = [
     "MAX_SOCKET_PATH",
@@ -53,14 +52,13 @@ class CsiServicers:
     node: NodeService | None = None
 
 
-def controller_servicers(client: AsyncClient) -> CsiServicers:
+def controller_servicers(api: KubeApi) -> CsiServicers:
     """Identity + Controller, as served next to the Listener controller (``run controller``)."""
-    api = KubeApi(client)
     events = EventRecorder(api, CSI_REPORTING_CONTROLLER, f"{CSI_REPORTING_CONTROLLER}-provisioner")
     return CsiServicers(identity=IdentityService(), controller=ControllerService(api, events))
 
 
-def node_servicers(client: AsyncClient, node_name: str, kubelet_dir: str | os.PathLike[str], *,
+def node_servicers(api: KubeApi, node_name: str, kubelet_dir: str | os.PathLike[str], *,
                    listener_wait_seconds: float = DEFAULT_LISTENER_WAIT_SECONDS,
                    metrics: CsiMetrics | None = None) -> CsiServicers:
     """Identity + Node for one node (``run node``); ``kubelet_dir`` bounds every target path.
@@ -69,10 +67,8 @@ def node_servicers(client: AsyncClient, node_name: str, kubelet_dir: str | os.Pa
     """
     if not node_name:
         raise ValueError("a node name is required for the CSI node service")
-    api = KubeApi(client)
     events = EventRecorder(api, CSI_REPORTING_CONTROLLER, f"{CSI_REPORTING_CONTROLLER}-{node_name}")
-    node = NodeService(api, node_name, Path(kubelet_dir), events=events, client=client,
-                       listener_wait_seconds=listener_wait_seconds,
+    node = NodeService(api, node_name, Path(kubelet_dir), events=events, listener_wait_seconds=listener_wait_seconds,
                        mounts_waiting=metrics.mounts_waiting if metrics is not None else None)
     return CsiServicers(identity=IdentityService(), node=node)
 

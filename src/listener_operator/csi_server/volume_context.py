@@ -1,7 +1,7 @@
-"""Decoding the listener selector from PVC annotations / a volume context (LO §6.3 step 2, §7.2 step 1).
+"""Decoding the listener selector from PVC annotations / a volume context (behaviour.md "Selector annotations").
 
 Upstream picks whichever selector annotation comes first when both are set, which is undefined behaviour
-(LO §13.4); here exactly one is required, and the value must be a valid object name because it becomes part of API
+(behaviour.md "Exactly one selector annotation"); here exactly one is required, and the value must be a valid object name because it becomes part of API
 URLs.
 """
 
@@ -12,10 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-import grpc
-
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME
-from listener_operator.csi_server.errors import CsiError
+from listener_operator.csi_server.errors import InvalidInput, InvalidSelector, MissingArgument
 
 __all__ = [
     "CONTEXT_EPHEMERAL",
@@ -28,7 +26,7 @@ __all__ = [
     "required_object",
 ]
 
-# Added by kubelet because the CSIDriver has podInfoOnMount (LO §3.2).
+# Added by kubelet because the CSIDriver has podInfoOnMount (behaviour.md "CSIDriver").
 CONTEXT_POD_NAME = "csi.storage.k8s.io/pod.name"
 CONTEXT_POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
 CONTEXT_POD_UID = "csi.storage.k8s.io/pod.uid"
@@ -53,8 +51,7 @@ class ListenerSelector:
 def check_object_name(kind: str, name: str, source: str) -> str:
     """Return ``name`` if it is a valid Kubernetes object name, else INVALID_ARGUMENT naming where it came from."""
     if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                       f"{source}: {name!r} is not a valid {kind} name (lower-case RFC 1123 subdomain)")
+        raise InvalidInput(f"{source}: {name!r} is not a valid {kind} name (lower-case RFC 1123 subdomain)")
     return name
 
 
@@ -64,8 +61,7 @@ def required_object(values: Mapping[str, str], namespace_key: str, name_key: str
     context): both required, both valid names; ``hint`` says which setting supplies them when they are missing."""
     namespace, name = values.get(namespace_key), values.get(name_key)
     if not namespace or not name:
-        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                       f"{source} lacks {namespace_key} and/or {name_key} ({hint})")
+        raise MissingArgument(f"{source} lacks {namespace_key} and/or {name_key} ({hint})")
     check_object_name("Namespace", namespace, f"{source} {namespace_key}")
     check_object_name(kind, name, f"{source} {name_key}")
     return namespace, name
@@ -76,13 +72,11 @@ def decode_selector(annotations: Mapping[str, str], source: str) -> ListenerSele
     listener_class = annotations.get(ANNOTATION_LISTENER_CLASS)
     listener_name = annotations.get(ANNOTATION_LISTENER_NAME)
     if listener_class is not None and listener_name is not None:
-        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                       f"{source} sets both {ANNOTATION_LISTENER_CLASS} and {ANNOTATION_LISTENER_NAME}; "
-                       "set exactly one of them")
+        raise InvalidSelector(f"{source} sets both {ANNOTATION_LISTENER_CLASS} and {ANNOTATION_LISTENER_NAME}; "
+                              "set exactly one of them")
     if listener_class is None and listener_name is None:
-        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
-                       f"{source} sets neither {ANNOTATION_LISTENER_CLASS} nor {ANNOTATION_LISTENER_NAME}; "
-                       "set exactly one of them")
+        raise InvalidSelector(f"{source} sets neither {ANNOTATION_LISTENER_CLASS} nor {ANNOTATION_LISTENER_NAME}; "
+                              "set exactly one of them")
     if listener_class is not None:
         return ListenerSelector("class", check_object_name("ListenerClass", listener_class,
                                                            f"{source} annotation {ANNOTATION_LISTENER_CLASS}"))

@@ -1,4 +1,4 @@
-"""Deep merge of override objects over a generated Service (LO §5.6).
+"""Deep merge of override objects over a generated Service (behaviour.md "Overrides").
 
 Upstream merges typed Kubernetes structs with k8s-openapi's generated ``DeepMerge``; we merge plain dicts, so the
 per-field strategies that the Rust types carry are written down here as a small table (:data:`SERVICE_MERGE`):

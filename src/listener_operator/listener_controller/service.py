@@ -1,18 +1,20 @@
-"""The desired Service of a Listener (LO §5.5, §5.6), computed without I/O.
+"""The desired Service of a Listener (behaviour.md "Service composition", "Overrides"), computed without I/O.
 
 Layers, lowest to highest: the generated Service (including the class's ``serviceAnnotations``), the class's
 ``serviceOverrides``, the Listener's ``objectOverrides``. Invalid input is rejected up front with a specific
-:class:`ListenerError` (LO §13.14) instead of failing late at Service apply.
+:class:`ListenerError` (behaviour.md "Early validation") instead of failing late at Service apply.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
+from listener_operator.addresses import resolve_preferred_address_type
 from listener_operator.constants import (
     APP_NAME,
     GROUP_VERSION,
@@ -22,12 +24,19 @@ from listener_operator.constants import (
     MANAGED_BY_VALUE,
     mount_label_key,
 )
-from listener_operator.crd.models import ListenerClassSpec, ListenerPort, ListenerSpec, ServiceType
+from listener_operator.crd.models import (
+    AddressType,
+    ListenerClassSpec,
+    ListenerPort,
+    ListenerSpec,
+    ServiceType,
+)
 from listener_operator.listener_controller.overrides import deep_merge
+from operator_runtime.objects import items, mapping, meta
 
 
 class ListenerError(Exception):
-    """A reconcile failure with an Event reason (LO §5.10) and, where known, which object it concerns.
+    """A reconcile failure with an Event reason (behaviour.md "Failures and Events") and, where known, which object it concerns.
 
     ``related`` is ``"listenerclass"`` or ``"service"`` when the cause lies in that object, else ``None``.
     """
@@ -135,33 +144,63 @@ def _validate_labels(labels: Mapping[str, str], error: type[ListenerError], what
             raise error(f"{what}: value {value!r} of {key!r} {problem}")
 
 
+@dataclass(frozen=True)
+class ListenerClass:
+    """A ListenerClass parsed and validated once (:func:`parse_listener_class`), then handed to every step."""
+
+    name: str
+    spec: ListenerClassSpec
+
+    @property
+    def service_type(self) -> ServiceType:
+        return self.spec.service_type
+
+    @property
+    def address_type(self) -> AddressType:
+        """The kind of address to publish, ``HostnameConservative`` resolved for the service type."""
+        return resolve_preferred_address_type(self.spec.preferred_address_type, self.spec.service_type)
+
+
 def listener_identity(listener: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(namespace, name, uid) of a Listener, each required (LO §5.4 step 2)."""
-    metadata = listener.get("metadata") or {}
-    for field in ("namespace", "name", "uid"):
-        if not metadata.get(field):
+    """(namespace, name, uid) of a Listener, each required (behaviour.md "Reconcile")."""
+    metadata = meta(listener)
+    for field, value in (("namespace", metadata.namespace), ("name", metadata.name), ("uid", metadata.uid)):
+        if not value:
             raise MissingMetadataError(f"Listener has no metadata.{field}")
-    return metadata["namespace"], metadata["name"], metadata["uid"]
+    return metadata.namespace, metadata.name, metadata.uid
 
 
 def parse_listener_spec(listener: Mapping[str, Any]) -> ListenerSpec:
     try:
-        return ListenerSpec.model_validate(listener.get("spec") or {})
+        return ListenerSpec.model_validate(mapping(listener, "spec"))
     except ValidationError as error:
         raise InvalidListenerError(f"Listener spec is invalid: {_first_error(error)}") from None
 
 
-def parse_listener_class_spec(listener_class: Mapping[str, Any]) -> ListenerClassSpec:
-    name = (listener_class.get("metadata") or {}).get("name", "?")
+def parse_listener_class(listener_class: Mapping[str, Any]) -> ListenerClass:
+    """The typed ListenerClass; :class:`InvalidListenerClassError` naming the first invalid field."""
+    name = meta(listener_class).name or "?"
     try:
-        return ListenerClassSpec.model_validate(listener_class.get("spec") or {})
+        spec = ListenerClassSpec.model_validate(mapping(listener_class, "spec"))
     except ValidationError as error:
         raise InvalidListenerClassError(f"ListenerClass {name!r} is invalid: {_first_error(error)}") from None
+    return ListenerClass(name, spec)
+
+
+def check_listener(listener: Mapping[str, Any]) -> ListenerSpec:
+    """The Listener's own checks, before anything of its class is looked at: identity, a usable Service name, a
+    spec that matches the schema. Returns the parsed spec."""
+    _, name, _ = listener_identity(listener)
+    if len(name) > 63 or not _DNS1035_LABEL.fullmatch(name):
+        raise InvalidListenerNameError(
+            f"Listener name {name!r} is not a valid Service name (DNS-1035 label: lowercase letters, digits and '-', "
+            "starting with a letter, at most 63 characters)")
+    return parse_listener_spec(listener)
 
 
 def listener_class_name(listener: Mapping[str, Any]) -> str:
     """The ListenerClass a Listener asks for; :class:`NoListenerClassError` if it names none."""
-    name = (listener.get("spec") or {}).get("className")
+    name = mapping(listener, "spec").get("className")
     if not name:
         raise NoListenerClassError("Listener has no spec.className")
     if not isinstance(name, str):
@@ -177,7 +216,7 @@ def _first_error(error: ValidationError) -> str:
 
 def service_ports(ports: list[ListenerPort] | None) -> list[dict[str, Any]]:
     """Service ports from Listener ports: de-duplicated by (protocol, name), last wins, sorted by that key with a
-    missing protocol first; then checked for what the API server would reject (LO §5.5, §13.14)."""
+    missing protocol first; then checked for what the API server would reject (behaviour.md "Early validation")."""
     if not ports:
         raise NoPortsError("Listener has no ports: a Service needs at least one")
     unique: dict[tuple[str | None, str], ListenerPort] = {}
@@ -210,18 +249,17 @@ def service_ports(ports: list[ListenerPort] | None) -> list[dict[str, Any]]:
     ]
 
 
-def compose_service(listener: Mapping[str, Any], listener_class: Mapping[str, Any]) -> dict[str, Any]:
-    """The generated Service before any override (LO §5.5)."""
+def compose_service(listener: Mapping[str, Any], listener_class: ListenerClass,
+                    spec: ListenerSpec | None = None) -> dict[str, Any]:
+    """The generated Service before any override (behaviour.md "Service composition"); ``spec`` is the result of
+    :func:`check_listener` when the caller has it already."""
+    if spec is None:
+        spec = check_listener(listener)
     namespace, name, uid = listener_identity(listener)
-    if len(name) > 63 or not _DNS1035_LABEL.fullmatch(name):
-        raise InvalidListenerNameError(
-            f"Listener name {name!r} is not a valid Service name (DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters)")
-    spec = parse_listener_spec(listener)
-    class_spec = parse_listener_class_spec(listener_class)
-    class_name = (listener_class.get("metadata") or {}).get("name", "?")
+    class_spec = listener_class.spec
+    class_name = listener_class.name
 
-    listener_labels = dict((listener.get("metadata") or {}).get("labels") or {})
+    listener_labels = dict(meta(listener).labels)
     _validate_labels(listener_labels, InvalidLabelError, "Listener label")
     labels = {**listener_labels, LABEL_APP_NAME: APP_NAME, LABEL_APP_INSTANCE: name,
               LABEL_APP_MANAGED_BY: MANAGED_BY_VALUE}
@@ -244,7 +282,7 @@ def compose_service(listener: Mapping[str, Any], listener_class: Mapping[str, An
         "type": service_type.value,
         "ports": service_ports(spec.ports),
         "selector": selector,
-        # absent and explicit null both mean true (LO §13.15; upstream treats null as false)
+        # absent and explicit null both mean true (behaviour.md "publishNotReadyAddresses null means true")
         "publishNotReadyAddresses": spec.publish_not_ready_addresses is not False,
     }
     if service_type is not ServiceType.CLUSTER_IP and class_spec.service_external_traffic_policy is not None:
@@ -274,24 +312,26 @@ def listener_owner_reference(listener: Mapping[str, Any]) -> dict[str, Any]:
 
 def object_override_applies(override: Mapping[str, Any], service: Mapping[str, Any]) -> bool:
     """Whether a Listener ``objectOverrides`` entry targets this Service: apiVersion v1, kind Service, same name
-    and the same namespace, written out (LO §5.6)."""
-    metadata = override.get("metadata") or {}
+    and the same namespace, written out (behaviour.md "Overrides")."""
+    metadata = mapping(override, "metadata")
     return (override.get("apiVersion") == "v1" and override.get("kind") == "Service"
             and metadata.get("name") == service["metadata"]["name"]
             and metadata.get("namespace") == service["metadata"]["namespace"])
 
 
-def build_service(listener: Mapping[str, Any], listener_class: Mapping[str, Any]) -> dict[str, Any]:
+def build_service(listener: Mapping[str, Any], listener_class: ListenerClass,
+                  spec: ListenerSpec | None = None) -> dict[str, Any]:
     """The Service to apply for ``listener`` under ``listener_class``, all override layers included."""
-    service = compose_service(listener, listener_class)
+    if spec is None:
+        spec = check_listener(listener)
+    service = compose_service(listener, listener_class, spec)
     identity = _identity(service)
     owner = service["metadata"]["ownerReferences"][0]
 
-    class_spec = parse_listener_class_spec(listener_class)
-    service = deep_merge(service, class_spec.service_overrides)
+    service = deep_merge(service, listener_class.spec.service_overrides)
     _check_identity(service, identity, owner, "the ListenerClass's serviceOverrides")
 
-    for override in parse_listener_spec(listener).object_overrides:
+    for override in spec.object_overrides:
         if object_override_applies(override, service):
             service = deep_merge(service, override)
             _check_identity(service, identity, owner, "the Listener's objectOverrides")
@@ -299,7 +339,7 @@ def build_service(listener: Mapping[str, Any], listener_class: Mapping[str, Any]
 
 
 def _identity(service: Mapping[str, Any]) -> tuple[Any, ...]:
-    metadata = service.get("metadata") or {}
+    metadata = mapping(service, "metadata")
     return service.get("apiVersion"), service.get("kind"), metadata.get("name"), metadata.get("namespace")
 
 
@@ -308,13 +348,13 @@ def _check_identity(service: Mapping[str, Any], identity: tuple[Any, ...], owner
     if _identity(service) != identity:
         raise InvalidServiceOverrideError(f"{source} must not change apiVersion, kind, name or namespace of the "
                                           "Service")
-    references = (service.get("metadata") or {}).get("ownerReferences") or []
+    references = items(service, "metadata", "ownerReferences")
     if owner not in references:
         raise InvalidServiceOverrideError(f"{source} must not change the Service's controller reference to its "
                                           "Listener")
     controllers = [ref for ref in references if isinstance(ref, Mapping) and ref.get("controller")]
     if len(controllers) != 1:
         raise InvalidServiceOverrideError(f"{source} must not add another controller reference")
-    spec_type = (service.get("spec") or {}).get("type")
+    spec_type = mapping(service, "spec").get("type")
     if spec_type not in {t.value for t in ServiceType}:
         raise InvalidServiceOverrideError(f"{source} set an unsupported Service type {spec_type!r}")

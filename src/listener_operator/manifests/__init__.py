@@ -35,12 +35,12 @@ def _single(file_name: str) -> dict[str, Any]:
 
 
 def csi_driver() -> dict[str, Any]:
-    """The ``storage.k8s.io/v1`` CSIDriver ``listeners.stackable.tech`` (LO §3.2)."""
+    """The ``storage.k8s.io/v1`` CSIDriver ``listeners.stackable.tech`` (behaviour.md "CSIDriver")."""
     return _single(CSI_DRIVER_FILE)
 
 
 def storage_class() -> dict[str, Any]:
-    """The ``storage.k8s.io/v1`` StorageClass ``listeners.stackable.tech`` (LO §3.3)."""
+    """The ``storage.k8s.io/v1`` StorageClass ``listeners.stackable.tech`` (behaviour.md "StorageClass")."""
     return _single(STORAGE_CLASS_FILE)
 
 

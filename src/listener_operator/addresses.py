@@ -1,8 +1,12 @@
-"""Where a Listener is reachable (LO §4.2.2, §5.9, §7.4), computed from plain API objects without I/O.
+"""Where a Listener is reachable: the address math shared by the controller and the CSI node plugin, without I/O.
 
-Inputs are the dicts the caches hold (Service, Nodes, PersistentVolumes, EndpointSlices); outputs are the JSON
-shapes of ``Listener.status``. Nodes that are named by a PV or an endpoint but do not exist are skipped and
-reported (LO §13.2) instead of failing the whole status.
+Inputs are the dicts the caches and API reads hold (Service, Nodes, PersistentVolumes, EndpointSlices, Listener);
+outputs are the JSON shapes of ``Listener.status.ingressAddresses`` (behaviour.md "Addresses"). The controller
+computes a Listener's addresses with :func:`compute_addresses` (NodePort backing nodes from
+:func:`nodeport_node_names`, over the PVs and EndpointSlices its indexes select with :func:`pv_listener_keys` and
+:func:`endpoint_slice_service_keys`); the node plugin computes one Pod's addresses with
+:func:`pod_local_addresses`. Nodes named by a PV or an endpoint that do not exist are skipped and reported instead
+of failing the whole status.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from listener_operator.constants import (
     TOPOLOGY_KEY_HOSTNAME,
 )
 from listener_operator.crd.models import AddressType, PreferredAddressType, ServiceType
+from operator_runtime.objects import items, mapping, meta
 
 IngressAddress = dict[str, Any]  # {"address": str, "addressType": "Hostname"|"IP", "ports": {name: int}}
 
@@ -30,7 +35,7 @@ class NodeAddressError(ValueError):
 def resolve_preferred_address_type(preferred: PreferredAddressType | str,
                                    service_type: ServiceType | str) -> AddressType:
     """``HostnameConservative`` means IP for NodePort (node hostnames often do not resolve outside the cluster)
-    and Hostname for everything else (LO §4.2.2)."""
+    and Hostname for everything else (behaviour.md "Address types")."""
     preferred = PreferredAddressType(preferred)
     if preferred is PreferredAddressType.HOSTNAME_CONSERVATIVE:
         return AddressType.IP if ServiceType(service_type) is ServiceType.NODE_PORT else AddressType.HOSTNAME
@@ -38,14 +43,15 @@ def resolve_preferred_address_type(preferred: PreferredAddressType | str,
 
 
 def class_address_type(listener_class: Mapping[str, Any]) -> AddressType:
-    """The resolved address type of a ListenerClass object (raw dict), applying the CRD default."""
-    spec = listener_class.get("spec") or {}
+    """The resolved address type of a ListenerClass object (raw dict), applying the CRD default; ``KeyError`` or
+    ``ValueError`` for a class without a valid ``serviceType``."""
+    spec = mapping(listener_class, "spec")
     return resolve_preferred_address_type(
         spec.get("preferredAddressType") or PreferredAddressType.HOSTNAME_CONSERVATIVE, spec["serviceType"])
 
 
 def pick_address(ip: str | None, hostname: str | None, preferred: AddressType) -> tuple[str, AddressType] | None:
-    """The preferred kind if present, else the other kind, else None (LO §5.9.2)."""
+    """The preferred kind if present, else the other kind, else None (behaviour.md "Address types")."""
     candidates = {AddressType.IP: ip, AddressType.HOSTNAME: hostname}
     other = AddressType.HOSTNAME if preferred is AddressType.IP else AddressType.IP
     for kind in (preferred, other):
@@ -56,8 +62,8 @@ def pick_address(ip: str | None, hostname: str | None, preferred: AddressType) -
 
 def node_primary_address(node: Mapping[str, Any], preferred: AddressType) -> tuple[str, AddressType] | None:
     """IP = first ExternalIP, else first InternalIP; hostname = first Hostname (InternalDNS/ExternalDNS are not
-    used, as upstream); then :func:`pick_address` (LO §5.9.3)."""
-    addresses = (node.get("status") or {}).get("addresses") or []
+    used, as upstream); then :func:`pick_address` (behaviour.md "Node addresses")."""
+    addresses = items(node, "status", "addresses")
 
     def first(kind: str) -> str | None:
         return next((a.get("address") for a in addresses if a.get("type") == kind and a.get("address")), None)
@@ -71,49 +77,61 @@ def _entry(address: str, kind: AddressType, ports: Mapping[str, int]) -> Ingress
 
 def service_port_map(service: Mapping[str, Any]) -> dict[str, int]:
     """Exposed port per port name (unnamed ports cannot be referred to and are left out)."""
-    ports = (service.get("spec") or {}).get("ports") or []
-    return {p["name"]: p["port"] for p in ports if p.get("name") and p.get("port") is not None}
+    return {p["name"]: p["port"] for p in items(service, "spec", "ports") if p.get("name") and p.get("port") is not None}
 
 
 def node_port_map(service: Mapping[str, Any]) -> dict[str, int]:
-    """nodePort per port name; ports without an allocated nodePort are omitted (LO §5.9.6)."""
-    ports = (service.get("spec") or {}).get("ports") or []
-    return {p["name"]: p["nodePort"] for p in ports if p.get("name") and p.get("nodePort")}
+    """nodePort per port name; ports without an allocated nodePort are omitted (behaviour.md "NodePort")."""
+    return {p["name"]: p["nodePort"] for p in items(service, "spec", "ports") if p.get("name") and p.get("nodePort")}
 
 
 def cluster_ip_addresses(service: Mapping[str, Any], preferred: AddressType,
                          cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> list[IngressAddress]:
-    """Hostname: the Service's cluster DNS name; IP: every cluster IP (dual stack gives two) (LO §5.9.4)."""
-    metadata, spec = service.get("metadata") or {}, service.get("spec") or {}
+    """Hostname: the Service's cluster DNS name; IP: every cluster IP (dual stack gives two)
+    (behaviour.md "Addresses")."""
+    service_meta, spec = meta(service), mapping(service, "spec")
     ports = service_port_map(service)
     if preferred is AddressType.HOSTNAME:
-        fqdn = f"{metadata['name']}.{metadata['namespace']}.svc.{cluster_domain}"
+        fqdn = f"{service_meta.name}.{service_meta.namespace}.svc.{cluster_domain}"
         return [_entry(fqdn, AddressType.HOSTNAME, ports)]
     ips = spec.get("clusterIPs") or ([spec["clusterIP"]] if spec.get("clusterIP") else [])
     return [_entry(ip, AddressType.IP, ports) for ip in ips if ip and ip != "None"]
 
 
 def load_balancer_addresses(service: Mapping[str, Any], preferred: AddressType) -> list[IngressAddress]:
-    """One address per load-balancer ingress entry, ip or hostname by preference; Service ports (LO §5.9.5)."""
+    """One address per load-balancer ingress entry, ip or hostname by preference; Service ports
+    (behaviour.md "Addresses")."""
     ports = service_port_map(service)
-    ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     out = []
-    for entry in ingress:
+    for entry in items(service, "status", "loadBalancer", "ingress"):
         chosen = pick_address(entry.get("ip"), entry.get("hostname"), preferred)
         if chosen:
             out.append(_entry(chosen[0], chosen[1], ports))
     return out
 
 
+def pv_listener_keys(pv: Mapping[str, Any]) -> list[str]:
+    """``namespace/name`` of the Listener a PersistentVolume is a reservation of (its two labels), or nothing."""
+    labels = meta(pv).labels
+    namespace, name = labels.get(PV_LABEL_LISTENER_NAMESPACE), labels.get(PV_LABEL_LISTENER_NAME)
+    return [f"{namespace}/{name}"] if namespace and name else []
+
+
+def endpoint_slice_service_keys(endpoint_slice: Mapping[str, Any]) -> list[str]:
+    """``namespace/service`` of an EndpointSlice: the namespace counts too (upstream maps by name only)."""
+    slice_meta = meta(endpoint_slice)
+    service = slice_meta.labels.get(LABEL_ENDPOINTSLICE_SERVICE_NAME)
+    return [f"{slice_meta.namespace}/{service}"] if service else []
+
+
 def pinned_node_names(pvs: Iterable[Mapping[str, Any]]) -> set[str]:
     """Nodes that PVs are pinned to: ``In`` expressions on the hostname topology key of their node affinity."""
     names: set[str] = set()
     for pv in pvs:
-        required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {})
-        for term in required.get("nodeSelectorTerms") or []:
-            for expression in term.get("matchExpressions") or []:
+        for term in items(pv, "spec", "nodeAffinity", "required", "nodeSelectorTerms"):
+            for expression in items(term, "matchExpressions"):
                 if expression.get("key") == TOPOLOGY_KEY_HOSTNAME and expression.get("operator") == "In":
-                    names.update(v for v in expression.get("values") or [] if v)
+                    names.update(v for v in items(expression, "values") if v)
     return names
 
 
@@ -122,33 +140,17 @@ def endpoint_node_names(endpoint_slices: Iterable[Mapping[str, Any]]) -> set[str
     with publishNotReadyAddresses the EndpointSlice controller reports every endpoint as ready."""
     names: set[str] = set()
     for endpoint_slice in endpoint_slices:
-        for endpoint in endpoint_slice.get("endpoints") or []:
-            if (endpoint.get("conditions") or {}).get("ready") is False:
+        for endpoint in items(endpoint_slice, "endpoints"):
+            if mapping(endpoint, "conditions").get("ready") is False:
                 continue
             if endpoint.get("nodeName"):
                 names.add(endpoint["nodeName"])
     return names
 
 
-def listener_pvs(pvs: Iterable[Mapping[str, Any]], namespace: str, name: str) -> list[Mapping[str, Any]]:
-    """The PVs labelled as reservations of the Listener ``namespace/name``."""
-    def labels(pv: Mapping[str, Any]) -> Mapping[str, str]:
-        return (pv.get("metadata") or {}).get("labels") or {}
-
-    return [pv for pv in pvs
-            if labels(pv).get(PV_LABEL_LISTENER_NAMESPACE) == namespace and labels(pv).get(PV_LABEL_LISTENER_NAME) == name]
-
-
-def service_endpoint_slices(endpoint_slices: Iterable[Mapping[str, Any]], namespace: str,
-                            service_name: str) -> list[Mapping[str, Any]]:
-    """The EndpointSlices of the Service ``namespace/service_name`` (matched by namespace *and* name, LO §13.3)."""
-    return [s for s in endpoint_slices
-            if (s.get("metadata") or {}).get("namespace") == namespace
-            and ((s.get("metadata") or {}).get("labels") or {}).get(LABEL_ENDPOINTSLICE_SERVICE_NAME) == service_name]
-
-
 def nodeport_node_names(pvs: Iterable[Mapping[str, Any]], endpoint_slices: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Backing nodes of a NodePort Listener: pinned PV reservations plus nodes of ready endpoints; sorted, unique."""
+    """Backing nodes of a NodePort Listener from its PV reservations (pinned ones) and its Service's EndpointSlices
+    (nodes of ready endpoints); sorted, unique."""
     return sorted(pinned_node_names(pvs) | endpoint_node_names(endpoint_slices))
 
 
@@ -166,7 +168,8 @@ class ListenerAddresses:
 
 def node_port_addresses(service: Mapping[str, Any], node_names: Iterable[str],
                         nodes: Mapping[str, Mapping[str, Any]], preferred: AddressType) -> ListenerAddresses:
-    """One address per backing node (primary address by preference) with the nodePorts (LO §5.9.6)."""
+    """One address per backing node (primary address by preference) with the nodePorts (behaviour.md
+    "NodePort")."""
     ports = node_port_map(service)
     result = ListenerAddresses(ingress_addresses=[], node_ports=ports)
     for node_name in sorted(set(node_names)):
@@ -182,56 +185,44 @@ def node_port_addresses(service: Mapping[str, Any], node_names: Iterable[str],
     return result
 
 
-def compute_addresses(
-    service_type: ServiceType | str,
-    service: Mapping[str, Any],
-    preferred: AddressType,
-    *,
-    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
-    nodes: Mapping[str, Mapping[str, Any]] | None = None,
-    pvs: Iterable[Mapping[str, Any]] = (),
-    endpoint_slices: Iterable[Mapping[str, Any]] = (),
-) -> ListenerAddresses:
+def compute_addresses(service_type: ServiceType | str, service: Mapping[str, Any], preferred: AddressType, *,
+                      cluster_domain: str = DEFAULT_CLUSTER_DOMAIN, node_names: Iterable[str] = (),
+                      nodes: Mapping[str, Mapping[str, Any]] | None = None) -> ListenerAddresses:
     """Addresses of a Listener whose class has ``service_type``, from its (applied) ``service``.
 
-    For NodePort, ``pvs`` and ``endpoint_slices`` may be supersets: only the PVs labelled for the Listener named
-    like the Service and the slices of this Service are used. ``nodes`` maps node name to Node object.
+    For NodePort, ``node_names`` are the backing nodes (:func:`nodeport_node_names`) and ``nodes`` maps node name
+    to Node object (a name without a Node is reported as missing).
     """
     service_type = ServiceType(service_type)
     if service_type is ServiceType.CLUSTER_IP:
         return ListenerAddresses(cluster_ip_addresses(service, preferred, cluster_domain))
     if service_type is ServiceType.LOAD_BALANCER:
         return ListenerAddresses(load_balancer_addresses(service, preferred))
-    metadata = service.get("metadata") or {}
-    namespace, name = metadata.get("namespace", ""), metadata.get("name", "")
-    node_names = nodeport_node_names(listener_pvs(pvs, namespace, name),
-                                     service_endpoint_slices(endpoint_slices, namespace, name))
     return node_port_addresses(service, node_names, nodes or {}, preferred)
 
 
 def pod_listener_scope(listener: Mapping[str, Any]) -> str:
     """``Node`` when the Listener publishes node ports (addresses depend on the Pod's node), else ``Cluster``."""
-    return "Node" if (listener.get("status") or {}).get("nodePorts") is not None else "Cluster"
+    return "Node" if mapping(listener, "status").get("nodePorts") is not None else "Cluster"
 
 
 def pod_local_addresses(listener: Mapping[str, Any], node: Mapping[str, Any] | None,
                         preferred: AddressType) -> list[IngressAddress]:
-    """The addresses a Pod on ``node`` should use for ``listener`` (LO §7.4).
+    """The addresses a Pod on ``node`` should use for ``listener`` (behaviour.md "Pod-local addresses").
 
     With ``status.nodePorts`` (NodePort class): exactly one address, the node's primary address, with the node
     ports; the Pod is not yet in the endpoints at mount time, so the status may not list its node. Otherwise a copy
     of ``status.ingressAddresses``. Raises ``ValueError`` if a node is needed but missing, and
     :class:`NodeAddressError` if that node has no usable address.
     """
-    status = listener.get("status") or {}
+    status = mapping(listener, "status")
     node_ports = status.get("nodePorts")
     if node_ports is None:
         return [_entry(a["address"], AddressType(a["addressType"]), a.get("ports") or {})
-                for a in status.get("ingressAddresses") or []]
+                for a in items(status, "ingressAddresses")]
     if node is None:
         raise ValueError("the Listener uses node ports, so the Pod's node is required")
     chosen = node_primary_address(node, preferred)
     if chosen is None:
-        node_name = (node.get("metadata") or {}).get("name")
-        raise NodeAddressError(f"node {node_name!r} has no ExternalIP, InternalIP or Hostname address")
+        raise NodeAddressError(f"node {meta(node).name!r} has no ExternalIP, InternalIP or Hostname address")
     return [_entry(chosen[0], chosen[1], node_ports)]

@@ -1,6 +1,6 @@
 """``events.k8s.io/v1`` Event recorder shared by the controller and the CSI services.
 
-Contract (docs/architecture.md): ``EventRecorder(client, reporting_controller, reporting_instance)`` with
+Contract (docs/architecture.md): ``EventRecorder(api, reporting_controller, reporting_instance)`` with
 ``async publish(regarding, *, type, reason, note, action, related=None)``. It never raises: an Event is a
 diagnostic, and failing to write one must not fail the operation it describes.
 
@@ -19,29 +19,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lightkube import AsyncClient
-
-from .api import ApiFailure, JsonDict, KubeApi, ResourceInfo
+from .api import KubeApi
+from .errors import NotFound
+from .kinds import EVENT
+from .objects import JsonDict, object_reference
 
 log = logging.getLogger(__name__)
 
-EVENT = ResourceInfo("events.k8s.io/v1", "Event", "events", namespaced=True)
 NOTE_LIMIT = 1024
 _REF_FIELDS = ("apiVersion", "kind", "name", "namespace", "uid")
 
 
 def _micro_time() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def object_reference(obj: Mapping[str, Any]) -> JsonDict:
-    """The reference fields of an object (or of a reference already)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, Mapping):
-        source: Mapping[str, Any] = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), **meta}
-    else:
-        source = obj
-    return {k: source[k] for k in _REF_FIELDS if source.get(k)}
 
 
 def truncate_note(note: str, limit: int = NOTE_LIMIT) -> str:
@@ -57,14 +47,13 @@ class _Series:
     name: str
     namespace: str
     count: int
-    written_count: int
     last_write: float
 
 
 class EventRecorder:
-    def __init__(self, client: AsyncClient | KubeApi, reporting_controller: str, reporting_instance: str, *,
+    def __init__(self, api: KubeApi, reporting_controller: str, reporting_instance: str, *,
                  series_interval: float = 60.0, max_tracked: int = 4096) -> None:
-        self.api = client if isinstance(client, KubeApi) else KubeApi(client)
+        self.api = api
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance
         self.series_interval = series_interval
@@ -94,12 +83,9 @@ class EventRecorder:
                 await self.api.merge_patch(EVENT, {"series": {"count": series.count,
                                                               "lastObservedTime": _micro_time()}},
                                            name=series.name, namespace=series.namespace)
-                series.written_count = series.count
                 series.last_write = now
                 return
-            except ApiFailure as exc:
-                if exc.code != 404:
-                    raise
+            except NotFound:
                 del self._series[key]  # the Event expired or was deleted: start a new one
         namespace = str(ref.get("namespace") or "default")
         base = str(ref.get("name") or "event")[:200]
@@ -116,4 +102,4 @@ class EventRecorder:
         await self.api.create(EVENT, body, namespace)
         if len(self._series) >= self.max_tracked:
             self._series.pop(next(iter(self._series)))
-        self._series[key] = _Series(name, namespace, 1, 1, now)
+        self._series[key] = _Series(name, namespace, 1, now)

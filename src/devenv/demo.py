@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from listener_operator.local.up import (
+from devenv.up import (
     Console,
     LocalCluster,
     LocalError,
@@ -24,8 +24,12 @@ from listener_operator.local.up import (
     options_from_args,
     serve_until_stopped,
 )
+from operator_runtime.objects import items, mapping
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
+#: The ``listener-operator demo`` help line (a command of the ``listener_operator.commands`` entry-point group).
+HELP = "run the local cluster and the examples, then show the result"
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 DEFAULT_TIMEOUT = 90.0
 
 # kind -> resource name (plural.group) for the kinds the examples use.
@@ -98,7 +102,7 @@ class Progress:
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+               for c in items(pod, "status", "conditions"))
 
 
 async def measure(cluster: LocalCluster, expected_pods: int) -> Progress:
@@ -109,7 +113,7 @@ async def measure(cluster: LocalCluster, expected_pods: int) -> Progress:
         pods_total=max(expected_pods, len(pods)),
         pods_ready=sum(1 for pod in pods if _pod_ready(pod)),
         listeners_total=len(listeners),
-        listeners_addressed=sum(1 for item in listeners if (item.get("status") or {}).get("ingressAddresses")))
+        listeners_addressed=sum(1 for item in listeners if items(item, "status", "ingressAddresses")))
 
 
 async def wait_until_up(cluster: LocalCluster, console: Console, expected_pods: int,
@@ -167,11 +171,11 @@ async def listener_rows(cluster: LocalCluster) -> list[list[str]]:
     listeners, _ = await api.list("listeners.listeners.stackable.tech")
     rows = []
     for item in sorted(listeners, key=lambda obj: (obj["metadata"]["namespace"], obj["metadata"]["name"])):
-        class_name = (item.get("spec") or {}).get("className") or ""
-        service_type = (classes.get(class_name, {}).get("spec") or {}).get("serviceType", "?")
+        class_name = mapping(item, "spec").get("className") or ""
+        service_type = mapping(classes.get(class_name), "spec").get("serviceType", "?")
         addresses = []
-        for entry in (item.get("status") or {}).get("ingressAddresses") or []:
-            ports = ",".join(f"{name}={port}" for name, port in sorted((entry.get("ports") or {}).items()))
+        for entry in items(item, "status", "ingressAddresses"):
+            ports = ",".join(f"{name}={port}" for name, port in sorted(mapping(entry, "ports").items()))
             addresses.append(f"{entry['address']} [{ports}]")
         rows.append([f"{item['metadata']['namespace']}/{item['metadata']['name']}", class_name, service_type,
                      "; ".join(addresses) or "(none yet)"])
@@ -226,7 +230,7 @@ async def find_volume_of(cluster: LocalCluster, pod_name: str, volume: str) -> P
     api = cluster.sim.api
     pod = await api.get("pods", pod_name, "default")
     claim = None
-    for entry in pod["spec"].get("volumes") or []:
+    for entry in items(pod, "spec", "volumes"):
         if entry.get("name") == volume:
             if "persistentVolumeClaim" in entry:
                 claim = entry["persistentVolumeClaim"]["claimName"]
@@ -235,7 +239,7 @@ async def find_volume_of(cluster: LocalCluster, pod_name: str, volume: str) -> P
     if claim is None or not pod["spec"].get("nodeName"):
         return None
     pvc = await api.get("persistentvolumeclaims", claim, "default")
-    pv_name = (pvc.get("spec") or {}).get("volumeName")
+    pv_name = mapping(pvc, "spec").get("volumeName")
     if not pv_name:
         return None
     path = (cluster.sim.cluster.kubelet_dir(pod["spec"]["nodeName"]) / "pods" / pod["metadata"]["uid"] / "volumes"
@@ -244,7 +248,7 @@ async def find_volume_of(cluster: LocalCluster, pod_name: str, volume: str) -> P
 
 
 def expected_pod_count(objects: list[dict[str, Any]]) -> int:
-    return sum(int((obj.get("spec") or {}).get("replicas", 1)) for obj in objects
+    return sum(int(mapping(obj, "spec").get("replicas", 1)) for obj in objects
                if obj["kind"] in ("StatefulSet", "Deployment"))
 
 

@@ -1,17 +1,26 @@
-"""Construction of the lightkube client used by every operator mode."""
+"""Finding the cluster configuration and making the one API client of a process from it.
+
+The configuration is parsed by lightkube's public ``KubeConfig`` (kubeconfig files with contexts, relative paths and
+``-data`` fields, and the in-cluster service account); only the order in which sources are tried is ours, and the
+connection is made by :mod:`.transport`.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-import lightkube
 from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, SERVICE_ACCOUNT, KubeConfig
 from lightkube.core.exceptions import ConfigError
 
+from .api import KubeApi, RequestHook
+from .transport import DEFAULT_TIMEOUT, HttpTransport
 
-def load_config(kubeconfig: str | None = None, *, service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT
-                ) -> KubeConfig:
+__all__ = ["ConfigError", "KubeConfig", "load_config", "make_api"]
+
+
+def load_config(kubeconfig: str | os.PathLike[str] | None = None, *,
+                service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT) -> KubeConfig:
     """Find the cluster configuration: explicit path, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``.
 
     lightkube's own ``KubeConfig.from_env`` tries in-cluster *before* ``$KUBECONFIG``; we want an explicitly
@@ -35,9 +44,15 @@ def load_config(kubeconfig: str | None = None, *, service_account_dir: str | os.
                       f"run in a cluster, or create {DEFAULT_KUBECONFIG}")
 
 
-def make_client(kubeconfig: str | None = None, *, field_manager: str | None = None) -> lightkube.AsyncClient:
-    """An async lightkube client for the configuration found by :func:`load_config`.
+def make_api(config: str | os.PathLike[str] | KubeConfig | None = None, *, on_request: RequestHook | None = None,
+             timeout: float = DEFAULT_TIMEOUT) -> KubeApi:
+    """The API client for a kubeconfig path (or an already loaded configuration; None: :func:`load_config`'s
+    search). Works with plain-http servers and bearer tokens (kubesim) as well as TLS clusters.
 
-    Works with plain-http servers and bearer tokens (the kubesim test server), as well as TLS clusters.
+    The caller closes it with ``await api.close()``.
     """
-    return lightkube.AsyncClient(load_config(kubeconfig), field_manager=field_manager)
+    loaded = config if isinstance(config, KubeConfig) else load_config(config)
+    single = loaded.get()
+    if single is None:
+        raise ConfigError("the kubeconfig has no current context")
+    return KubeApi(HttpTransport.from_config(single, timeout=timeout), on_request=on_request)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
+from .objects import items
+
 Path = tuple[str, ...]
 
 #: Maps a Service apply replaces whole (``+mapType=atomic`` in the Kubernetes API types).
@@ -62,7 +64,7 @@ def _owned_paths(fields: Mapping[str, Any], prefix: Path = ()) -> Iterator[Path]
 
 
 def managed_entry(live: Mapping[str, Any], manager: str, subresource: str | None = None) -> Mapping[str, Any] | None:
-    for entry in (live.get("metadata") or {}).get("managedFields") or []:
+    for entry in items(live, "metadata", "managedFields"):
         if (entry.get("manager") == manager and entry.get("operation") == "Apply"
                 and (entry.get("subresource") or None) == subresource):
             fields = entry.get("fieldsV1")

@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .api import ApiFailure, JsonDict, KubeApi, ResourceInfo
+from .api import KubeApi
+from .errors import Conflict, NotFound
+from .kinds import LEASE
+from .objects import JsonDict, mapping
 
 log = logging.getLogger(__name__)
-
-LEASE = ResourceInfo("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
 
 
 def _now_micro() -> str:
@@ -50,7 +51,6 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.is_leader = False
-        self.transitions_seen = 0
         # The expiry of a lease held by someone else is judged by when *we* saw its renewTime change, so clock skew
         # between replicas cannot make us steal a live lease.
         self._observed: tuple[str, float] | None = None
@@ -118,21 +118,17 @@ class LeaderElector:
         now = _now_micro()
         try:
             lease = await self.api.get(LEASE, self.name, self.namespace)
-        except ApiFailure as exc:
-            if exc.code != 404:
-                raise
+        except NotFound:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": self._spec(now, acquire_time=now, transitions=0)}
             try:
                 await self.api.create(LEASE, body, self.namespace)
-            except ApiFailure as create_exc:
-                if create_exc.code == 409:
-                    return False
-                raise
+            except Conflict:  # another candidate created it first
+                return False
             self.is_leader = True
             return True
-        spec = lease.get("spec") or {}
+        spec = mapping(lease, "spec")
         holder = spec.get("holderIdentity") or ""
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder != self.identity:
@@ -145,15 +141,13 @@ class LeaderElector:
         updated = {**lease, "spec": new_spec}
         try:
             await self.api.replace(LEASE, updated, name=self.name, namespace=self.namespace)
-        except ApiFailure as exc:
-            if exc.code == 409:  # someone else wrote first
-                self.is_leader = False
-                return False
-            raise
+        except Conflict:  # someone else wrote first
+            self.is_leader = False
+            return False
         self.is_leader = True
         return True
 
-    def _expired(self, spec: JsonDict) -> bool:
+    def _expired(self, spec: Mapping[str, Any]) -> bool:
         renew = str(spec.get("renewTime") or "")
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         now = time.monotonic()
@@ -172,7 +166,7 @@ class LeaderElector:
         """Give the lease up (empty holder) so that a standby replica can take over immediately."""
         try:
             lease = await self.api.get(LEASE, self.name, self.namespace)
-            spec = lease.get("spec") or {}
+            spec = mapping(lease, "spec")
             if spec.get("holderIdentity") != self.identity:
                 return
             released = {**lease, "spec": {**spec, "holderIdentity": "", "leaseDurationSeconds": 1,

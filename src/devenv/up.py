@@ -23,6 +23,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from listener_operator.constants import DRIVER_NAME
+from operator_runtime.objects import items
+
+#: The ``listener-operator local up`` help line (this module is a command of the ``listener_operator.commands``
+#: entry-point group).
+HELP = "run kubesim with simulated nodes and the operator locally"
 
 SOCKET_PATH_LIMIT = 107
 PLUGIN_START_TIMEOUT = 60.0
@@ -335,7 +340,7 @@ class LocalCluster:
         async def drivers_registered() -> bool:
             for node in nodes:
                 csinode = await self.sim.api.get("csinodes.storage.k8s.io", node)
-                names = {driver.get("name") for driver in csinode.get("spec", {}).get("drivers") or []}
+                names = {driver.get("name") for driver in items(csinode, "spec", "drivers")}
                 if DRIVER_NAME not in names:
                     return False
             return True

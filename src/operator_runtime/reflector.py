@@ -17,9 +17,12 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
-from .api import JsonDict, KubeApi, ResourceInfo, WatchExpired
+from .api import KubeApi
+from .errors import Expired
+from .kinds import ResourceInfo
+from .objects import JsonDict, meta, object_key
 from .workqueue import ExponentialBackoff
 
 log = logging.getLogger(__name__)
@@ -37,32 +40,28 @@ class ListWatchSource(Protocol):
 
 
 class ApiSource:
-    """List and watch one kind through :class:`KubeApi`, optionally limited to a namespace or label selector."""
+    """List and watch one kind through :class:`KubeApi`, optionally limited to a namespace, a label selector or a
+    field selector."""
 
     def __init__(self, api: KubeApi, info: ResourceInfo, *, namespace: str | None = None,
-                 label_selector: str | None = None, timeout_seconds: int = 300, page_size: int = 500) -> None:
+                 label_selector: str | None = None, field_selector: str | None = None, timeout_seconds: int = 300,
+                 page_size: int = 500) -> None:
         self.api = api
         self.info = info
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.timeout_seconds = timeout_seconds
         self.page_size = page_size
 
     async def list(self) -> tuple[list[JsonDict], str]:
         return await self.api.list(self.info, namespace=self.namespace, label_selector=self.label_selector,
-                                   page_size=self.page_size)
+                                   field_selector=self.field_selector, page_size=self.page_size)
 
     def watch(self, resource_version: str) -> AsyncIterator[tuple[str, JsonDict]]:
         return self.api.watch(self.info, resource_version=resource_version, namespace=self.namespace,
-                              label_selector=self.label_selector, timeout_seconds=self.timeout_seconds)
-
-
-def object_key(obj: JsonDict) -> str:
-    """``namespace/name`` for namespaced objects, ``name`` for cluster-scoped ones."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
-    name = str(meta.get("name") or "")
-    return f"{namespace}/{name}" if namespace else name
+                              label_selector=self.label_selector, field_selector=self.field_selector,
+                              timeout_seconds=self.timeout_seconds)
 
 
 class Reflector:
@@ -82,7 +81,6 @@ class Reflector:
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
         self.resource_version = ""
-        self.relists = 0
         self.errors = 0
 
     # ---- configuration -------------------------------------------------------------------------------------------
@@ -105,9 +103,6 @@ class Reflector:
     def by_index(self, index: str, value: str) -> list[JsonDict]:
         keys = self._indexes[index].get(value, ())
         return [self._objects[k] for k in sorted(keys)]
-
-    def index_keys(self, index: str, value: str) -> set[str]:
-        return set(self._indexes[index].get(value, ()))
 
     def keys(self) -> list[str]:
         return list(self._objects)
@@ -137,7 +132,6 @@ class Reflector:
                     items, version = await self.source.list()
                     self._replace(items)
                     self.resource_version = version
-                    self.relists += 1
                     self._synced.set()
                     need_list = False
                 async for kind, obj in self.source.watch(self.resource_version):
@@ -145,7 +139,7 @@ class Reflector:
                 self.backoff.forget(self.name)
             except asyncio.CancelledError:
                 raise
-            except WatchExpired:
+            except Expired:
                 log.info("%s: watch expired at resourceVersion %s, listing again", self.name, self.resource_version)
                 need_list = True
             except Exception as exc:
@@ -155,7 +149,7 @@ class Reflector:
                 await asyncio.sleep(delay)
 
     def _on_watch_event(self, kind: str, obj: JsonDict) -> None:
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        version = meta(obj).resource_version
         if kind == "BOOKMARK":
             if version:
                 self.resource_version = str(version)
@@ -178,7 +172,7 @@ class Reflector:
             self._remove(key, self._objects[key])
         for key, obj in fresh.items():
             old = self._objects.get(key)
-            if old is not None and _version(old) == _version(obj) and _version(obj):
+            if old is not None and meta(old).resource_version == meta(obj).resource_version != "":
                 continue
             self._store(key, obj)
 
@@ -226,6 +220,3 @@ class Reflector:
             except Exception:
                 log.exception("%s: event handler failed", self.name)
 
-
-def _version(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -1,10 +1,11 @@
-"""Controller loop: reflector events -> mappers -> work queue -> N reconcile workers.
+"""Controller loop: reflector events -> mappers -> work queue -> N workers running ``reconcile``/``error_policy``.
 
-Like kube-rs' ``Controller::owns``/``watches`` (which the Rust original uses; nothing equivalent exists in Python):
-every change of a primary object queues its own key; every change of a secondary object is mapped (old and new
-version, so that a move away from a primary also reaches it) to the primary keys it affects. Reconciles read the
-caches only. A failed reconcile is retried with per-key exponential backoff; success resets the backoff and may ask
-for a requeue after a delay.
+Shaped like kube-rs's ``Controller`` (``owns``/``watches`` and ``run(reconcile, error_policy, ctx)``; nothing
+equivalent exists in Python): every change of a primary object queues its own key; every change of a secondary object
+is mapped (old and new version, so that a move away from a primary also reaches it) to the primary keys it affects.
+A worker takes a key, looks the object up in the primary cache (a key whose object is gone is dropped) and calls
+``reconcile(obj, ctx)``, which returns an :class:`Action`. When it raises, ``error_policy(obj, error, ctx)`` chooses
+the :class:`Action` instead. Reconciles read the caches only.
 """
 
 from __future__ import annotations
@@ -13,37 +14,67 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from .reflector import JsonDict, Reflector, object_key
+from .objects import JsonDict, object_key
+from .reflector import Reflector
 from .workqueue import QueueShutDown, WorkQueue
+
+__all__ = ["Action", "Controller", "ErrorPolicy", "Mapper", "Predicate", "Reconcile", "backoff_on_error"]
 
 log = logging.getLogger(__name__)
 
 Mapper = Callable[[JsonDict], Iterable[str]]
 Predicate = Callable[[JsonDict | None, JsonDict | None], bool]
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
-class Result:
-    """What a reconcile asks for: ``requeue_after`` seconds (None: wait for the next change)."""
+class Action:
+    """What happens to a key after its reconcile: see the constructors."""
 
     requeue_after: float | None = None
+    backoff: bool = False
+
+    @classmethod
+    def await_change(cls) -> Action:
+        """Nothing more until a watched object changes. Resets the key's failure backoff."""
+        return cls()
+
+    @classmethod
+    def requeue(cls, seconds: float) -> Action:
+        """Run again after ``seconds`` (or earlier, on a change). Resets the key's failure backoff."""
+        return cls(requeue_after=seconds)
+
+    @classmethod
+    def retry(cls) -> Action:
+        """A failure: run again after the key's next exponential backoff delay (0.5 s, 1 s, 2 s, ... capped)."""
+        return cls(backoff=True)
 
 
-Reconciler = Callable[[str], Awaitable[Result | None]]
+Reconcile = Callable[[JsonDict, C], Awaitable[Action]]
+ErrorPolicy = Callable[[JsonDict, Exception, C], Action]
 
 
-class Controller:
-    def __init__(self, name: str, primary: Reflector, reconcile: Reconciler, *, workers: int = 4,
-                 queue: WorkQueue | None = None,
-                 resync_seconds: float | None = None) -> None:
-        """``resync_seconds``: also queue every primary key this often (a safety net; None or 0: never)."""
+def backoff_on_error(obj: JsonDict, error: Exception, context: object) -> Action:
+    """The default error policy: retry every failure with backoff."""
+    return Action.retry()
+
+
+class Controller(Generic[C]):
+    def __init__(self, name: str, primary: Reflector, reconcile: Reconcile[C],
+                 error_policy: ErrorPolicy[C] = backoff_on_error, *, context: C, workers: int = 4,
+                 queue: WorkQueue | None = None, resync_seconds: float | None = None) -> None:
+        """``context`` is handed to every ``reconcile``/``error_policy`` call; ``resync_seconds``: also queue every
+        primary key this often (a safety net; None or 0: never)."""
         if workers < 1:
             raise ValueError("a controller needs at least one worker")
         self.resync_seconds = resync_seconds
         self.name = name
         self.primary = primary
         self.reconcile = reconcile
+        self.error_policy = error_policy
+        self.context = context
         self.workers = workers
         self.queue = queue or WorkQueue()
         self.reflectors: list[Reflector] = [primary]
@@ -78,7 +109,7 @@ class Controller:
             self.queue.add(key)
 
     def _on_primary(self, old: JsonDict | None, new: JsonDict | None) -> None:
-        self.enqueue(object_key(new if new is not None else old or {}))
+        self.enqueue(object_key(new if new is not None else old))
 
     @property
     def synced(self) -> bool:
@@ -127,19 +158,33 @@ class Controller:
                 key = await self.queue.get()
             except QueueShutDown:
                 return
-            await self._process(key)
+            try:
+                await self._process(key)
+            finally:
+                self.queue.done(key)
 
     async def _process(self, key: str) -> None:
-        try:
-            result = await self.reconcile(key)
-        except asyncio.CancelledError:
-            self.queue.done(key)
-            raise
-        except Exception as exc:
-            delay = self.queue.add_rate_limited(key)
-            log.warning("%s: reconcile of %s failed (%s); retrying in %.1fs", self.name, key, exc, delay)
-        else:
+        obj = self.primary.get(key)
+        if obj is None:  # deleted meanwhile (or a mapper named a primary that does not exist)
             self.queue.forget(key)
-            if result is not None and result.requeue_after is not None:
-                self.queue.add_after(key, result.requeue_after)
-        self.queue.done(key)
+            return
+        failure: Exception | None = None
+        try:
+            action = await self.reconcile(obj, self.context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            failure = error
+            try:
+                action = self.error_policy(obj, error, self.context)
+            except Exception:
+                log.exception("%s: error policy failed for %s", self.name, key)
+                action = Action.retry()
+        if action.backoff:
+            delay = self.queue.add_rate_limited(key)
+            log.warning("%s: reconcile of %s failed (%s); retrying in %.1fs", self.name, key,
+                        failure or "asked for a retry", delay)
+            return
+        self.queue.forget(key)
+        if action.requeue_after is not None:
+            self.queue.add_after(key, action.requeue_after)

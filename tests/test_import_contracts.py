@@ -1,0 +1,52 @@
+"""The import contracts of pyproject.toml hold for the tree, and they do catch a forbidden import.
+
+The check runs ``lint-imports`` (import-linter) with the project's own configuration against a copy of ``src/`` in
+which two modules gained a forbidden import: the product importing kubesim, and a pure composition module
+importing an HTTP library.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    executable = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    return subprocess.run([str(executable), "--no-cache", "--config", str(root / "pyproject.toml")], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def copy_tree(destination: Path) -> Path:
+    shutil.copytree(REPO / "src", destination / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(REPO / "pyproject.toml", destination / "pyproject.toml")
+    return destination
+
+
+def test_the_contracts_fail_on_forbidden_imports(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path)
+    (root / "src/listener_operator/leak.py").write_text('"""A forbidden import."""\n\nimport kubesim.sim  # noqa\n')
+    service = root / "src/listener_operator/listener_controller/service.py"
+    service.write_text(service.read_text() + "\nimport aiohttp  # noqa: E402\n")
+
+    result = lint_imports(root)
+
+    assert result.returncode != 0, result.stdout
+    output = " ".join(result.stdout.split())  # the report wraps long contract names
+    assert "The product imports neither the local cluster nor the development environment BROKEN" in output
+    assert "listener_operator.leak -> kubesim.sim" in output
+    assert "Pure composition (Service, status, addresses, overrides) does no I/O BROKEN" in output
+    assert "listener_operator.listener_controller.service -> aiohttp" in output
+    assert "2 kept, 2 broken" in output
+
+
+def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
+    result = lint_imports(copy_tree(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
