@@ -255,7 +255,8 @@ async def test_load_balancer_status_only_for_the_default_class(env: Env) -> None
         lambda s: bool(s) and bool(s.get("status", {}).get("loadBalancer", {}).get("ingress")),
     )
     assert lb is not None
-    assert lb["status"]["loadBalancer"]["ingress"] == [{"ip": "127.0.3.1", "ipMode": "VIP"}]
+    first_lb_ip = f"127.{env.cluster.address_block.index}.3.1"
+    assert lb["status"]["loadBalancer"]["ingress"] == [{"ip": first_lb_ip, "ipMode": "VIP"}]
 
     # switching away from LoadBalancer clears the status and frees the address
     await api.patch("services", "lb", {"spec": {"type": "ClusterIP"}}, namespace=NS)
@@ -274,7 +275,7 @@ async def test_load_balancer_status_only_for_the_default_class(env: Env) -> None
         NS,
         lambda s: bool(s) and bool(s.get("status", {}).get("loadBalancer", {}).get("ingress")),
     )
-    assert lb2 is not None and lb2["status"]["loadBalancer"]["ingress"][0]["ip"] == "127.0.3.1"
+    assert lb2 is not None and lb2["status"]["loadBalancer"]["ingress"][0]["ip"] == first_lb_ip
     # the controller works through Services in order on one worker: lb2 being served means "custom" and
     # "plain" (created earlier) were looked at and deliberately left alone
     custom = await api.get("services", "custom", NS)
