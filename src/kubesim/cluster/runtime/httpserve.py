@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 from aiohttp import web
 
@@ -40,8 +41,7 @@ class _Datagram(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self.transport = transport
+        self.transport = cast(asyncio.DatagramTransport, transport)  # selector transports do not subclass it
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         reply = self._answer(data, addr)
