@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from clusterhelpers import short_state_dir, wait_for
-from traffichelpers import (  # noqa: F401 - the fixture is used by name
+from traffichelpers import (
     NS,
     answers,
     container,
@@ -21,7 +21,6 @@ from traffichelpers import (  # noqa: F401 - the fixture is used by name
     refuses,
     serve_hostname,
     service,
-    sim,
 )
 
 from kubesim.sim import KubeSim

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from clusterhelpers import wait_for
-from traffichelpers import (  # noqa: F401 - the fixture is used by name
+from traffichelpers import (
     NS,
     container,
     eventually,
@@ -13,7 +13,6 @@ from traffichelpers import (  # noqa: F401 - the fixture is used by name
     ready_pod,
     refuses,
     serve_hostname,
-    sim,
 )
 
 from kubesim.cluster.runtime.status import SIMULATED_CONDITION

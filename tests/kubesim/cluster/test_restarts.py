@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterhelpers import short_state_dir, wait_for
-from traffichelpers import NS, container, pod, ready_pod, sim  # noqa: F401 - the fixture is used by name
+from traffichelpers import NS, container, pod, ready_pod
 
 from kubesim.sim import KubeSim
 from kubesim.traffic import http_get, who_answers
