@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from clusterhelpers import Env, pod_ready, wait_for
+from traffichelpers import container
+from traffichelpers import deployment as traffic_deployment
 
 NS = "default"
 
@@ -29,23 +31,7 @@ def service(
 
 
 def deployment(name: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "containers": [
-                        {"name": "main", "image": "nginx", "ports": [{"name": "web", "containerPort": 8080}]}
-                    ]
-                },
-            },
-        },
-    }
+    return traffic_deployment(name, replicas, container("main", image="nginx", ports=[("web", 8080)]))
 
 
 def _addresses(endpoints: dict[str, Any] | None) -> tuple[list[str], list[str]]:

@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from aiohttp import web
 
 from .httpserve import HttpServer, bind_tcp, bind_udp, text
-from .inprocess import InProcessHandler, Program, ProgramContext, bind_error
+from .inprocess import InProcessHandler, Program, ProgramContext
 from .registry import ContainerSpec
 
 MAX_ECHO = 64 * 1024
@@ -119,30 +120,23 @@ async def _pause(ctx: ProgramContext) -> int:
 
 async def _serve_hostname(ctx: ProgramContext, flags: argparse.Namespace) -> int:
     hostname = ctx.hostname.encode()
-    servers: list[Any] = []
-    try:
-        if flags.tcp:
 
-            async def write_hostname(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                writer.write(hostname)
-                await writer.drain()
+    async def write_hostname(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(hostname)
+        await writer.drain()
 
-            servers.append(await bind_tcp(ctx.pod_ip, flags.port, write_hostname))
-        if flags.udp:
-            servers.append(await bind_udp(ctx.pod_ip, flags.port, lambda data, peer: hostname))
-        if flags.http:
+    async def answer(request: web.BaseRequest) -> web.StreamResponse:
+        return text(ctx.hostname, close=flags.close)
 
-            async def answer(request: web.BaseRequest) -> web.StreamResponse:
-                return text(ctx.hostname, close=flags.close)
-
-            servers.append(await HttpServer(answer).bind(ctx.pod_ip, flags.port))
-    except OSError as error:
-        for server in servers:
-            server.close()
-        return await bind_error(ctx, f"serve-hostname cannot listen on {ctx.pod_ip}:{flags.port}", error)
-    ctx.log(f"Serving on port {flags.port}.")
-    async with ctx.serving(servers):
-        return await ctx.exited()
+    where = f"serve-hostname cannot listen on {ctx.pod_ip}:{flags.port}"
+    binds: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
+    if flags.tcp:
+        binds.append((where, lambda: bind_tcp(ctx.pod_ip, flags.port, write_hostname)))
+    if flags.udp:
+        binds.append((where, lambda: bind_udp(ctx.pod_ip, flags.port, lambda data, peer: hostname)))
+    if flags.http:
+        binds.append((where, lambda: HttpServer(answer).bind(ctx.pod_ip, flags.port)))
+    return await ctx.serve(binds, f"Serving on port {flags.port}.")
 
 
 def _udp_answer(ctx: ProgramContext, data: bytes, peer: tuple[str, int]) -> bytes:
@@ -183,20 +177,13 @@ async def _netexec(ctx: ProgramContext, flags: argparse.Namespace) -> int:
             return text("", close=True)
         return text("404 page not found", 404)
 
-    servers: list[Any] = []
-    try:
-        servers.append(await HttpServer(handle).bind(ctx.pod_ip, flags.http_port))
-        if 0 < flags.udp_port < 65536:
-            servers.append(
-                await bind_udp(ctx.pod_ip, flags.udp_port, lambda data, peer: _udp_answer(ctx, data, peer))
-            )
-    except OSError as error:
-        for server in servers:
-            server.close()
-        return await bind_error(ctx, f"netexec cannot listen on {ctx.pod_ip}", error)
-    ctx.log(f"Started HTTP server on port {flags.http_port}; UDP server on port {flags.udp_port}")
-    async with ctx.serving(servers):
-        return await ctx.exited()
+    where = f"netexec cannot listen on {ctx.pod_ip}"
+    binds: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        (where, lambda: HttpServer(handle).bind(ctx.pod_ip, flags.http_port))
+    ]
+    if 0 < flags.udp_port < 65536:
+        binds.append((where, lambda: bind_udp(ctx.pod_ip, flags.udp_port, lambda d, peer: _udp_answer(ctx, d, peer))))
+    return await ctx.serve(binds, f"Started HTTP server on port {flags.http_port}; UDP server on port {flags.udp_port}")
 
 
 def handler() -> InProcessHandler:

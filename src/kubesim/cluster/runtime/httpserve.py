@@ -1,5 +1,5 @@
 """Binding helpers for the built-in programs: an aiohttp HTTP server, a TCP server and a UDP endpoint on one
-address and port, each closable through ``ProgramContext.serving``."""
+address and port, each closable by ``ProgramContext.serve``."""
 
 from __future__ import annotations
 

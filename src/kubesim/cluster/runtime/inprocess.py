@@ -2,7 +2,7 @@
 
 A program is ``async def main(ctx: ProgramContext) -> int``: it binds its servers on the Pod IP, then waits until
 it is asked to exit (``ctx.exit(code)``, e.g. agnhost's ``/exit``) and returns the exit code. Cancelling it (the
-kubelet stopping the container) must close what it bound; ``ProgramContext.serving`` does that for servers.
+kubelet stopping the container) must close what it bound; ``ProgramContext.serve`` does both for servers.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Any
 
 from .registry import Container, ContainerSpec
@@ -58,11 +58,20 @@ class ProgramContext:
             self._log.close()
             self._log = None
 
-    @contextlib.asynccontextmanager
-    async def serving(self, servers: list[Any]) -> AsyncIterator[None]:
-        """Close ``servers`` (asyncio Servers or transports) however the program ends."""
+    async def serve(self, binds: Sequence[tuple[str, Callable[[], Awaitable[Any]]]], started: str) -> int:
+        """Bind every server (``(what, bind)`` pairs, in order), log ``started``, run until asked to exit and
+        return the exit code. A bind that fails closes the others and exits 1 saying what could not listen,
+        as the real programs do; the servers (asyncio Servers or transports) are closed however the program ends."""
+        servers: list[Any] = []
         try:
-            yield
+            for what, bind in binds:
+                try:
+                    servers.append(await bind())
+                except OSError as error:
+                    self.log(f"{what}: {error.strerror or error}")
+                    return 1
+            self.log(started)
+            return await self.exited()
         finally:
             for server in servers:
                 server.close()
@@ -115,9 +124,3 @@ class InProcessHandler:
 
     async def start(self, spec: ContainerSpec) -> Container:
         return InProcessContainer(spec, self._program_for(spec))
-
-
-async def bind_error(ctx: ProgramContext, what: str, error: OSError) -> int:
-    """A server that cannot bind exits with 1 after saying why (as the real programs do)."""
-    ctx.log(f"{what}: {error.strerror or error}")
-    return 1

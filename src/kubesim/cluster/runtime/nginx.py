@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from .httpserve import HttpServer, text
-from .inprocess import InProcessHandler, Program, ProgramContext, bind_error
+from .inprocess import InProcessHandler, Program, ProgramContext
 from .registry import ContainerSpec
 
 DOCUMENT_ROOT = "/usr/share/nginx/html"
@@ -56,17 +56,11 @@ def program_for(default_port: int) -> Any:
             return web.Response(body=body, content_type=content_type)
 
         async def main(ctx: ProgramContext) -> int:
-            servers: list[Any] = []
-            for port in ports:
-                try:
-                    servers.append(await HttpServer(handle).bind(ctx.pod_ip, port))
-                except OSError as error:
-                    for server in servers:
-                        server.close()
-                    return await bind_error(ctx, f'bind() to {ctx.pod_ip}:{port} failed', error)
-            ctx.log(f"serving {DOCUMENT_ROOT} on {ctx.pod_ip} ports {', '.join(map(str, ports))}")
-            async with ctx.serving(servers):
-                return await ctx.exited()
+            binds = [
+                (f"bind() to {ctx.pod_ip}:{port} failed", lambda port=port: HttpServer(handle).bind(ctx.pod_ip, port))
+                for port in ports
+            ]
+            return await ctx.serve(binds, f"serving {DOCUMENT_ROOT} on {ctx.pod_ip} ports {', '.join(map(str, ports))}")
 
         return main
 
