@@ -101,7 +101,7 @@ def _metadata_causes(obj: Obj) -> list[dict[str, Any]]:
 class Admission:
     """Defaulting/validation hooks called by the store before it commits a write."""
 
-    def __init__(self, *, service_cidr: str = "10.96.0.0/12") -> None:
+    def __init__(self, *, service_cidr: str | None = None) -> None:
         self.services = ServiceAllocator(service_cidr)
         self._service_admission = ServiceAdmission(self.services)
 

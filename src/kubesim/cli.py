@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kubesim.addresses import AddressBlockError
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 
@@ -29,13 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--nodes", type=int, default=0, help="simulated nodes (0 = API server only)")
     serve.add_argument("--state-dir", type=Path, default=None)
     serve.add_argument("--watch-window", type=int, default=10_000, help="retained watch events")
-    serve.add_argument("--service-cidr", default="10.96.0.0/12")
+    serve.add_argument(
+        "--address-block",
+        type=_block,
+        default=None,
+        help="loopback block 127.N.0.0/16 (N in 1-254) for every address the cluster hands out; "
+        "default: the lowest block no other kubesim holds",
+    )
+    serve.add_argument(
+        "--service-cidr", default=None, help="range for Service clusterIPs (default: the block's 127.N.16.0/20)"
+    )
     serve.add_argument(
         "--load-balancer-ips", default=None, help="LB pool: comma-separated IPs, a-b ranges or CIDRs"
     )
     serve.add_argument("--load-balancer-hostnames", default=None, help="LB hostnames, comma-separated")
     serve.add_argument(
-        "--node-external-ips", action="store_true", help="give every node an ExternalIP 127.0.2.N"
+        "--node-external-ips", action="store_true", help="give every node an ExternalIP 127.B.2.N"
     )
     serve.add_argument(
         "--node-internal-dns", action="store_true", help="give every node InternalDNS <name>.kubesim.internal"
@@ -45,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--faults", default=None, help="fault settings as JSON (see kubesim.faults)")
     return parser
+
+
+def _block(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a block number: {text[:20]!r}") from None
 
 
 def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -80,11 +99,13 @@ async def serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         watch_window=args.watch_window,
         service_cidr=args.service_cidr,
+        address_block=args.address_block,
         faults=faults,
         tls=not args.insecure_http,
         **cluster_options(args),
     ) as sim:
         print(sim.url, flush=True)
+        print(f"kubesim: {sim.address_block.describe()}", file=sys.stderr, flush=True)
         await stop.wait()
     return 0
 
@@ -94,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         try:
             return asyncio.run(serve(args))
-        except (ValueError, ApiError) as e:
+        except (ValueError, ApiError, AddressBlockError) as e:
             print(f"kubesim: {e}", file=sys.stderr)
             return 2
     return 2

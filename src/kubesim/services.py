@@ -1,4 +1,4 @@
-"""Service defaulting and allocation: clusterIPs from a CIDR, nodePorts from 30000-32767.
+"""Service defaulting and allocation: clusterIPs from a CIDR (loopback by default), nodePorts from 30000-32767.
 
 Allocations are kept when an update or apply omits them (matched by port/protocol, then name), explicit duplicates
 are 422, and everything a Service held is released when it goes away or stops needing it.
@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kubesim import errors
+from kubesim.addresses import DEFAULT_SERVICE_CIDR
 from kubesim.resources import ResourceType
 
 Obj = dict[str, Any]
@@ -20,8 +21,8 @@ NODE_PORT_RANGE = (30000, 32767)
 class ServiceAllocator:
     """clusterIPs from a CIDR and nodePorts from 30000-32767; allocations survive updates that omit them."""
 
-    def __init__(self, cidr: str = "10.96.0.0/12") -> None:
-        self.network = ipaddress.ip_network(cidr, strict=False)
+    def __init__(self, cidr: str | None = None) -> None:
+        self.network = ipaddress.ip_network(cidr or DEFAULT_SERVICE_CIDR, strict=False)
         self._ips: set[str] = set()
         self._ports: set[int] = set()
         self._next_ip = 1

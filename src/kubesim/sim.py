@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block
 from kubesim.api import ApiClient
 from kubesim.faults import Faults
 from kubesim.server.app import ApiServer
@@ -58,7 +59,8 @@ class KubeSim:
         nodes: int = 0,
         state_dir: str | os.PathLike[str] | None = None,
         watch_window: int = 10_000,
-        service_cidr: str = "10.96.0.0/12",
+        service_cidr: str | None = None,
+        address_block: int | AddressBlockClaim | None = None,
         bookmark_interval: float = 5.0,
         faults: Faults | dict[str, Any] | None = None,
         tls: bool = True,
@@ -70,7 +72,16 @@ class KubeSim:
         bearer tokens over TLS. `tls=False` serves plain HTTP (lightkube and the in-process client still work).
         `namespace_cleanup_delay`: seconds between a namespace's DELETE and the removal of its contents (the
         namespace controller's lag; 0 = inside the DELETE). `gc_delay`: seconds before objects whose owners do not
-        exist are collected (0 = never)."""
+        exist are collected (0 = never).
+
+        `address_block`: the loopback block every address of this cluster comes from (`kubesim.addresses`): a
+        number 1-254, an `AddressBlockClaim` the caller holds, or None (default) for the lowest free block. It is
+        claimed here and released by `stop()`; `service_cidr` defaults to the block's 127.B.16.0/20."""
+        if isinstance(address_block, AddressBlockClaim):
+            self._claim, self._own_claim = address_block, False
+        else:
+            self._claim, self._own_claim = claim_address_block(address_block), True
+        self.address_block: AddressBlock = self._claim.block
         self.host = host
         self.port = port
         if isinstance(faults, dict):
@@ -80,7 +91,7 @@ class KubeSim:
         self.server = ApiServer(
             token=token,
             watch_window=watch_window,
-            service_cidr=service_cidr,
+            service_cidr=service_cidr or self.address_block.service_cidr,
             bookmark_interval=bookmark_interval,
             faults=faults,
             namespace_cleanup_delay=namespace_cleanup_delay,
@@ -121,7 +132,11 @@ class KubeSim:
 
                 assert self.state_dir is not None
                 self.cluster = Cluster(
-                    self.api, state_dir=self.state_dir, nodes=self._nodes, **self._cluster_options
+                    self.api,
+                    state_dir=self.state_dir,
+                    nodes=self._nodes,
+                    address_block=self._claim,
+                    **self._cluster_options,
                 )
                 await self.cluster.start()
         except BaseException:
@@ -139,6 +154,8 @@ class KubeSim:
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
             self._own_dir = None
+        if self._own_claim:
+            self._claim.release()
 
     async def __aenter__(self) -> KubeSim:
         return await self.start()

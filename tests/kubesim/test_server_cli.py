@@ -72,8 +72,11 @@ async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
         "--node-external-ips",
     )
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         await asyncio.wait_for(proc.stdout.readline(), 30)
+        block_line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+        assert block_line.startswith("kubesim: address block "), block_line
+        block = int(block_line.split()[3])
         from lightkube.models.core_v1 import ServicePort, ServiceSpec
         from lightkube.models.meta_v1 import ObjectMeta
         from lightkube.resources.core_v1 import Node, Service
@@ -81,7 +84,7 @@ async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
         client = AsyncClient(KubeConfig.from_file(str(kubeconfig)))
         nodes = [n async for n in client.list(Node)]
         assert len(nodes) == 1 and nodes[0].status is not None
-        assert ("ExternalIP", "127.0.2.1") in [(a.type, a.address) for a in nodes[0].status.addresses or []]
+        assert ("ExternalIP", f"127.{block}.2.1") in [(a.type, a.address) for a in nodes[0].status.addresses or []]
         await client.create(
             Service(
                 metadata=ObjectMeta(name="lb", namespace="default"),

@@ -26,7 +26,8 @@ async def test_cluster_ip_defaults(kubesim: KubeSim) -> None:
         spec = s["spec"]
         assert spec["type"] == "ClusterIP" and spec["sessionAffinity"] == "None"
         assert spec["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 80}]
-        assert spec["clusterIP"].startswith("10.") and spec["clusterIPs"] == [spec["clusterIP"]]
+        block = kubesim.address_block.index  # loopback clusterIPs from the block's service range
+        assert spec["clusterIP"].startswith(f"127.{block}.16.") and spec["clusterIPs"] == [spec["clusterIP"]]
         assert spec["ipFamilies"] == ["IPv4"] and spec["ipFamilyPolicy"] == "SingleStack"
         assert "externalTrafficPolicy" not in spec and "nodePort" not in spec["ports"][0]
 
@@ -97,9 +98,10 @@ async def test_invalid_services_are_422(kubesim: KubeSim) -> None:
         assert status == 422 and "valid range" in body["message"]
         status, body = await c.post(SVC, svc("ip", clusterIP="192.168.0.1"))
         assert status == 422
-        _, a = await c.post(SVC, svc("fixed", clusterIP="10.96.0.50"))
-        assert a["spec"]["clusterIP"] == "10.96.0.50"
-        status, _ = await c.patch(f"{SVC}/fixed", {"spec": {"clusterIP": "10.96.0.51"}})
+        prefix = f"127.{kubesim.address_block.index}.16"
+        _, a = await c.post(SVC, svc("fixed", clusterIP=f"{prefix}.50"))
+        assert a["spec"]["clusterIP"] == f"{prefix}.50"
+        status, _ = await c.patch(f"{SVC}/fixed", {"spec": {"clusterIP": f"{prefix}.51"}})
         assert status == 422
 
 

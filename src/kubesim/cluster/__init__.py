@@ -1,9 +1,10 @@
-"""Simulated nodes and cluster controllers (kubesim part 2).
+"""Simulated nodes and cluster controllers (kubesim parts 2 and 3).
 
 ``Cluster`` runs, against kubesim's in-process API client, everything a real cluster would do around a CSI
-driver: nodes with a kubelet each, the scheduler, the external-provisioner, StatefulSet / Deployment /
-generic-ephemeral-volume controllers, Endpoints / EndpointSlice controllers and a load-balancer controller.
-All of it is driven by shared watches; all on-disk state lives under ``state_dir``.
+driver and its Pods: nodes with a kubelet each (which start containers through the runtime registry), the
+scheduler, the external-provisioner, StatefulSet / Deployment / generic-ephemeral-volume controllers, Endpoints /
+EndpointSlice controllers, a load-balancer controller and kube-proxy. All of it is driven by shared watches; all
+on-disk state lives under ``state_dir``; every address it hands out is in its loopback address block.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block
 from kubesim.errors import ApiError
 
 from .apitypes import Api
 from .background import BackgroundTasks
-from .context import CSI_NODES, NODES, PODS, WATCHED, Context, Options
+from .context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, Context, Options
 from .csi_client import UNIX_PATH_MAX, socket_path_of
 from .deployment import DeploymentController
+from .dns import resolve
 from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
 from .informer import Informer
@@ -30,6 +33,8 @@ from .nodes import create_node, node_addresses, set_node_ready, set_node_unsched
 from .objects import check_dns_subdomain, condition_true, name_of, set_condition
 from .plugin_watch import SocketWatcher
 from .provisioner import Provisioner
+from .proxy import KubeProxy
+from .runtime import RuntimeRegistry, default_registry
 from .scheduler import Scheduler
 from .statefulset import StatefulSetController
 
@@ -37,23 +42,34 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Cluster", "Options"]
 
-NODE_NETWORK = "127.0.1."
-EXTERNAL_NETWORK = "127.0.2."
-
 
 class Cluster:
     """The simulated cluster. ``await start()`` before use, ``await stop()`` when done.
 
+    ``address_block``: the block number (1-254), an ``AddressBlockClaim`` held by the caller, or None for the
+    lowest free block (see ``kubesim.addresses``); node N is 127.B.1.N, Pods get 127.B.128.0/17.
+    ``runtime``: the image -> handler registry (default: ``runtime.default_registry()``).
+
     Options (keywords): ``node_name_prefix`` ("node"), ``node_external_ips`` (False: give every node an
-    ExternalIP 127.0.2.N), ``node_internal_dns`` (False: give every node InternalDNS ``<name>.kubesim.internal``),
-    ``load_balancer_ips`` (IPs, ``a-b`` ranges or CIDRs; default 127.0.3.1-127.0.3.254),
+    ExternalIP 127.B.2.N), ``node_internal_dns`` (False: give every node InternalDNS ``<name>.kubesim.internal``),
+    ``load_balancer_ips`` (IPs, ``a-b`` ranges or CIDRs; default 127.B.3.1-127.B.3.254),
     ``load_balancer_hostnames`` (default none), ``mount_backoff`` / ``provision_backoff`` ((initial, max)
-    seconds), ``rpc_timeout``, ``plugin_wait_timeout``, ``discover_plugins`` (True: plugins whose sockets appear
+    seconds), ``restart_backoff`` (crash-loop back-off, default (10, 300) as the kubelet), ``readiness_poll``,
+    ``rpc_timeout``, ``plugin_wait_timeout``, ``discover_plugins`` (True: plugins whose sockets appear
     at ``plugin_socket_path`` / ``controller_socket_path`` are registered without any call, as kubelet's plugin
     watcher and a co-located external-provisioner would).
     """
 
-    def __init__(self, api: Api, *, state_dir: Path, nodes: int = 0, **options: Any) -> None:
+    def __init__(
+        self,
+        api: Api,
+        *,
+        state_dir: Path,
+        nodes: int = 0,
+        address_block: int | AddressBlockClaim | None = None,
+        runtime: RuntimeRegistry | None = None,
+        **options: Any,
+    ) -> None:
         if nodes < 0 or nodes > 254:
             raise ValueError(f"nodes must be between 0 and 254, not {nodes}")
         for key in ("load_balancer_ips", "load_balancer_hostnames"):
@@ -63,7 +79,13 @@ class Cluster:
         unknown = set(options) - set(Options.__dataclass_fields__)
         if unknown:
             raise TypeError(f"unknown cluster options: {', '.join(sorted(unknown))}")
-        self.ctx = Context(api=api, state_dir=Path(state_dir), options=Options(**options))
+        if isinstance(address_block, AddressBlockClaim):
+            self._claim, self._own_claim = address_block, False
+        else:
+            self._claim, self._own_claim = claim_address_block(address_block), True
+        self.ctx = Context(api=api, state_dir=Path(state_dir), options=Options(**options), block=self._claim.block)
+        self.runtime = runtime if runtime is not None else default_registry()
+        self.proxy: KubeProxy | None = None
         self._initial_nodes = nodes
         self._kubelets: dict[str, Kubelet] = {}
         self._node_index: dict[str, int] = {}
@@ -84,6 +106,10 @@ class Cluster:
         return self.ctx.state_dir
 
     @property
+    def address_block(self) -> AddressBlock:
+        return self.ctx.block
+
+    @property
     def nodes(self) -> list[str]:
         """Names of the nodes this cluster runs (added and not removed)."""
         return sorted(self._kubelets, key=lambda n: self._node_index[n])
@@ -99,6 +125,7 @@ class Cluster:
             self.ctx.informers[resource] = Informer(self.ctx.api, resource)
         self.scheduler = Scheduler(self.ctx)
         self.provisioner = Provisioner(self.ctx)
+        self.proxy = KubeProxy(self.ctx)
         self._controllers = [
             self.scheduler,
             self.provisioner,
@@ -107,6 +134,7 @@ class Cluster:
             EphemeralVolumeController(self.ctx),
             EndpointsController(self.ctx),
             LoadBalancerController(self.ctx),
+            self.proxy,
         ]
         self.ctx.informer(PODS).add_handler(self._route_pod_event)
         for resource in ("persistentvolumeclaims", "persistentvolumes", "csidrivers.storage.k8s.io"):
@@ -124,8 +152,11 @@ class Cluster:
             await self.add_node()
 
     async def stop(self) -> None:
-        """Stop every component; Kubernetes objects stay as they are (the API server outlives the cluster)."""
+        """Stop every component, servers and relayed connections included; Kubernetes objects stay as they are
+        (the API server outlives the cluster). A block this cluster claimed itself is released."""
         if not self._started:
+            if self._own_claim:
+                self._claim.release()
             return
         self._started = False
         if self._controller_watcher is not None:
@@ -138,6 +169,8 @@ class Cluster:
             await controller.stop()
         for informer in self.ctx.informers.values():
             await informer.stop()
+        if self._own_claim:
+            self._claim.release()
 
     async def __aenter__(self) -> Cluster:
         await self.start()
@@ -172,15 +205,15 @@ class Cluster:
         async with self._lock:
             index = max(self._node_index.values(), default=0) + 1
             if index > 254:
-                raise RuntimeError("no node address left in 127.0.1.0/24")
+                raise RuntimeError(f"no node address left in address block {self.ctx.block.index}")
             name = name or f"{self.ctx.options.node_name_prefix}-{index}"
             check_dns_subdomain(name, "node name")
             if name in self._kubelets:
                 raise ValueError(f"node {name!r} already exists")
             self._node_index[name] = index
-        internal_ip = internal_ip or f"{NODE_NETWORK}{index}"
+        internal_ip = internal_ip or self.ctx.block.node_internal_ip(index)
         if external_ip is None and self.ctx.options.node_external_ips:
-            external_ip = f"{EXTERNAL_NETWORK}{index}"
+            external_ip = self.ctx.block.node_external_ip(index)
         if internal_dns is None and self.ctx.options.node_internal_dns:
             internal_dns = f"{name}.kubesim.internal"
         _check_socket_room(self.ctx.kubelet_dir(name))
@@ -194,7 +227,7 @@ class Cluster:
         except BaseException:
             self._node_index.pop(name, None)
             raise
-        kubelet = Kubelet(self.ctx, name, internal_ip)
+        kubelet = Kubelet(self.ctx, name, internal_ip, self.runtime)
         self._kubelets[name] = kubelet
         kubelet.start()
         return name
@@ -255,7 +288,8 @@ class Cluster:
     # -------------------------------------------------------------------- pods
 
     async def set_pod_ready(self, namespace: str, name: str, ready: bool) -> None:
-        """Flip a running Pod's readiness (as a readiness probe would)."""
+        """``False`` forces a running Pod NotReady (as a failing readiness probe would); ``True`` lets its
+        readiness follow its containers again (simulated containers are always ready)."""
         pod = self.ctx.informer(PODS).get(namespace, name)
         if pod is None:
             pod = await self.ctx.api.get(PODS, name, namespace)
@@ -263,6 +297,12 @@ class Cluster:
         if not node:
             raise ValueError(f"Pod {namespace}/{name} is not scheduled")
         self._kubelet(node).set_ready(pod["metadata"]["uid"], (namespace, name), ready)
+
+    def resolve(self, name: str) -> str | None:
+        """The loopback address behind a name the cluster publishes (node hostnames, Service DNS names,
+        load-balancer hostnames; see ``dns.resolve``), from the watch caches; None when unknown."""
+        self._require_started()
+        return resolve(name, self.ctx.informer(NODES).items(), self.ctx.informer(SERVICES).items())
 
     def _route_pod_event(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         node = pod.get("spec", {}).get("nodeName")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubesim.addresses import AddressBlock
 from kubesim.errors import ApiError
 
 from .apitypes import Api
@@ -49,20 +50,22 @@ class Options:
     node_name_prefix: str = "node"
     node_external_ips: bool = False
     node_internal_dns: bool = False
-    load_balancer_ips: tuple[str, ...] = ("127.0.3.1-127.0.3.254",)
+    load_balancer_ips: tuple[str, ...] | None = None  # None: the address block's 127.N.3.1-254
     load_balancer_hostnames: tuple[str, ...] = ()
     mount_backoff: tuple[float, float] = (0.05, 5.0)
     provision_backoff: tuple[float, float] = (0.05, 5.0)
     rpc_timeout: float = 10.0
     plugin_wait_timeout: float = 30.0
     discover_plugins: bool = True
+    restart_backoff: tuple[float, float] = (10.0, 300.0)  # kubelet's crash-loop back-off (initial, max) seconds
+    readiness_poll: float = 0.1  # without a readinessProbe: seconds between checks that declared ports accept
 
 
 class PodIpAllocator:
-    """Hands out Pod IPs from 127.1.0.0/16 (loopback, distinct from node addresses in 127.0.1.0/24)."""
+    """Hands out Pod IPs from the address block's Pod range (loopback, distinct from every other range)."""
 
-    def __init__(self) -> None:
-        self._network = ipaddress.IPv4Network("127.1.0.0/16")
+    def __init__(self, cidr: str) -> None:
+        self._network = ipaddress.IPv4Network(cidr)
         self._next = 1
         self._by_uid: dict[str, str] = {}
         self._free: list[str] = []
@@ -74,7 +77,7 @@ class PodIpAllocator:
             address = self._free.pop(0)
         else:
             if self._next >= self._network.num_addresses - 1:
-                raise RuntimeError("Pod IP range 127.1.0.0/16 is exhausted")
+                raise RuntimeError(f"Pod IP range {self._network} is exhausted")
             address = str(self._network[self._next])
             self._next += 1
         self._by_uid[uid] = address
@@ -95,8 +98,18 @@ class Context:
     api: Api
     state_dir: Path
     options: Options
+    block: AddressBlock
     informers: dict[str, Informer] = field(default_factory=dict)
-    pod_ips: PodIpAllocator = field(default_factory=PodIpAllocator)
+    pod_ips: PodIpAllocator = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pod_ips = PodIpAllocator(self.block.pod_cidr)
+
+    @property
+    def load_balancer_ips(self) -> tuple[str, ...]:
+        if self.options.load_balancer_ips is None:
+            return (self.block.load_balancer_range,)
+        return self.options.load_balancer_ips
 
     def informer(self, resource: str) -> Informer:
         return self.informers[resource]

@@ -1,10 +1,12 @@
-"""One simulated kubelet per node: the volume and status lifecycle of the Pods bound to it.
+"""One simulated kubelet per node: the volume, container and status lifecycle of the Pods bound to it.
 
 Plugin registration lives in ``plugins.PluginRegistry``. For each Pod bound to the node the kubelet waits for
 its claims to be bound, calls ``NodeStageVolume`` (if offered) and
 ``NodePublishVolume`` into ``<kubelet_dir>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount``, retries failures
-with backoff and ``FailedMount`` Events, and then reports the Pod Running and Ready. A deleted Pod is kept by
-the finalizer ``kubesim.io/kubelet`` until every volume is unpublished.
+with backoff and ``FailedMount`` Events, then gives the Pod an IP from the address block and starts its
+containers through the runtime registry (``runtime/``): built-in servers bind the Pod IP; readiness, restarts and
+``CrashLoopBackOff`` come from the containers (``runtime.supervisor``). A deleted Pod is kept by the finalizer
+``kubesim.io/kubelet`` until its containers are stopped and every volume is unpublished.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kubesim.errors import ApiError
 
 from .context import CSI_DRIVERS, PODS, PVCS, PVS, Context
 from .csi_client import grpc_error_text
+from .downward import write_downward_volume
 from .events import EventRecorder
 from .informer import Key
 from .objects import (
@@ -39,6 +42,9 @@ from .objects import (
 )
 from .plugins import PluginRegistry
 from .provisioner import volume_capabilities
+from .runtime import ContainerSpec, RuntimeRegistry
+from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, runtime_status
+from .runtime.supervisor import PodRuntime
 from .workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
@@ -69,6 +75,7 @@ class PodState:
     key: Key
     published: dict[str, Published] = field(default_factory=dict)  # pod volume name -> published volume
     plain_dirs: set[str] = field(default_factory=set)
+    volume_dirs: dict[str, Path] = field(default_factory=dict)  # pod volume name -> host directory
 
 
 class MountWaiting(Exception):
@@ -76,14 +83,16 @@ class MountWaiting(Exception):
 
 
 class Kubelet:
-    def __init__(self, ctx: Context, node: str, host_ip: str) -> None:
+    def __init__(self, ctx: Context, node: str, host_ip: str, runtime: RuntimeRegistry) -> None:
         self.ctx = ctx
         self.node = node
         self.host_ip = host_ip
         self.root = ctx.kubelet_dir(node)
         self.registry = PluginRegistry(ctx, node, on_change=self.resync)
+        self.runtime = runtime
         self.pods: dict[str, PodState] = {}  # by Pod uid
-        self.readiness: dict[str, bool] = {}  # by Pod uid; absent means ready
+        self.containers: dict[str, PodRuntime] = {}  # by Pod uid: its running containers
+        self.not_ready: set[str] = set()  # Pod uids forced NotReady by ``set_ready(..., False)``
         self.events = EventRecorder(ctx.api, "kubelet", host=node)
         self.queue: Reconciler[Key] = Reconciler(
             f"kubelet-{node}", self._sync, workers=4, backoff=ctx.options.mount_backoff
@@ -100,9 +109,12 @@ class Kubelet:
         self.resync()
 
     async def stop(self) -> None:
+        """Stop the kubelet and every container it runs (their Pods stay as they are in the API)."""
         self.running = False
         await self.registry.stop()
         await self.queue.stop()
+        containers, self.containers = self.containers, {}
+        await asyncio.gather(*(pod.stop(0) for pod in containers.values()))
 
     def resync(self) -> None:
         if not self.running:
@@ -120,7 +132,11 @@ class Kubelet:
             self.queue.add((pod["metadata"].get("namespace", ""), name_of(pod)))
 
     def set_ready(self, uid: str, key: Key, ready: bool) -> None:
-        self.readiness[uid] = ready
+        """``False`` forces the Pod NotReady; ``True`` lets readiness follow its containers again."""
+        if ready:
+            self.not_ready.discard(uid)
+        else:
+            self.not_ready.add(uid)
         self.queue.add(key)
 
     # --------------------------------------------------------------- Pod sync
@@ -150,7 +166,45 @@ class Kubelet:
             # no timed retry: claim, volume, CSIDriver and plugin-registration events resync this Pod
             log.debug("node %s: Pod %s/%s waits: %s", self.node, key[0], key[1], waiting)
             return
-        await self._report_running(pod)
+        status = pod.get("status", {})
+        if status.get("podIP"):
+            self.ctx.pod_ips.adopt(current_uid, status["podIP"])
+        pod_ip = self.ctx.pod_ips.allocate(current_uid)
+        containers = self.containers.get(current_uid)
+        if containers is None:
+            containers = self._containers_for(pod, pod_ip, state)
+            self.containers[current_uid] = containers
+            await containers.start()
+        await self._report_running(pod, pod_ip, containers)
+
+    def _containers_for(self, pod: Obj, pod_ip: str, state: PodState) -> PodRuntime:
+        uid = uid_of(pod)
+        key = state.key
+        specs = []
+        for container in pod.get("spec", {}).get("containers") or []:
+            spec = ContainerSpec(
+                pod=pod,
+                container=container,
+                pod_ip=pod_ip,
+                node_name=self.node,
+                volumes=dict(state.volume_dirs),
+                log_path=self.root / "pods" / uid / "logs" / f"{container.get('name', '')}.log",
+            )
+            specs.append((spec, self.runtime.lookup(spec.image)))
+
+        async def record(type_: str, reason: str, message: str) -> None:
+            current = self.ctx.informer(PODS).get(*key)
+            if current is not None and uid_of(current) == uid:
+                await self.events.record(current, "Pod", "v1", type_, reason, message)
+
+        return PodRuntime(
+            specs,
+            restart_policy=pod.get("spec", {}).get("restartPolicy") or "Always",
+            backoff=self.ctx.options.restart_backoff,
+            readiness_poll=self.ctx.options.readiness_poll,
+            on_change=lambda: self.queue.add(key) if self.running else None,
+            on_event=record,
+        )
 
     async def _ensure_finalizer(self, pod: Obj) -> None:
         finalizers = list(pod.get("metadata", {}).get("finalizers") or [])
@@ -180,7 +234,7 @@ class Kubelet:
             if error.code != 404:
                 raise
         self.ctx.pod_ips.release(uid_of(pod))
-        self.readiness.pop(uid_of(pod), None)
+        self.not_ready.discard(uid_of(pod))
 
     def _pod_volume_dir(self, uid: str, plugin: str, name: str) -> Path:
         return self.root / "pods" / uid / "volumes" / plugin / name
@@ -254,11 +308,20 @@ class Kubelet:
             )
             return
         kind = next((k for k in volume if k != "name"), "emptyDir")
-        self._make_plain_dir(pod, f"kubernetes.io~{_kebab(kind)}", name, state)
+        downward = volume.get("downwardAPI") if kind == "downwardAPI" else None
+        self._make_plain_dir(
+            pod, f"kubernetes.io~{_kebab(kind)}", name, state, downward if isinstance(downward, dict) else None
+        )
 
-    def _make_plain_dir(self, pod: Obj, plugin: str, name: str, state: PodState) -> None:
-        self._pod_volume_dir(uid_of(pod), plugin, name).mkdir(parents=True, exist_ok=True)
+    def _make_plain_dir(
+        self, pod: Obj, plugin: str, name: str, state: PodState, downward: dict[str, Any] | None = None
+    ) -> None:
+        directory = self._pod_volume_dir(uid_of(pod), plugin, name)
+        directory.mkdir(parents=True, exist_ok=True)
+        if downward is not None:
+            write_downward_volume(directory, pod, downward)
         state.plain_dirs.add(name)
+        state.volume_dirs[name] = directory
 
     async def _publish(
         self,
@@ -360,6 +423,7 @@ class Kubelet:
             await self._failed_mount(pod, spec_name, text)
             raise Retry(text) from None
         state.published[volume_name] = Published(driver, volume_id, str(target), staging)
+        state.volume_dirs[volume_name] = target
 
     async def _failed_mount(self, pod: Obj, volume: str, text: str) -> None:
         await self.events.record(
@@ -373,6 +437,9 @@ class Kubelet:
 
     async def _teardown(self, uid: str) -> None:
         """Unpublish (and unstage) every volume of a Pod this kubelet set up, then remove the Pod directory."""
+        containers = self.containers.pop(uid, None)
+        if containers is not None:
+            await containers.stop(self._grace(uid))
         state = self.pods.get(uid)
         if state is None:
             return
@@ -421,54 +488,56 @@ class Kubelet:
             for p in state.published.values()
         )
 
-    async def _report_running(self, pod: Obj) -> None:
+    def _grace(self, uid: str) -> float:
+        state = self.pods.get(uid)
+        pod = self.ctx.informer(PODS).get(*state.key) if state is not None else None
+        seconds = (pod or {}).get("spec", {}).get("terminationGracePeriodSeconds")
+        return float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else 30.0
+
+    async def _report_running(self, pod: Obj, pod_ip: str, containers: PodRuntime) -> None:
         uid = uid_of(pod)
         status = pod.get("status", {})
-        if status.get("podIP"):
-            self.ctx.pod_ips.adopt(uid, status["podIP"])
-        pod_ip = self.ctx.pod_ips.allocate(uid)
-        ready = self.readiness.get(uid, True)
-        flag = "True" if ready else "False"
+        runtime = runtime_status(
+            containers.states(),
+            list(pod.get("spec", {}).get("containers") or []),
+            uid,
+            False if uid in self.not_ready else None,
+        )
         conditions = list(status.get("conditions") or [])
         conditions = set_condition(conditions, "PodReadyToStartContainers", "True")
         conditions = set_condition(conditions, "Initialized", "True")
-        conditions = set_condition(conditions, "Ready", flag, "" if ready else "ContainersNotReady")
-        conditions = set_condition(conditions, "ContainersReady", flag, "" if ready else "ContainersNotReady")
+        for kind in ("Ready", "ContainersReady"):
+            conditions = set_condition(conditions, kind, *_readiness(runtime))
         conditions = set_condition(conditions, "PodScheduled", "True")
-        started = status.get("startTime") or now()
-        previous = {c.get("name"): c for c in status.get("containerStatuses") or []}
-        containers = []
-        for container in pod.get("spec", {}).get("containers") or []:
-            cname = container.get("name", "")
-            running_since = ((previous.get(cname) or {}).get("state") or {}).get("running", {}).get(
-                "startedAt"
-            ) or started
-            containers.append(
-                {
-                    "name": cname,
-                    "image": container.get("image", ""),
-                    "imageID": f"kubesim://{container.get('image', '')}",
-                    "containerID": f"kubesim://{uid}-{cname}",
-                    "ready": ready,
-                    "started": True,
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": running_since}},
-                }
+        if runtime.simulated_message is not None:
+            conditions = set_condition(
+                conditions, SIMULATED_CONDITION, "True", "NoRuntimeHandler", runtime.simulated_message
             )
+        else:
+            conditions = [c for c in conditions if c.get("type") != SIMULATED_CONDITION]
         wanted: dict[str, Any] = {
-            "phase": "Running",
+            "phase": runtime.phase,
             "conditions": conditions,
             "hostIP": self.host_ip,
             "hostIPs": [{"ip": self.host_ip}],
             "podIP": pod_ip,
             "podIPs": [{"ip": pod_ip}],
-            "startTime": started,
-            "containerStatuses": containers,
+            "startTime": status.get("startTime") or now(),
+            "containerStatuses": runtime.container_statuses,
             "qosClass": status.get("qosClass") or "BestEffort",
         }
         if _same_status(status, wanted):
             return
         await self.ctx.patch_status(PODS, pod, wanted)
+
+
+def _readiness(runtime: RuntimeStatus) -> tuple[str, str, str]:
+    """(status, reason, message) of the Ready and ContainersReady conditions."""
+    if runtime.ready:
+        return "True", "", ""
+    if runtime.phase in ("Succeeded", "Failed"):
+        return "False", "PodCompleted", ""
+    return "False", "ContainersNotReady", f"containers with unready status: [{' '.join(runtime.not_ready)}]"
 
 
 def _same_status(current: dict[str, Any], wanted: dict[str, Any]) -> bool:

@@ -75,7 +75,7 @@ class LoadBalancerController:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.events = EventRecorder(ctx.api, "service-controller")
-        self.ips = _Pool(expand_pool(ctx.options.load_balancer_ips))
+        self.ips = _Pool(expand_pool(ctx.load_balancer_ips))
         self.hostnames = _Pool(list(dict.fromkeys(ctx.options.load_balancer_hostnames)))
         self.queue: Reconciler[Key] = Reconciler("load-balancer", self._reconcile, workers=1)
         self._uids: dict[Key, str] = {}

@@ -50,7 +50,7 @@ class ApiServer:
         *,
         token: str | None = None,
         watch_window: int = 10_000,
-        service_cidr: str = "10.96.0.0/12",
+        service_cidr: str | None = None,
         bookmark_interval: float = 5.0,
         faults: Faults | None = None,
         authorizer: Authorizer | None = None,

@@ -29,9 +29,10 @@ async def test_node_address_options_and_runtime_nodes() -> None:
         ) as sim:
             assert sim.cluster is not None
             node = await sim.api.get("nodes", "node-2")
+            block = sim.address_block.index
             assert node["status"]["addresses"] == [
-                {"type": "InternalIP", "address": "127.0.1.2"},
-                {"type": "ExternalIP", "address": "127.0.2.2"},
+                {"type": "InternalIP", "address": f"127.{block}.1.2"},
+                {"type": "ExternalIP", "address": f"127.{block}.2.2"},
                 {"type": "InternalDNS", "address": "node-2.kubesim.internal"},
                 {"type": "Hostname", "address": "node-2"},
             ]

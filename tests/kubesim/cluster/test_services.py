@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from clusterhelpers import Env, pod_ready, wait_for
+from traffichelpers import container
+from traffichelpers import deployment as traffic_deployment
 
 NS = "default"
 
@@ -29,23 +31,7 @@ def service(
 
 
 def deployment(name: str, replicas: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "containers": [
-                        {"name": "main", "image": "nginx", "ports": [{"name": "web", "containerPort": 8080}]}
-                    ]
-                },
-            },
-        },
-    }
+    return traffic_deployment(name, replicas, container("main", image="nginx", ports=[("web", 8080)]))
 
 
 def _addresses(endpoints: dict[str, Any] | None) -> tuple[list[str], list[str]]:
@@ -255,7 +241,8 @@ async def test_load_balancer_status_only_for_the_default_class(env: Env) -> None
         lambda s: bool(s) and bool(s.get("status", {}).get("loadBalancer", {}).get("ingress")),
     )
     assert lb is not None
-    assert lb["status"]["loadBalancer"]["ingress"] == [{"ip": "127.0.3.1", "ipMode": "VIP"}]
+    first_lb_ip = f"127.{env.cluster.address_block.index}.3.1"
+    assert lb["status"]["loadBalancer"]["ingress"] == [{"ip": first_lb_ip, "ipMode": "VIP"}]
 
     # switching away from LoadBalancer clears the status and frees the address
     await api.patch("services", "lb", {"spec": {"type": "ClusterIP"}}, namespace=NS)
@@ -274,7 +261,7 @@ async def test_load_balancer_status_only_for_the_default_class(env: Env) -> None
         NS,
         lambda s: bool(s) and bool(s.get("status", {}).get("loadBalancer", {}).get("ingress")),
     )
-    assert lb2 is not None and lb2["status"]["loadBalancer"]["ingress"][0]["ip"] == "127.0.3.1"
+    assert lb2 is not None and lb2["status"]["loadBalancer"]["ingress"][0]["ip"] == first_lb_ip
     # the controller works through Services in order on one worker: lb2 being served means "custom" and
     # "plain" (created earlier) were looked at and deliberately left alone
     custom = await api.get("services", "custom", NS)

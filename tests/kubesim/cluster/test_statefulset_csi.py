@@ -129,7 +129,7 @@ async def test_csinode_and_node_labels_from_node_get_info(env: Env) -> None:
         assert node_obj["metadata"]["labels"][f"topology.{env.driver.name}/node"] == node
         assert node_obj["metadata"]["labels"]["kubernetes.io/hostname"] == node
         addresses = {a["type"]: a["address"] for a in node_obj["status"]["addresses"]}
-        assert addresses["InternalIP"].startswith("127.0.1.")
+        assert addresses["InternalIP"].startswith(f"127.{env.cluster.address_block.index}.1.")
         assert addresses["Hostname"] == node
         assert await asyncio.to_thread(Path(env.cluster.plugin_socket_path(node, env.driver.name)).exists)
     ips = set()

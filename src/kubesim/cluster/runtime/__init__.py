@@ -1,0 +1,23 @@
+"""kubesim's container runtime: an image -> handler registry and the built-in in-process servers.
+
+``default_registry()`` knows ``agnhost`` (serve-hostname, netexec, pause), ``nginx`` / ``nginx-unprivileged``
+and ``pause``. Register more with ``cluster.runtime.register(image, handler)``; a handler only needs
+``async start(ContainerSpec) -> Container`` (see ``registry.py``).
+"""
+
+from __future__ import annotations
+
+from . import agnhost, nginx
+from .registry import Container, ContainerSpec, RuntimeHandler, RuntimeRegistry, parse_image
+
+
+def default_registry() -> RuntimeRegistry:
+    registry = RuntimeRegistry()
+    registry.register("agnhost", agnhost.handler())
+    registry.register("pause", agnhost.pause_handler())
+    registry.register("nginx", nginx.handler(80))
+    registry.register("nginx-unprivileged", nginx.handler(8080))
+    return registry
+
+
+__all__ = ["Container", "ContainerSpec", "RuntimeHandler", "RuntimeRegistry", "default_registry", "parse_image"]

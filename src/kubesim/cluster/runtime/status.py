@@ -1,0 +1,78 @@
+"""Pure composition of a Pod's runtime status from its containers' states: ``containerStatuses``, phase,
+readiness and the condition that says which containers run without a process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .registry import describe_unhandled
+from .supervisor import ContainerState
+
+SIMULATED_CONDITION = "kubesim.io/ContainersSimulated"
+
+
+@dataclass(frozen=True)
+class RuntimeStatus:
+    phase: str
+    ready: bool
+    not_ready: list[str]
+    container_statuses: list[dict[str, Any]]
+    simulated_message: str | None  # for the SIMULATED_CONDITION, None when every container has a handler
+
+
+def container_status(state: ContainerState, uid: str, ready_override: bool | None) -> dict[str, Any]:
+    running = state.state == "running"
+    entry: dict[str, Any] = {
+        "name": state.name,
+        "image": state.image,
+        "imageID": f"kubesim://{state.image}",
+        "containerID": f"kubesim://{uid}-{state.name}-{state.restart_count}",
+        "ready": running and state.ready and ready_override is not False,
+        "started": running,
+        "restartCount": state.restart_count,
+    }
+    if state.state == "running":
+        entry["state"] = {"running": {"startedAt": state.started_at}}
+    elif state.state == "terminated":
+        terminated: dict[str, Any] = {
+            "exitCode": state.exit_code,
+            "reason": state.reason,
+            "startedAt": state.started_at,
+            "finishedAt": state.finished_at,
+        }
+        if state.message:
+            terminated["message"] = state.message
+        entry["state"] = {"terminated": terminated}
+    else:
+        waiting: dict[str, Any] = {"reason": state.reason}
+        if state.message:
+            waiting["message"] = state.message
+        entry["state"] = {"waiting": waiting}
+    if state.last_terminated is not None:
+        entry["lastState"] = {"terminated": dict(state.last_terminated)}
+    return entry
+
+
+def pod_phase(states: list[ContainerState]) -> str:
+    """Pending until a container ran; Succeeded/Failed once all ended for good; Running otherwise."""
+    if states and all(s.final for s in states):
+        return "Succeeded" if all(s.exit_code == 0 for s in states) else "Failed"
+    if any(s.ever_started for s in states):
+        return "Running"
+    return "Pending"
+
+
+def runtime_status(
+    states: list[ContainerState], containers: list[dict[str, Any]], uid: str, ready_override: bool | None
+) -> RuntimeStatus:
+    statuses = [container_status(s, uid, ready_override) for s in states]
+    not_ready = [s["name"] for s in statuses if not s["ready"]]
+    simulated = [c for c, s in zip(containers, states, strict=True) if s.simulated]
+    return RuntimeStatus(
+        phase=pod_phase(states),
+        ready=bool(statuses) and not not_ready,
+        not_ready=not_ready,
+        container_statuses=statuses,
+        simulated_message=describe_unhandled(simulated) if simulated else None,
+    )

@@ -1,0 +1,235 @@
+"""Running the containers of one Pod: start through the registry's handler, readiness, restarts with back-off.
+
+Each container gets a ``ContainerRunner`` task that starts it, watches its readiness (its ``readinessProbe``, or
+without one: until every declared TCP port accepts a connection), waits for it to exit and restarts it per the
+Pod's ``restartPolicy`` with the kubelet's crash-loop back-off (the first restart at once, then
+``initial * 2**n`` up to ``max``; reset after a run longer than twice ``max``). Every change of a container's
+state calls ``on_change`` so the kubelet can publish the Pod status; the state itself is plain data
+(``ContainerState``) that ``status.py`` turns into the Pod status.
+
+A container whose image has no handler is *simulated*: running and ready at once, with no process (today's
+behaviour), and marked so in the Pod status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..objects import now
+from .probes import ProbeResult, run_probe, tcp_accepts, timing
+from .registry import Container, ContainerSpec, RuntimeHandler
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[str, str, str], Awaitable[None]]  # (type, reason, message)
+
+
+@dataclass
+class ContainerState:
+    """What the kubelet reports for one container (see ``status.container_status``)."""
+
+    name: str
+    image: str
+    simulated: bool
+    restart_count: int = 0
+    state: str = "waiting"  # waiting | running | terminated
+    reason: str = "ContainerCreating"
+    message: str = ""
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    last_terminated: dict[str, Any] | None = None
+    ready: bool = False
+    final: bool = False  # terminated and not restarted any more
+    ever_started: bool = False
+
+
+def should_restart(policy: str, exit_code: int) -> bool:
+    if policy == "Never":
+        return False
+    if policy == "OnFailure":
+        return exit_code != 0
+    return True
+
+
+def backoff_delay(restarts_in_window: int, initial: float, maximum: float) -> float:
+    """The kubelet's crash-loop back-off before restart number ``restarts_in_window + 1`` (first one at once)."""
+    if restarts_in_window <= 0:
+        return 0.0
+    return float(min(initial * 2 ** (restarts_in_window - 1), maximum))
+
+
+class ContainerRunner:
+    def __init__(
+        self,
+        spec: ContainerSpec,
+        handler: RuntimeHandler | None,
+        *,
+        restart_policy: str,
+        backoff: tuple[float, float],
+        readiness_poll: float,
+        on_change: Callable[[], None],
+        on_event: EventSink,
+    ) -> None:
+        self.spec = spec
+        self.handler = handler
+        self.restart_policy = restart_policy
+        self.backoff = backoff
+        self.readiness_poll = readiness_poll
+        self.on_change = on_change
+        self.on_event = on_event
+        self.state = ContainerState(spec.name, spec.image, simulated=handler is None)
+        self.first_attempt = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._container: Container | None = None
+
+    def start(self) -> None:
+        if self.handler is None:
+            self.state.state, self.state.reason = "running", ""
+            self.state.started_at = now()
+            self.state.ready = self.state.ever_started = True
+            self.first_attempt.set()
+            return
+        self._task = asyncio.create_task(self._run(), name=f"runner:{self.spec.pod_name}/{self.spec.name}")
+
+    async def stop(self, grace_seconds: float) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        container, self._container = self._container, None
+        if container is not None:
+            await container.stop(grace_seconds)
+
+    def _changed(self) -> None:
+        self.on_change()
+
+    async def _run(self) -> None:
+        assert self.handler is not None
+        restarts_in_window = 0
+        while True:
+            self.state.state, self.state.reason, self.state.message = "running", "", ""
+            self.state.started_at, self.state.finished_at, self.state.exit_code = now(), None, None
+            self.state.ready = False
+            started = time.monotonic()
+            readiness: asyncio.Task[None] | None = None
+            try:
+                self._container = await self.handler.start(self.spec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning("starting %s/%s failed: %s", self.spec.pod_name, self.spec.name, error)
+                code, reason = 128, "StartError"
+                self.state.message = str(error)[:300]
+            else:
+                self.state.ever_started = True
+                self.first_attempt.set()
+                self._changed()
+                readiness = asyncio.create_task(self._readiness())
+                try:
+                    code = await self._container.wait()
+                finally:
+                    readiness.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await readiness
+                self._container = None
+                reason = "Completed" if code == 0 else "Error"
+            self.first_attempt.set()
+            finished = now()
+            terminated = {
+                "exitCode": code,
+                "reason": reason,
+                "startedAt": self.state.started_at,
+                "finishedAt": finished,
+            }
+            if self.state.message:
+                terminated["message"] = self.state.message
+            self.state.ready = False
+            if not should_restart(self.restart_policy, code):
+                self.state.state, self.state.reason, self.state.exit_code = "terminated", reason, code
+                self.state.finished_at, self.state.final = finished, True
+                self._changed()
+                return
+            self.state.last_terminated = terminated
+            if time.monotonic() - started > 2 * self.backoff[1]:
+                restarts_in_window = 0
+            delay = backoff_delay(restarts_in_window, *self.backoff)
+            restarts_in_window += 1
+            if delay > 0:
+                pod = f"{self.spec.pod_name}_{self.spec.namespace}({self.spec.pod_uid})"
+                self.state.state, self.state.reason = "waiting", "CrashLoopBackOff"
+                self.state.message = f"back-off {_seconds(delay)} restarting failed container={self.spec.name} pod={pod}"
+                self._changed()
+                await self.on_event(
+                    "Warning", "BackOff", f"Back-off restarting failed container {self.spec.name} in pod {pod}"
+                )
+                await asyncio.sleep(delay)  # the back-off itself: a timer, not a wait for some other event
+            self.state.restart_count += 1
+
+    async def _readiness(self) -> None:
+        container = self.spec.container
+        probe = container.get("readinessProbe")
+        if isinstance(probe, dict) and probe:
+            await self._probe_loop(probe)
+            return
+        ports = self.spec.declared_ports("TCP")
+        while ports:
+            results = [await tcp_accepts(self.spec.pod_ip, port, 1.0) for port in ports]
+            if all(r.ok for r in results):
+                break
+            await asyncio.sleep(self.readiness_poll)
+        self._set_ready(True)
+
+    async def _probe_loop(self, probe: dict[str, Any]) -> None:
+        times = timing(probe)
+        if times.initial_delay:
+            await asyncio.sleep(times.initial_delay)
+        successes = failures = 0
+        while True:
+            started = time.monotonic()
+            result: ProbeResult = await run_probe(probe, self.spec.pod_ip, self.spec.container)
+            if result.ok:
+                successes, failures = successes + 1, 0
+                if successes >= times.success_threshold:
+                    self._set_ready(True)
+            else:
+                failures, successes = failures + 1, 0
+                await self.on_event("Warning", "Unhealthy", f"Readiness probe failed: {result.message}")
+                if failures >= times.failure_threshold:
+                    self._set_ready(False)
+            await asyncio.sleep(max(0.0, times.period - (time.monotonic() - started)))
+
+    def _set_ready(self, ready: bool) -> None:
+        if self.state.ready != ready and self.state.state == "running":
+            self.state.ready = ready
+            self._changed()
+
+
+def _seconds(delay: float) -> str:
+    return f"{int(delay)}s" if delay == int(delay) else f"{delay:g}s"
+
+
+class PodRuntime:
+    """The runners of one Pod's containers (init containers are not run)."""
+
+    def __init__(self, specs: list[tuple[ContainerSpec, RuntimeHandler | None]], **runner_options: Any) -> None:
+        self.runners = [ContainerRunner(spec, handler, **runner_options) for spec, handler in specs]
+
+    async def start(self) -> None:
+        """Start every container; returns once each has made its first start attempt."""
+        for runner in self.runners:
+            runner.start()
+        await asyncio.gather(*(runner.first_attempt.wait() for runner in self.runners))
+
+    async def stop(self, grace_seconds: float) -> None:
+        await asyncio.gather(*(runner.stop(grace_seconds) for runner in self.runners))
+
+    def states(self) -> list[ContainerState]:
+        return [runner.state for runner in self.runners]
