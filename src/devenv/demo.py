@@ -1,7 +1,8 @@
 """`listener-operator demo`: `local up`, the examples applied, a live progress line, then a readable summary.
 
 The summary is what a person wants to see: every Listener with its class, service type and the addresses (with
-ports) it publishes, and the listener volume of one Pod exactly as the Pod reads it.
+ports) it publishes, which Pod answers at each of those addresses (a real TCP connection through kubesim's
+kube-proxy), and the listener volume of one Pod exactly as the Pod reads it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from devenv.reach import format_reach, probe_listeners, unexpected
 from devenv.up import (
     Console,
     LocalCluster,
@@ -252,10 +254,16 @@ def expected_pod_count(objects: list[dict[str, Any]]) -> int:
                if obj["kind"] in ("StatefulSet", "Deployment"))
 
 
-async def show_summary(cluster: LocalCluster, console: Console) -> None:
+async def show_summary(cluster: LocalCluster, console: Console) -> bool:
+    """Print the summary; True when every published address with Pods behind it answered."""
     console.line()
     console.line("Listeners:")
     console.line(format_table(["LISTENER", "CLASS", "TYPE", "ADDRESSES [PORTS]"], await listener_rows(cluster)))
+    console.line()
+    console.line("Connecting to every published address (which Pod answered):")
+    reach = await probe_listeners(cluster.sim)
+    for line in format_reach(reach):
+        console.line(f"  {line}")
     console.line()
     path = await find_volume_of(cluster, "broker-0", "listener")
     if path is None:
@@ -263,6 +271,7 @@ async def show_summary(cluster: LocalCluster, console: Console) -> None:
     else:
         console.line("Listener volume of pod default/broker-0 (mounted at /stackable/listener in the container):")
         console.line(render_volume_tree(path))
+    return not unexpected(reach)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -275,15 +284,20 @@ async def run(args: argparse.Namespace) -> int:
             await apply_examples(cluster, objects)
             console.step(f"applied {len(objects)} example objects from {args.examples}")
             progress = await wait_until_up(cluster, console, expected_pod_count(objects), args.timeout)
-            await show_summary(cluster, console)
+            reachable = await show_summary(cluster, console)
             console.line()
+            if progress.done and not reachable:
+                console.line("Some published addresses did not answer (see FAILED above).")
+                console.line(f"Logs: {cluster.log_dir}")
+                if args.once:
+                    return 1
             if not progress.done:
                 console.line(f"Not everything came up within {args.timeout:.0f}s: {progress.render()}")
                 console.line(f"Logs: {cluster.log_dir}")
                 if args.once:
                     return 1
             if args.once:
-                console.line("Everything came up.")
+                console.line("Everything came up, and every published address reached its Pods.")
                 return 0
             console.line(f"kubeconfig: {cluster.kubeconfig_path}")
             console.line(f"Try:   {cluster.kubectl_hint()}")

@@ -50,6 +50,7 @@ class LocalOptions:
     host: str = "127.0.0.1"
     port: int = 0
     log_format: str = "plain"
+    address_block: int | None = None  # None: the lowest block no other local cluster holds
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -72,6 +73,9 @@ def add_local_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory for kubelet dirs, sockets and logs (default .state/local)")
     parser.add_argument("--host", default="127.0.0.1", help="address kubesim listens on")
     parser.add_argument("--port", type=int, default=0, help="port kubesim listens on (default: any free port)")
+    parser.add_argument("--address-block", default=os.environ.get("LOCAL_ADDRESS_BLOCK", "auto"),
+                        help="loopback block 127.N.0.0/16 every cluster address comes from: 1-254, or auto (default: "
+                             "the lowest block no other local cluster holds)")
 
 
 def options_from_args(args: argparse.Namespace) -> LocalOptions:
@@ -79,7 +83,20 @@ def options_from_args(args: argparse.Namespace) -> LocalOptions:
         raise LocalError("--nodes must be at least 1")
     return LocalOptions(state_dir=args.state_dir.absolute(), nodes=args.nodes, preset=args.preset,
                         kubeconfig=args.kubeconfig.absolute() if args.kubeconfig else None,
-                        host=args.host, port=args.port)
+                        host=args.host, port=args.port, address_block=parse_address_block(args.address_block))
+
+
+def parse_address_block(text: str) -> int | None:
+    """``auto`` -> None (pick a free block); otherwise a block number 1-254."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        block = int(text)
+    except ValueError:
+        raise LocalError(f"--address-block must be a number from 1 to 254 or 'auto', not {text[:40]!r}") from None
+    if not 1 <= block <= 254:
+        raise LocalError(f"--address-block must be from 1 to 254 (127.N.0.0/16), not {block}")
+    return block
 
 
 class Console:
@@ -235,10 +252,15 @@ class LocalCluster:
             stale.unlink(missing_ok=True)
 
     async def _start_kubesim(self) -> None:
+        from kubesim.addresses import AddressBlockError
         from kubesim.sim import KubeSim
 
-        sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
-                      nodes=self.options.nodes, state_dir=self.state_dir / "cluster")
+        try:
+            sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
+                          nodes=self.options.nodes, state_dir=self.state_dir / "cluster",
+                          address_block=self.options.address_block)
+        except AddressBlockError as error:
+            raise LocalError(f"cannot start kubesim: {error}") from None
         try:
             await sim.__aenter__()
         except OSError as error:
@@ -247,6 +269,7 @@ class LocalCluster:
                                  "choose another --port (or 0 for any free port)") from None
             raise LocalError(f"cannot start kubesim: {error}") from None
         self.sim = sim
+        self.console.step(f"cluster addresses: {sim.address_block.describe()}")
 
     async def _install_objects(self) -> None:
         from listener_operator.crd.generate import all_crds

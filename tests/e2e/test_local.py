@@ -77,7 +77,17 @@ def test_demo_once_shows_listeners_and_a_volume_tree(workdir: Path) -> None:
                             cwd=workdir, capture_output=True, text=True, timeout=240)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert "Everything came up." in output
+    assert "Everything came up, and every published address reached its Pods." in output
+    # A real connection to each published address reaches the Pod behind it: each per-replica Listener its own
+    # replica, the shared Listener both Deployment replicas, and the Pod-less ClusterIP Listener refuses.
+    for replica in range(3):
+        assert re.search(rf"default/listener-broker-{replica}\s+127\.\d+\.1\.\d+:3\d{{4}}\s+-> broker-{replica} \(2 connections\)\n",
+                         output), output
+    web = re.search(r"default/web\s+127\.\d+\.3\.\d+:8080\s+-> (web-\S+), (web-\S+) \(4 connections\)", output)
+    assert web and web.group(1) != web.group(2), output
+    assert re.search(r"default/internal-api\s+internal-api\.default\.svc\.cluster\.local:9000\s+-> connection refused "
+                     r"\(expected: no Pod mounts this Listener\)", output), output
+    assert "FAILED" not in output
     # The table lists every Listener: three per-replica ones from the StatefulSet, the shared one, the ClusterIP one.
     for name in ("default/listener-broker-0", "default/listener-broker-1", "default/listener-broker-2",
                  "default/web", "default/internal-api"):
@@ -220,4 +230,34 @@ def test_local_up_reports_an_unwritable_state_dir(workdir: Path) -> None:
                             cwd=workdir, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert f"state directory {blocker / 'state'} is not writable" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_two_local_clusters_run_side_by_side_in_distinct_address_blocks(workdir: Path) -> None:
+    first = Background(operator_command("local", "up", "--nodes", "1", "--state-dir", str(workdir / "a")), workdir)
+    second = Background(operator_command("local", "up", "--nodes", "1", "--state-dir", str(workdir / "b")), workdir)
+    try:
+        blocks = [int(run.wait_for(r"address block (\d+) \(127\.\d+\.0\.0/16\)").group(1)) for run in (first, second)]
+        assert blocks[0] != blocks[1]
+        for run in (first, second):
+            run.wait_for(r"Ready\. kubeconfig")
+        # Asking for a block another local cluster holds is refused with the holder named, not a traceback.
+        taken = subprocess.run(operator_command("local", "up", "--nodes", "1", "--address-block", str(blocks[0]),
+                                                "--state-dir", str(workdir / "c")),
+                               cwd=workdir, capture_output=True, text=True, timeout=60)
+        assert taken.returncode == 1
+        assert f"address block {blocks[0]} (127.{blocks[0]}.0.0/16) is in use by another kubesim" in taken.stderr
+        assert "Traceback" not in taken.stderr + taken.stdout
+    finally:
+        for run in (first, second):
+            run.stop()
+            run.kill()
+
+
+def test_local_up_refuses_a_bad_address_block(workdir: Path) -> None:
+    result = subprocess.run(operator_command("local", "up", "--address-block", "300", "--state-dir",
+                                             str(workdir / "s")),
+                            cwd=workdir, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "--address-block must be from 1 to 254" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
