@@ -53,7 +53,7 @@ def find_haproxy(name: str = "haproxy") -> str:
 async def check_config(haproxy: str, config_file: Path) -> None:
     """``haproxy -c``; raises ``HaproxyConfigRejected`` with HAProxy's messages when it refuses the file."""
     proc = await asyncio.create_subprocess_exec(
-        haproxy, "-c", "-q", "-f", str(config_file),
+        haproxy, "-c", "-f", str(config_file),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await proc.communicate()
     if proc.returncode != 0:
@@ -97,8 +97,9 @@ class HaproxyProcess:
         while line := await stream.readline():
             text = line.decode("utf-8", "replace").rstrip()[:2000]
             self._recent.append(text)
-            level = (logging.ERROR if "[ALERT]" in text else logging.WARNING if "[WARNING]" in text
-                     else logging.INFO)
+            # HAProxy reports routine state changes (server up/down, paused frontend) as WARNING and "no server
+            # available" as ALERT; failures that matter to the user are raised as errors by the caller
+            level = logging.WARNING if "[ALERT]" in text else logging.INFO
             log.log(level, "%s", text)
             if _LOADED in text:
                 self._loads.put_nowait(True)
@@ -229,11 +230,11 @@ async def supervise(process: HaproxyProcess, on_restart: Callable[[], Awaitable[
                 waiter.cancel()
                 return
             code = waiter.result()
+            if time.monotonic() - started > stable_after:
+                backoff = min_backoff
             log.error("haproxy exited unexpectedly (code %s); restarting in %.1fs:\n%s", code, backoff,
                       process.recent_messages())
             await process.stop()
-            if time.monotonic() - started > stable_after:
-                backoff = min_backoff
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), backoff)
         if stopping.is_set():
