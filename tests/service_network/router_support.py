@@ -9,6 +9,7 @@ import itertools
 import json
 import random
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -56,12 +57,13 @@ class Backend:
     then echoes, or runs ``handler``. Counts accepted and open connections."""
 
     def __init__(self, name: str, host: str | None = None, *, greet: bool = True,
-                 handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None = None
-                 ) -> None:
+                 handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.name = name
         self.host = host or loopback()
         self.greet = greet
         self.handler = handler
+        self.ssl_context = ssl_context
         self.accepted = 0
         self.open = 0
         self.closed = asyncio.Event()
@@ -70,7 +72,7 @@ class Backend:
         self.port = 0
 
     async def start(self) -> Backend:
-        self._server = await asyncio.start_server(self._serve, self.host, 0)
+        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

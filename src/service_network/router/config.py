@@ -255,6 +255,21 @@ def _check_part2(config: RouterConfig) -> list[str]:
                                  ("remoteRoutes", config.remote_routes)) if value]
 
 
+def _bad_text(value: object, path: str = "") -> list[str]:
+    """Paths of strings that are not valid Unicode (lone surrogates from ``\\ud800`` escapes)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return [f"{path or '(document)'}: is not valid Unicode text (lone surrogate)"]
+        return []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _bad_text(k, path) + _bad_text(v, f"{path}.{k}" if path else k)]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _bad_text(v, f"{path}[{i}]")]
+    return []
+
+
 def parse_config(text: str | bytes) -> RouterConfig:
     """Parse and validate a router configuration document; ``ConfigError`` lists every problem by field path."""
     if len(text) > MAX_CONFIG_BYTES:
@@ -265,6 +280,8 @@ def parse_config(text: str | bytes) -> RouterConfig:
         raise ConfigError([f"(document): not valid JSON: {e}"]) from None
     if not isinstance(raw, dict):
         raise ConfigError(["(document): must be a JSON object"])
+    if bad := _bad_text(raw):
+        raise ConfigError(bad)
     version = raw.get("version")
     if version != CONFIG_VERSION:
         if isinstance(version, int) and not isinstance(version, bool) and version > CONFIG_VERSION:

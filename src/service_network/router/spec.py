@@ -189,12 +189,12 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
         files = profiles.get(name)
         if files is None:
             reason = profile_problems.get(name, "is not available")
-            problems.append(f"{path} ({entity} {truncate(name)}) withheld: TLS profile {truncate(name)} {reason}")
+            problems.append(f"{path} ({entity}) withheld: TLS profile {truncate(name)} {reason}")
             return False, None
         missing = [what for what, need, have in (("certificate and key", need_cert, files.cert_file),
                                                   ("CA", need_ca, files.ca_file)) if need and not have]
         if missing:
-            problems.append(f"{path} ({entity} {truncate(name)}) withheld: TLS profile {truncate(name)} "
+            problems.append(f"{path} ({entity}) withheld: TLS profile {truncate(name)} "
                             f"has no {' and no '.join(missing)}")
             return False, None
         return True, files
@@ -202,7 +202,7 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
     servers_by_key: dict[str, list[ServerSpec]] = {}
     keys: set[str] = set()
     for i, con in enumerate(config.connectors):
-        ok, files = profile_for(f"connectors[{i}]", "connector", con.tls_profile, need_cert=con.use_client_cert,
+        ok, files = profile_for(f"connectors[{i}]", f"connector {truncate(con.name)}", con.tls_profile, need_cert=con.use_client_cert,
                                 need_ca=True)
         if not ok:
             continue
@@ -227,7 +227,7 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
         if lst.name in unavailable_binds:
             problems.append(f"{path} (listener {truncate(lst.name)}) withheld: {unavailable_binds[lst.name]}")
             continue
-        ok, files = profile_for(path, "listener", lst.tls_profile, need_cert=True, need_ca=lst.authenticate_peer)
+        ok, files = profile_for(path, f"listener {truncate(lst.name)}", lst.tls_profile, need_cert=True, need_ca=lst.authenticate_peer)
         if not ok:
             continue
         bind_tls = None
