@@ -42,11 +42,11 @@ def spec_of(d: dict, profiles: dict | None = None):
     return spec
 
 
-def L(name="backend", key="backend", port=1024, **kw):  # noqa: N802
+def L(name="backend", key="backend", port=1024, **kw):
     return {"name": name, "routingKey": key, "host": "127.0.50.1", "port": port, **kw}
 
 
-def C(name="backend", key="backend", hosts=("10.1.0.1",), port=8080, **kw):  # noqa: N802
+def C(name="backend", key="backend", hosts=("10.1.0.1",), port=8080, **kw):
     return {"name": name, "routingKey": key, "port": port, "targets": [{"host": h} for h in hosts], **kw}
 
 
@@ -76,7 +76,7 @@ def test_routing_key_sni_is_a_dns_name():
     name = routing_key_sni("Backend Key/ä")
     assert name.endswith(".key.service-network")
     labels = name.split(".")
-    assert all(0 < len(label) <= 63 and label.isalnum() or "-" in label for label in labels)
+    assert all(0 < len(label) <= 63 and (label.isalnum() or "-" in label) for label in labels)
     assert name == name.lower() and len(name) <= 253
     assert routing_key_sni("a") != routing_key_sni("A")
     long = routing_key_sni("k" * 1000)
