@@ -27,6 +27,15 @@ def loopback() -> str:
     return f"127.0.50.{2 + next(_next) % 250}"
 
 
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))

@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from router_support import document, free_port, loopback, refused, target_connectors, wait_until, who
+from router_support import alive, document, free_port, loopback, refused, target_connectors, wait_until, who
 
 from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
 from service_network.router.errors import RuntimeApiUnavailable
@@ -156,7 +156,7 @@ async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir,
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
         assert proc.returncode == 0
-        assert not _alive(master)
+        assert not alive(master)
         assert await refused(host, port)
     finally:
         if proc.returncode is None:
@@ -164,15 +164,6 @@ async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir,
             await proc.wait()
         if proc.returncode not in (0, None):
             print((await proc.stderr.read()).decode()[-3000:])
-
-
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def _master_pid(state_dir: Path) -> int | None:

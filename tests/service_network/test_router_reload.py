@@ -10,6 +10,7 @@ import socket
 
 import pytest
 from router_support import (
+    alive,
     apply,
     document,
     free_port,
@@ -27,18 +28,6 @@ from service_network.router.errors import HaproxyConfigRejected
 
 def _listener(name: str, host: str, port: int, key: str = "backend") -> dict:
     return {"name": name, "routingKey": key, "host": host, "port": port}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:   # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_new_listener_by_hitless_reload_keeps_other_listeners(haproxy, state_dir, start_backend):
@@ -172,8 +161,8 @@ async def test_crash_restart_and_clean_stop(haproxy, state_dir, start_backend):
         stopping.set()
         await sup
     # stopped with the router: no HAProxy process of ours is left
-    await wait_until(lambda: not any(_alive(p) for p in pids), within=5, what="no stray haproxy")
-    assert not _alive(old_master)
+    await wait_until(lambda: not any(alive(p) for p in pids), within=5, what="no stray haproxy")
+    assert not alive(old_master)
 
 
 async def _try_who(host: str, port: int) -> str | None:
