@@ -155,7 +155,7 @@ async def test_crash_restart_and_clean_stop(haproxy, state_dir, start_backend):
                          what="haproxy restarted")
         name = await wait_until(lambda: _try_who(host, port), within=10, what="listener back")
         assert name == "pod-2"
-        assert router.counters.restarts == 1
+        await wait_until(lambda: router.counters.restarts == 1, what="restart recorded")
         new_info = await router.api.show_proc()
         pids = [new_info.master_pid, *new_info.workers]
         stopping.set()
