@@ -27,6 +27,15 @@ MAX_ID_COMPONENT = 64
 _HASH_CHARS = 16
 
 
+def _utf8(text: str) -> bytes:
+    if not text:
+        raise ValueError("must not be empty")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid Unicode text") from None
+
+
 def haproxy_id(text: str, *, max_len: int = MAX_ID_COMPONENT) -> str:
     """Encode ``text`` as ``[A-Za-z0-9._-]+``: safe bytes are kept, every other UTF-8 byte becomes ``_xx``.
 
@@ -34,12 +43,7 @@ def haproxy_id(text: str, *, max_len: int = MAX_ID_COMPONENT) -> str:
     a plain encoding never contains ``__`` (an escape is always ``_`` and two hex digits), so the two forms never
     collide. Raises ``ValueError`` for text that is not valid Unicode (lone surrogates) or empty.
     """
-    if not text:
-        raise ValueError("must not be empty")
-    try:
-        raw = text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("is not valid Unicode text") from None
+    raw = _utf8(text)
     encoded = "".join(chr(b) if b in _KEEP else f"_{b:02x}" for b in raw)
     if len(encoded) <= max_len:
         return encoded
@@ -76,12 +80,7 @@ def routing_key_sni(routing_key: str, suffix: str = "key.service-network") -> st
     ``suffix``. Keys too long for a 253-character name are replaced by ``h-`` and the base32 SHA-256 of the key
     (the receiving router matches on the same function, so this stays unambiguous for practical purposes).
     """
-    if not routing_key:
-        raise ValueError("must not be empty")
-    try:
-        raw = routing_key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("is not valid Unicode text") from None
+    raw = _utf8(routing_key)
     text = "k" + base64.b32encode(raw).decode("ascii").rstrip("=").lower()
     labels = [text[i:i + 63] for i in range(0, len(text), 63)]
     name = ".".join([*labels, suffix])
