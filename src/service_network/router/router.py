@@ -110,6 +110,7 @@ class Router:
         self._lock = asyncio.Lock()
         self._loaded: RouterSpec | None = None
         self._live: RouterSpec | None = None
+        self._written: RouterSpec | None = None    # what haproxy.cfg holds (a restarted HAProxy serves it)
         self._config: RouterConfig | None = None
 
     @property
@@ -166,7 +167,8 @@ class Router:
         await check_config(self.process.haproxy, candidate)
         return text
 
-    def _install(self, text: str) -> None:
+    def _install(self, text: str, spec: RouterSpec) -> None:
+        self._written = spec
         candidate = self.layout.config_file.with_name("haproxy.cfg.next")
         if not candidate.exists() or candidate.read_text() != text:
             candidate.write_text(text)
@@ -179,7 +181,7 @@ class Router:
         async with self._lock:
             spec, problems = await self.compose(config)
             text = await self._write_checked(spec)
-            self._install(text)
+            self._install(text, spec)
             await self.process.start()
             self._loaded = self._live = spec
             self._config = config
@@ -207,7 +209,7 @@ class Router:
         if the_plan.empty and text == previous:
             self._after_apply(problems)
             return ApplyResult(changed=False, problems=tuple(problems))
-        self._install(text)
+        self._install(text, spec)
         if not the_plan.reload:
             try:
                 for step in the_plan.steps:
@@ -227,6 +229,7 @@ class Router:
             await self.process.reload()
         except ReloadFailed:
             self.layout.config_file.write_text(previous)
+            self._written = self._live
             raise
         self._loaded = self._live = spec
         self.counters.reloads += 1
@@ -250,7 +253,7 @@ class Router:
     async def restarted(self) -> None:
         """HAProxy was restarted from the config file (after a crash): it serves what was last written."""
         async with self._lock:
-            self._loaded = self._live
+            self._loaded = self._live = self._written
             self.counters.restarts += 1
             if self._live is not None:
                 self.collector.set_specs(self._live)
