@@ -1,0 +1,241 @@
+"""Service-network router (HAProxy driven by ``service_network.router``) against direct connections, in the same
+run; JSON on stdout.
+
+Measured, each through the router and directly to the backend:
+- ``throughput``: one TCP stream, bytes pushed by a blocking-socket sender to a sink in another process (the sink
+  reports what it received); Gbit/s over ``--seconds`` (at most ``--max-gib`` GiB).
+- ``connections``: new connections per second with 50 concurrent clients: ``wrk`` (Debian package, C, two threads)
+  sending ``Connection: close`` HTTP requests to an HAProxy instance that answers 200 itself (so the backend is not
+  the bottleneck); every request is one new TCP connection. Python cannot open connections fast enough to show the
+  router's rate, hence wrk.
+- ``latency``: round trips of 64 bytes on one established connection to an echo server in another process;
+  p50/p99 in microseconds, and the router's added p50/p99.
+
+Each measurement alternates direct and router runs ``--repeats`` times (the machine is shared) and reports the
+median run with all values.
+
+Goals (issue 11): throughput >= 50 % of direct, >= 3,400 new connections/s through the router, p99 added latency
+<= 1 ms. Every address is on loopback; every loop is bounded in count and time. Run it alone:
+``flock /tmp/heavy.lock python bench/router_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from service_network.router.config import parse_config
+from service_network.router.process import find_haproxy
+from service_network.router.router import Router
+from service_network.router.spec import StateLayout
+
+HOST = "127.0.50.200"       # router listeners
+BACKEND = "127.0.50.201"    # sink, echo, HTTP backend
+CHUNK = 1024 * 1024
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+# --- backends (run in child processes: `python router_bench.py _serve KIND PORT`) ----------------------------------
+
+def _serve(kind: str, port: int) -> None:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((BACKEND, port))
+    srv.listen(64)
+    print("ready", flush=True)
+    buf = bytearray(CHUNK)
+    while True:
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn:
+            if kind == "sink":          # count bytes until EOF, answer with the count
+                total = 0
+                while n := conn.recv_into(buf):
+                    total += n
+                conn.sendall(total.to_bytes(8, "big"))
+            else:                       # echo
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+
+
+def _start_backend(kind: str, port: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, __file__, "_serve", kind, str(port)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise RuntimeError(f"{kind} backend did not start")
+    return proc
+
+
+def _http_backend(haproxy: str, port: int, state: Path) -> subprocess.Popen[bytes]:
+    """An HAProxy that answers every HTTP request itself (the connection-rate backend)."""
+    cfg = state / "http-backend.cfg"
+    cfg.write_text(
+        "global\n    maxconn 5000\n"
+        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n"
+        f"frontend ok\n    bind {BACKEND}:{port}\n    http-request return status 200 content-type text/plain "
+        "string ok\n")
+    proc = subprocess.Popen([haproxy, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((BACKEND, port), timeout=1):
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("HTTP backend did not start")
+
+
+# --- measurements --------------------------------------------------------------------------------------------------
+
+def _throughput(port: int, host: str, seconds: float, max_bytes: int) -> dict[str, float]:
+    data = memoryview(bytes(CHUNK))
+    with socket.create_connection((host, port), timeout=30) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * CHUNK)
+        sent = 0
+        start = time.perf_counter()
+        while sent < max_bytes and time.perf_counter() - start < seconds:
+            s.sendall(data)
+            sent += CHUNK
+        s.shutdown(socket.SHUT_WR)
+        received = int.from_bytes(s.recv(8), "big")
+        elapsed = time.perf_counter() - start
+    if received != sent:
+        raise RuntimeError(f"sink received {received} of {sent} bytes")
+    return {"bytes": sent, "seconds": round(elapsed, 3), "gbit_per_s": round(sent * 8 / elapsed / 1e9, 2)}
+
+
+def _latency(port: int, host: str, count: int, seconds: float) -> dict[str, float]:
+    msg = b"x" * 64
+    samples: list[float] = []
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(200):    # warm up
+            s.sendall(msg)
+            s.recv(64)
+        deadline = time.perf_counter() + seconds
+        while len(samples) < count and time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            s.sendall(msg)
+            got = 0
+            while got < len(msg):
+                got += len(s.recv(64 - got))
+            samples.append((time.perf_counter() - t0) * 1e6)
+    samples.sort()
+    return {"round_trips": len(samples), "p50_us": round(statistics.median(samples), 1),
+            "p99_us": round(samples[int(len(samples) * 0.99) - 1], 1)}
+
+
+def _wrk(wrk: str, port: int, host: str, seconds: float, clients: int) -> dict[str, float]:
+    out = subprocess.run([wrk, "-t", "2", "-c", str(clients), "-d", f"{max(1, round(seconds))}s",
+                          "-H", "Connection: close", f"http://{host}:{port}/"],
+                         capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
+    total = int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"connections_per_s": round(rate), "connections": total,
+            "socket_errors": sum(int(x) for x in errors.groups()) if errors else 0,
+            "non_2xx": int(non2xx[1]) if non2xx else 0}
+
+
+def _version(haproxy: str) -> str:
+    return subprocess.run([haproxy, "-v"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    haproxy = find_haproxy()
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
+    state = Path(tempfile.mkdtemp(prefix="snr-bench-", dir="/tmp"))
+    ports = {k: _free_port(BACKEND) for k in ("sink", "echo", "http")}
+    router_ports = {k: _free_port(HOST) for k in ports}
+    procs: list[subprocess.Popen[Any]] = []
+    router = Router(StateLayout(state / "router"), haproxy=haproxy)
+    try:
+        procs.append(_start_backend("sink", ports["sink"]))
+        procs.append(_start_backend("echo", ports["echo"]))
+        procs.append(_http_backend(haproxy, ports["http"], state))
+        doc = {"version": 1, "site": {"id": "bench", "name": "bench"},
+               "listeners": [{"name": k, "routingKey": k, "host": HOST, "port": router_ports[k]} for k in ports],
+               "connectors": [{"name": k, "routingKey": k, "port": ports[k], "targets": [{"host": BACKEND}]}
+                              for k in ports]}
+        await router.start(parse_config(json.dumps(doc)))
+        max_bytes = int(args.max_gib * 1024**3)
+        result: dict[str, Any] = {}
+
+        def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
+            """Alternate direct and router runs ``--repeats`` times; report the run with the median ``key``."""
+            runs: dict[str, list[dict[str, Any]]] = {"direct": [], "router": []}
+            for _ in range(args.repeats):
+                runs["direct"].append(fn(ports[kind], BACKEND, *a))
+                runs["router"].append(fn(router_ports[kind], HOST, *a))
+            out: dict[str, Any] = {}
+            for side, results in runs.items():
+                results.sort(key=lambda r: r[key])
+                out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
+            return out
+
+        tp = await asyncio.to_thread(both, _throughput, "sink", "gbit_per_s", args.seconds,
+                                    max_bytes)
+        tp["router_percent_of_direct"] = round(100 * tp["router"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
+        result["throughput"] = tp
+        conns = await asyncio.to_thread(both, lambda p, h: _wrk(wrk, p, h, args.seconds, args.clients), "http",
+                                       "connections_per_s")
+        conns["clients"] = args.clients
+        conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
+        result["connections"] = conns
+        lat = await asyncio.to_thread(both, _latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
+        lat["added_p50_us"] = round(lat["router"]["p50_us"] - lat["direct"]["p50_us"], 1)
+        lat["added_p99_us"] = round(lat["router"]["p99_us"] - lat["direct"]["p99_us"], 1)
+        result["latency"] = lat
+        result["goals"] = {
+            "throughput_ge_50_percent": tp["router_percent_of_direct"] >= 50,
+            "connections_ge_3400_per_s": conns["router"]["connections_per_s"] >= 3400,
+            "added_p99_le_1ms": lat["added_p99_us"] <= 1000,
+        }
+        result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                             "haproxy": _version(haproxy), "load_average": os.getloadavg()}
+        return result
+    finally:
+        await router.stop()
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "_serve":
+        _serve(sys.argv[2], int(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput/rate run")
+    parser.add_argument("--max-gib", type=float, default=20.0, help="cap of bytes per throughput run")
+    parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
+    parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating direct/router runs of each measurement")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(_main(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()

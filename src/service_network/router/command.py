@@ -1,0 +1,68 @@
+"""``service-network router --config FILE``: run the router from a configuration file until SIGTERM/SIGINT;
+SIGHUP re-reads the file and the TLS material it references."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .adaptor import AdaptorOptions, run_adaptor
+from .errors import RouterError, exit_code
+from .sources import FileConfigSource
+
+log = logging.getLogger("service_network.router")
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "0.0.0.0", int(port)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument("--config", type=Path, default=env("ROUTER_CONFIG"), required=not env("ROUTER_CONFIG"),
+                        help="router configuration (JSON, docs/service-network-router.md); env ROUTER_CONFIG")
+    parser.add_argument("--state-dir", type=Path, default=Path(env("ROUTER_STATE_DIR", ".state/router")),
+                        help="where haproxy.cfg, sockets and TLS material are kept (default .state/router); "
+                             "env ROUTER_STATE_DIR")
+    parser.add_argument("--metrics-address", type=_address, default=env("ROUTER_METRICS_ADDRESS"),
+                        help="HOST:PORT of the adaptor's /metrics, /healthz, /readyz (port 0: any free port; "
+                             "default: not served); env ROUTER_METRICS_ADDRESS")
+    parser.add_argument("--haproxy", default=env("HAPROXY", "haproxy"),
+                        help="haproxy executable (name on PATH or path; default haproxy); env HAPROXY")
+    parser.add_argument("--log-level", default=env("CONSOLE_LOG_LEVEL", "INFO"), help="log level (default INFO)")
+
+
+def _options(args: argparse.Namespace, metrics: tuple[str, int] | None) -> AdaptorOptions:
+    return AdaptorOptions(state_dir=Path(os.path.abspath(args.state_dir)), haproxy=args.haproxy,
+                          metrics_address=metrics)
+
+
+async def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=str(args.log_level).upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    metrics = args.metrics_address
+    if isinstance(metrics, str):
+        metrics = _address(metrics)
+    source = FileConfigSource(Path(args.config))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, source.refresh)
+    options = _options(args, metrics)
+    try:
+        await run_adaptor(source, options, stop)
+    except RouterError as e:
+        print(f"service-network router: {e}", file=sys.stderr)
+        return exit_code(e)
+    return 0

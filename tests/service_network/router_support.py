@@ -1,0 +1,185 @@
+"""Helpers for router tests: loopback addresses and free ports, backends that say who answered, configuration
+documents, a started ``Router``, and waits with deadlines. Every address is in 127.0.50.0/24."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import random
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from service_network.router.config import parse_config
+from service_network.router.router import Router
+from service_network.router.spec import StateLayout
+
+_next = itertools.count(random.randrange(250))
+
+
+def loopback() -> str:
+    """A loopback address of our range, different from the previous ones (tests use their own addresses)."""
+    return f"127.0.50.{2 + next(_next) % 250}"
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def refusing_port(host: str) -> int:
+    """A port on ``host`` where nothing listens (connections are refused)."""
+    return free_port(host)
+
+
+async def wait_until(check: Callable[[], Any], within: float = 5.0, what: str = "") -> Any:
+    """The first truthy result of ``check`` (sync or async); AssertionError after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out after {within}s waiting for {what or check}: last value {last!r}")
+
+
+class Backend:
+    """A TCP server on a loopback address: greets each connection with ``<name>\\n`` (unless ``greet`` is False),
+    then echoes, or runs ``handler``. Counts accepted and open connections."""
+
+    def __init__(self, name: str, host: str | None = None, *, greet: bool = True,
+                 handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.name = name
+        self.host = host or loopback()
+        self.greet = greet
+        self.handler = handler
+        self.ssl_context = ssl_context
+        self.accepted = 0
+        self.open = 0
+        self.closed = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.port = 0
+
+    async def start(self) -> Backend:
+        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.ssl_context)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        self.open += 1
+        self._writers.add(writer)
+        try:
+            if self.greet:
+                writer.write(f"{self.name}\n".encode())
+                await writer.drain()
+            if self.handler is not None:
+                await self.handler(reader, writer)
+            else:
+                while data := await reader.read(256 * 1024):
+                    writer.write(data)
+                    await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            self.open -= 1
+            self._writers.discard(writer)
+            self.closed.set()
+            writer.close()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for w in list(self._writers):
+                w.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+
+
+def document(*, listeners: list[dict[str, Any]] | None = None, connectors: list[dict[str, Any]] | None = None,
+             tls_profiles: list[dict[str, Any]] | None = None, **router: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"version": 1, "site": {"id": "site-uid", "name": "west"},
+                           "listeners": listeners or [], "connectors": connectors or []}
+    if tls_profiles:
+        doc["tlsProfiles"] = tls_profiles
+    if router:
+        doc["router"] = router
+    return doc
+
+
+def connector(name: str, key: str, backends: list[Backend], **extra: Any) -> dict[str, Any]:
+    """A Connector document whose targets are ``backends`` (all on the same port is not required: each backend gets
+    its own Connector entry when ports differ, so use one backend per connector or equal ports)."""
+    ports = {b.port for b in backends}
+    assert len(ports) <= 1, "targets of one connector share a port"
+    return {"name": name, "routingKey": key, "port": ports.pop() if ports else 1,
+            "targets": [{"host": b.host, "name": b.name} for b in backends], **extra}
+
+
+def target_connectors(key: str, backends: list[Backend]) -> list[dict[str, Any]]:
+    """One Connector per backend (each backend listens on its own port)."""
+    return [connector(f"c-{b.name}", key, [b]) for b in backends]
+
+
+@contextlib.asynccontextmanager
+async def running_router(state_dir: Path, doc: dict[str, Any], haproxy: str) -> AsyncIterator[Router]:
+    router = Router(StateLayout(state_dir), haproxy=haproxy)
+    try:
+        await router.start(parse_config(json.dumps(doc)))
+        yield router
+    finally:
+        await router.stop()
+
+
+async def apply(router: Router, doc: dict[str, Any]) -> Any:
+    return await router.apply(parse_config(json.dumps(doc)))
+
+
+async def connect(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+
+
+async def who(host: str, port: int) -> tuple[str, asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect and read the greeting: the name of the backend that answered ("" if the router closed)."""
+    reader, writer = await connect(host, port)
+    line = await asyncio.wait_for(reader.readline(), 5)
+    return line.decode().strip(), reader, writer
+
+
+async def refused(host: str, port: int) -> bool:
+    """True if a connection attempt is refused at once (ECONNREFUSED), not left hanging."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
+    except ConnectionRefusedError:
+        return True
+    writer.close()
+    return False
+
+
+async def closed_by_peer(reader: asyncio.StreamReader, within: float = 5.0) -> bool:
+    """True when the connection is closed (EOF or reset) within ``within`` seconds without data."""
+    try:
+        data = await asyncio.wait_for(reader.read(1), within)
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    return data == b""

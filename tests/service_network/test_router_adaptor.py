@@ -1,0 +1,181 @@
+"""The adaptor as a user runs it: a configuration file watched for changes, metrics per Listener and target, and
+the ``service-network router`` command (signals, clear errors, no stray processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from router_support import alive, document, free_port, loopback, refused, target_connectors, wait_until, who
+
+from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
+from service_network.router.errors import RuntimeApiUnavailable
+from service_network.router.runtime_api import RuntimeApi
+from service_network.router.sources import FileConfigSource
+
+
+def _write(path: Path, doc: dict) -> None:
+    """Write as editors and kubelet do: a new file renamed over the old one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+async def _scrape_async(port: int) -> dict[str, float]:
+    return await asyncio.to_thread(_scrape, port)
+
+
+async def test_file_changes_are_applied_and_metrics_count_connections_and_bytes(state_dir, haproxy, start_backend,
+                                                                                tmp_path):
+    host = loopback()
+    port = free_port(host)
+    config_file = tmp_path / "router.json"
+    listener = {"name": "backend", "routingKey": "backend", "host": host, "port": port}
+    _write(config_file, document(listeners=[listener]))
+    adaptor = RouterAdaptor(FileConfigSource(config_file),
+                            AdaptorOptions(state_dir=state_dir, haproxy=haproxy, metrics_address=("127.0.0.1", 0)))
+    stop = asyncio.Event()
+    task = asyncio.create_task(adaptor.run(stop))
+    try:
+        await wait_until(lambda: adaptor.metrics_port, what="adaptor started")
+        assert await refused(host, port)
+
+        pod = await start_backend("pod-a")
+        t0 = time.monotonic()
+        _write(config_file, document(listeners=[listener], connectors=target_connectors("backend", [pod])))
+        name, reader, writer = await wait_until(lambda: _try_who(host, port), within=2.0, what="target applied")
+        assert name == "pod-a" and time.monotonic() - t0 < 2.0
+
+        writer.write(b"x" * 1000)
+        assert await asyncio.wait_for(reader.readexactly(1000), 5) == b"x" * 1000
+        labels = '{listener="backend",routing_key="backend"}'
+        target = '{connector="c-pod-a",routing_key="backend",target="pod-a"}'
+
+        async def open_counted() -> dict[str, float] | None:   # the apply may still be finishing its bookkeeping
+            m = await _scrape_async(adaptor.metrics_port)
+            return m if m.get(f"service_network_connector_connections_open{target}") == 1 else None
+        m = await wait_until(open_counted, what="open connection counted")
+        assert m[f"service_network_listener_connections_open{labels}"] == 1
+        assert m['service_network_listener_accepting{listener="backend"}'] == 1
+        writer.close()
+
+        async def counted() -> dict[str, float] | None:
+            m = await _scrape_async(adaptor.metrics_port)
+            done = m[f"service_network_listener_connections_open{labels}"] == 0 and \
+                m[f"service_network_listener_bytes_received_total{labels}"] >= 1000
+            return m if done else None
+        m = await wait_until(counted, what="closed connection counted")
+        assert m[f"service_network_listener_connections_total{labels}"] == 1
+        assert m[f"service_network_listener_bytes_received_total{labels}"] == 1000
+        assert m[f"service_network_listener_bytes_sent_total{labels}"] == 1000 + len("pod-a\n")
+        assert m[f"service_network_connector_connections_total{target}"] == 1
+        assert m[f"service_network_connector_bytes_sent_total{target}"] == 1000
+        assert m[f"service_network_connector_bytes_received_total{target}"] == 1000 + len("pod-a\n")
+        assert m["service_network_router_haproxy_up"] == 1
+
+        # an invalid document is reported and the running configuration stays
+        adaptor.applied.clear()
+        config_file.write_text('{"version": 1, "site": {"id": "x", "name": "y"}, "listeners": [{"name": 1}]}')
+        await asyncio.wait_for(adaptor.applied.wait(), 5)
+        assert adaptor.config_errors == 1
+        assert (await who(host, port))[0] == "pod-a"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    assert await refused(host, port)
+
+
+async def _try_who(host: str, port: int):
+    try:
+        return await who(host, port)
+    except OSError:
+        return None
+
+
+async def _run_cli(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "service_network.cli", "router", *args, env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def test_cli_without_haproxy_says_how_to_install_it(tmp_path, state_dir):
+    config_file = tmp_path / "router.json"
+    _write(config_file, document())
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir),
+                          env={"PATH": str(empty_bin)})
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 3
+    assert "haproxy not found on PATH: install it with apt-get install haproxy" in err.decode()
+    assert "Traceback" not in err.decode()
+
+
+async def test_cli_invalid_config_exits_with_field_paths(tmp_path, state_dir, haproxy):
+    config_file = tmp_path / "router.json"
+    _write(config_file, document(listeners=[{"name": "l", "routingKey": "k", "host": "0.0.0.0 ssl", "port": 99999}]))
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir))
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2
+    text = err.decode()
+    assert "listeners[0].port" in text and "Traceback" not in text
+
+
+async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir, haproxy, start_backend):
+    host = loopback()
+    port = free_port(host)
+    pod = await start_backend("pod")
+    config_file = tmp_path / "router.json"
+    _write(config_file, document(listeners=[{"name": "l", "routingKey": "k", "host": host, "port": port}],
+                                 connectors=target_connectors("k", [pod])))
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir))
+    try:
+        name = await wait_until(lambda: _name_or_none(host, port), within=15, what="router serving")
+        assert name == "pod"
+        master = await wait_until(lambda: _master_pid(state_dir), what="master CLI answers")
+        # SIGHUP re-reads the file (here unchanged): still serving
+        proc.send_signal(signal.SIGHUP)
+        assert (await who(host, port))[0] == "pod"
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 30)
+        assert proc.returncode == 0
+        assert not alive(master)
+        assert await refused(host, port)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if proc.returncode not in (0, None):
+            print((await proc.stderr.read()).decode()[-3000:])
+
+
+async def _master_pid(state_dir: Path) -> int | None:
+    """The master's pid once its CLI answers (workers may serve a moment before it does)."""
+    try:
+        return (await RuntimeApi(state_dir / "master.sock").show_proc()).master_pid
+    except RuntimeApiUnavailable:
+        return None
+
+
+async def _name_or_none(host: str, port: int) -> str | None:
+    try:
+        return (await who(host, port))[0] or None
+    except OSError:
+        return None
