@@ -2,7 +2,7 @@
 
 The check runs ``lint-imports`` (import-linter) with the project's own configuration against a copy of ``src/`` in
 which two modules gained a forbidden import: the product importing kubesim, and a pure composition module
-importing an HTTP library.
+importing an HTTP library; and in a second copy, the service network importing the other product.
 """
 
 from __future__ import annotations
@@ -43,7 +43,19 @@ def test_the_contracts_fail_on_forbidden_imports(tmp_path: Path) -> None:
     assert "listener_operator.leak -> kubesim.sim" in output
     assert "Pure composition (Service, status, addresses, overrides) does no I/O BROKEN" in output
     assert "listener_operator.listener_controller.service -> aiohttp" in output
-    assert "2 kept, 2 broken" in output
+    assert "3 kept, 2 broken" in output
+
+
+def test_the_service_network_may_not_import_the_other_product(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path)
+    (root / "src/service_network/leak.py").write_text('"""A forbidden import."""\n\nimport listener_operator.constants  # noqa\n')
+
+    result = lint_imports(root)
+
+    assert result.returncode != 0, result.stdout
+    output = " ".join(result.stdout.split())
+    assert "service_network.leak -> listener_operator.constants" in output
+    assert "4 kept, 1 broken" in output
 
 
 def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
