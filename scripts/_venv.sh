@@ -1,4 +1,5 @@
-# Sourced by scripts/*: creates .venv with the project and its dev tools installed, once per pyproject change.
+# Sourced by scripts/*: creates .venv with the project and its dev tools installed, once per pyproject change,
+# and puts the pinned Helm into .venv/bin (scripts/install-helm), once per change of that script.
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
@@ -6,5 +7,10 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[dev]'
   rm -f .venv/.installed-*; touch "$stamp"
+fi
+helm_stamp=.venv/.helm-$(sha256sum scripts/install-helm | cut -c1-16)
+if [ ! -f "$helm_stamp" ]; then
+  scripts/install-helm .venv/bin
+  rm -f .venv/.helm-*; touch "$helm_stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"
