@@ -231,6 +231,14 @@ def test_customised_values_reach_the_pods(tmp_path: Path) -> None:
     assert env(objects, "DaemonSet", "csi-node-service")["CONSOLE_LOG_FORMAT"] == "json"
 
 
+def test_image_pinned_by_digest(tmp_path: Path) -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+    objects = render(tmp_path, {"image": {"tag": f"0.1.0@{digest}"}})
+    for name in ("csi-controller-service", "csi-node-service"):
+        kind = "Deployment" if name == "csi-controller-service" else "DaemonSet"
+        assert container(objects, kind, name)["image"] == f"localhost/listener-operator:0.1.0@{digest}"
+
+
 def test_pull_secrets_in_both_workloads(tmp_path: Path) -> None:
     objects = render(tmp_path, VALUE_SETS["pull-secrets"])
     for template in pods(objects).values():
@@ -256,6 +264,7 @@ def test_openshift_gets_security_context_constraints(tmp_path: Path) -> None:
     ({"serviceAccount": {"create": False}}, "serviceAccount.name must name an existing ServiceAccount"),
     ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
     ({"image": {"repository": "evil\nkind: Secret"}}, "at '/image/repository'"),
+    ({"image": {"tag": "0.1.0@sha256:1234"}}, "at '/image/tag'"),
     ({"maintenance": {"customResourceDefinitions": {"maintain": "no"}}}, "maintain"),
     ({"csiProvisioner": {"replicas": 0}}, "at '/csiProvisioner/replicas'"),
     ({"kubernetesClusterDomain": "Corp Example"}, "at '/kubernetesClusterDomain'"),
