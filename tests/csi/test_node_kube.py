@@ -302,6 +302,7 @@ async def test_replaced_pod_is_unavailable(kube_csi: KubeCsi) -> None:
     await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
     _, request = await make_volume(kube_csi)
     request.volume_context["csi.storage.k8s.io/pod.uid"] = "0000-old"
+    request.target_path = kube_csi.csi.target(pod_uid="0000-old", volume=request.volume_id)
     details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
     assert details.startswith("Pod default/web-0 was replaced")
     listeners, _ = await kube_csi.api.list(LISTENER, namespace=NS)

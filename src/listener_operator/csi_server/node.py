@@ -76,11 +76,10 @@ from listener_operator.csi_server.filetree import published_addresses, remove_tr
 from listener_operator.csi_server.objects import (
     per_volume_listener,
     pod_listeners_entry,
-    pod_uid_from_target,
     pod_volume_for_claim,
 )
 from listener_operator.csi_server.reporting import EventPublisher, publish_warning
-from listener_operator.csi_server.validation import InvalidVolumeInput, resolve_target_path
+from listener_operator.csi_server.validation import InvalidVolumeInput, VolumeTarget, resolve_target_path
 from listener_operator.csi_server.volume_context import (
     CONTEXT_EPHEMERAL,
     CONTEXT_POD_NAME,
@@ -92,6 +91,7 @@ from listener_operator.csi_server.volume_context import (
     required_object,
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
+from listener_operator.messages import brief
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
@@ -115,7 +115,7 @@ class _Publish:
     """The validated input of one NodePublishVolume call."""
 
     volume_id: str
-    target: Path
+    target: VolumeTarget
     pod_namespace: str
     pod_name: str
     pod_uid: str | None
@@ -206,10 +206,13 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             hint="is the CSIDriver registered with podInfoOnMount: true?")
         check_object_name("PersistentVolume", request.volume_id, "volume_id")
         selector = decode_selector(context, f"volume {request.volume_id}")
-        return _Publish(request.volume_id, target, pod_namespace, pod_name, context.get(CONTEXT_POD_UID) or None,
-                        selector)
+        pod_uid = context.get(CONTEXT_POD_UID) or None
+        if pod_uid is not None and pod_uid != target.pod_uid:
+            raise InvalidInput(f"target_path {brief(request.target_path, 300)} is not in the directory of Pod uid "
+                               f"{brief(pod_uid)} that the volume context names")
+        return _Publish(request.volume_id, target, pod_namespace, pod_name, pod_uid, selector)
 
-    def _resolve_target(self, target_path: str) -> Path:
+    def _resolve_target(self, target_path: str) -> VolumeTarget:
         try:
             return resolve_target_path(target_path, self._kubelet_dir)
         except InvalidVolumeInput as error:
@@ -251,11 +254,11 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         await self._upsert_pod_listeners(pod, volume_name,
                                          {"scope": pod_listener_scope(listener), "ingressAddresses": addresses})
         try:
-            await asyncio.to_thread(write_address_tree, p.target, validated)
+            await asyncio.to_thread(write_address_tree, p.target.path, validated)
         except InvalidVolumeInput as error:
             raise InvalidInput("refusing to write the volume") from error
         except OSError as error:
-            raise VolumeWriteFailed(f"failed to write the address files into {p.target}") from error
+            raise VolumeWriteFailed(f"failed to write the address files into {p.target.path}") from error
 
     async def _report_changed_selector(self, p: _Publish, pvc: JsonDict) -> None:
         """The selector is fixed in the PV at provisioning (behaviour.md "Provisioning"): if the PVC's annotations say something
@@ -443,18 +446,17 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not request.target_path:
             raise MissingArgument("target_path is required")
         target = self._resolve_target(request.target_path)
+        check_object_name("PersistentVolume", request.volume_id, "volume_id")
         try:
-            await asyncio.to_thread(remove_tree, target)
+            await asyncio.to_thread(remove_tree, target.path)
         except OSError as error:
-            raise VolumeWriteFailed(f"failed to remove {target}") from error
-        pod_uid = pod_uid_from_target(target, self._kubelet_dir)
-        if pod_uid is not None:
-            try:
-                await self._forget_pod_listener(request.volume_id, pod_uid)
-            except KubeError as error:
-                # Best effort: the entry disappears with the Pod anyway; failing would only delay Pod teardown.
-                log.warning("could not remove the PodListeners entry of volume %s (Pod uid %s): %s",
-                            request.volume_id, pod_uid, error_chain(error))
+            raise VolumeWriteFailed(f"failed to remove {target.path}") from error
+        try:
+            await self._forget_pod_listener(request.volume_id, target.pod_uid)
+        except KubeError as error:
+            # Best effort: the entry disappears with the Pod anyway; failing would only delay Pod teardown.
+            log.warning("could not remove the PodListeners entry of volume %s (Pod uid %s): %s",
+                        request.volume_id, target.pod_uid, error_chain(error))
         return csi_pb2.NodeUnpublishVolumeResponse()
 
     async def _forget_pod_listener(self, volume_id: str, pod_uid: str) -> None:

@@ -7,7 +7,6 @@ Kept apart from the gRPC service so the desired state of each write can be read 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from listener_operator.csi_server.errors import InvalidInput
@@ -19,7 +18,6 @@ __all__ = [
     "listener_ports",
     "per_volume_listener",
     "pod_listeners_entry",
-    "pod_uid_from_target",
     "pod_volume_for_claim",
 ]
 
@@ -60,15 +58,6 @@ def pod_volume_for_claim(pod: Mapping[str, Any], claim_name: str) -> str | None:
         if volume.get("ephemeral") is not None and f"{pod_name}-{volume.get('name')}" == claim_name:
             return str(volume["name"])
     return None
-
-
-def pod_uid_from_target(target: Path, kubelet_dir: Path) -> str | None:
-    """kubelet's layout is ``<kubelet dir>/pods/<pod uid>/volumes/...``; None for any other path."""
-    try:
-        parts = target.relative_to(kubelet_dir.resolve()).parts
-    except ValueError:
-        return None
-    return parts[1] if len(parts) > 2 and parts[0] == "pods" else None
 
 
 def per_volume_listener(pv: Mapping[str, Any], pvc: Mapping[str, Any], pod: Mapping[str, Any], *, namespace: str,
