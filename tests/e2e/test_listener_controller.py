@@ -359,6 +359,90 @@ async def test_foreign_service_is_refused(env: Env) -> None:
     await env.wait_for(lambda: _ready_reason(env, "victim", "AddressesPublished"))
 
 
+# Each way around the class's policy through objectOverrides: (class, override spec, the field it changes).
+BYPASSES = [
+    ("internal", {"type": "LoadBalancer"}, "spec.type"),
+    ("internal", {"externalIPs": ["203.0.113.9"]}, "spec.externalIPs"),
+    ("lb", {"loadBalancerIP": "203.0.113.10"}, "spec.loadBalancerIP"),
+    ("lb", {"loadBalancerSourceRanges": ["0.0.0.0/0"]}, "spec.loadBalancerSourceRanges"),
+    ("lb", {"loadBalancerClass": "example.com/public"}, "spec.loadBalancerClass"),
+    ("lb", {"allocateLoadBalancerNodePorts": False}, "spec.allocateLoadBalancerNodePorts"),
+    ("np", {"externalTrafficPolicy": "Local"}, "spec.externalTrafficPolicy"),
+    ("internal", {"selector": {"app": "anything"}}, "spec.selector"),
+]
+
+
+def _service_override(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+async def test_override_bypasses_are_refused_until_the_class_allows_them(env: Env) -> None:
+    """behaviour.md "Override policy": a Listener may not widen what its class decides through objectOverrides;
+    each refusal is a Warning Event naming the field path and Ready=False; allowed in the class, it applies."""
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.create_class("lb", serviceType="LoadBalancer", loadBalancerClass="example.com/internal")
+    await env.create_class("np", serviceType="NodePort")
+    await env.start_operator(listener_class_preset="none")
+    names = [f"bypass-{index}" for index in range(len(BYPASSES))]
+    for name, (class_name, override, _) in zip(names, BYPASSES, strict=True):
+        await env.create_listener(name, class_name, objectOverrides=[_service_override(name, **override)])
+    for name, (class_name, _, field) in zip(names, BYPASSES, strict=True):
+        path = f"spec.objectOverrides[0].{field}"
+        ready = await env.wait_for(lambda name=name: _ready_reason(env, name, "ServiceOverrideNotAllowed"),  # type: ignore[misc]
+                                   what=name)
+        assert ready["status"] == "False" and ready["message"].startswith(f"{path}: "), ready
+        event = await env.wait_for(lambda name=name: _event_about(env, "ServiceOverrideNotAllowed", name),  # type: ignore[misc]
+                                   what=f"event of {name}")
+        assert event["type"] == "Warning" and event["note"].startswith(f"{path}: "), event
+        assert (event["related"]["kind"], event["related"]["name"]) == ("ListenerClass", class_name)
+        assert await _gone(env, name)  # nothing was applied
+    # The administrator allows every field: the same Listeners now get their overrides.
+    every_field = sorted({field for _, _, field in BYPASSES})
+    for class_name in ("internal", "lb", "np"):
+        await env.update_class_spec(class_name, allowedServiceOverrides=every_field)
+    for name, (_, override, _) in zip(names, BYPASSES, strict=True):
+        service = await env.wait_for(lambda name=name: env.service(name), what=name)  # type: ignore[misc]
+        for key, value in override.items():
+            assert service["spec"][key] == value, (name, service["spec"])
+
+
+async def test_a_refused_override_keeps_the_service_as_last_applied(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("app", "internal")
+    await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
+    before = await env.service("app")
+    listener = await env.listener("app")
+    listener["spec"]["objectOverrides"] = [_service_override("app", externalIPs=["203.0.113.9"])]
+    await env.api.update(LISTENERS, listener)
+    ready = await env.wait_for(lambda: _ready_reason(env, "app", "ServiceOverrideNotAllowed"))
+    assert "spec.objectOverrides[0].spec.externalIPs" in ready["message"]
+    assert "kept as last applied" in ready["message"]
+    after = await env.service("app")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "externalIPs" not in after["spec"]
+    # the published address stays, and the condition says it may be stale
+    assert await env.addresses("app") == ["app.ns.svc.cluster.local"]
+
+
+async def test_malformed_overrides_get_a_condition_and_an_event(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("string-metadata", "internal", objectOverrides=[
+        {"apiVersion": "v1", "kind": "Service", "metadata": "string-metadata"}])
+    await env.create_listener("list-spec", "internal", objectOverrides=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": NS}},
+        {**_service_override("list-spec"), "spec": ["type", "NodePort"]}])
+    for name, path in (("string-metadata", "spec.objectOverrides[0].metadata"),
+                       ("list-spec", "spec.objectOverrides[1].spec")):
+        ready = await env.wait_for(lambda name=name: _ready_reason(env, name, "InvalidServiceOverrides"),  # type: ignore[misc]
+                                   what=name)
+        assert ready["status"] == "False" and ready["message"].startswith(f"{path} must be a map"), ready
+        event = await env.wait_for(lambda name=name: _event_about(env, "InvalidServiceOverrides", name),  # type: ignore[misc]
+                                   what=f"event of {name}")
+        assert event["note"].startswith(path)
+
+
 async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> None:
     await env.create_class("internal", serviceType="ClusterIP", serviceOverrides={"spec": {"clusterIP": "1.2.3"}})
     running = await env.start_operator()
@@ -588,6 +672,10 @@ async def _addresses_equal(env: Env, name: str, expected: list[str]) -> list[str
 async def _ready_reason(env: Env, name: str, reason: str) -> dict[str, Any] | None:
     ready = await env.ready(name)
     return ready if ready.get("reason") == reason else None
+
+
+async def _event_about(env: Env, reason: str, name: str) -> dict[str, Any] | None:
+    return next((e for e in await env.events(reason) if e["regarding"]["name"] == name), None)
 
 
 async def _annotation(env: Env, name: str, key: str) -> str | None:

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), WithJsonSchema({"type": "integer", "format": "int32"})]
+#: A Kubernetes object of any kind, checked where it is used (a malformed one gets a condition naming its path).
+_AnyObject = Annotated[Any, WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1), WithJsonSchema({"type": "integer", "format": "int64"})]
 
 
@@ -60,6 +62,20 @@ class ExternalTrafficPolicy(StrEnum):
 
     CLUSTER = "Cluster"
     LOCAL = "Local"
+
+
+class ServiceOverrideField(StrEnum):
+    """A Service field the ListenerClass decides; a Listener's objectOverrides may change it only when the class
+    allows it."""
+
+    TYPE = "spec.type"
+    EXTERNAL_IPS = "spec.externalIPs"
+    LOAD_BALANCER_IP = "spec.loadBalancerIP"
+    LOAD_BALANCER_SOURCE_RANGES = "spec.loadBalancerSourceRanges"
+    LOAD_BALANCER_CLASS = "spec.loadBalancerClass"
+    ALLOCATE_LOAD_BALANCER_NODE_PORTS = "spec.allocateLoadBalancerNodePorts"
+    EXTERNAL_TRAFFIC_POLICY = "spec.externalTrafficPolicy"
+    SELECTOR = "spec.selector"
 
 
 class PodListenerScope(StrEnum):
@@ -103,6 +119,14 @@ class ListenerClassSpec(_Model):
     service_overrides: dict[str, Any] = {"apiVersion": "v1", "kind": "Service", "metadata": {}}
     """A partial Service deep-merged over the generated Service (after serviceAnnotations, before the Listener's
     objectOverrides). Maps merge per key, list-maps such as ports merge by key, other values are replaced."""
+
+    allowed_service_overrides: Annotated[
+        list[ServiceOverrideField], Field(json_schema_extra={"x-kubernetes-list-type": "set"})] = []
+    """Service fields this class decides that the objectOverrides of its Listeners may change all the same. By
+    default (empty) a Listener that overrides spec.type, spec.externalIPs, spec.loadBalancerIP,
+    spec.loadBalancerSourceRanges, spec.loadBalancerClass, spec.allocateLoadBalancerNodePorts or
+    spec.externalTrafficPolicy, or removes the mount label from spec.selector, is refused (Ready=False, reason
+    ServiceOverrideNotAllowed). Not part of the upstream API."""
 
 
 class ListenerPort(_Model):
@@ -148,7 +172,7 @@ class ListenerSpec(_Model):
     """Whether Pods that are not ready still receive traffic (Service.spec.publishNotReadyAddresses). Unset or null
     means true."""
 
-    object_overrides: list[dict[str, Any]] = []
+    object_overrides: list[_AnyObject] = []
     """Kubernetes objects deep-merged into the generated objects with the same apiVersion, kind, name and namespace
     (the namespace must be written out). Applied last."""
 

@@ -31,6 +31,12 @@ from listener_operator.crd.models import (
     ListenerSpec,
     ServiceType,
 )
+from listener_operator.listener_controller.object_overrides import (
+    PolicyViolation,
+    override_path,
+    override_shape_problem,
+    policy_violations,
+)
 from listener_operator.listener_controller.overrides import deep_merge
 from operator_runtime.objects import items, mapping, meta
 
@@ -94,9 +100,17 @@ class InvalidAnnotationError(ListenerError):
 
 
 class InvalidServiceOverrideError(ListenerError):
-    """An override tried to change what the Service is (kind, name, namespace) or who controls it."""
+    """An override is malformed, or tried to change what the Service is (kind, name, namespace) or who controls it."""
 
     reason = "InvalidServiceOverrides"
+
+
+class ServiceOverrideNotAllowedError(ListenerError):
+    """A Listener's objectOverrides changed a Service field its ListenerClass decides and does not let Listeners
+    change (behaviour.md "Override policy")."""
+
+    reason = "ServiceOverrideNotAllowed"
+    related = "listenerclass"
 
 
 # Kubernetes name and label grammar (apimachinery validation).
@@ -158,7 +172,12 @@ class ListenerClass:
     @property
     def address_type(self) -> AddressType:
         """The kind of address to publish, ``HostnameConservative`` resolved for the service type."""
-        return resolve_preferred_address_type(self.spec.preferred_address_type, self.spec.service_type)
+        return self.address_type_for(self.spec.service_type)
+
+    def address_type_for(self, service_type: ServiceType) -> AddressType:
+        """The kind of address to publish for a Service of ``service_type`` (the class's own type unless a Listener
+        was allowed to override it, behaviour.md "Override policy")."""
+        return resolve_preferred_address_type(self.spec.preferred_address_type, service_type)
 
 
 def listener_identity(listener: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -321,21 +340,52 @@ def object_override_applies(override: Mapping[str, Any], service: Mapping[str, A
 
 def build_service(listener: Mapping[str, Any], listener_class: ListenerClass,
                   spec: ListenerSpec | None = None) -> dict[str, Any]:
-    """The Service to apply for ``listener`` under ``listener_class``, all override layers included."""
+    """The Service to apply for ``listener`` under ``listener_class``, all override layers included.
+
+    The Listener's ``objectOverrides`` are checked one by one before they are merged: a malformed entry is an
+    :class:`InvalidServiceOverrideError`, one that changes a field the class decides (and does not allow) a
+    :class:`ServiceOverrideNotAllowedError`, both naming the field path (behaviour.md "Override policy").
+    """
     if spec is None:
         spec = check_listener(listener)
     service = compose_service(listener, listener_class, spec)
     identity = _identity(service)
     owner = service["metadata"]["ownerReferences"][0]
+    _, name, uid = listener_identity(listener)
+    mount_label = (mount_label_key(uid), name)  # compose_service checked that the uid forms one
 
     service = deep_merge(service, listener_class.spec.service_overrides)
     _check_identity(service, identity, owner, "the ListenerClass's serviceOverrides")
+    decided = service
 
-    for override in spec.object_overrides:
-        if object_override_applies(override, service):
-            service = deep_merge(service, override)
-            _check_identity(service, identity, owner, "the Listener's objectOverrides")
+    allowed = frozenset(listener_class.spec.allowed_service_overrides)
+    for index, override in enumerate(spec.object_overrides):
+        problem = override_shape_problem(override, index, targets_service=False)
+        if problem is None and object_override_applies(override, service):
+            problem = override_shape_problem(override, index, targets_service=True)
+            if problem is None:
+                merged = deep_merge(service, override)
+                _check_identity(merged, identity, owner, f"the Listener's {override_path(index)}")
+                violations = policy_violations(decided, merged, index, allowed=allowed, mount_label=mount_label)
+                if violations:
+                    raise ServiceOverrideNotAllowedError(_not_allowed_message(listener_class.name, violations))
+                service = merged
+        if problem is not None:
+            raise InvalidServiceOverrideError(problem)
     return service
+
+
+def service_type_of(service: Mapping[str, Any]) -> ServiceType:
+    """The type of a Service :func:`build_service` composed (checked there to be one of :class:`ServiceType`)."""
+    return ServiceType(str(mapping(service, "spec").get("type")))
+
+
+def _not_allowed_message(class_name: str, violations: list[PolicyViolation]) -> str:
+    fields = ", ".join(violation.path for violation in violations)
+    names = ", ".join(violation.field.value for violation in violations)
+    return (f"{fields}: ListenerClass {class_name!r} decides {names} and does not let Listeners override it; the "
+            "Service is kept as last applied (an administrator can allow it in the class's "
+            "spec.allowedServiceOverrides)")
 
 
 def _identity(service: Mapping[str, Any]) -> tuple[Any, ...]:
