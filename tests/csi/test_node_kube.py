@@ -414,3 +414,48 @@ async def test_unchanged_pvc_gives_no_annotation_event(kube_csi: KubeCsi) -> Non
     await kube_csi.csi.node.NodePublishVolume(request)
     events, _ = await kube_csi.api.list(EVENTS, namespace=NS)
     assert [e for e in events if e.get("reason") == "ListenerVolumeAnnotationsIgnored"] == []
+
+
+async def _events_on(kube: KubeCsi, kind: str, name: str) -> list[dict[str, Any]]:
+    events, _ = await kube.api.list(EVENTS, namespace=NS)
+    return [e for e in events if (e.get("regarding") or {}).get("kind") == kind
+            and (e.get("regarding") or {}).get("name") == name]
+
+
+async def test_a_64_character_claim_name_is_a_permanent_error_with_events_on_claim_and_pod(kube_csi: KubeCsi) -> None:
+    """A listener-class volume's Listener is named after its claim; 64 characters cannot name a Service or be a
+    label value. Refused for good (INVALID_ARGUMENT, kubelet's retries cannot help) before anything is written."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    claim = "c" * 64
+    _, request = await make_volume(kube_csi, pvc=claim)
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.INVALID_ARGUMENT)
+    assert details.startswith("the Listener name from the claim's name (a listener-class volume's Listener is "
+                              "named after its claim) cannot be used: "), details
+    assert "at most 63 characters" in details
+    listeners, _ = await kube_csi.api.list(LISTENER, namespace=NS)
+    assert listeners == []
+    assert "labels" not in (await kube_csi.api.get(PV, "pvc-0001"))["metadata"]
+    claim_events = await _events_on(kube_csi, "PersistentVolumeClaim", claim)
+    assert [(e["type"], e["reason"]) for e in claim_events] == [("Warning", "InvalidListenerVolume")]
+    assert claim_events[0]["note"] == details
+    pod_events = await _events_on(kube_csi, "Pod", "web-0")
+    assert [(e["type"], e["reason"]) for e in pod_events] == [("Warning", "ListenerVolumeFailed")]
+
+
+async def test_a_64_character_listener_name_annotation_is_a_permanent_error(kube_csi: KubeCsi) -> None:
+    name = "l" * 64
+    _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: name})
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.INVALID_ARGUMENT)
+    assert details.startswith(f"the Listener name from the annotation {ANNOTATION_LISTENER_NAME} cannot be used: ")
+    assert [e["reason"] for e in await _events_on(kube_csi, "PersistentVolumeClaim", "web-0-listener")] == [
+        "InvalidListenerVolume"]
+    assert "ListenerVolumeFailed" in await pod_event_reasons(kube_csi, "web-0")
+
+
+async def test_a_huge_volume_context_value_is_not_echoed(offline_csi: Any) -> None:
+    request = csi_pb2.NodePublishVolumeRequest(
+        volume_id="pvc-1", target_path=offline_csi.target(), volume_capability=MOUNT,
+        volume_context={"csi.storage.k8s.io/pod.name": "web-0", "csi.storage.k8s.io/pod.namespace": "default",
+                        "csi.storage.k8s.io/pod.uid": "uid-1", ANNOTATION_LISTENER_NAME: "x" * (1 << 20)})
+    details = await expect_code(offline_csi.node.NodePublishVolume(request), grpc.StatusCode.INVALID_ARGUMENT)
+    assert len(details) < 500 and "1048576 characters" in details

@@ -70,7 +70,7 @@ def published_addresses(ingress_addresses: Iterable[Mapping[str, object]]) -> li
         address = check_address(entry.get("address"))
         ports = entry.get("ports") or {}
         if not isinstance(ports, Mapping):
-            raise InvalidVolumeInput(f"ports of address {address!r} are not a map of port name to number")
+            raise InvalidVolumeInput(f"ports of address {address} are not a map of port name to number")
         target = merged.setdefault(address, {})
         for name, number in ports.items():
             target[check_port_name(name)] = check_port_number(number)

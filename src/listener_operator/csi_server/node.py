@@ -66,6 +66,7 @@ from listener_operator.csi_server.errors import (
     PodReplaced,
     PvWithoutClaim,
     UnsupportedVolume,
+    UnusableListenerName,
     VolumeWriteFailed,
     csi_rpc,
     error_chain,
@@ -92,6 +93,7 @@ from listener_operator.csi_server.volume_context import (
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
 from listener_operator.messages import brief
+from listener_operator.names import service_name_problem
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
@@ -226,6 +228,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         check_object_name("PersistentVolumeClaim", str(claim_name), f"PersistentVolume {p.volume_id} spec.claimRef")
         pvc = await get_required(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
                                  self._api.get(PVC, claim_name, p.pod_namespace))
+        await self._check_listener_name(p, pvc)
         pod = await get_required(f"Pod {p.pod_namespace}/{p.pod_name}",
                                  self._api.get(POD, p.pod_name, p.pod_namespace))
         if p.pod_uid and meta(pod).uid != p.pod_uid:
@@ -259,6 +262,24 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise InvalidInput("refusing to write the volume") from error
         except OSError as error:
             raise VolumeWriteFailed(f"failed to write the address files into {p.target.path}") from error
+
+    async def _check_listener_name(self, p: _Publish, pvc: JsonDict) -> None:
+        """The Listener's name becomes a Service name and the value of the PV and Pod labels: a name that cannot be
+        one is refused before anything is written, for good (INVALID_ARGUMENT), with an Event on the claim, where
+        it has to be fixed (behaviour.md "Publishing")."""
+        if p.selector.mode == "name":
+            name, source = p.selector.value, f"annotation {ANNOTATION_LISTENER_NAME}"
+        else:
+            name, source = meta(pvc).name, "claim's name (a listener-class volume's Listener is named after its claim)"
+        problem = service_name_problem(name)
+        if problem is None:
+            return
+        error = UnusableListenerName(
+            f"the Listener name from the {source} cannot be used: {problem}, because it names the Listener's Service "
+            "and labels the PersistentVolume and the Pod")
+        await publish_warning(self._events, object_reference(pvc), reason="InvalidListenerVolume",
+                              note=error_chain(error), action="PublishVolume", related=p.pod_reference)
+        raise error
 
     async def _report_changed_selector(self, p: _Publish, pvc: JsonDict) -> None:
         """The selector is fixed in the PV at provisioning (behaviour.md "Provisioning"): if the PVC's annotations say something

@@ -12,6 +12,7 @@ from typing import Any
 from listener_operator.csi_server.errors import InvalidInput
 from listener_operator.csi_server.validation import InvalidVolumeInput, check_port_name
 from listener_operator.kinds import LISTENER, POD_LISTENERS
+from listener_operator.messages import brief
 from operator_runtime.objects import JsonDict, items, meta
 
 __all__ = [
@@ -39,11 +40,11 @@ def listener_ports(pod: Mapping[str, Any]) -> list[JsonDict]:
             try:
                 check_port_name(name)
             except InvalidVolumeInput as error:
-                raise InvalidInput(f"container {container.get('name')!r} has an unusable port") from error
+                raise InvalidInput(f"container {brief(container.get('name'))} has an unusable port") from error
             previous = ports.get(name)
             if previous is not None and (previous.get("port"), previous.get("protocol", "TCP")) != (
                     number, entry.get("protocol", "TCP")):
-                raise InvalidInput(f"port name {name!r} is used for different ports in the Pod's containers")
+                raise InvalidInput(f"port name {brief(name)} is used for different ports in the Pod's containers")
             ports.setdefault(name, entry)
     return list(ports.values())
 

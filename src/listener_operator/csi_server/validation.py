@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from listener_operator.messages import brief
+from listener_operator.names import is_dns1123_label
 
 __all__ = [
     "InvalidVolumeInput",
@@ -26,8 +27,6 @@ __all__ = [
     "resolve_target_path",
 ]
 
-# RFC 1123 label, as Kubernetes uses for Service port names (IANA service names are a subset of these).
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # One label of a DNS name; host names are case-insensitive, so upper case is accepted here.
 _HOST_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
 _MAX_DNS_NAME = 253
@@ -44,7 +43,8 @@ class InvalidVolumeInput(ValueError):
 
 def check_port_name(name: object) -> str:
     """Return ``name`` if it is a valid Service port name (an RFC 1123 label of at most 63 characters)."""
-    if not isinstance(name, str) or not _DNS_LABEL.fullmatch(name):
+    # RFC 1123 label, as Kubernetes uses for Service port names (IANA service names are a subset of these).
+    if not isinstance(name, str) or not is_dns1123_label(name):
         raise InvalidVolumeInput(
             f"port name {brief(name)} is not a valid port name "
             "(lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)")
