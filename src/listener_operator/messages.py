@@ -6,7 +6,7 @@ not be echoed into a gRPC status, an Event or a log line. :func:`brief` quotes a
 
 from __future__ import annotations
 
-__all__ = ["BRIEF_LIMIT", "brief"]
+__all__ = ["BRIEF_LIMIT", "brief", "cut"]
 
 #: Characters of a quoted value kept in a message.
 BRIEF_LIMIT = 100
@@ -20,3 +20,9 @@ def brief(value: object, limit: int = BRIEF_LIMIT) -> str:
     if len(text) > limit + 2:
         return f"{text[:limit]}... ({len(text)} characters)"
     return text
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` unquoted, cut to ``limit`` characters with a note of how long it was (for messages from others
+    that are quoted as prose, such as a condition's message)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

@@ -245,6 +245,26 @@ async def test_bounded_wait_publishes_once_the_listener_gets_an_address(
     waiting = [e for e in listener_events if e.get("reason") == "MountWaiting"]
     assert [(e["regarding"]["kind"], e["regarding"]["name"], e["related"]["name"]) for e in waiting] == [
         ("Listener", "web-0-listener", "web-0")]
+    # Waiting a moment for a new Listener's address is normal start-up, not a problem a person must look at.
+    assert {e["type"] for e in listener_events if e.get("reason") in ("MountWaiting", "ListenerNotReady")} == {
+        "Normal"}
+    assert [e for e in listener_events if e["type"] == "Warning"] == []
+
+
+async def test_a_listener_that_is_not_ready_is_reported_with_its_own_reason(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("internal", "ClusterIP"))
+    await kube_csi.api.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
+                                         "metadata": {"name": "shared", "namespace": NS},
+                                         "spec": {"className": "internal", "ports": [{"name": "http", "port": 80}]}},
+                              NS)
+    await set_status(kube_csi, "shared", {"ingressAddresses": [], "conditions": [
+        {"type": "Ready", "status": "False", "reason": "ServiceOverrideNotAllowed",
+         "message": "spec.objectOverrides[0].spec.externalIPs: not allowed", "lastTransitionTime": "2026-11-23T10:00:00Z"}]})
+    _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: "shared"})
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details == ("Listener default/shared has no addresses yet (waited 0s): the Listener is Ready=False, reason "
+                       "ServiceOverrideNotAllowed: spec.objectOverrides[0].spec.externalIPs: not allowed")
+    assert "LoadBalancer" not in details
 
 
 async def test_hostile_status_is_refused_and_nothing_is_written(kube_csi: KubeCsi) -> None:

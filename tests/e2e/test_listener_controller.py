@@ -333,7 +333,7 @@ async def test_missing_node_is_skipped_and_reported(env: Env) -> None:
     assert await env.wait_for(lambda: _addresses_equal(env, "app", ["192.168.0.1"])) == ["192.168.0.1"]
     ready = await env.ready("app")
     assert ready["status"] == "True" and ready["reason"] == "NodesMissing" and "node-gone" in ready["message"]
-    events = await env.wait_for(lambda: env.events("GetObject"))
+    events = await env.wait_for(lambda: env.events("NodesMissing"))
     assert events[0]["type"] == "Warning" and "node-gone" in events[0]["note"]
     assert events[0]["regarding"]["name"] == "app"
 
@@ -423,6 +423,24 @@ async def test_a_refused_override_keeps_the_service_as_last_applied(env: Env) ->
     assert "externalIPs" not in after["spec"]
     # the published address stays, and the condition says it may be stale
     assert await env.addresses("app") == ["app.ns.svc.cluster.local"]
+    assert "may be stale" in ready["message"]
+
+
+async def test_a_deleted_class_keeps_the_service_and_says_the_addresses_may_be_stale(env: Env) -> None:
+    """behaviour.md "Ready condition": after its class is deleted the Listener keeps its Service and its addresses
+    (they may still work), Ready=False with a reason that names the problem and a message saying "stale"."""
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("app", "internal")
+    await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
+    service_uid = (await env.service("app"))["metadata"]["uid"]
+    await env.api.delete(CLASSES, "internal")
+    ready = await env.wait_for(lambda: _ready_reason(env, "app", "ListenerClassNotFound"))
+    assert ready["status"] == "False"
+    assert ready["message"].startswith("ListenerClass 'internal' does not exist; the published addresses are kept "
+                                       "from the last successful reconcile and may be stale"), ready["message"]
+    assert await env.addresses("app") == ["app.ns.svc.cluster.local"]
+    assert (await env.service("app"))["metadata"]["uid"] == service_uid
 
 
 async def test_malformed_overrides_get_a_condition_and_an_event(env: Env) -> None:
@@ -564,7 +582,7 @@ async def test_reconciles_read_only_the_caches(env: Env) -> None:
     node["status"]["addresses"] = [{"type": "InternalIP", "address": "192.168.0.2"}]
     await env.api.update("nodes", node, subresource="status")
     assert await env.wait_for(lambda: _addresses_equal(env, "np", ["192.168.0.2"])) == ["192.168.0.2"]
-    await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "GetObject"))
+    await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "ListenerClassNotFound"))
     await env.create_class("missing", serviceType="ClusterIP")
     await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "AddressesPublished"))
 
@@ -620,7 +638,7 @@ async def test_every_failure_gets_a_warning_event_in_plain_words(env: Env) -> No
                                      "spec": {"className": "internal", "ports": []}}, NS)
     expectations = {
         "NoListenerClass": ("no-class", "Listener has no spec.className", None),
-        "GetObject": ("unknown-class", "ListenerClass 'does-not-exist' does not exist", "ListenerClass"),
+        "ListenerClassNotFound": ("unknown-class", "ListenerClass 'does-not-exist' does not exist", "ListenerClass"),
         "ValidateListenerClassAnnotations": ("annotated", "serviceAnnotations key 'not a key!' is invalid",
                                              "ListenerClass"),
         "NoPorts": ("no-ports", "Listener has no ports", None),

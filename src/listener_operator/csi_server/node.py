@@ -79,7 +79,7 @@ from listener_operator.csi_server.objects import (
     pod_listeners_entry,
     pod_volume_for_claim,
 )
-from listener_operator.csi_server.reporting import EventPublisher, publish_warning
+from listener_operator.csi_server.reporting import EventPublisher, publish_event, publish_warning
 from listener_operator.csi_server.validation import InvalidVolumeInput, VolumeTarget, resolve_target_path
 from listener_operator.csi_server.volume_context import (
     CONTEXT_EPHEMERAL,
@@ -92,13 +92,13 @@ from listener_operator.csi_server.volume_context import (
     required_object,
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
-from listener_operator.messages import brief
+from listener_operator.messages import brief, cut
 from listener_operator.names import service_name_problem
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
 from operator_runtime.kinds import NODE, POD, PV, PVC
-from operator_runtime.objects import JsonDict, mapping, meta, object_reference
+from operator_runtime.objects import JsonDict, items, mapping, meta, object_reference
 
 __all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService"]
 
@@ -133,6 +133,16 @@ class _Publish:
 
 def _listener_id(listener: JsonDict) -> str:
     return f"Listener {meta(listener).namespace}/{meta(listener).name}"
+
+
+def _why_no_addresses(listener: JsonDict) -> str:
+    """The Listener's own account of why it has no addresses: its Ready condition, when the controller wrote one."""
+    ready = next((c for c in items(listener, "status", "conditions")
+                  if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    if ready is None:
+        return "the Listener controller has not reported on it yet"
+    return (f"the Listener is Ready={ready.get('status', 'Unknown')}, reason {ready.get('reason') or 'unknown'}: "
+            f"{cut(str(ready.get('message') or ''), 500)}")
 
 
 def _class_name(listener: JsonDict) -> str:
@@ -248,7 +258,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         listener, addresses = await self._addresses_or_wait(p, listener, pod)
         if not addresses:
             raise NoAddressesYet(f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
-                                 f"(waited {self._listener_wait:g}s; a LoadBalancer may not have an address yet)")
+                                 f"(waited {self._listener_wait:g}s): {_why_no_addresses(listener)}")
         try:
             validated = published_addresses(addresses)
         except InvalidVolumeInput as error:
@@ -353,14 +363,15 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if self._listener_wait <= 0:
             return listener, addresses
         listener_reference = object_reference(listener)
-        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener).
-        await publish_warning(self._events, p.pod_reference, reason="ListenerNotReady",
-                              note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
-                                   "volume can be published", action="PublishVolume", related=listener_reference)
-        await publish_warning(self._events, listener_reference, reason="MountWaiting",
-                              note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
-                                   "this Listener has an address in its status", action="PublishVolume",
-                              related=p.pod_reference)
+        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener). Normal: during a
+        # Pod's start-up a new Listener has no address for a moment; the failure after the wait is the Warning.
+        await publish_event(self._events, p.pod_reference, type="Normal", reason="ListenerNotReady",
+                            note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
+                                 "volume can be published", action="PublishVolume", related=listener_reference)
+        await publish_event(self._events, listener_reference, type="Normal", reason="MountWaiting",
+                            note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
+                                 "this Listener has an address in its status", action="PublishVolume",
+                            related=p.pod_reference)
         waiting: contextlib.AbstractContextManager[Any] = (
             self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
         try:

@@ -80,7 +80,10 @@ log = logging.getLogger(__name__)
 
 
 class ListenerClassNotFoundError(ListenerError):
-    reason = "GetObject"
+    """The Listener's class does not exist (upstream's reason is the generic ``GetObject``; behaviour.md "Reasons
+    that name the problem")."""
+
+    reason = "ListenerClassNotFound"
     related = "listenerclass"
 
 
@@ -298,7 +301,7 @@ class ListenerController:
         if await self._apply_status(listener, status) and addresses.missing_nodes:
             # Said once per change of the status (not on every no-op reconcile, which must write nothing).
             await self.recorder.publish(
-                listener, type="Warning", reason="GetObject", action="Reconcile",
+                listener, type="Warning", reason="NodesMissing", action="Reconcile",
                 note=("skipped node(s) that do not exist: " + ", ".join(addresses.missing_nodes)
                       + "; a pinned PersistentVolume or an endpoint still names them; the other addresses are "
                         "published"),
