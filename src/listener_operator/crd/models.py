@@ -19,6 +19,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from listener_operator.names import DNS1123_LABEL_PATTERN, LABEL_MAX
+
+#: Service port protocols. A pattern rather than an enum: the field is nullable, and a null must stay accepted.
+PROTOCOL_PATTERN = "^(TCP|UDP|SCTP)$"
+
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), WithJsonSchema({"type": "integer", "format": "int32"})]
 #: A Kubernetes object of any kind, checked where it is used (a malformed one gets a condition naming its path).
 _AnyObject = Annotated[Any, WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
@@ -132,13 +137,16 @@ class ListenerClassSpec(_Model):
 class ListenerPort(_Model):
     """A port exposed by a Listener."""
 
-    name: str
-    """The port name; unique within the Listener. Published addresses key their ports by this name."""
+    # The schema refuses at admission what no Service accepts (behaviour.md "Admission"); pydantic does not enforce
+    # it, so that objects stored before keep getting the controller's specific reasons (InvalidPort, DuplicatePort).
+    name: Annotated[str, Field(json_schema_extra={"pattern": DNS1123_LABEL_PATTERN, "maxLength": LABEL_MAX})]
+    """The port name; unique within the Listener. Published addresses key their ports by this name. A Service port
+    name: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters."""
 
-    port: Int32
-    """The port number exposed by the Service. Pods must listen on the same number."""
+    port: Annotated[Int32, Field(json_schema_extra={"minimum": 1, "maximum": 65535})]
+    """The port number exposed by the Service (1-65535). Pods must listen on the same number."""
 
-    protocol: str | None = None
+    protocol: Annotated[str | None, Field(json_schema_extra={"pattern": PROTOCOL_PATTERN})] = None
     """TCP, UDP or SCTP; Kubernetes defaults to TCP."""
 
 
@@ -165,8 +173,9 @@ class ListenerSpec(_Model):
     extra_pod_selector_labels: dict[str, str] = {}
     """Extra labels that Pods must carry to be selected. Pods must still mount a volume bound to this Listener."""
 
-    ports: list[ListenerPort] | None = None
-    """The ports to expose."""
+    ports: Annotated[list[ListenerPort] | None, Field(json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})] = None
+    """The ports to expose; each name at most once."""
 
     publish_not_ready_addresses: bool | None = True
     """Whether Pods that are not ready still receive traffic (Service.spec.publishNotReadyAddresses). Unset or null
