@@ -42,12 +42,13 @@ from listener_operator.csi_server.validation import (
     check_port_number,
 )
 
-__all__ = ["PublishedAddress", "published_addresses", "remove_tree", "write_address_tree"]
+__all__ = ["DATA_LINK", "VERSION_PREFIX", "PublishedAddress", "published_addresses", "remove_tree",
+           "write_address_tree"]
 
 DATA_LINK = "..data"
 ADDRESSES = "addresses"
 DEFAULT_ADDRESS = "default-address"
-_VERSION_PREFIX = "..v-"
+VERSION_PREFIX = "..v-"
 _HIDDEN_PREFIX = ".."
 
 
@@ -179,7 +180,7 @@ def write_address_tree(target: Path, addresses: Sequence[PublishedAddress]) -> b
     os.makedirs(target, mode=0o755, exist_ok=True)
     dir_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        version = f"{_VERSION_PREFIX}{_digest(addresses)}"
+        version = f"{VERSION_PREFIX}{_digest(addresses)}"
         changed = False
         if not (_readlink(DATA_LINK, dir_fd) == version and _is_dir(version, dir_fd)):
             building = _build_version(dir_fd, addresses)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from listener_operator.addresses import (
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,
+    DRIVER_NAME,
     FIELD_MANAGER_VOLUME,
     PV_LABEL_LISTENER_NAME,
     PV_LABEL_LISTENER_NAMESPACE,
@@ -73,7 +75,14 @@ from listener_operator.csi_server.errors import (
     get_optional,
     get_required,
 )
-from listener_operator.csi_server.filetree import published_addresses, remove_tree, write_address_tree
+from listener_operator.csi_server.filetree import (
+    DATA_LINK,
+    VERSION_PREFIX,
+    published_addresses,
+    remove_tree,
+    write_address_tree,
+)
+from listener_operator.csi_server.mounted import MountedVolume, MountedVolumes, trimmed_pod
 from listener_operator.csi_server.objects import (
     per_volume_listener,
     pod_listeners_entry,
@@ -135,6 +144,19 @@ def _listener_id(listener: JsonDict) -> str:
     return f"Listener {meta(listener).namespace}/{meta(listener).name}"
 
 
+def _published_targets(kubelet_dir: Path) -> list[VolumeTarget]:
+    """The volumes under ``kubelet_dir`` that hold a tree this driver wrote (a ``..data`` link to a version)."""
+    found: list[VolumeTarget] = []
+    for mount in sorted(Path(kubelet_dir).glob("pods/*/volumes/kubernetes.io~csi/*/mount")):
+        try:
+            if not os.readlink(mount / DATA_LINK).startswith(VERSION_PREFIX):
+                continue
+            found.append(resolve_target_path(str(mount), kubelet_dir))
+        except (OSError, InvalidVolumeInput):
+            continue
+    return found
+
+
 def _why_no_addresses(listener: JsonDict) -> str:
     """The Listener's own account of why it has no addresses: its Ready condition, when the controller wrote one."""
     ready = next((c for c in items(listener, "status", "conditions")
@@ -165,6 +187,52 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         self._events = events
         self._listener_wait = listener_wait_seconds
         self._mounts_waiting = mounts_waiting
+        self._mounted = MountedVolumes(api, self._refresh_volume)
+
+    @property
+    def mounted(self) -> MountedVolumes:
+        """The volumes this service published and keeps current."""
+        return self._mounted
+
+    async def close(self) -> None:
+        """Stop keeping volumes current (their files stay); call when the server stops."""
+        await self._mounted.close()
+
+    async def start(self) -> None:
+        """Keep the volumes published before this process started current too: they are found on disk (our trees
+        in kubelet's layout), matched to the Pods of this node (one LIST) and their PVs, and refreshed once their
+        Listener's watch has listed it. A volume that cannot be matched is left alone (logged)."""
+        targets = await asyncio.to_thread(_published_targets, self._kubelet_dir)
+        if not targets:
+            return
+        pods, _ = await self._api.list(POD, field_selector=f"spec.nodeName={self._node_name}")
+        by_uid = {meta(pod).uid: pod for pod in pods}
+        for target in targets:
+            try:
+                volume = await self._rediscover(target, by_uid.get(target.pod_uid))
+            except (CsiError, KubeError) as error:
+                log.warning("not keeping listener volume %s current: %s", target.path, error_chain(error))
+                continue
+            if volume is not None:
+                async with self._mounted.lock(target):
+                    self._mounted.track(volume)
+        log.info("keeping %d listener volume(s) published earlier current", len(self._mounted))
+
+    async def _rediscover(self, target: VolumeTarget, pod: JsonDict | None) -> MountedVolume | None:
+        if pod is None:
+            return None  # the Pod is gone: kubelet unpublishes the volume
+        pv = await get_required(f"PersistentVolume {target.volume}", self._api.get(PV, target.volume))
+        csi = mapping(pv, "spec", "csi")
+        claim = mapping(pv, "spec", "claimRef")
+        if csi.get("driver") != DRIVER_NAME or not claim.get("name"):
+            return None
+        selector = decode_selector(mapping(csi, "volumeAttributes"), f"volume {target.volume}")
+        claim_name = check_object_name("PersistentVolumeClaim", str(claim["name"]), f"PersistentVolume {target.volume}")
+        volume_name = pod_volume_for_claim(pod, claim_name)
+        if volume_name is None:
+            return None
+        listener = selector.value if selector.mode == "name" else claim_name
+        return MountedVolume(target, meta(pod).namespace, listener, trimmed_pod(pod), volume_name)
 
     # -- trivial RPCs -------------------------------------------------------------------------------------------
 
@@ -259,19 +327,52 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not addresses:
             raise NoAddressesYet(f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
                                  f"(waited {self._listener_wait:g}s): {_why_no_addresses(listener)}")
+        volume = MountedVolume(p.target, p.pod_namespace, listener_name, trimmed_pod(pod), volume_name,
+                               status=dict(mapping(listener, "status")))
+        async with self._mounted.lock(p.target):
+            await self._write_volume(volume, listener, addresses)
+            self._mounted.track(volume)
+
+    async def _write_volume(self, volume: MountedVolume, listener: JsonDict, addresses: list[JsonDict]) -> None:
+        """Validate ``addresses``, then write the Pod's PodListeners entry and the volume's files (each only when it
+        changes); the caller holds the target's lock."""
         try:
             validated = published_addresses(addresses)
         except InvalidVolumeInput as error:
-            raise InvalidInput(f"Listener {p.pod_namespace}/{listener_name} status cannot be written into the "
-                               "volume") from error
-        await self._upsert_pod_listeners(pod, volume_name,
+            raise InvalidInput(f"Listener {volume.listener_key} status cannot be written into the volume") from error
+        await self._upsert_pod_listeners(volume.pod, volume.volume_name,
                                          {"scope": pod_listener_scope(listener), "ingressAddresses": addresses})
+        target = volume.target.path
         try:
-            await asyncio.to_thread(write_address_tree, p.target.path, validated)
+            await asyncio.to_thread(write_address_tree, target, validated)
         except InvalidVolumeInput as error:
             raise InvalidInput("refusing to write the volume") from error
         except OSError as error:
-            raise VolumeWriteFailed(f"failed to write the address files into {p.target.path}") from error
+            raise VolumeWriteFailed(f"failed to write the address files into {target}") from error
+
+    async def _refresh_volume(self, volume: MountedVolume, listener: JsonDict) -> None:
+        """Rewrite a mounted volume after its Listener's status changed (behaviour.md "Volume files stay current").
+        A Listener that has no address for this Pod now leaves the files as they were; a status that cannot be
+        written is reported on the Pod."""
+        addresses = await self._address_computer(volume.pod)(listener)
+        if not addresses:
+            log.info("Listener %s has no address for volume %s now; its files stay as they are",
+                     volume.listener_key, volume.key)
+            return
+        try:
+            await self._write_volume(volume, listener, addresses)
+        except CsiError as error:
+            if error.user_error:
+                pod_meta = meta(volume.pod)
+                await publish_warning(
+                    self._events, {"apiVersion": "v1", "kind": "Pod", "name": pod_meta.name,
+                                   "namespace": pod_meta.namespace, "uid": pod_meta.uid},
+                    reason="ListenerVolumeNotUpdated", action="UpdateVolume",
+                    note=f"volume {volume.volume_name} keeps its files: {error_chain(error)}",
+                    related=object_reference(listener))
+            raise
+        log.info("updated listener volume %s of Pod %s/%s from Listener %s", volume.volume_name,
+                 meta(volume.pod).namespace, meta(volume.pod).name, volume.listener_key)
 
     async def _check_listener_name(self, p: _Publish, pvc: JsonDict) -> None:
         """The Listener's name becomes a Service name and the value of the PV and Pod labels: a name that cannot be
@@ -479,10 +580,12 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise MissingArgument("target_path is required")
         target = self._resolve_target(request.target_path)
         check_object_name("PersistentVolume", request.volume_id, "volume_id")
-        try:
-            await asyncio.to_thread(remove_tree, target.path)
-        except OSError as error:
-            raise VolumeWriteFailed(f"failed to remove {target.path}") from error
+        async with self._mounted.lock(target):
+            try:
+                await asyncio.to_thread(remove_tree, target.path)
+            except OSError as error:
+                raise VolumeWriteFailed(f"failed to remove {target.path}") from error
+            self._mounted.forget(target)
         try:
             await self._forget_pod_listener(request.volume_id, target.pod_uid)
         except KubeError as error:
