@@ -92,6 +92,13 @@ def assert_clean(state: Path, output: str) -> None:
     assert "Traceback" not in output
 
 
+def stop_cleanly(run: Background, sig: signal.Signals, state: Path) -> None:
+    """A signal stops the run as asked (exit code 0, saying so) and leaves the state directory clean."""
+    assert run.stop(sig) == 0, run.output()
+    assert f"Stopping ({sig.name})" in run.output()
+    assert_clean(state, run.output())
+
+
 def test_demo_once_from_a_deep_state_dir_shows_listeners_and_a_volume_tree_and_leaves_it_clean(
         workdir: Path) -> None:
     state = deep_state_dir(workdir)
@@ -195,10 +202,7 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
         assert re.search(r"default\s+listener\.listeners\.stackable\.tech/api\s+cluster-internal\s+api\s+"
                          r"api\.default\.svc\.cluster\.local\s+\d+s", table), table
         assert re.search(r"listenerclass\.listeners\.stackable\.tech/external-stable\s+NodePort", table), table
-        code = run.stop(signal.SIGINT)
-        assert code == 0, run.output()
-        assert "Stopping (SIGINT)" in run.output()
-        assert_clean(state, run.output())
+        stop_cleanly(run, signal.SIGINT, state)
     finally:
         run.kill()
 
@@ -233,10 +237,7 @@ def test_local_up_clears_what_a_killed_run_left_and_stops_cleanly_on_sigterm(wor
         assert (state / "local-up.lock").read_text() == str(run.process.pid)
         assert os.readlink(state / "run") != str(stale_run)
         assert "127.0.0.1:9" not in (state / "kubeconfig").read_text()
-        code = run.stop(signal.SIGTERM)
-        assert code == 0, run.output()
-        assert "Stopping (SIGTERM)" in run.output()
-        assert_clean(state, run.output())
+        stop_cleanly(run, signal.SIGTERM, state)
     finally:
         run.kill()
         shutil.rmtree(stale_run, ignore_errors=True)
@@ -247,10 +248,8 @@ def test_local_up_interrupted_while_starting_leaves_a_clean_state_dir(workdir: P
     run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
     try:
         run.wait_for(r"kubesim API server at")
-        code = run.stop(signal.SIGINT)
-        assert code == 0, run.output()
+        stop_cleanly(run, signal.SIGINT, state)
         assert "Ready." not in run.output()
-        assert_clean(state, run.output())
     finally:
         run.kill()
 
