@@ -76,11 +76,14 @@ def test_routing_key_sni_is_a_dns_name():
     name = routing_key_sni("Backend Key/ä")
     assert name.endswith(".key.service-network")
     labels = name.split(".")
+    assert len(labels) == 3, "one label per key: a certificate wildcard covers exactly one label"
     assert all(0 < len(label) <= 63 and (label.isalnum() or "-" in label) for label in labels)
     assert name == name.lower() and len(name) <= 253
     assert routing_key_sni("a") != routing_key_sni("A")
+    assert routing_key_sni("x" * 38).startswith("k")
     long = routing_key_sni("k" * 1000)
-    assert long.startswith("h-") and len(long) <= 253
+    assert long.startswith("h-") and len(long.split(".")[0]) <= 63
+    assert routing_key_sni("k" * 1000) != routing_key_sni("k" * 1001)
 
 
 def test_empty_or_invalid_text_refused():
@@ -116,7 +119,14 @@ def test_valid_document_parses_with_defaults():
     (json.dumps(doc(connectors=[{**C(), "targets": [{"host": "10.0.0.1"}, {"host": "10.0.0.1"}]}])),
      "connectors[0].targets[1].name: duplicate target name"),
     (json.dumps(doc(listeners=[{**L(), "unknown": 1}])), "listeners[0].unknown: Extra inputs"),
-    (json.dumps(doc(links=[{"name": "east"}])), "links: not supported by this router yet"),
+    (json.dumps(doc(links=[{"name": "east"}])), "links[0].host: Field required"),
+    (json.dumps(doc(links=[{"name": "east", "host": "a b", "tlsProfile": "p"}])), "links[0].host: 'a b' is neither"),
+    (json.dumps(doc(links=[{"name": "east", "host": "h", "tlsProfile": "nope"}])),
+     "links[0].tlsProfile: no TLS profile named 'nope'"),
+    (json.dumps(doc(routerAccess=[{"name": "a", "tlsProfile": "p", "host": "h"}])),
+     "routerAccess[0].host: 'h' is not an IP address"),
+    (json.dumps(doc(remoteRoutes=[{"routingKey": "k", "link": "gone"}])), "remoteRoutes[0].link: no link named"),
+    (json.dumps(doc(remoteRoutes=[{"routingKey": "k", "link": "l", "cost": 0}])), "remoteRoutes[0].cost"),
     (json.dumps(doc(tlsProfiles=[{"name": "p"}])), "exactly one of files and secret"),
     (json.dumps(doc(listeners=[L(observer="tcp")])), "listeners[0].observer"),
 ])

@@ -2,9 +2,9 @@
 the router adaptor reads, as JSON. ``parse_config(text)`` validates it fully or raises ``ConfigError`` naming every
 bad field; nothing from an invalid document is applied.
 
-Version 1. Sections ``routerAccess``, ``links`` and ``remoteRoutes`` belong to service network part 2 (mutual-TLS
-router access, links with costs, routes to remote sites); they are part of the format now so that part 2 only adds
-fields, and they must be empty until a router implements them.
+Version 1. Sections ``routerAccess`` (the inter-router endpoint, mutual TLS), ``links`` (outgoing links to other
+routers' access, with cost) and ``remoteRoutes`` (routes to routing keys behind a link; the adaptor adds the ones its
+link-state protocol computes) carry the service network across sites (docs/service-network-router.md).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -23,8 +23,11 @@ from .names import haproxy_id
 __all__ = [
     "CONFIG_VERSION",
     "Connector",
+    "Link",
     "Listener",
     "MetricsEndpoint",
+    "RemoteRoute",
+    "RouterAccess",
     "RouterConfig",
     "RouterSettings",
     "SecretRef",
@@ -66,6 +69,9 @@ class MetricsEndpoint(_Model):
 
 
 class RouterSettings(_Model):
+    #: this router's identity in the network (unique network-wide); default: the site id. Two routers of one site
+    #: (Site.spec.ha) get different ids, e.g. ``<site uid>/skupper-router-2``.
+    id: str | None = Field(default=None, min_length=1, max_length=253)
     metrics: MetricsEndpoint | None = None
     reserved_ports: tuple[int, ...] = ()          # ports no Listener may use (router access, metrics, ...)
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
@@ -137,6 +143,41 @@ class Connector(_Model):
     targets: tuple[Target, ...] = ()
 
 
+class RouterAccess(_Model):
+    """The router's inter-router endpoint (Skupper RouterAccess, role ``inter-router``): mutual TLS 1.3 with the
+    site CA; each connection names the routing key it wants in SNI (or the control channel's name)."""
+
+    name: str = Name
+    role: Literal["inter-router"] = "inter-router"
+    host: str = ""                        # an IP address; "" = all interfaces
+    port: int = Field(default=55671, ge=1, le=65535)
+    tls_profile: str = Field(min_length=1, max_length=MAX_NAME)   # server certificate + key, and the site CA
+
+
+class Link(_Model):
+    """An outgoing link to another router's access (Skupper Link): where it is, the client certificate and the
+    remote site's CA (``tlsProfile``), and its cost (values below 1 count as 1, as upstream)."""
+
+    name: str = Name
+    host: str = Field(min_length=1, max_length=253)    # IP or DNS name of the remote router access
+    port: int = Field(default=55671, ge=1, le=65535)
+    tls_profile: str = Field(min_length=1, max_length=MAX_NAME)   # client certificate + key, and the remote CA
+    cost: int = Field(default=1, ge=-(2**31), le=2**31 - 1)
+
+    @property
+    def effective_cost(self) -> int:
+        return max(1, self.cost)
+
+
+class RemoteRoute(_Model):
+    """``routingKey`` is reachable through ``link`` at path cost ``cost`` (the summed link costs to the nearest
+    router that has a connector for it). The adaptor's link-state routing adds these; a document may pin some."""
+
+    routing_key: str = Name
+    link: str = Name
+    cost: int = Field(default=1, ge=1, le=2**31 - 1)
+
+
 class RouterConfig(_Model):
     version: int
     site: Site
@@ -144,13 +185,22 @@ class RouterConfig(_Model):
     tls_profiles: tuple[TlsProfile, ...] = ()
     listeners: tuple[Listener, ...] = ()
     connectors: tuple[Connector, ...] = ()
-    # service network part 2 (must be empty for now)
-    router_access: tuple[dict[str, Any], ...] = ()
-    links: tuple[dict[str, Any], ...] = ()
-    remote_routes: tuple[dict[str, Any], ...] = ()
+    router_access: tuple[RouterAccess, ...] = ()
+    links: tuple[Link, ...] = ()
+    remote_routes: tuple[RemoteRoute, ...] = ()
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_defaults=False, indent=2)
+
+    @property
+    def router_id(self) -> str:
+        return self.router.id or self.site.id
+
+    def with_routes(self, routes: tuple[RemoteRoute, ...]) -> RouterConfig:
+        """This document with ``routes`` added to its own ``remoteRoutes`` (the adaptor's computed routes)."""
+        if not routes:
+            return self
+        return self.model_copy(update={"remote_routes": (*self.remote_routes, *routes)})
 
 
 def is_ip_address(text: str) -> bool:
@@ -249,10 +299,46 @@ def _check_ports(config: RouterConfig) -> list[str]:
     return problems
 
 
-def _check_part2(config: RouterConfig) -> list[str]:
-    return [f"{field}: not supported by this router yet (service network part 2); must be empty"
-            for field, value in (("routerAccess", config.router_access), ("links", config.links),
-                                 ("remoteRoutes", config.remote_routes)) if value]
+def _check_network(config: RouterConfig) -> list[str]:
+    """routerAccess, links and remoteRoutes: names, addresses, profiles, ports."""
+    problems: list[str] = []
+    profiles = {p.name for p in config.tls_profiles}
+    if len(config.router_access) > 1:
+        problems.append("routerAccess: at most one inter-router access per router")
+    for i, acc in enumerate(config.router_access):
+        path = f"routerAccess[{i}]"
+        if acc.host and not is_ip_address(acc.host):
+            problems.append(f"{path}.host: {truncate(acc.host)} is not an IP address (use \"\" for all interfaces)")
+        if acc.tls_profile not in profiles:
+            problems.append(f"{path}.tlsProfile: no TLS profile named {truncate(acc.tls_profile)}")
+        for j, lst in enumerate(config.listeners):
+            if lst.port == acc.port and (not lst.host or not acc.host or lst.host == acc.host):
+                problems.append(f"listeners[{j}].port: port {lst.port} is used by the router access ({path})")
+        if config.router.metrics is not None and config.router.metrics.port == acc.port:
+            problems.append(f"{path}.port: port {acc.port} is used by router.metrics")
+    seen: dict[str, str] = {}
+    for i, link in enumerate(config.links):
+        path = f"links[{i}]"
+        try:
+            haproxy_id(link.name)
+        except ValueError as e:
+            problems.append(f"{path}.name: {e}")
+        if link.name in seen:
+            problems.append(f"{path}.name: duplicate link name {truncate(link.name)} (first at {seen[link.name]})")
+        seen.setdefault(link.name, path)
+        if not (is_ip_address(link.host) or _is_dns_name(link.host)):
+            problems.append(f"{path}.host: {truncate(link.host)} is neither an IP address nor a DNS name")
+        if link.tls_profile not in profiles:
+            problems.append(f"{path}.tlsProfile: no TLS profile named {truncate(link.tls_profile)}")
+    for i, route in enumerate(config.remote_routes):
+        path = f"remoteRoutes[{i}]"
+        try:
+            haproxy_id(route.routing_key)
+        except ValueError as e:
+            problems.append(f"{path}.routingKey: {e}")
+        if route.link not in seen:
+            problems.append(f"{path}.link: no link named {truncate(route.link)}")
+    return problems
 
 
 def _bad_text(value: object, path: str = "") -> list[str]:
@@ -291,7 +377,7 @@ def parse_config(text: str | bytes) -> RouterConfig:
         config = RouterConfig.model_validate_json(text if isinstance(text, str) else text.decode("utf-8"))
     except ValidationError as e:
         raise ConfigError([f"{_loc(err['loc'])}: {err['msg']}" for err in e.errors(include_input=False)]) from None
-    problems = _check_names(config) + _check_ports(config) + _check_part2(config)
+    problems = _check_names(config) + _check_ports(config) + _check_network(config)
     if problems:
         raise ConfigError(problems)
     return config

@@ -9,15 +9,31 @@ Semantics carried over from skupper-router (see docs/service-network-router.md):
 - a frontend whose routing key has no target at load time is rendered ``disabled`` (its port is not bound, so
   clients get "connection refused"); one that loses its targets later is paused through the runtime API.
 
+Across sites (network mode, when the router has a router access or links): Lua ``sn_pick`` chooses the server of
+each new connection in routed backends (targets and hop servers; see ``lua.py``); the router access frontend
+requires a client certificate from the site CA (TLS 1.3) and picks the backend by SNI from the SNI map; the
+control channel's SNI goes to the adaptor's Unix socket; hop servers present the link's client certificate,
+verify the remote CA, put the key in SNI and resume TLS sessions (HAProxy's default per-server session reuse).
+
 Every name in the output comes from ``names.py`` and every path from a checked ``StateLayout``; addresses are
 validated IPs or DNS names, so no input can add a line or an argument.
 """
 
 from __future__ import annotations
 
-from .spec import BackendSpec, FrontendSpec, GlobalSpec, RouterSpec, ServerSpec
+from .names import CONTROL_BACKEND
+from .spec import (
+    AccessSpec,
+    BackendSpec,
+    FrontendSpec,
+    GlobalSpec,
+    LinkSpec,
+    NetworkFiles,
+    RouterSpec,
+    ServerSpec,
+)
 
-__all__ = ["MAX_TIMEOUT", "METRICS_FRONTEND", "address", "render", "server_arguments"]
+__all__ = ["MAX_TIMEOUT", "METRICS_FRONTEND", "address", "map_text", "render", "server_arguments"]
 
 MAX_TIMEOUT = "24d"              # HAProxy timers are 32-bit milliseconds (at most 24.8 days)
 METRICS_FRONTEND = "router:metrics"
@@ -49,6 +65,8 @@ def _global(g: GlobalSpec) -> list[str]:
         lines.append(f"    maxconn {g.max_connections}")
     if g.hard_stop_after_s is not None:
         lines.append(f"    hard-stop-after {g.hard_stop_after_s}s")
+    if g.network is not None:
+        lines.append(f"    lua-load-per-thread {g.network.lua_file}")
     return lines
 
 
@@ -76,8 +94,32 @@ def _frontend(f: FrontendSpec) -> list[str]:
     lines = [f"frontend {f.name}", bind]
     if not f.enabled:
         lines.append("    disabled")
+    if f.sni is not None:
+        lines.append(f"    tcp-request content set-var(txn.sn_key) str({f.sni})")
     lines.append(f"    default_backend {f.backend}")
     return lines
+
+
+def _access(a: AccessSpec, files: NetworkFiles) -> list[str]:
+    sni = f"var(txn.sn_key),map({files.sni_map})"
+    return [
+        f"frontend {a.name}",
+        f"    bind {address(a.host, a.port)} ssl crt {a.cert_file} ca-file {a.ca_file} verify required "
+        "ssl-min-ver TLSv1.3",
+        "    tcp-request content set-var(txn.sn_key) ssl_fc_sni",
+        f"    tcp-request content reject unless {{ {sni} -m found }}",
+        f"    use_backend %[{sni}]",
+    ]
+
+
+def _link(link: LinkSpec) -> list[str]:
+    return [f"backend {link.backend}",
+            f"    server endpoint {address(link.host, link.port)} ssl verify required ca-file {link.ca_file} "
+            f"crt {link.cert_file} ssl-min-ver TLSv1.3 disabled"]
+
+
+def _control(files: NetworkFiles) -> list[str]:
+    return [f"backend {CONTROL_BACKEND}", f"    server adaptor unix@{files.control_socket}"]
 
 
 def server_arguments(s: ServerSpec) -> str:
@@ -91,6 +133,10 @@ def server_arguments(s: ServerSpec) -> str:
             args += f" sni str({s.tls.sni})"
         if s.tls.verify_host is not None:
             args += f" verifyhost {s.tls.verify_host}"
+        if s.tls.tls13:
+            args += " ssl-min-ver TLSv1.3"
+    if s.link is not None:
+        args += " backup"     # never chosen by leastconn, only by the route map (use-server)
     if not s.host_is_ip:
         # resolved when the configuration is loaded; a name that does not resolve leaves the server without address
         args += " init-addr last,libc,none"
@@ -99,6 +145,11 @@ def server_arguments(s: ServerSpec) -> str:
 
 def _backend(b: BackendSpec) -> list[str]:
     lines = [f"backend {b.name}", "    balance leastconn"]
+    if b.routed:
+        lines.append("    tcp-request content lua.sn_pick")
+        if b.routing_key is None:       # transit: only hops, and only for keys with a route
+            lines.append("    tcp-request content reject unless { var(txn.sn_srv) -m found }")
+        lines.append("    use-server %[var(txn.sn_srv)] if { var(txn.sn_srv) -m found }")
     lines += [f"    server {s.name} {server_arguments(s)}" for s in b.servers]
     return lines
 
@@ -120,7 +171,18 @@ def render(spec: RouterSpec) -> str:
     """haproxy.cfg for ``spec`` (deterministic: equal specs give equal text)."""
     sections = [_global(spec.globals), _defaults(spec.globals)]
     sections += [_frontend(f) for f in spec.frontends]
+    net = spec.globals.network
+    if net is not None:
+        if spec.access is not None:
+            sections.append(_access(spec.access, net))
+        sections.append(_control(net))
+        sections += [_link(x) for x in spec.links]
     sections += [_backend(b) for b in spec.backends]
     if spec.globals.metrics is not None:
         sections.append(_metrics(*spec.globals.metrics))
     return HEADER + "\n".join("\n".join(s) + "\n" for s in sections)
+
+
+def map_text(entries: tuple[tuple[str, str], ...]) -> str:
+    """A map file (``key value`` lines); keys are DNS names, values server names and digits (no spaces in keys)."""
+    return HEADER + "".join(f"{k} {v}\n" for k, v in entries)

@@ -12,10 +12,18 @@ import base64
 import hashlib
 
 __all__ = [
+    "CONTROL_BACKEND",
+    "CONTROL_SNI",
+    "KEY_SNI_SUFFIX",
+    "KEY_SNI_WILDCARD",
     "MAX_ID_COMPONENT",
+    "TRANSIT_BACKEND",
+    "access_frontend_name",
     "backend_name",
     "frontend_name",
     "haproxy_id",
+    "hop_server_name",
+    "link_backend_name",
     "routing_key_sni",
     "server_name",
 ]
@@ -70,21 +78,47 @@ def server_name(connector: str, target: str) -> str:
     return f"{haproxy_id(connector)}:{haproxy_id(target)}"
 
 
-_MAX_SNI = 253
+KEY_SNI_SUFFIX = "key.service-network"
+#: the DNS name a router access certificate carries so that hop servers, which check the certificate against the SNI
+#: they send, accept it for every routing key (one label of any key under the suffix)
+KEY_SNI_WILDCARD = f"*.{KEY_SNI_SUFFIX}"
 
 
-def routing_key_sni(routing_key: str, suffix: str = "key.service-network") -> str:
-    """A DNS name carrying ``routing_key`` in SNI across router hops (service network part 2).
+def routing_key_sni(routing_key: str, suffix: str = KEY_SNI_SUFFIX) -> str:
+    """The DNS name carrying ``routing_key`` in SNI across router hops: **one** label, then ``suffix``.
 
-    The key's UTF-8 bytes in lower-case base32 (no padding) cut into labels of at most 63 characters, then
-    ``suffix``. Keys too long for a 253-character name are replaced by ``h-`` and the base32 SHA-256 of the key
-    (the receiving router matches on the same function, so this stays unambiguous for practical purposes).
+    ``k`` + the key's UTF-8 bytes in lower-case base32 (no padding) when that fits in 63 characters (keys up to 38
+    bytes); longer keys give ``h-`` + the base32 SHA-256 of the key. One label, because HAProxy checks the remote
+    router's certificate against the SNI it sends and a certificate wildcard (``*.key.service-network``) covers one
+    label. Injective for short keys; the receiving router matches on the same function (it knows every key of the
+    network), so the hashed form stays unambiguous for practical purposes.
     """
     raw = _utf8(routing_key)
-    text = "k" + base64.b32encode(raw).decode("ascii").rstrip("=").lower()
-    labels = [text[i:i + 63] for i in range(0, len(text), 63)]
-    name = ".".join([*labels, suffix])
-    if len(name) > _MAX_SNI:
-        digest = base64.b32encode(hashlib.sha256(raw).digest()).decode("ascii").rstrip("=").lower()
-        name = f"h-{digest}.{suffix}"
-    return name
+    label = "k" + base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+    if len(label) > 63:
+        label = "h-" + base64.b32encode(hashlib.sha256(raw).digest()).decode("ascii").rstrip("=").lower()
+    return f"{label}.{suffix}"
+
+
+# Names of the inter-router parts. ``haproxy_id`` never produces ``_h`` (an escape is ``_`` and two hex digits), so
+# hop servers can never collide with a target's server name; frontends and backends use their own prefixes.
+CONTROL_SNI = "control.service-network"        # never ends in ".key.service-network": no routing key maps to it
+CONTROL_BACKEND = "router:control"
+TRANSIT_BACKEND = "router:transit"
+
+
+def access_frontend_name(access: str) -> str:
+    """HAProxy frontend of the router access (inter-router endpoint)."""
+    return f"access:{haproxy_id(access)}"
+
+
+def link_backend_name(link: str) -> str:
+    """HAProxy backend holding a link's endpoint (loads its TLS files; never chosen by a rule)."""
+    return f"link:{haproxy_id(link)}"
+
+
+def hop_server_name(link: str, routing_key: str | None = None) -> str:
+    """Server sending one routing key's connections over ``link`` (in the key's backend; in the shared transit
+    backend the key's id is part of the name)."""
+    name = f"_hop:{haproxy_id(link)}"
+    return name if routing_key is None else f"{name}:{haproxy_id(routing_key)}"

@@ -11,6 +11,9 @@ routing key); a frontend that was rendered ``disabled`` and now has a target; a 
 settings; a server whose address is a DNS name (dynamic servers get no resolution in 2.6) or whose TLS files the
 worker has not loaded.
 
+Route and SNI map entries (network mode) change through the runtime API (``add/set/del map``): after servers are
+added, before servers are removed, so that the map never names a server the worker does not have.
+
 What upstream closes, we close: a removed or changed target's live connections (``shutdown sessions server``), and a
 removed Listener's live connections. After a reload these run in the old workers, which still carry the connections
 (``drains``); after runtime steps they run there too. Changing a Listener keeps its live connections in the old worker (upstream drops them).
@@ -28,6 +31,7 @@ __all__ = [
     "DisableFrontend",
     "DrainServer",
     "EnableFrontend",
+    "MapEntry",
     "Plan",
     "RemoveServer",
     "Step",
@@ -76,7 +80,24 @@ class CloseFrontendSessions:
     frontend: str
 
 
-Step = DisableFrontend | EnableFrontend | AddServer | RemoveServer | DrainServer | CloseFrontendSessions
+@dataclass(frozen=True)
+class MapEntry:
+    """Set (``value``; ``new``: the key is not in the map yet) or delete (``value`` None) one map entry."""
+
+    map: str            # "routes" or "sni"
+    key: str
+    value: str | None
+    new: bool = False
+
+
+Step = DisableFrontend | EnableFrontend | AddServer | RemoveServer | DrainServer | CloseFrontendSessions | MapEntry
+
+
+def _map_steps(name: str, live: tuple[tuple[str, str], ...], desired: tuple[tuple[str, str], ...]) -> list[Step]:
+    old, new = dict(live), dict(desired)
+    steps: list[Step] = [MapEntry(name, k, v, new=k not in old) for k, v in sorted(new.items()) if old.get(k) != v]
+    steps += [MapEntry(name, k, None) for k in sorted(old.keys() - new.keys())]
+    return steps
 
 
 @dataclass(frozen=True)
@@ -102,6 +123,10 @@ def _reload_reasons(loaded: RouterSpec, live: RouterSpec, desired: RouterSpec) -
     reasons: list[str] = []
     if loaded.globals != desired.globals:
         reasons.append("global settings changed")
+    if loaded.access != desired.access:
+        reasons.append("router access changed")
+    if loaded.links != desired.links:
+        reasons.append("links changed")
     lf, df = loaded.frontend_map(), desired.frontend_map()
     for name in sorted(df.keys() - lf.keys()):
         reasons.append(f"frontend {name} added")
@@ -146,8 +171,13 @@ def plan(loaded: RouterSpec, live: RouterSpec, desired: RouterSpec) -> Plan:
     # refuse first, so that no client is accepted for a key while its last target goes
     steps += [DisableFrontend(name) for name, f in sorted(desired_fe.items())
               if not f.enabled and live_fe[name].enabled]
-    steps += [RemoveServer(b, s) for b, s in gone]
+    # a changed server is removed and added again under its name; a server that goes is removed after the maps
+    # stop naming it
+    steps += [RemoveServer(b, s) for b, s in gone if (b, s) in desired_servers]
     steps += [AddServer(b, desired_servers[(b, s)]) for b, s in new]
+    steps += _map_steps("sni", live.sni_map, desired.sni_map)
+    steps += _map_steps("routes", live.route_map, desired.route_map)
+    steps += [RemoveServer(b, s) for b, s in gone if (b, s) not in desired_servers]
     steps += [EnableFrontend(name) for name, f in sorted(desired_fe.items())
               if f.enabled and not live_fe[name].enabled]
     return Plan(steps=tuple(steps), drains=tuple(d for d in drains if isinstance(d, DrainServer)))

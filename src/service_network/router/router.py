@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 
 from .config import RouterConfig
 from .errors import ReloadFailed, RuntimeApiError, RuntimeCommandFailed
-from .haproxy_config import render, server_arguments
+from .haproxy_config import map_text, render, server_arguments
+from .lua import pick_script
 from .plan import (
     AddServer,
     CloseFrontendSessions,
     DisableFrontend,
     DrainServer,
     EnableFrontend,
+    MapEntry,
     Plan,
     RemoveServer,
     Step,
@@ -112,6 +114,9 @@ class Router:
         self._live: RouterSpec | None = None
         self._written: RouterSpec | None = None    # what haproxy.cfg holds (a restarted HAProxy serves it)
         self._config: RouterConfig | None = None
+        #: usable TLS profiles of the last composed configuration (the adaptor's link dialers read link profiles)
+        self.profile_files: dict[str, ProfileFiles] = {}
+        self.profile_problems: dict[str, str] = {}
 
     @property
     def live(self) -> RouterSpec | None:
@@ -130,6 +135,7 @@ class Router:
     async def _profiles(self, config: RouterConfig) -> tuple[dict[str, ProfileFiles], dict[str, str]]:
         used = {x.tls_profile for x in config.listeners if x.tls_profile}
         used |= {x.tls_profile for x in config.connectors if x.tls_profile}
+        used |= {x.tls_profile for x in config.router_access} | {x.tls_profile for x in config.links}
         files: dict[str, ProfileFiles] = {}
         problems: dict[str, str] = {}
         for profile in config.tls_profiles:
@@ -146,22 +152,43 @@ class Router:
     async def compose(self, config: RouterConfig) -> tuple[RouterSpec, list[str]]:
         """The HAProxy model for ``config`` on this machine now, and what had to be withheld."""
         files, profile_problems = await self._profiles(config)
+        self.profile_files, self.profile_problems = files, profile_problems
         spec, problems = compose(config, files, self.layout, profile_problems=profile_problems)
         held = {(f.host, f.port) for f in (self._loaded.frontends if self._loaded else ()) if f.enabled}
+        if self._loaded is not None and self._loaded.access is not None:
+            held.add((self._loaded.access.host, self._loaded.access.port))
         unavailable = {}
         for f in spec.frontends:
             if f.enabled and (f.host, f.port) not in held:
                 reason = _bind_problem(f.host, f.port)
                 if reason:
                     unavailable[f.listener] = reason
+        if spec.access is not None and (spec.access.host, spec.access.port) not in held:
+            reason = _bind_problem(spec.access.host, spec.access.port)
+            if reason:
+                unavailable[config.router_access[0].name] = reason
         if unavailable:
             spec, problems = compose(config, files, self.layout, profile_problems=profile_problems,
                                      unavailable_binds=unavailable)
         return spec, problems
 
+    def _write_network_files(self, spec: RouterSpec) -> None:
+        """The Lua script and the two maps (read by HAProxy at load; at runtime the maps change through the API
+        too, so a restarted or reloaded worker starts from what the running one has)."""
+        net = spec.globals.network
+        if net is None:
+            return
+        for path, text in ((net.lua_file, pick_script(net.route_map)), (net.route_map, map_text(spec.route_map)),
+                           (net.sni_map, map_text(spec.sni_map))):
+            if not path.exists() or path.read_text() != text:
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(text)
+                tmp.replace(path)
+
     async def _write_checked(self, spec: RouterSpec) -> str:
         text = render(spec)
         self.layout.state_dir.mkdir(parents=True, exist_ok=True)
+        self._write_network_files(spec)
         candidate = self.layout.config_file.with_name("haproxy.cfg.next")
         candidate.write_text(text)
         await check_config(self.process.haproxy, candidate)
@@ -275,6 +302,13 @@ class Router:
             await api.worker_expect(f"shutdown sessions server {ref}", pid=pid)
             if isinstance(step, RemoveServer):
                 await self._delete_server(ref, pid)
+        elif isinstance(step, MapEntry):
+            path = self.layout.route_map if step.map == "routes" else self.layout.sni_map
+            if step.value is None:
+                await api.worker_expect(f"del map {path} {step.key}", pid=pid)
+            else:
+                verb = "add" if step.new else "set"
+                await api.worker_expect(f"{verb} map {path} {step.key} {step.value}", pid=pid)
         elif isinstance(step, CloseFrontendSessions):
             sessions = await api.worker("show sess", pid=pid)
             for line in sessions.splitlines():

@@ -114,7 +114,8 @@ class RouterStatsCollector(Collector):
         """Names to report: the frontends and servers of these specs (loaded and live)."""
         self._listeners = {f.name: (f.listener, f.routing_key) for s in specs for f in s.frontends}
         self._targets = {(b.name, sv.name): (sv.connector, sv.target, b.routing_key)
-                         for s in specs for b in s.backends for sv in b.servers}
+                         for s in specs for b in s.backends for sv in b.servers
+                         if sv.link is None and b.routing_key is not None}
         self._accepting = {f.listener: f.enabled for f in specs[-1].frontends} if specs else {}
 
     def set_totals(self, totals: dict[Key, Counts]) -> None:
