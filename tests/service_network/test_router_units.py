@@ -222,7 +222,7 @@ def test_plan_target_changes_are_runtime_steps():
     p = plan(before, before, after)
     assert not p.reload
     added = next(s for s in p.steps if isinstance(s, AddServer))
-    assert p.steps == (RemoveServer("key:backend", "backend:10.1.0.1"), added)
+    assert p.steps == (added, RemoveServer("key:backend", "backend:10.1.0.1"))   # removed after the maps change
     assert added.server.host == "10.1.0.3"
     assert p.drains == (DrainServer("key:backend", "backend:10.1.0.1"),)
     assert plan(after, after, after).empty
