@@ -47,3 +47,49 @@ def start_backend(backends: list[Backend]):  # type: ignore[no-untyped-def]
         backends.append(b)
         return b
     return start
+
+
+class Network:
+    """Sites, routers and cables of one test; everything is stopped and removed at the end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.sites: dict[str, object] = {}
+        self.routers: list = []
+        self.cables: list = []
+
+    def site(self, name: str):  # type: ignore[no-untyped-def]
+        from network_support import NetSite
+        if name not in self.sites:
+            self.sites[name] = NetSite(self.dir, name)
+        return self.sites[name]
+
+    def router(self, site: str, name: str | None = None, **kwargs):  # type: ignore[no-untyped-def]
+        from network_support import NetRouter
+        r = NetRouter(self.site(site), name or site, **kwargs)
+        self.routers.append(r)
+        return r
+
+    async def cable(self, router):  # type: ignore[no-untyped-def]
+        from network_support import Cable
+        c = await Cable(router.host, router.access_port).start()
+        self.cables.append(c)
+        return c
+
+    async def close(self) -> None:
+        for r in self.routers:
+            await r.stop()
+            r.cleanup()
+        for c in self.cables:
+            await c.stop()
+
+
+@pytest.fixture
+async def net() -> AsyncIterator[Network]:
+    directory = Path(tempfile.mkdtemp(prefix="snnet-", dir="/tmp"))
+    network = Network(directory)
+    try:
+        yield network
+    finally:
+        await network.close()
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,5 +1,9 @@
 """The router adaptor: reads configuration snapshots from a ``ConfigSource``, applies them to the ``Router``
-(HAProxy), restarts HAProxy after a crash, and serves ``/metrics``, ``/healthz`` and ``/readyz``.
+(HAProxy), restarts HAProxy after a crash, and serves ``/metrics``, ``/healthz``, ``/readyz`` and ``/network``.
+
+Across sites it runs the control channels (``control.py``): it tells linked routers which routing keys this router
+has, learns theirs, computes routes (``linkstate.py``) and applies the document with those routes added; and it
+keeps the network status (``network_status.py``) in ``<state>/network.json``.
 
 Entry point for any caller (the CLI now, the Kubernetes router Pod later): ``run_adaptor(source, options, stop)``.
 """
@@ -8,22 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .config import RouterConfig, parse_config
+from .config import RemoteRoute, RouterConfig, parse_config
+from .control import ControlPlane, LinkEndpoint
 from .errors import ConfigError, RouterError
+from .linkstate import ServiceEntry, SiteInfo, remote_routes
+from .network_status import network_status
 from .process import supervise
 from .router import Router
 from .sources import ConfigSnapshot, ConfigSource
-from .spec import StateLayout
+from .spec import RouterSpec, StateLayout
 from .tls import TlsResolver
 
 __all__ = ["AdaptorOptions", "RouterAdaptor", "run_adaptor"]
@@ -65,6 +75,27 @@ class _AdaptorCollector(Collector):
         return [*out, problems, up]
 
 
+STATUS_INTERVAL = 1.0       # the network status is written at most this often
+
+
+def local_services(spec: RouterSpec) -> tuple[ServiceEntry, ...]:
+    """What this router advertises: per routing key its connector targets (``connector@target``) and listeners
+    that are configured (not withheld)."""
+    connectors: dict[str, set[str]] = {}
+    listeners: dict[str, set[str]] = {}
+    for b in spec.backends:
+        if b.routing_key is None:
+            continue
+        for sv in b.servers:
+            if sv.link is None:
+                connectors.setdefault(b.routing_key, set()).add(f"{sv.connector}@{sv.target}")
+    for f in spec.frontends:
+        listeners.setdefault(f.routing_key, set()).add(f.listener)
+    return tuple(ServiceEntry(key=k, connectors=tuple(sorted(connectors.get(k, ()))),
+                              listeners=tuple(sorted(listeners.get(k, ()))))
+                 for k in sorted(connectors.keys() | listeners.keys()))
+
+
 class RouterAdaptor:
     """Keeps one router in line with its configuration source."""
 
@@ -80,6 +111,13 @@ class RouterAdaptor:
         self.metrics_port: int | None = None
         self._runner: web.AppRunner | None = None
         self.applied = asyncio.Event()     # set after every apply attempt (tests and readiness)
+        self.document: RouterConfig | None = None          # the last valid document
+        self.routes: tuple[RemoteRoute, ...] = ()           # computed by link-state routing
+        self.control: ControlPlane | None = None
+        self.status: dict[str, Any] | None = None            # the network status last written
+        self.status_changed = asyncio.Event()                # set whenever a new status was written (tests)
+        self._routing_dirty = asyncio.Event()
+        self._status_dirty = asyncio.Event()
 
     # --- HTTP ----------------------------------------------------------------------------------------------------
 
@@ -99,6 +137,11 @@ class RouterAdaptor:
         ok = self.router.process.running and self.router.live is not None
         return web.Response(status=200 if ok else 503, text="ready\n" if ok else "not ready\n")
 
+    async def _network(self, _: web.Request) -> web.Response:
+        if self.status is None:
+            return web.Response(status=503, text="no network status yet\n")
+        return web.json_response(self.status)
+
     async def _start_http(self) -> None:
         if self.options.metrics_address is None:
             return
@@ -106,6 +149,7 @@ class RouterAdaptor:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/network", self._network)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         host, port = self.options.metrics_address
@@ -135,15 +179,91 @@ class RouterAdaptor:
         try:
             config = self._parse(snap)
             self._watch_tls(config)
-            result = await self.router.apply(config)
-            if result.changed:
-                how = (f"reload ({'; '.join(result.reload_reasons)})" if result.reloaded
-                       else f"{result.runtime_steps} runtime change(s)")
-                log.info("configuration from %s applied: %s", snap.origin, how)
+            self.document = config
+            await self._apply_current(snap.origin)
         except RouterError as e:
             log.error("%s", e)
         finally:
             self.applied.set()
+
+    async def _apply_current(self, origin: str, routes: tuple[RemoteRoute, ...] | None = None) -> None:
+        """Apply the document with the computed routes; then tell the control plane what this router has.
+        ``routes`` (new routes) become ``self.routes`` once applied (or failed to apply: the next change retries)."""
+        if self.document is None:
+            return
+        try:
+            result = await self.router.apply(self.document.with_routes(self.routes if routes is None else routes))
+        finally:
+            if routes is not None:
+                self.routes = routes
+        if result.changed:
+            how = (f"reload ({'; '.join(result.reload_reasons)})" if result.reloaded
+                   else f"{result.runtime_steps} runtime change(s)")
+            log.info("configuration from %s applied: %s", origin, how)
+        self._sync_control()
+
+    # --- across sites ------------------------------------------------------------------------------------------
+
+    def _site(self, config: RouterConfig) -> SiteInfo:
+        return SiteInfo(id=config.site.id, name=config.site.name, namespace=config.site.namespace)
+
+    def _sync_control(self) -> None:
+        """Links to dial (those whose TLS profile is usable) and the keys to advertise, from what is applied."""
+        if self.control is None or self.document is None or self.router.live is None:
+            return
+        endpoints = []
+        for link in self.document.links:
+            files = self.router.profile_files.get(link.tls_profile)
+            if files is not None and files.ca_file is not None and files.cert_file is not None:
+                endpoints.append(LinkEndpoint(name=link.name, host=link.host, port=link.port,
+                                              cost=link.effective_cost, ca_file=files.ca_file,
+                                              cert_file=files.cert_file))
+        self.control.set_links(endpoints)
+        self.control.set_services(local_services(self.router.live))
+        self._status_dirty.set()
+
+    def _control_changed(self) -> None:
+        self._routing_dirty.set()
+        self._status_dirty.set()
+
+    async def _route_loop(self) -> None:
+        """Recompute routes after each control-plane change (bursts coalesced) and apply them when they differ."""
+        while True:
+            await self._routing_dirty.wait()
+            await asyncio.sleep(0.02)
+            self._routing_dirty.clear()
+            if self.control is None or self.document is None:
+                continue
+            routes = remote_routes(self.control.db.adverts, self.document.router_id)
+            if routes != self.routes:
+                try:
+                    await self._apply_current("routing", routes)
+                except RouterError as e:
+                    log.error("routes could not be applied: %s", e)
+            self._status_dirty.set()
+
+    def _compute_status(self) -> dict[str, Any] | None:
+        if self.control is None or self.document is None:
+            return None
+        live = self.router.live
+        local = [s.key for s in local_services(live) if s.connectors] if live is not None else []
+        return network_status(self.control.db.adverts, self.document.router_id, self._site(self.document),
+                              list(self.control.links.values()), self.control.neighbours(), self.routes, local)
+
+    async def _status_loop(self) -> None:
+        """Write the network status when it changed, at most once per ``STATUS_INTERVAL``."""
+        path = self.router.layout.network_status
+        while True:
+            await self._status_dirty.wait()
+            self._status_dirty.clear()
+            status = self._compute_status()
+            if status is not None and status != self.status:
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(json.dumps(status, indent=2, ensure_ascii=False) + "\n")
+                os.replace(tmp, path)
+                self.status = status
+                self.status_changed.set()
+            await asyncio.sleep(STATUS_INTERVAL)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start HAProxy on the source's first valid document, then follow the source until ``stop`` is set.
@@ -151,12 +271,20 @@ class RouterAdaptor:
         snapshots = self.source.snapshots()
         stopping = asyncio.Event()
         supervisor: asyncio.Task[None] | None = None
+        background: list[asyncio.Task[None]] = []
         try:
             first = await anext(snapshots)
             config = self._parse(first)
             self._watch_tls(config)
+            self.document = config
             await self.router.start(config)
             log.info("router started from %s", first.origin)
+            self.control = ControlPlane(config.router_id, self._site(config), self.router.layout.control_socket,
+                                        on_change=self._control_changed)
+            await self.control.start()
+            background = [asyncio.create_task(self._route_loop(), name="routing"),
+                          asyncio.create_task(self._status_loop(), name="network-status")]
+            self._sync_control()
             self.applied.set()
             await self._start_http()
             supervisor = asyncio.create_task(supervise(self.router.process, self.router.restarted,
@@ -172,6 +300,12 @@ class RouterAdaptor:
                 raise error
         finally:
             stopping.set()
+            for task in background:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if self.control is not None:
+                await self.control.stop()
             if supervisor is not None:
                 supervisor.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

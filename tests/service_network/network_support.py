@@ -1,0 +1,260 @@
+"""Helpers for tests of several routers on one machine: sites with their CA and router access certificate, routers
+(the whole adaptor with HAProxy) run from router documents in their own state directories and loopback addresses
+(127.0.60.x - 127.0.62.x), links between them, and a ``Cable`` (a loopback TCP relay that can be cut or made
+silent) to put on a link."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import random
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from router_certs import Issued, TestCA
+from router_support import free_port
+
+from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
+from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
+from service_network.router.sources import FileConfigSource
+
+_next = itertools.count(random.randrange(240))
+
+
+def net_address(block: int = 60) -> str:
+    """A loopback address of 127.0.<block>.x not handed out before in this process."""
+    return f"127.0.{block}.{2 + next(_next) % 250}"
+
+
+class NetSite:
+    """A site: its CA (the router access verifies clients against it) and the access server certificate."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.name = name
+        self.dir = directory / name
+        self.ca = TestCA(self.dir, f"{name}-ca")
+        self._n = itertools.count()
+
+    def server_cert(self, host: str) -> Issued:
+        return self.ca.issue(f"{self.name}-access-{next(self._n)}", dns=[KEY_SNI_WILDCARD, CONTROL_SNI], ips=[host])
+
+    def client_cert(self, for_site: str) -> Issued:
+        """A client certificate for a site that links to this one (what redeeming a token gives)."""
+        return self.ca.issue(f"{for_site}-to-{self.name}-{next(self._n)}", client=True)
+
+
+class NetRouter:
+    """One router (adaptor + HAProxy) in-process, from a document file that the test edits."""
+
+    def __init__(self, site: NetSite, name: str, *, block: int = 60, router_id: str | None = None,
+                 access: bool = True) -> None:
+        self.site = site
+        self.name = name
+        self.host = net_address(block)
+        self.state_dir = Path(tempfile.mkdtemp(prefix="snn-", dir="/tmp"))
+        self.config_path = self.state_dir.parent / f"{self.state_dir.name}.json"
+        self.access_port = free_port(self.host) if access else None
+        self.doc: dict[str, Any] = {
+            "version": 1, "site": {"id": f"{site.name}-uid", "name": site.name, "namespace": site.name},
+            "router": {"id": router_id or f"{site.name}-uid"}, "tlsProfiles": [], "listeners": [], "connectors": [],
+            "links": []}
+        if access:
+            cert = site.server_cert(self.host)
+            self.doc["tlsProfiles"].append({"name": "site-server", "files": {
+                "ca": str(site.ca.ca_file), "cert": str(cert.cert), "key": str(cert.key)}})
+            self.doc["routerAccess"] = [{"name": "inter-router", "host": self.host, "port": self.access_port,
+                                         "tlsProfile": "site-server"}]
+        self.adaptor: RouterAdaptor | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    @property
+    def router_id(self) -> str:
+        return str(self.doc["router"]["id"])
+
+    def write(self) -> None:
+        tmp = self.config_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.doc))
+        tmp.replace(self.config_path)
+
+    async def start(self) -> NetRouter:
+        self.write()
+        self._stop = asyncio.Event()
+        self.adaptor = RouterAdaptor(FileConfigSource(self.config_path),
+                                     AdaptorOptions(state_dir=self.state_dir, metrics_address=(self.host, 0)))
+        self._task = asyncio.create_task(self.adaptor.run(self._stop), name=f"router-{self.name}")
+        applied = asyncio.ensure_future(self.adaptor.applied.wait())
+        await asyncio.wait({applied, self._task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        if self._task.done():
+            self._task.result()
+        assert applied.done(), f"router {self.name} did not start"
+        return self
+
+    async def apply(self) -> None:
+        """Write the document and wait until the adaptor applied it."""
+        assert self.adaptor is not None
+        self.adaptor.applied.clear()
+        self.write()
+        await asyncio.wait_for(self.adaptor.applied.wait(), 30)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 30)
+            self._task = None
+
+    async def crash(self) -> None:
+        """As if the router's Pod died: HAProxy killed (SIGKILL), the adaptor gone; its sockets close."""
+        assert self.adaptor is not None
+        pid = self.adaptor.router.process.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        await self.stop()
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.config_path.unlink()
+
+    # --- document edits ----------------------------------------------------------------------------------------
+
+    def link_to(self, other: NetRouter, *, cost: int = 1, name: str | None = None, via: Cable | None = None,
+                cert: Issued | None = None, ca: Path | None = None) -> str:
+        """Add a link from this router to ``other``'s access (through ``via`` when given)."""
+        name = name or f"to-{other.name}"
+        cert = cert or other.site.client_cert(self.site.name)
+        profile = f"link-{name}"
+        self.doc["tlsProfiles"] = [p for p in self.doc["tlsProfiles"] if p["name"] != profile]
+        self.doc["tlsProfiles"].append({"name": profile, "files": {
+            "ca": str(ca or other.site.ca.ca_file), "cert": str(cert.cert), "key": str(cert.key)}})
+        host, port = (via.host, via.port) if via else (other.host, other.access_port)
+        self.doc["links"] = [x for x in self.doc["links"] if x["name"] != name]
+        self.doc["links"].append({"name": name, "host": host, "port": port, "tlsProfile": profile, "cost": cost})
+        return name
+
+    def unlink(self, name: str) -> None:
+        self.doc["links"] = [x for x in self.doc["links"] if x["name"] != name]
+
+    def listen(self, key: str, name: str | None = None) -> int:
+        port = free_port(self.host)
+        self.doc["listeners"].append({"name": name or key, "routingKey": key, "host": self.host, "port": port})
+        return port
+
+    def connect(self, key: str, backends: list[Any], name: str | None = None) -> None:
+        ports = {b.port for b in backends}
+        assert len(ports) == 1
+        self.doc["connectors"].append({"name": name or f"{key}-{self.name}", "routingKey": key,
+                                       "port": ports.pop(),
+                                       "targets": [{"host": b.host, "name": b.name} for b in backends]})
+
+    def disconnect(self, key: str) -> None:
+        self.doc["connectors"] = [c for c in self.doc["connectors"] if c["routingKey"] != key]
+
+    # --- observations ------------------------------------------------------------------------------------------
+
+    def link_status(self, name: str) -> dict[str, Any] | None:
+        assert self.adaptor is not None and self.adaptor.control is not None
+        status = self.adaptor.control.links.get(name)
+        return status.as_json() if status else None
+
+    def routes(self) -> dict[str, dict[str, int]]:
+        """routing key -> {link: cost} as this router uses them now."""
+        assert self.adaptor is not None
+        out: dict[str, dict[str, int]] = {}
+        for r in self.adaptor.routes:
+            out.setdefault(r.routing_key, {})[r.link] = r.cost
+        return out
+
+    async def hop_totals(self, key_backend: str) -> dict[str, int]:
+        """Connections ever sent per server of a key's backend (hop servers are ``_hop:<link>``)."""
+        assert self.adaptor is not None
+        totals = await self.adaptor.router.stats()
+        return {server: c.total for (proxy, server), c in totals.items() if proxy == key_backend
+                and server not in ("BACKEND", "FRONTEND")}
+
+    async def info(self) -> dict[str, str]:
+        assert self.adaptor is not None
+        text = await self.adaptor.router.api.worker("show info")
+        return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+class Cable:
+    """A loopback TCP relay standing for the network between two routers: ``cut()`` resets every connection and
+    refuses new ones; ``silence()`` keeps connections open but forwards nothing (packets lost); ``restore()``
+    forwards again."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.host = net_address(61)
+        self.port = 0
+        self.state = "up"
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> Cable:
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.state != "up":
+            if self.state == "cut":
+                writer.transport.abort()
+            else:
+                self._writers.add(writer)     # silent: held, nothing forwarded
+            return
+        try:
+            up_r, up_w = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_w}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    while self.state == "silent":
+                        await asyncio.sleep(0.05)
+                    if self.state == "cut":
+                        break
+                    dst.write(data)
+                    await dst.drain()
+                if self.state == "up" and dst.can_write_eof():
+                    dst.write_eof()
+            except (OSError, RuntimeError):
+                pass
+
+        for t in (asyncio.create_task(pipe(reader, up_w)), asyncio.create_task(pipe(up_r, writer))):
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    def silence(self) -> None:
+        self.state = "silent"
+
+    def cut(self) -> None:
+        self.state = "cut"
+        for w in list(self._writers):
+            w.transport.abort()
+        self._writers.clear()
+
+    def restore(self) -> None:
+        self.state = "up"
+
+    async def stop(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        with contextlib.suppress(Exception):
+            if self._server is not None:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
