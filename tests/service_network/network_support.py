@@ -199,6 +199,8 @@ class Cable:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     async def start(self) -> Cable:
         self._server = await asyncio.start_server(self._serve, self.host, 0)
@@ -222,8 +224,7 @@ class Cable:
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
-                    while self.state == "silent":
-                        await asyncio.sleep(0.05)
+                    await self._flowing.wait()      # silent: bytes are held back, as if lost
                     if self.state == "cut":
                         break
                     dst.write(data)
@@ -239,15 +240,18 @@ class Cable:
 
     def silence(self) -> None:
         self.state = "silent"
+        self._flowing.clear()
 
     def cut(self) -> None:
         self.state = "cut"
+        self._flowing.set()
         for w in list(self._writers):
             w.transport.abort()
         self._writers.clear()
 
     def restore(self) -> None:
         self.state = "up"
+        self._flowing.set()
 
     async def stop(self) -> None:
         self.cut()

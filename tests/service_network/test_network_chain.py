@@ -28,7 +28,7 @@ async def chain(net, start_backend):  # type: ignore[no-untyped-def]
 
 
 async def test_client_at_west_reaches_backend_at_east_over_two_links(net, start_backend):
-    west, middle, east, port = await chain(net, start_backend)
+    west, middle, _east, port = await chain(net, start_backend)
     await wait_until(lambda: west.routes().get("backend") == {"to-middle": 2}, within=10, what="route via middle")
     name, reader, writer = await who(west.host, port)
     assert name == "pod-east"
@@ -90,7 +90,7 @@ async def test_tls_sessions_are_resumed_on_both_hops(net, start_backend):
 
 
 async def test_cheaper_direct_link_takes_new_connections_and_cut_returns_them_to_the_chain(net, start_backend):
-    west, middle, east, port = await chain(net, start_backend)
+    west, _middle, east, port = await chain(net, start_backend)
     cable = await net.cable(east)
     west.link_to(east, cost=1, name="direct", via=cable)
     west.doc["links"][0]["cost"] = 1     # chain: 1 + 1 = 2, direct: 1
@@ -142,7 +142,7 @@ async def _via_chain(west, port, key):  # type: ignore[no-untyped-def]
 
 
 async def test_silent_link_is_declared_down_within_3s_of_silence(net, start_backend):
-    west, middle, east, port = await chain(net, start_backend)
+    west, _middle, east, port = await chain(net, start_backend)
     cable = await net.cable(east)
     west.link_to(east, cost=1, name="direct", via=cable)
     await west.apply()
@@ -157,7 +157,7 @@ async def test_silent_link_is_declared_down_within_3s_of_silence(net, start_back
 
 
 async def test_key_withdrawn_at_east_closes_west_listener_within_3s(net, start_backend):
-    west, middle, east, port = await chain(net, start_backend)
+    west, _middle, east, port = await chain(net, start_backend)
     await wait_until(lambda: "backend" in west.routes(), within=10, what="route")
     assert (await who(west.host, port))[0] == "pod-east"
     east.disconnect("backend")
