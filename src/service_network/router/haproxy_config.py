@@ -184,5 +184,6 @@ def render(spec: RouterSpec) -> str:
 
 
 def map_text(entries: tuple[tuple[str, str], ...]) -> str:
-    """A map file (``key value`` lines); keys are DNS names, values server names and digits (no spaces in keys)."""
+    """A map file (``key value`` lines); keys are DNS names, values one word of server names, ``=``, ``,`` and
+    digits (HAProxy keeps only the first word of a value)."""
     return HEADER + "".join(f"{k} {v}\n" for k, v in entries)

@@ -26,7 +26,7 @@ core.register_action("sn_pick", {"tcp-req"}, function(txn)
     local chunk = routes:lookup(key)
     local names, costs, n, part = {}, {}, 0, 1
     while chunk ~= nil do
-        for name, cost in string.gmatch(chunk, "(%S+)=(%d+)") do
+        for name, cost in string.gmatch(chunk, "([^,=]+)=(%d+)") do
             n = n + 1
             names[n] = name
             costs[n] = tonumber(cost)

@@ -10,7 +10,7 @@ server* per link (the remote router access, mutual TLS, the key in SNI) in the k
 transit backend when this router has no Listener or Connector of its own for the key. Which server takes a new
 connection is decided by the ``sn_pick`` Lua action from the *route map* (SNI of the key -> ``server=cost`` per
 candidate; targets cost 0, hops their path cost); the router access frontend finds the backend of an incoming
-connection in the *SNI map*. Both maps are files HAProxy loads and that the runtime API changes.
+connection in the *SNI map*. (Map values are one word: candidates are separated by commas.) Both maps are files HAProxy loads and that the runtime API changes.
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ class RouterSpec:
     backends: tuple[BackendSpec, ...] = ()
     access: AccessSpec | None = None
     links: tuple[LinkSpec, ...] = ()
-    route_map: tuple[tuple[str, str], ...] = ()     # key SNI (+ "#n" for further chunks) -> "server=cost ..."
+    route_map: tuple[tuple[str, str], ...] = ()     # key SNI (+ "#n" for further chunks) -> "server=cost,..."
     sni_map: tuple[tuple[str, str], ...] = ()       # SNI -> backend (router access)
 
     def static(self) -> tuple[object, ...]:
@@ -424,10 +424,10 @@ def _chunks(sni: str, candidates: list[str]) -> list[tuple[str, str]]:
     size = 0
     for c in candidates:
         if current and size + len(c) + 1 > ROUTE_CHUNK:
-            out.append((sni if not out else f"{sni}#{len(out) + 1}", " ".join(current)))
+            out.append((sni if not out else f"{sni}#{len(out) + 1}", ",".join(current)))
             current, size = [], 0
         current.append(c)
         size += len(c) + 1
     if current:
-        out.append((sni if not out else f"{sni}#{len(out) + 1}", " ".join(current)))
+        out.append((sni if not out else f"{sni}#{len(out) + 1}", ",".join(current)))
     return out
