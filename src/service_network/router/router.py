@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from .config import RouterConfig
-from .errors import ReloadFailed, RuntimeApiError, RuntimeCommandFailed
+from .errors import HaproxyConfigRejected, ReloadFailed, RuntimeApiError, RuntimeCommandFailed
 from .haproxy_config import map_text, render, server_arguments
 from .lua import pick_script
 from .plan import (
@@ -117,6 +117,7 @@ class Router:
         #: usable TLS profiles of the last composed configuration (the adaptor's link dialers read link profiles)
         self.profile_files: dict[str, ProfileFiles] = {}
         self.profile_problems: dict[str, str] = {}
+        self._checker: asyncio.Task[None] | None = None
 
     @property
     def live(self) -> RouterSpec | None:
@@ -194,6 +195,17 @@ class Router:
         await check_config(self.process.haproxy, candidate)
         return text
 
+    def _check_later(self) -> None:
+        async def check() -> None:
+            await asyncio.sleep(0)      # after the file is installed
+            try:
+                await check_config(self.process.haproxy, self.layout.config_file)
+            except HaproxyConfigRejected as e:
+                self.counters.apply_errors += 1
+                log.error("the written configuration is refused by haproxy -c (a restart would fail): %s", e)
+        if self._checker is None or self._checker.done():
+            self._checker = asyncio.create_task(check(), name="haproxy-check")
+
     def _install(self, text: str, spec: RouterSpec) -> None:
         self._written = spec
         candidate = self.layout.config_file.with_name("haproxy.cfg.next")
@@ -229,13 +241,20 @@ class Router:
     async def _apply(self, config: RouterConfig) -> ApplyResult:
         assert self._loaded is not None and self._live is not None
         spec, problems = await self.compose(config)
-        text = await self._write_checked(spec)
+        text = render(spec)
         previous = self.layout.config_file.read_text() if self.layout.config_file.exists() else ""
         the_plan = plan(self._loaded, self._live, spec)
         self._config = config
         if the_plan.empty and text == previous:
             self._after_apply(problems)
             return ApplyResult(changed=False, problems=tuple(problems))
+        if the_plan.reload:
+            text = await self._write_checked(spec)
+        else:
+            # runtime changes (targets, routes) are not held up by `haproxy -c` (tens of milliseconds that a lost
+            # link's connections would keep failing); the written file is checked right after
+            self._write_network_files(spec)
+            self._check_later()
         self._install(text, spec)
         if not the_plan.reload:
             try:
@@ -364,5 +383,9 @@ class Router:
         return totals
 
     async def stop(self) -> None:
+        if self._checker is not None:
+            self._checker.cancel()
+            with contextlib.suppress(BaseException):
+                await self._checker
         with contextlib.suppress(Exception):
             await self.process.stop()
