@@ -217,7 +217,7 @@ class RouterAdaptor:
             if files is not None and files.ca_file is not None and files.cert_file is not None:
                 endpoints.append(LinkEndpoint(name=link.name, host=link.host, port=link.port,
                                               cost=link.effective_cost, ca_file=files.ca_file,
-                                              cert_file=files.cert_file))
+                                              cert_file=files.cert_file, tls_version=link.tls_version))
         self.control.set_links(endpoints)
         self.control.set_services(local_services(self.router.live))
         self._status_dirty.set()

@@ -60,6 +60,7 @@ class LinkEndpoint:
     cost: int
     ca_file: Path
     cert_file: Path        # certificate chain followed by the key
+    tls_version: str = "1.3"
 
 
 @dataclass
@@ -126,10 +127,11 @@ class _Session:
 
 
 def link_ssl_context(endpoint: LinkEndpoint) -> ssl.SSLContext:
-    """TLS 1.3, the link's client certificate, the remote site's CA. The remote certificate is trusted by its CA
-    alone (a dedicated per-site CA, as upstream); its names are not checked."""
+    """The link's TLS version (1.3 by default), its client certificate, the remote site's CA. The remote
+    certificate is trusted by its CA alone (a dedicated per-site CA, as upstream); its names are not checked."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    version = ssl.TLSVersion.TLSv1_2 if endpoint.tls_version == "1.2" else ssl.TLSVersion.TLSv1_3
+    ctx.minimum_version = ctx.maximum_version = version
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(cafile=str(endpoint.ca_file))

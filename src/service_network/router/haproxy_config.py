@@ -105,17 +105,22 @@ def _access(a: AccessSpec, files: NetworkFiles) -> list[str]:
     return [
         f"frontend {a.name}",
         f"    bind {address(a.host, a.port)} ssl crt {a.cert_file} ca-file {a.ca_file} verify required "
-        "ssl-min-ver TLSv1.3",
+        f"ssl-min-ver TLSv{a.min_tls_version}",
         "    tcp-request content set-var(txn.sn_key) ssl_fc_sni",
         f"    tcp-request content reject unless {{ {sni} -m found }}",
         f"    use_backend %[{sni}]",
     ]
 
 
+def _pin_version(version: str) -> str:
+    """Hops speak exactly one TLS version (1.3, or 1.2 when a link asks for it)."""
+    return f"ssl-min-ver TLSv{version} ssl-max-ver TLSv{version}"
+
+
 def _link(link: LinkSpec) -> list[str]:
     return [f"backend {link.backend}",
             f"    server endpoint {address(link.host, link.port)} ssl verify required ca-file {link.ca_file} "
-            f"crt {link.cert_file} ssl-min-ver TLSv1.3 disabled"]
+            f"crt {link.cert_file} {_pin_version(link.tls_version)} disabled"]
 
 
 def _control(files: NetworkFiles) -> list[str]:
@@ -133,8 +138,8 @@ def server_arguments(s: ServerSpec) -> str:
             args += f" sni str({s.tls.sni})"
         if s.tls.verify_host is not None:
             args += f" verifyhost {s.tls.verify_host}"
-        if s.tls.tls13:
-            args += " ssl-min-ver TLSv1.3"
+        if s.tls.tls_version is not None:
+            args += f" {_pin_version(s.tls.tls_version)}"
     if s.link is not None:
         args += " backup"     # never chosen by leastconn, only by the route map (use-server)
     if not s.host_is_ip:

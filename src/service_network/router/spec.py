@@ -125,7 +125,7 @@ class ServerTls:
     cert_file: Path | None
     verify_host: str | None
     sni: str | None
-    tls13: bool = False          # inter-router hops: TLS 1.3 only
+    tls_version: str | None = None   # inter-router hops: "1.3" (TLS 1.3 only) or "1.2" (TLS 1.2 only)
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,7 @@ class AccessSpec:
     port: int
     cert_file: Path
     ca_file: Path
+    min_tls_version: str = "1.3"
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ class LinkSpec:
     ca_file: Path
     cert_file: Path
     cost: int = field(compare=False)
+    tls_version: str = "1.3"
 
 
 ROUTE_CHUNK = 4000   # characters of one route map value (HAProxy reads map lines and CLI commands into 16 KiB)
@@ -329,7 +331,8 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
                                 need_ca=True)
         if ok and files is not None and files.cert_file is not None and files.ca_file is not None:
             access = AccessSpec(name=access_frontend_name(acc.name), host=acc.host, port=acc.port,
-                                cert_file=files.cert_file, ca_file=files.ca_file)
+                                cert_file=files.cert_file, ca_file=files.ca_file,
+                                min_tls_version=acc.min_tls_version)
     links: dict[str, LinkSpec] = {}
     for i, link in enumerate(config.links):
         ok, files = profile_for(f"links[{i}]", f"link {truncate(link.name)}", link.tls_profile, need_cert=True,
@@ -337,7 +340,8 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
         if ok and files is not None and files.cert_file is not None and files.ca_file is not None:
             links[link.name] = LinkSpec(name=link.name, backend=link_backend_name(link.name), link=link.name,
                                         host=link.host, port=link.port, ca_file=files.ca_file,
-                                        cert_file=files.cert_file, cost=link.effective_cost)
+                                        cert_file=files.cert_file, cost=link.effective_cost,
+                                        tls_version=link.tls_version)
     # cheapest route per (key, link)
     hops: dict[str, dict[str, int]] = {}
     for route in config.remote_routes:
@@ -374,7 +378,7 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
         return ServerSpec(
             name=hop_server_name(link.link, key if in_transit else None), host=link.host, port=link.port,
             tls=ServerTls(ca_file=link.ca_file, cert_file=link.cert_file, verify_host=None,
-                          sni=routing_key_sni(key), tls13=True),
+                          sni=routing_key_sni(key), tls_version=link.tls_version),
             connector=f"link {link.link}", target=key, link=link.link)
 
     backends: list[BackendSpec] = []

@@ -1,0 +1,198 @@
+"""Service network across sites: a client at West reaches backends at East through Middle (two mutual-TLS links,
+three routers, each HAProxy with its adaptor and the link-state control channels), against direct connections to
+the backends, in the same run; JSON on stdout.
+
+Measured as in ``router_bench.py`` (whose backends and measurement functions this reuses), each over the two hops
+and directly:
+- ``throughput``: one TCP stream to a sink, Gbit/s;
+- ``connections``: new connections per second with 50 concurrent clients (``wrk``, ``Connection: close``): each
+  is a new TCP connection at West and a new TLS connection on each of the two links (resumed sessions);
+- ``latency``: 64-byte round trips on one established connection, p50/p99 in microseconds.
+Also the TLS statistics of Middle and East after the connection run (HAProxy ``show info``): the share of resumed
+sessions and the handshakes that needed a key exchange. The links speak TLS 1.3 (the default); the connection rate
+is measured once more with links pinned to TLS 1.2 (``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion:
+"1.2"``), whose resumed handshakes need no key exchange.
+
+Goals (issue 12): >= 25 % of direct throughput; >= 1,000 new connections/s across the two links. Every address is
+on loopback (West 127.0.60.200, Middle 127.0.61.200, East 127.0.62.200, backends 127.0.50.201); every loop is
+bounded. Run it alone: ``flock /tmp/heavy.lock python bench/network_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import router_bench as rb
+
+from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
+from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
+from service_network.router.process import find_haproxy
+from service_network.router.sources import FileConfigSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "service_network"))
+from router_certs import TestCA
+
+HOSTS = {"west": "127.0.60.200", "middle": "127.0.61.200", "east": "127.0.62.200"}
+KINDS = ("sink", "echo", "http")
+
+
+def _documents(state: Path, backend_ports: dict[str, int], tls: str) -> dict[str, dict[str, Any]]:
+    """Router documents: West (Listeners, link to Middle), Middle (access, link to East), East (access, Connectors)."""
+    cas = {name: TestCA(state / f"{name}-ca", f"{name}-ca") for name in ("middle", "east")}
+    docs: dict[str, dict[str, Any]] = {}
+    for name, _host in HOSTS.items():
+        docs[name] = {"version": 1, "site": {"id": f"{name}-uid", "name": name}, "tlsProfiles": [],
+                      "listeners": [], "connectors": [], "links": []}
+    for name in ("middle", "east"):
+        server = cas[name].issue(f"{name}-access", dns=[KEY_SNI_WILDCARD, CONTROL_SNI], ips=[HOSTS[name]])
+        docs[name]["tlsProfiles"].append({"name": "site", "files": {
+            "ca": str(cas[name].ca_file), "cert": str(server.cert), "key": str(server.key)}})
+        docs[name]["routerAccess"] = [{"name": "inter-router", "host": HOSTS[name], "minTlsVersion": tls,
+                                       "port": rb._free_port(HOSTS[name]), "tlsProfile": "site"}]
+    for src, dst in (("west", "middle"), ("middle", "east")):
+        client = cas[dst].issue(f"{src}-to-{dst}", client=True)
+        docs[src]["tlsProfiles"].append({"name": f"to-{dst}", "files": {
+            "ca": str(cas[dst].ca_file), "cert": str(client.cert), "key": str(client.key)}})
+        docs[src]["links"].append({"name": f"to-{dst}", "host": HOSTS[dst],
+                                   "port": docs[dst]["routerAccess"][0]["port"], "tlsProfile": f"to-{dst}",
+                                   "cost": 1, "tlsVersion": tls})
+    docs["east"]["connectors"] = [{"name": k, "routingKey": k, "port": backend_ports[k],
+                                   "targets": [{"host": rb.BACKEND}]} for k in KINDS]
+    docs["west"]["listeners"] = [{"name": k, "routingKey": k, "host": HOSTS["west"],
+                                  "port": rb._free_port(HOSTS["west"])} for k in KINDS]
+    return docs
+
+
+async def _ssl_info(adaptor: RouterAdaptor) -> dict[str, int]:
+    text = await adaptor.router.api.worker("show info")
+    info = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    return {k: int(info[k]) for k in ("CumSslConns", "SslFrontendSessionReuse_pct", "SslFrontendKeyRate",
+                                      "SslFrontendMaxKeyRate", "SslBackendMaxKeyRate")}
+
+
+@contextlib.asynccontextmanager
+async def _network(state: Path, haproxy: str, ports: dict[str, int], tls: str
+                   ) -> AsyncIterator[tuple[dict[str, RouterAdaptor], dict[str, int]]]:
+    """West, Middle and East running (adaptors in this process), West routing every key to East."""
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    adaptors: dict[str, RouterAdaptor] = {}
+    docs = _documents(state / f"tls-{tls}", ports, tls)
+    try:
+        for name in ("east", "middle", "west"):
+            path = state / f"{name}-{tls}.json"
+            path.write_text(json.dumps(docs[name]))
+            adaptor = RouterAdaptor(FileConfigSource(path),
+                                    AdaptorOptions(state_dir=state / f"{name}-{tls}", haproxy=haproxy))
+            adaptors[name] = adaptor
+            tasks.append(asyncio.create_task(adaptor.run(stop)))
+            await asyncio.wait_for(adaptor.applied.wait(), 30)
+        deadline = time.monotonic() + 30
+        while {r.routing_key for r in adaptors["west"].routes} != set(KINDS):
+            if time.monotonic() > deadline:
+                raise RuntimeError("West has no routes to East after 30 s")
+            await asyncio.sleep(0.05)
+        yield adaptors, {x["name"]: x["port"] for x in docs["west"]["listeners"]}
+    finally:
+        stop.set()
+        for t in tasks:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(t, 30)
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    haproxy = find_haproxy()
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
+    state = Path(tempfile.mkdtemp(prefix="snn-bench-", dir="/tmp"))
+    ports = {k: rb._free_port(rb.BACKEND) for k in KINDS}
+    procs: list[subprocess.Popen[Any]] = []
+    try:
+        procs.append(rb._start_backend("sink", ports["sink"]))
+        procs.append(rb._start_backend("echo", ports["echo"]))
+        procs.append(rb._http_backend(haproxy, ports["http"], state))
+        async with _network(state, haproxy, ports, "1.3") as (adaptors, listener):
+            result = await _measure(args, wrk, ports, adaptors, listener)
+        async with _network(state, haproxy, ports, "1.2") as (adaptors, listener):
+            rate = await asyncio.to_thread(
+                lambda: [rb._wrk(wrk, listener["http"], HOSTS["west"], args.seconds, args.clients)
+                         for _ in range(args.repeats)])
+            rate.sort(key=lambda r: r["connections_per_s"])
+            result["connections_tls12_links"] = {
+                **rate[len(rate) // 2], "all_connections_per_s": [r["connections_per_s"] for r in rate],
+                "tls": {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}}
+        result["goals"] = {
+            "throughput_ge_25_percent": result["throughput"]["two_hops_percent_of_direct"] >= 25,
+            "connections_ge_1000_per_s": result["connections"]["two_hops"]["connections_per_s"] >= 1000,
+            "connections_ge_1000_per_s_tls12_links": result["connections_tls12_links"]["connections_per_s"] >= 1000,
+        }
+        result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                             "haproxy": rb._version(haproxy), "load_average": os.getloadavg()}
+        return result
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+async def _measure(args: argparse.Namespace, wrk: str, ports: dict[str, int], adaptors: dict[str, RouterAdaptor],
+                   listener: dict[str, int]) -> dict[str, Any]:
+    west = HOSTS["west"]
+    max_bytes = int(args.max_gib * 1024**3)
+
+    def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
+        runs: dict[str, list[dict[str, Any]]] = {"direct": [], "two_hops": []}
+        for _ in range(args.repeats):
+            runs["direct"].append(fn(ports[kind], rb.BACKEND, *a))
+            runs["two_hops"].append(fn(listener[kind], west, *a))
+        out: dict[str, Any] = {}
+        for side, results in runs.items():
+            results.sort(key=lambda r: r[key])
+            out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
+        return out
+
+    result: dict[str, Any] = {"path": "client -> West -> (mTLS) -> Middle -> (mTLS) -> East -> backend"}
+    tp = await asyncio.to_thread(both, rb._throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
+    tp["two_hops_percent_of_direct"] = round(100 * tp["two_hops"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
+    result["throughput"] = tp
+    conns = await asyncio.to_thread(both, lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients), "http",
+                                   "connections_per_s")
+    conns["clients"] = args.clients
+    conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
+    result["tls_after_connection_runs"] = {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}
+    result["connections"] = conns
+    lat = await asyncio.to_thread(both, rb._latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
+    lat["added_p50_us"] = round(lat["two_hops"]["p50_us"] - lat["direct"]["p50_us"], 1)
+    lat["added_p99_us"] = round(lat["two_hops"]["p99_us"] - lat["direct"]["p99_us"], 1)
+    result["latency"] = lat
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput/rate run")
+    parser.add_argument("--max-gib", type=float, default=20.0, help="cap of bytes per throughput run")
+    parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
+    parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating direct/two-hop runs of each measurement")
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(_main(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
