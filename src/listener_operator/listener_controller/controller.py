@@ -3,7 +3,8 @@
 Reads only caches (no LIST or GET inside a reconcile). Writes, all server-side apply with force and the upstream
 field managers (behaviour.md "Field managers"): the Service, orphan deletions, the Listener status, and Events. A
 reconcile that would change nothing writes nothing: the desired Service and status are compared with what the caches
-hold (plus what this process wrote itself and the watch has not delivered yet, see :class:`_Written`). What to
+hold (plus what this process wrote itself and the watch has not delivered yet, see
+:class:`~operator_runtime.written.Written`). What to
 write is composed by pure functions: the Service in :mod:`.service`, the addresses in
 :mod:`listener_operator.addresses`, the status in :mod:`.status`.
 
@@ -70,10 +71,10 @@ from operator_runtime.objects import (
     meta,
     object_key,
     object_reference,
-    resource_version,
 )
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
+from operator_runtime.written import Written
 
 log = logging.getLogger(__name__)
 
@@ -110,38 +111,6 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class _Written:
-    """Objects this process wrote whose watch event has not arrived yet.
-
-    Without this, a reconcile that runs between our write and its watch event would see the old object and write
-    again. An entry is dropped as soon as the cache holds the same or a newer resourceVersion (or a deletion).
-    """
-
-    def __init__(self, reflector: Reflector) -> None:
-        self.reflector = reflector
-        self._objects: dict[str, JsonDict] = {}
-        reflector.add_handler(self._on_event)
-
-    def remember(self, obj: JsonDict) -> None:
-        key = object_key(obj)
-        cached = self.reflector.get(key)
-        if cached is None or resource_version(obj) > resource_version(cached):
-            self._objects[key] = obj
-
-    def get(self, key: str) -> JsonDict | None:
-        written = self._objects.get(key)
-        cached = self.reflector.get(key)
-        if written is not None and (cached is None or resource_version(written) > resource_version(cached)):
-            return written
-        return cached
-
-    def _on_event(self, old: JsonDict | None, new: JsonDict | None) -> None:
-        key = object_key(new if new is not None else old)
-        written = self._objects.get(key)
-        if written is not None and (new is None or resource_version(new) >= resource_version(written)):
-            del self._objects[key]
-
-
 def _owner_listener_keys(service: Mapping[str, Any]) -> list[str]:
     namespace = meta(service).namespace
     return [f"{namespace}/{ref.name}" for ref in listener_owner_references(service) if ref.name]
@@ -172,8 +141,8 @@ class ListenerController:
                                                              label_selector=LABEL_ENDPOINTSLICE_SERVICE_NAME))
         self.pvs = Reflector("persistentvolumes", ApiSource(api, PV, label_selector=PV_LABEL_LISTENER_NAME))
         self.nodes = Reflector("nodes", ApiSource(api, NODE))
-        self._written_services = _Written(self.services)
-        self._written_listeners = _Written(self.listeners)
+        self._written_services = Written(self.services)
+        self._written_listeners = Written(self.listeners)
 
         self.listeners.add_index("class", lambda o: [str(mapping(o, "spec").get("className") or "")])
         self.services.add_index("controller-uid", _controller_listener_uids)
