@@ -3,8 +3,8 @@
 Every change that can matter to a namespace's site queues that namespace; a worker composes the namespace from the
 caches (:func:`.compose.compose_site`, pure) and writes what differs from them, nothing else: router objects and
 ConfigMap (server-side apply), listener Services (created with POST, so a Service that appears meanwhile is never
-taken over; then server-side apply with a uid precondition), stale Services (deleted with a uid precondition), and
-statuses (server-side apply of the status subresource). A reconcile that changes nothing writes nothing: each
+taken over; changed with a merge patch guarded by the resourceVersion seen), stale Services (deleted with a uid
+precondition), and statuses (server-side apply of the status subresource). A reconcile that changes nothing writes nothing: each
 desired object is compared with the cache, overlaid with what this process wrote and the watch has not delivered
 yet (:class:`~operator_runtime.written.Written`).
 
@@ -81,7 +81,7 @@ from .metrics import ControllerMetrics
 from .network import LocalNetworkView, NetworkView
 from .resources import RouterOptions
 from .selector import LabelSelector, SelectorError, parse_selector
-from .services import is_controlled, is_listener_service
+from .services import is_controlled, is_listener_service, service_patch
 from .status import binding_status, error, site_status
 
 __all__ = ["SiteController", "SiteControllerOptions"]
@@ -372,10 +372,9 @@ class SiteController:
             elif apply_is_noop(body, current, FIELD_MANAGER, atomic_maps=SERVICE_ATOMIC_MAPS):
                 return None
             else:
-                guarded = {**body, "metadata": {**body["metadata"], "uid": meta(current).uid}}
-                result = await self.api.apply(SERVICE, guarded, name=name, namespace=namespace,
-                                              field_manager=FIELD_MANAGER, force=True)
-                verb = "apply"
+                result = await self.api.merge_patch(SERVICE, service_patch(body, current), name=name,
+                                                    namespace=namespace)
+                verb = "patch"
         except AlreadyExists:
             # Someone else created it since our cache saw none: never taken over (skupper#2180).
             return f"Service {name} already exists in namespace", False

@@ -7,6 +7,11 @@
 - label ``internal.skupper.io/listener=<a Listener name>``, annotation ``internal.skupper.io/controlled=true``,
   owned by the Site.
 
+Services are written as updates, not server-side applies: created with POST (so one that appeared meanwhile is
+never taken over) and changed with a JSON merge patch carrying the ``resourceVersion`` the controller saw (so a
+Service replaced by someone else meanwhile is never touched): :func:`service_patch`. (Applies on top of a POST would
+leave ports the create owns behind when a Listener goes.)
+
 The annotation is what makes a Service ours: one without it is *foreign*, and is never modified or deleted
 (skupper#2180); a Listener asking for its name is reported instead.
 """
@@ -17,12 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operator_runtime.objects import JsonDict, meta
+from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import ANNOTATION_CONTROLLED, LABEL_LISTENER, ROUTER_POD_LABELS
 from .resources import owner_references
 
-__all__ = ["Exposure", "is_controlled", "is_listener_service", "listener_service", "service_bodies"]
+__all__ = ["Exposure", "is_controlled", "is_listener_service", "listener_service", "service_bodies", "service_patch"]
 
 
 @dataclass(frozen=True, order=True)
@@ -67,3 +72,16 @@ def service_bodies(site: Mapping[str, Any], exposures: Iterable[Exposure]) -> di
     for exposure in exposures:
         by_host.setdefault(exposure.host, []).append(exposure)
     return {host: listener_service(site, host, items) for host, items in sorted(by_host.items())}
+
+
+def service_patch(desired: Mapping[str, Any], live: Mapping[str, Any]) -> JsonDict:
+    """The merge patch turning ``live`` (one of ours) into ``desired``: ports and owner references replaced whole,
+    selector keys we do not want removed, our label and annotation set; guarded by ``live``'s resourceVersion."""
+    wanted_selector = dict(desired["spec"]["selector"])
+    selector: JsonDict = {k: None for k in mapping(live, "spec", "selector") if k not in wanted_selector}
+    selector.update(wanted_selector)
+    return {"metadata": {"resourceVersion": meta(live).resource_version,
+                         "labels": dict(desired["metadata"]["labels"]),
+                         "annotations": dict(desired["metadata"]["annotations"]),
+                         "ownerReferences": list(desired["metadata"]["ownerReferences"])},
+            "spec": {"type": desired["spec"]["type"], "selector": selector, "ports": list(desired["spec"]["ports"])}}
