@@ -30,13 +30,37 @@ from ..constants import (
     ROUTER_STATE_DIR,
 )
 
-__all__ = ["RouterOptions", "config_map", "owner_references", "role_rules", "router_objects"]
+__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "owner_references", "role_rules",
+           "router_objects"]
 
 #: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched).
 _RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
 )
+
+
+_READ = ["get", "list", "watch"]
+#: Everything the site controller does with the API, as the rules of its ClusterRole (the Helm chart renders these;
+#: ``tests/service_network/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
+#: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
+CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
+    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors"], "verbs": _READ},
+    {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status"],
+     "verbs": ["get", "patch", "update"]},
+    {"apiGroups": [""], "resources": ["namespaces", "pods", "secrets"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+     "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+)
+
+
+def controller_rules() -> list[JsonDict]:
+    return [{k: list(v) for k, v in rule.items()} for rule in CONTROLLER_RULES]
 
 
 @dataclass(frozen=True)
