@@ -145,6 +145,7 @@ async def test_router_pod_binds_its_ip_with_the_role_s_access_only(sim: KubeSim,
         for ip in (ip_a, ip_b):
             name, _, writer = await wait_until(lambda ip=ip: _who(ip, port), 15, f"router on {ip}")
             assert name == "pod-1"
+            writer.close()
         doc["connectors"] = []
         await sim.api.patch("configmaps", "skupper-router", config_map(json.dumps(doc)), namespace=NS)
         await wait_until(lambda: refused(ip_a, port), 5, "refusal once the target is gone")
