@@ -134,4 +134,6 @@ async def run(args: argparse.Namespace) -> int:
         await resolver.stop()
         await source.stop()
         await api.close()
+        if state_dir != args.state_dir.absolute() and state_dir.is_symlink():
+            state_dir.unlink(missing_ok=True)      # the short link made for an unusable path
     return 0
