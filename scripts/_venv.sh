@@ -1,4 +1,5 @@
-# Sourced by scripts/*: creates .venv with the project and its dev tools installed, once per pyproject change.
+# Sourced by scripts/*: creates .venv with the project and its dev tools installed, once per pyproject change,
+# and puts the pinned Helm into .venv/bin (scripts/install-helm), once per change of that script.
 PY=${PYTHON:-python3}
 # Debian packages (haproxy for the service-network router, wrk for its benchmark), installed when missing and root
 "$(dirname "${BASH_SOURCE[0]:-$0}")/setup-system"
@@ -8,5 +9,10 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e '.[dev]'
   rm -f .venv/.installed-*; touch "$stamp"
+fi
+helm_stamp=.venv/.helm-$(sha256sum scripts/install-helm | cut -c1-16)
+if [ ! -f "$helm_stamp" ]; then
+  scripts/install-helm .venv/bin
+  rm -f .venv/.helm-*; touch "$helm_stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"

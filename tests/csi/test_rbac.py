@@ -1,7 +1,7 @@
 """The shipped ClusterRole allows every request the CSI services make.
 
-The CSI servers talk to kubesim as the operator's ServiceAccount, and kubesim authorizes that user with the rules of
-``deploy/manifests/00-namespace-rbac.yaml``. The flows below cover every kind of request the Controller and Node
+The CSI servers talk to kubesim as the operator's ServiceAccount, and kubesim authorizes that user with the rules the
+rendered install (``deploy/manifests/``, the Helm chart with default values) binds to it cluster-wide. The flows below cover every kind of request the Controller and Node
 services send (reads, the bounded-wait watch, applies, merge patches, creates, Events); a rule missing from the
 manifest makes a request fail with 403, which these tests report by name.
 """
@@ -16,7 +16,6 @@ from typing import Any
 
 import grpc
 import pytest
-import yaml
 from csi_support import (
     CRD,
     MOUNT,
@@ -30,6 +29,7 @@ from csi_support import (
     pv_object,
     pvc_object,
 )
+from rendered_install import granted_rules, operator_service_account
 
 from csi_proto import csi_pb2
 from kubesim.auth import RequestAttributes, User
@@ -46,16 +46,13 @@ from operator_runtime.api import KubeApi
 from operator_runtime.config import make_api
 from operator_runtime.kinds import NODE, POD, PV, PVC
 
-RBAC_FILE = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "00-namespace-rbac.yaml"
-SERVICE_ACCOUNT = "system:serviceaccount:listener-operator:listener-operator"
+SERVICE_ACCOUNT = "system:serviceaccount:{}:{}".format(*operator_service_account())
 NS = "default"
 
 
 def cluster_role_rules() -> list[Mapping[str, Any]]:
-    documents = [d for d in yaml.safe_load_all(RBAC_FILE.read_text()) if d]
-    roles = [d for d in documents if d.get("kind") == "ClusterRole"]
-    assert len(roles) == 1, f"{RBAC_FILE} must hold exactly one ClusterRole"
-    return list(roles[0]["rules"])
+    """What the install grants the ServiceAccount everywhere (its namespaced Role only covers leader election)."""
+    return list(granted_rules(None))
 
 
 def allows(rules: list[Mapping[str, Any]], verb: str, group: str, resource: str) -> bool:
@@ -94,7 +91,7 @@ class RoleAuthorizer:
             self.used.add((verb, attrs.group, resource))
             if not allows(self.rules, verb, attrs.group, resource):
                 self.denied.append(f"{verb} {resource}.{attrs.group}")
-                return "not allowed by the ClusterRole in deploy/manifests/00-namespace-rbac.yaml"
+                return "not allowed by the ClusterRole in deploy/manifests/"
         return None
 
 

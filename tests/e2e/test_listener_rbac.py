@@ -1,45 +1,42 @@
-"""The operator's ClusterRole (deploy/manifests/00-namespace-rbac.yaml) covers every request the controller makes.
+"""The RBAC of the rendered install (deploy/manifests/) covers every request the controller makes.
 
-kubesim authorizes each HTTP request of the operator against the rules of that ClusterRole, the way the RBAC
-authorizer of a real API server would (a server-side apply that creates an object also needs ``create``). The
-scenario exercises every kind of write and read the controller does: presets, leader election, the three Service
-types, status, orphan deletion, Events.
+kubesim authorizes each HTTP request of the operator against the rules the install binds to the operator's
+ServiceAccount - the ClusterRole everywhere, the leader-election Role in the release namespace only - the way the
+RBAC authorizer of a real API server would (a server-side apply that creates an object also needs ``create``). The
+scenario exercises every kind of write and read the controller does: presets, leader election in the release
+namespace, the three Service types, status, orphan deletion, Events.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
+from rendered_install import granted_rules, operator_service_account, rendered_objects
 from test_listener_controller import NS, Env, _gone, environment
 
 from kubesim.auth import RequestAttributes, User
 from kubesim.store.store import Store
 
-RBAC_MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "manifests" / "00-namespace-rbac.yaml"
-
-
-def cluster_role_rules() -> list[dict[str, Any]]:
-    documents = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d]
-    (role,) = [d for d in documents if d["kind"] == "ClusterRole"]
-    rules: list[dict[str, Any]] = role["rules"]
-    return rules
+RELEASE_NAMESPACE, _ = operator_service_account()
 
 
 class ClusterRoleAuthorizer:
-    """Allows what the rules allow; records every decision."""
+    """Allows what the install's bindings allow in the request's namespace; records every decision."""
 
-    def __init__(self, rules: list[dict[str, Any]], store: Store) -> None:
-        self.rules = rules
+    def __init__(self, store: Store) -> None:
         self.store = store
+        self.objects = rendered_objects()
+        self.rules: dict[str | None, list[dict[str, Any]]] = {}
         self.used: set[tuple[str, str, str]] = set()
         self.denied: list[tuple[str, str, str, str | None]] = []
 
-    def _allows(self, verb: str, group: str, resource: str) -> bool:
+    def _allows(self, verb: str, group: str, resource: str, namespace: str | None) -> bool:
+        if namespace not in self.rules:
+            self.rules[namespace] = granted_rules(namespace, self.objects)
+        rules = self.rules[namespace]
         return any(group in rule.get("apiGroups", []) and resource in rule.get("resources", [])
                    and (verb in rule.get("verbs", []) or "*" in rule.get("verbs", []))
-                   for rule in self.rules)
+                   for rule in rules)
 
     def _exists(self, attrs: RequestAttributes) -> bool:
         rt = self.store.registry.by_key(f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource)
@@ -51,7 +48,7 @@ class ClusterRoleAuthorizer:
         if attrs.verb == "patch" and not attrs.subresource and not self._exists(attrs):
             verbs.append("create")  # a server-side apply that creates the object is authorized as create too
         for verb in verbs:
-            if not self._allows(verb, attrs.group, resource):
+            if not self._allows(verb, attrs.group, resource, attrs.namespace):
                 self.denied.append((verb, attrs.group, resource, attrs.name))
                 return f"the ClusterRole does not allow {verb} on {resource}"
             self.used.add((verb, attrs.group, resource))
@@ -59,17 +56,23 @@ class ClusterRoleAuthorizer:
 
 
 def test_the_authorizer_denies_what_the_role_does_not_grant() -> None:
-    authorizer = ClusterRoleAuthorizer(cluster_role_rules(), Store.__new__(Store))
+    authorizer = ClusterRoleAuthorizer(Store.__new__(Store))
     user = User("operator")
     assert authorizer.authorize(RequestAttributes(user, "list", "", "services", None, None, None)) is None
     assert authorizer.authorize(RequestAttributes(user, "delete", "", "nodes", None, None, "n1")) is not None
     assert authorizer.authorize(RequestAttributes(user, "update", "", "services", "status", NS, "x")) is not None
-    assert authorizer.denied == [("delete", "", "nodes", "n1"), ("update", "", "services/status", "x")]
+    # the leader-election Lease is writable in the release namespace only
+    assert authorizer.authorize(RequestAttributes(user, "update", "coordination.k8s.io", "leases", None,
+                                                  RELEASE_NAMESPACE, "lease")) is None
+    assert authorizer.authorize(RequestAttributes(user, "update", "coordination.k8s.io", "leases", None,
+                                                  NS, "lease")) is not None
+    assert authorizer.denied == [("delete", "", "nodes", "n1"), ("update", "", "services/status", "x"),
+                                 ("update", "coordination.k8s.io", "leases", "lease")]
 
 
 async def test_every_request_of_the_controller_is_allowed_by_its_cluster_role() -> None:
     async with environment() as env:
-        authorizer = ClusterRoleAuthorizer(cluster_role_rules(), env.sim.store)
+        authorizer = ClusterRoleAuthorizer(env.sim.store)
         env.sim.server.authorizer = authorizer
         await _run_scenario(env)
         assert authorizer.denied == []
@@ -90,7 +93,10 @@ async def test_every_request_of_the_controller_is_allowed_by_its_cluster_role() 
 
 async def _run_scenario(env: Env) -> None:
     await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
-    running = await env.start_operator(leader_elect=True, leader_election_namespace=NS, identity="rbac",
+    await env.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": RELEASE_NAMESPACE}})
+    running = await env.start_operator(leader_elect=True, leader_election_namespace=RELEASE_NAMESPACE,
+                                       identity="rbac",
                                        lease_duration=3.0, renew_deadline=2.0, retry_period=0.2)
     for name in ("cluster-internal", "external-unstable", "external-stable"):
         await env.wait_for(lambda name=name: env.api.get("listenerclasses.listeners.stackable.tech", name))  # type: ignore[misc]

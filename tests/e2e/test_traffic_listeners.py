@@ -1,4 +1,4 @@
-"""Bytes through published addresses: upstream's smoke scenario end to end (LO §10.1), for every address type and
+"""Bytes through published addresses: upstream's smoke scenario end to end (docs/behaviour.md, upstream scenario "smoke"), for every address type and
 service type, on kubesim's Pods that serve and kube-proxy.
 
 Each replica answers with its own name, so every connection shows which Pod the address reached.

@@ -304,7 +304,7 @@ def test_flags_default_from_the_upstream_environment_variables(monkeypatch: pyte
 @pytest.mark.parametrize(("env", "file_text", "expected"), [
     ({"LEADER_ELECTION_NAMESPACE": "a", "OPERATOR_NAMESPACE": "b", "POD_NAMESPACE": "c"}, "d", "a"),
     ({"OPERATOR_NAMESPACE": "b", "POD_NAMESPACE": "c"}, "d", "b"),
-    ({"POD_NAMESPACE": "c"}, "d", "c"),          # what deploy/manifests/10-controller.yaml sets
+    ({"POD_NAMESPACE": "c"}, "d", "c"),          # what the chart sets (downward API)
     ({}, "listener-operator\n", "listener-operator"),  # in a Pod without any of them
     ({}, None, "default"),
 ])

@@ -1,0 +1,326 @@
+"""The Helm chart deploy/helm/listener-operator: lint, what each value does to the rendered objects, refusals of bad
+values, offline schema validation (Kubernetes 1.33 and 1.37), kubectl apply --dry-run=server of every value set and
+helm install/upgrade/uninstall against kubesim, and deploy/manifests/ being exactly the chart's default render."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from rendered_install import CHART_DIR, MANIFESTS_DIR, REPO, granted_rules, one
+
+BIN = Path(sys.executable).parent
+HELM = str(BIN / "helm")
+KUBECTL = str(BIN / "kubectl")
+NAMESPACE = "listener-operator"
+CRD_RULE = {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+            "verbs": ["get", "list", "watch", "create", "patch"]}
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "stable-nodes": {"preset": "stable-nodes"},
+    "maintenance-off": {"maintenance": {"customResourceDefinitions": {"maintain": False}}},
+    "microk8s": {"kubeletDir": "/var/snap/microk8s/common/var/lib/kubelet"},
+    "k0s": {"kubeletDir": "/var/lib/k0s/kubelet"},
+    "existing-service-account": {"serviceAccount": {"create": False, "name": "platform-operators"}},
+    "customised": {
+        "image": {"repository": "registry.example.com/platform/listener-operator", "tag": "0.1.0-rc1",
+                  "pullPolicy": "Always"},
+        "labels": {"team": "platform", "stackable.tech/vendor": "Stackable"},
+        "kubernetesClusterDomain": "corp.example",
+        "telemetry": {"consoleLog": {"level": "DEBUG", "format": "json"}},
+        "csiProvisioner": {
+            "replicas": 3, "priorityClassName": "system-cluster-critical",
+            "podAnnotations": {"prometheus.io/scrape": "true"}, "nodeSelector": {"node-role/infra": "true"},
+            "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+            "controllerService": {"resources": {"requests": {"cpu": "200m", "memory": "300Mi"},
+                                                "limits": {"memory": "300Mi"}}}},
+        "csiNodeDriver": {
+            "priorityClassName": "system-node-critical", "podSecurityContext": {"fsGroup": 0},
+            "tolerations": [{"operator": "Exists"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
+            "nodeService": {"resources": {"requests": {"cpu": "50m", "memory": "96Mi"},
+                                          "limits": {"cpu": None, "memory": "96Mi"}}}},
+    },
+    "pull-secrets": {"image": {"pullSecrets": [{"name": "regcred"}]}},
+}
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([HELM, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def values_file(tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+def render(tmp_path: Path, values: dict[str, Any], *extra: str) -> list[dict[str, Any]]:
+    result = helm("template", "listener-operator", str(CHART_DIR), "--namespace", NAMESPACE,
+                  "--values", values_file(tmp_path, values), *extra)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def refusal(tmp_path: Path, values: dict[str, Any]) -> str:
+    result = helm("template", "listener-operator", str(CHART_DIR), "--values", values_file(tmp_path, values))
+    assert result.returncode != 0, f"helm template accepted {values}"
+    return result.stderr
+
+
+def pods(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {kind: one(objects, kind)["spec"]["template"] for kind in ("Deployment", "DaemonSet")}
+
+
+def container(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [c for c in one(objects, kind)["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    return found
+
+
+def env(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container(objects, kind, name)["env"]}
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_helm_lint_passes(name: str, tmp_path: Path) -> None:
+    result = helm("lint", "--strict", str(CHART_DIR), "--values", values_file(tmp_path, VALUE_SETS[name]))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("version", ["1.33", "1.37"])
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_rendered_objects_validate_strictly(name: str, version: str, tmp_path: Path) -> None:
+    objects = render(tmp_path, VALUE_SETS[name])
+    assert {o["kind"] for o in objects} >= {"Deployment", "DaemonSet", "CSIDriver", "StorageClass", "ClusterRole",
+                                            "ClusterRoleBinding", "Role", "RoleBinding"}
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_deploy_manifests_are_the_default_render(tmp_path: Path) -> None:
+    out = tmp_path / "manifests"
+    result = subprocess.run([str(REPO / "scripts" / "render-manifests"), str(out)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    fresh = {p.name: p.read_text() for p in out.glob("*.yaml")}
+    committed = {p.name: p.read_text() for p in MANIFESTS_DIR.glob("*.yaml")}
+    assert fresh.keys() == committed.keys()
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert stale == [], f"deploy/manifests/{stale} differ from the chart: run scripts/render-manifests"
+
+
+def test_defaults(tmp_path: Path) -> None:
+    objects = render(tmp_path, {})
+    controller = container(objects, "Deployment", "csi-controller-service")
+    assert controller["image"] == "localhost/listener-operator:0.1.0"
+    assert controller["args"] == ["run", "controller"]
+    assert controller["securityContext"] == {"runAsUser": 0, "seLinuxOptions": {"type": "spc_t"}}
+    assert "privileged" not in controller["securityContext"]
+    assert env(objects, "Deployment", "csi-controller-service") == {
+        "CSI_ENDPOINT": "/csi/csi.sock", "LISTENER_CLASS_PRESET": "ephemeral-nodes",
+        "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    provisioner = container(objects, "Deployment", "external-provisioner")
+    assert provisioner["image"] == "registry.k8s.io/sig-storage/csi-provisioner:v5.3.0"
+    assert provisioner["args"][:3] == ["--csi-address=/csi/csi.sock", "--feature-gates=Topology=true",
+                                       "--extra-create-metadata"]
+    assert "--leader-election" in provisioner["args"]
+    assert one(objects, "Deployment")["spec"]["replicas"] == 2
+    node = container(objects, "DaemonSet", "csi-node-service")
+    assert node["args"] == ["run", "node"]
+    assert env(objects, "DaemonSet", "csi-node-service") == {
+        "CSI_ENDPOINT": "/csi/csi.sock", "KUBERNETES_NODE_NAME": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        "KUBELET_DIR": "/var/lib/kubelet", "HTTP_ADDRESS": "0.0.0.0:8081"}
+    registrar = container(objects, "DaemonSet", "node-driver-registrar")
+    assert registrar["image"] == "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.15.0"
+    assert registrar["args"] == ["--csi-address=/csi/csi.sock",
+                                 "--kubelet-registration-path=/var/lib/kubelet/plugins/listeners.stackable.tech/csi.sock"]
+    volumes = {v["name"]: v["hostPath"]["path"] for v in one(objects, "DaemonSet")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes == {"plugin-dir": "/var/lib/kubelet/plugins/listeners.stackable.tech/",
+                       "pods-dir": "/var/lib/kubelet/pods/", "registration-dir": "/var/lib/kubelet/plugins_registry"}
+    mounts = {m["name"]: m["mountPath"] for m in node["volumeMounts"]}
+    assert mounts == {"plugin-dir": "/csi", "pods-dir": "/var/lib/kubelet/pods"}
+    assert CRD_RULE in one(objects, "ClusterRole")["rules"]
+    assert one(objects, "ServiceAccount")["metadata"]["name"] == "listener-operator-serviceaccount"
+    for template in pods(objects).values():
+        assert template["metadata"]["labels"]["stackable.tech/vendor"] == "Stackable"
+        assert "imagePullSecrets" not in template["spec"]
+        assert "tolerations" not in template["spec"]
+    # no OpenShift object unless the cluster serves security.openshift.io
+    assert all(o["kind"] != "SecurityContextConstraints" for o in objects)
+
+
+def test_preset_stable_nodes(tmp_path: Path) -> None:
+    objects = render(tmp_path, VALUE_SETS["stable-nodes"])
+    assert env(objects, "Deployment", "csi-controller-service")["LISTENER_CLASS_PRESET"] == "stable-nodes"
+
+
+def test_crd_maintenance_off_drops_the_crd_rights_and_tells_the_controller(tmp_path: Path) -> None:
+    objects = render(tmp_path, VALUE_SETS["maintenance-off"])
+    assert env(objects, "Deployment", "csi-controller-service")["DISABLE_CRD_MAINTENANCE"] == "true"
+    rules = one(objects, "ClusterRole")["rules"]
+    assert all("apiextensions.k8s.io" not in rule["apiGroups"] for rule in rules)
+    assert "DISABLE_CRD_MAINTENANCE" not in env(render(tmp_path, {}), "Deployment", "csi-controller-service")
+
+
+@pytest.mark.parametrize("name", ["microk8s", "k0s"])
+def test_kubelet_dir_moves_every_host_path(name: str, tmp_path: Path) -> None:
+    kubelet_dir = VALUE_SETS[name]["kubeletDir"]
+    objects = render(tmp_path, VALUE_SETS[name])
+    spec = one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert {v["hostPath"]["path"] for v in spec["volumes"]} == {
+        f"{kubelet_dir}/plugins/listeners.stackable.tech/", f"{kubelet_dir}/pods/", f"{kubelet_dir}/plugins_registry"}
+    node = container(objects, "DaemonSet", "csi-node-service")
+    assert {"name": "pods-dir", "mountPath": f"{kubelet_dir}/pods"} in node["volumeMounts"]
+    assert env(objects, "DaemonSet", "csi-node-service")["KUBELET_DIR"] == kubelet_dir
+    registrar = container(objects, "DaemonSet", "node-driver-registrar")
+    assert f"--kubelet-registration-path={kubelet_dir}/plugins/listeners.stackable.tech/csi.sock" in registrar["args"]
+    assert "/var/lib/kubelet" not in yaml.safe_dump(spec).replace(kubelet_dir, "")
+
+
+def test_existing_service_account(tmp_path: Path) -> None:
+    objects = render(tmp_path, VALUE_SETS["existing-service-account"])
+    assert all(o["kind"] != "ServiceAccount" for o in objects)
+    for template in pods(objects).values():
+        assert template["spec"]["serviceAccountName"] == "platform-operators"
+    for binding in (one(objects, "ClusterRoleBinding"), one(objects, "RoleBinding")):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "platform-operators",
+                                        "namespace": NAMESPACE}]
+    assert granted_rules(None, objects) == one(objects, "ClusterRole")["rules"]
+
+
+def test_customised_values_reach_the_pods(tmp_path: Path) -> None:
+    values = VALUE_SETS["customised"]
+    objects = render(tmp_path, values)
+    for obj in objects:
+        assert obj["metadata"]["labels"]["team"] == "platform", obj["kind"]
+    deployment, daemonset = one(objects, "Deployment"), one(objects, "DaemonSet")
+    assert deployment["spec"]["selector"]["matchLabels"]["team"] == "platform"
+    assert deployment["spec"]["replicas"] == 3
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+    assert template["spec"]["nodeSelector"] == {"node-role/infra": "true"}
+    assert template["spec"]["tolerations"] == values["csiProvisioner"]["tolerations"]
+    assert template["spec"]["priorityClassName"] == "system-cluster-critical"
+    controller = container(objects, "Deployment", "csi-controller-service")
+    assert controller["image"] == "registry.example.com/platform/listener-operator:0.1.0-rc1"
+    assert controller["imagePullPolicy"] == "Always"
+    # Helm merges a values file into the defaults: the default CPU limit stays unless set to null
+    assert controller["resources"] == {"requests": {"cpu": "200m", "memory": "300Mi"},
+                                       "limits": {"cpu": "500m", "memory": "300Mi"}}
+    controller_env = env(objects, "Deployment", "csi-controller-service")
+    assert controller_env["KUBERNETES_CLUSTER_DOMAIN"] == "corp.example"
+    assert (controller_env["CONSOLE_LOG_LEVEL"], controller_env["CONSOLE_LOG_FORMAT"]) == ("DEBUG", "json")
+    node_template = daemonset["spec"]["template"]
+    assert node_template["spec"]["tolerations"] == [{"operator": "Exists"}]
+    assert node_template["spec"]["affinity"] == values["csiNodeDriver"]["affinity"]
+    assert node_template["spec"]["securityContext"] == {"fsGroup": 0}
+    assert node_template["spec"]["priorityClassName"] == "system-node-critical"
+    node = container(objects, "DaemonSet", "csi-node-service")
+    assert node["image"] == controller["image"]
+    assert node["resources"] == {"requests": {"cpu": "50m", "memory": "96Mi"}, "limits": {"memory": "96Mi"}}
+    assert env(objects, "DaemonSet", "csi-node-service")["CONSOLE_LOG_FORMAT"] == "json"
+
+
+def test_image_pinned_by_digest(tmp_path: Path) -> None:
+    digest = "sha256:" + "0123456789abcdef" * 4
+    objects = render(tmp_path, {"image": {"tag": f"0.1.0@{digest}"}})
+    for name in ("csi-controller-service", "csi-node-service"):
+        kind = "Deployment" if name == "csi-controller-service" else "DaemonSet"
+        assert container(objects, kind, name)["image"] == f"localhost/listener-operator:0.1.0@{digest}"
+
+
+def test_pull_secrets_in_both_workloads(tmp_path: Path) -> None:
+    objects = render(tmp_path, VALUE_SETS["pull-secrets"])
+    for template in pods(objects).values():
+        assert template["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_openshift_gets_security_context_constraints(tmp_path: Path) -> None:
+    objects = render(tmp_path, {}, "--api-versions", "security.openshift.io/v1")
+    scc = one(objects, "SecurityContextConstraints")
+    assert (scc["allowPrivilegedContainer"], scc["runAsUser"]) == (False, {"type": "MustRunAs", "uid": 0})
+    assert {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+            "resourceNames": [scc["metadata"]["name"]], "verbs": ["use"]} in one(objects, "ClusterRole")["rules"]
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"preset": "stable"}, "at '/preset': value must be one of 'none', 'ephemeral-nodes', 'stable-nodes'"),
+    ({"kubeletdir": "/x"}, "additional properties 'kubeletdir' not allowed"),
+    ({"kubeletDir": "var/lib/kubelet"}, "kubeletDir must be an absolute path"),
+    ({"kubeletDir": "/var/lib/kubelet/"}, "kubeletDir must be an absolute path"),
+    ({"kubeletDir": "/var/lib/../kubelet"}, "kubeletDir must not contain '.' or '..' components"),
+    ({"kubeletDir": "/var/lib/kubelet\n  - name: x"}, "kubeletDir must be an absolute path"),
+    ({"kubeletDir": "/" + "k" * 70}, "kubeletDir is too long"),
+    ({"serviceAccount": {"create": False}}, "serviceAccount.name must name an existing ServiceAccount"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
+    ({"image": {"repository": "evil\nkind: Secret"}}, "at '/image/repository'"),
+    ({"image": {"tag": "0.1.0@sha256:1234"}}, "at '/image/tag'"),
+    ({"maintenance": {"customResourceDefinitions": {"maintain": "no"}}}, "maintain"),
+    ({"csiProvisioner": {"replicas": 0}}, "at '/csiProvisioner/replicas'"),
+    ({"kubernetesClusterDomain": "Corp Example"}, "at '/kubernetesClusterDomain'"),
+])
+def test_bad_values_are_refused_with_the_key(values: dict[str, Any], message: str, tmp_path: Path) -> None:
+    assert message in refusal(tmp_path, values)
+
+
+async def test_every_value_set_is_accepted_by_the_api_server(kubesim: Any, tmp_path: Path) -> None:
+    """kubectl apply --dry-run=server of each render (after the namespace exists, as helm --create-namespace does)."""
+    kubectl = [KUBECTL, "--kubeconfig", str(kubesim.kubeconfig_path), "--cache-dir", str(tmp_path / "cache")]
+    await kubesim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    for name, values in VALUE_SETS.items():
+        rendered = tmp_path / f"{name}.yaml"
+        rendered.write_text(yaml.safe_dump_all(render(tmp_path, values)))
+        process = await asyncio.create_subprocess_exec(
+            *kubectl, "apply", "--server-side", "--dry-run=server", "-f", str(rendered),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 90)
+        assert process.returncode == 0, f"{name}: {err.decode()}"
+        assert "deployment.apps/listener-operator-csi-provisioner serverside-applied (server dry run)" in out.decode()
+    # dry runs persist nothing
+    deployments, _ = await kubesim.api.list("deployments.apps", NAMESPACE)
+    assert deployments == []
+
+
+async def test_helm_installs_upgrades_and_uninstalls_the_release_in_kubesim(kubesim: Any, tmp_path: Path) -> None:
+    """What a user runs: helm install (into a namespace it creates), helm upgrade with a value, helm uninstall."""
+    async def helm_against_kubesim(*args: str) -> str:
+        process = await asyncio.create_subprocess_exec(
+            HELM, "--kubeconfig", str(kubesim.kubeconfig_path), *args, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        out, err = await asyncio.wait_for(process.communicate(), 90)
+        assert process.returncode == 0, err.decode()
+        return out.decode()
+
+    installed = await helm_against_kubesim("install", "listener-operator", str(CHART_DIR), "--namespace", "ops",
+                                           "--create-namespace")
+    assert "STATUS: deployed" in installed and "kubectl get listenerclasses" in installed  # NOTES.txt
+    deployment = await kubesim.api.get("deployments.apps", "listener-operator-csi-provisioner", "ops")
+    assert deployment["spec"]["replicas"] == 2
+    await kubesim.api.get("daemonsets.apps", "listener-operator-csi-node-driver", "ops")
+    binding = await kubesim.api.get("clusterrolebindings.rbac.authorization.k8s.io",
+                                    "listener-operator-clusterrolebinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "listener-operator-serviceaccount",
+                                    "namespace": "ops"}]
+
+    await helm_against_kubesim("upgrade", "listener-operator", str(CHART_DIR), "--namespace", "ops",
+                               "--set", "preset=stable-nodes")
+    deployment = await kubesim.api.get("deployments.apps", "listener-operator-csi-provisioner", "ops")
+    controller = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "LISTENER_CLASS_PRESET", "value": "stable-nodes"} in controller["env"]
+
+    # --keep-history: purging the release Secrets sends protobuf DeleteOptions, which kubesim cannot decode yet
+    # ("invalid DeleteOptions"); the chart's objects are deleted either way.
+    await helm_against_kubesim("uninstall", "listener-operator", "--namespace", "ops", "--keep-history")
+    deployments, _ = await kubesim.api.list("deployments.apps", "ops")
+    drivers, _ = await kubesim.api.list("csidrivers.storage.k8s.io")
+    assert deployments == [] and drivers == []
