@@ -19,7 +19,7 @@ import pytest
 from router_support import closed_by_peer, refused, who
 from site_support import AGNHOST, ECHO_IMAGE, NS, SiteEnv, site_environment
 
-from kubesim.traffic import who_answers
+from kubesim.traffic import http_get, who_answers
 
 ECHO = {"app": "echo"}
 
@@ -138,6 +138,24 @@ async def test_balancing_half_close_and_payloads(env: SiteEnv) -> None:
     writer.write_eof()
     assert await reader.read() == b""        # the server's FIN, after ours
     writer.close()
+
+    # Metrics per Listener and per Connector target, from the router Pod's adaptor; the controller's own.
+    status, text = await http_get(ip, 9191, "/metrics")
+    assert status == 200
+    listener_total = _metric(text, "service_network_listener_connections_total", 'listener="echo"')
+    assert listener_total >= 12
+    per_pod = [_metric(text, "service_network_connector_connections_total", f'target="{pod}"') for pod in pods]
+    assert sum(per_pod) == listener_total and min(per_pod) >= 3
+    assert _metric(text, "service_network_listener_bytes_received_total", 'listener="echo"') >= len(payload)
+    controller = env.controllers[0].process.metrics.render().decode()
+    assert _metric(controller, "service_network_controller_reconciles_total", 'result="success"') >= 1
+    assert _metric(controller, "service_network_controller_writes_total", 'kind="ConfigMap"') >= 1
+
+
+def _metric(text: str, name: str, label: str) -> float:
+    """The sum of the samples of ``name`` whose labels contain ``label``."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") and label in line)
 
 
 async def test_backend_pod_deleted_removes_its_target(env: SiteEnv) -> None:
