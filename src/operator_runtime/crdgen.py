@@ -16,8 +16,12 @@ Two conventions of upstream CRDs are supported:
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import copy
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -26,10 +30,12 @@ from pydantic import BaseModel
 __all__ = [
     "AGE_COLUMN",
     "SchemaConversionError",
+    "add_output_argument",
     "crds_yaml",
     "custom_resource_definition",
     "object_schema",
     "structural_schema",
+    "write_output",
 ]
 
 _NULL = {"type": "null"}
@@ -172,3 +178,18 @@ def custom_resource_definition(*, group: str, version: str, kind: str, plural: s
 def crds_yaml(crds: Sequence[Mapping[str, Any]]) -> str:
     """CRDs as one multi-document YAML stream."""
     return yaml.safe_dump_all([dict(c) for c in crds], sort_keys=False, explicit_start=True)
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """``--output``/``-o`` of a command printing CRDs."""
+    parser.add_argument("--output", "-o", metavar="FILE", default="-",
+                        help="write the YAML to FILE instead of standard output")
+
+
+async def write_output(text: str, output: str) -> int:
+    """Write ``text`` to standard output (``-``) or the file ``output``; the command's exit code."""
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        await asyncio.to_thread(Path(output).write_text, text, encoding="utf-8")
+    return 0

@@ -11,10 +11,11 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from router_support import wait_until
 
 from devenv.image_runtime import IMAGE_REPOSITORY, ImageProcessHandler
 from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
@@ -194,19 +195,15 @@ class SiteEnv:
         return pod["status"]["podIP"], int(port)
 
     async def wait_for(self, check: Callable[[], Awaitable[Any]], within: float = 20.0, what: str = "") -> Any:
-        deadline = time.monotonic() + within
-        last: Any = None
-        while time.monotonic() < deadline:
+        """The first truthy result of ``check`` (an object not found counts as not yet)."""
+        async def found() -> Any:
             try:
-                last = await check()
+                return await check()
             except ApiError as error:
                 if error.code != 404:
                     raise
-                last = None
-            if last:
-                return last
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out after {within}s waiting for {what or check}: last value {last!r}")
+                return None
+        return await wait_until(found, within, what)
 
 
 async def _synced(process: SiteControllerProcess) -> bool:

@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 
 from operator_runtime.errors import KubeError
+from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
 from .adaptor import AdaptorOptions, run_adaptor
-from .command import _address
 from .config import is_ip_address
 from .errors import RouterError, StateDirError, exit_code
 from .spec import StateLayout
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bind-address", default=pod_ip,
                         help="address bound for Listeners and the metrics endpoint [$POD_IP] (default: all "
                              "interfaces)")
-    parser.add_argument("--metrics-address", type=_address,
+    parser.add_argument("--metrics-address", type=parse_http_address,
                         default=env("ROUTER_METRICS_ADDRESS") or f"{pod_ip or '0.0.0.0'}:{ADAPTOR_PORT}",
                         help=f"HOST:PORT of the adaptor's /metrics, /healthz, /readyz [$ROUTER_METRICS_ADDRESS] "
                              f"(default $POD_IP:{ADAPTOR_PORT})")
@@ -101,7 +101,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"service-network run router: --bind-address {args.bind_address[:100]!r} is not an IP address",
               file=sys.stderr)
         return 2
-    metrics = args.metrics_address if not isinstance(args.metrics_address, str) else _address(args.metrics_address)
+    metrics = args.metrics_address if not isinstance(args.metrics_address, str) else parse_http_address(args.metrics_address)
     try:
         state_dir = usable_state_dir(args.state_dir)
         api = make_api(args.kubeconfig)

@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from operator_runtime.events import EventRecorder
-from operator_runtime.leader import LeaderElector
+from operator_runtime.leader import LeadingWork, LeaseOptions
 from operator_runtime.observability import LOG_FORMATS, HealthServer, parse_http_address, setup_logging
 
 from ..constants import CONTROLLER_NAME, DEFAULT_LEASE_NAME, DEFAULT_ROUTER_IMAGE
@@ -127,7 +127,7 @@ class SiteControllerProcess:
         self.metrics = ControllerMetrics()
         self._on_request = on_request
         self.controller: Any = None
-        self.elector: LeaderElector | None = None
+        self.leading: LeadingWork | None = None
         self.health: HealthServer | None = None
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -144,47 +144,22 @@ class SiteControllerProcess:
             router=opts.router, workers=opts.workers, resync_seconds=opts.resync_period or None,
             watch_namespace=opts.watch_namespace, controller_namespace=opts.leader_election_namespace,
             version=package_version()))
-        task: asyncio.Task[Any] | None = None
         try:
             if opts.http_address is not None:
                 self.health = HealthServer(self.metrics, ready=self._ready, before_scrape=self.controller.observe)
                 port = await self.health.start(*opts.http_address)
                 log.info("serving /metrics, /healthz, /readyz on %s:%d", opts.http_address[0], port)
-            if opts.leader_elect:
-                self.elector = LeaderElector(api, name=opts.leader_election_name,
-                                             namespace=opts.leader_election_namespace, identity=opts.identity,
-                                             lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
-                                             retry_period=opts.retry_period)
-                task = asyncio.create_task(self.elector.run(self._lead), name="leader")
-            else:
-                task = asyncio.create_task(self.controller.run(), name="controller")
-            stopper = asyncio.create_task(stop.wait(), name="stop")
-            done, _ = await asyncio.wait({stopper, task}, return_when=asyncio.FIRST_COMPLETED)
-            if task in done and not stopper.done():
-                stopper.cancel()
-                task.result()
-                log.error("controller stopped unexpectedly")
-                return 1
-            stopper.cancel()
-            log.info("shutting down")
-            return 0
+            lease = LeaseOptions(opts.leader_election_name, opts.leader_election_namespace, opts.identity,
+                                 opts.lease_duration, opts.renew_deadline, opts.retry_period) if opts.leader_elect else None
+            self.leading = LeadingWork(api, self.controller.run, lease, on_leading=self.metrics.is_leader.set)
+            return await self.leading.run_until(stop)
         finally:
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
             if self.health is not None:
                 await self.health.stop()
             await api.close()
 
-    async def _lead(self) -> None:
-        self.metrics.is_leader.set(1)
-        try:
-            await self.controller.run()
-        finally:
-            self.metrics.is_leader.set(0)
-
     def _ready(self) -> bool:
-        if self.elector is not None and not self.elector.is_leader:
+        if self.leading is not None and self.leading.standing_by:
             return True      # a standby is healthy
         return bool(self.controller is not None and self.controller.synced)
 
