@@ -334,6 +334,8 @@ class SiteController:
         for obj, reason, note in plan.notes:
             key = (meta(obj).uid, note)
             if key not in self._noted:
+                if len(self._noted) > 4096:
+                    self._noted.clear()       # bounded; a note said again after this is harmless
                 self._noted.add(key)
                 await self.recorder.publish(obj, type="Warning", reason=reason, note=note, action="Reconcile")
         return retry
