@@ -8,6 +8,10 @@ external-provisioner and kubelets then call those sockets over CSI gRPC, as the 
 The service network runs too: its CRDs are installed, its site controller (`service-network run controller`) is a
 child process, and the router Pods it creates run the project's image as host processes (`devenv.image_runtime`),
 so `kubectl apply` of a Site, Listener and Connector works as on a real cluster.
+
+Sockets and kubelet directories live in a short per-run directory, the state directory keeps the kubeconfig, the
+logs and a link to the run directory (see :mod:`devenv.rundir`); however the run ends (``--once``, SIGINT,
+SIGTERM, an error) it removes what belongs to it, and no traceback reaches the person running it.
 """
 
 from __future__ import annotations
@@ -15,18 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import errno
-import fcntl
 import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from devenv.rundir import LockHeld, StateDir, create_run_dir, remove_run_dir
 from listener_operator.constants import DRIVER_NAME
+from listener_operator.messages import cut
 from operator_runtime.objects import items
 
 #: The ``listener-operator local up`` help line (this module is a command of the ``listener_operator.commands``
@@ -130,10 +137,10 @@ class ChildProcess:
 
     async def start(self, env: dict[str, str]) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
+        self._log = self.log_path.open("wb")  # the logs are those of the current run
         self.process = await asyncio.create_subprocess_exec(
             *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=self._log, stderr=asyncio.subprocess.STDOUT,
-            env=env, start_new_session=True)
+            env=env, start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def returncode(self) -> int | None:
@@ -165,8 +172,23 @@ class ChildProcess:
 def _check_socket_path(path: Path) -> Path:
     if len(str(path)) > SOCKET_PATH_LIMIT:
         raise LocalError(f"socket path {path} is {len(str(path))} bytes, over the Unix limit of {SOCKET_PATH_LIMIT}; "
-                         "use a shorter --state-dir")
+                         "set TMPDIR (or XDG_RUNTIME_DIR) to a shorter directory")
     return path
+
+
+try:
+    _LIBC: Any = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - not Linux
+    _LIBC = None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Run in each child between fork and exec: the kernel sends it SIGTERM when `local up` dies, even by SIGKILL,
+    so no operator process outlives its run (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing happens)."""
+    prctl = getattr(_LIBC, "prctl", None)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 class LocalCluster:
@@ -177,7 +199,9 @@ class LocalCluster:
         self.console = console or Console()
         self.children: list[ChildProcess] = []
         self.sim: Any = None
-        self._lock_file: IO[str] | None = None
+        self.state = StateDir(options.state_dir)
+        self.run_dir: Path | None = None
+        self._server_url = ""
 
     # -- paths -----------------------------------------------------------------------------------------------------
     @property
@@ -186,11 +210,18 @@ class LocalCluster:
 
     @property
     def socket_dir(self) -> Path:
-        return self.state_dir / "csi"
+        assert self.run_dir is not None, "the run directory exists once the cluster starts"
+        return self.run_dir / "csi"
+
+    @property
+    def cluster_dir(self) -> Path:
+        """kubesim's state: kubelet directories with the mounted volumes, plugin directories."""
+        assert self.run_dir is not None, "the run directory exists once the cluster starts"
+        return self.run_dir / "cluster"
 
     @property
     def log_dir(self) -> Path:
-        return self.state_dir / "logs"
+        return self.state.log_dir
 
     def node_socket(self, node: str) -> Path:
         return _check_socket_path(self.socket_dir / f"{node}.sock")
@@ -202,6 +233,12 @@ class LocalCluster:
     @property
     def kubeconfig_path(self) -> Path:
         return self.options.kubeconfig_path
+
+    def shown_path(self, path: Path) -> Path:
+        """``path`` in the run directory as reached through the state directory's ``run`` link."""
+        if self.run_dir is not None and path.is_relative_to(self.run_dir):
+            return self.state.run_link / path.relative_to(self.run_dir)
+        return path
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     async def __aenter__(self) -> LocalCluster:
@@ -218,7 +255,8 @@ class LocalCluster:
     async def _start(self) -> None:
         started = time.monotonic()
         self._prepare_state_dir()
-        self.console.step(f"state directory {self.state_dir}")
+        self.console.step(f"state directory {self.state_dir} (this run's sockets and volumes: "
+                          f"{self.state.run_link} -> {self.run_dir})")
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
         await self._install_objects()
@@ -236,26 +274,19 @@ class LocalCluster:
             probe.unlink()
         except OSError as error:
             raise LocalError(f"state directory {self.state_dir} is not writable: {error.strerror or error}") from None
-        lock_path = self.state_dir / "local-up.lock"
-        lock_file = lock_path.open("a+")
         try:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock_file.seek(0)
-            holder = lock_file.read().strip() or "unknown"
-            lock_file.close()
-            raise LocalError(f"another `local up` is already running on {self.state_dir} (pid {holder}); "
+            self.state.acquire()
+        except LockHeld as held:
+            raise LocalError(f"another `local up` is already running on {self.state_dir} (pid {held.holder}); "
                              "stop it or use another --state-dir") from None
-        lock_file.seek(0)
-        lock_file.truncate()
-        lock_file.write(str(os.getpid()))
-        lock_file.flush()
-        self._lock_file = lock_file
-        for directory in (self.socket_dir, self.log_dir):
-            directory.mkdir(parents=True, exist_ok=True)
-        # Sockets of a previous run are stale now that we hold the lock.
-        for stale in self.socket_dir.glob("*.sock"):
-            stale.unlink(missing_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir = create_run_dir()
+        except OSError as error:
+            raise LocalError(f"cannot create a run directory for sockets: {error.strerror or error}; set TMPDIR to "
+                             "a writable directory") from None
+        self.socket_dir.mkdir()
+        self.state.link_run(self.run_dir)
 
     async def _start_kubesim(self) -> None:
         from kubesim.addresses import AddressBlockError
@@ -263,7 +294,7 @@ class LocalCluster:
 
         try:
             sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
-                          nodes=self.options.nodes, state_dir=self.state_dir / "cluster",
+                          nodes=self.options.nodes, state_dir=self.cluster_dir, work_dir=self.run_dir,
                           address_block=self.options.address_block)
         except AddressBlockError as error:
             raise LocalError(f"cannot start kubesim: {error}") from None
@@ -274,7 +305,10 @@ class LocalCluster:
                 raise LocalError(f"cannot start kubesim: {self.options.host}:{self.options.port} is already in use; "
                                  "choose another --port (or 0 for any free port)") from None
             raise LocalError(f"cannot start kubesim: {error}") from None
+        except ValueError as error:  # e.g. a kubelet directory too long for plugin sockets
+            raise LocalError(f"cannot start kubesim: {error}") from None
         self.sim = sim
+        self._server_url = sim.url
         from devenv.image_runtime import IMAGE_REPOSITORY, ImageProcessHandler
 
         # Router Pods of the service network run the project's image: as host processes, bound to their Pod IPs.
@@ -417,47 +451,100 @@ class LocalCluster:
                          f"last lines of {child.log_path}:\n{child.tail()}")
 
     async def _shutdown(self) -> None:
+        """Stop everything this run started and remove what belongs to it: the run directory (sockets, kubelet
+        directories), the ``run`` link, the kubeconfig it wrote and the lock. The logs stay."""
         await asyncio.gather(*(child.stop() for child in reversed(self.children)), return_exceptions=True)
         if self.sim is not None:
             with contextlib.suppress(Exception):
                 await self.sim.__aexit__(None, None, None)
             self.sim = None
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
+        if self.run_dir is not None:
+            await asyncio.to_thread(remove_run_dir, self.run_dir)
+        self.state.release(self.kubeconfig_path, owns_kubeconfig=self._wrote_kubeconfig())
+
+    def _wrote_kubeconfig(self) -> bool:
+        """Whether the kubeconfig still is the one this run wrote (a file someone replaced stays)."""
+        if not self._server_url:
+            return False
+        try:
+            return self._server_url in self.kubeconfig_path.read_text()
+        except OSError:
+            return False
 
     def kubectl_hint(self) -> str:
         return (f"kubectl --kubeconfig {self.kubeconfig_path} get listeners,listenerclasses,pods,pvc -A\n"
                 f"       kubectl --kubeconfig {self.kubeconfig_path} get sites,listeners.skupper.io,connectors -A")
 
 
-async def wait_for_stop_signal() -> None:
-    """Block until SIGINT or SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-
 async def serve_until_stopped(cluster: LocalCluster) -> None:
-    """Run until interrupted; a crashed operator process ends the run with its log tail."""
-    watcher = asyncio.ensure_future(cluster.watch_children())
-    stopper = asyncio.ensure_future(wait_for_stop_signal())
-    done, pending = await asyncio.wait({watcher, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
+    """Run until SIGINT or SIGTERM (which cancel the run, see :func:`run_command`); a crashed operator process ends
+    the run with its log tail."""
+    await cluster.watch_children()
+
+
+async def run_command(body: Callable[[], Awaitable[int]], console: Console, state_dir: Path | None) -> int:
+    """Run a `local up`/`demo` body so that it always ends cleanly, with a message, never a traceback.
+
+    SIGINT and SIGTERM cancel the body once (its cleanup then runs; a second signal does not interrupt it) and the
+    command ends with code 0, as a stop that was asked for. A :class:`LocalError` is printed as one line; any other
+    failure too, with its traceback written to ``<state dir>/logs/local-up.log``.
+    """
+    task = asyncio.ensure_future(body())
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        if received:
+            return  # already stopping: let the cleanup finish
+        received.append(signum)
+        console.line(f"Stopping ({signal.Signals(signum).name})...")
         task.cancel()
-    for task in done:
-        task.result()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return 0
+    except LocalError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as error:
+        where = _write_traceback(error, state_dir)
+        print(f"error: unexpected failure: {type(error).__name__}: {cut(str(error), 500)}"
+              + (f" (details in {where})" if where else ""), file=sys.stderr, flush=True)
+        return 1
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def absolute(path: Path) -> Path:
+    """``path`` made absolute against the working directory (no I/O beyond reading the working directory)."""
+    return Path(os.path.abspath(path))
+
+
+def _write_traceback(error: BaseException, state_dir: Path | None) -> Path | None:
+    if state_dir is None:
+        return None
+    path = state_dir / "logs" / "local-up.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as log:
+            log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} unexpected failure\n")
+            log.write("".join(traceback.format_exception(error)))
+    except OSError:
+        return None
+    return path
 
 
 async def run(args: argparse.Namespace) -> int:
     console = Console()
-    try:
+    state_dir: Path | None = getattr(args, "state_dir", None)
+
+    async def body() -> int:
         options = options_from_args(args)
         console.line(f"Starting the local listener-operator system ({options.nodes} nodes, preset {options.preset})")
         async with LocalCluster(options, console) as cluster:
@@ -466,8 +553,6 @@ async def run(args: argparse.Namespace) -> int:
             console.line(f"Try:   {cluster.kubectl_hint()}")
             console.line("Press Ctrl-C to stop.")
             await serve_until_stopped(cluster)
-            console.line("Stopping...")
         return 0
-    except LocalError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 1
+
+    return await run_command(body, console, absolute(state_dir) if state_dir else None)

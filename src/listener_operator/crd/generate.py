@@ -7,6 +7,7 @@ from typing import Any
 
 from listener_operator.constants import API_GROUP, API_VERSION
 from listener_operator.crd.models import ListenerClassSpec, ListenerSpec, ListenerStatus, PodListenersSpec
+from listener_operator.names import DNS1035_LABEL_PATTERN, LABEL_MAX
 from operator_runtime import crdgen
 from operator_runtime.crdgen import AGE_COLUMN, SchemaConversionError, structural_schema
 
@@ -15,6 +16,11 @@ __all__ = ["SchemaConversionError", "all_crds", "crds_yaml", "listener_class_crd
 
 _object_schema = crdgen.object_schema
 _AGE_COLUMN = AGE_COLUMN
+
+#: A Listener's name names its Service and is a label value: a DNS-1035 label (behaviour.md "Admission").
+_SERVICE_NAME = {"maxLength": LABEL_MAX, "pattern": DNS1035_LABEL_PATTERN,
+                 "description": "The Listener's name, which its Service takes: lowercase letters, digits and '-', "
+                                "starting with a letter, at most 63 characters."}
 
 
 def _crd(*, kind: str, plural: str, singular: str, scope: str, schema: dict[str, Any],
@@ -48,7 +54,8 @@ def listener_crd() -> dict[str, Any]:
         kind="Listener", plural="listeners", singular="listener", scope="Namespaced", status=True,
         schema=_object_schema(
             "Exposes the Pods that mount a listener volume bound to it, through a Service shaped by a ListenerClass.",
-            {"spec": structural_schema(ListenerSpec), "status": _listener_status_schema()}, ["spec"]),
+            {"spec": structural_schema(ListenerSpec), "status": _listener_status_schema()}, ["spec"],
+            name=_SERVICE_NAME),
         columns=[
             {"name": "Class", "type": "string", "jsonPath": ".spec.className"},
             {"name": "Service", "type": "string", "jsonPath": ".status.serviceName"},
