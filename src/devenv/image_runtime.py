@@ -6,7 +6,7 @@ run with this interpreter (``service-network ...`` as ``python -m service_networ
 downward API resolved: ``status.podIP``, ``metadata.name``, ...; values that are paths under a volume mount
 translated to the volume's host directory) and the local cluster's kubeconfig in ``KUBECONFIG`` instead of a
 service-account token. Output goes to the container's log file. Stopping sends SIGTERM, then kills the process group
-after the grace period; nothing outlives the Pod.
+after the grace period; nothing outlives the Pod, nor the process running kubesim (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from devenv.up import _die_with_parent  # the kernel stops the container if this process dies
 from kubesim.cluster.runtime.registry import Container, ContainerSpec
 
 __all__ = ["IMAGE_REPOSITORY", "ImageProcessHandler"]
@@ -127,5 +128,5 @@ class ImageProcessHandler:
         process = await asyncio.create_subprocess_exec(
             self.python, "-m", module, *argv[1:], stdin=asyncio.subprocess.DEVNULL, stdout=log or asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.STDOUT, env=container_environment(spec, self._base_env()),
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_die_with_parent)
         return _ProcessContainer(process, log)
