@@ -101,8 +101,10 @@ def _metadata_causes(obj: Obj) -> list[dict[str, Any]]:
 class Admission:
     """Defaulting/validation hooks called by the store before it commits a write."""
 
-    def __init__(self, *, service_cidr: str | None = None) -> None:
-        self.services = ServiceAllocator(service_cidr)
+    def __init__(
+        self, *, service_cidr: str | None = None, service_node_port_range: tuple[int, int] | str | None = None
+    ) -> None:
+        self.services = ServiceAllocator(service_cidr, service_node_port_range)
         self._service_admission = ServiceAdmission(self.services)
 
     # Store hooks ---------------------------------------------------------------------------------------
