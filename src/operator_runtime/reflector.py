@@ -7,6 +7,8 @@ docs/architecture.md). Behaviour:
   (including BOOKMARK versions); a 410 Gone relists and delivers the differences as events;
 - other errors back off exponentially (capped) and retry, so a flaky API server never kills the cache;
 - objects are plain dicts keyed ``namespace/name`` (``name`` for cluster-scoped kinds); callers must not mutate them;
+- a ``transform`` (:mod:`.projection`) turns each object into what is stored, once on arrival: a cache holds only
+  the fields its readers use (the transform is declared next to them);
 - callbacks run synchronously in the reflector task, after the cache and indexes are updated, with ``(old, new)``
   (``new`` is None on delete, ``old`` None on add).
 """
@@ -23,6 +25,7 @@ from .api import KubeApi
 from .errors import Expired
 from .kinds import ResourceInfo
 from .objects import JsonDict, meta, object_key
+from .projection import Transform
 from .workqueue import ExponentialBackoff
 
 log = logging.getLogger(__name__)
@@ -68,11 +71,13 @@ class Reflector:
     """Cache of one kind. Start with :meth:`run` (a task); read with :meth:`get`, :meth:`by_index`, :meth:`items`."""
 
     def __init__(self, name: str, source: ListWatchSource, *, backoff: ExponentialBackoff | None = None,
-                 jitter: float = 0.1) -> None:
+                 jitter: float = 0.1, transform: Transform | None = None) -> None:
         """``backoff`` paces retries after list/watch errors (plus up to ``jitter`` of random extra, so that many
-        reflectors do not retry in lockstep)."""
+        reflectors do not retry in lockstep); ``transform`` makes each arriving object what the cache stores (it
+        must keep ``metadata.name``, ``namespace`` and ``resourceVersion``)."""
         self.name = name
         self.source = source
+        self.transform = transform
         self.backoff = backoff or ExponentialBackoff(base=0.2, cap=30.0)
         self.jitter = jitter
         self._objects: dict[str, JsonDict] = {}
@@ -130,6 +135,8 @@ class Reflector:
             try:
                 if need_list:
                     items, version = await self.source.list()
+                    if self.transform is not None:
+                        items = [self.transform(item) for item in items]
                     self._replace(items)
                     self.resource_version = version
                     self._synced.set()
@@ -155,6 +162,8 @@ class Reflector:
                 self.resource_version = str(version)
             return
         self.backoff.forget(self.name)
+        if self.transform is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
+            obj = self.transform(obj)
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
             self._store(key, obj)

@@ -22,6 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from listener_operator.addresses import (
+    ENDPOINT_SLICE_CACHE,
+    NODE_CACHE,
+    PV_CACHE,
     ListenerAddresses,
     compute_addresses,
     endpoint_slice_service_keys,
@@ -72,6 +75,7 @@ from operator_runtime.objects import (
     object_reference,
     resource_version,
 )
+from operator_runtime.projection import KEEP, compose, intern_strings, project, without_managed_fields
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
 
@@ -123,6 +127,8 @@ class _Written:
         reflector.add_handler(self._on_event)
 
     def remember(self, obj: JsonDict) -> None:
+        if self.reflector.transform is not None:  # the reconcile reads what the cache would hold
+            obj = self.reflector.transform(obj)
         key = object_key(obj)
         cached = self.reflector.get(key)
         if cached is None or resource_version(obj) > resource_version(cached):
@@ -140,6 +146,26 @@ class _Written:
         written = self._objects.get(key)
         if written is not None and (new is None or resource_version(new) >= resource_version(written)):
             del self._objects[key]
+
+
+# What the caches keep (cache transforms, see operator_runtime.projection; EndpointSlices, PVs and Nodes are declared
+# in listener_operator.addresses, which reads them). A field the reconcile reads must be kept here:
+# tests/operator/test_cache_transforms.py runs the reconciles on transformed caches and compares them with whole
+# objects.
+LISTENER_CACHE = project({
+    # listener_identity, object_reference (Events), build_service (labels), compose_status (generation), reconcile
+    "metadata": {"name": KEEP, "namespace": KEEP, "uid": KEEP, "resourceVersion": KEEP, "generation": KEEP,
+                 "deletionTimestamp": KEEP, "labels": KEEP},
+    "spec": KEEP,  # check_listener, build_service, the "class" index
+    "status": KEEP,  # status_is_current, compose_status / failure_status (previous conditions), is_ready
+})
+LISTENER_CLASS_CACHE = project({
+    "metadata": {"name": KEEP, "uid": KEEP, "resourceVersion": KEEP},
+    "spec": KEEP,  # parse_listener_class
+})
+# A Service keeps every field: the no-write check compares the whole desired Service (overrides may set any field)
+# with it. Of managedFields only our Apply entry stays (apply_is_noop reads which fields we own).
+SERVICE_CACHE = compose(without_managed_fields([FIELD_MANAGER_SERVICE]), intern_strings)
 
 
 def _owner_listener_keys(service: Mapping[str, Any]) -> list[str]:
@@ -165,13 +191,15 @@ class ListenerController:
         self.recorder = recorder
         self.cluster_domain = cluster_domain
         self.metrics = metrics or Metrics()
-        self.listeners = Reflector("listeners", ApiSource(api, LISTENER))
-        self.classes = Reflector("listenerclasses", ApiSource(api, LISTENER_CLASS))
-        self.services = Reflector("services", ApiSource(api, SERVICE))
+        self.listeners = Reflector("listeners", ApiSource(api, LISTENER), transform=LISTENER_CACHE)
+        self.classes = Reflector("listenerclasses", ApiSource(api, LISTENER_CLASS), transform=LISTENER_CLASS_CACHE)
+        self.services = Reflector("services", ApiSource(api, SERVICE), transform=SERVICE_CACHE)
         self.slices = Reflector("endpointslices", ApiSource(api, ENDPOINT_SLICE,
-                                                             label_selector=LABEL_ENDPOINTSLICE_SERVICE_NAME))
-        self.pvs = Reflector("persistentvolumes", ApiSource(api, PV, label_selector=PV_LABEL_LISTENER_NAME))
-        self.nodes = Reflector("nodes", ApiSource(api, NODE))
+                                                            label_selector=LABEL_ENDPOINTSLICE_SERVICE_NAME),
+                                transform=ENDPOINT_SLICE_CACHE)
+        self.pvs = Reflector("persistentvolumes", ApiSource(api, PV, label_selector=PV_LABEL_LISTENER_NAME),
+                             transform=PV_CACHE)
+        self.nodes = Reflector("nodes", ApiSource(api, NODE), transform=NODE_CACHE)
         self._written_services = _Written(self.services)
         self._written_listeners = _Written(self.listeners)
 
