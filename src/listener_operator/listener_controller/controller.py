@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,6 +69,7 @@ from operator_runtime.events import EventRecorder
 from operator_runtime.kinds import ENDPOINT_SLICE, NODE, PV, SERVICE
 from operator_runtime.objects import (
     JsonDict,
+    items,
     mapping,
     meta,
     object_key,
@@ -100,9 +101,59 @@ class ApiRejectedError(ListenerError):
         self.retry = not isinstance(failure, BadRequest | Invalid)
 
 
+#: How often a Listener whose Service found an allocation range full tries again; a Service releasing node ports or
+#: its cluster IP wakes waiting Listeners earlier (one per freed allocation).
+RANGE_FULL_RETRY_SECONDS = 300.0
+
+
+class RangeFullError(ListenerError):
+    """The API server could not allocate what the Service needs because the cluster's range is full. Retrying soon
+    cannot help (and thousands of Listeners retrying would hammer the API server): the Listener waits for a freed
+    allocation or :data:`RANGE_FULL_RETRY_SECONDS`."""
+
+    related = "service"
+    what: str = ""
+    remedy: str = ""
+
+    def __init__(self, key: str, failure: ApiFailure) -> None:
+        super().__init__(
+            f"no free {self.what} for Service {key}: the cluster's {self.what} range is full (the API server said: "
+            f"{failure.message[:200]}); {self.remedy}. Retrying when a Service releases one, at the latest in "
+            f"{RANGE_FULL_RETRY_SECONDS:.0f} s")
+
+
+class NodePortRangeFullError(RangeFullError):
+    reason = "NodePortRangeFull"
+    what = "node port"
+    remedy = ("delete NodePort Services that are not needed, or widen the range (kube-apiserver "
+              "--service-node-port-range)")
+
+
+class ClusterIPRangeFullError(RangeFullError):
+    reason = "ClusterIPRangeFull"
+    what = "cluster IP"
+    remedy = "delete Services that are not needed, or widen the range (kube-apiserver --service-cluster-ip-range)"
+
+
+def range_full_error(failure: ApiFailure) -> type[RangeFullError] | None:
+    """Which range an apply failure says is full (the apiserver's "failed to allocate a nodePort: range is full"
+    and "failed to allocate a serviceIP: range is full"), or None."""
+    text = failure.message.lower()
+    if failure.code != 500 or "range is full" not in text:
+        return None
+    if "nodeport" in text:
+        return NodePortRangeFullError
+    if "serviceip" in text or "clusterip" in text:
+        return ClusterIPRangeFullError
+    return None
+
+
 def error_policy(listener: JsonDict, error: Exception, context: None) -> Action:
     """Retry (with backoff) what a retry can fix: API trouble. A problem in the spec, the class or ownership
-    waits for the change that fixes it, which the watches bring."""
+    waits for the change that fixes it, which the watches bring; a full allocation range waits long (or for a freed
+    allocation, see :class:`RangeFullError`)."""
+    if isinstance(error, RangeFullError):
+        return Action.requeue(RANGE_FULL_RETRY_SECONDS)
     if isinstance(error, ApiRejectedError):
         return Action.retry() if error.retry else Action.await_change()
     if isinstance(error, ListenerError):
@@ -177,6 +228,43 @@ def _controller_listener_uids(service: Mapping[str, Any]) -> list[str]:
     return [ref.uid for ref in listener_owner_references(service) if ref.controller and ref.uid]
 
 
+def _allocations(service: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(node ports, cluster IPs) a Service holds."""
+    if service is None:
+        return 0, 0
+    spec = mapping(service, "spec")
+    ports = sum(1 for p in items(service, "spec", "ports") if isinstance(p, Mapping) and p.get("nodePort"))
+    ports += 1 if spec.get("healthCheckNodePort") else 0
+    ips = [ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"]
+    return ports, len(ips)
+
+
+class _RangeWaiters:
+    """Listeners whose Service found an allocation range full, oldest first; a Service releasing allocations wakes
+    as many of them as it freed (the others keep waiting for their long requeue)."""
+
+    def __init__(self, wake: Callable[[str], None]) -> None:
+        self._wake = wake
+        self._waiting: dict[type[RangeFullError], dict[str, None]] = {
+            NodePortRangeFullError: {}, ClusterIPRangeFullError: {}}
+
+    def add(self, kind: type[RangeFullError], key: str) -> None:
+        self._waiting[kind][key] = None
+
+    def discard(self, key: str) -> None:
+        for waiting in self._waiting.values():
+            waiting.pop(key, None)
+
+    def on_service(self, old: JsonDict | None, new: JsonDict | None) -> None:
+        (old_ports, old_ips), (new_ports, new_ips) = _allocations(old), _allocations(new)
+        for kind, freed in ((NodePortRangeFullError, old_ports - new_ports),
+                            (ClusterIPRangeFullError, old_ips - new_ips)):
+            waiting = self._waiting[kind]
+            for key in list(waiting)[:max(freed, 0)]:
+                del waiting[key]
+                self._wake(key)
+
+
 def _node_addresses_changed(old: JsonDict | None, new: JsonDict | None) -> bool:
     if old is None or new is None:
         return True
@@ -212,6 +300,8 @@ class ListenerController:
         self._node_users: dict[str, set[str]] = {}
         self._listener_nodes: dict[str, set[str]] = {}
         self.listeners.add_handler(self._forget_deleted)
+        self._range_waiters = _RangeWaiters(self._wake)
+        self.services.add_handler(self._range_waiters.on_service)
 
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
         self.controller: Controller[None] = Controller(
@@ -258,6 +348,10 @@ class ListenerController:
     def _forget_deleted(self, old: JsonDict | None, new: JsonDict | None) -> None:
         if new is None and old is not None:
             self._set_node_users(object_key(old), ())
+            self._range_waiters.discard(object_key(old))
+
+    def _wake(self, key: str) -> None:
+        self.controller.enqueue(key)
 
     def _current_status(self, listener: JsonDict) -> Mapping[str, Any]:
         """The status the Listener has, counting the one we wrote last even if the cache has not seen it yet."""
@@ -310,8 +404,13 @@ class ListenerController:
                 service = await self.api.apply(SERVICE, desired, name=name, namespace=namespace,
                                                field_manager=FIELD_MANAGER_SERVICE, force=True)
             except ApiFailure as failure:
+                full = range_full_error(failure)
+                if full is not None:
+                    self._range_waiters.add(full, key)
+                    raise full(key, failure) from failure
                 raise ApiRejectedError("ApplyService", f"the API server rejected Service {key}: "
                                                        f"{failure.message}", failure) from failure
+            self._range_waiters.discard(key)
             self._written_services.remember(service)
         assert service is not None
 
