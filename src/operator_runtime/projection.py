@@ -13,18 +13,19 @@ them::
 A mapping keeps the listed keys (recursing into their values), :data:`KEEP` keeps a value whole, and a one-element
 list ``[spec]`` keeps a list, each item projected by ``spec``. ``apiVersion`` and ``kind`` are always kept.
 Strings in the result are interned (namespaces, node names, label values repeat across thousands of objects).
-:func:`without_managed_fields` drops managedFields, optionally keeping the Apply entries of given managers.
+(:func:`operator_runtime.applied.owned_fields_cache` is the transform for objects whose managedFields a no-write
+check reads.)
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .objects import JsonDict
 
-__all__ = ["KEEP", "Fields", "Transform", "compose", "intern_strings", "project", "without_managed_fields"]
+__all__ = ["KEEP", "Fields", "Transform", "intern_strings", "project"]
 
 Transform = Callable[[JsonDict], JsonDict]
 
@@ -92,36 +93,3 @@ def _check(spec: Any, path: tuple[str, ...]) -> None:
         raise ValueError(f"field declaration at {where}: expected KEEP, a mapping or [item declaration]")
     for key, child in spec.items():
         _check(child, (*path, str(key)))
-
-
-def without_managed_fields(keep_managers: Collection[str] = ()) -> Transform:
-    """A transform dropping ``metadata.managedFields``, except the ``Apply`` entries of ``keep_managers`` (what
-    :func:`operator_runtime.applied.apply_is_noop` reads to find fields an apply would remove)."""
-    keep = frozenset(keep_managers)
-
-    def transform(obj: JsonDict) -> JsonDict:
-        metadata = obj.get("metadata")
-        if not isinstance(metadata, dict) or "managedFields" not in metadata:
-            return obj
-        out = dict(obj)
-        out["metadata"] = trimmed = {k: v for k, v in metadata.items() if k != "managedFields"}
-        managed = metadata.get("managedFields")
-        kept = [{k: v for k, v in entry.items() if k not in ("time", "fieldsType")}
-                for entry in managed if isinstance(entry, Mapping) and entry.get("manager") in keep
-                and entry.get("operation") == "Apply"] if isinstance(managed, list) else []
-        if kept:
-            trimmed["managedFields"] = kept
-        return out
-
-    return transform
-
-
-def compose(*transforms: Transform) -> Transform:
-    """Apply ``transforms`` in order."""
-
-    def transform(obj: JsonDict) -> JsonDict:
-        for step in transforms:
-            obj = step(obj)
-        return obj
-
-    return transform

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol
 
@@ -82,7 +83,9 @@ class Reflector:
         self.jitter = jitter
         self._objects: dict[str, JsonDict] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
-        self._indexes: dict[str, dict[str, set[str]]] = {}
+        # index name -> value -> the key of the one object with that value, or a set of keys (most values name one
+        # object: a set per value would cost more than the object's cache entry)
+        self._indexes: dict[str, dict[str, str | set[str]]] = {}
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
         self.resource_version = ""
@@ -92,11 +95,11 @@ class Reflector:
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Index objects by the values ``func`` returns; add before :meth:`run`."""
         self._index_funcs[name] = func
-        index: dict[str, set[str]] = {}
+        index: dict[str, str | set[str]] = {}
         self._indexes[name] = index
         for key, obj in self._objects.items():
             for value in self._index_values(func, obj):
-                index.setdefault(value, set()).add(key)
+                _index_add(index, value, key)
 
     def add_handler(self, handler: EventHandler) -> None:
         self._handlers.append(handler)
@@ -106,7 +109,11 @@ class Reflector:
         return self._objects.get(key)
 
     def by_index(self, index: str, value: str) -> list[JsonDict]:
-        keys = self._indexes[index].get(value, ())
+        keys = self._indexes[index].get(value)
+        if keys is None:
+            return []
+        if isinstance(keys, str):
+            return [self._objects[keys]]
         return [self._objects[k] for k in sorted(keys)]
 
     def keys(self) -> list[str]:
@@ -186,6 +193,7 @@ class Reflector:
             self._store(key, obj)
 
     def _store(self, key: str, obj: JsonDict) -> None:
+        key = sys.intern(key)  # shared with the other caches, indexes and the work queue naming the same object
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old)
@@ -203,17 +211,13 @@ class Reflector:
         for name, func in self._index_funcs.items():
             index = self._indexes[name]
             for value in self._index_values(func, obj):
-                index.setdefault(value, set()).add(key)
+                _index_add(index, value, key)
 
     def _unindex(self, key: str, obj: JsonDict) -> None:
         for name, func in self._index_funcs.items():
             index = self._indexes[name]
             for value in self._index_values(func, obj):
-                keys = index.get(value)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del index[value]
+                _index_remove(index, value, key)
 
     def _index_values(self, func: IndexFunc, obj: JsonDict) -> set[str]:
         try:
@@ -229,3 +233,29 @@ class Reflector:
             except Exception:
                 log.exception("%s: event handler failed", self.name)
 
+
+
+def _index_add(index: dict[str, str | set[str]], value: str, key: str) -> None:
+    keys = index.get(value)
+    if keys is None:
+        index[value] = key
+    elif isinstance(keys, str):
+        if keys != key:
+            index[value] = {keys, key}
+    else:
+        keys.add(key)
+
+
+def _index_remove(index: dict[str, str | set[str]], value: str, key: str) -> None:
+    keys = index.get(value)
+    if keys is None:
+        return
+    if isinstance(keys, str):
+        if keys == key:
+            del index[value]
+        return
+    keys.discard(key)
+    if len(keys) == 1:
+        index[value] = next(iter(keys))
+    elif not keys:
+        del index[value]

@@ -16,6 +16,7 @@ endpoints; upstream does not watch Nodes at all, behaviour.md "Triggers").
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -62,7 +63,7 @@ from listener_operator.listener_controller.status import (
 )
 from listener_operator.observability import Metrics
 from operator_runtime.api import KubeApi
-from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
+from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop, owned_fields_cache
 from operator_runtime.controller import Action, Controller
 from operator_runtime.errors import ApiFailure, BadRequest, Conflict, Invalid, NotFound
 from operator_runtime.events import EventRecorder
@@ -76,7 +77,7 @@ from operator_runtime.objects import (
     object_reference,
     resource_version,
 )
-from operator_runtime.projection import KEEP, compose, intern_strings, project, without_managed_fields
+from operator_runtime.projection import KEEP, intern_strings, project
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
 
@@ -215,8 +216,8 @@ LISTENER_CLASS_CACHE = project({
     "spec": KEEP,  # parse_listener_class
 })
 # A Service keeps every field: the no-write check compares the whole desired Service (overrides may set any field)
-# with it. Of managedFields only our Apply entry stays (apply_is_noop reads which fields we own).
-SERVICE_CACHE = compose(without_managed_fields([FIELD_MANAGER_SERVICE]), intern_strings)
+# with it. Of managedFields only our Apply entry stays, cut to what apply_is_noop reads (which fields we own).
+SERVICE_CACHE = owned_fields_cache(FIELD_MANAGER_SERVICE, rest=intern_strings)
 
 
 def _owner_listener_keys(service: Mapping[str, Any]) -> list[str]:
@@ -298,7 +299,7 @@ class ListenerController:
 
         # node name -> Listener keys that use it (from their last reconcile), and the reverse
         self._node_users: dict[str, set[str]] = {}
-        self._listener_nodes: dict[str, set[str]] = {}
+        self._listener_nodes: dict[str, tuple[str, ...]] = {}  # (a tuple: smaller than a set per Listener)
         self.listeners.add_handler(self._forget_deleted)
         self._range_waiters = _RangeWaiters(self._wake)
         self.services.add_handler(self._range_waiters.on_service)
@@ -331,7 +332,7 @@ class ListenerController:
 
     def _set_node_users(self, key: str, nodes: Iterable[str]) -> None:
         new = set(nodes)
-        old = self._listener_nodes.get(key, set())
+        old = set(self._listener_nodes.get(key, ()))
         for node in old - new:
             users = self._node_users.get(node)
             if users is not None:
@@ -339,9 +340,9 @@ class ListenerController:
                 if not users:
                     del self._node_users[node]
         for node in new - old:
-            self._node_users.setdefault(node, set()).add(key)
+            self._node_users.setdefault(node, set()).add(sys.intern(key))
         if new:
-            self._listener_nodes[key] = new
+            self._listener_nodes[sys.intern(key)] = tuple(sorted(new))
         else:
             self._listener_nodes.pop(key, None)
 
