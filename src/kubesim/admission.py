@@ -184,7 +184,9 @@ class Admission:
         """Prune, default and validate a custom object against its CRD schema (in place)."""
         assert rt.schema is not None
         meta = obj.get("metadata")
-        result = apply_defaults(prune(obj, rt.schema), rt.schema)
+        # Root metadata is the server's (neither pruned nor defaulted from the schema): left out of the copies.
+        body = {k: v for k, v in obj.items() if k != "metadata"}
+        result = apply_defaults(prune(body, rt.schema), rt.schema, copy=False)
         obj.clear()
         obj.update(result)
         if meta is not None:
