@@ -197,7 +197,7 @@ class KubeProxy:
                 reported.add(message)
                 log.warning("%s/%s: %s", namespace, name, message)
                 await self.events.record(service, "Service", "v1", "Warning", "NotLoopback", message)
-        wanted = {(f.ip, f.port): f for f in rules.frontends if f.backends}
+        wanted = {(f.ip, f.port): f for f in rules.frontends}
         failures = await self._apply(key, wanted, rules.endpoints)
         for address, error in failures:
             message = f"kube-proxy (kubesim) cannot listen on {address[0]}:{address[1]}: {error}"
