@@ -18,7 +18,8 @@ Reported per N (the window is from the first Listener create until every Listene
 - per process (``kubesim``, ``operator``): ``cpu_ms_per_listener`` (CPU time in the window / N), ``cpu_seconds``
   (window), ``rss_mib`` (peak for the operator, at convergence for kubesim) and ``rss_kib_per_listener`` (growth
   over the process's RSS before the first EndpointSlice / N: every cached or stored object a Listener brings);
-  the operator's ``cpu_seconds_total`` includes start-up.
+  the operator's ``cpu_seconds_total`` includes start-up; ``cached_bytes_per_object`` is, per kind it caches, the
+  memory of one object decoded from the wire and of what its cache keeps (tracemalloc, up to 1,000 objects).
 With several scales, ``ratios`` divides the largest scale's per-Listener figures by the smallest's (flat cost = 1).
 
 ``--profile DIR`` records both processes during the window with py-spy (``DIR/<process>-<N>.txt``, collapsed
@@ -36,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import cProfile
+import gc
 import json
 import logging
 import os
@@ -47,6 +49,8 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +64,18 @@ NAMESPACE = "bench"
 CLASS = "bench-nodeport"
 LISTENERS = "listeners.listeners.stackable.tech"
 WRITE_VERBS = ("create", "update", "patch", "apply", "delete")
-PAGE = 4096
+
+try:  # the operator's cache transforms (trees before them cache whole objects)
+    from listener_operator import addresses as _addresses
+    from listener_operator.listener_controller import controller as _controller
+
+    CACHE_TRANSFORMS: dict[str, Callable[[Any], Any] | None] = {
+        LISTENERS: _controller.LISTENER_CACHE, "listenerclasses.listeners.stackable.tech":
+        _controller.LISTENER_CLASS_CACHE, "services": _controller.SERVICE_CACHE,
+        "endpointslices.discovery.k8s.io": _addresses.ENDPOINT_SLICE_CACHE, "nodes": _addresses.NODE_CACHE}
+except (ImportError, AttributeError):
+    CACHE_TRANSFORMS = dict.fromkeys((LISTENERS, "listenerclasses.listeners.stackable.tech", "services",
+                                      "endpointslices.discovery.k8s.io", "nodes"))
 
 
 def _free_port() -> int:
@@ -200,6 +215,33 @@ class Profiler:
         return result
 
 
+async def cached_bytes_per_object(sim: KubeSim, sample: int = 1000) -> dict[str, dict[str, Any]]:
+    """Memory one cached object of each kind the operator watches takes in a Python process: the object as decoded
+    from the wire, and what the operator's cache keeps of it (its transform); tracemalloc, averaged over up to
+    ``sample`` objects as kubesim serves them."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind, transform in CACHE_TRANSFORMS.items():
+        items, _ = await sim.api.list(kind)
+        texts = [json.dumps(item) for item in items[:sample]]
+        if not texts:
+            continue
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        decoded = [json.loads(text) for text in texts]
+        raw = tracemalloc.get_traced_memory()[0] - base
+        kept = [transform(obj) for obj in decoded] if transform is not None else decoded
+        del decoded
+        gc.collect()
+        cached = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        del kept
+        out[kind.split(".")[0]] = {"objects": len(items), "wire_bytes": round(sum(map(len, texts)) / len(texts)),
+                                       "decoded_bytes": round(raw / len(texts)),
+                                       "cached_bytes": round(cached / len(texts))}
+    return out
+
+
 def top_functions(path: Path, count: int = 15) -> list[str]:
     """The functions with the most samples at the top of the stack, from py-spy's collapsed stacks."""
     if not path.exists():
@@ -299,6 +341,7 @@ async def run_one(args: argparse.Namespace, listeners: int) -> dict[str, Any]:
                 after_idle = await _scrape_writes(session, base)
                 operator_memory = proc_memory_kib(proc.pid)
                 operator_cpu_total = proc_cpu_seconds(proc.pid)
+                per_kind = await cached_bytes_per_object(sim)
         finally:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
@@ -337,6 +380,7 @@ async def run_one(args: argparse.Namespace, listeners: int) -> dict[str, Any]:
             "rss_mib": round(operator_memory["VmHWM"] / 1024, 1),
             "rss_mib_empty": round(operator_rss_empty / 1024, 1),
             "rss_kib_per_listener": round((operator_memory["VmHWM"] - operator_rss_empty) / n, 2),
+            "cached_bytes_per_object": per_kind,
             "exit_code": proc.returncode,
             "stderr_tail": stderr.decode(errors="replace")[-500:] if proc.returncode else "",
         },
