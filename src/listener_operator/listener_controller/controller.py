@@ -179,8 +179,8 @@ class _Written:
         reflector.add_handler(self._on_event)
 
     def remember(self, obj: JsonDict) -> None:
-        if self.reflector.transform is not None:  # the reconcile reads what the cache would hold
-            obj = self.reflector.transform(obj)
+        # Kept whole (not through the cache's transform: it is dropped when the watch catches up, and a reconcile
+        # gives the same result on whole and on transformed objects, see tests/operator/test_cache_transforms.py).
         key = object_key(obj)
         cached = self.reflector.get(key)
         if cached is None or resource_version(obj) > resource_version(cached):
@@ -302,6 +302,8 @@ class ListenerController:
         self._listener_nodes: dict[str, tuple[str, ...]] = {}  # (a tuple: smaller than a set per Listener)
         self.listeners.add_handler(self._forget_deleted)
         self._range_waiters = _RangeWaiters(self._wake)
+        self._classes: dict[str, tuple[tuple[str, str], ListenerClass | ListenerError]] = {}  # name -> (version, parsed)
+        self.classes.add_handler(self._forget_class)
         self.services.add_handler(self._range_waiters.on_service)
 
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
@@ -354,6 +356,26 @@ class ListenerController:
     def _wake(self, key: str) -> None:
         self.controller.enqueue(key)
 
+    def _forget_class(self, old: JsonDict | None, new: JsonDict | None) -> None:
+        if new is None and old is not None:
+            self._classes.pop(meta(old).name, None)
+
+    def _parsed_class(self, class_object: JsonDict) -> ListenerClass:
+        """The class parsed once per version (thousands of Listeners share a few classes); a class that does not
+        parse fails every reconcile that uses it alike."""
+        version = (meta(class_object).uid, meta(class_object).resource_version)
+        name = meta(class_object).name
+        known = self._classes.get(name)
+        if known is None or known[0] != version:
+            try:
+                known = (version, parse_listener_class(class_object))
+            except ListenerError as error:
+                known = (version, error)
+            self._classes[name] = known
+        if isinstance(known[1], ListenerError):
+            raise type(known[1])(str(known[1]))
+        return known[1]
+
     def _current_status(self, listener: JsonDict) -> Mapping[str, Any]:
         """The status the Listener has, counting the one we wrote last even if the cache has not seen it yet."""
         return mapping(self._written_listeners.get(object_key(listener)) or listener, "status")
@@ -394,7 +416,7 @@ class ListenerController:
         if class_object is None:
             raise ListenerClassNotFoundError(f"ListenerClass {class_name!r} does not exist")
         spec = check_listener(listener)  # the Listener's own errors are reported before its class's
-        listener_class = parse_listener_class(class_object)
+        listener_class = self._parsed_class(class_object)
         desired = build_service(listener, listener_class, spec)
         existing = self._written_services.get(key)
         check_not_foreign(existing, uid)
