@@ -12,7 +12,8 @@ them::
 
 A mapping keeps the listed keys (recursing into their values), :data:`KEEP` keeps a value whole, and a one-element
 list ``[spec]`` keeps a list, each item projected by ``spec``. ``apiVersion`` and ``kind`` are always kept.
-Strings in the result are interned (namespaces, node names, label values repeat across thousands of objects).
+Strings in the result are interned and small containers shared (namespaces, node names, label maps, port lists,
+conditions repeat across thousands of objects): cached objects are read-only, so this is safe.
 (:func:`operator_runtime.applied.owned_fields_cache` is the transform for objects whose managedFields a no-write
 check reads.)
 """
@@ -37,15 +38,64 @@ Fields = Mapping[str, Any]  # key -> KEEP | Fields | [Fields]
 _ALWAYS = ("apiVersion", "kind")
 
 
+#: Small containers seen lately, by content: equal ones in different objects are one object in memory.
+_SHARED: dict[Any, Any] = {}
+_SHARED_MAX = 4096
+#: Containers of at most this many values (counting nested ones) are shared.
+_SMALL = 12
+
+
 def _interned(value: Any) -> Any:
-    """``value`` with its strings (keys and values) interned; containers rebuilt."""
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, dict):
-        return {sys.intern(k) if isinstance(k, str) else k: _interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interned(v) for v in value]
-    return value
+    """``value`` rebuilt with its strings interned and its small containers shared (see :func:`_intern`)."""
+    return _intern(value)[0]
+
+
+def _intern(value: Any) -> tuple[Any, Any, int]:
+    """(the rebuilt value, a key identifying its content when it is small, its size). Equal small containers
+    (``{"ready": true}``, a Listener's ports, a label map) from thousands of objects become one shared object:
+    cached objects are read-only, so sharing is safe. The key keeps JSON's distinctions (``1``, ``1.0`` and
+    ``true`` differ) and the order of keys."""
+    kind = type(value)
+    if kind is str:
+        text = sys.intern(value)
+        return text, text, 1
+    if kind is dict:
+        out: dict[str, Any] = {}
+        keys: list[Any] | None = []
+        size = 1
+        for name, child in value.items():
+            name = sys.intern(name) if type(name) is str else name
+            out[name], child_key, child_size = _intern(child)
+            size += child_size
+            if keys is not None and child_key is not None and size <= _SMALL:
+                keys.append((name, child_key))
+            else:
+                keys = None
+        return _shared(("d", tuple(keys)), out, size) if keys is not None else (out, None, size)
+    if kind is list:
+        items: list[Any] = []
+        item_keys: list[Any] | None = []
+        size = 1
+        for child in value:
+            item, child_key, child_size = _intern(child)
+            items.append(item)
+            size += child_size
+            if item_keys is not None and child_key is not None and size <= _SMALL:
+                item_keys.append(child_key)
+            else:
+                item_keys = None
+        return _shared(("l", tuple(item_keys)), items, size) if item_keys is not None else (items, None, size)
+    return value, (kind, repr(value) if kind is float else value), 1
+
+
+def _shared(key: Any, value: Any, size: int) -> tuple[Any, Any, int]:
+    known = _SHARED.get(key)
+    if known is not None:
+        return known, key, size
+    if len(_SHARED) >= _SHARED_MAX:
+        _SHARED.clear()  # objects keep what they share; the table starts over
+    _SHARED[key] = value
+    return value, key, size
 
 
 def _project(value: Any, spec: Any) -> Any:

@@ -338,3 +338,20 @@ def test_projection_keeps_declared_fields_only() -> None:
         project({"items": [{"a": KEEP}, {"b": KEEP}]})
     with pytest.raises(ValueError, match="expected KEEP"):
         project({"metadata": "name"})
+
+
+def test_equal_small_parts_of_cached_objects_are_shared_without_mixing_up_json_types() -> None:
+    one = intern_strings({"spec": {"ports": [{"name": "http", "port": 80}], "flag": True},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    two = intern_strings({"spec": {"ports": [{"name": "http", "port": 80}], "flag": True},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert one["spec"]["ports"] is two["spec"]["ports"] and one["status"] is two["status"]
+    # 1, 1.0 and true are different JSON values; key order is kept
+    variants = [intern_strings({"v": value, "a": 1, "b": 2}) for value in (1, 1.0, True, -0.0, 0.0)]
+    assert [type(v["v"]) for v in variants] == [int, float, bool, float, float]
+    assert str(variants[3]["v"]) == "-0.0" and str(variants[4]["v"]) == "0.0"
+    assert list(intern_strings({"b": 1, "a": 2})) == ["b", "a"]
+    assert intern_strings({"b": 1, "a": 2}) is not intern_strings({"a": 2, "b": 1})
+    # large parts are rebuilt, not shared
+    big = {"items": [{"n": i} for i in range(20)]}
+    assert intern_strings(big)["items"] is not intern_strings(big)["items"] and intern_strings(big) == big
