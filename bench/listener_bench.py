@@ -139,6 +139,12 @@ async def _wait_ready(session: aiohttp.ClientSession, base: str, proc: asyncio.s
     raise RuntimeError("operator did not become ready")
 
 
+async def _drain(proc: asyncio.subprocess.Process, tail: collections.deque[bytes]) -> None:
+    assert proc.stderr is not None
+    async for line in proc.stderr:
+        tail.append(line)
+
+
 class AddressedTracker:
     """Counts addressed Listeners from a watch (not by listing N objects again and again in the process that also
     runs the API server, which would slow down what is measured)."""
@@ -310,6 +316,9 @@ async def run_one(args: argparse.Namespace, listeners: int) -> dict[str, Any]:
             "--kubeconfig", str(sim.kubeconfig_path), "--no-leader-elect", "--listener-class-preset", "none",
             "--http-address", f"127.0.0.1:{port}", "--log-level", "WARNING", "--workers", str(args.workers),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        # Read the operator's log as it comes (a full pipe would stop it: failures log a warning each), keep the end.
+        log_tail: collections.deque[bytes] = collections.deque(maxlen=20)
+        draining = asyncio.create_task(_drain(proc, log_tail))
         try:
             async with aiohttp.ClientSession() as session:
                 await _wait_ready(session, base, proc)
@@ -346,10 +355,12 @@ async def run_one(args: argparse.Namespace, listeners: int) -> dict[str, Any]:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)
             try:
-                _, stderr = await asyncio.wait_for(proc.communicate(), 60)
+                await asyncio.wait_for(proc.wait(), 60)
             except TimeoutError:
                 proc.kill()
-                _, stderr = await proc.communicate()
+                await proc.wait()
+            await draining
+    stderr = b"".join(log_tail)
     converge_writes = _diff(after_converge, startup)
     idle_writes = _diff(after_idle, after_converge)
     n = len(names)
