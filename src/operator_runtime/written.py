@@ -3,7 +3,8 @@
 Without this, a reconcile that runs between our write and its watch event would see the old object and write
 again (a no-op check against a stale cache is not a no-op check). :class:`Written` overlays a reflector: ``get``
 returns what we wrote while it is newer than what the cache holds. An entry is dropped as soon as the cache holds
-the same or a newer resourceVersion, or a deletion.
+the same or a newer resourceVersion, or a deletion. Written objects are kept whole, not through the cache's
+transform: they are dropped as soon as the watch catches up, and readers get the same result on whole objects.
 """
 
 from __future__ import annotations

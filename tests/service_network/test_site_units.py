@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from service_network.site.caches import pod_view, relevant_pod_change, secret_view, service_view
+from service_network.site.caches import (
+    POD_CACHE,
+    ROUTER_OBJECT_CACHE,
+    SECRET_CACHE,
+    SERVICE_CACHE,
+    relevant_pod_change,
+)
 from service_network.site.network import LocalNetworkView, SiteRecord, site_record
 from service_network.site.ports import allocate
 from service_network.site.selector import SelectorError, parse_selector
@@ -174,22 +180,25 @@ def test_service_patch_replaces_ports_and_removes_foreign_selector_keys() -> Non
 # ---- caches -------------------------------------------------------------------------------------------------------
 
 def test_caches_keep_only_what_is_read() -> None:
-    secret = secret_view({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                          "metadata": {"name": "s", "namespace": "n", "managedFields": [{"manager": "x"}]},
-                          "data": {"tls.key": "c2VjcmV0", "tls.crt": "Y2VydA=="}})
+    secret = SECRET_CACHE({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                           "metadata": {"name": "s", "namespace": "n", "managedFields": [{"manager": "x"}]},
+                           "data": {"tls.key": "c2VjcmV0", "tls.crt": "Y2VydA=="}})
     assert secret == {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                       "metadata": {"name": "s", "namespace": "n"}, "data": {"tls.key": "", "tls.crt": ""}}
     pod = {"metadata": {"name": "p", "namespace": "n", "resourceVersion": "1", "labels": {"a": "b"}},
            "spec": {"containers": [{"image": "big"}]},
            "status": {"phase": "Running", "podIP": "10.0.0.1", "containerStatuses": [{}],
                       "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": "t"}]}}
-    view = pod_view(pod)
+    view = POD_CACHE(pod)
     assert "spec" not in view and view["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
-    bumped = pod_view({**pod, "metadata": {**pod["metadata"], "resourceVersion": "2"}})
+    bumped = POD_CACHE({**pod, "metadata": {**pod["metadata"], "resourceVersion": "2"}})
     assert not relevant_pod_change(view, bumped)
-    assert relevant_pod_change(view, pod_view({**pod, "status": {**pod["status"], "phase": "Failed"}}))
-    service = service_view(("me",))({"metadata": {"name": "s", "managedFields": [
-        {"manager": "me", "operation": "Apply", "fieldsV1": {}}, {"manager": "other", "operation": "Apply"}]},
-        "spec": {"clusterIP": "1.2.3.4", "ports": [], "selector": {}}, "status": {}})
-    assert [e["manager"] for e in service["metadata"]["managedFields"]] == ["me"]
-    assert set(service["spec"]) == {"ports", "selector"} and "status" not in service
+    assert relevant_pod_change(view, POD_CACHE({**pod, "status": {**pod["status"], "phase": "Failed"}}))
+    service = SERVICE_CACHE({"metadata": {"name": "s", "managedFields": [{"manager": "me"}]},
+                             "spec": {"clusterIP": "1.2.3.4", "ports": [], "selector": {}}, "status": {}})
+    assert service == {"metadata": {"name": "s"}, "spec": {"ports": [], "selector": {}}}
+    router_object = ROUTER_OBJECT_CACHE({"metadata": {"name": "d", "managedFields": [
+        {"manager": "service-network-controller", "operation": "Apply", "fieldsV1": {"f:spec": {}}},
+        {"manager": "kube-controller-manager", "operation": "Update"}]}, "spec": {"replicas": 1}})
+    assert [e["manager"] for e in router_object["metadata"]["managedFields"]] == ["service-network-controller"]
+    assert router_object["spec"] == {"replicas": 1}

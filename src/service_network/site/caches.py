@@ -1,67 +1,56 @@
-"""What the site controller's caches keep of each object (projections), and the list+watch source that applies
-them.
+"""What the site controller's caches keep of each object (reflector transforms, :mod:`operator_runtime.projection`),
+declared next to nothing else so that a reader that needs a field finds it here.
 
 The controller watches Pods, Services and Secrets cluster-wide (or in one namespace): whole objects would cost far
 more memory than the few fields it reads, and a Secret's values must never sit in the controller at all (it only
-needs to know a Secret exists, its type and which keys it has; the router reads the material itself). Each
-transform keeps what its readers use and is declared here, next to nothing else.
-
-:class:`TransformedSource` applies a transform on list and watch. (The reflector of :mod:`operator_runtime` is
-gaining a ``transform`` argument of its own on another branch; this wrapper is the same idea until then.)
+needs to know that a Secret exists, its type and which keys it has; the router reads the material itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
-from typing import Any
+from operator_runtime.applied import owned_fields_cache
+from operator_runtime.objects import JsonDict, mapping
+from operator_runtime.projection import KEEP, Transform, intern_strings, project
 
-from operator_runtime.objects import JsonDict, items, mapping
-from operator_runtime.reflector import ListWatchSource
+from ..constants import FIELD_MANAGER
 
 __all__ = [
-    "TransformedSource",
-    "pod_view",
+    "BINDING_CACHE",
+    "NAMESPACE_CACHE",
+    "POD_CACHE",
+    "ROUTER_OBJECT_CACHE",
+    "SECRET_CACHE",
+    "SERVICE_CACHE",
     "relevant_pod_change",
     "secret_view",
-    "service_view",
-    "without_managed_fields",
 ]
 
-Transform = Callable[[JsonDict], JsonDict]
-_META = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-         "labels", "annotations", "ownerReferences")
+_METADATA = {k: KEEP for k in ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+                               "deletionTimestamp", "labels", "annotations", "ownerReferences")}
+
+#: Namespaces: the controller's primary objects, read for their name only.
+NAMESPACE_CACHE: Transform = project({"metadata": {"name": KEEP, "uid": KEEP, "resourceVersion": KEEP}})
+#: Sites, Listeners, Connectors: specs (compose), statuses (the previous conditions), metadata (age, owner, Events).
+BINDING_CACHE: Transform = project({"metadata": _METADATA, "spec": KEEP, "status": KEEP})
+#: Pods: labels (selectors, router Pods), phase, IP, conditions (Ready, and the messages of the Site's Running).
+POD_CACHE: Transform = project({"metadata": _METADATA, "status": {
+    "phase": KEEP, "podIP": KEEP, "conditions": [{"type": KEEP, "status": KEEP, "message": KEEP}]}})
+#: Services: ours or not (annotation), what we would change (labels, ownerReferences, type, selector, ports).
+SERVICE_CACHE: Transform = project({"metadata": _METADATA, "spec": {"type": KEEP, "selector": KEEP, "ports": KEEP}})
+#: The router's Deployment, ServiceAccount, Role, RoleBinding and ConfigMap: whole (they are compared with what the
+#: controller applies), with our Apply entry of managedFields for the no-op check.
+ROUTER_OBJECT_CACHE: Transform = owned_fields_cache(FIELD_MANAGER, rest=intern_strings)
 
 
-def _metadata(obj: Mapping[str, Any], managers: Collection[str] = ()) -> JsonDict:
-    meta = mapping(obj, "metadata")
-    out: JsonDict = {k: meta[k] for k in _META if k in meta}
-    kept = [dict(e) for e in items(meta, "managedFields")
-            if isinstance(e, Mapping) and e.get("manager") in managers and e.get("operation") == "Apply"]
-    if kept:
-        out["managedFields"] = kept
-    return out
+def secret_view(obj: JsonDict) -> JsonDict:
+    """A Secret's type and key names; every value is dropped."""
+    return {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Secret"),
+            "metadata": {k: v for k, v in mapping(obj, "metadata").items() if k in _METADATA},
+            "type": obj.get("type") or "Opaque", "data": dict.fromkeys((str(k) for k in mapping(obj, "data")), "")}
 
 
-def _head(obj: Mapping[str, Any]) -> JsonDict:
-    return {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
-
-
-def without_managed_fields(managers: Collection[str] = ()) -> Transform:
-    """The whole object without ``managedFields``, except the Apply entries of ``managers`` (read by
-    :func:`operator_runtime.applied.apply_is_noop`)."""
-    def transform(obj: JsonDict) -> JsonDict:
-        return {**obj, "metadata": _metadata(obj, managers)}
-    return transform
-
-
-def pod_view(obj: JsonDict) -> JsonDict:
-    """A Pod as a Connector's target selection and the Site's Running condition read it."""
-    status = mapping(obj, "status")
-    conditions = [{k: c[k] for k in ("type", "status", "message") if k in c}
-                  for c in items(status, "conditions") if isinstance(c, Mapping)]
-    return {**_head(obj), "metadata": _metadata(obj),
-            "status": {k: v for k, v in (("phase", status.get("phase")), ("podIP", status.get("podIP")),
-                                         ("conditions", conditions)) if v}}
+#: Secrets: type and key names only.
+SECRET_CACHE: Transform = secret_view
 
 
 def relevant_pod_change(old: JsonDict | None, new: JsonDict | None) -> bool:
@@ -72,34 +61,3 @@ def relevant_pod_change(old: JsonDict | None, new: JsonDict | None) -> bool:
     def strip(pod: JsonDict) -> JsonDict:
         return {**pod, "metadata": {k: v for k, v in mapping(pod, "metadata").items() if k != "resourceVersion"}}
     return strip(old) != strip(new)
-
-
-def secret_view(obj: JsonDict) -> JsonDict:
-    """A Secret's type and key names; every value is dropped."""
-    return {**_head(obj), "metadata": _metadata(obj), "type": obj.get("type") or "Opaque",
-            "data": {str(k): "" for k in mapping(obj, "data")}}
-
-
-def service_view(managers: Collection[str]) -> Transform:
-    """A Service as the conflict checks and the no-op check of our applies read it."""
-    def transform(obj: JsonDict) -> JsonDict:
-        spec = mapping(obj, "spec")
-        return {**_head(obj), "metadata": _metadata(obj, managers),
-                "spec": {k: spec[k] for k in ("type", "selector", "ports") if k in spec}}
-    return transform
-
-
-class TransformedSource:
-    """A list+watch source whose objects pass through ``transform`` (BOOKMARKs and errors pass unchanged)."""
-
-    def __init__(self, source: ListWatchSource, transform: Transform) -> None:
-        self.source = source
-        self.transform = transform
-
-    async def list(self) -> tuple[list[JsonDict], str]:
-        objects, version = await self.source.list()
-        return [self.transform(o) for o in objects], version
-
-    async def watch(self, resource_version: str) -> AsyncIterator[tuple[str, JsonDict]]:
-        async for kind, obj in self.source.watch(resource_version):
-            yield kind, (self.transform(obj) if kind in ("ADDED", "MODIFIED", "DELETED") else obj)

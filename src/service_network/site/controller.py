@@ -52,6 +52,7 @@ from operator_runtime.kinds import (
     ResourceInfo,
 )
 from operator_runtime.objects import JsonDict, mapping, meta, object_key
+from operator_runtime.projection import Transform
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
 from operator_runtime.written import Written
@@ -69,12 +70,13 @@ from ..constants import (
 from ..kinds import CONNECTOR, LISTENER, SITE
 from .bindings import secret_info
 from .caches import (
-    TransformedSource,
-    pod_view,
+    BINDING_CACHE,
+    NAMESPACE_CACHE,
+    POD_CACHE,
+    ROUTER_OBJECT_CACHE,
+    SECRET_CACHE,
+    SERVICE_CACHE,
     relevant_pod_change,
-    secret_view,
-    service_view,
-    without_managed_fields,
 )
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
 from .metrics import ControllerMetrics
@@ -134,29 +136,27 @@ class SiteController:
         self.metrics = metrics or ControllerMetrics()
         self.view: NetworkView = view or LocalNetworkView()
         ns = self.options.watch_namespace
-        keep = without_managed_fields((FIELD_MANAGER, FIELD_MANAGER_STATUS))
 
-        def reflector(name: str, info: ResourceInfo, transform: Any = keep, label_selector: str | None = None
+        def reflector(name: str, info: ResourceInfo, transform: Transform, label_selector: str | None = None
                       ) -> Reflector:
             source = ApiSource(api, info, namespace=ns, label_selector=label_selector)
-            created = Reflector(name, TransformedSource(source, transform))
+            created = Reflector(name, source, transform=transform)
             if info.namespaced:
                 created.add_index("namespace", _namespace_of)
             return created
 
-        self.namespaces = Reflector("namespaces", TransformedSource(
-            ApiSource(api, NAMESPACE, field_selector=f"metadata.name={ns}" if ns else None),
-            without_managed_fields()))
-        self.sites = reflector("sites", SITE)
-        self.listeners = reflector("listeners", LISTENER)
-        self.connectors = reflector("connectors", CONNECTOR)
-        self.pods = reflector("pods", POD, pod_view)
-        self.services = reflector("services", SERVICE, service_view((FIELD_MANAGER,)))
-        self.secrets = reflector("secrets", SECRET, secret_view)
+        self.namespaces = Reflector("namespaces", ApiSource(api, NAMESPACE, field_selector=f"metadata.name={ns}"
+                                                            if ns else None), transform=NAMESPACE_CACHE)
+        self.sites = reflector("sites", SITE, BINDING_CACHE)
+        self.listeners = reflector("listeners", LISTENER, BINDING_CACHE)
+        self.connectors = reflector("connectors", CONNECTOR, BINDING_CACHE)
+        self.pods = reflector("pods", POD, POD_CACHE)
+        self.services = reflector("services", SERVICE, SERVICE_CACHE)
+        self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
-        self.config_maps = reflector("configmaps", CONFIG_MAP, label_selector=LABEL_ROUTER_CONFIG)
+        self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
         self.router_caches: dict[ResourceInfo, Reflector] = {
-            info: reflector(info.plural, info, label_selector=router_label)
+            info: reflector(info.plural, info, ROUTER_OBJECT_CACHE, label_selector=router_label)
             for info in (SERVICE_ACCOUNT, ROLE, ROLE_BINDING, DEPLOYMENT)}
         self.router_caches[CONFIG_MAP] = self.config_maps
 
