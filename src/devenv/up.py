@@ -5,6 +5,10 @@ cluster, as child processes that talk to kubesim over HTTP with a kubeconfig: on
 controller + CSI Identity/Controller) and one `run node` per simulated node, each on its own Unix socket. kubesim's
 external-provisioner and kubelets then call those sockets over CSI gRPC, as the sig-storage sidecars and kubelet do.
 
+The service network runs too: its CRDs are installed, its site controller (`service-network run controller`) is a
+child process, and the router Pods it creates run the project's image as host processes (`devenv.image_runtime`),
+so `kubectl apply` of a Site, Listener and Connector works as on a real cluster.
+
 Sockets and kubelet directories live in a short per-run directory, the state directory keeps the kubeconfig, the
 logs and a link to the run directory (see :mod:`devenv.rundir`); however the run ends (``--once``, SIGINT,
 SIGTERM, an error) it removes what belongs to it, and no traceback reaches the person running it.
@@ -41,6 +45,8 @@ PLUGIN_START_TIMEOUT = 60.0
 HEALTHY_TIMEOUT = 60.0
 
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
+#: The router image the site controller puts in router Pods (run by ``devenv.image_runtime``).
+ROUTER_IMAGE = "localhost/listener-operator:0.1.0"
 LISTENER_CLASSES = "listenerclasses.listeners.stackable.tech"
 
 
@@ -254,7 +260,7 @@ class LocalCluster:
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
         await self._install_objects()
-        self.console.step("installed CRDs, CSIDriver and StorageClass")
+        self.console.step("installed CRDs (listeners.stackable.tech, skupper.io), CSIDriver and StorageClass")
         await self._start_operator()
         await self._wait_healthy()
         self.console.step(f"operator healthy: preset ListenerClasses present, CSI driver registered on every node "
@@ -303,14 +309,19 @@ class LocalCluster:
             raise LocalError(f"cannot start kubesim: {error}") from None
         self.sim = sim
         self._server_url = sim.url
+        from devenv.image_runtime import IMAGE_REPOSITORY, ImageProcessHandler
+
+        # Router Pods of the service network run the project's image: as host processes, bound to their Pod IPs.
+        sim.cluster.runtime.register(IMAGE_REPOSITORY, ImageProcessHandler(self.kubeconfig_path))
         self.console.step(f"cluster addresses: {sim.address_block.describe()}")
 
     async def _install_objects(self) -> None:
         from listener_operator.crd.generate import all_crds
         from listener_operator.manifests import csi_driver, storage_class
+        from service_network.crd.generate import all_crds as service_network_crds
 
         api = self.sim.api
-        for crd in all_crds():
+        for crd in [*all_crds(), *service_network_crds()]:
             await api.create(CRD_RESOURCE, crd)
         await api.create("csidrivers.storage.k8s.io", csi_driver())
         await api.create("storageclasses.storage.k8s.io", storage_class())
@@ -336,6 +347,13 @@ class LocalCluster:
             log_path=self.log_dir / "controller.log")
         self.children.append(controller)
         await controller.start(env)
+        site_controller = ChildProcess(
+            name="service-network site controller",
+            argv=[python, "-m", "service_network.cli", "run", "controller", "--kubeconfig", str(self.kubeconfig_path),
+                  "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE],
+            log_path=self.log_dir / "site-controller.log")
+        self.children.append(site_controller)
+        await site_controller.start(env)
         nodes = await self._node_names()
         for node in nodes:
             child = ChildProcess(
@@ -346,11 +364,11 @@ class LocalCluster:
                 log_path=self.log_dir / f"node-{node}.log")
             self.children.append(child)
             await child.start(env)
-        self.console.step(f"started the operator: 1 controller process and {len(nodes)} node plugin processes "
-                          f"(logs in {self.log_dir})")
+        self.console.step(f"started the operator: 1 controller process and {len(nodes)} node plugin processes, "
+                          f"and the service-network site controller (logs in {self.log_dir})")
         await self._wait_for_socket(controller, self.controller_socket)
         await self.sim.cluster.register_controller_plugin(DRIVER_NAME, f"unix://{self.controller_socket}")
-        for node, child in zip(nodes, self.children[1:], strict=True):
+        for node, child in zip(nodes, self.children[2:], strict=True):
             await self._wait_for_socket(child, self.node_socket(node))
             await self.sim.cluster.register_node_plugin(node, DRIVER_NAME, f"unix://{self.node_socket(node)}")
 
@@ -454,7 +472,8 @@ class LocalCluster:
             return False
 
     def kubectl_hint(self) -> str:
-        return f"kubectl --kubeconfig {self.kubeconfig_path} get listeners,listenerclasses,pods,pvc -A"
+        return (f"kubectl --kubeconfig {self.kubeconfig_path} get listeners,listenerclasses,pods,pvc -A\n"
+                f"       kubectl --kubeconfig {self.kubeconfig_path} get sites,listeners.skupper.io,connectors -A")
 
 
 async def serve_until_stopped(cluster: LocalCluster) -> None:

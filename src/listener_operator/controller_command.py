@@ -32,7 +32,7 @@ from listener_operator.observability import (
 from listener_operator.presets import DEFAULT_PRESET, PRESETS, ensure_presets
 from operator_runtime.api import KubeApi
 from operator_runtime.events import EventRecorder
-from operator_runtime.leader import LeaderElector
+from operator_runtime.leader import LeaderElector, LeadingWork, LeaseOptions
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,7 @@ class Operator:
         self._on_request = on_request
         self.health: HealthServer | None = None
         self.elector: LeaderElector | None = None
+        self.leading: LeadingWork | None = None
         self.controller: Any = None
         self.presets_done = asyncio.Event()
 
@@ -176,23 +177,12 @@ class Operator:
                                                     metrics=csi_metrics)
                 log.info("CSI Identity+Controller serving on %s", opts.csi_endpoint)
             tasks["presets"] = asyncio.create_task(self._presets(uncounted), name="presets")
-            if opts.leader_elect:
-                self.elector = LeaderElector(api, name=opts.leader_election_name,
-                                             namespace=opts.leader_election_namespace, identity=opts.identity,
-                                             lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
-                                             retry_period=opts.retry_period)
-                tasks["controller"] = asyncio.create_task(self.elector.run(self._lead), name="leader")
-            else:
-                tasks["controller"] = asyncio.create_task(self.controller.run(), name="controller")
-            stopper = asyncio.create_task(stop.wait(), name="stop")
-            done, _ = await asyncio.wait({stopper, tasks["controller"]}, return_when=asyncio.FIRST_COMPLETED)
-            if tasks["controller"] in done and not stopper.done():
-                stopper.cancel()
-                tasks["controller"].result()  # raises the failure
-                log.error("controller stopped unexpectedly")
-                return 1
-            log.info("shutting down")
-            return 0
+            lease = LeaseOptions(opts.leader_election_name, opts.leader_election_namespace, opts.identity,
+                                 opts.lease_duration, opts.renew_deadline, opts.retry_period) if opts.leader_elect else None
+            self.leading = LeadingWork(api, self.controller.run, lease, on_leading=self.metrics.is_leader.set)
+            self.elector = self.leading.elector
+            tasks["controller"] = self.leading.start()
+            return await self.leading.run_until(stop, tasks["controller"])
         finally:
             for task in tasks.values():
                 task.cancel()
@@ -203,16 +193,9 @@ class Operator:
                 await self.health.stop()
             await api.close()
 
-    async def _lead(self) -> None:
-        self.metrics.is_leader.set(1)
-        try:
-            await self.controller.run()
-        finally:
-            self.metrics.is_leader.set(0)
-
     def _ready(self) -> bool:
         """Ready when the caches are synced, or when standing by for the lease (a standby is healthy)."""
-        if self.elector is not None and not self.elector.is_leader:
+        if self.leading is not None and self.leading.standing_by:
             return True
         return bool(self.controller is not None and self.controller.synced)
 

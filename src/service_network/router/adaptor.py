@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .config import RemoteRoute, RouterConfig, parse_config
+from .config import RemoteRoute, RouterConfig, parse_config, with_bind_host
 from .control import ControlPlane, LinkEndpoint
 from .errors import ConfigError, RouterError
 from .linkstate import ServiceEntry, SiteInfo, remote_routes
@@ -47,6 +47,9 @@ class AdaptorOptions:
     haproxy: str = "haproxy"
     metrics_address: tuple[str, int] | None = None     # port 0: any free port (see RouterAdaptor.metrics_port)
     tls_resolver: TlsResolver | None = None
+    #: Address for entities the document binds on all interfaces (host ""): a router Pod binds its Pod IP, so
+    #: that several routers on one machine (kubesim) never share a port.
+    bind_host: str | None = None
 
 
 class _AdaptorCollector(Collector):
@@ -166,10 +169,11 @@ class RouterAdaptor:
         if snap.text is None:
             raise ConfigError([f"(document): {snap.origin} {snap.problem}"])
         try:
-            return parse_config(snap.text)
+            config = parse_config(snap.text)
         except ConfigError as e:
             self.config_errors += 1
             raise ConfigError([f"{snap.origin}: {p}" for p in e.problems]) from None
+        return with_bind_host(config, self.options.bind_host) if self.options.bind_host else config
 
     def _watch_tls(self, config: RouterConfig) -> None:
         resolver = self.router.tls_resolver
@@ -273,7 +277,16 @@ class RouterAdaptor:
         supervisor: asyncio.Task[None] | None = None
         background: list[asyncio.Task[None]] = []
         try:
-            first = await anext(snapshots)
+            first_task = asyncio.ensure_future(anext(snapshots))
+            stop_first = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({first_task, stop_first}, return_when=asyncio.FIRST_COMPLETED)
+            stop_first.cancel()
+            if not first_task.done():      # stopped while waiting for the first document (e.g. its ConfigMap)
+                first_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await first_task
+                return
+            first = first_task.result()
             config = self._parse(first)
             self._watch_tls(config)
             self.document = config

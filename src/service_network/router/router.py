@@ -383,9 +383,8 @@ class Router:
         return totals
 
     async def stop(self) -> None:
-        if self._checker is not None:
-            self._checker.cancel()
-            with contextlib.suppress(BaseException):
-                await self._checker
+        if self._checker is not None:      # a short `haproxy -c`: let it finish, so its process is reaped
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._checker), 10)
         with contextlib.suppress(Exception):
             await self.process.stop()
