@@ -195,8 +195,12 @@ class RouterAdaptor:
         ``routes`` (new routes) become ``self.routes`` once applied (or failed to apply: the next change retries)."""
         if self.document is None:
             return
+        config = self.document.with_routes(self.routes if routes is None else routes)
+        if self.control is not None:
+            config = config.with_link_hosts({name: status.address for name, status in self.control.links.items()
+                                             if status.address is not None})
         try:
-            result = await self.router.apply(self.document.with_routes(self.routes if routes is None else routes))
+            result = await self.router.apply(config)
         finally:
             if routes is not None:
                 self.routes = routes

@@ -205,6 +205,16 @@ class RouterConfig(_Model):
     def router_id(self) -> str:
         return self.router.id or self.site.id
 
+    def with_link_hosts(self, hosts: dict[str, str]) -> RouterConfig:
+        """This document with links' hosts replaced by the addresses in ``hosts`` (link name -> IP): the adaptor
+        uses the address a link's control channel reached, so hop servers (added at runtime, where HAProxy 2.6
+        resolves no name) use an IP."""
+        links = tuple(x.model_copy(update={"host": hosts[x.name]}) if x.name in hosts and x.host != hosts[x.name]
+                      else x for x in self.links)
+        if links == self.links:
+            return self
+        return self.model_copy(update={"links": links})
+
     def with_routes(self, routes: tuple[RemoteRoute, ...]) -> RouterConfig:
         """This document with ``routes`` added to its own ``remoteRoutes`` (the adaptor's computed routes)."""
         if not routes:

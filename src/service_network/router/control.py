@@ -72,6 +72,7 @@ class LinkStatus:
     remote_router: str | None = None
     remote_site: SiteInfo | None = None
     since: float = field(default_factory=time.time)
+    address: str | None = None      # the IP the link's host resolved to when its channel came up
 
     def as_json(self) -> dict[str, object]:
         return {"name": self.name, "up": self.up, "cost": self.cost, "reason": None if self.up else self.reason,
@@ -110,6 +111,8 @@ class _Session:
         self.reader = reader
         self.writer = writer
         self.link = link
+        peer = writer.get_extra_info("peername")
+        self.peer_ip: str | None = peer[0] if isinstance(peer, tuple) and peer else None
         self.router: str | None = None
         self.site: SiteInfo | None = None
         self.closed = False
@@ -346,6 +349,7 @@ class ControlPlane:
             status = self.links[session.link]
             status.up, status.reason, status.since = True, "", time.time()
             status.remote_router, status.remote_site = session.router, session.site
+            status.address = session.peer_ip
             log.info("link %s up to router %s (site %s)", truncate(session.link, 80),
                      truncate(session.router or "", 80), truncate(session.site.name if session.site else "", 80))
         for advert in list(self.db.adverts.values()):
