@@ -1,7 +1,8 @@
 """``listener-operator run controller``: the Listener controller, preset classes, CSI Identity+Controller, health.
 
-Tasks (behaviour.md "run controller"): preset ListenerClass creation (independent of everything else, retried until
-done); the Listener controller behind Lease-based leader election; the CSI gRPC server when an
+Tasks (behaviour.md "run controller"): CRD maintenance (apply the CRDs, unless ``DISABLE_CRD_MAINTENANCE``, and wait
+until they are Established); preset ListenerClass creation (independent of everything else, retried until done); the
+Listener controller behind Lease-based leader election, started once the CRDs are served; the CSI gRPC server when an
 endpoint is given; the HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``. SIGTERM or SIGINT stops all of
 them cleanly; a leader releases its Lease on the way out so that a standby takes over at once.
 
@@ -76,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=sorted(PRESETS), help="ListenerClasses to create if missing [$LISTENER_CLASS_PRESET]")
     parser.add_argument("--cluster-domain", default=_env("KUBERNETES_CLUSTER_DOMAIN", DEFAULT_CLUSTER_DOMAIN),
                         help="cluster DNS domain for ClusterIP hostnames [$KUBERNETES_CLUSTER_DOMAIN]")
+    parser.add_argument("--disable-crd-maintenance", action="store_true",
+                        default=_env_bool("DISABLE_CRD_MAINTENANCE", False),
+                        help="do not apply the CRDs at start (install them yourself: listener-operator crd | kubectl "
+                             "apply --server-side -f -); the controller still waits until they are Established "
+                             "[$DISABLE_CRD_MAINTENANCE]")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
                         default=_env_bool("LEADER_ELECT", True),
                         help="use a Lease so that only one replica reconciles [$LEADER_ELECT]")
@@ -108,6 +114,7 @@ class OperatorOptions:
     csi_endpoint: str | None = None
     listener_class_preset: str = DEFAULT_PRESET
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    maintain_crds: bool = True
     leader_elect: bool = True
     leader_election_name: str = DEFAULT_LEASE_NAME
     leader_election_namespace: str = "default"
@@ -123,7 +130,7 @@ class OperatorOptions:
     def from_args(cls, args: argparse.Namespace) -> OperatorOptions:
         return cls(kubeconfig=args.kubeconfig, csi_endpoint=args.csi_endpoint,
                    listener_class_preset=args.listener_class_preset, cluster_domain=args.cluster_domain,
-                   leader_elect=args.leader_elect, leader_election_name=args.leader_election_name,
+                   maintain_crds=not args.disable_crd_maintenance, leader_elect=args.leader_elect, leader_election_name=args.leader_election_name,
                    leader_election_namespace=args.leader_election_namespace, identity=args.identity,
                    http_address=args.http_address, workers=args.workers, resync_period=args.resync_period)
 
@@ -145,6 +152,7 @@ class Operator:
         self.elector: LeaderElector | None = None
         self.controller: Any = None
         self.presets_done = asyncio.Event()
+        self.crds_established = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> int:
         from listener_operator.listener_controller.controller import ListenerController
@@ -176,14 +184,7 @@ class Operator:
                                                     metrics=csi_metrics)
                 log.info("CSI Identity+Controller serving on %s", opts.csi_endpoint)
             tasks["presets"] = asyncio.create_task(self._presets(uncounted), name="presets")
-            if opts.leader_elect:
-                self.elector = LeaderElector(api, name=opts.leader_election_name,
-                                             namespace=opts.leader_election_namespace, identity=opts.identity,
-                                             lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
-                                             retry_period=opts.retry_period)
-                tasks["controller"] = asyncio.create_task(self.elector.run(self._lead), name="leader")
-            else:
-                tasks["controller"] = asyncio.create_task(self.controller.run(), name="controller")
+            tasks["controller"] = asyncio.create_task(self._control(api, uncounted), name="controller")
             stopper = asyncio.create_task(stop.wait(), name="stop")
             done, _ = await asyncio.wait({stopper, tasks["controller"]}, return_when=asyncio.FIRST_COMPLETED)
             if tasks["controller"] in done and not stopper.done():
@@ -202,6 +203,23 @@ class Operator:
             if self.health is not None:
                 await self.health.stop()
             await api.close()
+
+    async def _control(self, api: KubeApi, uncounted: KubeApi) -> None:
+        """CRD maintenance and the Established wait, then the Listener controller (behind the Lease if elected)."""
+        from listener_operator.crd.generate import all_crds
+        from listener_operator.crd.maintenance import ensure_crds
+
+        opts = self.options
+        await ensure_crds(uncounted, all_crds(), maintain=opts.maintain_crds)
+        self.crds_established.set()
+        if opts.leader_elect:
+            self.elector = LeaderElector(api, name=opts.leader_election_name,
+                                         namespace=opts.leader_election_namespace, identity=opts.identity,
+                                         lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
+                                         retry_period=opts.retry_period)
+            await self.elector.run(self._lead)
+        else:
+            await self.controller.run()
 
     async def _lead(self) -> None:
         self.metrics.is_leader.set(1)
@@ -246,6 +264,7 @@ async def run(args: argparse.Namespace) -> int:
     options = OperatorOptions.from_args(args)
     stop = asyncio.Event()
     _install_signal_handlers(stop)
-    log.info("starting listener-operator controller (preset %s, cluster domain %s, leader election %s)",
-             options.listener_class_preset, options.cluster_domain, "on" if options.leader_elect else "off")
+    log.info("starting listener-operator controller (preset %s, cluster domain %s, leader election %s, "
+             "CRD maintenance %s)", options.listener_class_preset, options.cluster_domain,
+             "on" if options.leader_elect else "off", "on" if options.maintain_crds else "off")
     return await Operator(options).run(stop)
