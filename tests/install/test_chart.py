@@ -320,9 +320,10 @@ async def test_helm_installs_upgrades_and_uninstalls_the_release_in_kubesim(kube
     controller = deployment["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "LISTENER_CLASS_PRESET", "value": "stable-nodes"} in controller["env"]
 
-    # --keep-history: purging the release Secrets sends protobuf DeleteOptions, which kubesim cannot decode yet
-    # ("invalid DeleteOptions"); the chart's objects are deleted either way.
-    await helm_against_kubesim("uninstall", "listener-operator", "--namespace", "ops", "--keep-history")
+    # Purging the release's Secrets sends protobuf DeleteOptions (tests/kubesim/test_server_protobuf.py).
+    await helm_against_kubesim("uninstall", "listener-operator", "--namespace", "ops")
     deployments, _ = await kubesim.api.list("deployments.apps", "ops")
     drivers, _ = await kubesim.api.list("csidrivers.storage.k8s.io")
     assert deployments == [] and drivers == []
+    releases, _ = await kubesim.api.list("secrets", "ops", label_selector="owner=helm")
+    assert releases == []
