@@ -1,6 +1,6 @@
 """Decode the few Kubernetes protobuf request bodies kubectl and Helm send.
 
-`kubectl create namespace|configmap|secret|serviceaccount` and `kubectl auth can-i` post
+`kubectl create namespace|configmap|secret|serviceaccount|token` and `kubectl auth can-i` post
 `application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415; Helm sends the `DeleteOptions` of a
 DELETE (purging a release's Secrets) as protobuf too. No protobuf package ships the
 Kubernetes `generated.proto` types, so this module carries the field numbers of just those kinds (facts from the
@@ -88,6 +88,17 @@ KINDS: dict[tuple[str, str], Schema] = {
                     },
                 ),
                 2: ("nonResourceAttributes", {1: ("path", "s"), 2: ("verb", "s")}),
+            },
+        ),
+    },
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: ("metadata", _OBJECT_META),
+        2: (
+            "spec",
+            {
+                1: ("audiences", ("r", "s")),
+                3: ("boundObjectRef", {1: ("kind", "s"), 2: ("apiVersion", "s"), 3: ("name", "s"), 4: ("uid", "s")}),
+                4: ("expirationSeconds", "i"),
             },
         ),
     },
@@ -220,7 +231,7 @@ def decode(body: bytes) -> dict[str, Any]:
         if schema is None:
             raise errors.unsupported_media_type(
                 f"application/vnd.kubernetes.protobuf ({api_version} {kind}); kubesim decodes protobuf only for "
-                "Namespace, ConfigMap, Secret, ServiceAccount and SelfSubjectAccessReview: send JSON (kubectl apply / create -f)"
+                "Namespace, ConfigMap, Secret, ServiceAccount, SelfSubjectAccessReview and TokenRequest: send JSON (kubectl apply / create -f)"
             )
         obj = _message(schema, raw)
     except ValueError as e:
