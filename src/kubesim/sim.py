@@ -136,6 +136,7 @@ class KubeSim:
                     state_dir=self.state_dir,
                     nodes=self._nodes,
                     address_block=self._claim,
+                    api_access=self._api_access(),
                     **self._cluster_options,
                 )
                 await self.cluster.start()
@@ -143,6 +144,16 @@ class KubeSim:
             await self.stop()
             raise
         return self
+
+    def _api_access(self) -> Any:
+        """Where the simulated Pods reach this server: its loopback address and port, CA and token issuer."""
+        from urllib.parse import urlsplit
+
+        from kubesim.cluster import ApiAccess
+
+        parts = urlsplit(self.url)
+        return ApiAccess(host=parts.hostname or self.host, port=parts.port or 443, ca_pem=self.ca_pem,
+                         tokens=self.server.service_accounts)
 
     async def stop(self) -> None:
         if self.cluster is not None:

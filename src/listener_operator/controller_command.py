@@ -38,8 +38,6 @@ from operator_runtime.leader import LeaderElector
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_NAME = "listener-operator-controller"
-#: Where Kubernetes mounts the namespace of the Pod's service account (the operator's own namespace).
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -48,12 +46,15 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 
 def _own_namespace() -> str:
-    """The namespace for the leader Lease: explicit settings first, then the Pod's own namespace, else default."""
+    """The namespace for the leader Lease: explicit settings first, then the Pod's own namespace (the service
+    account's ``namespace`` file), else default."""
     for name in ("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"):
         if value := os.environ.get(name):
             return value
+    from operator_runtime.config import default_service_account_dir
+
     try:
-        with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
+        with open(os.path.join(default_service_account_dir(), "namespace"), encoding="utf-8") as f:
             namespace = f.read().strip()
     except OSError:
         namespace = ""

@@ -128,7 +128,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert env(objects, "Deployment", "csi-controller-service") == {
         "CSI_ENDPOINT": "/csi/csi.sock", "LISTENER_CLASS_PRESET": "ephemeral-nodes",
         "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
-        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}, "HTTP_ADDRESS": "0.0.0.0:8080"}
     provisioner = container(objects, "Deployment", "external-provisioner")
     assert provisioner["image"] == "registry.k8s.io/sig-storage/csi-provisioner:v5.3.0"
     assert provisioner["args"][:3] == ["--csi-address=/csi/csi.sock", "--feature-gates=Topology=true",
