@@ -330,6 +330,15 @@ class Cluster:
             raise ValueError(f"Pod {namespace}/{name} is not scheduled")
         self._kubelet(node).set_ready(pod["metadata"]["uid"], (namespace, name), ready)
 
+    def container_log_path(self, namespace: str, pod: str, container: str) -> Path | None:
+        """Where the kubelet writes the output of a container of a running Pod (None: no such Pod on a node)."""
+        found = self.ctx.informer(PODS).get(namespace, pod)
+        node = (found or {}).get("spec", {}).get("nodeName")
+        if found is None or not node or node not in self._kubelets:
+            return None
+        check_dns_subdomain(container, "container name")
+        return self.ctx.kubelet_dir(node) / "pods" / found["metadata"]["uid"] / "logs" / f"{container}.log"
+
     def resolve(self, name: str) -> str | None:
         """The loopback address behind a name the cluster publishes (node hostnames, Service DNS names,
         load-balancer hostnames; see ``dns.resolve``), from the watch caches; None when unknown."""

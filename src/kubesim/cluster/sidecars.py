@@ -23,10 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .csi_client import CsiConnection, wait_for_plugin
+import grpc
+
+from .csi_client import CsiConnection, socket_path_of
 from .nodefs import NodeFilesystem
 from .runtime.inprocess import InProcessHandler, Program, ProgramContext
 from .runtime.registry import ContainerSpec
@@ -86,16 +90,29 @@ def _view(spec: ContainerSpec) -> ContainerView:
 
 
 async def _driver_name(ctx: ProgramContext, endpoint: str, rpc_timeout: float) -> str:
-    """``GetPluginInfo`` on the driver's socket until it answers (the sidecars wait for their driver forever)."""
-    connection = CsiConnection(endpoint)
-    try:
-        while True:
+    """``GetPluginInfo`` on the driver's socket until it answers (the sidecars wait for their driver forever).
+
+    Each attempt uses a fresh channel once the socket file exists: a channel that failed to connect would wait out
+    gRPC's reconnect back-off (a second or more) after the driver is already listening.
+    """
+    socket = socket_path_of(endpoint)
+    delay = 0.02
+    next_log = time.monotonic() + CONNECT_LOG_SECONDS
+    while True:
+        if await asyncio.to_thread(os.path.exists, socket):
+            connection = CsiConnection(endpoint)
             try:
-                return await wait_for_plugin(connection, CONNECT_LOG_SECONDS, rpc_timeout)
-            except RuntimeError:
-                ctx.log(f"Still connecting to {endpoint}")
-    finally:
-        await connection.close()
+                return await connection.plugin_name(rpc_timeout)
+            except grpc.aio.AioRpcError:
+                pass  # created but not served yet
+            finally:
+                await connection.close()
+        if time.monotonic() > next_log:
+            ctx.log(f"Still connecting to {endpoint}")
+            next_log = time.monotonic() + CONNECT_LOG_SECONDS
+        # A socket another process creates offers nothing to wait on here; poll it with a short, growing delay.
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
 
 
 def _csi_endpoint(ctx: ProgramContext, view: ContainerView, address: str) -> str | None:

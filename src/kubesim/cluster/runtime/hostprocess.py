@@ -20,21 +20,22 @@ virtualenv's ``bin``). ``HostProcessHandler`` then runs a container as the runti
   to the container's log file;
 - the process runs in its own session; stopping sends SIGTERM to its process group, SIGKILL after the grace period,
   and when the main process ends, whatever it left in its group is killed (as a runtime ends a container). Each
-  process gets SIGTERM if kubesim's process dies (Linux ``PR_SET_PDEATHSIG``). Exit by signal N reports 128+N.
+  process gets SIGTERM if kubesim's process dies (Linux ``PR_SET_PDEATHSIG``, set by util-linux ``setpriv`` when
+  installed). Exit by signal N reports 128+N.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import posixpath
+import shutil
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from .registry import Container, ContainerSpec
 from .view import ContainerView
@@ -96,18 +97,14 @@ def host_path_variable(image: HostImage, value: str) -> str:
     return ":".join(entries)
 
 
-try:
-    _LIBC: Any = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - not Linux
-    _LIBC = None
-_PR_SET_PDEATHSIG = 1
+#: util-linux's setpriv sets the parent-death signal and execs the program (same process): a ``preexec_fn`` would
+#: force a plain fork of kubesim's process, whose gRPC threads do not survive fork handlers.
+SETPRIV = shutil.which("setpriv")
 
 
-def _die_with_parent() -> None:
-    """Between fork and exec: the kernel sends SIGTERM to the process when kubesim's process dies."""
-    prctl = getattr(_LIBC, "prctl", None)
-    if prctl is not None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+def with_parent_death_signal(argv: list[str]) -> list[str]:
+    """``argv`` run so that the kernel sends it SIGTERM when kubesim's process dies (when setpriv exists)."""
+    return [SETPRIV, "--pdeathsig", "TERM", "--", *argv] if SETPRIV else argv
 
 
 class HostProcess(Container):
@@ -179,9 +176,8 @@ class HostProcessHandler:
         log = await asyncio.to_thread(log_path.open, "ab")
         try:
             process = await asyncio.create_subprocess_exec(
-                str(program), *argv[1:], stdin=asyncio.subprocess.DEVNULL, stdout=log,
-                stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True,
-                preexec_fn=_die_with_parent)
+                *with_parent_death_signal([str(program), *argv[1:]]), stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
         except BaseException:
             log.close()
             raise
