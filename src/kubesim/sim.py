@@ -131,13 +131,15 @@ class KubeSim:
                 from kubesim.cluster import Cluster
 
                 assert self.state_dir is not None
+                # Containers' run directories (with socket paths in them) go into the short private directory.
+                options = {"runtime_dir": str(self._own_dir / "run"), **self._cluster_options}
                 self.cluster = Cluster(
                     self.api,
                     state_dir=self.state_dir,
                     nodes=self._nodes,
                     address_block=self._claim,
                     api_access=self._api_access(),
-                    **self._cluster_options,
+                    **options,
                 )
                 await self.cluster.start()
         except BaseException:

@@ -388,6 +388,11 @@ class Cluster:
     def rpc_timeout(self) -> float:
         return self.ctx.options.rpc_timeout
 
+    @property
+    def running(self) -> bool:
+        """Started and not stopping."""
+        return self._started
+
     def controller_socket_path(self, driver: str) -> Path:
         """``<state_dir>/controller/<driver>/csi.sock``: a controller plugin listening here is found automatically."""
         check_dns_subdomain(driver, "CSI driver name")

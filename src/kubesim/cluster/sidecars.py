@@ -50,6 +50,9 @@ class SidecarHost(Protocol):
     @property
     def rpc_timeout(self) -> float: ...
 
+    @property
+    def running(self) -> bool: ...
+
     def node_filesystem(self, node: str) -> NodeFilesystem: ...
 
     async def register_node_plugin(self, node: str, driver: str, endpoint: str) -> None: ...
@@ -138,8 +141,11 @@ def registrar(host: SidecarHost) -> Callable[[ContainerSpec], Program]:
             ctx.log(f"Attempting to open a gRPC connection with: {endpoint}")
             driver = await _driver_name(ctx, endpoint, host.rpc_timeout)
             ctx.log(f"CSI driver name: {driver!r}")
-            kubelet_endpoint = f"unix://{host.node_filesystem(spec.node_name).host_path(registration_path)}"
+            kubelet_socket = host.node_filesystem(spec.node_name).host_path(registration_path)
+            kubelet_endpoint = f"unix://{kubelet_socket}"
             try:
+                if not await asyncio.to_thread(kubelet_socket.is_socket):
+                    raise FileNotFoundError(f"no socket at {registration_path} on node {spec.node_name}")
                 await host.register_node_plugin(spec.node_name, driver, kubelet_endpoint)
             except Exception as error:
                 ctx.log(f"Registration process failed with error: kubelet could not reach the driver at "
@@ -189,7 +195,7 @@ class ControllerElection:
         if not led:
             return
         await self.host.unregister_controller_plugin(driver, endpoint)
-        if successor is not None:
+        if successor is not None and self.host.running:
             try:
                 await self.host.register_controller_plugin(driver, successor)
             except Exception as error:
