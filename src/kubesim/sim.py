@@ -142,6 +142,7 @@ class KubeSim:
                     **options,
                 )
                 await self.cluster.start()
+                self.server.pod_logs = self.cluster.container_log_path
         except BaseException:
             await self.stop()
             raise
@@ -158,6 +159,7 @@ class KubeSim:
                          tokens=self.server.service_accounts)
 
     async def stop(self) -> None:
+        self.server.pod_logs = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()

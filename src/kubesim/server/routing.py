@@ -49,6 +49,7 @@ def parse_target(registry: Registry, group: str, version: str, rest: list[str]) 
         and not (sub == "status" and rt.has_status)
         and not (sub == "scale" and rt.key in SCALABLE)
         and not (sub == "token" and rt.key == "serviceaccounts")
+        and not (sub == "log" and rt.key == "pods")
     ):
         raise errors.no_such_resource()
     return Target(rt, ns, name, sub, watch_path)
@@ -75,7 +76,7 @@ def verb_of(method: str, t: Target, watch: bool) -> str:
         raise errors.method_not_allowed()
     if creates_subresource:
         return verb
-    if t.subresource == "token":
+    if t.subresource == "token" or (t.subresource == "log" and verb != "get"):
         raise errors.method_not_allowed()
     if verb not in t.rt.verbs:
         raise errors.method_not_allowed()

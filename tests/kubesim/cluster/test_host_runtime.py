@@ -6,6 +6,7 @@ CrashLoopBackOff, ``executable file not found``, logs)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -96,6 +97,14 @@ async def settings(sim: KubeSim, *, account: bool = True) -> None:
                                                  "metadata": {"name": "probe", "namespace": NS}}, NS)
 
 
+async def run(*argv: str, check: bool = True) -> str:
+    process = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert not check or process.returncode == 0, out.decode()
+    return out.decode()
+
+
 def same_file(first: str | Path, second: str | Path) -> bool:
     return os.path.samefile(first, second)
 
@@ -170,6 +179,13 @@ async def test_a_crashing_program_goes_into_crash_loop_back_off_with_its_output_
     log = sim.cluster.container_log_path(NS, "crasher", "probe")
     assert log is not None
     assert log.read_text().count("probe: failing on purpose with 3") >= 2
+    # kubectl logs reads the same file through the API server (pods/log)
+    kubectl = [str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(sim.kubeconfig_path)]
+    assert await run(*kubectl, "logs", "crasher") == await asyncio.to_thread(log.read_text)
+    assert (await run(*kubectl, "logs", "crasher", "-c", "probe", "--tail=1")).strip() == \
+        "probe: failing on purpose with 3"
+    refused = await run(*kubectl, "logs", "crasher", "--previous", check=False)
+    assert "previous is not available" in refused
 
 
 async def test_a_program_outside_the_image_does_not_start(sim: KubeSim) -> None:
