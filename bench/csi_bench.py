@@ -113,7 +113,8 @@ async def bench_publish(count: int, work: Path, mode: str) -> dict[str, Any]:
                                 "csi.storage.k8s.io/pod.uid": uid, **context}))
         (kubelet / "pods").mkdir(parents=True)
         client = make_api(str(sim.kubeconfig_path))
-        server = await start_csi_server(f"unix://{work}/n.sock", node_servicers(client, "node-1", kubelet))
+        servicers = node_servicers(client, "node-1", kubelet)
+        server = await start_csi_server(f"unix://{work}/n.sock", servicers)
         try:
             async with grpc.aio.insecure_channel(f"unix://{work}/n.sock") as channel:
                 node = csi_pb2_grpc.NodeStub(channel)
@@ -129,6 +130,8 @@ async def bench_publish(count: int, work: Path, mode: str) -> dict[str, Any]:
                 return results
         finally:
             await server.stop(None)
+            if servicers.node is not None:
+                await servicers.node.close()
             await client.close()
 
 
@@ -143,6 +146,7 @@ async def bench_statefulset(replicas: int, nodes: int, work: Path) -> dict[str, 
         task = asyncio.create_task(operator.run(stop))
         client = make_api(str(sim.kubeconfig_path))
         servers = []
+        services = []
         try:
             for _ in range(1000):  # the operator binds its CSI socket shortly after start
                 if socket.exists() or task.done():
@@ -154,8 +158,9 @@ async def bench_statefulset(replicas: int, nodes: int, work: Path) -> dict[str, 
             await asyncio.wait_for(operator.presets_done.wait(), 15)
             for node in sim.cluster.nodes:
                 path = sim.cluster.plugin_socket_path(node, DRIVER_NAME)
-                servers.append(await start_csi_server(
-                    f"unix://{path}", node_servicers(client, node, sim.cluster.kubelet_dir(node))))
+                node_set = node_servicers(client, node, sim.cluster.kubelet_dir(node))
+                services.append(node_set.node)
+                servers.append(await start_csi_server(f"unix://{path}", node_set))
                 await sim.cluster.register_node_plugin(node, DRIVER_NAME, f"unix://{path}")
             template = {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [
                 {"name": "web", "image": "nginx", "ports": [{"name": "http", "containerPort": 8080}]}]}}
@@ -178,6 +183,9 @@ async def bench_statefulset(replicas: int, nodes: int, work: Path) -> dict[str, 
         finally:
             for server in servers:
                 await server.stop(None)
+            for service in services:
+                if service is not None:
+                    await service.close()
             stop.set()
             await asyncio.wait_for(task, 20)
             await client.close()

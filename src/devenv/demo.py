@@ -22,8 +22,10 @@ from devenv.up import (
     Console,
     LocalCluster,
     LocalError,
+    absolute,
     add_local_arguments,
     options_from_args,
+    run_command,
     serve_until_stopped,
 )
 from operator_runtime.objects import items, mapping
@@ -190,8 +192,9 @@ def format_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_volume_tree(root: Path) -> str:
-    """The listener volume as the Pod sees it: directories, files with their contents, symlinks with targets."""
+def render_volume_tree(root: Path, shown_as: Path | None = None) -> str:
+    """The listener volume as the Pod sees it: directories, files with their contents, symlinks with targets;
+    the first line names the directory as ``shown_as`` (default ``root``)."""
     lines: list[str] = []
     # The driver swaps the tree atomically through a `..data` symlink (as kubelet does for ConfigMap volumes); the
     # top-level names are links into it. Show what a Pod reads through those names, not the swap machinery.
@@ -222,7 +225,7 @@ def render_volume_tree(root: Path) -> str:
             else:
                 lines.append(f"{prefix}{branch}{entry.name}: {entry.read_text(errors='replace')!r}")
 
-    lines.append(f"{root}/")
+    lines.append(f"{shown_as or root}/")
     walk(root, "")
     return "\n".join(lines)
 
@@ -270,13 +273,14 @@ async def show_summary(cluster: LocalCluster, console: Console) -> bool:
         console.line("Listener volume of pod default/broker-0: not mounted")
     else:
         console.line("Listener volume of pod default/broker-0 (mounted at /stackable/listener in the container):")
-        console.line(render_volume_tree(path))
+        console.line(render_volume_tree(path, shown_as=cluster.shown_path(path)))
     return not unexpected(reach)
 
 
 async def run(args: argparse.Namespace) -> int:
     console = Console()
-    try:
+
+    async def body() -> int:
         options = options_from_args(args)
         objects = load_examples(args.examples)
         console.line(f"listener-operator demo: {options.nodes} simulated nodes, preset {options.preset}")
@@ -304,6 +308,5 @@ async def run(args: argparse.Namespace) -> int:
             console.line("Press Ctrl-C to stop.")
             await serve_until_stopped(cluster)
         return 0
-    except LocalError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 1
+
+    return await run_command(body, console, absolute(args.state_dir))

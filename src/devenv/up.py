@@ -7,6 +7,10 @@ the node-plugin DaemonSet - with the project's image as host processes of this c
 emulated; kubesim's external-provisioner and kubelets then call the operator's sockets over CSI gRPC, as the
 sig-storage sidecars and kubelet do. A crashed operator container is restarted by kubesim's kubelet; one in
 CrashLoopBackOff ends the run with its log.
+
+Sockets and kubelet directories live in a short per-run directory, the state directory keeps the kubeconfig, the
+operator Pods' logs and a link to the run directory (see :mod:`devenv.rundir`); however the run ends (``--once``, SIGINT,
+SIGTERM, an error) it removes what belongs to it, and no traceback reaches the person running it.
 """
 
 from __future__ import annotations
@@ -15,14 +19,18 @@ import argparse
 import asyncio
 import contextlib
 import errno
-import fcntl
 import os
 import signal
 import sys
 import time
+import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+
+from devenv.rundir import LockHeld, StateDir, create_run_dir, remove_run_dir
+from listener_operator.messages import cut
 
 if TYPE_CHECKING:
     from devenv.install import Crash, OperatorPods
@@ -32,9 +40,6 @@ if TYPE_CHECKING:
 HELP = "run kubesim with simulated nodes and the operator locally"
 
 HEALTHY_TIMEOUT = 60.0
-
-CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
-LISTENER_CLASSES = "listenerclasses.listeners.stackable.tech"
 
 
 class LocalError(Exception):
@@ -120,7 +125,9 @@ class LocalCluster:
         self.console = console or Console()
         self.sim: Any = None
         self.operator: OperatorPods | None = None
-        self._lock_file: IO[str] | None = None
+        self.state = StateDir(options.state_dir)
+        self.run_dir: Path | None = None
+        self._server_url = ""
 
     # -- paths -----------------------------------------------------------------------------------------------------
     @property
@@ -128,12 +135,24 @@ class LocalCluster:
         return self.options.state_dir
 
     @property
+    def cluster_dir(self) -> Path:
+        """kubesim's state: kubelet directories with the mounted volumes, plugin directories."""
+        assert self.run_dir is not None, "the run directory exists once the cluster starts"
+        return self.run_dir / "cluster"
+
+    @property
     def log_dir(self) -> Path:
-        return self.state_dir / "logs"
+        return self.state.log_dir
 
     @property
     def kubeconfig_path(self) -> Path:
         return self.options.kubeconfig_path
+
+    def shown_path(self, path: Path) -> Path:
+        """``path`` in the run directory as reached through the state directory's ``run`` link."""
+        if self.run_dir is not None and path.is_relative_to(self.run_dir):
+            return self.state.run_link / path.relative_to(self.run_dir)
+        return path
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
     async def __aenter__(self) -> LocalCluster:
@@ -150,7 +169,8 @@ class LocalCluster:
     async def _start(self) -> None:
         started = time.monotonic()
         self._prepare_state_dir()
-        self.console.step(f"state directory {self.state_dir}")
+        self.console.step(f"state directory {self.state_dir} (this run's sockets and volumes: "
+                          f"{self.state.run_link} -> {self.run_dir})")
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
         await self._install_operator()
@@ -166,22 +186,18 @@ class LocalCluster:
             probe.unlink()
         except OSError as error:
             raise LocalError(f"state directory {self.state_dir} is not writable: {error.strerror or error}") from None
-        lock_path = self.state_dir / "local-up.lock"
-        lock_file = lock_path.open("a+")
         try:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock_file.seek(0)
-            holder = lock_file.read().strip() or "unknown"
-            lock_file.close()
-            raise LocalError(f"another `local up` is already running on {self.state_dir} (pid {holder}); "
+            self.state.acquire()
+        except LockHeld as held:
+            raise LocalError(f"another `local up` is already running on {self.state_dir} (pid {held.holder}); "
                              "stop it or use another --state-dir") from None
-        lock_file.seek(0)
-        lock_file.truncate()
-        lock_file.write(str(os.getpid()))
-        lock_file.flush()
-        self._lock_file = lock_file
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir = create_run_dir()
+        except OSError as error:
+            raise LocalError(f"cannot create a run directory for sockets: {error.strerror or error}; set TMPDIR to "
+                             "a writable directory") from None
+        self.state.link_run(self.run_dir)
 
     async def _start_kubesim(self) -> None:
         from kubesim.addresses import AddressBlockError
@@ -190,7 +206,7 @@ class LocalCluster:
         try:
             # Plugins register through the node-driver-registrar of the chart's DaemonSet, not by their sockets.
             sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
-                          nodes=self.options.nodes, state_dir=self.state_dir / "cluster",
+                          nodes=self.options.nodes, state_dir=self.cluster_dir, work_dir=self.run_dir,
                           address_block=self.options.address_block, discover_plugins=False)
         except AddressBlockError as error:
             raise LocalError(f"cannot start kubesim: {error}") from None
@@ -201,7 +217,10 @@ class LocalCluster:
                 raise LocalError(f"cannot start kubesim: {self.options.host}:{self.options.port} is already in use; "
                                  "choose another --port (or 0 for any free port)") from None
             raise LocalError(f"cannot start kubesim: {error}") from None
+        except ValueError as error:  # e.g. a kubelet directory too long for plugin sockets
+            raise LocalError(f"cannot start kubesim: {error}") from None
         self.sim = sim
+        self._server_url = sim.url
         from devenv.image import (
             load_project_image,  # kubesim's runtime: not for every operator process's start
         )
@@ -253,47 +272,100 @@ class LocalCluster:
             raise LocalError(str(error)) from None
 
     async def _shutdown(self) -> None:
+        """Stop everything this run started and remove what belongs to it: the run directory (sockets, kubelet
+        directories), the ``run`` link, the kubeconfig it wrote and the lock. The logs stay."""
         if self.operator is not None:
             await self.operator.save_logs(self.log_dir)  # the Pods' directories go with the cluster
         if self.sim is not None:
             with contextlib.suppress(Exception):
                 await self.sim.__aexit__(None, None, None)
             self.sim = None
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
+        if self.run_dir is not None:
+            await asyncio.to_thread(remove_run_dir, self.run_dir)
+        self.state.release(self.kubeconfig_path, owns_kubeconfig=self._wrote_kubeconfig())
+
+    def _wrote_kubeconfig(self) -> bool:
+        """Whether the kubeconfig still is the one this run wrote (a file someone replaced stays)."""
+        if not self._server_url:
+            return False
+        try:
+            return self._server_url in self.kubeconfig_path.read_text()
+        except OSError:
+            return False
 
     def kubectl_hint(self) -> str:
         return f"kubectl --kubeconfig {self.kubeconfig_path} get listeners,listenerclasses,pods,pvc -A"
 
 
-async def wait_for_stop_signal() -> None:
-    """Block until SIGINT or SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-
 async def serve_until_stopped(cluster: LocalCluster) -> None:
-    """Run until interrupted; a crashed operator process ends the run with its log tail."""
-    watcher = asyncio.ensure_future(cluster.watch_children())
-    stopper = asyncio.ensure_future(wait_for_stop_signal())
-    done, pending = await asyncio.wait({watcher, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    for task in pending:
+    """Run until SIGINT or SIGTERM (which cancel the run, see :func:`run_command`); a crashed operator process ends
+    the run with its log tail."""
+    await cluster.watch_children()
+
+
+async def run_command(body: Callable[[], Awaitable[int]], console: Console, state_dir: Path | None) -> int:
+    """Run a `local up`/`demo` body so that it always ends cleanly, with a message, never a traceback.
+
+    SIGINT and SIGTERM cancel the body once (its cleanup then runs; a second signal does not interrupt it) and the
+    command ends with code 0, as a stop that was asked for. A :class:`LocalError` is printed as one line; any other
+    failure too, with its traceback written to ``<state dir>/logs/local-up.log``.
+    """
+    task = asyncio.ensure_future(body())
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        if received:
+            return  # already stopping: let the cleanup finish
+        received.append(signum)
+        console.line(f"Stopping ({signal.Signals(signum).name})...")
         task.cancel()
-    for task in done:
-        task.result()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        return 0
+    except LocalError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as error:
+        where = _write_traceback(error, state_dir)
+        print(f"error: unexpected failure: {type(error).__name__}: {cut(str(error), 500)}"
+              + (f" (details in {where})" if where else ""), file=sys.stderr, flush=True)
+        return 1
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def absolute(path: Path) -> Path:
+    """``path`` made absolute against the working directory (no I/O beyond reading the working directory)."""
+    return Path(os.path.abspath(path))
+
+
+def _write_traceback(error: BaseException, state_dir: Path | None) -> Path | None:
+    if state_dir is None:
+        return None
+    path = state_dir / "logs" / "local-up.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as log:
+            log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} unexpected failure\n")
+            log.write("".join(traceback.format_exception(error)))
+    except OSError:
+        return None
+    return path
 
 
 async def run(args: argparse.Namespace) -> int:
     console = Console()
-    try:
+    state_dir: Path | None = getattr(args, "state_dir", None)
+
+    async def body() -> int:
         options = options_from_args(args)
         console.line(f"Starting the local listener-operator system ({options.nodes} nodes, preset {options.preset})")
         async with LocalCluster(options, console) as cluster:
@@ -302,8 +374,6 @@ async def run(args: argparse.Namespace) -> int:
             console.line(f"Try:   {cluster.kubectl_hint()}")
             console.line("Press Ctrl-C to stop.")
             await serve_until_stopped(cluster)
-            console.line("Stopping...")
         return 0
-    except LocalError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 1
+
+    return await run_command(body, console, absolute(state_dir) if state_dir else None)

@@ -1,20 +1,58 @@
-"""Minimal ``/openapi/v3`` documents for the registry's current resources.
+"""``/openapi/v3`` documents for the registry's current resources.
 
 kubectl >= 1.27 refuses to apply with default validation unless it can download ``/openapi/v3``; a root ``paths``
 map plus per group-version documents whose ``patch`` operations name their GVK and accept the ``fieldValidation``
-query parameter are enough for it to use server-side field validation (toolchain.md §3.3.2). CRD versions publish
-their ``openAPIV3Schema`` (for ``kubectl explain``); built-in kinds have no schemas here.
+query parameter are enough for it to use server-side field validation. CRD versions publish their
+``openAPIV3Schema``, built-in kinds the Kubernetes API's schemas (:mod:`kubesim.builtin_schemas`), so that
+``kubectl explain`` works for both. Documents of group-versions with built-in kinds only never change and are built
+once.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.resources import Registry
+from kubesim import builtin_schemas
+from kubesim.resources import Registry, ResourceType
+from kubesim.version import GIT_VERSION
+
+#: The media types kubectl asks ``/openapi/v2`` for (gnostic's ``openapi_v2.Document`` as protobuf; the older
+#: spelling with '@' is no valid media type, so the answer names the newer one, as the apiserver does).
+OPENAPI_V2_PROTOBUF_ACCEPTED = ("application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+                                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+OPENAPI_V2_PROTOBUF = OPENAPI_V2_PROTOBUF_ACCEPTED[1]
+
+
+def openapi_v2_json() -> dict[str, Any]:
+    """``/openapi/v2`` as JSON: a Swagger 2.0 document without definitions.
+
+    kubectl validates a ``kind: List`` document on the client against ``/openapi/v2`` (everything else through
+    ``/openapi/v3`` and server-side field validation); it skips items whose kind the document does not define, so
+    an empty document lets it apply Lists, and the server still validates each item."""
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": GIT_VERSION}, "paths": {},
+            "definitions": {}}
+
+
+def openapi_v2_protobuf() -> bytes:
+    """:func:`openapi_v2_json` as the protobuf message kubectl requests (``swagger`` = field 1, ``info`` = field 2
+    with ``title`` = 1 and ``version`` = 2; everything else empty)."""
+    info = _proto_string(1, "Kubernetes") + _proto_string(2, GIT_VERSION)
+    return _proto_string(1, "2.0") + _proto_field(2, info)
+
+
+def _proto_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (short payloads: one-byte tag and length)."""
+    assert number < 16 and len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def _proto_string(number: int, value: str) -> bytes:
+    return _proto_field(number, value.encode())
 
 
 @dataclass(frozen=True)
@@ -137,21 +175,27 @@ def _operation(
     return operation
 
 
-def openapi_v3_group_version(group: str, version: str, resources: list[ResourceInfo]) -> dict[str, Any]:
+def openapi_v3_group_version(group: str, version: str, resources: list[ResourceInfo], *,
+                             components: Mapping[str, Any] | None = None,
+                             component_of: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``/openapi/v3/api/v1`` or ``/openapi/v3/apis/<group>/<version>`` document for ``resources``.
 
     Each resource gets its collection path (list, create) and item path (get, replace, patch, delete); ``patch`` and
     the writes carry ``x-kubernetes-group-version-kind`` and the ``fieldValidation`` parameter kubectl looks for.
+    ``components`` are further schemas to publish (built-in kinds and what they reference); ``component_of`` maps
+    a resource's kind to its schema among them.
     """
     prefix = "/" + _gv_path(group, version)
     paths: dict[str, Any] = {}
-    schemas: dict[str, Any] = {}
+    schemas: dict[str, Any] = dict(components or {})
     for resource in resources:
         ref: dict[str, Any] | None = None
         if resource.schema is not None:
             name = _schema_name(resource.group, resource.version, resource.kind)
             schemas[name] = _published_schema(resource)
             ref = {"$ref": f"#/components/schemas/{name}"}
+        elif component_of and resource.kind in component_of:
+            ref = {"$ref": f"#/components/schemas/{component_of[resource.kind]}"}
         scope = "/namespaces/{namespace}" if resource.namespaced else ""
         collection = f"{prefix}{scope}/{resource.plural}"
         common = [_path_param("namespace")] if resource.namespaced else []
@@ -220,16 +264,42 @@ def _path(group: str, version: str) -> str:
 
 
 def _doc(registry: Registry, group: str, version: str) -> dict[str, Any]:
-    infos = [
-        ResourceInfo(rt.group, rt.version, rt.kind, rt.plural, rt.namespaced, rt.schema)
-        for rt in sorted(registry.group_version_types(group, version), key=lambda r: r.plural)
-    ]
-    return openapi_v3_group_version(group, version, infos)
+    types = sorted(registry.group_version_types(group, version), key=lambda r: r.plural)
+    if all(rt.crd_name is None for rt in types):
+        return _builtin_doc(tuple(types))
+    return _build_doc(types)
+
+
+@functools.cache
+def _builtin_doc(types: tuple[ResourceType, ...]) -> dict[str, Any]:
+    """A group-version of built-in kinds only: the same document for the server's lifetime, built once."""
+    return _build_doc(list(types))
+
+
+@functools.cache
+def _builtin_hash(types: tuple[ResourceType, ...]) -> str:
+    return openapi_v3_hash(_builtin_doc(types))
+
+
+def _build_doc(types: list[ResourceType]) -> dict[str, Any]:
+    group, version = (types[0].group, types[0].version) if types else ("", "v1")
+    infos = [ResourceInfo(rt.group, rt.version, rt.kind, rt.plural, rt.namespaced, rt.schema) for rt in types]
+    builtin = [(rt.group, rt.version, rt.kind) for rt in types if rt.crd_name is None]
+    names, components = builtin_schemas.kind_schemas(builtin)
+    component_of = {key.rsplit("/", 1)[1]: name for key, name in names.items()}
+    return openapi_v3_group_version(group, version, infos, components=components, component_of=component_of)
+
+
+def _doc_hash(registry: Registry, group: str, version: str) -> str:
+    types = sorted(registry.group_version_types(group, version), key=lambda r: r.plural)
+    if all(rt.crd_name is None for rt in types):
+        return _builtin_hash(tuple(types))
+    return openapi_v3_hash(_build_doc(types))
 
 
 def root(registry: Registry) -> dict[str, Any]:
     gvs = _group_versions(registry)
-    hashes = {_gv(g, v): openapi_v3_hash(_doc(registry, g, v)) for g, v in gvs}
+    hashes = {_gv(g, v): _doc_hash(registry, g, v) for g, v in gvs}
     return openapi_v3_root([_gv(g, v) for g, v in gvs], hashes=hashes)
 
 

@@ -237,6 +237,13 @@ class Registry:
     def crd_types(self, crd_name: str) -> list[ResourceType]:
         return list(self._crd_types.get(crd_name, []))
 
+    def accepted_api_versions(self, rt: ResourceType) -> frozenset[str]:
+        """The ``apiVersion`` values a body written to ``rt`` may carry: every served version of its CRD, or the
+        one version of a built-in kind (kubesim serves one version per built-in group)."""
+        if rt.crd_name is not None:
+            return frozenset(t.api_version for t in self._crd_types.get(rt.crd_name, [rt]))
+        return frozenset({rt.api_version})
+
     def groups(self) -> list[tuple[str, list[str]]]:
         """`(group, [versions, preferred first])` for every non-core group."""
         versions: dict[str, list[str]] = {}

@@ -66,6 +66,7 @@ class KubeSim:
         tls: bool = True,
         namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
+        work_dir: str | os.PathLike[str] | None = None,
         **cluster_options: Any,
     ) -> None:
         """`tls=True` (default) serves HTTPS with a fresh self-signed CA in the kubeconfig: kubectl only sends
@@ -76,7 +77,10 @@ class KubeSim:
 
         `address_block`: the loopback block every address of this cluster comes from (`kubesim.addresses`): a
         number 1-254, an `AddressBlockClaim` the caller holds, or None (default) for the lowest free block. It is
-        claimed here and released by `stop()`; `service_cidr` defaults to the block's 127.B.16.0/20."""
+        claimed here and released by `stop()`; `service_cidr` defaults to the block's 127.B.16.0/20.
+
+        `work_dir`: where the server's own files (TLS keys, the default kubeconfig) are kept while it runs, in a
+        fresh directory removed by `stop()`; default the system temporary directory."""
         if isinstance(address_block, AddressBlockClaim):
             self._claim, self._own_claim = address_block, False
         else:
@@ -106,6 +110,7 @@ class KubeSim:
         self._state_dir_arg = Path(state_dir) if state_dir is not None else None
         self._kubeconfig_arg = Path(kubeconfig_path) if kubeconfig_path is not None else None
         self._own_dir: Path | None = None
+        self._work_dir = Path(work_dir) if work_dir is not None else None
         self.state_dir: Path | None = self._state_dir_arg
         self.kubeconfig_path: Path | None = None
         self.cluster: Any = None
@@ -116,7 +121,7 @@ class KubeSim:
     async def start(self) -> KubeSim:
         try:
             # Short temp dir: kubelet plugin socket paths live under the state dir (107-byte limit).
-            self._own_dir = Path(tempfile.mkdtemp(prefix="ks-"))
+            self._own_dir = Path(tempfile.mkdtemp(prefix="ks-", dir=self._work_dir))
             if self.state_dir is None and (self._nodes or self._cluster_options):
                 self.state_dir = self._own_dir
             ssl_ctx = None

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from csi_support import CsiEndpoint, KubeCsi, install_crds, open_endpoint
+from csi_support import CsiEndpoint, KubeCsi, close_endpoint, install_crds, open_endpoint
 
 from operator_runtime.config import KubeConfig, make_api
 
@@ -38,8 +38,7 @@ async def offline_csi(short_dir: Path) -> AsyncIterator[CsiEndpoint]:
     }))
     server, channel, endpoint = await open_endpoint(api, short_dir)
     yield endpoint
-    await channel.close()
-    await server.stop(None)
+    await close_endpoint(server, channel, endpoint)
     await api.close()
 
 
@@ -47,18 +46,17 @@ async def offline_csi(short_dir: Path) -> AsyncIterator[CsiEndpoint]:
 async def kube_csi_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callable[..., Awaitable[KubeCsi]]]:
     api = make_api(str(kubesim.kubeconfig_path))
     await install_crds(api)
-    opened: list[tuple[grpc.aio.Server, grpc.aio.Channel]] = []
+    opened: list[tuple[grpc.aio.Server, grpc.aio.Channel, CsiEndpoint]] = []
 
     async def factory(*, listener_wait_seconds: float = 0.0) -> KubeCsi:
         server, channel, endpoint = await open_endpoint(api, short_dir,
                                                         listener_wait_seconds=listener_wait_seconds)
-        opened.append((server, channel))
+        opened.append((server, channel, endpoint))
         return KubeCsi(api, endpoint)
 
     yield factory
-    for server, channel in opened:
-        await channel.close()
-        await server.stop(None)
+    for server, channel, endpoint in opened:
+        await close_endpoint(server, channel, endpoint)
     await api.close()
 
 

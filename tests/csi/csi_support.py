@@ -12,6 +12,7 @@ import pytest
 from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS
 from listener_operator.crd.generate import all_crds
+from listener_operator.csi_server.node import NodeService
 from listener_operator.csi_server.server import (
     CsiServicers,
     controller_servicers,
@@ -51,6 +52,7 @@ class CsiEndpoint:
     identity: csi_pb2_grpc.IdentityStub
     controller: csi_pb2_grpc.ControllerStub
     node: csi_pb2_grpc.NodeStub
+    service: NodeService | None = None  # the node service behind the socket (closed by the fixtures)
 
     def target(self, pod_uid: str = "uid-1", volume: str = "pvc-1") -> str:
         return str(self.kubelet_dir / "pods" / pod_uid / "volumes" / "kubernetes.io~csi" / volume / "mount")
@@ -67,7 +69,7 @@ class KubeCsi:
 async def open_endpoint(api: KubeApi, short_dir: Path, *, listener_wait_seconds: float = 0.0
                         ) -> tuple[grpc.aio.Server, grpc.aio.Channel, CsiEndpoint]:
     kubelet_dir = short_dir / "kubelet"
-    (kubelet_dir / "pods").mkdir(parents=True)
+    (kubelet_dir / "pods").mkdir(parents=True, exist_ok=True)
     controller = controller_servicers(api)
     node = node_servicers(api, NODE_NAME, kubelet_dir, listener_wait_seconds=listener_wait_seconds)
     servicers = CsiServicers(identity=controller.identity, controller=controller.controller, node=node.node)
@@ -75,8 +77,15 @@ async def open_endpoint(api: KubeApi, short_dir: Path, *, listener_wait_seconds:
     server = await start_csi_server(f"unix://{socket}", servicers)
     channel = grpc.aio.insecure_channel(f"unix://{socket}")
     endpoint = CsiEndpoint(socket, kubelet_dir, csi_pb2_grpc.IdentityStub(channel),
-                           csi_pb2_grpc.ControllerStub(channel), csi_pb2_grpc.NodeStub(channel))
+                           csi_pb2_grpc.ControllerStub(channel), csi_pb2_grpc.NodeStub(channel), node.node)
     return server, channel, endpoint
+
+
+async def close_endpoint(server: grpc.aio.Server, channel: grpc.aio.Channel, endpoint: CsiEndpoint) -> None:
+    await channel.close()
+    await server.stop(None)
+    if endpoint.service is not None:
+        await endpoint.service.close()
 
 
 

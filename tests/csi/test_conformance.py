@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import grpc
 import pytest
@@ -165,12 +166,52 @@ async def test_unpublish_required_fields_and_missing_target(offline_csi: CsiEndp
         csi_pb2.NodeUnpublishVolumeRequest(volume_id="pvc-1", target_path="/etc")), grpc.StatusCode.INVALID_ARGUMENT)
 
 
-async def test_unpublish_outside_kubelet_layout_removes_only_the_target(offline_csi: CsiEndpoint) -> None:
-    """A target not in pods/<uid>/... needs no API call (no Pod to clean up after): a missing one succeeds."""
-    target = offline_csi.kubelet_dir / "other" / "mount"
+async def test_unpublish_of_the_pods_directory_is_refused_and_removes_nothing(offline_csi: CsiEndpoint) -> None:
+    """``<kubelet>/pods`` is inside the kubelet directory but holds every Pod's data: only kubelet's CSI volume
+    layout is accepted, so nothing is removed."""
+    pods = offline_csi.kubelet_dir / "pods"
+    other_pod_file = pods / "uid-2" / "volumes" / "kubernetes.io~empty-dir" / "data" / "file"
+    other_pod_file.parent.mkdir(parents=True)
+    other_pod_file.write_text("precious")
+    for target in (pods, pods / "uid-2", pods / "uid-2" / "volumes" / "kubernetes.io~empty-dir" / "data",
+                   offline_csi.kubelet_dir / "other" / "mount"):
+        details = await expect_code(offline_csi.node.NodeUnpublishVolume(
+            csi_pb2.NodeUnpublishVolumeRequest(volume_id="pvc-1", target_path=str(target))),
+            grpc.StatusCode.INVALID_ARGUMENT)
+        assert "not a CSI volume directory in kubelet's layout" in details
+    assert other_pod_file.read_text() == "precious"
+
+
+async def test_publish_into_another_volume_plugins_directory_is_refused(offline_csi: CsiEndpoint) -> None:
+    config = offline_csi.kubelet_dir / "pods" / "uid-1" / "volumes" / "kubernetes.io~configmap" / "config"
+    config.mkdir(parents=True)
+    (config / "app.properties").write_text("key=value")
+    details = await expect_code(offline_csi.node.NodePublishVolume(
+        publish_request(offline_csi, target_path=str(config))), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "not a CSI volume directory in kubelet's layout" in details
+    assert os.listdir(config) == ["app.properties"]
+    assert (config / "app.properties").read_text() == "key=value"
+
+
+async def test_publish_into_another_pods_directory_is_refused(offline_csi: CsiEndpoint) -> None:
+    """The volume context names the Pod (uid-1); a target in another Pod's directory is refused."""
+    details = await expect_code(offline_csi.node.NodePublishVolume(
+        publish_request(offline_csi, target_path=offline_csi.target(pod_uid="uid-2"))),
+        grpc.StatusCode.INVALID_ARGUMENT)
+    assert "not in the directory of Pod uid 'uid-1'" in details
+    assert os.listdir(offline_csi.kubelet_dir / "pods") == []
+
+
+async def test_unpublish_of_a_missing_target_succeeds_and_removes_an_existing_one(offline_csi: CsiEndpoint) -> None:
+    target = Path(offline_csi.target())
     request = csi_pb2.NodeUnpublishVolumeRequest(volume_id="pvc-1", target_path=str(target))
     await offline_csi.node.NodeUnpublishVolume(request)
-    target.mkdir(parents=True)
-    (target / "file").write_text("x")
+    _write(target / "file", "x")
+    # The API server is unreachable: the PodListeners cleanup is best effort and does not fail the call.
     await offline_csi.node.NodeUnpublishVolume(request)
-    assert not target.exists()
+    assert "mount" not in os.listdir(target.parent)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

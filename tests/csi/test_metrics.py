@@ -26,6 +26,7 @@ from csi_proto import csi_pb2, csi_pb2_grpc
 from listener_operator.cli import build_parser
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.csi_server.metrics import CsiMetrics
+from listener_operator.csi_server.node import NodeService
 from listener_operator.csi_server.server import (
     CsiServicers,
     controller_servicers,
@@ -94,7 +95,7 @@ class Metered:
 async def metered_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callable[..., Awaitable[Metered]]]:
     api = make_api(str(kubesim.kubeconfig_path))
     await install_crds(api)
-    opened: list[tuple[grpc.aio.Server, grpc.aio.Channel, HealthServer]] = []
+    opened: list[tuple[grpc.aio.Server, grpc.aio.Channel, HealthServer, NodeService]] = []
 
     async def factory(*, listener_wait_seconds: float = 0.0) -> Metered:
         registry = MetricsRegistry()
@@ -110,16 +111,18 @@ async def metered_factory(kubesim: Any, short_dir: Path) -> AsyncIterator[Callab
         channel = grpc.aio.insecure_channel(f"unix://{path}")
         health = HealthServer(registry, ready=lambda: True)
         port = await health.start("127.0.0.1", 0)
-        opened.append((server, channel, health))
+        assert node.node is not None
+        opened.append((server, channel, health, node.node))
         endpoint = CsiEndpoint(path, kubelet_dir, csi_pb2_grpc.IdentityStub(channel),
                                csi_pb2_grpc.ControllerStub(channel), csi_pb2_grpc.NodeStub(channel))
         return Metered(KubeCsi(api, endpoint), f"http://127.0.0.1:{port}")
 
     yield factory
-    for server, channel, health in opened:
+    for server, channel, health, node_service in opened:
         await channel.close(None)
         await server.stop(None)
         await health.stop()
+        await node_service.close()
     await api.close()
 
 

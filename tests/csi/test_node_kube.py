@@ -245,6 +245,26 @@ async def test_bounded_wait_publishes_once_the_listener_gets_an_address(
     waiting = [e for e in listener_events if e.get("reason") == "MountWaiting"]
     assert [(e["regarding"]["kind"], e["regarding"]["name"], e["related"]["name"]) for e in waiting] == [
         ("Listener", "web-0-listener", "web-0")]
+    # Waiting a moment for a new Listener's address is normal start-up, not a problem a person must look at.
+    assert {e["type"] for e in listener_events if e.get("reason") in ("MountWaiting", "ListenerNotReady")} == {
+        "Normal"}
+    assert [e for e in listener_events if e["type"] == "Warning"] == []
+
+
+async def test_a_listener_that_is_not_ready_is_reported_with_its_own_reason(kube_csi: KubeCsi) -> None:
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("internal", "ClusterIP"))
+    await kube_csi.api.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
+                                         "metadata": {"name": "shared", "namespace": NS},
+                                         "spec": {"className": "internal", "ports": [{"name": "http", "port": 80}]}},
+                              NS)
+    await set_status(kube_csi, "shared", {"ingressAddresses": [], "conditions": [
+        {"type": "Ready", "status": "False", "reason": "ServiceOverrideNotAllowed",
+         "message": "spec.objectOverrides[0].spec.externalIPs: not allowed", "lastTransitionTime": "2026-11-23T10:00:00Z"}]})
+    _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: "shared"})
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
+    assert details == ("Listener default/shared has no addresses yet (waited 0s): the Listener is Ready=False, reason "
+                       "ServiceOverrideNotAllowed: spec.objectOverrides[0].spec.externalIPs: not allowed")
+    assert "LoadBalancer" not in details
 
 
 async def test_hostile_status_is_refused_and_nothing_is_written(kube_csi: KubeCsi) -> None:
@@ -302,6 +322,7 @@ async def test_replaced_pod_is_unavailable(kube_csi: KubeCsi) -> None:
     await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
     _, request = await make_volume(kube_csi)
     request.volume_context["csi.storage.k8s.io/pod.uid"] = "0000-old"
+    request.target_path = kube_csi.csi.target(pod_uid="0000-old", volume=request.volume_id)
     details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.UNAVAILABLE)
     assert details.startswith("Pod default/web-0 was replaced")
     listeners, _ = await kube_csi.api.list(LISTENER, namespace=NS)
@@ -413,3 +434,48 @@ async def test_unchanged_pvc_gives_no_annotation_event(kube_csi: KubeCsi) -> Non
     await kube_csi.csi.node.NodePublishVolume(request)
     events, _ = await kube_csi.api.list(EVENTS, namespace=NS)
     assert [e for e in events if e.get("reason") == "ListenerVolumeAnnotationsIgnored"] == []
+
+
+async def _events_on(kube: KubeCsi, kind: str, name: str) -> list[dict[str, Any]]:
+    events, _ = await kube.api.list(EVENTS, namespace=NS)
+    return [e for e in events if (e.get("regarding") or {}).get("kind") == kind
+            and (e.get("regarding") or {}).get("name") == name]
+
+
+async def test_a_64_character_claim_name_is_a_permanent_error_with_events_on_claim_and_pod(kube_csi: KubeCsi) -> None:
+    """A listener-class volume's Listener is named after its claim; 64 characters cannot name a Service or be a
+    label value. Refused for good (INVALID_ARGUMENT, kubelet's retries cannot help) before anything is written."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    claim = "c" * 64
+    _, request = await make_volume(kube_csi, pvc=claim)
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.INVALID_ARGUMENT)
+    assert details.startswith("the Listener name from the claim's name (a listener-class volume's Listener is "
+                              "named after its claim) cannot be used: "), details
+    assert "at most 63 characters" in details
+    listeners, _ = await kube_csi.api.list(LISTENER, namespace=NS)
+    assert listeners == []
+    assert "labels" not in (await kube_csi.api.get(PV, "pvc-0001"))["metadata"]
+    claim_events = await _events_on(kube_csi, "PersistentVolumeClaim", claim)
+    assert [(e["type"], e["reason"]) for e in claim_events] == [("Warning", "InvalidListenerVolume")]
+    assert claim_events[0]["note"] == details
+    pod_events = await _events_on(kube_csi, "Pod", "web-0")
+    assert [(e["type"], e["reason"]) for e in pod_events] == [("Warning", "ListenerVolumeFailed")]
+
+
+async def test_a_64_character_listener_name_annotation_is_a_permanent_error(kube_csi: KubeCsi) -> None:
+    name = "l" * 64
+    _, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: name})
+    details = await expect_code(kube_csi.csi.node.NodePublishVolume(request), grpc.StatusCode.INVALID_ARGUMENT)
+    assert details.startswith(f"the Listener name from the annotation {ANNOTATION_LISTENER_NAME} cannot be used: ")
+    assert [e["reason"] for e in await _events_on(kube_csi, "PersistentVolumeClaim", "web-0-listener")] == [
+        "InvalidListenerVolume"]
+    assert "ListenerVolumeFailed" in await pod_event_reasons(kube_csi, "web-0")
+
+
+async def test_a_huge_volume_context_value_is_not_echoed(offline_csi: Any) -> None:
+    request = csi_pb2.NodePublishVolumeRequest(
+        volume_id="pvc-1", target_path=offline_csi.target(), volume_capability=MOUNT,
+        volume_context={"csi.storage.k8s.io/pod.name": "web-0", "csi.storage.k8s.io/pod.namespace": "default",
+                        "csi.storage.k8s.io/pod.uid": "uid-1", ANNOTATION_LISTENER_NAME: "x" * (1 << 20)})
+    details = await expect_code(offline_csi.node.NodePublishVolume(request), grpc.StatusCode.INVALID_ARGUMENT)
+    assert len(details) < 500 and "1048576 characters" in details

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -13,7 +12,6 @@ from listener_operator.csi_server.objects import (
     listener_ports,
     per_volume_listener,
     pod_listeners_entry,
-    pod_uid_from_target,
     pod_volume_for_claim,
 )
 
@@ -71,10 +69,3 @@ def test_pod_listeners_entry_is_owned_by_the_pod() -> None:
     assert body["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "web-0",
                                                     "uid": "u-1"}]
     assert body["spec"] == {"listeners": {"listener": {"scope": "Cluster", "ingressAddresses": []}}}
-
-
-def test_pod_uid_from_kubelet_layout(tmp_path: Path) -> None:
-    kubelet = tmp_path / "kubelet"
-    assert pod_uid_from_target(kubelet / "pods" / "u-1" / "volumes" / "x" / "mount", kubelet) == "u-1"
-    assert pod_uid_from_target(kubelet / "plugins" / "x" / "mount", kubelet) is None
-    assert pod_uid_from_target(tmp_path / "elsewhere" / "pods" / "u" / "v", kubelet) is None

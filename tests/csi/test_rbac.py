@@ -21,6 +21,7 @@ from csi_support import (
     MOUNT,
     NODE_NAME,
     CsiEndpoint,
+    close_endpoint,
     expect_code,
     listener_class_object,
     node_object,
@@ -116,8 +117,7 @@ async def as_operator(kubesim: KubeSim, short_dir: Path) -> AsyncIterator[AsOper
     operator_api = make_api(str(kubeconfig))
     server, channel, endpoint = await open_endpoint(operator_api, short_dir, listener_wait_seconds=0.3)
     yield AsOperator(admin, endpoint, role_authorizer)
-    await channel.close()
-    await server.stop(None)
+    await close_endpoint(server, channel, endpoint)
     await operator_api.close()
     await admin.close()
 
@@ -175,6 +175,9 @@ async def exercise_every_csi_request(env: AsOperator) -> None:
                             name="web-0-own", namespace=NS, subresource="status")
     await node.NodePublishVolume(own)  # creates PodListeners
     await node.NodePublishVolume(shared)  # Node and ListenerClass reads, PodListeners merge patch
+    # a restarted node plugin finds both volumes (a LIST of the node's Pods, PV reads) and watches their Listeners
+    assert env.csi.service is not None
+    await env.csi.service.start()
     await node.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(volume_id="pvc-own",
                                                                       target_path=own.target_path))
     await node.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(volume_id="pvc-shared",
@@ -189,6 +192,7 @@ async def test_cluster_role_covers_every_csi_request(as_operator: AsOperator) ->
     assert {("get", "", "persistentvolumeclaims"), ("get", "", "persistentvolumes"), ("get", "", "pods"),
             ("get", "", "nodes"), ("get", "listeners.stackable.tech", "listenerclasses"),
             ("get", "listeners.stackable.tech", "listeners"), ("watch", "listeners.stackable.tech", "listeners"),
+            ("list", "listeners.stackable.tech", "listeners"), ("list", "", "pods"),
             ("patch", "listeners.stackable.tech", "listeners"), ("create", "listeners.stackable.tech", "listeners"),
             ("patch", "", "persistentvolumes"),
             ("patch", "", "pods"), ("create", "listeners.stackable.tech", "podlisteners"),

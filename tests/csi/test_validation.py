@@ -47,11 +47,38 @@ def test_bad_port_numbers_are_refused(port: object) -> None:
         check_port_number(port)
 
 
-def test_target_inside_kubelet_dir_resolves(tmp_path: Path) -> None:
+def test_target_in_kubelet_layout_resolves(tmp_path: Path) -> None:
     kubelet = tmp_path / "kubelet"
     (kubelet / "pods").mkdir(parents=True)
-    target = kubelet / "pods" / "uid" / "volumes" / "mount"
-    assert resolve_target_path(str(target), kubelet) == target.resolve()
+    target = kubelet / "pods" / "3f1c-uid" / "volumes" / "kubernetes.io~csi" / "pvc-1" / "mount"
+    resolved = resolve_target_path(str(target), kubelet)
+    assert (resolved.path, resolved.pod_uid, resolved.volume) == (target.resolve(), "3f1c-uid", "pvc-1")
+
+
+@pytest.mark.parametrize("relative", [
+    "pods",  # every Pod's directory
+    "pods/uid",
+    "pods/uid/volumes",
+    "pods/uid/volumes/kubernetes.io~csi/pvc-1",  # kubelet's vol_data.json lives here
+    "pods/uid/volumes/kubernetes.io~configmap/config",  # another volume plugin's data
+    "pods/uid/volumes/kubernetes.io~csi/pvc-1/mount/addresses",
+    "pods/uid/volumes/kubernetes.io~csi/pvc-1/other",
+    "pods/uid/etc-hosts",
+    "plugins/listeners.stackable.tech/mount",
+    "pods/.hidden/volumes/kubernetes.io~csi/pvc-1/mount",
+])
+def test_target_outside_kubelet_csi_layout_is_refused(tmp_path: Path, relative: str) -> None:
+    kubelet = tmp_path / "kubelet"
+    (kubelet / "pods").mkdir(parents=True)
+    with pytest.raises(InvalidVolumeInput, match="not a CSI volume directory in kubelet's layout"):
+        resolve_target_path(str(kubelet / relative), kubelet)
+
+
+def test_huge_target_path_is_not_echoed(tmp_path: Path) -> None:
+    with pytest.raises(InvalidVolumeInput) as caught:
+        resolve_target_path("x" * 1_000_000, tmp_path)
+    assert len(str(caught.value)) < 500
+    assert "1000000 characters" in str(caught.value)
 
 
 @pytest.mark.parametrize("relative", ["../outside", "pods/../../outside", ""])

@@ -333,7 +333,7 @@ async def test_missing_node_is_skipped_and_reported(env: Env) -> None:
     assert await env.wait_for(lambda: _addresses_equal(env, "app", ["192.168.0.1"])) == ["192.168.0.1"]
     ready = await env.ready("app")
     assert ready["status"] == "True" and ready["reason"] == "NodesMissing" and "node-gone" in ready["message"]
-    events = await env.wait_for(lambda: env.events("GetObject"))
+    events = await env.wait_for(lambda: env.events("NodesMissing"))
     assert events[0]["type"] == "Warning" and "node-gone" in events[0]["note"]
     assert events[0]["regarding"]["name"] == "app"
 
@@ -357,6 +357,108 @@ async def test_foreign_service_is_refused(env: Env) -> None:
     # once the foreign Service is gone the Listener takes the name
     await env.api.delete("services", "victim", NS)
     await env.wait_for(lambda: _ready_reason(env, "victim", "AddressesPublished"))
+
+
+# Each way around the class's policy through objectOverrides: (class, override spec, the field it changes).
+BYPASSES = [
+    ("internal", {"type": "LoadBalancer"}, "spec.type"),
+    ("internal", {"externalIPs": ["203.0.113.9"]}, "spec.externalIPs"),
+    ("lb", {"loadBalancerIP": "203.0.113.10"}, "spec.loadBalancerIP"),
+    ("lb", {"loadBalancerSourceRanges": ["0.0.0.0/0"]}, "spec.loadBalancerSourceRanges"),
+    ("lb", {"loadBalancerClass": "example.com/public"}, "spec.loadBalancerClass"),
+    ("lb", {"allocateLoadBalancerNodePorts": False}, "spec.allocateLoadBalancerNodePorts"),
+    ("np", {"externalTrafficPolicy": "Local"}, "spec.externalTrafficPolicy"),
+    ("internal", {"selector": {"app": "anything"}}, "spec.selector"),
+]
+
+
+def _service_override(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS}, "spec": spec}
+
+
+async def test_override_bypasses_are_refused_until_the_class_allows_them(env: Env) -> None:
+    """behaviour.md "Override policy": a Listener may not widen what its class decides through objectOverrides;
+    each refusal is a Warning Event naming the field path and Ready=False; allowed in the class, it applies."""
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.create_class("lb", serviceType="LoadBalancer", loadBalancerClass="example.com/internal")
+    await env.create_class("np", serviceType="NodePort")
+    await env.start_operator(listener_class_preset="none")
+    names = [f"bypass-{index}" for index in range(len(BYPASSES))]
+    for name, (class_name, override, _) in zip(names, BYPASSES, strict=True):
+        await env.create_listener(name, class_name, objectOverrides=[_service_override(name, **override)])
+    for name, (class_name, _, field) in zip(names, BYPASSES, strict=True):
+        path = f"spec.objectOverrides[0].{field}"
+        ready = await env.wait_for(lambda name=name: _ready_reason(env, name, "ServiceOverrideNotAllowed"),  # type: ignore[misc]
+                                   what=name)
+        assert ready["status"] == "False" and ready["message"].startswith(f"{path}: "), ready
+        event = await env.wait_for(lambda name=name: _event_about(env, "ServiceOverrideNotAllowed", name),  # type: ignore[misc]
+                                   what=f"event of {name}")
+        assert event["type"] == "Warning" and event["note"].startswith(f"{path}: "), event
+        assert (event["related"]["kind"], event["related"]["name"]) == ("ListenerClass", class_name)
+        assert await _gone(env, name)  # nothing was applied
+    # The administrator allows every field: the same Listeners now get their overrides.
+    every_field = sorted({field for _, _, field in BYPASSES})
+    for class_name in ("internal", "lb", "np"):
+        await env.update_class_spec(class_name, allowedServiceOverrides=every_field)
+    for name, (_, override, _) in zip(names, BYPASSES, strict=True):
+        service = await env.wait_for(lambda name=name: env.service(name), what=name)  # type: ignore[misc]
+        for key, value in override.items():
+            assert service["spec"][key] == value, (name, service["spec"])
+
+
+async def test_a_refused_override_keeps_the_service_as_last_applied(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("app", "internal")
+    await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
+    before = await env.service("app")
+    listener = await env.listener("app")
+    listener["spec"]["objectOverrides"] = [_service_override("app", externalIPs=["203.0.113.9"])]
+    await env.api.update(LISTENERS, listener)
+    ready = await env.wait_for(lambda: _ready_reason(env, "app", "ServiceOverrideNotAllowed"))
+    assert "spec.objectOverrides[0].spec.externalIPs" in ready["message"]
+    assert "kept as last applied" in ready["message"]
+    after = await env.service("app")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "externalIPs" not in after["spec"]
+    # the published address stays, and the condition says it may be stale
+    assert await env.addresses("app") == ["app.ns.svc.cluster.local"]
+    assert "may be stale" in ready["message"]
+
+
+async def test_a_deleted_class_keeps_the_service_and_says_the_addresses_may_be_stale(env: Env) -> None:
+    """behaviour.md "Ready condition": after its class is deleted the Listener keeps its Service and its addresses
+    (they may still work), Ready=False with a reason that names the problem and a message saying "stale"."""
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("app", "internal")
+    await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
+    service_uid = (await env.service("app"))["metadata"]["uid"]
+    await env.api.delete(CLASSES, "internal")
+    ready = await env.wait_for(lambda: _ready_reason(env, "app", "ListenerClassNotFound"))
+    assert ready["status"] == "False"
+    assert ready["message"].startswith("ListenerClass 'internal' does not exist; the published addresses are kept "
+                                       "from the last successful reconcile and may be stale"), ready["message"]
+    assert await env.addresses("app") == ["app.ns.svc.cluster.local"]
+    assert (await env.service("app"))["metadata"]["uid"] == service_uid
+
+
+async def test_malformed_overrides_get_a_condition_and_an_event(env: Env) -> None:
+    await env.create_class("internal", serviceType="ClusterIP")
+    await env.start_operator(listener_class_preset="none")
+    await env.create_listener("string-metadata", "internal", objectOverrides=[
+        {"apiVersion": "v1", "kind": "Service", "metadata": "string-metadata"}])
+    await env.create_listener("list-spec", "internal", objectOverrides=[
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": NS}},
+        {**_service_override("list-spec"), "spec": ["type", "NodePort"]}])
+    for name, path in (("string-metadata", "spec.objectOverrides[0].metadata"),
+                       ("list-spec", "spec.objectOverrides[1].spec")):
+        ready = await env.wait_for(lambda name=name: _ready_reason(env, name, "InvalidServiceOverrides"),  # type: ignore[misc]
+                                   what=name)
+        assert ready["status"] == "False" and ready["message"].startswith(f"{path} must be a map"), ready
+        event = await env.wait_for(lambda name=name: _event_about(env, "InvalidServiceOverrides", name),  # type: ignore[misc]
+                                   what=f"event of {name}")
+        assert event["note"].startswith(path)
 
 
 async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> None:
@@ -480,7 +582,7 @@ async def test_reconciles_read_only_the_caches(env: Env) -> None:
     node["status"]["addresses"] = [{"type": "InternalIP", "address": "192.168.0.2"}]
     await env.api.update("nodes", node, subresource="status")
     assert await env.wait_for(lambda: _addresses_equal(env, "np", ["192.168.0.2"])) == ["192.168.0.2"]
-    await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "GetObject"))
+    await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "ListenerClassNotFound"))
     await env.create_class("missing", serviceType="ClusterIP")
     await env.wait_for(lambda: _ready_reason(env, "orphaned-class", "AddressesPublished"))
 
@@ -536,7 +638,7 @@ async def test_every_failure_gets_a_warning_event_in_plain_words(env: Env) -> No
                                      "spec": {"className": "internal", "ports": []}}, NS)
     expectations = {
         "NoListenerClass": ("no-class", "Listener has no spec.className", None),
-        "GetObject": ("unknown-class", "ListenerClass 'does-not-exist' does not exist", "ListenerClass"),
+        "ListenerClassNotFound": ("unknown-class", "ListenerClass 'does-not-exist' does not exist", "ListenerClass"),
         "ValidateListenerClassAnnotations": ("annotated", "serviceAnnotations key 'not a key!' is invalid",
                                              "ListenerClass"),
         "NoPorts": ("no-ports", "Listener has no ports", None),
@@ -588,6 +690,10 @@ async def _addresses_equal(env: Env, name: str, expected: list[str]) -> list[str
 async def _ready_reason(env: Env, name: str, reason: str) -> dict[str, Any] | None:
     ready = await env.ready(name)
     return ready if ready.get("reason") == reason else None
+
+
+async def _event_about(env: Env, reason: str, name: str) -> dict[str, Any] | None:
+    return next((e for e in await env.events(reason) if e["regarding"]["name"] == name), None)
 
 
 async def _annotation(env: Env, name: str, key: str) -> str | None:

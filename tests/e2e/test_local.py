@@ -71,12 +71,60 @@ class Background:
         self._file.close()
 
 
-def test_demo_once_shows_listeners_and_a_volume_tree(workdir: Path) -> None:
-    result = subprocess.run(operator_command("demo", "--once", "--state-dir", str(workdir / "s"),
+def deep_state_dir(workdir: Path) -> Path:
+    """A state directory as deep as an ordinary checkout's ``.state/local`` (over 60 characters): Unix socket paths
+    are limited to 107 bytes, so nothing with a socket may live under it."""
+    path = workdir / "home" / "alice" / "src" / "listener-operator-checkout" / ".state" / "local"
+    assert len(str(path)) >= 60
+    return path
+
+
+def assert_clean(state: Path, output: str) -> None:
+    """After a run only its logs remain in the state directory, its run directory is gone, no operator process of
+    it is left, and no traceback was shown."""
+    assert sorted(os.listdir(state)) == ["logs"], os.listdir(state)
+    run_dirs = re.findall(r"/run -> (\S+)\)", output)
+    assert run_dirs, output
+    for run_dir in run_dirs:
+        assert not os.path.exists(run_dir), run_dir
+        assert processes_working_in(run_dir) == [], run_dir
+    assert "Traceback" not in output
+
+
+def processes_working_in(directory: str) -> list[int]:
+    """Processes whose working directory is (or was, before it was removed) inside ``directory``: kubesim starts
+    each operator container in its view there."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd.startswith(directory.rstrip("/") + "/"):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_cleanly(run: Background, sig: signal.Signals, state: Path) -> None:
+    """A signal stops the run as asked (exit code 0, saying so) and leaves the state directory clean."""
+    assert run.stop(sig) == 0, run.output()
+    assert f"Stopping ({sig.name})" in run.output()
+    assert_clean(state, run.output())
+
+
+def test_demo_once_from_a_deep_state_dir_shows_listeners_and_a_volume_tree_and_leaves_it_clean(
+        workdir: Path) -> None:
+    state = deep_state_dir(workdir)
+    result = subprocess.run(operator_command("demo", "--once", "--state-dir", str(state),
                                              "--examples", str(REPO / "examples")),
                             cwd=workdir, capture_output=True, text=True, timeout=240)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
+    assert_clean(state, output)
+    # the volume is shown where a person finds it: through the state directory's run link
+    assert f"{state}/run/cluster/kubelet/" in output, output
     assert "Everything came up, and every published address reached its Pods." in output
     # A real connection to each published address reaches the Pod behind it: each per-replica Listener its own
     # replica, the shared Listener both Deployment replicas, and the Pod-less ClusterIP Listener refuses.
@@ -145,7 +193,7 @@ def test_demo_objects_are_visible_to_kubectl_while_it_runs(workdir: Path) -> Non
 
 
 def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
-    state = workdir / "s"
+    state = deep_state_dir(workdir)
     run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
     try:
         kubeconfig = Path(run.wait_for(r"Ready\. kubeconfig: (\S+)").group(1))
@@ -169,9 +217,54 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
         assert re.search(r"default\s+listener\.listeners\.stackable\.tech/api\s+cluster-internal\s+api\s+"
                          r"api\.default\.svc\.cluster\.local\s+\d+s", table), table
         assert re.search(r"listenerclass\.listeners\.stackable\.tech/external-stable\s+NodePort", table), table
-        code = run.stop(signal.SIGINT)
-        assert code == 0, run.output()
-        assert "Stopping" in run.output()
+        stop_cleanly(run, signal.SIGINT, state)
+    finally:
+        run.kill()
+
+
+def plant_leftovers(state: Path) -> tuple[Path, list[Path]]:
+    """What a run killed with SIGKILL, and an earlier version, left: a lock naming a dead pid, a kubeconfig of a
+    server that is gone, the link to a run directory and that directory, old sockets and Pod directories."""
+    state.mkdir(parents=True)
+    (state / "local-up.lock").write_text("999999999")
+    (state / "kubeconfig").write_text("apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster:\n"
+                                      "    server: https://127.0.0.1:9\n")
+    stale_run = Path(tempfile.mkdtemp(prefix="lo-run-", dir="/tmp"))
+    (stale_run / "csi").mkdir()
+    (stale_run / "csi" / "controller.sock").write_text("")
+    (state / "run").symlink_to(stale_run)
+    legacy = [state / "csi" / "controller.sock",
+              state / "cluster" / "kubelet" / "node-1" / "pods" / "old-pod-uid" / "volumes" / "x"]
+    for path in legacy:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    return stale_run, legacy
+
+
+def test_local_up_clears_what_a_killed_run_left_and_stops_cleanly_on_sigterm(workdir: Path) -> None:
+    state = deep_state_dir(workdir)
+    stale_run, legacy = plant_leftovers(state)
+    run = Background(operator_command("local", "up", "--nodes", "1", "--state-dir", str(state)), workdir)
+    try:
+        run.wait_for(r"Ready\. kubeconfig")
+        assert not stale_run.exists()
+        assert not any(path.exists() for path in legacy)
+        assert (state / "local-up.lock").read_text() == str(run.process.pid)
+        assert os.readlink(state / "run") != str(stale_run)
+        assert "127.0.0.1:9" not in (state / "kubeconfig").read_text()
+        stop_cleanly(run, signal.SIGTERM, state)
+    finally:
+        run.kill()
+        shutil.rmtree(stale_run, ignore_errors=True)
+
+
+def test_local_up_interrupted_while_starting_leaves_a_clean_state_dir(workdir: Path) -> None:
+    state = deep_state_dir(workdir)
+    run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
+    try:
+        run.wait_for(r"kubesim API server at")
+        stop_cleanly(run, signal.SIGINT, state)
+        assert "Ready." not in run.output()
     finally:
         run.kill()
 

@@ -24,6 +24,7 @@ from kubesim.sim import KubeSim
 from listener_operator.constants import DRIVER_NAME
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
+from listener_operator.csi_server.node import NodeService
 from listener_operator.csi_server.server import node_servicers, start_csi_server
 from listener_operator.manifests import csi_driver, storage_class
 from operator_runtime.config import make_api
@@ -47,6 +48,7 @@ class VolumeEnv:
         self._operator_task: asyncio.Task[int] | None = None
         self._stop = asyncio.Event()
         self._node_servers: dict[str, grpc.aio.Server] = {}
+        self._node_services: dict[str, NodeService] = {}
         self._client: Any = None
 
     async def start(self, *, preset: str = "ephemeral-nodes", listener_wait_seconds: float = 2.0) -> None:
@@ -72,7 +74,9 @@ class VolumeEnv:
         path = self.cluster.plugin_socket_path(node, DRIVER_NAME)
         servicers = node_servicers(self._client, node, self.cluster.kubelet_dir(node),
                                    listener_wait_seconds=listener_wait_seconds)
+        assert servicers.node is not None
         self._node_servers[node] = await start_csi_server(f"unix://{path}", servicers)
+        self._node_services[node] = servicers.node
         await self.cluster.register_node_plugin(node, DRIVER_NAME, f"unix://{path}")
 
     async def stop_operator(self) -> None:
@@ -84,6 +88,8 @@ class VolumeEnv:
     async def stop(self) -> None:
         for server in self._node_servers.values():
             await server.stop(None)
+        for service in self._node_services.values():
+            await service.close()
         await self.stop_operator()
         if self._client is not None:
             await self._client.close()

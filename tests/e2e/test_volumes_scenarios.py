@@ -252,3 +252,30 @@ async def test_csi_inline_volume_fails_early_pointing_to_generic_ephemeral(volum
                        what="FailedMount with the hint")
     listeners, _ = await env.api.list(LISTENERS, NS)
     assert listeners == []
+
+
+async def test_a_port_change_reaches_the_files_of_a_mounted_volume(volume_env_factory) -> None:  # noqa: F811
+    """behaviour.md "Volume files stay current": after the Listener's ports change, the running Pod reads the new
+    ports in the volume it mounted (upstream leaves the files as they were at mount)."""
+    env: VolumeEnv = await volume_env_factory(nodes=1)
+    await env.api.create(LISTENERS, {
+        "apiVersion": GV, "kind": "Listener", "metadata": {"name": "shared", "namespace": NS},
+        "spec": {"className": "cluster-internal", "ports": [{"name": "http", "port": 8080}]}}, NS)
+    await env.api.create("pods", pod("web", labels={"app": "web"},
+                                     volumes=[ephemeral_volume(ANNOTATION_LISTENER_NAME, "shared")]), NS)
+    ready = await env.wait_for(lambda: env.ready_pod("web"), what="web Ready")
+    host = "shared.default.svc.cluster.local"
+    assert await env.pod_files(ready) == {"default": host,
+                                          "addresses": {host: {"address": host, "http": "8080"}}}
+    listener = await env.api.get(LISTENERS, "shared", NS)
+    listener["spec"]["ports"] = [{"name": "http", "port": 8081}, {"name": "metrics", "port": 9090}]
+    await env.api.update(LISTENERS, listener)
+    expected = {"default": host, "addresses": {host: {"address": host, "http": "8081", "metrics": "9090"}}}
+    assert await env.wait_for(lambda: _files_equal(env, ready, expected), what="the new ports in the volume")
+    pod_listeners = await env.api.get(POD_LISTENERS, f"pod-{ready['metadata']['uid']}", NS)
+    assert pod_listeners["spec"]["listeners"]["listener"]["ingressAddresses"][0]["ports"] == {
+        "http": 8081, "metrics": 9090}
+
+
+async def _files_equal(env: VolumeEnv, pod_obj: dict[str, Any], expected: dict[str, Any]) -> bool:
+    return await env.pod_files(pod_obj) == expected

@@ -44,7 +44,7 @@ def structural_violations(node: dict[str, Any], path: str = "") -> list[str]:
         if not path.endswith(".metadata"):
             problems.append(f"{path}: object without properties, additionalProperties or preserve-unknown-fields")
     if node.get("x-kubernetes-list-type") == "map":
-        required = set(node["items"].get("required", []))
+        required = set((node.get("items") or {}).get("required", []))
         for key in node.get("x-kubernetes-list-map-keys", []):
             if key not in required:
                 problems.append(f"{path}: list-map key {key} not required")

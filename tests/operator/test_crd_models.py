@@ -56,6 +56,7 @@ def test_listener_class_round_trip() -> None:
         "preferredAddressType": "IP",
         "pinnedNodePorts": True,
         "serviceOverrides": {"spec": {"sessionAffinity": "ClientIP"}},
+        "allowedServiceOverrides": ["spec.externalIPs", "spec.selector"],
     }
     spec = ListenerClassSpec.model_validate(document)
     assert spec.service_external_traffic_policy is ExternalTrafficPolicy.LOCAL

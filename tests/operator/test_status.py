@@ -122,7 +122,9 @@ def test_a_failure_keeps_the_published_addresses() -> None:
         "serviceName": "web", "ingressAddresses": [ADDRESS], "nodePorts": {"http": 30080}}
     condition = ready(result)
     assert condition == {"type": "Ready", "status": "False", "reason": "ApplyService",
-                         "message": "the API server rejected Service ns/web: nope",
+                         "message": "the API server rejected Service ns/web: nope; the published addresses are kept "
+                                    "from the last successful reconcile and may be stale (the Service stays as it "
+                                    "was last applied)",
                          "lastTransitionTime": "2026-11-24T00:00:00Z", "observedGeneration": 4}
     assert result["observedGeneration"] == 4
 
@@ -131,6 +133,14 @@ def test_a_failure_on_a_new_listener_has_no_address_fields() -> None:
     result = failure_status("NoListenerClass", "Listener has no spec.className", generation=1, previous={},
                             now=NOW)
     assert set(result) == {"conditions", "observedGeneration"}
+    assert ready(result)["message"] == "Listener has no spec.className"  # nothing published, nothing stale
+
+
+def test_a_huge_failure_message_keeps_the_stale_note_within_the_limit() -> None:
+    result = failure_status("InvalidListener", "x" * 40_000, generation=1, previous={"ingressAddresses": [ADDRESS]},
+                            now=NOW)
+    message = ready(result)["message"]
+    assert len(message) == 32768 and message.endswith("may be stale (the Service stays as it was last applied)")
 
 
 def test_is_ready() -> None:

@@ -152,7 +152,7 @@ class Cluster:
         for resource in WATCHED:
             self.ctx.informers[resource] = Informer(self.ctx.api, resource)
         self.scheduler = Scheduler(self.ctx)
-        self.provisioner = Provisioner(self.ctx)
+        self.provisioner = Provisioner(self.ctx, on_failure=self.scheduler.claim_failed)
         self.proxy = KubeProxy(self.ctx)
         self._controllers = [
             self.scheduler,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.errors import ApiError
+from kubesim.version import GIT_VERSION
 
 from .apitypes import Api
 from .objects import now, set_condition
 
-KUBELET_VERSION = "v1.37.1-kubesim"
+KUBELET_VERSION = GIT_VERSION  # the API server's version too
 
 
 def node_addresses(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,10 @@ ACCESS_MODES_SINGLE_NODE_MULTI_WRITER = {
 }
 
 
+
+#: Told of a failed CreateVolume: the claim and the error text (``rpc error: code = ... desc = ...``).
+ProvisioningFailureHandler = Callable[[Obj, str], Awaitable[None]]
+
 class ParameterError(ValueError):
     """The StorageClass has a parameter in the reserved ``csi.storage.k8s.io/`` namespace the sidecar does not know."""
 
@@ -109,8 +114,11 @@ def volume_capabilities(
 
 
 class Provisioner:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, *, on_failure: ProvisioningFailureHandler | None = None) -> None:
+        """``on_failure(pvc, text)`` hears of every failed CreateVolume of a claim a node was selected for (the
+        scheduler tells the Pods waiting for it)."""
         self.ctx = ctx
+        self.on_failure = on_failure
         self.plugins: dict[str, ControllerPlugin] = {}
         self.events = EventRecorder(ctx.api, "external-provisioner")
         self.claims: Reconciler[Key] = Reconciler(
@@ -276,6 +284,8 @@ class Provisioner:
                 "ProvisioningFailed",
                 f'failed to provision volume with StorageClass "{name_of(storage_class)}": {text}',
             )
+            if selected_node and self.on_failure is not None:
+                await self.on_failure(pvc, text)
             raise Retry(text) from None
         pv = self._volume_object(pvc, storage_class, plugin, pv_name, response.volume)
         try:

@@ -212,14 +212,28 @@ class Scheduler:
             pod, "Pod", "v1", "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"
         )
 
-    async def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+    async def claim_failed(self, pvc: Obj, text: str) -> None:
+        """The external-provisioner could not provision ``pvc`` for the node this scheduler chose. As
+        kube-scheduler's VolumeBinding PreBind reports it, the Pods waiting for the claim say so (PodScheduled=False
+        and a FailedScheduling Event), with the provisioner's error, instead of an older message (such as the wait for
+        the ephemeral volume controller) that no longer applies."""
+        namespace, claim = pvc["metadata"].get("namespace", ""), name_of(pvc)
+        message = (f'running PreBind plugin "VolumeBinding": binding volumes: provisioning failed for PVC "{claim}": '
+                   f"{text}")
+        for pod in self.ctx.informer(PODS).items():
+            if pod["metadata"].get("namespace", "") != namespace or pod.get("spec", {}).get("nodeName"):
+                continue
+            if any(name == claim for _volume, name, _ephemeral in claim_names(pod)):
+                await self._mark_unschedulable(pod, message, reason="SchedulerError")
+
+    async def _mark_unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
         current = condition(pod, "PodScheduled")
         if not (current and current.get("status") == "False" and current.get("message") == message):
             conditions = set_condition(
                 list(pod.get("status", {}).get("conditions") or []),
                 "PodScheduled",
                 "False",
-                "Unschedulable",
+                reason,
                 message,
             )
             if without_times(conditions) != without_times(pod.get("status", {}).get("conditions") or []):

@@ -1,5 +1,6 @@
 """Discovery as clients read it before anything else: ``/version``, the root path list, ``/api`` (APIVersions),
-``/apis`` (APIGroupList), each group and group-version's resource list, and the ``/openapi/v3`` documents."""
+``/apis`` (APIGroupList), each group and group-version's resource list, the ``/openapi/v3`` documents and the
+(empty) ``/openapi/v2`` document."""
 
 from __future__ import annotations
 
@@ -7,22 +8,22 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim import errors, openapi
+from kubesim import errors, openapi, version
 from kubesim.resources import Registry
 from kubesim.server.wire import json_response
 
 VERSION_INFO = {
-    "major": "1",
-    "minor": "33",
-    "gitVersion": "v1.33.0-kubesim",
+    "major": str(version.MAJOR),
+    "minor": str(version.MINOR),
+    "gitVersion": version.GIT_VERSION,
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.24.0",
+    "goVersion": "go1.25.0",
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-ROOT_PATHS = {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/openapi/v3", "/readyz", "/version"]}
+ROOT_PATHS = {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]}
 
 
 def get_only(request: web.Request, body: dict[str, Any]) -> web.Response:
@@ -72,6 +73,11 @@ def openapi_document(registry: Registry, request: web.Request, parts: list[str])
     """``/openapi/v3`` (the root) or ``/openapi/v3/<api|apis/group>/<version>``."""
     if request.method != "GET":
         raise errors.method_not_allowed()
+    if parts == ["v2"]:
+        accept = request.headers.get("Accept", "")
+        if any(media_type in accept for media_type in openapi.OPENAPI_V2_PROTOBUF_ACCEPTED):
+            return web.Response(body=openapi.openapi_v2_protobuf(), content_type=openapi.OPENAPI_V2_PROTOBUF)
+        return json_response(openapi.openapi_v2_json())
     if not parts or parts[0] != "v3":
         raise errors.no_such_resource()
     if len(parts) == 1:

@@ -94,17 +94,20 @@ def selectors(q: Any) -> tuple[LabelSelector | None, FieldSelector | None]:
 
 
 async def json_body(request: web.Request) -> Any:
-    if request.content_type == "application/vnd.kubernetes.protobuf":
+    # No Content-Type at all (``kubectl create --raw -f`` sends none) means JSON, the apiserver's first
+    # supported media type; aiohttp reports a missing header as application/octet-stream.
+    content_type = request.content_type if "Content-Type" in request.headers else "application/json"
+    if content_type == "application/vnd.kubernetes.protobuf":
         return protobuf.decode(await request.read())
-    if request.content_type not in (
+    if content_type not in (
         "application/json",
         "application/yaml",
         "application/apply-patch+yaml",
         "",
     ):
-        raise errors.unsupported_media_type(request.content_type)
+        raise errors.unsupported_media_type(content_type)
     raw = await request.read()
-    return bodies.decode(raw, yaml_allowed=request.content_type != "application/json")
+    return bodies.decode(raw, yaml_allowed=content_type != "application/json")
 
 
 def patch_body(raw: bytes, patch_type: str) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from kubesim import errors
@@ -44,17 +44,15 @@ def _content(obj: Obj) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
 
 
-def check_kind(rt: ResourceType, obj: Obj) -> None:
-    """400 BadRequest when the body names another kind or API group than the URL."""
+def check_kind(rt: ResourceType, obj: Obj, accepted_api_versions: Collection[str]) -> None:
+    """400 BadRequest when the body names another kind than the URL, or an ``apiVersion`` the resource is not
+    served in (another group, or a version of the group the server does not serve, as the apiserver's decoder
+    refuses it)."""
     kind = obj.get("kind")
     if kind and kind != rt.kind:
         raise errors.bad_request(f"the kind of the object ({kind}) does not match the resource ({rt.kind})")
     api_version = obj.get("apiVersion")
-    if (
-        api_version
-        and api_version.split("/")[0] != rt.api_version.split("/")[0]
-        and "/" in rt.api_version
-    ):
+    if api_version and api_version not in accepted_api_versions:
         raise errors.bad_request(
             f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"
         )

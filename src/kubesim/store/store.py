@@ -147,7 +147,7 @@ class Store:
             return views.to_view(rt, made)
         obj = json_clone(obj)
         meta = metadata.ensure_metadata(obj)
-        metadata.check_kind(rt, obj)
+        metadata.check_kind(rt, obj, self.registry.accepted_api_versions(rt))
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         ns = self.namespaces.resolve(rt, ns, meta)
@@ -223,7 +223,7 @@ class Store:
             raise errors.not_found(rt.plural, rt.group, name)
         new = obj if owned else json_clone(obj)
         meta = metadata.ensure_metadata(new)
-        metadata.check_kind(rt, new)
+        metadata.check_kind(rt, new, self.registry.accepted_api_versions(rt))
         old_meta = old["metadata"]
         check_update_target(rt, name, ns, meta, old_meta, check_rv=check_rv, require_rv=require_rv)
         new["apiVersion"] = rt.api_version

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from listener_operator.constants import API_GROUP, API_VERSION
 from listener_operator.crd.models import ListenerClassSpec, ListenerSpec, ListenerStatus, PodListenersSpec
+from listener_operator.names import DNS1035_LABEL_PATTERN, LABEL_MAX
 
 _NULL = {"type": "null"}
 
@@ -77,18 +78,30 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def _object_schema(description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _object_schema(description: str, properties: dict[str, Any], required: list[str],
+                   name: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The root schema; ``name`` restricts ``metadata.name`` (the only part of metadata a CRD may restrict, with
+    ``generateName``)."""
+    metadata: dict[str, Any] = {"type": "object"}
+    if name is not None:
+        metadata["properties"] = {"name": {"type": "string", **name}}
     return {
         "description": description,
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string", "description": "The versioned schema of this object."},
             "kind": {"type": "string", "description": "The REST resource this object represents."},
-            "metadata": {"type": "object"},
+            "metadata": metadata,
             **properties,
         },
         "required": required,
     }
+
+
+#: A Listener's name names its Service and is a label value: a DNS-1035 label (behaviour.md "Admission").
+_SERVICE_NAME = {"maxLength": LABEL_MAX, "pattern": DNS1035_LABEL_PATTERN,
+                 "description": "The Listener's name, which its Service takes: lowercase letters, digits and '-', "
+                                "starting with a letter, at most 63 characters."}
 
 
 _AGE_COLUMN = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -143,7 +156,8 @@ def listener_crd() -> dict[str, Any]:
         kind="Listener", plural="listeners", singular="listener", scope="Namespaced", status=True,
         schema=_object_schema(
             "Exposes the Pods that mount a listener volume bound to it, through a Service shaped by a ListenerClass.",
-            {"spec": structural_schema(ListenerSpec), "status": _listener_status_schema()}, ["spec"]),
+            {"spec": structural_schema(ListenerSpec), "status": _listener_status_schema()}, ["spec"],
+            name=_SERVICE_NAME),
         columns=[
             {"name": "Class", "type": "string", "jsonPath": ".spec.className"},
             {"name": "Service", "type": "string", "jsonPath": ".status.serviceName"},

@@ -19,7 +19,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from listener_operator.names import DNS1123_LABEL_PATTERN, LABEL_MAX
+
+#: Service port protocols. A pattern rather than an enum: the field is nullable, and a null must stay accepted.
+PROTOCOL_PATTERN = "^(TCP|UDP|SCTP)$"
+
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1), WithJsonSchema({"type": "integer", "format": "int32"})]
+#: A Kubernetes object of any kind, checked where it is used (a malformed one gets a condition naming its path).
+_AnyObject = Annotated[Any, WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True})]
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1), WithJsonSchema({"type": "integer", "format": "int64"})]
 
 
@@ -60,6 +67,20 @@ class ExternalTrafficPolicy(StrEnum):
 
     CLUSTER = "Cluster"
     LOCAL = "Local"
+
+
+class ServiceOverrideField(StrEnum):
+    """A Service field the ListenerClass decides; a Listener's objectOverrides may change it only when the class
+    allows it."""
+
+    TYPE = "spec.type"
+    EXTERNAL_IPS = "spec.externalIPs"
+    LOAD_BALANCER_IP = "spec.loadBalancerIP"
+    LOAD_BALANCER_SOURCE_RANGES = "spec.loadBalancerSourceRanges"
+    LOAD_BALANCER_CLASS = "spec.loadBalancerClass"
+    ALLOCATE_LOAD_BALANCER_NODE_PORTS = "spec.allocateLoadBalancerNodePorts"
+    EXTERNAL_TRAFFIC_POLICY = "spec.externalTrafficPolicy"
+    SELECTOR = "spec.selector"
 
 
 class PodListenerScope(StrEnum):
@@ -104,17 +125,28 @@ class ListenerClassSpec(_Model):
     """A partial Service deep-merged over the generated Service (after serviceAnnotations, before the Listener's
     objectOverrides). Maps merge per key, list-maps such as ports merge by key, other values are replaced."""
 
+    allowed_service_overrides: Annotated[
+        list[ServiceOverrideField], Field(json_schema_extra={"x-kubernetes-list-type": "set"})] = []
+    """Service fields this class decides that the objectOverrides of its Listeners may change all the same. By
+    default (empty) a Listener that overrides spec.type, spec.externalIPs, spec.loadBalancerIP,
+    spec.loadBalancerSourceRanges, spec.loadBalancerClass, spec.allocateLoadBalancerNodePorts or
+    spec.externalTrafficPolicy, or removes the mount label from spec.selector, is refused (Ready=False, reason
+    ServiceOverrideNotAllowed). Not part of the upstream API."""
+
 
 class ListenerPort(_Model):
     """A port exposed by a Listener."""
 
-    name: str
-    """The port name; unique within the Listener. Published addresses key their ports by this name."""
+    # The schema refuses at admission what no Service accepts (behaviour.md "Admission"); pydantic does not enforce
+    # it, so that objects stored before keep getting the controller's specific reasons (InvalidPort, DuplicatePort).
+    name: Annotated[str, Field(json_schema_extra={"pattern": DNS1123_LABEL_PATTERN, "maxLength": LABEL_MAX})]
+    """The port name; unique within the Listener. Published addresses key their ports by this name. A Service port
+    name: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters."""
 
-    port: Int32
-    """The port number exposed by the Service. Pods must listen on the same number."""
+    port: Annotated[Int32, Field(json_schema_extra={"minimum": 1, "maximum": 65535})]
+    """The port number exposed by the Service (1-65535). Pods must listen on the same number."""
 
-    protocol: str | None = None
+    protocol: Annotated[str | None, Field(json_schema_extra={"pattern": PROTOCOL_PATTERN})] = None
     """TCP, UDP or SCTP; Kubernetes defaults to TCP."""
 
 
@@ -141,14 +173,15 @@ class ListenerSpec(_Model):
     extra_pod_selector_labels: dict[str, str] = {}
     """Extra labels that Pods must carry to be selected. Pods must still mount a volume bound to this Listener."""
 
-    ports: list[ListenerPort] | None = None
-    """The ports to expose."""
+    ports: Annotated[list[ListenerPort] | None, Field(json_schema_extra={
+        "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]})] = None
+    """The ports to expose; each name at most once."""
 
     publish_not_ready_addresses: bool | None = True
     """Whether Pods that are not ready still receive traffic (Service.spec.publishNotReadyAddresses). Unset or null
     means true."""
 
-    object_overrides: list[dict[str, Any]] = []
+    object_overrides: list[_AnyObject] = []
     """Kubernetes objects deep-merged into the generated objects with the same apiVersion, kind, name and namespace
     (the namespace must be written out). Applied last."""
 

@@ -40,6 +40,7 @@ __all__ = [
     "PodReplaced",
     "PvWithoutClaim",
     "UnsupportedVolume",
+    "UnusableListenerName",
     "VolumeWriteFailed",
     "csi_rpc",
     "error_chain",
@@ -82,6 +83,11 @@ class InvalidInput(CsiError):
 
 class InvalidSelector(CsiError):
     """Neither or both of the listener selector annotations are set."""
+
+
+class UnusableListenerName(CsiError):
+    """The volume's Listener name (the ``listener-name`` annotation, or the claim's name for a ``listener-class``
+    volume) cannot name a Service or be a label value: no retry can fix it, the claim must change."""
 
 
 # -- the objects the volume depends on ----------------------------------------------------------------------------
@@ -162,6 +168,7 @@ CSI_FAILURES: Mapping[type[CsiError], CsiFailure] = {
     UnsupportedVolume: _INVALID_ARGUMENT,
     InvalidInput: _INVALID_ARGUMENT,
     InvalidSelector: _INVALID_ARGUMENT,
+    UnusableListenerName: _INVALID_ARGUMENT,
     ClaimListenerWithoutClass: _INVALID_ARGUMENT,
     ListenerWithoutClass: _FAILED_PRECONDITION,
     NoPodVolume: _FAILED_PRECONDITION,

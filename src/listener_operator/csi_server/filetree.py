@@ -42,12 +42,13 @@ from listener_operator.csi_server.validation import (
     check_port_number,
 )
 
-__all__ = ["PublishedAddress", "published_addresses", "remove_tree", "write_address_tree"]
+__all__ = ["DATA_LINK", "VERSION_PREFIX", "PublishedAddress", "published_addresses", "remove_tree",
+           "write_address_tree"]
 
 DATA_LINK = "..data"
 ADDRESSES = "addresses"
 DEFAULT_ADDRESS = "default-address"
-_VERSION_PREFIX = "..v-"
+VERSION_PREFIX = "..v-"
 _HIDDEN_PREFIX = ".."
 
 
@@ -70,7 +71,7 @@ def published_addresses(ingress_addresses: Iterable[Mapping[str, object]]) -> li
         address = check_address(entry.get("address"))
         ports = entry.get("ports") or {}
         if not isinstance(ports, Mapping):
-            raise InvalidVolumeInput(f"ports of address {address!r} are not a map of port name to number")
+            raise InvalidVolumeInput(f"ports of address {address} are not a map of port name to number")
         target = merged.setdefault(address, {})
         for name, number in ports.items():
             target[check_port_name(name)] = check_port_number(number)
@@ -179,7 +180,7 @@ def write_address_tree(target: Path, addresses: Sequence[PublishedAddress]) -> b
     os.makedirs(target, mode=0o755, exist_ok=True)
     dir_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        version = f"{_VERSION_PREFIX}{_digest(addresses)}"
+        version = f"{VERSION_PREFIX}{_digest(addresses)}"
         changed = False
         if not (_readlink(DATA_LINK, dir_fd) == version and _is_dir(version, dir_fd)):
             building = _build_version(dir_fd, addresses)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from listener_operator.addresses import (
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,
+    DRIVER_NAME,
     FIELD_MANAGER_VOLUME,
     PV_LABEL_LISTENER_NAME,
     PV_LABEL_LISTENER_NAMESPACE,
@@ -66,21 +68,28 @@ from listener_operator.csi_server.errors import (
     PodReplaced,
     PvWithoutClaim,
     UnsupportedVolume,
+    UnusableListenerName,
     VolumeWriteFailed,
     csi_rpc,
     error_chain,
     get_optional,
     get_required,
 )
-from listener_operator.csi_server.filetree import published_addresses, remove_tree, write_address_tree
+from listener_operator.csi_server.filetree import (
+    DATA_LINK,
+    VERSION_PREFIX,
+    published_addresses,
+    remove_tree,
+    write_address_tree,
+)
+from listener_operator.csi_server.mounted import MountedVolume, MountedVolumes, trimmed_pod
 from listener_operator.csi_server.objects import (
     per_volume_listener,
     pod_listeners_entry,
-    pod_uid_from_target,
     pod_volume_for_claim,
 )
-from listener_operator.csi_server.reporting import EventPublisher, publish_warning
-from listener_operator.csi_server.validation import InvalidVolumeInput, resolve_target_path
+from listener_operator.csi_server.reporting import EventPublisher, publish_event, publish_warning
+from listener_operator.csi_server.validation import InvalidVolumeInput, VolumeTarget, resolve_target_path
 from listener_operator.csi_server.volume_context import (
     CONTEXT_EPHEMERAL,
     CONTEXT_POD_NAME,
@@ -92,11 +101,13 @@ from listener_operator.csi_server.volume_context import (
     required_object,
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
+from listener_operator.messages import brief, cut
+from listener_operator.names import service_name_problem
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
 from operator_runtime.kinds import NODE, POD, PV, PVC
-from operator_runtime.objects import JsonDict, mapping, meta, object_reference
+from operator_runtime.objects import JsonDict, items, mapping, meta, object_reference
 
 __all__ = ["DEFAULT_LISTENER_WAIT_SECONDS", "NodeService"]
 
@@ -115,7 +126,7 @@ class _Publish:
     """The validated input of one NodePublishVolume call."""
 
     volume_id: str
-    target: Path
+    target: VolumeTarget
     pod_namespace: str
     pod_name: str
     pod_uid: str | None
@@ -131,6 +142,29 @@ class _Publish:
 
 def _listener_id(listener: JsonDict) -> str:
     return f"Listener {meta(listener).namespace}/{meta(listener).name}"
+
+
+def _published_targets(kubelet_dir: Path) -> list[VolumeTarget]:
+    """The volumes under ``kubelet_dir`` that hold a tree this driver wrote (a ``..data`` link to a version)."""
+    found: list[VolumeTarget] = []
+    for mount in sorted(Path(kubelet_dir).glob("pods/*/volumes/kubernetes.io~csi/*/mount")):
+        try:
+            if not os.readlink(mount / DATA_LINK).startswith(VERSION_PREFIX):
+                continue
+            found.append(resolve_target_path(str(mount), kubelet_dir))
+        except (OSError, InvalidVolumeInput):
+            continue
+    return found
+
+
+def _why_no_addresses(listener: JsonDict) -> str:
+    """The Listener's own account of why it has no addresses: its Ready condition, when the controller wrote one."""
+    ready = next((c for c in items(listener, "status", "conditions")
+                  if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    if ready is None:
+        return "the Listener controller has not reported on it yet"
+    return (f"the Listener is Ready={ready.get('status', 'Unknown')}, reason {ready.get('reason') or 'unknown'}: "
+            f"{cut(str(ready.get('message') or ''), 500)}")
 
 
 def _class_name(listener: JsonDict) -> str:
@@ -153,6 +187,52 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         self._events = events
         self._listener_wait = listener_wait_seconds
         self._mounts_waiting = mounts_waiting
+        self._mounted = MountedVolumes(api, self._refresh_volume)
+
+    @property
+    def mounted(self) -> MountedVolumes:
+        """The volumes this service published and keeps current."""
+        return self._mounted
+
+    async def close(self) -> None:
+        """Stop keeping volumes current (their files stay); call when the server stops."""
+        await self._mounted.close()
+
+    async def start(self) -> None:
+        """Keep the volumes published before this process started current too: they are found on disk (our trees
+        in kubelet's layout), matched to the Pods of this node (one LIST) and their PVs, and refreshed once their
+        Listener's watch has listed it. A volume that cannot be matched is left alone (logged)."""
+        targets = await asyncio.to_thread(_published_targets, self._kubelet_dir)
+        if not targets:
+            return
+        pods, _ = await self._api.list(POD, field_selector=f"spec.nodeName={self._node_name}")
+        by_uid = {meta(pod).uid: pod for pod in pods}
+        for target in targets:
+            try:
+                volume = await self._rediscover(target, by_uid.get(target.pod_uid))
+            except (CsiError, KubeError) as error:
+                log.warning("not keeping listener volume %s current: %s", target.path, error_chain(error))
+                continue
+            if volume is not None:
+                async with self._mounted.lock(target):
+                    self._mounted.track(volume)
+        log.info("keeping %d listener volume(s) published earlier current", len(self._mounted))
+
+    async def _rediscover(self, target: VolumeTarget, pod: JsonDict | None) -> MountedVolume | None:
+        if pod is None:
+            return None  # the Pod is gone: kubelet unpublishes the volume
+        pv = await get_required(f"PersistentVolume {target.volume}", self._api.get(PV, target.volume))
+        csi = mapping(pv, "spec", "csi")
+        claim = mapping(pv, "spec", "claimRef")
+        if csi.get("driver") != DRIVER_NAME or not claim.get("name"):
+            return None
+        selector = decode_selector(mapping(csi, "volumeAttributes"), f"volume {target.volume}")
+        claim_name = check_object_name("PersistentVolumeClaim", str(claim["name"]), f"PersistentVolume {target.volume}")
+        volume_name = pod_volume_for_claim(pod, claim_name)
+        if volume_name is None:
+            return None
+        listener = selector.value if selector.mode == "name" else claim_name
+        return MountedVolume(target, meta(pod).namespace, listener, trimmed_pod(pod), volume_name)
 
     # -- trivial RPCs -------------------------------------------------------------------------------------------
 
@@ -206,10 +286,13 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             hint="is the CSIDriver registered with podInfoOnMount: true?")
         check_object_name("PersistentVolume", request.volume_id, "volume_id")
         selector = decode_selector(context, f"volume {request.volume_id}")
-        return _Publish(request.volume_id, target, pod_namespace, pod_name, context.get(CONTEXT_POD_UID) or None,
-                        selector)
+        pod_uid = context.get(CONTEXT_POD_UID) or None
+        if pod_uid is not None and pod_uid != target.pod_uid:
+            raise InvalidInput(f"target_path {brief(request.target_path, 300)} is not in the directory of Pod uid "
+                               f"{brief(pod_uid)} that the volume context names")
+        return _Publish(request.volume_id, target, pod_namespace, pod_name, pod_uid, selector)
 
-    def _resolve_target(self, target_path: str) -> Path:
+    def _resolve_target(self, target_path: str) -> VolumeTarget:
         try:
             return resolve_target_path(target_path, self._kubelet_dir)
         except InvalidVolumeInput as error:
@@ -223,6 +306,7 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         check_object_name("PersistentVolumeClaim", str(claim_name), f"PersistentVolume {p.volume_id} spec.claimRef")
         pvc = await get_required(f"PersistentVolumeClaim {p.pod_namespace}/{claim_name}",
                                  self._api.get(PVC, claim_name, p.pod_namespace))
+        await self._check_listener_name(p, pvc)
         pod = await get_required(f"Pod {p.pod_namespace}/{p.pod_name}",
                                  self._api.get(POD, p.pod_name, p.pod_namespace))
         if p.pod_uid and meta(pod).uid != p.pod_uid:
@@ -242,20 +326,71 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         listener, addresses = await self._addresses_or_wait(p, listener, pod)
         if not addresses:
             raise NoAddressesYet(f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
-                                 f"(waited {self._listener_wait:g}s; a LoadBalancer may not have an address yet)")
+                                 f"(waited {self._listener_wait:g}s): {_why_no_addresses(listener)}")
+        volume = MountedVolume(p.target, p.pod_namespace, listener_name, trimmed_pod(pod), volume_name,
+                               status=dict(mapping(listener, "status")))
+        async with self._mounted.lock(p.target):
+            await self._write_volume(volume, listener, addresses)
+            self._mounted.track(volume)
+
+    async def _write_volume(self, volume: MountedVolume, listener: JsonDict, addresses: list[JsonDict]) -> None:
+        """Validate ``addresses``, then write the Pod's PodListeners entry and the volume's files (each only when it
+        changes); the caller holds the target's lock."""
         try:
             validated = published_addresses(addresses)
         except InvalidVolumeInput as error:
-            raise InvalidInput(f"Listener {p.pod_namespace}/{listener_name} status cannot be written into the "
-                               "volume") from error
-        await self._upsert_pod_listeners(pod, volume_name,
+            raise InvalidInput(f"Listener {volume.listener_key} status cannot be written into the volume") from error
+        await self._upsert_pod_listeners(volume.pod, volume.volume_name,
                                          {"scope": pod_listener_scope(listener), "ingressAddresses": addresses})
+        target = volume.target.path
         try:
-            await asyncio.to_thread(write_address_tree, p.target, validated)
+            await asyncio.to_thread(write_address_tree, target, validated)
         except InvalidVolumeInput as error:
             raise InvalidInput("refusing to write the volume") from error
         except OSError as error:
-            raise VolumeWriteFailed(f"failed to write the address files into {p.target}") from error
+            raise VolumeWriteFailed(f"failed to write the address files into {target}") from error
+
+    async def _refresh_volume(self, volume: MountedVolume, listener: JsonDict) -> None:
+        """Rewrite a mounted volume after its Listener's status changed (behaviour.md "Volume files stay current").
+        A Listener that has no address for this Pod now leaves the files as they were; a status that cannot be
+        written is reported on the Pod."""
+        addresses = await self._address_computer(volume.pod)(listener)
+        if not addresses:
+            log.info("Listener %s has no address for volume %s now; its files stay as they are",
+                     volume.listener_key, volume.key)
+            return
+        try:
+            await self._write_volume(volume, listener, addresses)
+        except CsiError as error:
+            if error.user_error:
+                pod_meta = meta(volume.pod)
+                await publish_warning(
+                    self._events, {"apiVersion": "v1", "kind": "Pod", "name": pod_meta.name,
+                                   "namespace": pod_meta.namespace, "uid": pod_meta.uid},
+                    reason="ListenerVolumeNotUpdated", action="UpdateVolume",
+                    note=f"volume {volume.volume_name} keeps its files: {error_chain(error)}",
+                    related=object_reference(listener))
+            raise
+        log.info("updated listener volume %s of Pod %s/%s from Listener %s", volume.volume_name,
+                 meta(volume.pod).namespace, meta(volume.pod).name, volume.listener_key)
+
+    async def _check_listener_name(self, p: _Publish, pvc: JsonDict) -> None:
+        """The Listener's name becomes a Service name and the value of the PV and Pod labels: a name that cannot be
+        one is refused before anything is written, for good (INVALID_ARGUMENT), with an Event on the claim, where
+        it has to be fixed (behaviour.md "Publishing")."""
+        if p.selector.mode == "name":
+            name, source = p.selector.value, f"annotation {ANNOTATION_LISTENER_NAME}"
+        else:
+            name, source = meta(pvc).name, "claim's name (a listener-class volume's Listener is named after its claim)"
+        problem = service_name_problem(name)
+        if problem is None:
+            return
+        error = UnusableListenerName(
+            f"the Listener name from the {source} cannot be used: {problem}, because it names the Listener's Service "
+            "and labels the PersistentVolume and the Pod")
+        await publish_warning(self._events, object_reference(pvc), reason="InvalidListenerVolume",
+                              note=error_chain(error), action="PublishVolume", related=p.pod_reference)
+        raise error
 
     async def _report_changed_selector(self, p: _Publish, pvc: JsonDict) -> None:
         """The selector is fixed in the PV at provisioning (behaviour.md "Provisioning"): if the PVC's annotations say something
@@ -329,14 +464,15 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if self._listener_wait <= 0:
             return listener, addresses
         listener_reference = object_reference(listener)
-        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener).
-        await publish_warning(self._events, p.pod_reference, reason="ListenerNotReady",
-                              note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
-                                   "volume can be published", action="PublishVolume", related=listener_reference)
-        await publish_warning(self._events, listener_reference, reason="MountWaiting",
-                              note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
-                                   "this Listener has an address in its status", action="PublishVolume",
-                              related=p.pod_reference)
+        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener). Normal: during a
+        # Pod's start-up a new Listener has no address for a moment; the failure after the wait is the Warning.
+        await publish_event(self._events, p.pod_reference, type="Normal", reason="ListenerNotReady",
+                            note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
+                                 "volume can be published", action="PublishVolume", related=listener_reference)
+        await publish_event(self._events, listener_reference, type="Normal", reason="MountWaiting",
+                            note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
+                                 "this Listener has an address in its status", action="PublishVolume",
+                            related=p.pod_reference)
         waiting: contextlib.AbstractContextManager[Any] = (
             self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
         try:
@@ -443,18 +579,19 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not request.target_path:
             raise MissingArgument("target_path is required")
         target = self._resolve_target(request.target_path)
-        try:
-            await asyncio.to_thread(remove_tree, target)
-        except OSError as error:
-            raise VolumeWriteFailed(f"failed to remove {target}") from error
-        pod_uid = pod_uid_from_target(target, self._kubelet_dir)
-        if pod_uid is not None:
+        check_object_name("PersistentVolume", request.volume_id, "volume_id")
+        async with self._mounted.lock(target):
             try:
-                await self._forget_pod_listener(request.volume_id, pod_uid)
-            except KubeError as error:
-                # Best effort: the entry disappears with the Pod anyway; failing would only delay Pod teardown.
-                log.warning("could not remove the PodListeners entry of volume %s (Pod uid %s): %s",
-                            request.volume_id, pod_uid, error_chain(error))
+                await asyncio.to_thread(remove_tree, target.path)
+            except OSError as error:
+                raise VolumeWriteFailed(f"failed to remove {target.path}") from error
+            self._mounted.forget(target)
+        try:
+            await self._forget_pod_listener(request.volume_id, target.pod_uid)
+        except KubeError as error:
+            # Best effort: the entry disappears with the Pod anyway; failing would only delay Pod teardown.
+            log.warning("could not remove the PodListeners entry of volume %s (Pod uid %s): %s",
+                        request.volume_id, target.pod_uid, error_chain(error))
         return csi_pb2.NodeUnpublishVolumeResponse()
 
     async def _forget_pod_listener(self, volume_id: str, pod_uid: str) -> None:

@@ -78,6 +78,7 @@ async def run(args: argparse.Namespace) -> int:
     readiness = NodeReadiness(api, args.node_name, socket_path)
     health = HealthServer(registry, ready=readiness.check, not_ready_detail=lambda: readiness.detail)
     server = None
+    servicers = None
     try:
         host, port = args.http_address
         try:
@@ -90,6 +91,12 @@ async def run(args: argparse.Namespace) -> int:
                                    listener_wait_seconds=args.listener_wait_seconds, metrics=metrics)
         server = await start_csi_server(args.csi_endpoint, servicers, metrics=metrics)
         readiness.csi_serving = True
+        node = servicers.node
+        assert node is not None
+        try:
+            await node.start()  # volumes published before this process started stay current too
+        except Exception as error:  # the API server may be down at start; new publishes are tracked anyway
+            log.warning("could not find the listener volumes published earlier: %s", error)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -102,6 +109,8 @@ async def run(args: argparse.Namespace) -> int:
             await server.stop(SHUTDOWN_GRACE_SECONDS)
             with contextlib.suppress(FileNotFoundError):
                 socket_path.unlink()
+        if servicers is not None and servicers.node is not None:
+            await servicers.node.close()
         await health.stop()
         await api.close()
     return 0

@@ -7,19 +7,18 @@ Kept apart from the gRPC service so the desired state of each write can be read 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from listener_operator.csi_server.errors import InvalidInput
 from listener_operator.csi_server.validation import InvalidVolumeInput, check_port_name
 from listener_operator.kinds import LISTENER, POD_LISTENERS
+from listener_operator.messages import brief
 from operator_runtime.objects import JsonDict, items, meta
 
 __all__ = [
     "listener_ports",
     "per_volume_listener",
     "pod_listeners_entry",
-    "pod_uid_from_target",
     "pod_volume_for_claim",
 ]
 
@@ -41,11 +40,11 @@ def listener_ports(pod: Mapping[str, Any]) -> list[JsonDict]:
             try:
                 check_port_name(name)
             except InvalidVolumeInput as error:
-                raise InvalidInput(f"container {container.get('name')!r} has an unusable port") from error
+                raise InvalidInput(f"container {brief(container.get('name'))} has an unusable port") from error
             previous = ports.get(name)
             if previous is not None and (previous.get("port"), previous.get("protocol", "TCP")) != (
                     number, entry.get("protocol", "TCP")):
-                raise InvalidInput(f"port name {name!r} is used for different ports in the Pod's containers")
+                raise InvalidInput(f"port name {brief(name)} is used for different ports in the Pod's containers")
             ports.setdefault(name, entry)
     return list(ports.values())
 
@@ -60,15 +59,6 @@ def pod_volume_for_claim(pod: Mapping[str, Any], claim_name: str) -> str | None:
         if volume.get("ephemeral") is not None and f"{pod_name}-{volume.get('name')}" == claim_name:
             return str(volume["name"])
     return None
-
-
-def pod_uid_from_target(target: Path, kubelet_dir: Path) -> str | None:
-    """kubelet's layout is ``<kubelet dir>/pods/<pod uid>/volumes/...``; None for any other path."""
-    try:
-        parts = target.relative_to(kubelet_dir.resolve()).parts
-    except ValueError:
-        return None
-    return parts[1] if len(parts) > 2 and parts[0] == "pods" else None
 
 
 def per_volume_listener(pv: Mapping[str, Any], pvc: Mapping[str, Any], pod: Mapping[str, Any], *, namespace: str,

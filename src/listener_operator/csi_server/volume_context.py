@@ -7,13 +7,14 @@ URLs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME
 from listener_operator.csi_server.errors import InvalidInput, InvalidSelector, MissingArgument
+from listener_operator.messages import brief
+from listener_operator.names import is_dns1123_subdomain
 
 __all__ = [
     "CONTEXT_EPHEMERAL",
@@ -33,8 +34,6 @@ CONTEXT_POD_UID = "csi.storage.k8s.io/pod.uid"
 # Set by kubelet for CSI inline ("ephemeral") volumes, which have no PV.
 CONTEXT_EPHEMERAL = "csi.storage.k8s.io/ephemeral"
 
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
 
 @dataclass(frozen=True)
 class ListenerSelector:
@@ -50,8 +49,8 @@ class ListenerSelector:
 
 def check_object_name(kind: str, name: str, source: str) -> str:
     """Return ``name`` if it is a valid Kubernetes object name, else INVALID_ARGUMENT naming where it came from."""
-    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise InvalidInput(f"{source}: {name!r} is not a valid {kind} name (lower-case RFC 1123 subdomain)")
+    if not is_dns1123_subdomain(name):
+        raise InvalidInput(f"{source}: {brief(name)} is not a valid {kind} name (lower-case RFC 1123 subdomain)")
     return name
 
 

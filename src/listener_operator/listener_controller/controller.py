@@ -50,6 +50,7 @@ from listener_operator.listener_controller.service import (
     listener_class_name,
     listener_identity,
     parse_listener_class,
+    service_type_of,
 )
 from listener_operator.listener_controller.status import (
     compose_status,
@@ -79,7 +80,10 @@ log = logging.getLogger(__name__)
 
 
 class ListenerClassNotFoundError(ListenerError):
-    reason = "GetObject"
+    """The Listener's class does not exist (upstream's reason is the generic ``GetObject``; behaviour.md "Reasons
+    that name the problem")."""
+
+    reason = "ListenerClassNotFound"
     related = "listenerclass"
 
 
@@ -287,29 +291,31 @@ class ListenerController:
             self._written_services.remember(service)
         assert service is not None
 
-        addresses = self._addresses(key, listener_class, service)
+        service_type = service_type_of(desired)  # the class's, unless the class lets Listeners override it
+        addresses = self._addresses(key, listener_class, service_type, service)
         await self._delete_orphans(namespace, name, uid)
 
-        status = compose_status(service_name=meta(service).name, service_type=listener_class.service_type,
+        status = compose_status(service_name=meta(service).name, service_type=service_type,
                                 addresses=addresses, generation=meta(listener).generation,
                                 previous=self._current_status(listener), now=_now())
         if await self._apply_status(listener, status) and addresses.missing_nodes:
             # Said once per change of the status (not on every no-op reconcile, which must write nothing).
             await self.recorder.publish(
-                listener, type="Warning", reason="GetObject", action="Reconcile",
+                listener, type="Warning", reason="NodesMissing", action="Reconcile",
                 note=("skipped node(s) that do not exist: " + ", ".join(addresses.missing_nodes)
                       + "; a pinned PersistentVolume or an endpoint still names them; the other addresses are "
                         "published"),
                 related={"apiVersion": "v1", "kind": "Node", "name": addresses.missing_nodes[0]})
 
-    def _addresses(self, key: str, listener_class: ListenerClass, service: JsonDict) -> ListenerAddresses:
+    def _addresses(self, key: str, listener_class: ListenerClass, service_type: ServiceType,
+                   service: JsonDict) -> ListenerAddresses:
         node_names: list[str] = []
-        if listener_class.service_type is ServiceType.NODE_PORT:
+        if service_type is ServiceType.NODE_PORT:
             node_names = nodeport_node_names(self.pvs.by_index("listener", key),
                                              self.slices.by_index("service", key))
         self._set_node_users(key, node_names)
         nodes = {n: node for n in node_names if (node := self.nodes.get(n)) is not None}
-        return compute_addresses(listener_class.service_type, service, listener_class.address_type,
+        return compute_addresses(service_type, service, listener_class.address_type_for(service_type),
                                  cluster_domain=self.cluster_domain, node_names=node_names, nodes=nodes)
 
     async def _delete_orphans(self, namespace: str, name: str, uid: str) -> None:

@@ -7,7 +7,6 @@ Layers, lowest to highest: the generated Service (including the class's ``servic
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -31,7 +30,20 @@ from listener_operator.crd.models import (
     ListenerSpec,
     ServiceType,
 )
+from listener_operator.listener_controller.object_overrides import (
+    PolicyViolation,
+    override_path,
+    override_shape_problem,
+    policy_violations,
+)
 from listener_operator.listener_controller.overrides import deep_merge
+from listener_operator.messages import brief
+from listener_operator.names import (
+    is_dns1123_label,
+    label_value_problem,
+    qualified_name_problem,
+    service_name_problem,
+)
 from operator_runtime.objects import items, mapping, meta
 
 
@@ -94,54 +106,32 @@ class InvalidAnnotationError(ListenerError):
 
 
 class InvalidServiceOverrideError(ListenerError):
-    """An override tried to change what the Service is (kind, name, namespace) or who controls it."""
+    """An override is malformed, or tried to change what the Service is (kind, name, namespace) or who controls it."""
 
     reason = "InvalidServiceOverrides"
 
 
-# Kubernetes name and label grammar (apimachinery validation).
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+class ServiceOverrideNotAllowedError(ListenerError):
+    """A Listener's objectOverrides changed a Service field its ListenerClass decides and does not let Listeners
+    change (behaviour.md "Override policy")."""
+
+    reason = "ServiceOverrideNotAllowed"
+    related = "listenerclass"
+
+
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
-
-
-def qualified_name_problem(key: str) -> str | None:
-    """Why ``key`` is not a valid label/annotation key (``[prefix/]name``), or None if it is."""
-    prefix, slash, name = key.rpartition("/")
-    if slash and not prefix:
-        return "the prefix before '/' is empty"
-    if slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
-        return f"prefix {prefix!r} is not a DNS subdomain (lowercase, at most 253 characters)"
-    if not name:
-        return "the name part is empty"
-    if len(name) > 63:
-        return "the name part is longer than 63 characters"
-    if not _QUALIFIED_NAME_PART.fullmatch(name):
-        return "the name part must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
-    return None
-
-
-def label_value_problem(value: str) -> str | None:
-    if len(value) > 63:
-        return "is longer than 63 characters"
-    if not _LABEL_VALUE.fullmatch(value):
-        return "must be empty or alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
-    return None
 
 
 def _validate_labels(labels: Mapping[str, str], error: type[ListenerError], what: str) -> None:
     for key, value in labels.items():
         problem = qualified_name_problem(key)
         if problem:
-            raise error(f"{what}: invalid key {key!r}: {problem}")
+            raise error(f"{what}: invalid key {brief(key)}: {problem}")
         if not isinstance(value, str):
-            raise error(f"{what}: value of {key!r} is not a string")
+            raise error(f"{what}: value of {brief(key)} is not a string")
         problem = label_value_problem(value)
         if problem:
-            raise error(f"{what}: value {value!r} of {key!r} {problem}")
+            raise error(f"{what}: value {brief(value)} of {brief(key)} {problem}")
 
 
 @dataclass(frozen=True)
@@ -158,7 +148,12 @@ class ListenerClass:
     @property
     def address_type(self) -> AddressType:
         """The kind of address to publish, ``HostnameConservative`` resolved for the service type."""
-        return resolve_preferred_address_type(self.spec.preferred_address_type, self.spec.service_type)
+        return self.address_type_for(self.spec.service_type)
+
+    def address_type_for(self, service_type: ServiceType) -> AddressType:
+        """The kind of address to publish for a Service of ``service_type`` (the class's own type unless a Listener
+        was allowed to override it, behaviour.md "Override policy")."""
+        return resolve_preferred_address_type(self.spec.preferred_address_type, service_type)
 
 
 def listener_identity(listener: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -191,10 +186,9 @@ def check_listener(listener: Mapping[str, Any]) -> ListenerSpec:
     """The Listener's own checks, before anything of its class is looked at: identity, a usable Service name, a
     spec that matches the schema. Returns the parsed spec."""
     _, name, _ = listener_identity(listener)
-    if len(name) > 63 or not _DNS1035_LABEL.fullmatch(name):
-        raise InvalidListenerNameError(
-            f"Listener name {name!r} is not a valid Service name (DNS-1035 label: lowercase letters, digits and '-', "
-            "starting with a letter, at most 63 characters)")
+    problem = service_name_problem(name)
+    if problem:
+        raise InvalidListenerNameError(f"Listener name {problem}")
     return parse_listener_spec(listener)
 
 
@@ -227,20 +221,20 @@ def service_ports(ports: list[ListenerPort] | None) -> list[dict[str, Any]]:
     numbers: dict[tuple[int, str], str] = {}
     for port in ordered:
         if port.protocol is not None and port.protocol not in _PROTOCOLS:
-            raise InvalidPortError(f"port {port.name!r}: protocol {port.protocol!r} is not one of "
+            raise InvalidPortError(f"port {brief(port.name)}: protocol {brief(port.protocol)} is not one of "
                                    f"{', '.join(_PROTOCOLS)}")
         if not 1 <= port.port <= 65535:
-            raise InvalidPortError(f"port {port.name!r}: {port.port} is not between 1 and 65535")
-        if len(port.name) > 63 or not _DNS1123_LABEL.fullmatch(port.name):
-            raise InvalidPortError(f"port name {port.name!r} is not a DNS label (lowercase alphanumerics and '-', "
-                                   "at most 63 characters)")
+            raise InvalidPortError(f"port {brief(port.name)}: {port.port} is not between 1 and 65535")
+        if not is_dns1123_label(port.name):
+            raise InvalidPortError(f"port name {brief(port.name)} is not a DNS label (lowercase alphanumerics and "
+                                   "'-', at most 63 characters)")
         if port.name in names:
-            raise DuplicatePortError(f"port name {port.name!r} is used with protocols "
+            raise DuplicatePortError(f"port name {brief(port.name)} is used with protocols "
                                      f"{names[port.name] or 'TCP (default)'} and {port.protocol or 'TCP (default)'}")
         names[port.name] = port.protocol
         effective = (port.port, port.protocol or "TCP")
         if effective in numbers:
-            raise DuplicatePortError(f"ports {numbers[effective]!r} and {port.name!r} both expose "
+            raise DuplicatePortError(f"ports {brief(numbers[effective])} and {brief(port.name)} both expose "
                                      f"{effective[0]}/{effective[1]}")
         numbers[effective] = port.name
     return [
@@ -268,7 +262,7 @@ def compose_service(listener: Mapping[str, Any], listener_class: ListenerClass,
         problem = qualified_name_problem(key)
         if problem:
             raise InvalidAnnotationError(
-                f"ListenerClass {class_name!r}: serviceAnnotations key {key!r} is invalid: {problem}")
+                f"ListenerClass {class_name!r}: serviceAnnotations key {brief(key)} is invalid: {problem}")
 
     _validate_labels(spec.extra_pod_selector_labels, InvalidPodSelectorError, "extraPodSelectorLabels")
     try:
@@ -321,21 +315,52 @@ def object_override_applies(override: Mapping[str, Any], service: Mapping[str, A
 
 def build_service(listener: Mapping[str, Any], listener_class: ListenerClass,
                   spec: ListenerSpec | None = None) -> dict[str, Any]:
-    """The Service to apply for ``listener`` under ``listener_class``, all override layers included."""
+    """The Service to apply for ``listener`` under ``listener_class``, all override layers included.
+
+    The Listener's ``objectOverrides`` are checked one by one before they are merged: a malformed entry is an
+    :class:`InvalidServiceOverrideError`, one that changes a field the class decides (and does not allow) a
+    :class:`ServiceOverrideNotAllowedError`, both naming the field path (behaviour.md "Override policy").
+    """
     if spec is None:
         spec = check_listener(listener)
     service = compose_service(listener, listener_class, spec)
     identity = _identity(service)
     owner = service["metadata"]["ownerReferences"][0]
+    _, name, uid = listener_identity(listener)
+    mount_label = (mount_label_key(uid), name)  # compose_service checked that the uid forms one
 
     service = deep_merge(service, listener_class.spec.service_overrides)
     _check_identity(service, identity, owner, "the ListenerClass's serviceOverrides")
+    decided = service
 
-    for override in spec.object_overrides:
-        if object_override_applies(override, service):
-            service = deep_merge(service, override)
-            _check_identity(service, identity, owner, "the Listener's objectOverrides")
+    allowed = frozenset(listener_class.spec.allowed_service_overrides)
+    for index, override in enumerate(spec.object_overrides):
+        problem = override_shape_problem(override, index, targets_service=False)
+        if problem is None and object_override_applies(override, service):
+            problem = override_shape_problem(override, index, targets_service=True)
+            if problem is None:
+                merged = deep_merge(service, override)
+                _check_identity(merged, identity, owner, f"the Listener's {override_path(index)}")
+                violations = policy_violations(decided, merged, index, allowed=allowed, mount_label=mount_label)
+                if violations:
+                    raise ServiceOverrideNotAllowedError(_not_allowed_message(listener_class.name, violations))
+                service = merged
+        if problem is not None:
+            raise InvalidServiceOverrideError(problem)
     return service
+
+
+def service_type_of(service: Mapping[str, Any]) -> ServiceType:
+    """The type of a Service :func:`build_service` composed (checked there to be one of :class:`ServiceType`)."""
+    return ServiceType(str(mapping(service, "spec").get("type")))
+
+
+def _not_allowed_message(class_name: str, violations: list[PolicyViolation]) -> str:
+    fields = ", ".join(violation.path for violation in violations)
+    names = ", ".join(violation.field.value for violation in violations)
+    return (f"{fields}: ListenerClass {class_name!r} decides {names} and does not let Listeners override it; the "
+            "Service is kept as last applied (an administrator can allow it in the class's "
+            "spec.allowedServiceOverrides)")
 
 
 def _identity(service: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -357,4 +382,4 @@ def _check_identity(service: Mapping[str, Any], identity: tuple[Any, ...], owner
         raise InvalidServiceOverrideError(f"{source} must not add another controller reference")
     spec_type = mapping(service, "spec").get("type")
     if spec_type not in {t.value for t in ServiceType}:
-        raise InvalidServiceOverrideError(f"{source} set an unsupported Service type {spec_type!r}")
+        raise InvalidServiceOverrideError(f"{source} set an unsupported Service type {brief(spec_type)}")

@@ -21,6 +21,7 @@ __all__ = [
     "ADDRESS_FIELDS",
     "MESSAGE_LIMIT",
     "READY",
+    "STALE_NOTE",
     "STATUS_FIELDS",
     "compose_status",
     "failure_status",
@@ -84,10 +85,18 @@ def compose_status(*, service_name: str, service_type: ServiceType, addresses: L
     return status
 
 
+#: Appended to a failure's message while addresses of an earlier reconcile are still published.
+STALE_NOTE = ("; the published addresses are kept from the last successful reconcile and may be stale (the Service "
+              "stays as it was last applied)")
+
+
 def failure_status(reason: str, message: str, *, generation: int | None, previous: Mapping[str, Any],
                    now: str) -> JsonDict:
-    """The status after a failed reconcile: the addresses stay as published, the condition says what failed."""
+    """The status after a failed reconcile: the addresses stay as published (the Service stays too, so they may
+    still work), and the condition says what failed and, when there are addresses, that they may be stale."""
     status: JsonDict = {k: previous[k] for k in ADDRESS_FIELDS if k in previous}
+    if items(previous, "ingressAddresses"):
+        message = message[:MESSAGE_LIMIT - len(STALE_NOTE)] + STALE_NOTE
     status["conditions"] = [ready_condition("False", reason, message, generation=generation, previous=previous,
                                             now=now)]
     status["observedGeneration"] = generation

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 import grpc
-from clusterhelpers import Env, pod_ready, wait_for, wait_for_event
+from clusterhelpers import FAST_RETRIES, Env, pod_ready, short_state_dir, wait_for, wait_for_event
 from test_statefulset_csi import statefulset
+
+from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.sim import KubeSim
 
 NS = "default"
 
@@ -220,3 +227,39 @@ async def test_claim_for_unregistered_driver_waits(env: Env) -> None:
     event = await wait_for_event(api, NS, "FailedScheduling", "user")
     assert "pod has unbound immediate PersistentVolumeClaims" in event["message"]
     assert (await api.get("persistentvolumeclaims", "waiting", NS)).get("status", {}).get("phase") != "Bound"
+
+
+async def test_a_pod_whose_claim_fails_to_provision_shows_the_claims_error(tmp_path: Any) -> None:
+    """Not the stale "waiting for ephemeral volume controller" message: the Pod says which claim failed and why
+    (kube-scheduler's VolumeBinding PreBind error), as kubectl describe shows it (TLS: kubectl sends its token)."""
+    state = short_state_dir()
+    driver = SimpleCsiDriver()
+    try:
+        async with KubeSim(nodes=1, state_dir=state, **FAST_RETRIES) as sim:
+            assert sim.cluster is not None
+            await deploy(sim.cluster, driver)
+            driver.fail_create_volume(1000, grpc.StatusCode.INVALID_ARGUMENT, "annotation x is not valid")
+            await sim.api.create("pods", ephemeral_pod("broken"), namespace=NS)
+            expected = ('running PreBind plugin "VolumeBinding": binding volumes: provisioning failed for PVC '
+                        '"broken-scratch": rpc error: code = InvalidArgument desc = annotation x is not valid')
+
+            def says_why(pod: Any) -> bool:
+                conditions = (pod or {}).get("status", {}).get("conditions") or []
+                return any(c["type"] == "PodScheduled" and c["status"] == "False" and c.get("message") == expected
+                           for c in conditions)
+
+            pending = await wait_for(sim.api, "pods", "broken", NS, says_why)
+            assert pending is not None and pending["status"]["phase"] == "Pending"
+            kubectl = Path(sys.executable).parent / "kubectl"
+            proc = await asyncio.create_subprocess_exec(
+                str(kubectl), "--kubeconfig", str(sim.kubeconfig_path), "--cache-dir", str(tmp_path / "cache"),
+                "describe", "pod", "broken", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+            assert proc.returncode == 0, err.decode()
+            described = " ".join(out.decode().split())
+            assert 'FailedScheduling' in described and 'provisioning failed for PVC "broken-scratch"' in described
+            assert "annotation x is not valid" in described, described
+            await driver.stop()
+    finally:
+        await driver.stop()
+        shutil.rmtree(state, ignore_errors=True)

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from kubesim.addresses import not_loopback_reason
+from kubesim.version import MAJOR, MINOR
 
 MAX_MESSAGE = 200
 
@@ -122,7 +123,7 @@ async def run_probe(probe: Mapping[str, Any], pod_ip: str, container: Mapping[st
             for h in spec.get("httpHeaders") or []
             if isinstance(h, dict) and h.get("name")
         }
-        headers.setdefault("User-Agent", "kube-probe/1.33")
+        headers.setdefault("User-Agent", f"kube-probe/{MAJOR}.{MINOR}")
         return await http_get(
             str(spec.get("scheme") or "HTTP"),
             str(spec.get("host") or pod_ip),
