@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import Kubectl
-
 from kubesim.rbac import RbacAuthorizer
 from kubesim.serviceaccounts import TOKEN_MOUNT_PATH
 from kubesim.sim import KubeSim
@@ -112,7 +110,7 @@ async def test_tokens_end_with_their_service_account_and_their_pod(kubesim: Kube
         assert (await client.get("/api/v1/nodes/n1"))[0] == 401
 
 
-async def test_kubectl_create_token_and_auth_can_i_as_the_service_account(kubesim: KubeSim, kubectl: Kubectl) -> None:
+async def test_kubectl_create_token_and_auth_can_i_as_the_service_account(kubesim: KubeSim, kubectl: Any) -> None:
     await grant(kubesim)
     created = await kubectl.run("create", "token", "robot", "-n", "ops", "--duration", "20m")
     token = created.stdout.strip()
