@@ -17,6 +17,13 @@ median run with all values.
 Goals (issue 11): throughput >= 50 % of direct, >= 3,400 new connections/s through the router, p99 added latency
 <= 1 ms. Every address is on loopback; every loop is bounded in count and time. Run it alone:
 ``flock /tmp/heavy.lock python bench/router_bench.py``.
+
+``--on-kubesim``: the router is a site's router Pod on kubesim instead of a ``Router`` driven directly: kubesim with
+one node runs in this process with the site controller; a Site, one Connector per backend (``host`` = the backend's
+address in the cluster's loopback block) and one Listener each are applied; the router Pod runs ``service-network run
+router`` as a host process bound to its Pod IP (kubesim's host-process runtime, ``devenv.image``). "router" then means client -> router Pod
+IP and the Listener's router port (the endpoint its Service forwards to; kubesim's user-space kube-proxy, a test relay
+and not a data plane, is left out) -> backend; "direct" means client -> backend, both on the block's addresses.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +54,7 @@ from service_network.router.spec import StateLayout
 HOST = "127.0.50.200"       # router listeners
 BACKEND = "127.0.50.201"    # sink, echo, HTTP backend
 CHUNK = 1024 * 1024
+KINDS = ("sink", "echo", "http")
 
 
 def _free_port(host: str) -> int:
@@ -56,10 +65,10 @@ def _free_port(host: str) -> int:
 
 # --- backends (run in child processes: `python router_bench.py _serve KIND PORT`) ----------------------------------
 
-def _serve(kind: str, port: int) -> None:
+def _serve(kind: str, host: str, port: int) -> None:
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind((BACKEND, port))
+    srv.bind((host, port))
     srv.listen(64)
     print("ready", flush=True)
     buf = bytearray(CHUNK)
@@ -77,26 +86,27 @@ def _serve(kind: str, port: int) -> None:
                     conn.sendall(data)
 
 
-def _start_backend(kind: str, port: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, __file__, "_serve", kind, str(port)], stdout=subprocess.PIPE, text=True)
+def _start_backend(kind: str, host: str, port: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, __file__, "_serve", kind, host, str(port)], stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout is not None
     if proc.stdout.readline().strip() != "ready":
         raise RuntimeError(f"{kind} backend did not start")
     return proc
 
 
-def _http_backend(haproxy: str, port: int, state: Path) -> subprocess.Popen[bytes]:
+def _http_backend(haproxy: str, host: str, port: int, state: Path) -> subprocess.Popen[bytes]:
     """An HAProxy that answers every HTTP request itself (the connection-rate backend)."""
     cfg = state / "http-backend.cfg"
     cfg.write_text(
         "global\n    maxconn 5000\n"
         "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n"
-        f"frontend ok\n    bind {BACKEND}:{port}\n    http-request return status 200 content-type text/plain "
+        f"frontend ok\n    bind {host}:{port}\n    http-request return status 200 content-type text/plain "
         "string ok\n")
     proc = subprocess.Popen([haproxy, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((BACKEND, port), timeout=1):
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
             return proc
         time.sleep(0.05)
     proc.kill()
@@ -160,72 +170,171 @@ def _version(haproxy: str) -> str:
     return subprocess.run([haproxy, "-v"], capture_output=True, text=True).stdout.splitlines()[0]
 
 
+Endpoints = dict[str, tuple[str, int]]     # kind -> (host, port)
+
+
+@contextlib.asynccontextmanager
+async def _bare_router(haproxy: str, state: Path, direct: Endpoints) -> AsyncIterator[Endpoints]:
+    """A ``Router`` started from a document: one Listener per backend on ``HOST``."""
+    router_ports = {k: _free_port(HOST) for k in direct}
+    doc = {"version": 1, "site": {"id": "bench", "name": "bench"},
+           "listeners": [{"name": k, "routingKey": k, "host": HOST, "port": router_ports[k]} for k in direct],
+           "connectors": [{"name": k, "routingKey": k, "port": port, "targets": [{"host": host}]}
+                          for k, (host, port) in direct.items()]}
+    router = Router(StateLayout(state / "router"), haproxy=haproxy)
+    await router.start(parse_config(json.dumps(doc)))
+    try:
+        yield {k: (HOST, p) for k, p in router_ports.items()}
+    finally:
+        await router.stop()
+
+
+@contextlib.asynccontextmanager
+async def _kubesim_site(state: Path, direct: Endpoints, sim: Any) -> AsyncIterator[Endpoints]:
+    """A site on kubesim (see the module docstring): the router Pod's IP and each Listener's router port."""
+    from devenv.image import load_project_image
+    from service_network.crd.generate import all_crds
+    from service_network.site.command import ControllerOptions, SiteControllerProcess
+    from service_network.site.resources import RouterOptions
+
+    api = sim.api
+    for crd in all_crds():
+        await api.create("customresourcedefinitions.apiextensions.k8s.io", crd)
+    load_project_image(sim.cluster.runtime)
+    await api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
+    stop = asyncio.Event()
+    controller = SiteControllerProcess(ControllerOptions(
+        kubeconfig=str(sim.kubeconfig_path), http_address=None, leader_elect=False,
+        router=RouterOptions(image="localhost/listener-operator:bench")))
+    task = asyncio.create_task(controller.run(stop))
+    try:
+        group = "skupper.io/v2alpha1"
+        await api.create("sites.skupper.io", {"apiVersion": group, "kind": "Site",
+                                              "metadata": {"name": "bench", "namespace": "bench"}}, "bench")
+        for kind, (host, port) in direct.items():
+            await api.create("connectors.skupper.io", {
+                "apiVersion": group, "kind": "Connector", "metadata": {"name": kind, "namespace": "bench"},
+                "spec": {"routingKey": kind, "host": host, "port": port}}, "bench")
+            await api.create("listeners.skupper.io", {
+                "apiVersion": group, "kind": "Listener", "metadata": {"name": kind, "namespace": "bench"},
+                "spec": {"routingKey": kind, "host": kind, "port": port}}, "bench")
+        deadline = time.monotonic() + 60
+        while True:
+            site = await api.get("sites.skupper.io", "bench", "bench")
+            listeners, _ = await api.list("listeners.skupper.io", "bench")
+            if (site.get("status") or {}).get("status") == "Ready" and all(
+                    (x.get("status") or {}).get("status") == "Ready" for x in listeners):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the site did not become Ready within 60 s")
+            await asyncio.sleep(0.2)
+        pods, _ = await api.list("pods", "bench", label_selector="skupper.io/component=router")
+        pod_ip = pods[0]["status"]["podIP"]
+        endpoints: Endpoints = {}
+        for kind in direct:
+            service = await api.get("services", kind, "bench")
+            endpoints[kind] = (pod_ip, int(service["spec"]["ports"][0]["targetPort"]))
+        for host, port in endpoints.values():     # the router listens (its document has been applied)
+            while True:
+                with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the router does not accept on {host}:{port}")
+                await asyncio.sleep(0.1)
+        yield endpoints
+    finally:
+        for deployment in (await api.list("deployments.apps", "bench"))[0]:
+            await api.delete("deployments.apps", deployment["metadata"]["name"], "bench")
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        for pod in (await api.list("pods", "bench"))[0]:
+            await api.delete("pods", pod["metadata"]["name"], "bench")
+        deadline = time.monotonic() + 30
+        while True:     # the kubelet stops the router's process before the Pod goes
+            remaining, _ = await api.list("pods", "bench")
+            if not remaining or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     haproxy = find_haproxy()
     wrk = shutil.which("wrk")
     if wrk is None:
         raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
     state = Path(tempfile.mkdtemp(prefix="snr-bench-", dir="/tmp"))
-    ports = {k: _free_port(BACKEND) for k in ("sink", "echo", "http")}
-    router_ports = {k: _free_port(HOST) for k in ports}
     procs: list[subprocess.Popen[Any]] = []
-    router = Router(StateLayout(state / "router"), haproxy=haproxy)
     try:
-        procs.append(_start_backend("sink", ports["sink"]))
-        procs.append(_start_backend("echo", ports["echo"]))
-        procs.append(_http_backend(haproxy, ports["http"], state))
-        doc = {"version": 1, "site": {"id": "bench", "name": "bench"},
-               "listeners": [{"name": k, "routingKey": k, "host": HOST, "port": router_ports[k]} for k in ports],
-               "connectors": [{"name": k, "routingKey": k, "port": ports[k], "targets": [{"host": BACKEND}]}
-                              for k in ports]}
-        await router.start(parse_config(json.dumps(doc)))
-        max_bytes = int(args.max_gib * 1024**3)
-        result: dict[str, Any] = {}
-
-        def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
-            """Alternate direct and router runs ``--repeats`` times; report the run with the median ``key``."""
-            runs: dict[str, list[dict[str, Any]]] = {"direct": [], "router": []}
-            for _ in range(args.repeats):
-                runs["direct"].append(fn(ports[kind], BACKEND, *a))
-                runs["router"].append(fn(router_ports[kind], HOST, *a))
-            out: dict[str, Any] = {}
-            for side, results in runs.items():
-                results.sort(key=lambda r: r[key])
-                out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
-            return out
-
-        tp = await asyncio.to_thread(both, _throughput, "sink", "gbit_per_s", args.seconds,
-                                    max_bytes)
-        tp["router_percent_of_direct"] = round(100 * tp["router"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
-        result["throughput"] = tp
-        conns = await asyncio.to_thread(both, lambda p, h: _wrk(wrk, p, h, args.seconds, args.clients), "http",
-                                       "connections_per_s")
-        conns["clients"] = args.clients
-        conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
-        result["connections"] = conns
-        lat = await asyncio.to_thread(both, _latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
-        lat["added_p50_us"] = round(lat["router"]["p50_us"] - lat["direct"]["p50_us"], 1)
-        lat["added_p99_us"] = round(lat["router"]["p99_us"] - lat["direct"]["p99_us"], 1)
-        result["latency"] = lat
-        result["goals"] = {
-            "throughput_ge_50_percent": tp["router_percent_of_direct"] >= 50,
-            "connections_ge_3400_per_s": conns["router"]["connections_per_s"] >= 3400,
-            "added_p99_le_1ms": lat["added_p99_us"] <= 1000,
-        }
-        result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "haproxy": _version(haproxy), "load_average": os.getloadavg()}
-        return result
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(_kill_all, procs)
+            if args.on_kubesim:
+                from kubesim.sim import KubeSim
+                sim = await stack.enter_async_context(KubeSim(nodes=1, state_dir=state / "cluster"))
+                backend_host = sim.address_block.client_ip(201)
+            else:
+                backend_host = BACKEND
+            direct = {k: (backend_host, _free_port(backend_host)) for k in KINDS}
+            procs.append(_start_backend("sink", *direct["sink"]))
+            procs.append(_start_backend("echo", *direct["echo"]))
+            procs.append(_http_backend(haproxy, *direct["http"], state))
+            routed = await stack.enter_async_context(
+                _kubesim_site(state, direct, sim) if args.on_kubesim else _bare_router(haproxy, state, direct))
+            result = await asyncio.to_thread(_measure, args, wrk, direct, routed)
+            result["setup"] = ("site on kubesim: router Pod (service-network run router) bound to its Pod IP, "
+                               "Listeners and Connectors from the site controller" if args.on_kubesim
+                               else "Router started from a document")
+            result["addresses"] = {"router": routed, "direct": direct}
+            result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                 "haproxy": _version(haproxy), "load_average": os.getloadavg()}
+            return result
     finally:
-        await router.stop()
-        for p in procs:
-            p.kill()
-            p.wait()
         shutil.rmtree(state, ignore_errors=True)
 
 
+def _kill_all(procs: list[subprocess.Popen[Any]]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _measure(args: argparse.Namespace, wrk: str, direct: Endpoints, routed: Endpoints) -> dict[str, Any]:
+    max_bytes = int(args.max_gib * 1024**3)
+    result: dict[str, Any] = {}
+
+    def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
+        """Alternate direct and router runs ``--repeats`` times; report the run with the median ``key``."""
+        runs: dict[str, list[dict[str, Any]]] = {"direct": [], "router": []}
+        for _ in range(args.repeats):
+            runs["direct"].append(fn(direct[kind][1], direct[kind][0], *a))
+            runs["router"].append(fn(routed[kind][1], routed[kind][0], *a))
+        out: dict[str, Any] = {}
+        for side, results in runs.items():
+            results.sort(key=lambda r: r[key])
+            out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
+        return out
+
+    tp = both(_throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
+    tp["router_percent_of_direct"] = round(100 * tp["router"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
+    result["throughput"] = tp
+    conns = both(lambda p, h: _wrk(wrk, p, h, args.seconds, args.clients), "http", "connections_per_s")
+    conns["clients"] = args.clients
+    conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
+    result["connections"] = conns
+    lat = both(_latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
+    lat["added_p50_us"] = round(lat["router"]["p50_us"] - lat["direct"]["p50_us"], 1)
+    lat["added_p99_us"] = round(lat["router"]["p99_us"] - lat["direct"]["p99_us"], 1)
+    result["latency"] = lat
+    result["goals"] = {
+        "throughput_ge_50_percent": tp["router_percent_of_direct"] >= 50,
+        "connections_ge_3400_per_s": conns["router"]["connections_per_s"] >= 3400,
+        "added_p99_le_1ms": lat["added_p99_us"] <= 1000,
+    }
+    return result
+
+
 def main() -> None:
-    if len(sys.argv) == 4 and sys.argv[1] == "_serve":
-        _serve(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "_serve":
+        _serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput/rate run")
@@ -233,6 +342,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
     parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
     parser.add_argument("--repeats", type=int, default=3, help="alternating direct/router runs of each measurement")
+    parser.add_argument("--on-kubesim", action="store_true",
+                        help="run the router as a site's router Pod on kubesim (see the module docstring)")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(_main(args)), indent=2))
 

@@ -1,8 +1,8 @@
 """The import contracts of pyproject.toml hold for the tree, and they do catch a forbidden import.
 
 The check runs ``lint-imports`` (import-linter) with the project's own configuration against a copy of ``src/`` in
-which two modules gained a forbidden import: the product importing kubesim, and a pure composition module
-importing an HTTP library; and in a second copy, the service network importing the other product.
+which modules gained a forbidden import: the product importing kubesim, and pure composition modules of both
+products importing an HTTP library or the API client; and in a second copy, the service network importing the other product.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def test_the_contracts_fail_on_forbidden_imports(tmp_path: Path) -> None:
     (root / "src/listener_operator/leak.py").write_text('"""A forbidden import."""\n\nimport kubesim.sim  # noqa\n')
     service = root / "src/listener_operator/listener_controller/service.py"
     service.write_text(service.read_text() + "\nimport aiohttp  # noqa: E402\n")
+    compose = root / "src/service_network/site/compose.py"
+    compose.write_text(compose.read_text() + "\nimport operator_runtime.api  # noqa: E402\n")
 
     result = lint_imports(root)
 
@@ -41,8 +43,10 @@ def test_the_contracts_fail_on_forbidden_imports(tmp_path: Path) -> None:
     output = " ".join(result.stdout.split())  # the report wraps long contract names
     assert "The product imports neither the local cluster nor the development environment BROKEN" in output
     assert "listener_operator.leak -> kubesim.sim" in output
-    assert "Pure composition (Service, status, addresses, overrides) does no I/O BROKEN" in output
+    assert ("Pure composition (Services, statuses, addresses, overrides, router documents, ports) does no I/O "
+            "BROKEN") in output
     assert "listener_operator.listener_controller.service -> aiohttp" in output
+    assert "service_network.site.compose -> operator_runtime.api" in output
     assert "3 kept, 2 broken" in output
 
 

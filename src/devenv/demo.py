@@ -2,7 +2,9 @@
 
 The summary is what a person wants to see: every Listener with its class, service type and the addresses (with
 ports) it publishes, which Pod answers at each of those addresses (a real TCP connection through kubesim's
-kube-proxy), and the listener volume of one Pod exactly as the Pod reads it.
+kube-proxy), and the listener volume of one Pod exactly as the Pod reads it. Then the service network: the
+Skupper-style example (``examples/service-network/``, a Site, a Listener and a Connector) with its statuses, and a
+client reaching a backend Pod through the Listener's Service and the site's router (``devenv.network_demo``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from devenv.network_demo import EXAMPLES_DIR as NETWORK_EXAMPLES_DIR
+from devenv.network_demo import format_network, probe_network, wait_network_ready
 from devenv.reach import format_reach, probe_listeners, unexpected
 from devenv.up import (
     Console,
@@ -40,6 +44,9 @@ DEFAULT_TIMEOUT = 90.0
 RESOURCES = {
     ("listeners.stackable.tech/v1alpha1", "ListenerClass"): "listenerclasses.listeners.stackable.tech",
     ("listeners.stackable.tech/v1alpha1", "Listener"): "listeners.listeners.stackable.tech",
+    ("skupper.io/v2alpha1", "Site"): "sites.skupper.io",
+    ("skupper.io/v2alpha1", "Listener"): "listeners.skupper.io",
+    ("skupper.io/v2alpha1", "Connector"): "connectors.skupper.io",
     ("apps/v1", "StatefulSet"): "statefulsets.apps",
     ("apps/v1", "Deployment"): "deployments.apps",
     ("v1", "Service"): "services",
@@ -53,6 +60,8 @@ RESOURCES = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_local_arguments(parser)
     parser.add_argument("--examples", type=Path, default=EXAMPLES_DIR, help="directory of example manifests")
+    parser.add_argument("--network-examples", type=Path, default=NETWORK_EXAMPLES_DIR,
+                        help="directory of the service-network example manifests (Site, Listener, Connector)")
     parser.add_argument("--once", action="store_true", help="exit after the summary (exit code 0 only if everything "
                                                             "came up)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
@@ -277,18 +286,36 @@ async def show_summary(cluster: LocalCluster, console: Console) -> bool:
     return not unexpected(reach)
 
 
+async def show_network(cluster: LocalCluster, console: Console, limit_seconds: float) -> bool:
+    """Print the service network's statuses and who answers through its Listeners; True when all is well."""
+    await wait_network_ready(cluster.sim.api, limit_seconds)
+    reach = await probe_network(cluster.sim)
+    console.line()
+    console.line("Service network (skupper.io): statuses, and a client through each Listener's Service:")
+    for line in format_network(reach):
+        console.line(f"  {line}")
+    return reach.ok
+
+
 async def run(args: argparse.Namespace) -> int:
     console = Console()
 
     async def body() -> int:
         options = options_from_args(args)
         objects = load_examples(args.examples)
+        network_objects = load_examples(args.network_examples)
         console.line(f"listener-operator demo: {options.nodes} simulated nodes, preset {options.preset}")
         async with LocalCluster(options, console) as cluster:
-            await apply_examples(cluster, objects)
-            console.step(f"applied {len(objects)} example objects from {args.examples}")
+            await apply_examples(cluster, objects + network_objects)
+            console.step(f"applied {len(objects)} example objects from {args.examples} and "
+                         f"{len(network_objects)} from {args.network_examples}")
+            started = time.monotonic()
             progress = await wait_until_up(cluster, console, expected_pod_count(objects), args.timeout)
             reachable = await show_summary(cluster, console)
+            network_ok = await show_network(cluster, console, max(1.0, args.timeout - (time.monotonic() - started)))
+            if not network_ok:
+                console.line("The service-network example did not come up (see above).")
+                reachable = False
             console.line()
             if progress.done and not reachable:
                 console.line("Some published addresses did not answer (see FAILED above).")

@@ -4,7 +4,7 @@ The image (``Containerfile``) installs the project into a virtualenv at ``/opt/l
 ``/opt/listener-operator/bin/listener-operator``; the same virtualenv directory holds ``service-network``. kubesim's
 host-process runtime maps that directory to the ``bin`` directory of the Python running this code, so a Pod of the
 image runs the code of this checkout, with the container's command, arguments and environment (see
-``kubesim.cluster.runtime.hostprocess``). ``tests/install/test_image_runtime.py`` checks these facts against the
+``kubesim.cluster.runtime.hostprocess``). ``tests/devenv/test_project_image.py`` checks these facts against the
 Containerfile.
 """
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import ipaddress
 import os
 import tempfile
@@ -44,6 +45,7 @@ class AddressBlockError(Exception):
     """A block number out of range, or a block another process holds."""
 
 
+@functools.lru_cache(maxsize=16384)
 def is_loopback(address: str) -> bool:
     """True for an IPv4 address in 127.0.0.0/8 (the only addresses kubesim binds or dials)."""
     try:

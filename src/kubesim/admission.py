@@ -102,8 +102,10 @@ def _metadata_causes(obj: Obj) -> list[dict[str, Any]]:
 class Admission:
     """Defaulting/validation hooks called by the store before it commits a write."""
 
-    def __init__(self, *, service_cidr: str | None = None) -> None:
-        self.services = ServiceAllocator(service_cidr)
+    def __init__(
+        self, *, service_cidr: str | None = None, service_node_port_range: tuple[int, int] | str | None = None
+    ) -> None:
+        self.services = ServiceAllocator(service_cidr, service_node_port_range)
         self._service_admission = ServiceAdmission(self.services)
 
     # Store hooks ---------------------------------------------------------------------------------------
@@ -193,7 +195,9 @@ class Admission:
         """Prune, default and validate a custom object against its CRD schema (in place)."""
         assert rt.schema is not None
         meta = obj.get("metadata")
-        result = apply_defaults(prune(obj, rt.schema), rt.schema)
+        # Root metadata is the server's (neither pruned nor defaulted from the schema): left out of the copies.
+        body = {k: v for k, v in obj.items() if k != "metadata"}
+        result = apply_defaults(prune(body, rt.schema), rt.schema, copy=False)
         obj.clear()
         obj.update(result)
         if meta is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from kubesim.addresses import AddressBlockError
 from kubesim.errors import ApiError
+from kubesim.services import parse_node_port_range
 from kubesim.sim import KubeSim
 
 
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--service-cidr", default=None, help="range for Service clusterIPs (default: the block's 127.N.16.0/20)"
     )
     serve.add_argument(
+        "--service-node-port-range",
+        type=_node_port_range,
+        default=None,
+        help="FIRST-LAST range for Service nodePorts (default 30000-32767, as the apiserver)",
+    )
+    serve.add_argument(
         "--load-balancer-ips", default=None, help="LB pool: comma-separated IPs, a-b ranges or CIDRs"
     )
     serve.add_argument("--load-balancer-hostnames", default=None, help="LB hostnames, comma-separated")
@@ -55,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--faults", default=None, help="fault settings as JSON (see kubesim.faults)")
     return parser
+
+
+def _node_port_range(text: str) -> tuple[int, int]:
+    try:
+        return parse_node_port_range(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _block(text: str) -> int | None:
@@ -99,6 +113,7 @@ async def serve(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         watch_window=args.watch_window,
         service_cidr=args.service_cidr,
+        service_node_port_range=args.service_node_port_range,
         address_block=args.address_block,
         faults=faults,
         tls=not args.insecure_http,

@@ -1,4 +1,5 @@
-"""Service defaulting and allocation: clusterIPs from a CIDR (loopback by default), nodePorts from 30000-32767.
+"""Service defaulting and allocation: clusterIPs from a CIDR (loopback by default), nodePorts from a range
+(30000-32767 by default, as the apiserver's ``--service-node-port-range``).
 
 Allocations are kept when an update or apply omits them (matched by port/protocol, then name), explicit duplicates
 are 422, and everything a Service held is released when it goes away or stops needing it.
@@ -18,15 +19,31 @@ Obj = dict[str, Any]
 NODE_PORT_RANGE = (30000, 32767)
 
 
-class ServiceAllocator:
-    """clusterIPs from a CIDR and nodePorts from 30000-32767; allocations survive updates that omit them."""
+def parse_node_port_range(text: str) -> tuple[int, int]:
+    """``"30000-32767"`` (the apiserver's ``--service-node-port-range`` syntax; one port alone is a range of one)."""
+    low, _, high = text.strip().partition("-")
+    try:
+        lo, hi = int(low), int(high or low)
+    except ValueError:
+        raise ValueError(f"node port range {text[:40]!r} is not FIRST-LAST (e.g. 30000-32767)") from None
+    if not 1 <= lo <= hi <= 65535:
+        raise ValueError(f"node port range {text[:40]!r} must satisfy 1 <= first <= last <= 65535")
+    return lo, hi
 
-    def __init__(self, cidr: str | None = None) -> None:
+
+class ServiceAllocator:
+    """clusterIPs from a CIDR and nodePorts from a range; allocations survive updates that omit them."""
+
+    def __init__(self, cidr: str | None = None, node_port_range: tuple[int, int] | str | None = None) -> None:
         self.network = ipaddress.ip_network(cidr or DEFAULT_SERVICE_CIDR, strict=False)
+        if isinstance(node_port_range, str):
+            node_port_range = parse_node_port_range(node_port_range)
+        self.node_port_range = node_port_range or NODE_PORT_RANGE
         self._ips: set[str] = set()
         self._ports: set[int] = set()
+        self._ports_in_range = 0
         self._next_ip = 1
-        self._next_port = NODE_PORT_RANGE[0]
+        self._next_port = self.node_port_range[0]
         # The first address belongs to the `kubernetes` Service in a real cluster.
         self._ips.add(str(self.network.network_address + 1))
 
@@ -45,14 +62,18 @@ class ServiceAllocator:
             500, "InternalError", "Internal error occurred: failed to allocate a serviceIP: range is full"
         )
 
+    def _in_range(self, port: int) -> bool:
+        return self.node_port_range[0] <= port <= self.node_port_range[1]
+
     def allocate_port(self) -> int:
-        lo, hi = NODE_PORT_RANGE
-        for _ in range(hi - lo + 1):
-            port = self._next_port
-            self._next_port = port + 1 if port < hi else lo
-            if port not in self._ports:
-                self._ports.add(port)
-                return port
+        lo, hi = self.node_port_range
+        if self._ports_in_range < hi - lo + 1:  # a full range fails at once instead of after a scan
+            for _ in range(hi - lo + 1):
+                port = self._next_port
+                self._next_port = port + 1 if port < hi else lo
+                if port not in self._ports:
+                    self.claim_port(port)
+                    return port
         raise errors.ApiError(
             500, "InternalError", "Internal error occurred: failed to allocate a nodePort: range is full"
         )
@@ -61,13 +82,17 @@ class ServiceAllocator:
         self._ips.discard(ip)
 
     def release_port(self, port: int) -> None:
-        self._ports.discard(port)
+        if port in self._ports:
+            self._ports.discard(port)
+            self._ports_in_range -= self._in_range(port)
 
     def claim_ip(self, ip: str) -> None:
         self._ips.add(ip)
 
     def claim_port(self, port: int) -> None:
-        self._ports.add(port)
+        if port not in self._ports:
+            self._ports.add(port)
+            self._ports_in_range += self._in_range(port)
 
     def port_in_use(self, port: int) -> bool:
         return port in self._ports
@@ -297,12 +322,13 @@ class ServiceAdmission:
                     p["nodePort"] = port
                     taken.add(port)
                 continue
-            if not isinstance(node_port, int) or not NODE_PORT_RANGE[0] <= node_port <= NODE_PORT_RANGE[1]:
+            lo, hi = self.services.node_port_range
+            if not isinstance(node_port, int) or not lo <= node_port <= hi:
                 raise _invalid(
                     rt,
                     name,
                     f"spec.ports[{i}].nodePort",
-                    f"Invalid value: {node_port}: provided port is not in the valid range. The range of valid ports is 30000-32767",
+                    f"Invalid value: {node_port}: provided port is not in the valid range. The range of valid ports is {lo}-{hi}",
                 )
             if node_port in taken:
                 raise _invalid(

@@ -60,6 +60,7 @@ class KubeSim:
         state_dir: str | os.PathLike[str] | None = None,
         watch_window: int = 10_000,
         service_cidr: str | None = None,
+        service_node_port_range: tuple[int, int] | str | None = None,
         address_block: int | AddressBlockClaim | None = None,
         bookmark_interval: float = 5.0,
         faults: Faults | dict[str, Any] | None = None,
@@ -80,7 +81,10 @@ class KubeSim:
         claimed here and released by `stop()`; `service_cidr` defaults to the block's 127.B.16.0/20.
 
         `work_dir`: where the server's own files (TLS keys, the default kubeconfig) are kept while it runs, in a
-        fresh directory removed by `stop()`; default the system temporary directory."""
+        fresh directory removed by `stop()`; default the system temporary directory.
+
+        `service_node_port_range`: where nodePorts come from, ``(first, last)`` or ``"first-last"`` (default
+        30000-32767, as the apiserver's ``--service-node-port-range``)."""
         if isinstance(address_block, AddressBlockClaim):
             self._claim, self._own_claim = address_block, False
         else:
@@ -96,6 +100,7 @@ class KubeSim:
             token=token,
             watch_window=watch_window,
             service_cidr=service_cidr or self.address_block.service_cidr,
+            service_node_port_range=service_node_port_range,
             bookmark_interval=bookmark_interval,
             faults=faults,
             namespace_cleanup_delay=namespace_cleanup_delay,

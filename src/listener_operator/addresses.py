@@ -24,6 +24,7 @@ from listener_operator.constants import (
 )
 from listener_operator.crd.models import AddressType, PreferredAddressType, ServiceType
 from operator_runtime.objects import items, mapping, meta
+from operator_runtime.projection import KEEP, project
 
 IngressAddress = dict[str, Any]  # {"address": str, "addressType": "Hostname"|"IP", "ports": {name: int}}
 
@@ -115,6 +116,25 @@ def pv_listener_keys(pv: Mapping[str, Any]) -> list[str]:
     labels = meta(pv).labels
     namespace, name = labels.get(PV_LABEL_LISTENER_NAMESPACE), labels.get(PV_LABEL_LISTENER_NAME)
     return [f"{namespace}/{name}"] if namespace and name else []
+
+
+# What the controller's caches keep of the kinds only this module reads (cache transforms, see
+# operator_runtime.projection). A field read below must be kept here: tests/operator/test_cache_transforms.py runs the
+# reconciles on transformed caches and compares them with whole objects.
+ENDPOINT_SLICE_CACHE = project({
+    "metadata": {"name": KEEP, "namespace": KEEP, "resourceVersion": KEEP,
+                 "labels": {LABEL_ENDPOINTSLICE_SERVICE_NAME: KEEP}},  # endpoint_slice_service_keys
+    "endpoints": [{"nodeName": KEEP, "conditions": {"ready": KEEP}}],  # endpoint_node_names
+})
+PV_CACHE = project({
+    "metadata": {"name": KEEP, "resourceVersion": KEEP,
+                 "labels": {PV_LABEL_LISTENER_NAMESPACE: KEEP, PV_LABEL_LISTENER_NAME: KEEP}},  # pv_listener_keys
+    "spec": {"nodeAffinity": KEEP},  # pinned_node_names
+})
+NODE_CACHE = project({
+    "metadata": {"name": KEEP, "resourceVersion": KEEP},
+    "status": {"addresses": KEEP},  # node_primary_address
+})
 
 
 def endpoint_slice_service_keys(endpoint_slice: Mapping[str, Any]) -> list[str]:

@@ -53,13 +53,25 @@ def commands() -> list[tuple[tuple[str, ...], str, str | None]]:
     return found
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str], found: list[tuple[tuple[str, ...], str, str | None]]) -> str | None:
+    """The module of the command ``argv`` names, or None (no command, an unknown one, or help wanted)."""
+    words = [arg for arg in argv if not arg.startswith("-")]
+    if any(arg in ("-h", "--help") for arg in argv[:2]):
+        return None
+    return next((module for path, module, _ in found if tuple(words[:len(path)]) == path), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; given ``argv`` that names a command, only that command's module is imported (a running
+    operator does not carry the other commands' dependencies: gRPC, the development environment)."""
     parser = argparse.ArgumentParser(prog="listener-operator", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
-    for path, module_name, help_text in commands():
-        module = importlib.import_module(module_name)
-        text = help_text or _help(module)
+    found = commands()
+    chosen = _chosen(argv, found) if argv is not None else None
+    for path, module_name, help_text in found:
+        module = importlib.import_module(module_name) if chosen in (None, module_name) else None
+        text = help_text or (_help(module) if module is not None else "")
         if len(path) == 1:
             sub = subparsers.add_parser(path[0], help=text)
         else:
@@ -68,12 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
                 groups[path[0]] = group_parser.add_subparsers(dest="subcommand", required=True)
             sub = groups[path[0]].add_parser(path[1], help=text)
         sub.set_defaults(_module=module_name)
-        module.add_arguments(sub)
+        if module is not None:
+            module.add_arguments(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     module = importlib.import_module(args._module)
     try:

@@ -32,8 +32,9 @@ from listener_operator.observability import (
 )
 from listener_operator.presets import DEFAULT_PRESET, PRESETS, ensure_presets
 from operator_runtime.api import KubeApi
+from operator_runtime.config import own_namespace
 from operator_runtime.events import EventRecorder
-from operator_runtime.leader import LeaderElector
+from operator_runtime.leader import LeaderElector, LeadingWork, LeaseOptions
 
 log = logging.getLogger(__name__)
 
@@ -43,22 +44,6 @@ DEFAULT_LEASE_NAME = "listener-operator-controller"
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value else default
-
-
-def _own_namespace() -> str:
-    """The namespace for the leader Lease: explicit settings first, then the Pod's own namespace (the service
-    account's ``namespace`` file), else default."""
-    for name in ("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"):
-        if value := os.environ.get(name):
-            return value
-    from operator_runtime.config import default_service_account_dir
-
-    try:
-        with open(os.path.join(default_service_account_dir(), "namespace"), encoding="utf-8") as f:
-            namespace = f.read().strip()
-    except OSError:
-        namespace = ""
-    return namespace or "default"
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -88,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use a Lease so that only one replica reconciles [$LEADER_ELECT]")
     parser.add_argument("--leader-election-name", default=_env("LEADER_ELECTION_NAME", DEFAULT_LEASE_NAME),
                         help="Lease name [$LEADER_ELECTION_NAME]")
-    parser.add_argument("--leader-election-namespace", default=_own_namespace(),
+    parser.add_argument("--leader-election-namespace",
+                        default=own_namespace("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"),
                         help="Lease namespace [$LEADER_ELECTION_NAMESPACE, $OPERATOR_NAMESPACE, $POD_NAMESPACE, "
                              "else the service account's namespace, else default]")
     parser.add_argument("--identity", default=_env("POD_NAME", f"{socket.gethostname()}-{os.getpid()}"),
@@ -151,6 +137,7 @@ class Operator:
         self._on_request = on_request
         self.health: HealthServer | None = None
         self.elector: LeaderElector | None = None
+        self.leading: LeadingWork | None = None
         self.controller: Any = None
         self.presets_done = asyncio.Event()
         self.crds_established = asyncio.Event()
@@ -185,16 +172,12 @@ class Operator:
                                                     metrics=csi_metrics)
                 log.info("CSI Identity+Controller serving on %s", opts.csi_endpoint)
             tasks["presets"] = asyncio.create_task(self._presets(uncounted), name="presets")
-            tasks["controller"] = asyncio.create_task(self._control(api, uncounted), name="controller")
-            stopper = asyncio.create_task(stop.wait(), name="stop")
-            done, _ = await asyncio.wait({stopper, tasks["controller"]}, return_when=asyncio.FIRST_COMPLETED)
-            if tasks["controller"] in done and not stopper.done():
-                stopper.cancel()
-                tasks["controller"].result()  # raises the failure
-                log.error("controller stopped unexpectedly")
-                return 1
-            log.info("shutting down")
-            return 0
+            lease = LeaseOptions(opts.leader_election_name, opts.leader_election_namespace, opts.identity,
+                                 opts.lease_duration, opts.renew_deadline, opts.retry_period) if opts.leader_elect else None
+            self.leading = LeadingWork(api, self.controller.run, lease, on_leading=self.metrics.is_leader.set)
+            self.elector = self.leading.elector
+            tasks["controller"] = asyncio.create_task(self._control(uncounted, self.leading), name="controller")
+            return await self.leading.run_until(stop, tasks["controller"])
         finally:
             for task in tasks.values():
                 task.cancel()
@@ -205,33 +188,21 @@ class Operator:
                 await self.health.stop()
             await api.close()
 
-    async def _control(self, api: KubeApi, uncounted: KubeApi) -> None:
+    async def _control(self, uncounted: KubeApi, leading: LeadingWork) -> None:
         """CRD maintenance and the Established wait, then the Listener controller (behind the Lease if elected)."""
         from listener_operator.crd.generate import all_crds
         from listener_operator.crd.maintenance import ensure_crds
 
-        opts = self.options
-        await ensure_crds(uncounted, all_crds(), maintain=opts.maintain_crds)
+        await ensure_crds(uncounted, all_crds(), maintain=self.options.maintain_crds)
         self.crds_established.set()
-        if opts.leader_elect:
-            self.elector = LeaderElector(api, name=opts.leader_election_name,
-                                         namespace=opts.leader_election_namespace, identity=opts.identity,
-                                         lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
-                                         retry_period=opts.retry_period)
-            await self.elector.run(self._lead)
-        else:
-            await self.controller.run()
-
-    async def _lead(self) -> None:
-        self.metrics.is_leader.set(1)
-        try:
-            await self.controller.run()
-        finally:
-            self.metrics.is_leader.set(0)
+        await leading.start()
 
     def _ready(self) -> bool:
-        """Ready when the caches are synced, or when standing by for the lease (a standby is healthy)."""
-        if self.elector is not None and not self.elector.is_leader:
+        """Ready when the caches are synced, or when standing by for the lease (a standby is healthy); never while
+        the CRDs are not served yet."""
+        if not self.crds_established.is_set():
+            return False
+        if self.leading is not None and self.leading.standing_by:
             return True
         return bool(self.controller is not None and self.controller.synced)
 

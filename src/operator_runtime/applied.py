@@ -15,10 +15,11 @@ of missing a change.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+import json
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from .objects import items
+from .objects import JsonDict, items
 
 Path = tuple[str, ...]
 
@@ -61,6 +62,53 @@ def _owned_paths(fields: Mapping[str, Any], prefix: Path = ()) -> Iterator[Path]
         return
     for key, child in named.items():
         yield from _owned_paths(child if isinstance(child, Mapping) else {}, (*prefix, key[2:]))
+
+
+def _pruned(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` cut where :func:`_owned_paths` stops reading: below list items, and at leaves."""
+    if any(k[:2] in ("k:", "v:", "i:") for k in fields):
+        return {}
+    return {key: _pruned(child) if isinstance(child, Mapping) else {} for key, child in fields.items()
+            if key.startswith("f:")}
+
+
+#: Pruned fieldsV1 trees by shape: thousands of objects applied alike share one tree.
+_SHAPES: dict[str, dict[str, Any]] = {}
+_MAX_SHAPES = 1024
+
+
+def owned_fields_cache(manager: str, subresource: str | None = None, *,
+                       rest: Callable[[JsonDict], JsonDict] | None = None) -> Callable[[JsonDict], JsonDict]:
+    """A cache transform (:mod:`.projection`) for objects :func:`apply_is_noop` will read: of ``managedFields``
+    only ``manager``'s Apply entry stays, its ``fieldsV1`` cut to what :func:`stale_owned_fields` reads (owned field
+    paths down to list items) and shared between objects whose trees look the same. ``rest`` transforms the object
+    without its managedFields (e.g. :func:`.projection.intern_strings`)."""
+
+    def transform(obj: JsonDict) -> JsonDict:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, Mapping) or "managedFields" not in metadata:
+            return rest(obj) if rest is not None else obj
+        out = dict(obj)
+        out["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+        if rest is not None:
+            out = rest(out)
+        trimmed = out["metadata"]
+        fields = managed_entry(obj, manager, subresource)
+        if fields is not None:
+            pruned = _pruned(fields)
+            shape = json.dumps(pruned, sort_keys=True)
+            shared = _SHAPES.get(shape)
+            if shared is None:
+                shared = pruned
+                if len(_SHAPES) < _MAX_SHAPES:
+                    _SHAPES[shape] = pruned
+            entry: JsonDict = {"manager": manager, "operation": "Apply", "fieldsV1": shared}
+            if subresource:
+                entry["subresource"] = subresource
+            trimmed["managedFields"] = [entry]
+        return out
+
+    return transform
 
 
 def managed_entry(live: Mapping[str, Any], manager: str, subresource: str | None = None) -> Mapping[str, Any] | None:

@@ -17,7 +17,7 @@ from .api import KubeApi, RequestHook
 from .transport import DEFAULT_TIMEOUT, HttpTransport
 
 __all__ = ["SERVICE_ACCOUNT_DIR_ENV", "ConfigError", "KubeConfig", "default_service_account_dir", "load_config",
-           "make_api"]
+           "make_api", "own_namespace"]
 
 #: Where the in-cluster credentials are when not at Kubernetes' fixed path: a process that is not in a container
 #: (kubesim runs Pods as host processes) cannot see ``/var/run/secrets/kubernetes.io/serviceaccount``.
@@ -28,6 +28,19 @@ def default_service_account_dir() -> str:
     """The directory of the in-cluster token, ``ca.crt`` and ``namespace``: ``$KUBERNETES_SERVICE_ACCOUNT_DIR``,
     else Kubernetes' ``/var/run/secrets/kubernetes.io/serviceaccount``."""
     return os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT
+
+
+def own_namespace(*variables: str) -> str:
+    """The first of the environment ``variables`` that is set, else the namespace of the Pod's service account
+    (``namespace`` in :func:`default_service_account_dir`), else ``default``."""
+    for name in variables:
+        if value := os.environ.get(name):
+            return value
+    try:
+        namespace = (Path(default_service_account_dir()) / "namespace").read_text(encoding="utf-8").strip()
+    except OSError:
+        namespace = ""
+    return namespace or "default"
 
 
 def load_config(kubeconfig: str | os.PathLike[str] | None = None, *,

@@ -5,8 +5,10 @@ Contract (docs/architecture.md): ``EventRecorder(api, reporting_controller, repo
 diagnostic, and failing to write one must not fail the operation it describes.
 
 Repeats of the same event (same object, type, reason, action, note and related object) are folded into one Event
-with a ``series`` (count and last observation) instead of a new object each time; the series is written at most
-once per ``series_interval`` seconds per event, so a hot failure loop costs a bounded number of writes.
+with a ``series`` (events.k8s.io semantics: ``count`` occurrences so far, ``lastObservedTime``) instead of a new
+object each time; the series is written at most once per ``series_interval`` seconds per event, so a hot failure
+loop costs a bounded number of writes. The recorder remembers the ``max_tracked`` most recently repeated events
+(least recently used forgotten first), enough for every object of a large cluster failing at once.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class _Series:
 
 class EventRecorder:
     def __init__(self, api: KubeApi, reporting_controller: str, reporting_instance: str, *,
-                 series_interval: float = 60.0, max_tracked: int = 4096) -> None:
+                 series_interval: float = 60.0, max_tracked: int = 16384) -> None:
         self.api = api
         self.reporting_controller = reporting_controller
         self.reporting_instance = reporting_instance
@@ -74,8 +76,9 @@ class EventRecorder:
         key = (*(str(ref.get(k, "")) for k in _REF_FIELDS), type_, reason, action, note,
                *(str((rel or {}).get(k, "")) for k in _REF_FIELDS))
         now = time.monotonic()
-        series = self._series.get(key)
+        series = self._series.pop(key, None)
         if series is not None:
+            self._series[key] = series  # most recently used last
             series.count += 1
             if now - series.last_write < self.series_interval:
                 return

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 __all__ = [
+    "CONFIG_MAP",
     "CRD",
+    "DEPLOYMENT",
     "ENDPOINT_SLICE",
     "EVENT",
     "LEASE",
@@ -20,7 +22,11 @@ __all__ = [
     "POD",
     "PV",
     "PVC",
+    "ROLE",
+    "ROLE_BINDING",
+    "SECRET",
     "SERVICE",
+    "SERVICE_ACCOUNT",
     "ResourceInfo",
 ]
 
@@ -61,6 +67,12 @@ NAMESPACE = ResourceInfo("v1", "Namespace", "namespaces", namespaced=False)
 NODE = ResourceInfo("v1", "Node", "nodes", namespaced=False)
 POD = ResourceInfo("v1", "Pod", "pods", namespaced=True)
 SERVICE = ResourceInfo("v1", "Service", "services", namespaced=True)
+CONFIG_MAP = ResourceInfo("v1", "ConfigMap", "configmaps", namespaced=True)
+SECRET = ResourceInfo("v1", "Secret", "secrets", namespaced=True)
+SERVICE_ACCOUNT = ResourceInfo("v1", "ServiceAccount", "serviceaccounts", namespaced=True)
+DEPLOYMENT = ResourceInfo("apps/v1", "Deployment", "deployments", namespaced=True)
+ROLE = ResourceInfo("rbac.authorization.k8s.io/v1", "Role", "roles", namespaced=True)
+ROLE_BINDING = ResourceInfo("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", namespaced=True)
 PV = ResourceInfo("v1", "PersistentVolume", "persistentvolumes", namespaced=False)
 PVC = ResourceInfo("v1", "PersistentVolumeClaim", "persistentvolumeclaims", namespaced=True)
 ENDPOINT_SLICE = ResourceInfo("discovery.k8s.io/v1", "EndpointSlice", "endpointslices", namespaced=True)

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -177,3 +178,68 @@ class LeaderElector:
             log.warning("leader election: release failed: %s", exc)
         finally:
             self.is_leader = False
+
+
+@dataclass(frozen=True)
+class LeaseOptions:
+    """Where the Lease is and how it is held (client-go's defaults)."""
+
+    name: str
+    namespace: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class LeadingWork:
+    """A controller's work, run behind leader election when ``lease`` is given (else directly), until stopped.
+
+    ``on_leading(True/False)`` is told when the work starts and ends (a leader gauge); :attr:`standing_by` is true
+    while another replica holds the lease (a standby is healthy and ready).
+    """
+
+    def __init__(self, api: KubeApi, work: Callable[[], Coroutine[Any, Any, None]], lease: LeaseOptions | None,
+                 on_leading: Callable[[bool], None] | None = None) -> None:
+        self.work = work
+        self.on_leading = on_leading
+        self.elector = None if lease is None else LeaderElector(
+            api, name=lease.name, namespace=lease.namespace, identity=lease.identity,
+            lease_duration=lease.lease_duration, renew_deadline=lease.renew_deadline, retry_period=lease.retry_period)
+
+    @property
+    def standing_by(self) -> bool:
+        return self.elector is not None and not self.elector.is_leader
+
+    async def _lead(self) -> None:
+        if self.on_leading is not None:
+            self.on_leading(True)
+        try:
+            await self.work()
+        finally:
+            if self.on_leading is not None:
+                self.on_leading(False)
+
+    def start(self) -> asyncio.Task[None]:
+        """The task running the work (through the elector when there is one)."""
+        if self.elector is not None:
+            return asyncio.create_task(self.elector.run(self._lead), name="leader")
+        return asyncio.create_task(self._lead(), name="controller")
+
+    async def run_until(self, stop: asyncio.Event, task: asyncio.Task[None] | None = None) -> int:
+        """Wait for ``stop`` (0) or for the work to end by itself (its failure raised; 1 if it just returned).
+        The work is cancelled (a leader releases its Lease) either way."""
+        task = task or self.start()
+        stopper = asyncio.create_task(stop.wait(), name="stop")
+        try:
+            done, _ = await asyncio.wait({stopper, task}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done and not stopper.done():
+                task.result()
+                log.error("controller stopped unexpectedly")
+                return 1
+            log.info("shutting down")
+            return 0
+        finally:
+            for pending in (stopper, task):
+                pending.cancel()
+            await asyncio.gather(stopper, task, return_exceptions=True)

@@ -7,6 +7,8 @@ docs/architecture.md). Behaviour:
   (including BOOKMARK versions); a 410 Gone relists and delivers the differences as events;
 - other errors back off exponentially (capped) and retry, so a flaky API server never kills the cache;
 - objects are plain dicts keyed ``namespace/name`` (``name`` for cluster-scoped kinds); callers must not mutate them;
+- a ``transform`` (:mod:`.projection`) turns each object into what is stored, once on arrival: a cache holds only
+  the fields its readers use (the transform is declared next to them);
 - callbacks run synchronously in the reflector task, after the cache and indexes are updated, with ``(old, new)``
   (``new`` is None on delete, ``old`` None on add).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol
 
@@ -23,6 +26,7 @@ from .api import KubeApi
 from .errors import Expired
 from .kinds import ResourceInfo
 from .objects import JsonDict, meta, object_key
+from .projection import Transform
 from .workqueue import ExponentialBackoff
 
 log = logging.getLogger(__name__)
@@ -68,16 +72,20 @@ class Reflector:
     """Cache of one kind. Start with :meth:`run` (a task); read with :meth:`get`, :meth:`by_index`, :meth:`items`."""
 
     def __init__(self, name: str, source: ListWatchSource, *, backoff: ExponentialBackoff | None = None,
-                 jitter: float = 0.1) -> None:
+                 jitter: float = 0.1, transform: Transform | None = None) -> None:
         """``backoff`` paces retries after list/watch errors (plus up to ``jitter`` of random extra, so that many
-        reflectors do not retry in lockstep)."""
+        reflectors do not retry in lockstep); ``transform`` makes each arriving object what the cache stores (it
+        must keep ``metadata.name``, ``namespace`` and ``resourceVersion``)."""
         self.name = name
         self.source = source
+        self.transform = transform
         self.backoff = backoff or ExponentialBackoff(base=0.2, cap=30.0)
         self.jitter = jitter
         self._objects: dict[str, JsonDict] = {}
         self._index_funcs: dict[str, IndexFunc] = {}
-        self._indexes: dict[str, dict[str, set[str]]] = {}
+        # index name -> value -> the key of the one object with that value, or a set of keys (most values name one
+        # object: a set per value would cost more than the object's cache entry)
+        self._indexes: dict[str, dict[str, str | set[str]]] = {}
         self._handlers: list[EventHandler] = []
         self._synced = asyncio.Event()
         self.resource_version = ""
@@ -87,11 +95,11 @@ class Reflector:
     def add_index(self, name: str, func: IndexFunc) -> None:
         """Index objects by the values ``func`` returns; add before :meth:`run`."""
         self._index_funcs[name] = func
-        index: dict[str, set[str]] = {}
+        index: dict[str, str | set[str]] = {}
         self._indexes[name] = index
         for key, obj in self._objects.items():
             for value in self._index_values(func, obj):
-                index.setdefault(value, set()).add(key)
+                _index_add(index, value, key)
 
     def add_handler(self, handler: EventHandler) -> None:
         self._handlers.append(handler)
@@ -101,7 +109,11 @@ class Reflector:
         return self._objects.get(key)
 
     def by_index(self, index: str, value: str) -> list[JsonDict]:
-        keys = self._indexes[index].get(value, ())
+        keys = self._indexes[index].get(value)
+        if keys is None:
+            return []
+        if isinstance(keys, str):
+            return [self._objects[keys]]
         return [self._objects[k] for k in sorted(keys)]
 
     def keys(self) -> list[str]:
@@ -130,6 +142,8 @@ class Reflector:
             try:
                 if need_list:
                     items, version = await self.source.list()
+                    if self.transform is not None:
+                        items = [self.transform(item) for item in items]
                     self._replace(items)
                     self.resource_version = version
                     self._synced.set()
@@ -155,6 +169,8 @@ class Reflector:
                 self.resource_version = str(version)
             return
         self.backoff.forget(self.name)
+        if self.transform is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
+            obj = self.transform(obj)
         key = object_key(obj)
         if kind in ("ADDED", "MODIFIED"):
             self._store(key, obj)
@@ -177,6 +193,7 @@ class Reflector:
             self._store(key, obj)
 
     def _store(self, key: str, obj: JsonDict) -> None:
+        key = sys.intern(key)  # shared with the other caches, indexes and the work queue naming the same object
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old)
@@ -194,17 +211,13 @@ class Reflector:
         for name, func in self._index_funcs.items():
             index = self._indexes[name]
             for value in self._index_values(func, obj):
-                index.setdefault(value, set()).add(key)
+                _index_add(index, value, key)
 
     def _unindex(self, key: str, obj: JsonDict) -> None:
         for name, func in self._index_funcs.items():
             index = self._indexes[name]
             for value in self._index_values(func, obj):
-                keys = index.get(value)
-                if keys is not None:
-                    keys.discard(key)
-                    if not keys:
-                        del index[value]
+                _index_remove(index, value, key)
 
     def _index_values(self, func: IndexFunc, obj: JsonDict) -> set[str]:
         try:
@@ -220,3 +233,29 @@ class Reflector:
             except Exception:
                 log.exception("%s: event handler failed", self.name)
 
+
+
+def _index_add(index: dict[str, str | set[str]], value: str, key: str) -> None:
+    keys = index.get(value)
+    if keys is None:
+        index[value] = key
+    elif isinstance(keys, str):
+        if keys != key:
+            index[value] = {keys, key}
+    else:
+        keys.add(key)
+
+
+def _index_remove(index: dict[str, str | set[str]], value: str, key: str) -> None:
+    keys = index.get(value)
+    if keys is None:
+        return
+    if isinstance(keys, str):
+        if keys == key:
+            del index[value]
+        return
+    keys.discard(key)
+    if len(keys) == 1:
+        index[value] = next(iter(keys))
+    elif not keys:
+        del index[value]

@@ -1,6 +1,9 @@
-"""Command line of the ``service-network`` binary (``service-network router ...``).
+"""Command line of the ``service-network`` binary.
 
-Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``async def run(args) -> int``.
+``service-network crd`` prints the CRDs; ``run controller`` runs the site controller; ``run router`` runs a site's
+router in its Pod (ConfigMap and Secrets from the API); ``router --config FILE`` runs a router from a file alone.
+Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``async def run(args) -> int``,
+imported only when its command runs.
 """
 
 from __future__ import annotations
@@ -11,8 +14,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-_COMMANDS: list[tuple[str, str, str]] = [
-    ("router", "service_network.router.command",
+# (command path, module, help)
+_COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
+    (("crd",), "service_network.crd.command", "print the skupper.io CustomResourceDefinitions as YAML"),
+    (("run", "controller"), "service_network.site.command",
+     "run the site controller (Site, Listener, Connector -> router Deployment, ConfigMap, Services, statuses)"),
+    (("run", "router"), "service_network.router.pod_command",
+     "run a site's router in its Pod (configuration and TLS Secrets from the API, bound to the Pod IP)"),
+    (("router",), "service_network.router.command",
      "run the router (HAProxy and its adaptor) from a configuration file"),
 ]
 
@@ -20,8 +29,15 @@ _COMMANDS: list[tuple[str, str, str]] = [
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="service-network", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name, module_name, help_text in _COMMANDS:
-        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+    for path, module_name, help_text in _COMMANDS:
+        if len(path) == 1:
+            sub = subparsers.add_parser(path[0], help=help_text, description=help_text)
+        else:
+            if path[0] not in groups:
+                group = subparsers.add_parser(path[0], help=f"{path[0]} commands")
+                groups[path[0]] = group.add_subparsers(dest="subcommand", required=True)
+            sub = groups[path[0]].add_parser(path[1], help=help_text, description=help_text)
         sub.set_defaults(_module=module_name)
         importlib.import_module(module_name).add_arguments(sub)
     return parser

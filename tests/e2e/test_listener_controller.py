@@ -477,6 +477,33 @@ async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> Non
     await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
 
 
+async def test_a_full_node_port_range_is_reported_once_and_waits_for_a_freed_port() -> None:
+    async with environment(service_node_port_range="30000-30001") as env:
+        await env.create_class("np", serviceType="NodePort")
+        running = await env.start_operator()
+        await env.create_listener("a", "np")
+        await env.create_listener("b", "np")
+        await env.wait_for(lambda: _ready_reason(env, "b", "NoBackingNodes"))
+        await env.wait_for(lambda: _ready_reason(env, "a", "NoBackingNodes"))
+        await env.create_listener("c", "np")
+        ready = await env.wait_for(lambda: _ready_reason(env, "c", "NodePortRangeFull"))
+        assert ready["status"] == "False"
+        assert "no free node port for Service ns/c" in ready["message"]
+        assert "--service-node-port-range" in ready["message"]
+        events = await env.wait_for(lambda: env.events("NodePortRangeFull"))
+        assert len(events) == 1 and events[0]["related"] == {"apiVersion": "v1", "kind": "Service", "name": "c",
+                                                              "namespace": NS}
+        # no retry loop against the full range: nothing more is sent for a while
+        writes = len(running.writes())
+        await asyncio.sleep(2.0)
+        assert len(running.writes()) == writes
+        # a deleted Listener's Service frees its port: the waiting Listener gets it at once, not minutes later
+        await env.api.delete(LISTENERS, "a", NS)
+        await env.wait_for(lambda: _ready_reason(env, "c", "NoBackingNodes"), within=10)
+        assert (await env.service("c"))["spec"]["ports"][0]["nodePort"] in (30000, 30001)
+        assert len(await env.events("NodePortRangeFull")) == 1
+
+
 async def test_orphaned_owned_service_is_deleted(env: Env) -> None:
     await env.create_class("internal", serviceType="ClusterIP")
     await env.start_operator()

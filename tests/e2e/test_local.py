@@ -148,6 +148,11 @@ def test_demo_once_from_a_deep_state_dir_shows_listeners_and_a_volume_tree_and_l
     # The Pod's volume, as the Pod reads it.
     assert re.search(r"default-address -> addresses/127\.\d+\.1\.\d+", output), output
     assert re.search(r"kafka: '3\d{4}'", output), output
+    # The service network: the Skupper-style example is Ready and a client reaches the backend Pods through the
+    # Listener's Service and the site's router.
+    assert re.search(r"Listener\s+hello-world/backend\s+Ready\s+OK", output), output
+    assert re.search(r"client -> backend\.hello-world:8080 -> router -> backend-\S+, backend-\S+, backend-\S+ "
+                     r"\(6 connections\)", output), output
 
 
 def kubectl_json(kubeconfig: Path, workdir: Path, *args: str) -> dict:

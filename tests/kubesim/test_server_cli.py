@@ -70,6 +70,8 @@ async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
         "--load-balancer-hostnames",
         "lb.example.com",
         "--node-external-ips",
+        "--service-node-port-range",
+        "31000-31005",
     )
     try:
         assert proc.stdout is not None and proc.stderr is not None
@@ -103,6 +105,8 @@ async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
                 break
             await asyncio.sleep(0.05)
         assert "lb.example.com" in hostnames
+        assert svc.spec is not None and svc.spec.ports is not None
+        assert 31000 <= (svc.spec.ports[0].nodePort or 0) <= 31005  # from the configured range
         await client.close()
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -116,3 +120,6 @@ async def test_serve_rejects_bad_options_with_exit_2(tmp_path: Path) -> None:
     proc = await _serve("--port", "0", "--kubeconfig", str(tmp_path / "kc"), "--faults", '{"latency_ms": -1}')
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and b"latency_ms" in err
+    proc = await _serve("--port", "0", "--kubeconfig", str(tmp_path / "kc"), "--service-node-port-range", "9-1")
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2 and b"node port range" in err

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kubesim.services import parse_node_port_range
 from kubesim.sim import KubeSim
 from kubesim.testing import RawClient
 
@@ -109,3 +112,32 @@ async def test_headless_service(kubesim: KubeSim) -> None:
     async with RawClient(kubesim) as c:
         status, s = await c.post(SVC, svc("h", clusterIP="None"))
         assert status == 201 and s["spec"]["clusterIP"] == "None" and s["spec"]["clusterIPs"] == ["None"]
+
+
+async def test_a_configured_node_port_range_is_used_validated_and_runs_full(tmp_path: Any) -> None:
+    async with KubeSim(kubeconfig_path=tmp_path / "kc", service_node_port_range="40000-40002") as sim, \
+            RawClient(sim) as c:
+        ports = []
+        for i in range(3):
+            status, s = await c.post(SVC, svc(f"np{i}", "NodePort"))
+            assert status == 201
+            ports.append(s["spec"]["ports"][0]["nodePort"])
+        assert sorted(ports) == [40000, 40001, 40002]
+        status, body = await c.post(SVC, svc("full", "NodePort"))
+        assert status == 500 and body["message"].endswith("failed to allocate a nodePort: range is full")
+        status, body = await c.post(SVC, svc("outside", "NodePort", [{"port": 80, "nodePort": 30000}]))
+        assert status == 422 and "The range of valid ports is 40000-40002" in body["message"]
+        # a deleted Service's port can be had again; a ClusterIP Service needs none
+        await c.delete(f"{SVC}/np1")
+        status, s = await c.post(SVC, svc("again", "NodePort"))
+        assert status == 201 and s["spec"]["ports"][0]["nodePort"] == 40001
+        status, _ = await c.post(SVC, svc("plain"))
+        assert status == 201
+
+
+def test_node_port_range_syntax() -> None:
+    assert parse_node_port_range("30000-32767") == (30000, 32767)
+    assert parse_node_port_range(" 8080 ") == (8080, 8080)
+    for bad in ("32767-30000", "0-10", "a-b", "1-70000", ""):
+        with pytest.raises(ValueError, match="node port range"):
+            parse_node_port_range(bad)

@@ -6,12 +6,15 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
 from operator_runtime.controller import Action, Controller
 from operator_runtime.errors import Expired
 from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import object_key
+from operator_runtime.projection import KEEP, intern_strings, project
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff
 
@@ -277,3 +280,78 @@ async def test_api_source_lists_in_pages_into_one_snapshot(kubesim: KubeSim) -> 
         f"cm-{i}" for i in range(5)]
     assert all(i["kind"] == "ConfigMap" for i in items)
     assert version and len(pages) >= 3 and set(pages) == {"2"}
+
+
+async def test_transform_applies_to_listed_and_watched_objects_and_indexes_follow_moves() -> None:
+    """What the cache stores is the transform's result, for the list, every watch event and a relist after 410;
+    an index value naming one object and then several (and one again) always returns exactly its objects."""
+    def slice_(name: str, rv: str, service: str, **extra: Any) -> dict[str, Any]:
+        item = obj(name, rv, spec={"service": service}, **extra)
+        item["metadata"]["managedFields"] = [{"manager": "x"}]
+        return item
+
+    source = ScriptedSource(
+        lists=[([slice_("a", "1", "web", big="x" * 100)], "5"),
+               ([slice_("a", "30", "db"), slice_("c", "30", "db")], "30")],
+        watches=[
+            [("ADDED", slice_("b", "6", "web", big="y")), ("MODIFIED", slice_("a", "7", "db"))],
+            Expired(410, "Expired", "too old"),
+        ],
+    )
+    transform = project({"metadata": {"name": KEEP, "namespace": KEEP, "resourceVersion": KEEP},
+                         "spec": {"service": KEEP}})
+    reflector = Reflector("slices", source, transform=transform)
+    reflector.add_index("service", lambda o: [o["spec"]["service"]])
+    by_service: list[tuple[str, list[str]]] = []
+
+    def record(old: Any, new: Any) -> None:
+        for value in ("web", "db"):
+            by_service.append((value, [object_key(o) for o in reflector.by_index("service", value)]))
+
+    reflector.add_handler(record)
+    await run_until_idle(reflector, source)
+    for key in reflector.keys():
+        stored = reflector.get(key)
+        assert stored is not None and "big" not in stored and "managedFields" not in stored["metadata"]
+    assert reflector.by_index("service", "web") == []
+    assert [object_key(o) for o in reflector.by_index("service", "db")] == ["ns/a", "ns/c"]
+    assert by_service[:6] == [("web", ["ns/a"]), ("db", []),  # listed
+                              ("web", ["ns/a", "ns/b"]), ("db", []),  # b added: two under "web"
+                              ("web", ["ns/b"]), ("db", ["ns/a"])]  # a moved: one each
+    assert reflector.get("ns/b") is None  # gone in the relist
+
+
+def test_projection_keeps_declared_fields_only() -> None:
+    keep = project({"metadata": {"name": KEEP, "labels": {"a": KEEP}}, "items": [{"n": KEEP, "c": {"r": KEEP}}],
+                    "whole": KEEP})
+    source = {"apiVersion": "v1", "kind": "K", "metadata": {"name": "x", "uid": "u", "labels": {"a": "1", "b": "2"}},
+              "items": [{"n": "n1", "c": {"r": True, "s": 1}, "drop": 1}, {"c": {}}], "whole": {"deep": [1, {"x": 2}]},
+              "gone": {"big": "x"}}
+    assert keep(source) == {"apiVersion": "v1", "kind": "K", "metadata": {"name": "x", "labels": {"a": "1"}},
+                            "items": [{"n": "n1", "c": {"r": True}}, {"c": {}}], "whole": {"deep": [1, {"x": 2}]}}
+    # a value of another shape than declared is kept as sent (the reader then rejects it as it would anyway)
+    assert keep({"items": "not-a-list", "metadata": ["odd"]}) == {"items": "not-a-list", "metadata": ["odd"]}
+    assert keep(source)["whole"] is not source["whole"]  # the cache owns what it stores
+    a, b = intern_strings({"k": "".join(["sha", "red"])}), intern_strings({"k": "".join(["sh", "ared"])})
+    assert a["k"] is b["k"]  # equal strings from different objects are one object in memory
+    with pytest.raises(ValueError, match="exactly one entry"):
+        project({"items": [{"a": KEEP}, {"b": KEEP}]})
+    with pytest.raises(ValueError, match="expected KEEP"):
+        project({"metadata": "name"})
+
+
+def test_equal_small_parts_of_cached_objects_are_shared_without_mixing_up_json_types() -> None:
+    one = intern_strings({"spec": {"ports": [{"name": "http", "port": 80}], "flag": True},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    two = intern_strings({"spec": {"ports": [{"name": "http", "port": 80}], "flag": True},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert one["spec"]["ports"] is two["spec"]["ports"] and one["status"] is two["status"]
+    # 1, 1.0 and true are different JSON values; key order is kept
+    variants = [intern_strings({"v": value, "a": 1, "b": 2}) for value in (1, 1.0, True, -0.0, 0.0)]
+    assert [type(v["v"]) for v in variants] == [int, float, bool, float, float]
+    assert str(variants[3]["v"]) == "-0.0" and str(variants[4]["v"]) == "0.0"
+    assert list(intern_strings({"b": 1, "a": 2})) == ["b", "a"]
+    assert intern_strings({"b": 1, "a": 2}) is not intern_strings({"a": 2, "b": 1})
+    # large parts are rebuilt, not shared
+    big = {"items": [{"n": i} for i in range(20)]}
+    assert intern_strings(big)["items"] is not intern_strings(big)["items"] and intern_strings(big) == big

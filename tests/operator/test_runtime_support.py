@@ -121,6 +121,27 @@ async def test_repeats_within_the_interval_are_counted_but_not_written() -> None
     assert api.calls.count(("patch", "events")) == 0
 
 
+async def test_a_series_counts_every_occurrence_in_one_object_and_survives_many_other_events() -> None:
+    """One Event object per series, its count the number of occurrences; the recorder forgets the least recently
+    repeated events first, so a Listener failing again and again keeps its series while thousands of others fail."""
+    api = FakeApi()
+    recorder = EventRecorder(api, "c", "i", series_interval=0, max_tracked=3)
+
+    async def fail(name: str) -> None:
+        listener = {**LISTENER, "metadata": {**LISTENER["metadata"], "name": name, "uid": f"u-{name}"}}
+        await recorder.publish(listener, type="Warning", reason="NodePortRangeFull", note="full", action="Reconcile")
+
+    for round_ in range(4):
+        await fail("hot")
+        for other in range(2):
+            await fail(f"other-{round_}-{other}")  # new events, each tracked for a while
+    events = {obj["regarding"]["name"]: obj for (plural, _, _), obj in api.objects.items() if plural == "events"}
+    assert events["hot"]["series"]["count"] == 4
+    assert api.calls.count(("create", "events")) == 1 + 8  # hot once, each other event once
+    assert api.calls.count(("patch", "events")) == 3  # hot's repeats
+    assert events["hot"]["series"]["lastObservedTime"].endswith("Z")
+
+
 async def test_recorder_never_raises() -> None:
     api = FakeApi()
     api.fail_with = failure(403, "Forbidden", "events are forbidden")

@@ -29,6 +29,7 @@ from .deployment import DeploymentController
 from .dns import resolve
 from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
+from .indexes import PODS_BY_NODE, pod_node
 from .informer import Informer
 from .kubelet import FINALIZER, Kubelet
 from .loadbalancer import LoadBalancerController
@@ -151,6 +152,7 @@ class Cluster:
             self._own_runtime_dir = True
         for resource in WATCHED:
             self.ctx.informers[resource] = Informer(self.ctx.api, resource)
+        self.ctx.informer(PODS).add_index(PODS_BY_NODE, pod_node)
         self.scheduler = Scheduler(self.ctx)
         self.provisioner = Provisioner(self.ctx, on_failure=self.scheduler.claim_failed)
         self.proxy = KubeProxy(self.ctx)
@@ -273,9 +275,7 @@ class Cluster:
         for resource in (CSI_NODES, NODES):
             with contextlib.suppress(ApiError):
                 await self.ctx.api.delete(resource, name)
-        for pod in self.ctx.informer(PODS).items():
-            if pod.get("spec", {}).get("nodeName") != name:
-                continue
+        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, name):
             await self._force_delete_pod(pod)
 
     async def _force_delete_pod(self, pod: dict[str, Any]) -> None:
@@ -302,8 +302,8 @@ class Cluster:
         kubelet = self._kubelet(name)
         await kubelet.stop()
         await set_node_ready(self.ctx.api, name, False, "kubelet stopped posting node status")
-        for pod in self.ctx.informer(PODS).items():
-            if pod.get("spec", {}).get("nodeName") != name or not condition_true(pod, "Ready"):
+        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, name):
+            if not condition_true(pod, "Ready"):
                 continue
             conditions = set_condition(
                 list(pod.get("status", {}).get("conditions") or []), "Ready", "False", "NodeNotReady"

@@ -13,11 +13,11 @@ import time
 from typing import Any
 
 from .context import DEPLOYMENTS, PODS, Context
+from .indexes import BY_CONTROLLER
 from .informer import Key
 from .objects import (
     Obj,
     condition_true,
-    controller_of,
     is_terminating,
     labels_of,
     name_of,
@@ -50,8 +50,8 @@ class DeploymentController(WorkloadController):
         template_hash = short_hash(json.dumps(spec.get("template") or {}, sort_keys=True))
         owned = [
             p
-            for p in self.ctx.informer(PODS).items(namespace)
-            if (controller_of(p) or {}).get("uid") == uid_of(deployment)
+            for p in self.ctx.informer(PODS).by_index(BY_CONTROLLER, uid_of(deployment))
+            if p["metadata"].get("namespace", "") == namespace
         ]
         live = [p for p in owned if not is_terminating(p)]
         outdated = [p for p in live if labels_of(p).get(TEMPLATE_HASH_LABEL) != template_hash]

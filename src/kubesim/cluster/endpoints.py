@@ -17,6 +17,7 @@ from kubesim.errors import ApiError
 from kubesim.selectors import selector_from_label_selector_object
 
 from .context import ENDPOINT_SLICES, ENDPOINTS, PODS, SERVICES, Context
+from .indexes import SERVICE_NAME_LABEL, SLICES_BY_SERVICE, slice_service
 from .informer import Key
 from .objects import (
     Obj,
@@ -32,7 +33,6 @@ from .workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 MANAGED_BY = "endpointslice-controller.k8s.io"
 
@@ -94,6 +94,7 @@ class EndpointsController:
         # what we wrote comes back through these; a change by anyone else is repaired
         ctx.informer(ENDPOINTS).add_handler(self._on_endpoints)
         ctx.informer(ENDPOINT_SLICES).add_handler(self._on_slice)
+        ctx.informer(ENDPOINT_SLICES).add_index(SLICES_BY_SERVICE, slice_service)
 
     def start(self) -> None:
         self.queue.start()
@@ -244,9 +245,8 @@ class EndpointsController:
     def _owned_slices(self, namespace: str, service: str) -> list[Obj]:
         return [
             s
-            for s in self.ctx.informer(ENDPOINT_SLICES).items(namespace)
-            if labels_of(s).get(SERVICE_NAME_LABEL) == service
-            and labels_of(s).get(MANAGED_BY_LABEL) == MANAGED_BY
+            for s in self.ctx.informer(ENDPOINT_SLICES).by_index(SLICES_BY_SERVICE, f"{namespace}/{service}")
+            if labels_of(s).get(MANAGED_BY_LABEL) == MANAGED_BY
         ]
 
     async def _delete_owned(self, namespace: str, name: str) -> None:

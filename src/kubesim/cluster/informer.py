@@ -3,6 +3,10 @@
 One informer per resource type feeds every controller that needs it, so the whole simulation opens one watch
 per resource instead of one per controller. Handlers are plain callables that only enqueue keys: they must not
 block, because they run inside the watch loop.
+
+Lookups of related objects go through indexes, never through a scan of the whole cache: every informer indexes its
+objects by namespace, and controllers add named indexes (``add_index``; e.g. EndpointSlices by Service, Pods by
+node or controller) that are kept right on every add, update, delete and relist.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kubesim.errors import ApiError
@@ -22,6 +26,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 Handler = Callable[[str, Obj, Obj | None], None]  # (event type, object, previous object or None)
+IndexFunc = Callable[[Obj], Iterable[str]]  # the values an object is found under
 
 
 def key_of(obj: Obj) -> Key:
@@ -40,6 +45,9 @@ class Informer:
         self.api = api
         self.resource = resource
         self.cache: dict[Key, Obj] = {}
+        self._by_namespace: dict[str, dict[Key, Obj]] = {}
+        self._index_funcs: dict[str, IndexFunc] = {}
+        self._indexes: dict[str, dict[str, dict[Key, Obj]]] = {}
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -48,13 +56,70 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
 
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        """Find objects by the values ``func`` gives them (``by_index``). Controllers sharing this informer may add
+        the same index again (same name, same function); another function under a taken name is a bug."""
+        existing = self._index_funcs.get(name)
+        if existing is not None:
+            if existing is not func:
+                raise ValueError(f"informer {self.resource} already has a different index {name!r}")
+            return
+        self._index_funcs[name] = func
+        index: dict[str, dict[Key, Obj]] = {}
+        self._indexes[name] = index
+        for key, obj in self.cache.items():
+            for value in func(obj):
+                index.setdefault(value, {})[key] = obj
+
+    def by_index(self, name: str, value: str) -> list[Obj]:
+        """The objects ``name``'s function gives ``value`` (KeyError for an index nobody added)."""
+        return list(self._indexes[name].get(value, {}).values())
+
+    def count(self, name: str, value: str) -> int:
+        """How many objects ``by_index(name, value)`` would return."""
+        return len(self._indexes[name].get(value, ()))
+
     def get(self, namespace: str | None, name: str) -> Obj | None:
         return self.cache.get((namespace or "", name))
 
     def items(self, namespace: str | None = None) -> list[Obj]:
         if namespace is None:
             return list(self.cache.values())
-        return [obj for (ns, _), obj in self.cache.items() if ns == namespace]
+        return list(self._by_namespace.get(namespace, {}).values())
+
+    def _put(self, key: Key, obj: Obj) -> Obj | None:
+        """Store ``obj`` under ``key`` (indexes included); the object it replaces, if any."""
+        old = self.cache.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self.cache[key] = obj
+        self._by_namespace.setdefault(key[0], {})[key] = obj
+        for name, func in self._index_funcs.items():
+            index = self._indexes[name]
+            for value in func(obj):
+                index.setdefault(value, {})[key] = obj
+        return old
+
+    def _drop(self, key: Key) -> Obj | None:
+        old = self.cache.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def _unindex(self, key: Key, obj: Obj) -> None:
+        bucket = self._by_namespace.get(key[0])
+        if bucket is not None:
+            bucket.pop(key, None)
+            if not bucket:
+                del self._by_namespace[key[0]]
+        for name, func in self._index_funcs.items():
+            index = self._indexes[name]
+            for value in func(obj):
+                entries = index.get(value)
+                if entries is not None:
+                    entries.pop(key, None)
+                    if not entries:
+                        del index[value]
 
     async def start(self) -> None:
         if self._task is None:
@@ -80,11 +145,11 @@ class Informer:
         fresh = {key_of(obj): obj for obj in items}
         stale = [k for k in self.cache if k not in fresh]
         for k in stale:
-            old = self.cache.pop(k)
+            old = self._drop(k)
+            assert old is not None
             self._dispatch("DELETED", old, old)
         for k, obj in fresh.items():
-            previous = self.cache.get(k)
-            self.cache[k] = obj
+            previous = self._put(k, obj)
             if previous is None:
                 self._dispatch("ADDED", obj, None)
             elif previous.get("metadata", {}).get("resourceVersion") != obj.get("metadata", {}).get(
@@ -136,11 +201,7 @@ class Informer:
             self._resource_version = version or self._resource_version
             return
         k = key_of(obj)
-        old = self.cache.get(k)
-        if event == "DELETED":
-            self.cache.pop(k, None)
-        else:
-            self.cache[k] = obj
+        old = self._drop(k) if event == "DELETED" else self._put(k, obj)
         if version:
             self._resource_version = version
         self._dispatch(event, obj, old)

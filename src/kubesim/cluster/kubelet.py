@@ -29,6 +29,7 @@ from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, Context
 from .csi_client import grpc_error_text
 from .downward import write_downward_volume
 from .events import EventRecorder
+from .indexes import PODS_BY_NODE
 from .informer import Key
 from .nodefs import HostPathError, check_host_path_type
 from .objects import (
@@ -125,9 +126,8 @@ class Kubelet:
     def resync(self) -> None:
         if not self.running:
             return
-        for pod in self.ctx.informer(PODS).items():
-            if pod.get("spec", {}).get("nodeName") == self.node:
-                self.queue.add((pod["metadata"].get("namespace", ""), name_of(pod)))
+        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, self.node):
+            self.queue.add((pod["metadata"].get("namespace", ""), name_of(pod)))
         for state in self.pods.values():
             self.queue.add(state.key)
 

@@ -16,6 +16,7 @@ from kubesim.errors import ApiError
 
 from .context import NODES, PODS, PVCS, PVS, STORAGE_CLASSES, Context
 from .events import EventRecorder
+from .indexes import ACTIVE_PODS_BY_NODE, PODS_BY_NODE, active_pod_node, pod_node
 from .informer import Key
 from .matching import pod_fits_node, pv_fits_node, tolerates
 from .objects import (
@@ -52,6 +53,8 @@ class Scheduler:
         self._assumed: dict[Key, str] = {}
         self._reported: dict[str, str] = {}  # Pod uid -> last FailedScheduling message
         ctx.informer(PODS).add_handler(self._on_pod)
+        ctx.informer(PODS).add_index(PODS_BY_NODE, pod_node)
+        ctx.informer(PODS).add_index(ACTIVE_PODS_BY_NODE, active_pod_node)
         for resource in (NODES, PVCS, PVS, STORAGE_CLASSES):
             ctx.informer(resource).add_handler(self._on_world_change)
 
@@ -79,16 +82,13 @@ class Scheduler:
         self.queue.add(key)
 
     def _on_world_change(self, event: str, obj: Obj, old: Obj | None) -> None:
-        for pod in self.ctx.informer(PODS).items():
+        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, ""):  # the unscheduled ones
             if self._pending(pod):
                 self.queue.add((pod["metadata"].get("namespace", ""), name_of(pod)))
 
-    def _pods_per_node(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for pod in self.ctx.informer(PODS).items():
-            node = pod.get("spec", {}).get("nodeName")
-            if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
-                counts[node] += 1
+    def _pods_per_node(self, nodes: list[str]) -> Counter[str]:
+        pods = self.ctx.informer(PODS)
+        counts: Counter[str] = Counter({node: pods.count(ACTIVE_PODS_BY_NODE, node) for node in nodes})
         for key, node in self._assumed.items():
             assumed = self.ctx.informer(PODS).get(*key)
             if assumed is not None and not assumed.get("spec", {}).get("nodeName"):
@@ -166,7 +166,7 @@ class Scheduler:
             selected = annotations_of(pvc).get(SELECTED_NODE)
             if selected in feasible:
                 return selected, delayed
-        counts = self._pods_per_node()
+        counts = self._pods_per_node(feasible)
         return min(feasible, key=lambda n: (counts[n], n)), delayed
 
     def _node_problem(self, pod: Obj, node: Obj, bound_pvs: list[Obj]) -> str | None:

@@ -21,11 +21,11 @@ from typing import Any
 from kubesim.errors import ApiError
 
 from .context import PODS, PVCS, STATEFUL_SETS, Context
+from .indexes import BY_CONTROLLER
 from .informer import Key
 from .objects import (
     Obj,
     condition_true,
-    controller_of,
     is_terminating,
     labels_of,
     name_of,
@@ -94,9 +94,8 @@ class StatefulSetController(WorkloadController):
     def _owned_pods(self, sts: Obj) -> dict[int, Obj]:
         namespace = sts["metadata"].get("namespace", "")
         pods: dict[int, Obj] = {}
-        for pod in self.ctx.informer(PODS).items(namespace):
-            owner = controller_of(pod)
-            if owner is None or owner.get("uid") != uid_of(sts):
+        for pod in self.ctx.informer(PODS).by_index(BY_CONTROLLER, uid_of(sts)):
+            if pod["metadata"].get("namespace", "") != namespace:
                 continue
             ordinal = _ordinal(name_of(sts), name_of(pod))
             if ordinal is not None:

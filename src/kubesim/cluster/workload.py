@@ -11,6 +11,7 @@ from kubesim.errors import ApiError
 
 from .context import PODS, Context
 from .events import EventRecorder
+from .indexes import BY_CONTROLLER, controller_uid
 from .informer import Key
 from .objects import Obj, controller_of, name_of
 from .workqueue import Reconciler
@@ -25,6 +26,7 @@ class WorkloadController:
         self.queue: Reconciler[Key] = Reconciler(kind.lower(), self._reconcile, workers=2)
         ctx.informer(resource).add_handler(self._on_workload)
         ctx.informer(PODS).add_handler(self._on_pod)
+        ctx.informer(PODS).add_index(BY_CONTROLLER, controller_uid)
 
     def start(self) -> None:
         self.queue.start()

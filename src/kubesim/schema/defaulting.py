@@ -9,14 +9,15 @@ from kubesim.jsonvalues import json_clone
 from kubesim.schema import Schema, properties_of
 
 
-def apply_defaults(obj: dict[str, Any], schema: Schema) -> dict[str, Any]:
-    """Return a copy of ``obj`` with schema ``default``s applied as the apiserver does.
+def apply_defaults(obj: dict[str, Any], schema: Schema, *, copy: bool = True) -> dict[str, Any]:
+    """Return a copy of ``obj`` (``obj`` itself with ``copy=False``) with schema ``default``s applied as the
+    apiserver does.
 
     A default fills a field that is absent, or null while not ``nullable``; a ``nullable`` field explicitly null
     keeps its null. A non-nullable null without a default is dropped. Defaults apply recursively, also inside
     values that were just defaulted, inside map values and list items — but never create a missing parent object.
     """
-    result = json_clone(obj)
+    result = json_clone(obj) if copy else obj
     _prune_non_nullable_nulls(result, schema)
     _default(result, schema)
     return result

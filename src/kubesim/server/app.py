@@ -55,6 +55,7 @@ class ApiServer:
         token: str | None = None,
         watch_window: int = 10_000,
         service_cidr: str | None = None,
+        service_node_port_range: tuple[int, int] | str | None = None,
         bookmark_interval: float = 5.0,
         faults: Faults | None = None,
         authorizer: Authorizer | None = None,
@@ -63,7 +64,7 @@ class ApiServer:
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
         self.registry = Registry()
-        self.admission = Admission(service_cidr=service_cidr)
+        self.admission = Admission(service_cidr=service_cidr, service_node_port_range=service_node_port_range)
         self.store = Store(
             self.registry,
             self.admission,

@@ -7,9 +7,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kubesim.jsonvalues import json_clone
 from kubesim.ssa.entries import Entry, decode_entries, now_timestamp, store_entries, without_managed_fields
-from kubesim.ssa.fieldsets import Flat, compare
+from kubesim.ssa.fieldsets import Flat, diff
 from kubesim.ssa.fieldsv1 import Path, format_path
 from kubesim.ssa.last_applied import KUBECTL, allowed_by_last_applied, sync_last_applied
 from kubesim.ssa.listtypes import ListKeys
@@ -76,7 +75,7 @@ def apply(
     if isinstance(config_meta, Mapping) and config_meta.get("managedFields") is not None:
         raise ValueError("metadata.managedFields must be nil")
     timestamp = now or now_timestamp()
-    live_obj: dict[str, Any] = json_clone(dict(live)) if live else {}
+    live_obj: dict[str, Any] = dict(live) if live else {}  # read only: the result is built by the Merger
     entries = decode_entries((live_obj.get("metadata") or {}).get("managedFields"))
     live_plain = without_managed_fields(live_obj)
     cfg = reduce_config(config, subresource, ignore_fields)
@@ -91,7 +90,7 @@ def apply(
     owned_by_others: set[Path] = set().union(*(e.fields for e in others)) if others else set()
     remove_paths(merged, previous - config_set - owned_by_others, config_set | owned_by_others, list_keys)
 
-    comparison = compare(Flat(live_plain, list_keys, strict=False), Flat(merged, list_keys, strict=False))
+    comparison = diff(live_plain, merged, list_keys)
     conflicts: list[tuple[Entry, Path]] = []
     for entry in others:
         conflicts.extend((entry, path) for path in entry.fields & comparison.changed)

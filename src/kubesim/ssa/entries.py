@@ -1,5 +1,8 @@
 """``metadata.managedFields`` entries: one per manager, operation and subresource, decoded into field sets,
-merged when duplicated, and written back in the apiserver's order."""
+merged when duplicated, and written back in the apiserver's order.
+
+Stored objects are never changed in place, so a ``fieldsV1`` tree read from one is decoded once (remembered by
+identity for the next write of that object) and written back as the same tree when its fields did not change."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ class Entry:
     api_version: str
     time: str | None
     fields: set[Path] = field(default_factory=set)
+    # the stored tree these fields were decoded from, and what it decoded to: reused by encode() while unchanged
+    source: tuple[dict[str, Any], frozenset[Path]] | None = None
 
     @property
     def identity(self) -> tuple[str, str, str | None]:
@@ -45,7 +50,10 @@ class Entry:
         if self.time is not None:
             entry["time"] = self.time
         entry["fieldsType"] = "FieldsV1"
-        entry["fieldsV1"] = encode_fields_v1(self.fields)
+        if self.source is not None and self.fields == self.source[1]:
+            entry["fieldsV1"] = self.source[0]
+        else:
+            entry["fieldsV1"] = encode_fields_v1(self.fields)
         if self.subresource:
             entry["subresource"] = self.subresource
         return entry
@@ -70,22 +78,43 @@ def decode_entries(managed: Any) -> list[Entry]:
         if raw.get("fieldsType", "FieldsV1") != "FieldsV1":
             raise ValueError(f"{where}.fieldsType must be FieldsV1")
         subresource = raw.get("subresource") or None
+        tree = raw.get("fieldsV1") or {}
+        decoded = _decoded(tree, f"{where}.fieldsV1")
         entry = Entry(
             manager=manager,
             operation=operation,
             subresource=subresource if isinstance(subresource, str) else None,
             api_version=str(raw.get("apiVersion", "")),
             time=raw.get("time") if isinstance(raw.get("time"), str) else None,
-            fields=decode_fields_v1(raw.get("fieldsV1") or {}, f"{where}.fieldsV1"),
+            fields=set(decoded),
+            source=(tree, decoded) if isinstance(tree, dict) and tree else None,
         )
         if entry.identity in seen:
             # Duplicate entries (hand-written managedFields) merge, as the apiserver keys them by identity.
             existing = next(e for e in entries if e.identity == entry.identity)
             existing.fields |= entry.fields
+            existing.source = None
             continue
         seen.add(entry.identity)
         entries.append(entry)
     return entries
+
+
+# fieldsV1 trees of stored objects -> their decoded paths, by identity (the tree is held, so its id stays unique).
+_DECODED: dict[int, tuple[Any, frozenset[Path]]] = {}
+_DECODED_MAX = 4096
+
+
+def _decoded(tree: Any, where: str) -> frozenset[Path]:
+    known = _DECODED.get(id(tree))
+    if known is not None and known[0] is tree:
+        return known[1]
+    paths = frozenset(decode_fields_v1(tree, where))
+    if isinstance(tree, dict) and tree:
+        if len(_DECODED) >= _DECODED_MAX:
+            del _DECODED[next(iter(_DECODED))]
+        _DECODED[id(tree)] = (tree, paths)
+    return paths
 
 
 def store_entries(obj: dict[str, Any], entries: list[Entry]) -> None:

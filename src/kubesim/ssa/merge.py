@@ -17,17 +17,25 @@ _MISSING = object()
 
 
 class Merger:
+    """Merges a configuration into a live object; the result shares nothing with either input."""
+
     def __init__(self, list_keys: ListKeys) -> None:
         self.list_keys = list_keys
 
     def merge(self, live: Any, config: Any, names: tuple[str, ...]) -> Any:
         if isinstance(config, dict) and not is_atomic_map(self.list_keys, names):
-            out = json_clone(live) if isinstance(live, dict) else {}
+            # A new object: live's fields in live's order (each copied once), the configured ones merged in place,
+            # new ones after them in the configuration's order; a null in the configuration removes the field.
+            base = live if isinstance(live, dict) else {}
+            out: dict[str, Any] = {}
+            for key, value in base.items():
+                if key not in config:
+                    out[key] = json_clone(value)
+                elif config[key] is not None:
+                    out[key] = self.merge(value, config[key], (*names, key))
             for key, value in config.items():
-                if value is None:
-                    out.pop(key, None)
-                else:
-                    out[key] = self.merge(out.get(key, _MISSING), value, (*names, key))
+                if key not in base and value is not None:
+                    out[key] = self.merge(_MISSING, value, (*names, key))
             return out
         if isinstance(config, list) and isinstance(live, list):
             list_type = self.list_keys(names)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubesim.ssa.entries import Entry, decode_entries, now_timestamp, store_entries, without_managed_fields
-from kubesim.ssa.fieldsets import Flat, compare
+from kubesim.ssa.entries import Entry, decode_entries, now_timestamp, store_entries
+from kubesim.ssa.fieldsets import diff
 from kubesim.ssa.listtypes import ListKeys, all_atomic
 
 
@@ -40,10 +40,7 @@ def record_update(
     base = sent if subresource is None and sent and sent != old_managed else old_managed
     entries = decode_entries(base)
 
-    comparison = compare(
-        Flat(without_managed_fields(old), keys, strict=False),
-        Flat(without_managed_fields(new), keys, strict=False),
-    )
+    comparison = diff(old, new, keys)  # managedFields are not fields anyone owns
     identity = (manager, "Update", subresource)
     took = comparison.changed
     if took:

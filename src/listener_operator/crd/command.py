@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
-from pathlib import Path
 
 from listener_operator.crd.generate import crds_yaml
+from operator_runtime.crdgen import add_output_argument, write_output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", "-o", metavar="FILE", default="-",
-                        help="write the YAML to FILE instead of standard output")
+    add_output_argument(parser)
 
 
 async def run(args: argparse.Namespace) -> int:
-    text = crds_yaml()
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
-    return 0
+    return await write_output(crds_yaml(), args.output)

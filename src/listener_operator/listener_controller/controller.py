@@ -3,7 +3,8 @@
 Reads only caches (no LIST or GET inside a reconcile). Writes, all server-side apply with force and the upstream
 field managers (behaviour.md "Field managers"): the Service, orphan deletions, the Listener status, and Events. A
 reconcile that would change nothing writes nothing: the desired Service and status are compared with what the caches
-hold (plus what this process wrote itself and the watch has not delivered yet, see :class:`_Written`). What to
+hold (plus what this process wrote itself and the watch has not delivered yet, see
+:class:`~operator_runtime.written.Written`). What to
 write is composed by pure functions: the Service in :mod:`.service`, the addresses in
 :mod:`listener_operator.addresses`, the status in :mod:`.status`.
 
@@ -16,12 +17,16 @@ endpoints; upstream does not watch Nodes at all, behaviour.md "Triggers").
 from __future__ import annotations
 
 import logging
+import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from listener_operator.addresses import (
+    ENDPOINT_SLICE_CACHE,
+    NODE_CACHE,
+    PV_CACHE,
     ListenerAddresses,
     compute_addresses,
     endpoint_slice_service_keys,
@@ -60,21 +65,23 @@ from listener_operator.listener_controller.status import (
 )
 from listener_operator.observability import Metrics
 from operator_runtime.api import KubeApi
-from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
+from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop, owned_fields_cache
 from operator_runtime.controller import Action, Controller
 from operator_runtime.errors import ApiFailure, BadRequest, Conflict, Invalid, NotFound
 from operator_runtime.events import EventRecorder
 from operator_runtime.kinds import ENDPOINT_SLICE, NODE, PV, SERVICE
 from operator_runtime.objects import (
     JsonDict,
+    items,
     mapping,
     meta,
     object_key,
     object_reference,
-    resource_version,
 )
+from operator_runtime.projection import KEEP, intern_strings, project
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
+from operator_runtime.written import Written
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +107,59 @@ class ApiRejectedError(ListenerError):
         self.retry = not isinstance(failure, BadRequest | Invalid)
 
 
+#: How often a Listener whose Service found an allocation range full tries again; a Service releasing node ports or
+#: its cluster IP wakes waiting Listeners earlier (one per freed allocation).
+RANGE_FULL_RETRY_SECONDS = 300.0
+
+
+class RangeFullError(ListenerError):
+    """The API server could not allocate what the Service needs because the cluster's range is full. Retrying soon
+    cannot help (and thousands of Listeners retrying would hammer the API server): the Listener waits for a freed
+    allocation or :data:`RANGE_FULL_RETRY_SECONDS`."""
+
+    related = "service"
+    what: str = ""
+    remedy: str = ""
+
+    def __init__(self, key: str, failure: ApiFailure) -> None:
+        super().__init__(
+            f"no free {self.what} for Service {key}: the cluster's {self.what} range is full (the API server said: "
+            f"{failure.message[:200]}); {self.remedy}. Retrying when a Service releases one, at the latest in "
+            f"{RANGE_FULL_RETRY_SECONDS:.0f} s")
+
+
+class NodePortRangeFullError(RangeFullError):
+    reason = "NodePortRangeFull"
+    what = "node port"
+    remedy = ("delete NodePort Services that are not needed, or widen the range (kube-apiserver "
+              "--service-node-port-range)")
+
+
+class ClusterIPRangeFullError(RangeFullError):
+    reason = "ClusterIPRangeFull"
+    what = "cluster IP"
+    remedy = "delete Services that are not needed, or widen the range (kube-apiserver --service-cluster-ip-range)"
+
+
+def range_full_error(failure: ApiFailure) -> type[RangeFullError] | None:
+    """Which range an apply failure says is full (the apiserver's "failed to allocate a nodePort: range is full"
+    and "failed to allocate a serviceIP: range is full"), or None."""
+    text = failure.message.lower()
+    if failure.code != 500 or "range is full" not in text:
+        return None
+    if "nodeport" in text:
+        return NodePortRangeFullError
+    if "serviceip" in text or "clusterip" in text:
+        return ClusterIPRangeFullError
+    return None
+
+
 def error_policy(listener: JsonDict, error: Exception, context: None) -> Action:
     """Retry (with backoff) what a retry can fix: API trouble. A problem in the spec, the class or ownership
-    waits for the change that fixes it, which the watches bring."""
+    waits for the change that fixes it, which the watches bring; a full allocation range waits long (or for a freed
+    allocation, see :class:`RangeFullError`)."""
+    if isinstance(error, RangeFullError):
+        return Action.requeue(RANGE_FULL_RETRY_SECONDS)
     if isinstance(error, ApiRejectedError):
         return Action.retry() if error.retry else Action.await_change()
     if isinstance(error, ListenerError):
@@ -114,36 +171,24 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class _Written:
-    """Objects this process wrote whose watch event has not arrived yet.
-
-    Without this, a reconcile that runs between our write and its watch event would see the old object and write
-    again. An entry is dropped as soon as the cache holds the same or a newer resourceVersion (or a deletion).
-    """
-
-    def __init__(self, reflector: Reflector) -> None:
-        self.reflector = reflector
-        self._objects: dict[str, JsonDict] = {}
-        reflector.add_handler(self._on_event)
-
-    def remember(self, obj: JsonDict) -> None:
-        key = object_key(obj)
-        cached = self.reflector.get(key)
-        if cached is None or resource_version(obj) > resource_version(cached):
-            self._objects[key] = obj
-
-    def get(self, key: str) -> JsonDict | None:
-        written = self._objects.get(key)
-        cached = self.reflector.get(key)
-        if written is not None and (cached is None or resource_version(written) > resource_version(cached)):
-            return written
-        return cached
-
-    def _on_event(self, old: JsonDict | None, new: JsonDict | None) -> None:
-        key = object_key(new if new is not None else old)
-        written = self._objects.get(key)
-        if written is not None and (new is None or resource_version(new) >= resource_version(written)):
-            del self._objects[key]
+# What the caches keep (cache transforms, see operator_runtime.projection; EndpointSlices, PVs and Nodes are declared
+# in listener_operator.addresses, which reads them). A field the reconcile reads must be kept here:
+# tests/operator/test_cache_transforms.py runs the reconciles on transformed caches and compares them with whole
+# objects.
+LISTENER_CACHE = project({
+    # listener_identity, object_reference (Events), build_service (labels), compose_status (generation), reconcile
+    "metadata": {"name": KEEP, "namespace": KEEP, "uid": KEEP, "resourceVersion": KEEP, "generation": KEEP,
+                 "deletionTimestamp": KEEP, "labels": KEEP},
+    "spec": KEEP,  # check_listener, build_service, the "class" index
+    "status": KEEP,  # status_is_current, compose_status / failure_status (previous conditions), is_ready
+})
+LISTENER_CLASS_CACHE = project({
+    "metadata": {"name": KEEP, "uid": KEEP, "resourceVersion": KEEP},
+    "spec": KEEP,  # parse_listener_class
+})
+# A Service keeps every field: the no-write check compares the whole desired Service (overrides may set any field)
+# with it. Of managedFields only our Apply entry stays, cut to what apply_is_noop reads (which fields we own).
+SERVICE_CACHE = owned_fields_cache(FIELD_MANAGER_SERVICE, rest=intern_strings)
 
 
 def _owner_listener_keys(service: Mapping[str, Any]) -> list[str]:
@@ -153,6 +198,43 @@ def _owner_listener_keys(service: Mapping[str, Any]) -> list[str]:
 
 def _controller_listener_uids(service: Mapping[str, Any]) -> list[str]:
     return [ref.uid for ref in listener_owner_references(service) if ref.controller and ref.uid]
+
+
+def _allocations(service: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(node ports, cluster IPs) a Service holds."""
+    if service is None:
+        return 0, 0
+    spec = mapping(service, "spec")
+    ports = sum(1 for p in items(service, "spec", "ports") if isinstance(p, Mapping) and p.get("nodePort"))
+    ports += 1 if spec.get("healthCheckNodePort") else 0
+    ips = [ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"]
+    return ports, len(ips)
+
+
+class _RangeWaiters:
+    """Listeners whose Service found an allocation range full, oldest first; a Service releasing allocations wakes
+    as many of them as it freed (the others keep waiting for their long requeue)."""
+
+    def __init__(self, wake: Callable[[str], None]) -> None:
+        self._wake = wake
+        self._waiting: dict[type[RangeFullError], dict[str, None]] = {
+            NodePortRangeFullError: {}, ClusterIPRangeFullError: {}}
+
+    def add(self, kind: type[RangeFullError], key: str) -> None:
+        self._waiting[kind][key] = None
+
+    def discard(self, key: str) -> None:
+        for waiting in self._waiting.values():
+            waiting.pop(key, None)
+
+    def on_service(self, old: JsonDict | None, new: JsonDict | None) -> None:
+        (old_ports, old_ips), (new_ports, new_ips) = _allocations(old), _allocations(new)
+        for kind, freed in ((NodePortRangeFullError, old_ports - new_ports),
+                            (ClusterIPRangeFullError, old_ips - new_ips)):
+            waiting = self._waiting[kind]
+            for key in list(waiting)[:max(freed, 0)]:
+                del waiting[key]
+                self._wake(key)
 
 
 def _node_addresses_changed(old: JsonDict | None, new: JsonDict | None) -> bool:
@@ -169,15 +251,17 @@ class ListenerController:
         self.recorder = recorder
         self.cluster_domain = cluster_domain
         self.metrics = metrics or Metrics()
-        self.listeners = Reflector("listeners", ApiSource(api, LISTENER))
-        self.classes = Reflector("listenerclasses", ApiSource(api, LISTENER_CLASS))
-        self.services = Reflector("services", ApiSource(api, SERVICE))
+        self.listeners = Reflector("listeners", ApiSource(api, LISTENER), transform=LISTENER_CACHE)
+        self.classes = Reflector("listenerclasses", ApiSource(api, LISTENER_CLASS), transform=LISTENER_CLASS_CACHE)
+        self.services = Reflector("services", ApiSource(api, SERVICE), transform=SERVICE_CACHE)
         self.slices = Reflector("endpointslices", ApiSource(api, ENDPOINT_SLICE,
-                                                             label_selector=LABEL_ENDPOINTSLICE_SERVICE_NAME))
-        self.pvs = Reflector("persistentvolumes", ApiSource(api, PV, label_selector=PV_LABEL_LISTENER_NAME))
-        self.nodes = Reflector("nodes", ApiSource(api, NODE))
-        self._written_services = _Written(self.services)
-        self._written_listeners = _Written(self.listeners)
+                                                             label_selector=LABEL_ENDPOINTSLICE_SERVICE_NAME),
+                                transform=ENDPOINT_SLICE_CACHE)
+        self.pvs = Reflector("persistentvolumes", ApiSource(api, PV, label_selector=PV_LABEL_LISTENER_NAME),
+                             transform=PV_CACHE)
+        self.nodes = Reflector("nodes", ApiSource(api, NODE), transform=NODE_CACHE)
+        self._written_services = Written(self.services)
+        self._written_listeners = Written(self.listeners)
 
         self.listeners.add_index("class", lambda o: [str(mapping(o, "spec").get("className") or "")])
         self.services.add_index("controller-uid", _controller_listener_uids)
@@ -186,8 +270,12 @@ class ListenerController:
 
         # node name -> Listener keys that use it (from their last reconcile), and the reverse
         self._node_users: dict[str, set[str]] = {}
-        self._listener_nodes: dict[str, set[str]] = {}
+        self._listener_nodes: dict[str, tuple[str, ...]] = {}  # (a tuple: smaller than a set per Listener)
         self.listeners.add_handler(self._forget_deleted)
+        self._range_waiters = _RangeWaiters(self._wake)
+        self._classes: dict[str, tuple[tuple[str, str], ListenerClass | ListenerError]] = {}  # name -> (version, parsed)
+        self.classes.add_handler(self._forget_class)
+        self.services.add_handler(self._range_waiters.on_service)
 
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
         self.controller: Controller[None] = Controller(
@@ -217,7 +305,7 @@ class ListenerController:
 
     def _set_node_users(self, key: str, nodes: Iterable[str]) -> None:
         new = set(nodes)
-        old = self._listener_nodes.get(key, set())
+        old = set(self._listener_nodes.get(key, ()))
         for node in old - new:
             users = self._node_users.get(node)
             if users is not None:
@@ -225,15 +313,39 @@ class ListenerController:
                 if not users:
                     del self._node_users[node]
         for node in new - old:
-            self._node_users.setdefault(node, set()).add(key)
+            self._node_users.setdefault(node, set()).add(sys.intern(key))
         if new:
-            self._listener_nodes[key] = new
+            self._listener_nodes[sys.intern(key)] = tuple(sorted(new))
         else:
             self._listener_nodes.pop(key, None)
 
     def _forget_deleted(self, old: JsonDict | None, new: JsonDict | None) -> None:
         if new is None and old is not None:
             self._set_node_users(object_key(old), ())
+            self._range_waiters.discard(object_key(old))
+
+    def _wake(self, key: str) -> None:
+        self.controller.enqueue(key)
+
+    def _forget_class(self, old: JsonDict | None, new: JsonDict | None) -> None:
+        if new is None and old is not None:
+            self._classes.pop(meta(old).name, None)
+
+    def _parsed_class(self, class_object: JsonDict) -> ListenerClass:
+        """The class parsed once per version (thousands of Listeners share a few classes); a class that does not
+        parse fails every reconcile that uses it alike."""
+        version = (meta(class_object).uid, meta(class_object).resource_version)
+        name = meta(class_object).name
+        known = self._classes.get(name)
+        if known is None or known[0] != version:
+            try:
+                known = (version, parse_listener_class(class_object))
+            except ListenerError as error:
+                known = (version, error)
+            self._classes[name] = known
+        if isinstance(known[1], ListenerError):
+            raise type(known[1])(str(known[1]))
+        return known[1]
 
     def _current_status(self, listener: JsonDict) -> Mapping[str, Any]:
         """The status the Listener has, counting the one we wrote last even if the cache has not seen it yet."""
@@ -275,7 +387,7 @@ class ListenerController:
         if class_object is None:
             raise ListenerClassNotFoundError(f"ListenerClass {class_name!r} does not exist")
         spec = check_listener(listener)  # the Listener's own errors are reported before its class's
-        listener_class = parse_listener_class(class_object)
+        listener_class = self._parsed_class(class_object)
         desired = build_service(listener, listener_class, spec)
         existing = self._written_services.get(key)
         check_not_foreign(existing, uid)
@@ -286,8 +398,13 @@ class ListenerController:
                 service = await self.api.apply(SERVICE, desired, name=name, namespace=namespace,
                                                field_manager=FIELD_MANAGER_SERVICE, force=True)
             except ApiFailure as failure:
+                full = range_full_error(failure)
+                if full is not None:
+                    self._range_waiters.add(full, key)
+                    raise full(key, failure) from failure
                 raise ApiRejectedError("ApplyService", f"the API server rejected Service {key}: "
                                                        f"{failure.message}", failure) from failure
+            self._range_waiters.discard(key)
             self._written_services.remember(service)
         assert service is not None
 

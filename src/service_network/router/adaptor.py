@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .config import RouterConfig, parse_config
+from .config import RouterConfig, parse_config, with_bind_host
 from .errors import ConfigError, RouterError
 from .process import supervise
 from .router import Router
@@ -37,6 +37,9 @@ class AdaptorOptions:
     haproxy: str = "haproxy"
     metrics_address: tuple[str, int] | None = None     # port 0: any free port (see RouterAdaptor.metrics_port)
     tls_resolver: TlsResolver | None = None
+    #: Address for entities the document binds on all interfaces (host ""): a router Pod binds its Pod IP, so
+    #: that several routers on one machine (kubesim) never share a port.
+    bind_host: str | None = None
 
 
 class _AdaptorCollector(Collector):
@@ -122,10 +125,11 @@ class RouterAdaptor:
         if snap.text is None:
             raise ConfigError([f"(document): {snap.origin} {snap.problem}"])
         try:
-            return parse_config(snap.text)
+            config = parse_config(snap.text)
         except ConfigError as e:
             self.config_errors += 1
             raise ConfigError([f"{snap.origin}: {p}" for p in e.problems]) from None
+        return with_bind_host(config, self.options.bind_host) if self.options.bind_host else config
 
     def _watch_tls(self, config: RouterConfig) -> None:
         resolver = self.router.tls_resolver
@@ -152,7 +156,16 @@ class RouterAdaptor:
         stopping = asyncio.Event()
         supervisor: asyncio.Task[None] | None = None
         try:
-            first = await anext(snapshots)
+            first_task = asyncio.ensure_future(anext(snapshots))
+            stop_first = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({first_task, stop_first}, return_when=asyncio.FIRST_COMPLETED)
+            stop_first.cancel()
+            if not first_task.done():      # stopped while waiting for the first document (e.g. its ConfigMap)
+                first_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await first_task
+                return
+            first = first_task.result()
             config = self._parse(first)
             self._watch_tls(config)
             await self.router.start(config)

@@ -11,20 +11,13 @@ import signal
 import sys
 from pathlib import Path
 
+from operator_runtime.observability import parse_http_address
+
 from .adaptor import AdaptorOptions, run_adaptor
 from .errors import RouterError, exit_code
 from .sources import FileConfigSource
 
 log = logging.getLogger("service_network.router")
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host or "0.0.0.0", int(port)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=Path(env("ROUTER_STATE_DIR", ".state/router")),
                         help="where haproxy.cfg, sockets and TLS material are kept (default .state/router); "
                              "env ROUTER_STATE_DIR")
-    parser.add_argument("--metrics-address", type=_address, default=env("ROUTER_METRICS_ADDRESS"),
+    parser.add_argument("--metrics-address", type=parse_http_address, default=env("ROUTER_METRICS_ADDRESS"),
                         help="HOST:PORT of the adaptor's /metrics, /healthz, /readyz (port 0: any free port; "
                              "default: not served); env ROUTER_METRICS_ADDRESS")
     parser.add_argument("--haproxy", default=env("HAPROXY", "haproxy"),
@@ -52,7 +45,7 @@ async def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     metrics = args.metrics_address
     if isinstance(metrics, str):
-        metrics = _address(metrics)
+        metrics = parse_http_address(metrics)
     source = FileConfigSource(Path(args.config))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

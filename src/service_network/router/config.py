@@ -34,6 +34,7 @@ __all__ = [
     "TlsProfile",
     "is_ip_address",
     "parse_config",
+    "with_bind_host",
 ]
 
 CONFIG_VERSION = 1
@@ -295,3 +296,15 @@ def parse_config(text: str | bytes) -> RouterConfig:
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def with_bind_host(config: RouterConfig, host: str) -> RouterConfig:
+    """``config`` with ``host`` bound where it says "all interfaces" (Listeners and the metrics endpoint with host
+    ""): what a router Pod does with its Pod IP. ``host`` must be an IP address."""
+    if not is_ip_address(host):
+        raise ConfigError([f"bind host: {truncate(host)} is not an IP address"])
+    listeners = tuple(x if x.host else x.model_copy(update={"host": host}) for x in config.listeners)
+    router = config.router
+    if router.metrics is not None and not router.metrics.host:
+        router = router.model_copy(update={"metrics": router.metrics.model_copy(update={"host": host})})
+    return config.model_copy(update={"listeners": listeners, "router": router})

@@ -23,6 +23,7 @@ from kubesim.addresses import is_loopback
 from ..background import BackgroundTasks
 from ..context import ENDPOINT_SLICES, NODES, SERVICES, Context
 from ..events import EventRecorder
+from ..indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
 from ..informer import Key
 from ..objects import Obj, labels_of, name_of
 from ..workqueue import Reconciler, Retry
@@ -117,6 +118,8 @@ class KubeProxy:
         self._running = False
         ctx.informer(SERVICES).add_handler(self._on_service)
         ctx.informer(ENDPOINT_SLICES).add_handler(self._on_slice)
+        ctx.informer(ENDPOINT_SLICES).add_index(SLICES_BY_SERVICE, slice_service)
+        ctx.informer(SERVICES).add_index(SERVICES_BY_TYPE, service_type)
         ctx.informer(NODES).add_handler(self._on_node)
 
     # ------------------------------------------------------------------ lifecycle
@@ -169,9 +172,11 @@ class KubeProxy:
             self._nodes.pop(name, None)
         else:
             self._nodes[name] = current
-        for service in self.ctx.informer(SERVICES).items():
-            if service.get("spec", {}).get("type") in ("NodePort", "LoadBalancer"):
-                self.queue.add(_key(service))
+        services = self.ctx.informer(SERVICES)
+        for service in services.by_index(SERVICES_BY_TYPE, "NodePort") + services.by_index(
+            SERVICES_BY_TYPE, "LoadBalancer"
+        ):
+            self.queue.add(_key(service))
 
     # ----------------------------------------------------------------- reconcile
 
@@ -182,11 +187,7 @@ class KubeProxy:
             self._reported.pop(key, None)
             await self._apply(key, {}, set())
             return
-        slices = [
-            s
-            for s in self.ctx.informer(ENDPOINT_SLICES).items(namespace)
-            if labels_of(s).get(SERVICE_NAME_LABEL) == name
-        ]
+        slices = self.ctx.informer(ENDPOINT_SLICES).by_index(SLICES_BY_SERVICE, f"{namespace}/{name}")
         nodes = sorted(self._nodes.values(), key=lambda n: n.name)
         rules = service_rules(service, slices, nodes)
         reported = self._reported.setdefault(key, set())
@@ -196,7 +197,7 @@ class KubeProxy:
                 reported.add(message)
                 log.warning("%s/%s: %s", namespace, name, message)
                 await self.events.record(service, "Service", "v1", "Warning", "NotLoopback", message)
-        wanted = {(f.ip, f.port): f for f in rules.frontends if f.backends}
+        wanted = {(f.ip, f.port): f for f in rules.frontends}
         failures = await self._apply(key, wanted, rules.endpoints)
         for address, error in failures:
             message = f"kube-proxy (kubesim) cannot listen on {address[0]}:{address[1]}: {error}"

@@ -1,5 +1,5 @@
 """What kube-proxy serves for one Service, as pure data: the addresses it listens on and the endpoints each may
-forward to (``service_rules``). The asyncio side (``kubeproxy.py``) only binds and relays what this says.
+forward to (``service_rules``; an address without any usable endpoint is not listened on, so it is not listed). The asyncio side (``kubeproxy.py``) only binds and relays what this says.
 
 Semantics, following kube-proxy:
 
@@ -168,8 +168,8 @@ def service_rules(service: Obj, slices: list[Obj], nodes: list[Node]) -> Service
         reason = not_loopback_reason(ip)
         if reason is not None:
             rules.refusals.append(Refusal(ip, port, what, reason))
-            return
-        rules.frontends.append(Frontend(ip, port, what, port_name, backends, affinity, source))
+        elif backends:  # nothing to forward to: not listened on (connection refused, as kube-proxy's REJECT)
+            rules.frontends.append(Frontend(ip, port, what, port_name, backends, affinity, source))
 
     for port in spec.get("ports") or []:
         if port.get("protocol", "TCP") != "TCP" or not isinstance(port.get("port"), int):

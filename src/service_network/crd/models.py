@@ -1,0 +1,411 @@
+"""pydantic models of the ``skupper.io/v2alpha1`` custom resources: the single source of their CRD schemas
+(``crd/generate.py``) and the parsers of their ``spec``.
+
+Field names, types, required fields, short names and printer columns are upstream Skupper's (skupper-listener.md
+§2-§4), so manifests written for Skupper apply unchanged. As upstream's Go types have ``omitempty`` fields, optional
+fields are ``X | None = None`` and the CRDs are generated with ``optional_nullable=False``: an unset field is absent,
+and its documented default (``redemptionsAllowed`` 1, ``expirationWindow`` 15m, ``verifyHostname`` false, ...) is
+applied by the controller, not by the API server. Docstrings become the descriptions ``kubectl explain`` shows.
+
+Site, Listener and Connector are implemented (part 1); RouterAccess, Link, AccessGrant and AccessToken are defined
+so that their objects can be stored now, and are implemented by service network part 2.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "AccessGrantSpec",
+    "AccessGrantStatus",
+    "AccessTokenSpec",
+    "AccessTokenStatus",
+    "Condition",
+    "ConnectorSpec",
+    "ConnectorStatus",
+    "Endpoint",
+    "LinkSpec",
+    "LinkStatus",
+    "ListenerSpec",
+    "ListenerStatus",
+    "RouterAccessSpec",
+    "RouterAccessStatus",
+    "SiteSpec",
+    "SiteStatus",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, use_attribute_docstrings=True,
+                              extra="ignore")
+
+
+Settings = dict[str, str]
+Observer = Literal["auto", "none", "http1", "http2"]
+
+
+class Condition(_Model):
+    """A standard Kubernetes condition (metav1.Condition)."""
+
+    type: str = Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                                              r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+    """The condition type: Configured, Matched, Running, Resolved, Ready, ..."""
+
+    status: Literal["True", "False", "Unknown"]
+    """True, False or Unknown."""
+
+    observed_generation: int | None = Field(default=None, ge=0, json_schema_extra={"format": "int64"})
+    """The metadata.generation the condition was computed from."""
+
+    last_transition_time: str = Field(json_schema_extra={"format": "date-time"})
+    """When status last changed."""
+
+    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    """Ready, Pending or Error."""
+
+    message: str = Field(max_length=32768)
+    """OK, or what is missing or wrong."""
+
+
+class _Status(_Model):
+    status: str | None = None
+    """Pending (being set up or waiting for something), Error (see message) or Ready."""
+
+    message: str | None = None
+    """OK when Ready; otherwise the first unmet condition's message."""
+
+    conditions: list[Condition] | None = None
+    """The conditions that make up status; Ready is True when all the others are."""
+
+
+class Endpoint(_Model):
+    """A network endpoint (host and port) with the role it plays."""
+
+    name: str | None = None
+    """The role (inter-router, edge) or a name."""
+
+    host: str | None = None
+    """Host name or IP address."""
+
+    port: str | None = None
+    """Port number, as text."""
+
+    group: str | None = None
+    """The router group the endpoint belongs to (HA sites have two)."""
+
+
+# ---- Site ---------------------------------------------------------------------------------------------------------
+
+class SiteSpec(_Model):
+    """A site: the router of this namespace and the place its Listeners and Connectors live."""
+
+    service_account: str | None = None
+    """ServiceAccount the router Pods run as. When unset, skupper-router is created with the Role it needs."""
+
+    link_access: str | None = None
+    """How remote sites may link to this one: none (default), default, or an access type such as loadbalancer or
+    nodeport. Links are service network part 2."""
+
+    default_issuer: str | None = None
+    """Secret holding the CA that signs link certificates (default skupper-site-ca; part 2)."""
+
+    edge: bool | None = None
+    """Run the router in edge mode (it cannot accept links; part 2)."""
+
+    ha: bool | None = None
+    """Run two routers (part 2)."""
+
+    settings: Settings | None = None
+    """Additional settings by name."""
+
+
+class LinkRecord(_Model):
+    """A link of a site in the network."""
+
+    name: str | None = None
+    remote_site_id: str | None = None
+    remote_site_name: str | None = None
+    operational: bool | None = None
+
+
+class ServiceRecord(_Model):
+    """A routing key seen at a site, with the names of its connectors and listeners there."""
+
+    routing_key: str | None = None
+    connectors: list[str] | None = None
+    listeners: list[str] | None = None
+
+
+class SiteRecord(_Model):
+    """One site of the network as this site sees it."""
+
+    id: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    platform: str | None = None
+    version: str | None = None
+    links: list[LinkRecord] | None = None
+    services: list[ServiceRecord] | None = None
+
+
+class ControllerInfo(_Model):
+    """The controller managing this site."""
+
+    name: str | None = None
+    namespace: str | None = None
+    version: str | None = None
+
+
+class SiteStatus(_Status):
+    """Whether the site's router is configured and running, and what the site knows of the network."""
+
+    default_issuer: str | None = None
+    """Secret of the CA in use for link certificates (part 2)."""
+
+    controller: ControllerInfo | None = None
+    """The controller managing this site."""
+
+    endpoints: list[Endpoint] | None = None
+    """Where remote sites reach this site's router (part 2)."""
+
+    sites_in_network: int | None = None
+    """How many sites this site knows of, itself included."""
+
+    network: list[SiteRecord] | None = None
+    """The sites of the network with their links and services."""
+
+
+# ---- Listener and Connector ---------------------------------------------------------------------------------------
+
+class ListenerSpec(_Model):
+    """Accepts client connections at host:port in this site and forwards each one to a connector with the same
+    routing key."""
+
+    routing_key: str
+    """Connections go to connectors with this routing key."""
+
+    host: str
+    """The Service that clients connect to (one Service per host; Listeners sharing a host share it, one port
+    each). Must be a DNS-1035 label."""
+
+    port: int
+    """The Service port clients connect to."""
+
+    tls_credentials: str | None = None
+    """Secret (tls.crt, tls.key, optional ca.crt) with which the router terminates client TLS."""
+
+    type: str | None = None
+    """Protocol: tcp (the default and the only one supported)."""
+
+    observer: Observer | None = None
+    """Protocol observer: auto (default), none, http1 or http2. Accepted; HTTP request observation is not
+    implemented."""
+
+    expose_pods_by_name: bool | None = None
+    """Also expose each Pod behind the routing key as its own Service, named after the Pod."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class ListenerStatus(_Status):
+    """Whether the Listener is configured and has a connector to send connections to."""
+
+    has_matching_connector: bool | None = None
+    """True when at least one connector with this routing key exists."""
+
+
+class ConnectorSpec(_Model):
+    """Receives the connections of listeners with the same routing key and opens each one to a workload: the Pods
+    a selector picks, or one host."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["selector"]}, {"required": ["host"]}]})
+
+    routing_key: str
+    """Connections of listeners with this routing key arrive here."""
+
+    port: int
+    """Port of the Pods or host to connect to."""
+
+    selector: str | None = None
+    """Label selector of the Pods (in this namespace) to connect to, e.g. app=backend. Exactly one of selector and
+    host is set."""
+
+    host: str | None = None
+    """Host name or IP address to connect to, instead of Pods."""
+
+    tls_credentials: str | None = None
+    """Secret with the CA (ca.crt) the server's certificate must be signed by, and a client certificate (tls.crt,
+    tls.key) for useClientCert: the router then connects with TLS."""
+
+    use_client_cert: bool | None = None
+    """Present the client certificate of tlsCredentials (mutual TLS)."""
+
+    verify_hostname: bool | None = None
+    """Check that the server's certificate names the host connected to (default false)."""
+
+    type: str | None = None
+    """Protocol: tcp (the default and the only one supported)."""
+
+    include_not_ready_pods: bool | None = None
+    """Also connect to Running Pods that are not Ready."""
+
+    expose_pods_by_name: bool | None = None
+    """Also register each Pod under routing key <routingKey>.<pod name>."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class PodDetails(_Model):
+    """A Pod the connector connects to."""
+
+    name: str | None = None
+    ip: str | None = None
+
+
+class ConnectorStatus(_Status):
+    """Whether the Connector is configured and has a listener sending it connections."""
+
+    has_matching_listener: bool | None = None
+    """True when at least one listener with this routing key exists."""
+
+    selected_pods: list[PodDetails] | None = None
+    """The Pods connected to (selector mode)."""
+
+
+# ---- part 2: RouterAccess, Link, AccessGrant, AccessToken ---------------------------------------------------------
+
+class RouterAccessRole(_Model):
+    """A role of the router endpoint and its port."""
+
+    name: str | None = None
+    """inter-router or edge."""
+
+    port: int | None = None
+    """Port (defaults: inter-router 55671, edge 45671)."""
+
+
+class RouterAccessSpec(_Model):
+    """An endpoint of this site's router that remote routers link to, with mutual TLS (part 2)."""
+
+    roles: list[RouterAccessRole]
+    """The roles served and their ports."""
+
+    generate_tls_credentials: bool | None = None
+    """Create the server certificate Secret (signed by issuer) when it does not exist."""
+
+    issuer: str | None = None
+    """Secret of the CA that signs the generated certificate."""
+
+    access_type: str | None = None
+    """How the endpoint is exposed: loadbalancer, nodeport, route, ..."""
+
+    tls_credentials: str
+    """Secret with the server certificate, key and the CA that client certificates must be signed by."""
+
+    bind_host: str | None = None
+    """Address the router binds."""
+
+    subject_alternative_names: list[str] | None = None
+    """Extra names for the generated certificate."""
+
+    settings: Settings | None = None
+    """Additional settings by name."""
+
+
+class RouterAccessStatus(_Status):
+    """Where the endpoint is reachable."""
+
+    endpoints: list[Endpoint] | None = None
+    """The resolved endpoints."""
+
+
+class LinkSpec(_Model):
+    """An outgoing link from this site's router to a remote site (part 2)."""
+
+    endpoints: list[Endpoint]
+    """The remote router's endpoints."""
+
+    tls_credentials: str | None = None
+    """Secret with the client certificate, key and the remote site's CA."""
+
+    cost: int | None = None
+    """Path cost of the link (values below 1 count as 1)."""
+
+    settings: Settings | None = None
+    """Additional settings by name."""
+
+
+class LinkStatus(_Status):
+    """Whether the link is up, and to which site."""
+
+    remote_site_id: str | None = None
+    remote_site_name: str | None = None
+
+
+class AccessGrantSpec(_Model):
+    """Permission for remote sites to redeem access tokens for links to this site (part 2)."""
+
+    redemptions_allowed: int | None = None
+    """How many times tokens of this grant may be redeemed (default 1)."""
+
+    expiration_window: str | None = Field(default=None, json_schema_extra={"format": "duration"})
+    """How long tokens of this grant may be redeemed (default 15m)."""
+
+    code: str | None = None
+    """The secret code tokens must present (generated when unset)."""
+
+    issuer: str | None = None
+    """Secret of the CA that signs the certificates of redeemed tokens (default: the Site's defaultIssuer)."""
+
+    settings: Settings | None = None
+    """Additional settings by name."""
+
+
+class AccessGrantStatus(_Status):
+    """What a token for this grant needs, and how it has been used."""
+
+    url: str | None = None
+    """Where tokens are redeemed."""
+
+    code: str | None = None
+    """The secret code."""
+
+    ca: str | None = None
+    """The CA of the redemption service's certificate (PEM)."""
+
+    redemptions: int | None = None
+    """Redemptions so far."""
+
+    expiration_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the grant expires."""
+
+
+class AccessTokenSpec(_Model):
+    """A token to redeem at a remote site's grant for a link (part 2)."""
+
+    url: str
+    """Where to redeem it."""
+
+    code: str
+    """The grant's secret code."""
+
+    ca: str
+    """The CA of the redemption service's certificate (PEM)."""
+
+    link_cost: int | None = None
+    """Cost of the link created."""
+
+    settings: Settings | None = None
+    """Additional settings by name."""
+
+
+class AccessTokenStatus(_Status):
+    """Whether the token has been redeemed."""
+
+    redeemed: bool | None = None
+    """True once redeemed; a token is used once."""

@@ -1,0 +1,15 @@
+"""Where the ``skupper.io/v2alpha1`` kinds live on the API server."""
+
+from __future__ import annotations
+
+from operator_runtime.kinds import ResourceInfo
+
+from .constants import GROUP_VERSION
+
+SITE = ResourceInfo(GROUP_VERSION, "Site", "sites", namespaced=True)
+LISTENER = ResourceInfo(GROUP_VERSION, "Listener", "listeners", namespaced=True)
+CONNECTOR = ResourceInfo(GROUP_VERSION, "Connector", "connectors", namespaced=True)
+ROUTER_ACCESS = ResourceInfo(GROUP_VERSION, "RouterAccess", "routeraccesses", namespaced=True)
+LINK = ResourceInfo(GROUP_VERSION, "Link", "links", namespaced=True)
+ACCESS_GRANT = ResourceInfo(GROUP_VERSION, "AccessGrant", "accessgrants", namespaced=True)
+ACCESS_TOKEN = ResourceInfo(GROUP_VERSION, "AccessToken", "accesstokens", namespaced=True)

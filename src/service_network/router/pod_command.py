@@ -1,0 +1,138 @@
+"""``service-network run router``: the router of a site in its Pod: HAProxy and the adaptor, configured from the
+router ConfigMap and the TLS Secrets of the Pod's namespace (watched), bound to the Pod IP.
+
+Runs until SIGTERM/SIGINT (HAProxy is stopped with it). In a cluster it uses the Pod's service account
+(in-cluster configuration; the Role the site controller creates allows exactly the reads it makes); outside one,
+``--kubeconfig``. Exit codes are those of ``service-network router`` (2 invalid state directory, 3 haproxy missing,
+4 HAProxy refused the configuration, 1 other errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from operator_runtime.errors import KubeError
+from operator_runtime.observability import parse_http_address
+
+from ..constants import ADAPTOR_PORT, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
+from .adaptor import AdaptorOptions, run_adaptor
+from .config import is_ip_address
+from .errors import RouterError, StateDirError, exit_code
+from .spec import StateLayout
+
+__all__ = ["add_arguments", "run", "usable_state_dir"]
+
+log = logging.getLogger("service_network.router")
+def _namespace() -> str | None:
+    if value := os.environ.get("POD_NAMESPACE"):
+        return value
+    from operator_runtime.config import default_service_account_dir
+
+    try:
+        return (Path(default_service_account_dir()) / "namespace").read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    pod_ip = env("POD_IP") or None
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
+    parser.add_argument("--namespace", default=_namespace(),
+                        help="the site's namespace [$POD_NAMESPACE, else the service account's namespace]")
+    parser.add_argument("--config-map", default=env("ROUTER_CONFIG_MAP", ROUTER_NAME),
+                        help=f"ConfigMap holding the router document [$ROUTER_CONFIG_MAP] (default {ROUTER_NAME})")
+    parser.add_argument("--state-dir", type=Path, default=Path(env("ROUTER_STATE_DIR", ROUTER_STATE_DIR)),
+                        help="haproxy.cfg, sockets and TLS material [$ROUTER_STATE_DIR]")
+    parser.add_argument("--bind-address", default=pod_ip,
+                        help="address bound for Listeners and the metrics endpoint [$POD_IP] (default: all "
+                             "interfaces)")
+    parser.add_argument("--metrics-address", type=parse_http_address,
+                        default=env("ROUTER_METRICS_ADDRESS") or f"{pod_ip or '0.0.0.0'}:{ADAPTOR_PORT}",
+                        help=f"HOST:PORT of the adaptor's /metrics, /healthz, /readyz [$ROUTER_METRICS_ADDRESS] "
+                             f"(default $POD_IP:{ADAPTOR_PORT})")
+    parser.add_argument("--haproxy", default=env("HAPROXY", "haproxy"), help="haproxy executable [$HAPROXY]")
+    parser.add_argument("--log-level", default=env("CONSOLE_LOG_LEVEL", "INFO"), help="[$CONSOLE_LOG_LEVEL]")
+
+
+def usable_state_dir(path: Path) -> Path:
+    """``path``, or a short link to it under the temporary directory when ``path`` cannot be written into
+    haproxy.cfg or is too long for Unix sockets (e.g. a volume directory on a host whose path has a ``~``)."""
+    path = Path(os.path.abspath(path))
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        StateLayout(path).check()
+        return path
+    except StateDirError as problem:
+        digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        link = Path(tempfile.gettempdir()) / f"sn-router-{digest}"
+        with contextlib.suppress(FileNotFoundError):
+            if link.is_symlink() and link.readlink() != path:
+                link.unlink()
+        if not link.is_symlink():
+            link.symlink_to(path, target_is_directory=True)
+        StateLayout(link).check()
+        log.info("state directory %s is not usable as it is (%s); using the link %s", path, problem, link)
+        return link
+
+
+async def run(args: argparse.Namespace) -> int:
+    from operator_runtime.config import ConfigError, make_api
+
+    from .kube import ConfigMapSource, SecretTlsResolver
+
+    logging.basicConfig(level=str(args.log_level).upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.namespace:
+        print("service-network run router: no namespace: set POD_NAMESPACE or --namespace", file=sys.stderr)
+        return 2
+    if args.bind_address and not is_ip_address(args.bind_address):
+        print(f"service-network run router: --bind-address {args.bind_address[:100]!r} is not an IP address",
+              file=sys.stderr)
+        return 2
+    metrics = args.metrics_address if not isinstance(args.metrics_address, str) else parse_http_address(args.metrics_address)
+    try:
+        state_dir = usable_state_dir(args.state_dir)
+        api = make_api(args.kubeconfig)
+    except (RouterError, OSError) as e:
+        print(f"service-network run router: {e}", file=sys.stderr)
+        return exit_code(e) if isinstance(e, RouterError) else 2
+    except ConfigError as e:
+        print(f"service-network run router: {e}", file=sys.stderr)
+        return 2
+    source = ConfigMapSource(api, args.namespace, args.config_map, ROUTER_CONFIG_KEY)
+    resolver = SecretTlsResolver(api, args.namespace, on_change=source.refresh)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, source.refresh)
+    options = AdaptorOptions(state_dir=state_dir, haproxy=args.haproxy, metrics_address=metrics,
+                             tls_resolver=resolver, bind_host=args.bind_address or None)
+    log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
+             args.bind_address or "all interfaces")
+    try:
+        await run_adaptor(source, options, stop)
+    except RouterError as e:
+        print(f"service-network run router: {e}", file=sys.stderr)
+        return exit_code(e)
+    except KubeError as e:
+        print(f"service-network run router: {e}", file=sys.stderr)
+        return 1
+    finally:
+        await resolver.stop()
+        await source.stop()
+        await api.close()
+        if state_dir != args.state_dir.absolute() and state_dir.is_symlink():
+            state_dir.unlink(missing_ok=True)      # the short link made for an unusable path
+    return 0

@@ -1,0 +1,365 @@
+"""One namespace's site, composed (pure): from the Sites, Listeners, Connectors, Pods, Services and Secrets the
+controller's caches hold, everything the namespace should look like:
+
+- which Site is active (the owner of the existing router ConfigMap, else the oldest; upstream keeps the first it
+  saw, which the ConfigMap's owner is after a restart), and the others' error;
+- the router objects and the router ConfigMap (the router document and the port allocations);
+- the listener Services (ours), and ours that no Listener exposes any more (stale: to delete);
+- per Listener and Connector: its ``Configured`` state (ready, or an error with upstream's message), whether it is
+  ``Matched`` (from the network view), its Service host, its selected Pods;
+- the site's record for the network view.
+
+The controller executes the plan (writes only what differs from its caches), then turns the binding states into
+statuses with :mod:`.status` (after amending them with the failures of its writes).
+
+Order is deterministic: Listeners and Connectors are taken oldest first (creation time, then name), which makes
+"first wins" for a duplicate host and port stable across restarts together with the live Service (the Listener
+that holds the Service port keeps it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from operator_runtime.kinds import ResourceInfo
+from operator_runtime.objects import JsonDict, items, mapping, meta
+
+from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_RESERVED_PORTS
+from ..crd.models import ConnectorSpec, ListenerSpec
+from ..router.config import CONFIG_VERSION, parse_config
+from .bindings import (
+    BindingError,
+    SecretInfo,
+    check_connector,
+    check_listener,
+    connector_entities,
+    pod_targets,
+    tls_problem,
+)
+from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
+from .ports import allocate
+from .resources import RouterOptions, config_map, router_objects
+from .selector import LabelSelector, parse_selector
+from .services import Exposure, is_controlled, is_listener_service, service_bodies
+from .status import ConditionState, error, pending, ready
+from .validation import dns1035_label_problem, quoted
+
+__all__ = ["Binding", "SiteInputs", "SitePlan", "SiteState", "compose_site", "recovered_ports"]
+
+NO_ACTIVE_SITE = "No active site in namespace"
+NO_MATCHES = "No matches for selector"
+LINK_ACCESS_VALUES = ("", "none", "default", "route", "loadbalancer", "nodeport", "ingress", "ingress-nginx",
+                      "contour-http-proxy", "gateway", "local")
+PodSelect = Callable[[str, LabelSelector], Sequence[Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class SiteInputs:
+    """What the caches hold for one namespace."""
+
+    namespace: str
+    sites: Sequence[Mapping[str, Any]]
+    listeners: Sequence[Mapping[str, Any]]
+    connectors: Sequence[Mapping[str, Any]]
+    services: Mapping[str, Mapping[str, Any]]        # Services of the namespace by name
+    secrets: Mapping[str, SecretInfo]                  # Secrets of the namespace by name
+    router_config_map: Mapping[str, Any] | None
+    router_pods: Sequence[Mapping[str, Any]]
+    select_pods: PodSelect                             # (namespace, selector) -> Pods of the namespace it selects
+    view: NetworkView
+    router: RouterOptions = field(default_factory=RouterOptions)
+    version: str = ""
+    controller: Mapping[str, str] = field(default_factory=dict)   # name, namespace, version (Site status)
+
+
+@dataclass
+class Binding:
+    """The state of one Listener or Connector."""
+
+    kind: str                                  # "Listener" | "Connector"
+    obj: Mapping[str, Any]
+    configured: ConditionState
+    reason: str | None = None                  # the error's name, for its Event
+    matched: bool = False
+    host: str | None = None                    # Listener: the Service it is exposed on
+    selected_pods: list[JsonDict] | None = None
+
+    @property
+    def name(self) -> str:
+        return meta(self.obj).name
+
+    def fail(self, reason: str, message: str) -> None:
+        self.configured = error(message)
+        self.reason = reason
+
+
+@dataclass
+class SiteState:
+    """The state of one Site."""
+
+    obj: Mapping[str, Any]
+    configured: ConditionState
+    running: ConditionState | None = None
+    resolved: ConditionState | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SitePlan:
+    namespace: str
+    active: Mapping[str, Any] | None
+    sites: list[SiteState]
+    router_objects: list[tuple[ResourceInfo, JsonDict]]
+    config_map: tuple[ResourceInfo, JsonDict] | None
+    services: dict[str, JsonDict]                 # desired Services (ours), by name
+    stale_services: list[Mapping[str, Any]]       # Services of ours no Listener exposes
+    bindings: list[Binding]
+    record: SiteRecord | None
+    notes: list[tuple[Mapping[str, Any], str, str]] = field(default_factory=list)   # (object, reason, note) Events
+
+
+def _age(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return (str(mapping(obj, "metadata").get("creationTimestamp") or ""), meta(obj).name)
+
+
+def _live(objects: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted((o for o in objects if not meta(o).deletion_timestamp), key=_age)
+
+
+def recovered_ports(config_map_obj: Mapping[str, Any] | None) -> dict[str, int]:
+    """Router ports by entity name, from the router ConfigMap (``ports.json``, else the document's listeners)."""
+    data = mapping(config_map_obj, "data")
+    for key, read in ((PORTS_KEY, lambda d: d), (ROUTER_CONFIG_KEY, lambda d: {
+            str(x.get("name")): x.get("port") for x in d.get("listeners") or [] if isinstance(x, dict)})):
+        text = data.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            parsed = json.loads(text)
+            ports = read(parsed) if isinstance(parsed, dict) else {}
+        except (ValueError, AttributeError):
+            continue
+        result = {str(k): v for k, v in ports.items() if isinstance(v, int) and not isinstance(v, bool)}
+        if result:
+            return result
+    return {}
+
+
+def _active_site(sites: list[Mapping[str, Any]], config_map_obj: Mapping[str, Any] | None
+                 ) -> Mapping[str, Any] | None:
+    owner_uids = {ref.uid for ref in meta(config_map_obj).owner_references if ref.kind == "Site"}
+    for site in sites:
+        if meta(site).uid in owner_uids:
+            return site
+    return sites[0] if sites else None
+
+
+def _running(router_pods: Sequence[Mapping[str, Any]]) -> ConditionState:
+    """Upstream's Running condition: ready when a router Pod is Running and Ready, else what a Pod waits for."""
+    state = pending("No router pod is ready")
+    for pod in sorted(router_pods, key=lambda p: meta(p).name):
+        if meta(pod).deletion_timestamp:
+            continue
+        conditions = [c for c in items(pod, "status", "conditions") if isinstance(c, Mapping)]
+        if mapping(pod, "status").get("phase") == "Running" and any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return ready()
+        message = next((str(c.get("message")) for c in conditions if c.get("status") == "False" and c.get("message")),
+                       f"Pod {meta(pod).name} not ready")
+        state = pending(message)
+    return state
+
+
+@dataclass
+class _ListenerWork:
+    binding: Binding
+    spec: ListenerSpec
+
+
+def _lead_order(group: list[_ListenerWork], service: Mapping[str, Any] | None, port: int) -> list[_ListenerWork]:
+    """The Listener keeping a host+port first: the one the live Service has the port for, then those not in
+    Error (skupper#2379), then the oldest."""
+    holder = next((str(p.get("name")) for p in items(service, "spec", "ports")
+                   if isinstance(p, Mapping) and p.get("port") == port), None) if service is not None else None
+
+    def key(work: _ListenerWork) -> tuple[int, int, tuple[str, str]]:
+        in_error = mapping(work.binding.obj, "status").get("status") == "Error"
+        return (0 if work.binding.name == holder else 1, 1 if in_error else 0, _age(work.binding.obj))
+
+    return sorted(group, key=key)
+
+
+def compose_site(inputs: SiteInputs) -> SitePlan:
+    """The plan for one namespace (see the module docstring)."""
+    namespace = inputs.namespace
+    sites = _live(inputs.sites)
+    active = _active_site(sites, inputs.router_config_map)
+    listeners = _live(inputs.listeners)
+    connectors = _live(inputs.connectors)
+    services = inputs.services
+    stale = [s for name, s in sorted(services.items()) if is_listener_service(s)]
+
+    if active is None:
+        bindings = [Binding("Listener", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in listeners] + [
+            Binding("Connector", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in connectors]
+        return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None)
+
+    active_name = meta(active).name
+    site_states = [SiteState(s, error(f"An active site already exists in the namespace ({active_name})"))
+                   for s in sites if s is not active]
+    notes: list[tuple[Mapping[str, Any], str, str]] = []
+    profiles: dict[str, JsonDict] = {}
+
+    def use_profile(secret: str) -> str:
+        profiles.setdefault(secret, {"name": secret, "secret": {"name": secret}})
+        return secret
+
+    # ---- Connectors -> router connectors ------------------------------------------------------------------
+    connector_docs: list[JsonDict] = []
+    connector_bindings: list[Binding] = []
+    for obj in connectors:
+        binding = Binding("Connector", obj, ready())
+        connector_bindings.append(binding)
+        try:
+            cspec: ConnectorSpec = check_connector(obj)
+        except BindingError as e:
+            binding.fail(e.reason, str(e))
+            continue
+        if cspec.selector:
+            selected = inputs.select_pods(namespace, parse_selector(cspec.selector))
+            targets = pod_targets(selected, bool(cspec.include_not_ready_pods))
+            binding.selected_pods = [{"name": t["name"], "ip": t["host"]} for t in targets]
+            if not targets:
+                binding.fail("NoMatchingPods", NO_MATCHES)
+                continue
+        else:
+            targets = [{"host": str(cspec.host), "name": str(cspec.host)}]
+        profile = None
+        if cspec.tls_credentials:
+            problem = tls_problem(cspec.tls_credentials, inputs.secrets.get(cspec.tls_credentials),
+                                  need_cert=bool(cspec.use_client_cert), need_ca=True)
+            if problem is not None:
+                binding.fail(problem.reason, str(problem))
+                continue
+            profile = use_profile(cspec.tls_credentials)
+        connector_docs += connector_entities(binding.name, cspec, targets, profile)
+
+    site_meta = meta(active)
+
+    def record_of(document: Mapping[str, Any]) -> SiteRecord:
+        return site_record(site_meta.uid, site_meta.name, namespace, inputs.version, document)
+
+    snapshot: NetworkSnapshot = inputs.view.snapshot(namespace, record_of({"connectors": connector_docs}))
+
+    # ---- Listeners: checks, conflicts, ports, Services -----------------------------------------------------
+    listener_bindings: list[Binding] = []
+    candidates: dict[tuple[str, int], list[_ListenerWork]] = {}
+    for obj in listeners:
+        binding = Binding("Listener", obj, ready())
+        listener_bindings.append(binding)
+        try:
+            lspec = check_listener(obj)
+        except BindingError as e:
+            binding.fail(e.reason, str(e))
+            continue
+        existing = services.get(lspec.host)
+        if existing is not None and not is_controlled(existing):
+            binding.fail("ServiceConflict", f"Service {lspec.host} already exists in namespace")
+            continue
+        candidates.setdefault((lspec.host, lspec.port), []).append(_ListenerWork(binding, lspec))
+
+    exposed: list[_ListenerWork] = []
+    for (host, port), group in candidates.items():
+        ordered = _lead_order(group, services.get(host), port)
+        exposed.append(ordered[0])
+        for loser in ordered[1:]:
+            loser.binding.fail("DuplicateHostPort", f"Listener {ordered[0].binding.name} with host {host} and "
+                                                    f"port {port} already exists in namespace")
+    exposed.sort(key=lambda w: _age(w.binding.obj))
+    hosts = {w.spec.host for w in exposed}
+
+    # entity name -> (work, routing key, Service name, per-Pod target or None)
+    entities: list[tuple[str, _ListenerWork, str, str, str | None]] = []
+    claimed: set[str] = set()
+    for work in exposed:
+        entities.append((work.binding.name, work, work.spec.routing_key, work.spec.host, None))
+        if work.spec.expose_pods_by_name:
+            for target in snapshot.pod_targets(work.spec.routing_key):
+                name_problem = dns1035_label_problem(target)
+                other = services.get(target)
+                if (name_problem or target in hosts or target in claimed
+                        or (other is not None and not is_controlled(other))):
+                    why = (f"cannot name a Service: {name_problem}" if name_problem else
+                           "is the host of a Listener" if target in hosts else
+                           "is exposed by another Listener" if target in claimed else
+                           "is the name of a Service the controller does not own")
+                    notes.append((work.binding.obj, "PodNotExposed", f"Pod {quoted(target)} of routing key "
+                                  f"{quoted(work.spec.routing_key)} is not exposed by name: {quoted(target)} {why}"))
+                    continue
+                claimed.add(target)
+                entities.append((f"{work.binding.name}@{target}", work, f"{work.spec.routing_key}.{target}",
+                                 target, target))
+
+    previous_ports = recovered_ports(inputs.router_config_map)
+    ports, _ = allocate(previous_ports, [e[0] for e in entities], ROUTER_RESERVED_PORTS)
+    listener_docs: list[JsonDict] = []
+    exposures: list[Exposure] = []
+    for entity, work, key, service_name, pod in entities:
+        if entity not in ports:
+            if pod is None:
+                work.binding.fail("PortsExhausted", "no free router port is left")
+            continue
+        if pod is None:
+            work.binding.host = service_name
+        exposures.append(Exposure(service_name, work.binding.name, work.spec.port, ports[entity]))
+        profile = None
+        if work.spec.tls_credentials:
+            problem = tls_problem(work.spec.tls_credentials, inputs.secrets.get(work.spec.tls_credentials),
+                                  need_cert=True, need_ca=False)
+            if problem is not None:
+                if pod is None:
+                    work.binding.fail(problem.reason, str(problem))
+                continue          # the entity is withheld until the Secret is usable; its Service and port stay
+            profile = use_profile(work.spec.tls_credentials)
+        listener_docs.append({"name": entity, "routingKey": key, "host": "", "port": ports[entity],
+                              "tlsProfile": profile, "observer": work.spec.observer})
+
+    document = parse_config(json.dumps({
+        "version": CONFIG_VERSION,
+        "site": {"id": site_meta.uid, "name": site_meta.name, "namespace": namespace},
+        "router": {"metrics": {"host": "", "port": ROUTER_METRICS_PORT},
+                   "reservedPorts": [p for p in ROUTER_RESERVED_PORTS if p != ROUTER_METRICS_PORT]},
+        "tlsProfiles": [profiles[k] for k in sorted(profiles)],
+        "listeners": sorted(listener_docs, key=lambda d: d["name"]),
+        "connectors": sorted(connector_docs, key=lambda d: d["name"]),
+    }))   # the router's own checks: a failure here is a bug of this module (raised, never sent)
+    document_text = document.to_json()
+    document_dict = json.loads(document_text)
+    record = record_of(document_dict)
+    snapshot = inputs.view.snapshot(namespace, record)
+    for binding in listener_bindings:
+        binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
+    for binding in connector_bindings:
+        binding.matched = snapshot.has_listener(str(mapping(binding.obj, "spec").get("routingKey") or ""))
+
+    desired_services = service_bodies(active, exposures)
+    stale = [s for s in stale if meta(s).name not in desired_services]
+    ports_text = json.dumps({e: ports[e] for e in sorted(ports)}, indent=2, sort_keys=True)
+
+    link_access = str(mapping(active, "spec").get("linkAccess") or "")
+    configured = ready()
+    resolved = None
+    if link_access not in LINK_ACCESS_VALUES:
+        configured = error(f"Unsupported value for LinkAccess: {quoted(link_access)}")
+    elif link_access not in ("", "none"):
+        resolved = pending("link access is not implemented yet (service network part 2)")
+    network = [site.as_status() for site in snapshot.sites]
+    site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
+        "sitesInNetwork": len(network), "network": network,
+        "controller": dict(inputs.controller) or None}))
+    return SitePlan(namespace, active, site_states, router_objects(active, inputs.router),
+                    config_map(active, document_text, ports_text), desired_services, stale,
+                    listener_bindings + connector_bindings, record, notes)

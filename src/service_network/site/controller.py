@@ -1,0 +1,448 @@
+"""The site controller: caches, triggers, and the reconcile of one namespace (I/O).
+
+Every change that can matter to a namespace's site queues that namespace; a worker composes the namespace from the
+caches (:func:`.compose.compose_site`, pure) and writes what differs from them, nothing else: router objects and
+ConfigMap (server-side apply), listener Services (created with POST, so a Service that appears meanwhile is never
+taken over; changed with a merge patch guarded by the resourceVersion seen), stale Services (deleted with a uid
+precondition), and statuses (server-side apply of the status subresource). A reconcile that changes nothing writes nothing: each
+desired object is compared with the cache, overlaid with what this process wrote and the watch has not delivered
+yet (:class:`~operator_runtime.written.Written`).
+
+Write failures become statuses with the API server's reason (a Service that cannot be written makes its Listeners
+Error, skupper#2571; a router ConfigMap that cannot be written makes every binding Error); failures a retry can fix
+(unreachable API, 5xx, 429, conflicts) also retry the namespace with backoff.
+
+Triggers (all mapped to the namespace): Sites, Listeners, Connectors; Pods a Connector selects or that are router
+Pods (only changes of phase, readiness, IP, labels or deletion); Services that are ours or named as a Listener's
+host; Secrets a Listener or Connector names; the router ConfigMap, Deployment, ServiceAccount, Role, RoleBinding.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from operator_runtime.api import KubeApi
+from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop
+from operator_runtime.controller import Action, Controller
+from operator_runtime.errors import (
+    AlreadyExists,
+    ApiFailure,
+    BadRequest,
+    Conflict,
+    Invalid,
+    KubeError,
+    NotFound,
+)
+from operator_runtime.events import EventRecorder
+from operator_runtime.kinds import (
+    CONFIG_MAP,
+    DEPLOYMENT,
+    NAMESPACE,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SECRET,
+    SERVICE,
+    SERVICE_ACCOUNT,
+    ResourceInfo,
+)
+from operator_runtime.objects import JsonDict, mapping, meta, object_key
+from operator_runtime.projection import Transform
+from operator_runtime.reflector import ApiSource, Reflector
+from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
+from operator_runtime.written import Written
+
+from ..constants import (
+    COMPONENT_ROUTER,
+    FIELD_MANAGER,
+    FIELD_MANAGER_STATUS,
+    GROUP_VERSION,
+    LABEL_COMPONENT,
+    LABEL_ROUTER_CONFIG,
+    ROUTER_NAME,
+    ROUTER_POD_LABELS,
+)
+from ..kinds import CONNECTOR, LISTENER, SITE
+from .bindings import secret_info
+from .caches import (
+    BINDING_CACHE,
+    NAMESPACE_CACHE,
+    POD_CACHE,
+    ROUTER_OBJECT_CACHE,
+    SECRET_CACHE,
+    SERVICE_CACHE,
+    relevant_pod_change,
+)
+from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
+from .metrics import ControllerMetrics
+from .network import LocalNetworkView, NetworkView
+from .resources import RouterOptions
+from .selector import LabelSelector, SelectorError, parse_selector
+from .services import is_controlled, is_listener_service, service_patch
+from .status import binding_status, error, site_status
+
+__all__ = ["SiteController", "SiteControllerOptions"]
+
+log = logging.getLogger(__name__)
+_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE}
+
+
+@dataclass(frozen=True)
+class SiteControllerOptions:
+    router: RouterOptions = field(default_factory=RouterOptions)
+    workers: int = 4
+    resync_seconds: float | None = 600.0
+    watch_namespace: str | None = None       # None: every namespace
+    controller_namespace: str = ""           # reported in Site status.controller
+    version: str = ""
+
+
+class RetryLater(Exception):
+    """A write failed in a way a retry may fix; the statuses already say what failed."""
+
+
+def error_policy(namespace: JsonDict, failure: Exception, context: object) -> Action:
+    return Action.retry()
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _namespace_of(obj: JsonDict) -> list[str]:
+    return [meta(obj).namespace]
+
+
+def _retryable(failure: KubeError) -> bool:
+    return not isinstance(failure, BadRequest | Invalid | NotFound | AlreadyExists)
+
+
+def _labels_match(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+class SiteController:
+    def __init__(self, api: KubeApi, *, recorder: EventRecorder, options: SiteControllerOptions | None = None,
+                 metrics: ControllerMetrics | None = None, view: NetworkView | None = None,
+                 error_backoff: ExponentialBackoff | None = None) -> None:
+        self.api = api
+        self.recorder = recorder
+        self.options = options or SiteControllerOptions()
+        self.metrics = metrics or ControllerMetrics()
+        self.view: NetworkView = view or LocalNetworkView()
+        ns = self.options.watch_namespace
+
+        def reflector(name: str, info: ResourceInfo, transform: Transform, label_selector: str | None = None
+                      ) -> Reflector:
+            source = ApiSource(api, info, namespace=ns, label_selector=label_selector)
+            created = Reflector(name, source, transform=transform)
+            if info.namespaced:
+                created.add_index("namespace", _namespace_of)
+            return created
+
+        self.namespaces = Reflector("namespaces", ApiSource(api, NAMESPACE, field_selector=f"metadata.name={ns}"
+                                                            if ns else None), transform=NAMESPACE_CACHE)
+        self.sites = reflector("sites", SITE, BINDING_CACHE)
+        self.listeners = reflector("listeners", LISTENER, BINDING_CACHE)
+        self.connectors = reflector("connectors", CONNECTOR, BINDING_CACHE)
+        self.pods = reflector("pods", POD, POD_CACHE)
+        self.services = reflector("services", SERVICE, SERVICE_CACHE)
+        self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
+        router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
+        self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
+        self.router_caches: dict[ResourceInfo, Reflector] = {
+            info: reflector(info.plural, info, ROUTER_OBJECT_CACHE, label_selector=router_label)
+            for info in (SERVICE_ACCOUNT, ROLE, ROLE_BINDING, DEPLOYMENT)}
+        self.router_caches[CONFIG_MAP] = self.config_maps
+
+        self.pods.add_index("label", lambda p: [f"{meta(p).namespace}/{k}={v}" for k, v in meta(p).labels.items()])
+        self.listeners.add_index("tls", lambda o: self._secret_refs(o))
+        self.connectors.add_index("tls", lambda o: self._secret_refs(o))
+        self.listeners.add_index("host", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get('host')}"])
+
+        self._written = {info: Written(r) for info, r in self.router_caches.items()}
+        self._written[SERVICE] = Written(self.services)
+        self._written_status = {kind: Written(r) for kind, r in (("Listener", self.listeners),
+                                                                  ("Connector", self.connectors),
+                                                                  ("Site", self.sites))}
+        self._selectors: dict[str, LabelSelector | None] = {}
+        self._noted: set[tuple[str, str]] = set()
+
+        queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
+        self.controller: Controller[None] = Controller(
+            "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
+            workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
+        for r in (self.sites, self.listeners, self.connectors, *self.router_caches.values()):
+            self.controller.watches(r, _namespace_of)
+        self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
+        self.controller.watches(self.services, self._service_namespaces)
+        self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
+            self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))) else [])
+
+    # ---- triggers ------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _secret_refs(obj: JsonDict) -> list[str]:
+        name = mapping(obj, "spec").get("tlsCredentials")
+        return [f"{meta(obj).namespace}/{name}"] if isinstance(name, str) and name else []
+
+    def _selector(self, text: str) -> LabelSelector | None:
+        if text not in self._selectors:
+            if len(self._selectors) > 4096:
+                self._selectors.clear()
+            try:
+                self._selectors[text] = parse_selector(text)
+            except SelectorError:
+                self._selectors[text] = None
+        return self._selectors[text]
+
+    def _pod_namespaces(self, pod: JsonDict) -> list[str]:
+        namespace, labels = meta(pod).namespace, meta(pod).labels
+        if _labels_match(labels, ROUTER_POD_LABELS):
+            return [namespace]
+        for connector in self.connectors.by_index("namespace", namespace):
+            text = mapping(connector, "spec").get("selector")
+            selector = self._selector(text) if isinstance(text, str) and text else None
+            if selector is not None and selector.matches(labels):
+                return [namespace]
+        return []
+
+    def _service_namespaces(self, service: JsonDict) -> list[str]:
+        if is_controlled(service) or self.listeners.by_index("host", object_key(service)):
+            return [meta(service).namespace]
+        return []
+
+    def select_pods(self, namespace: str, selector: LabelSelector) -> list[JsonDict]:
+        """Pods of ``namespace`` matching ``selector``, narrowed through the label index when it can be."""
+        equalities = selector.equalities()
+        if equalities:
+            key, value = equalities[0]
+            candidates = self.pods.by_index("label", f"{namespace}/{key}={value}")
+        else:
+            candidates = self.pods.by_index("namespace", namespace)
+        return [p for p in candidates if selector.matches(meta(p).labels)]
+
+    # ---- running -------------------------------------------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return self.controller.synced
+
+    async def run(self) -> None:
+        await self.controller.run()
+
+    def observe(self) -> None:
+        """Refresh the gauges mirroring live state (on each /metrics scrape)."""
+        m = self.metrics
+        m.queue_depth.set(len(self.controller.queue))
+        for r in self.controller.reflectors:
+            m.cache_objects.labels(r.name).set(len(r))
+        for kind, r in (("Listener", self.listeners), ("Connector", self.connectors)):
+            counts: dict[str, int] = {"Ready": 0, "Pending": 0, "Error": 0}
+            for obj in r.items():
+                value = str(mapping(obj, "status").get("status") or "Pending")
+                counts[value] = counts.get(value, 0) + 1
+            for value, count in counts.items():
+                m.bindings.labels(kind, value).set(count)
+        m.sites.set(len({meta(cm).namespace for cm in self.config_maps.items()}))
+
+    async def _reconcile_measured(self, namespace: JsonDict, context: None) -> Action:
+        start = time.perf_counter()
+        outcome = "success"
+        try:
+            return await self.reconcile(meta(namespace).name)
+        except Exception:
+            outcome = "error"
+            raise
+        finally:
+            self.metrics.reconciles.labels(outcome).inc()
+            self.metrics.reconcile_duration.observe(time.perf_counter() - start)
+
+    # ---- reconcile -----------------------------------------------------------------------------------------------
+    def inputs(self, namespace: str) -> SiteInputs:
+        """What the caches hold for ``namespace``."""
+        return SiteInputs(
+            namespace=namespace,
+            sites=self.sites.by_index("namespace", namespace),
+            listeners=self.listeners.by_index("namespace", namespace),
+            connectors=self.connectors.by_index("namespace", namespace),
+            services={meta(s).name: s for s in self.services.by_index("namespace", namespace)},
+            secrets={meta(s).name: secret_info(s) for s in self.secrets.by_index("namespace", namespace)},
+            router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
+            router_pods=[p for p in self.pods.by_index("label", f"{namespace}/application=skupper-router")
+                         if _labels_match(meta(p).labels, ROUTER_POD_LABELS)],
+            select_pods=self.select_pods,
+            view=self.view,
+            router=self.options.router,
+            version=self.options.version,
+            controller={k: v for k, v in (("name", "service-network-controller"),
+                                          ("namespace", self.options.controller_namespace),
+                                          ("version", self.options.version)) if v},
+        )
+
+    async def reconcile(self, namespace: str) -> Action:
+        inputs = self.inputs(namespace)
+        if not (inputs.sites or inputs.listeners or inputs.connectors
+                or any(is_listener_service(s) for s in inputs.services.values())):
+            self.view.publish(namespace, None)
+            return Action.await_change()
+        plan = compose_site(inputs)
+        retry = await self._execute(plan)
+        self.view.publish(namespace, plan.record)
+        if retry:
+            raise RetryLater(f"some writes in namespace {namespace} failed; retrying")
+        return Action.await_change()
+
+    async def _execute(self, plan: SitePlan) -> bool:
+        """Write what differs; returns whether a failed write should be retried."""
+        retry = False
+        site_failures: list[str] = []
+        config_failure: str | None = None
+        for info, body in plan.router_objects:
+            failure = await self._apply(info, body)
+            if failure is not None:
+                site_failures.append(failure[0])
+                retry |= failure[1]
+        if plan.config_map is not None:
+            failure = await self._apply(*plan.config_map)
+            if failure is not None:
+                config_failure = failure[0]
+                site_failures.append(failure[0])
+                retry |= failure[1]
+        host_failures: dict[str, str] = {}
+        for name, body in plan.services.items():
+            failure = await self._write_service(plan.namespace, name, body)
+            if failure is not None:
+                host_failures[name] = failure[0]
+                retry |= failure[1]
+        for service in plan.stale_services:
+            retry |= await self._delete_service(service)
+
+        for binding in plan.bindings:
+            if config_failure is not None and binding.reason is None:
+                binding.fail("RouterConfigFailed", config_failure)
+            elif binding.host in host_failures and binding.reason is None:
+                binding.fail("ServiceWriteFailed", host_failures[binding.host or ""])
+            retry |= await self._write_binding_status(binding)
+        for state in plan.sites:
+            if state.obj is plan.active and site_failures:
+                state.configured = error("; ".join(site_failures))
+            retry |= await self._write_site_status(state)
+        for obj, reason, note in plan.notes:
+            key = (meta(obj).uid, note)
+            if key not in self._noted:
+                if len(self._noted) > 4096:
+                    self._noted.clear()       # bounded; a note said again after this is harmless
+                self._noted.add(key)
+                await self.recorder.publish(obj, type="Warning", reason=reason, note=note, action="Reconcile")
+        return retry
+
+    def _failed(self, kind: str, what: str, failure: KubeError) -> tuple[str, bool]:
+        self.metrics.write_failures.labels(kind).inc()
+        message = failure.message if isinstance(failure, ApiFailure) else str(failure)
+        log.warning("%s: %s", what, message)
+        return f"{what}: {message}", _retryable(failure)
+
+    async def _apply(self, info: ResourceInfo, body: JsonDict) -> tuple[str, bool] | None:
+        """Server-side apply ``body`` unless that would change nothing; the failure (message, retry) or None."""
+        body_meta = meta(body)
+        written = self._written[info]
+        if apply_is_noop(body, written.get(body_meta.key), FIELD_MANAGER):
+            return None
+        try:
+            result = await self.api.apply(info, body, name=body_meta.name, namespace=body_meta.namespace,
+                                          field_manager=FIELD_MANAGER, force=True)
+        except KubeError as failure:
+            return self._failed(info.kind, f"could not write {info.kind} {body_meta.name}", failure)
+        self.metrics.writes.labels(info.kind, "apply").inc()
+        written.remember(result)
+        return None
+
+    async def _write_service(self, namespace: str, name: str, body: JsonDict) -> tuple[str, bool] | None:
+        written = self._written[SERVICE]
+        current = written.get(f"{namespace}/{name}")
+        what = f"Service {name} could not be written"
+        try:
+            if current is None:
+                result = await self.api.create(SERVICE, body, namespace)
+                verb = "create"
+            elif not is_controlled(current):
+                return f"Service {name} already exists in namespace", False
+            elif apply_is_noop(body, current, FIELD_MANAGER, atomic_maps=SERVICE_ATOMIC_MAPS):
+                return None
+            else:
+                result = await self.api.merge_patch(SERVICE, service_patch(body, current), name=name,
+                                                    namespace=namespace)
+                verb = "patch"
+        except AlreadyExists:
+            # Someone else created it since our cache saw none: never taken over (skupper#2180).
+            return f"Service {name} already exists in namespace", False
+        except KubeError as failure:
+            return self._failed("Service", what, failure)
+        self.metrics.writes.labels("Service", verb).inc()
+        written.remember(result)
+        log.info("%s Service %s/%s", "created" if verb == "create" else "updated", namespace, name)
+        return None
+
+    async def _delete_service(self, service: Mapping[str, Any]) -> bool:
+        service_meta = meta(service)
+        try:
+            await self.api.delete(SERVICE, service_meta.name, service_meta.namespace, uid=service_meta.uid or None)
+        except (NotFound, Conflict):
+            return False         # gone already, or replaced by another object of that name
+        except KubeError as failure:
+            return self._failed("Service", f"could not delete stale Service {service_meta.name}", failure)[1]
+        self.metrics.writes.labels("Service", "delete").inc()
+        self._written[SERVICE].forget(service_meta.key)
+        log.info("deleted stale listener Service %s", service_meta.key)
+        return False
+
+    def _current_status(self, kind: str, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        return mapping(self._written_status[kind].get(object_key(obj)) or obj, "status")
+
+    async def _write_binding_status(self, binding: Binding) -> bool:
+        current = self._current_status(binding.kind, binding.obj)
+        status = binding_status(current, kind=binding.kind, configured=binding.configured, matched=binding.matched,
+                                generation=meta(binding.obj).generation, now=_now(),
+                                selected_pods=binding.selected_pods)
+        written, retry = await self._write_status(binding.kind, binding.obj, current, status)
+        if written and binding.reason is not None:
+            await self.recorder.publish(binding.obj, type="Warning", reason=binding.reason,
+                                        note=binding.configured.message, action="Reconcile")
+        return retry
+
+    async def _write_site_status(self, state: SiteState) -> bool:
+        current = self._current_status("Site", state.obj)
+        status = site_status(current, configured=state.configured, running=state.running, resolved=state.resolved,
+                             generation=meta(state.obj).generation, now=_now(), extra=state.extra)
+        return (await self._write_status("Site", state.obj, current, status))[1]
+
+    async def _write_status(self, kind: str, obj: Mapping[str, Any], current: Mapping[str, Any],
+                            status: JsonDict) -> tuple[bool, bool]:
+        """Apply ``status`` unless the object has it already; (written, retry)."""
+        if dict(current) == status:
+            return False, False
+        obj_meta = meta(obj)
+        info = _KIND_INFO[kind]
+        body = {"apiVersion": GROUP_VERSION, "kind": kind,
+                "metadata": {"name": obj_meta.name, "namespace": obj_meta.namespace}, "status": status}
+        try:
+            result = await self.api.apply(info, body, name=obj_meta.name, namespace=obj_meta.namespace,
+                                          field_manager=FIELD_MANAGER_STATUS, force=True, subresource="status")
+        except NotFound:
+            return False, False
+        except KubeError as failure:
+            return False, self._failed(kind, f"could not write the status of {kind} {obj_meta.key}", failure)[1]
+        self.metrics.writes.labels(kind, "status").inc()
+        self._written_status[kind].remember(result)
+        return True, False
+
+    def keys(self) -> Sequence[str]:
+        return self.namespaces.keys()
+
+    def enqueue(self, namespaces: Iterable[str]) -> None:
+        for namespace in namespaces:
+            self.controller.enqueue(namespace)

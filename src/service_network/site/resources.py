@@ -1,0 +1,160 @@
+"""The Kubernetes objects of a site's router (pure): Deployment ``skupper-router`` running the project's image as
+``service-network run router`` (HAProxy and its adaptor), its ServiceAccount, Role and RoleBinding (only what the
+adaptor reads: the router ConfigMap and the TLS Secrets), and the router ConfigMap holding the router document.
+
+Every object is owned by the Site (deleted with it) and labelled ``skupper.io/component=router`` (the controller's
+caches select them by it). Bodies are complete server-side-apply configurations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, ROLE, ROLE_BINDING, SERVICE_ACCOUNT, ResourceInfo
+from operator_runtime.objects import JsonDict, meta
+
+from ..constants import (
+    ADAPTOR_PORT,
+    COMPONENT_ROUTER,
+    DEFAULT_ROUTER_IMAGE,
+    GROUP_VERSION,
+    LABEL_COMPONENT,
+    LABEL_ROUTER_CONFIG,
+    PORTS_KEY,
+    ROUTER_CONFIG_KEY,
+    ROUTER_METRICS_PORT,
+    ROUTER_NAME,
+    ROUTER_POD_LABELS,
+    ROUTER_STATE_DIR,
+)
+
+__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "owner_references", "role_rules",
+           "router_objects"]
+
+#: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched).
+_RULES: tuple[Mapping[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+)
+
+
+_READ = ["get", "list", "watch"]
+#: Everything the site controller does with the API, as the rules of its ClusterRole (the Helm chart renders these;
+#: ``tests/service_network/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
+#: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
+CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
+    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors"], "verbs": _READ},
+    {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status"],
+     "verbs": ["get", "patch", "update"]},
+    {"apiGroups": [""], "resources": ["namespaces", "pods", "secrets"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+     "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+)
+
+
+def controller_rules() -> list[JsonDict]:
+    return [{k: list(v) for k, v in rule.items()} for rule in CONTROLLER_RULES]
+
+
+@dataclass(frozen=True)
+class RouterOptions:
+    """How router Pods are run (``service-network run controller`` flags)."""
+
+    image: str = DEFAULT_ROUTER_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+
+
+def role_rules() -> list[JsonDict]:
+    return [dict(rule) for rule in _RULES]
+
+
+def owner_references(site: Mapping[str, Any]) -> list[JsonDict]:
+    """The Site as owner (upstream sets no ``controller`` flag)."""
+    site_meta = meta(site)
+    return [{"apiVersion": GROUP_VERSION, "kind": "Site", "name": site_meta.name, "uid": site_meta.uid}]
+
+
+def _metadata(site: Mapping[str, Any], name: str, labels: Mapping[str, str] | None = None) -> JsonDict:
+    return {"name": name, "namespace": meta(site).namespace,
+            "labels": {LABEL_COMPONENT: COMPONENT_ROUTER, **(labels or {})},
+            "ownerReferences": owner_references(site)}
+
+
+def service_account_name(site: Mapping[str, Any]) -> str:
+    spec = site.get("spec")
+    name = spec.get("serviceAccount") if isinstance(spec, Mapping) else None
+    return name if isinstance(name, str) and name else ROUTER_NAME
+
+
+def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
+    def field_env(name: str, path: str) -> JsonDict:
+        return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+    container: JsonDict = {
+        "name": "router",
+        "image": options.image,
+        "imagePullPolicy": options.image_pull_policy,
+        "command": ["service-network", "run", "router"],
+        "env": [
+            field_env("POD_IP", "status.podIP"),
+            field_env("POD_NAMESPACE", "metadata.namespace"),
+            field_env("POD_NAME", "metadata.name"),
+            {"name": "ROUTER_CONFIG_MAP", "value": ROUTER_NAME},
+            {"name": "ROUTER_STATE_DIR", "value": ROUTER_STATE_DIR},
+        ],
+        "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"},
+                  {"name": "adaptor", "containerPort": ADAPTOR_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": ADAPTOR_PORT}, "periodSeconds": 2,
+                           "failureThreshold": 3},
+        "volumeMounts": [{"name": "state", "mountPath": ROUTER_STATE_DIR}],
+    }
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": _metadata(site, ROUTER_NAME, dict(ROUTER_POD_LABELS)),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": dict(ROUTER_POD_LABELS)},
+            "template": {
+                "metadata": {"labels": dict(ROUTER_POD_LABELS)},
+                "spec": {"serviceAccountName": service_account_name(site), "containers": [container],
+                         "volumes": [{"name": "state", "emptyDir": {}}]},
+            },
+        },
+    }
+
+
+def router_objects(site: Mapping[str, Any], options: RouterOptions) -> list[tuple[ResourceInfo, JsonDict]]:
+    """ServiceAccount, Role and RoleBinding (unless the Site names its own service account), then the Deployment."""
+    objects: list[tuple[ResourceInfo, JsonDict]] = []
+    spec = site.get("spec")
+    if not (isinstance(spec, Mapping) and spec.get("serviceAccount")):
+        objects += [
+            (SERVICE_ACCOUNT, {"apiVersion": "v1", "kind": "ServiceAccount",
+                               "metadata": _metadata(site, ROUTER_NAME)}),
+            (ROLE, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                    "metadata": _metadata(site, ROUTER_NAME), "rules": role_rules()}),
+            (ROLE_BINDING, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                            "metadata": _metadata(site, ROUTER_NAME),
+                            "subjects": [{"kind": "ServiceAccount", "name": ROUTER_NAME,
+                                          "namespace": meta(site).namespace}],
+                            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                        "name": ROUTER_NAME}}),
+        ]
+    objects.append((DEPLOYMENT, _deployment(site, options)))
+    return objects
+
+
+def config_map(site: Mapping[str, Any], document: str, ports: str) -> tuple[ResourceInfo, JsonDict]:
+    """The router ConfigMap: the router document, and the port allocations it was composed with."""
+    return CONFIG_MAP, {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": _metadata(site, ROUTER_NAME, {LABEL_ROUTER_CONFIG: ""}),
+        "data": {ROUTER_CONFIG_KEY: document, PORTS_KEY: ports},
+    }

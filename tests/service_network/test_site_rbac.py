@@ -1,0 +1,58 @@
+"""The site controller needs exactly the access of ``CONTROLLER_RULES`` (what its ClusterRole grants): run with an
+authorizer allowing only those rules, through leader election, every kind of write it makes (router objects, the
+ConfigMap, a Service created, changed and deleted, statuses, Events), nothing is denied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from site_support import CRD_RESOURCE, NS, RESOURCES, SiteEnv
+
+from kubesim.auth import ClusterRoleAuthorizer
+from kubesim.sim import KubeSim
+from service_network.crd.generate import all_crds
+from service_network.site.resources import controller_rules
+
+
+async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> None:
+    async with KubeSim(kubeconfig_path=tmp_path / "kubeconfig") as sim:
+        for crd in all_crds():
+            await sim.api.create(CRD_RESOURCE, crd)
+        await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        authorizer = ClusterRoleAuthorizer(controller_rules(), sim.server.store)
+        sim.server.authorizer = authorizer
+        env = SiteEnv(sim)
+        controller = await env.start_controller(leader_elect=True, leader_election_namespace=NS,
+                                                lease_duration=3.0, renew_deadline=2.0, retry_period=0.5)
+        try:
+            await env.create("Site", "west", {})
+            await env.create("Listener", "db", {"routingKey": "db", "host": "db", "port": 5432,
+                                                "tlsCredentials": "missing"})
+            await env.create("Connector", "db", {"routingKey": "db", "host": "10.1.2.3", "port": 5432})
+            await env.wait_status("Listener", "db", "Error", 'TLS credentials secret "missing" not found')
+            await env.wait_status("Connector", "db", "Pending", "No matching listeners")   # its listener is withheld
+            await env.wait_status("Site", "west", "Pending", "No router pod is ready")
+            obj = await env.get("Listener", "db")
+            obj["spec"]["port"] = 5433
+            await sim.api.update(RESOURCES["Listener"], obj)                         # Service patched
+            await env.wait_for(lambda: _service_port(env, 5433), 10, "Service port 5433")
+            await sim.api.delete(RESOURCES["Listener"], "db", NS)                    # Service deleted
+            await env.wait_for(lambda: _no_service(env), 10, "Service db deleted")
+            events, _ = await sim.api.list("events.events.k8s.io", NS)
+            assert any(e.get("reason") == "TlsCredentialsNotFound" for e in events)
+        finally:
+            await controller.stop()
+        assert authorizer.denied == [], authorizer.denied
+        used = {(resource, verb) for verb, _, resource in authorizer.used}
+        assert {("services", "create"), ("services", "patch"), ("services", "delete"), ("configmaps", "patch"),
+                ("deployments", "patch"), ("roles", "patch"), ("listeners/status", "patch"),
+                ("leases", "update")} <= used
+
+
+async def _service_port(env: SiteEnv, port: int) -> bool:
+    return [p["port"] for p in (await env.service("db"))["spec"]["ports"]] == [port]
+
+
+async def _no_service(env: SiteEnv) -> bool:
+    services, _ = await env.api.list("services", NS)
+    return not services
