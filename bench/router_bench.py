@@ -21,7 +21,7 @@ Goals (issue 11): throughput >= 50 % of direct, >= 3,400 new connections/s throu
 ``--on-kubesim``: the router is a site's router Pod on kubesim instead of a ``Router`` driven directly: kubesim with
 one node runs in this process with the site controller; a Site, one Connector per backend (``host`` = the backend's
 address in the cluster's loopback block) and one Listener each are applied; the router Pod runs ``service-network run
-router`` as a host process bound to its Pod IP (``devenv.image_runtime``). "router" then means client -> router Pod
+router`` as a host process bound to its Pod IP (kubesim's host-process runtime, ``devenv.image``). "router" then means client -> router Pod
 IP and the Listener's router port (the endpoint its Service forwards to; kubesim's user-space kube-proxy, a test relay
 and not a data plane, is left out) -> backend; "direct" means client -> backend, both on the block's addresses.
 """
@@ -192,7 +192,7 @@ async def _bare_router(haproxy: str, state: Path, direct: Endpoints) -> AsyncIte
 @contextlib.asynccontextmanager
 async def _kubesim_site(state: Path, direct: Endpoints, sim: Any) -> AsyncIterator[Endpoints]:
     """A site on kubesim (see the module docstring): the router Pod's IP and each Listener's router port."""
-    from devenv.image_runtime import IMAGE_REPOSITORY, ImageProcessHandler
+    from devenv.image import load_project_image
     from service_network.crd.generate import all_crds
     from service_network.site.command import ControllerOptions, SiteControllerProcess
     from service_network.site.resources import RouterOptions
@@ -200,12 +200,12 @@ async def _kubesim_site(state: Path, direct: Endpoints, sim: Any) -> AsyncIterat
     api = sim.api
     for crd in all_crds():
         await api.create("customresourcedefinitions.apiextensions.k8s.io", crd)
-    sim.cluster.runtime.register(IMAGE_REPOSITORY, ImageProcessHandler(sim.kubeconfig_path))
+    load_project_image(sim.cluster.runtime)
     await api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}})
     stop = asyncio.Event()
     controller = SiteControllerProcess(ControllerOptions(
         kubeconfig=str(sim.kubeconfig_path), http_address=None, leader_elect=False,
-        router=RouterOptions(image=f"{IMAGE_REPOSITORY}:bench")))
+        router=RouterOptions(image="localhost/listener-operator:bench")))
     task = asyncio.create_task(controller.run(stop))
     try:
         group = "skupper.io/v2alpha1"

@@ -1,16 +1,19 @@
 """`listener-operator local up`: the whole system on one machine, with no cluster.
 
-kubesim (the project's local API server with simulated nodes) runs in this process; the operator runs exactly as in a
-cluster, as child processes that talk to kubesim over HTTP with a kubeconfig: one `run controller` (Listener
-controller + CSI Identity/Controller) and one `run node` per simulated node, each on its own Unix socket. kubesim's
-external-provisioner and kubelets then call those sockets over CSI gRPC, as the sig-storage sidecars and kubelet do.
+kubesim (the project's local API server with simulated nodes) runs in this process, and the operator is installed
+into it exactly as a user installs it on a cluster: the Helm chart ``deploy/helm/listener-operator``, rendered by
+``helm template`` and applied (``devenv.install``). kubesim runs the chart's Pods - the controller Deployment and
+the node-plugin DaemonSet - with the project's image as host processes of this checkout's code, the CSI sidecars
+emulated; kubesim's external-provisioner and kubelets then call the operator's sockets over CSI gRPC, as the
+sig-storage sidecars and kubelet do. A crashed operator container is restarted by kubesim's kubelet; one in
+CrashLoopBackOff ends the run with its log.
 
 The service network runs too: its CRDs are installed, its site controller (`service-network run controller`) is a
-child process, and the router Pods it creates run the project's image as host processes (`devenv.image_runtime`),
-so `kubectl apply` of a Site, Listener and Connector works as on a real cluster.
+child process, and the router Pods it creates run the same image, with their ServiceAccount's token, so `kubectl
+apply` of a Site, Listener and Connector works as on a real cluster.
 
 Sockets and kubelet directories live in a short per-run directory, the state directory keeps the kubeconfig, the
-logs and a link to the run directory (see :mod:`devenv.rundir`); however the run ends (``--once``, SIGINT,
+operator Pods' logs and a link to the run directory (see :mod:`devenv.rundir`); however the run ends (``--once``, SIGINT,
 SIGTERM, an error) it removes what belongs to it, and no traceback reaches the person running it.
 """
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import errno
 import os
 import signal
@@ -29,25 +31,22 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from devenv.rundir import LockHeld, StateDir, create_run_dir, remove_run_dir
-from listener_operator.constants import DRIVER_NAME
 from listener_operator.messages import cut
-from operator_runtime.objects import items
+
+if TYPE_CHECKING:
+    from devenv.install import Crash, OperatorPods
 
 #: The ``listener-operator local up`` help line (this module is a command of the ``listener_operator.commands``
 #: entry-point group).
 HELP = "run kubesim with simulated nodes and the operator locally"
 
-SOCKET_PATH_LIMIT = 107
-PLUGIN_START_TIMEOUT = 60.0
 HEALTHY_TIMEOUT = 60.0
-
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
-#: The router image the site controller puts in router Pods (run by ``devenv.image_runtime``).
+#: The router image the site controller puts in router Pods (the chart's image: kubesim runs it, devenv.image).
 ROUTER_IMAGE = "localhost/listener-operator:0.1.0"
-LISTENER_CLASSES = "listenerclasses.listeners.stackable.tech"
 
 
 class LocalError(Exception):
@@ -127,7 +126,7 @@ class Console:
 
 @dataclass
 class ChildProcess:
-    """An operator process started by `local up`, with its output in a log file under the state dir."""
+    """A process started by `local up` (the service network's site controller), its output in a log file."""
 
     name: str
     argv: list[str]
@@ -136,11 +135,14 @@ class ChildProcess:
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     async def start(self, env: dict[str, str]) -> None:
+        from kubesim.cluster.runtime.hostprocess import with_parent_death_signal
+
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")  # the logs are those of the current run
+        # SIGTERM when `local up` dies, even by SIGKILL (setpriv; no preexec_fn: kubesim's gRPC threads run here)
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=self._log, stderr=asyncio.subprocess.STDOUT,
-            env=env, start_new_session=True, preexec_fn=_die_with_parent)
+            *with_parent_death_signal(self.argv), stdin=asyncio.subprocess.DEVNULL, stdout=self._log,
+            stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
 
     @property
     def returncode(self) -> int | None:
@@ -169,36 +171,15 @@ class ChildProcess:
             self._log = None
 
 
-def _check_socket_path(path: Path) -> Path:
-    if len(str(path)) > SOCKET_PATH_LIMIT:
-        raise LocalError(f"socket path {path} is {len(str(path))} bytes, over the Unix limit of {SOCKET_PATH_LIMIT}; "
-                         "set TMPDIR (or XDG_RUNTIME_DIR) to a shorter directory")
-    return path
-
-
-try:
-    _LIBC: Any = ctypes.CDLL(None, use_errno=True)
-except OSError:  # pragma: no cover - not Linux
-    _LIBC = None
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Run in each child between fork and exec: the kernel sends it SIGTERM when `local up` dies, even by SIGKILL,
-    so no operator process outlives its run (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere nothing happens)."""
-    prctl = getattr(_LIBC, "prctl", None)
-    if prctl is not None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
-
-
 class LocalCluster:
     """kubesim + simulated nodes + the operator's processes, started and stopped together."""
 
     def __init__(self, options: LocalOptions, console: Console | None = None) -> None:
         self.options = options
         self.console = console or Console()
-        self.children: list[ChildProcess] = []
         self.sim: Any = None
+        self.operator: OperatorPods | None = None
+        self.children: list[ChildProcess] = []
         self.state = StateDir(options.state_dir)
         self.run_dir: Path | None = None
         self._server_url = ""
@@ -209,11 +190,6 @@ class LocalCluster:
         return self.options.state_dir
 
     @property
-    def socket_dir(self) -> Path:
-        assert self.run_dir is not None, "the run directory exists once the cluster starts"
-        return self.run_dir / "csi"
-
-    @property
     def cluster_dir(self) -> Path:
         """kubesim's state: kubelet directories with the mounted volumes, plugin directories."""
         assert self.run_dir is not None, "the run directory exists once the cluster starts"
@@ -222,13 +198,6 @@ class LocalCluster:
     @property
     def log_dir(self) -> Path:
         return self.state.log_dir
-
-    def node_socket(self, node: str) -> Path:
-        return _check_socket_path(self.socket_dir / f"{node}.sock")
-
-    @property
-    def controller_socket(self) -> Path:
-        return _check_socket_path(self.socket_dir / "controller.sock")
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -259,12 +228,11 @@ class LocalCluster:
                           f"{self.state.run_link} -> {self.run_dir})")
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
-        await self._install_objects()
-        self.console.step("installed CRDs (listeners.stackable.tech, skupper.io), CSIDriver and StorageClass")
-        await self._start_operator()
+        await self._install_operator()
+        await self._start_service_network()
         await self._wait_healthy()
-        self.console.step(f"operator healthy: preset ListenerClasses present, CSI driver registered on every node "
-                          f"({time.monotonic() - started:.1f}s)")
+        self.console.step(f"operator healthy: CRDs established, preset ListenerClasses present, CSI driver registered "
+                          f"on every node ({time.monotonic() - started:.1f}s)")
 
     def _prepare_state_dir(self) -> None:
         try:
@@ -285,7 +253,6 @@ class LocalCluster:
         except OSError as error:
             raise LocalError(f"cannot create a run directory for sockets: {error.strerror or error}; set TMPDIR to "
                              "a writable directory") from None
-        self.socket_dir.mkdir()
         self.state.link_run(self.run_dir)
 
     async def _start_kubesim(self) -> None:
@@ -293,9 +260,10 @@ class LocalCluster:
         from kubesim.sim import KubeSim
 
         try:
+            # Plugins register through the node-driver-registrar of the chart's DaemonSet, not by their sockets.
             sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
                           nodes=self.options.nodes, state_dir=self.cluster_dir, work_dir=self.run_dir,
-                          address_block=self.options.address_block)
+                          address_block=self.options.address_block, discover_plugins=False)
         except AddressBlockError as error:
             raise LocalError(f"cannot start kubesim: {error}") from None
         try:
@@ -309,144 +277,88 @@ class LocalCluster:
             raise LocalError(f"cannot start kubesim: {error}") from None
         self.sim = sim
         self._server_url = sim.url
-        from devenv.image_runtime import IMAGE_REPOSITORY, ImageProcessHandler
+        from devenv.image import (
+            load_project_image,  # kubesim's runtime: not for every operator process's start
+        )
 
-        # Router Pods of the service network run the project's image: as host processes, bound to their Pod IPs.
-        sim.cluster.runtime.register(IMAGE_REPOSITORY, ImageProcessHandler(self.kubeconfig_path))
+        load_project_image(sim.cluster.runtime)
         self.console.step(f"cluster addresses: {sim.address_block.describe()}")
 
-    async def _install_objects(self) -> None:
-        from listener_operator.crd.generate import all_crds
-        from listener_operator.manifests import csi_driver, storage_class
+    async def _install_operator(self) -> None:
+        """The chart, as ``helm template`` renders it, applied to kubesim; kubesim runs its Pods."""
+        from devenv.install import CHART_DIR, NAMESPACE, InstallError, OperatorPods, install
+
+        try:
+            objects = await install(self.sim, self.options.preset)
+        except InstallError as error:
+            raise LocalError(str(error)) from None
+        self.operator = OperatorPods(self.sim, self.options.preset)
+        kinds = ", ".join(sorted({obj["kind"] for obj in objects}))
+        self.console.step(f"installed the Helm chart {CHART_DIR.relative_to(CHART_DIR.parents[2])} (helm template | "
+                          f"server-side apply, preset {self.options.preset}): {len(objects)} objects ({kinds}) in "
+                          f"namespace {NAMESPACE}")
+
+    async def _start_service_network(self) -> None:
+        """The service network's CRDs and its site controller (a child process: it has no chart yet)."""
         from service_network.crd.generate import all_crds as service_network_crds
 
-        api = self.sim.api
-        for crd in [*all_crds(), *service_network_crds()]:
-            await api.create(CRD_RESOURCE, crd)
-        await api.create("csidrivers.storage.k8s.io", csi_driver())
-        await api.create("storageclasses.storage.k8s.io", storage_class())
-
-    def _child_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["KUBECONFIG"] = str(self.kubeconfig_path)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        # The children find the project through the same interpreter; no variable of the host cluster leaks in.
-        for variable in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
-            env.pop(variable, None)
-        return env
-
-    async def _start_operator(self) -> None:
-        python = sys.executable
-        base = [python, "-m", "listener_operator.cli"]
-        env = self._child_env()
-        controller = ChildProcess(
-            name="controller",
-            argv=[*base, "run", "controller", "--kubeconfig", str(self.kubeconfig_path),
-                  "--csi-endpoint", f"unix://{self.controller_socket}",
-                  "--listener-class-preset", self.options.preset, "--http-address", "127.0.0.1:0"],
-            log_path=self.log_dir / "controller.log")
-        self.children.append(controller)
-        await controller.start(env)
+        for crd in service_network_crds():
+            await self.sim.api.create(CRD_RESOURCE, crd)
+        env = {key: value for key, value in os.environ.items()
+               if key not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
+        env.update({"KUBECONFIG": str(self.kubeconfig_path), "PYTHONUNBUFFERED": "1"})
         site_controller = ChildProcess(
             name="service-network site controller",
-            argv=[python, "-m", "service_network.cli", "run", "controller", "--kubeconfig", str(self.kubeconfig_path),
-                  "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE],
+            argv=[sys.executable, "-m", "service_network.cli", "run", "controller", "--kubeconfig",
+                  str(self.kubeconfig_path), "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE],
             log_path=self.log_dir / "site-controller.log")
         self.children.append(site_controller)
         await site_controller.start(env)
-        nodes = await self._node_names()
-        for node in nodes:
-            child = ChildProcess(
-                name=f"node plugin {node}",
-                argv=[*base, "run", "node", "--kubeconfig", str(self.kubeconfig_path), "--node-name", node,
-                      "--csi-endpoint", f"unix://{self.node_socket(node)}",
-                      "--kubelet-dir", str(self.sim.cluster.kubelet_dir(node)), "--http-address", "127.0.0.1:0"],
-                log_path=self.log_dir / f"node-{node}.log")
-            self.children.append(child)
-            await child.start(env)
-        self.console.step(f"started the operator: 1 controller process and {len(nodes)} node plugin processes, "
-                          f"and the service-network site controller (logs in {self.log_dir})")
-        await self._wait_for_socket(controller, self.controller_socket)
-        await self.sim.cluster.register_controller_plugin(DRIVER_NAME, f"unix://{self.controller_socket}")
-        for node, child in zip(nodes, self.children[2:], strict=True):
-            await self._wait_for_socket(child, self.node_socket(node))
-            await self.sim.cluster.register_node_plugin(node, DRIVER_NAME, f"unix://{self.node_socket(node)}")
-
-    async def _node_names(self) -> list[str]:
-        items, _ = await self.sim.api.list("nodes")
-        return sorted(item["metadata"]["name"] for item in items)
-
-    async def _wait_for_socket(self, child: ChildProcess, socket_path: Path) -> None:
-        """Wait until a child serves CSI on its socket: Probe answers."""
-        import grpc
-
-        from csi_proto import csi_pb2, csi_pb2_grpc
-
-        deadline = time.monotonic() + PLUGIN_START_TIMEOUT
-        while True:
-            self._raise_if_exited(child)
-            try:
-                async with grpc.aio.insecure_channel(f"unix://{socket_path}") as channel:
-                    stub = csi_pb2_grpc.IdentityStub(channel)
-                    await stub.Probe(csi_pb2.ProbeRequest(), timeout=2)
-                return
-            except grpc.aio.AioRpcError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise LocalError(f"{child.name} did not serve CSI on {socket_path} within "
-                                 f"{PLUGIN_START_TIMEOUT:.0f}s; last lines of {child.log_path}:\n{child.tail()}")
-            # A process starting up offers nothing to watch; a short sleep between checks is the honest option.
-            await asyncio.sleep(0.1)
-
-    def _raise_if_exited(self, child: ChildProcess) -> None:
-        code = child.returncode
-        if code is not None:
-            raise LocalError(f"{child.name} exited with code {code}; last lines of {child.log_path}:\n{child.tail()}")
+        self.console.step(f"installed the service network's CRDs (skupper.io) and started its site controller "
+                          f"(log {site_controller.log_path})")
 
     async def _wait_healthy(self) -> None:
-        expected = {"none": set(), "ephemeral-nodes": {"cluster-internal", "external-unstable", "external-stable"},
-                    "stable-nodes": {"cluster-internal", "external-unstable", "external-stable"}}[self.options.preset]
-        nodes = await self._node_names()
+        from devenv.install import NAMESPACE, InstallError
 
-        async def presets_present() -> bool:
-            items, _ = await self.sim.api.list(LISTENER_CLASSES)
-            return expected <= {item["metadata"]["name"] for item in items}
-
-        async def drivers_registered() -> bool:
-            for node in nodes:
-                csinode = await self.sim.api.get("csinodes.storage.k8s.io", node)
-                names = {driver.get("name") for driver in items(csinode, "spec", "drivers")}
-                if DRIVER_NAME not in names:
-                    return False
-            return True
-
-        await self._wait_until("preset ListenerClasses", presets_present)
-        await self._wait_until("CSI node registration", drivers_registered)
-
-    async def _wait_until(self, what: str, check: Callable[[], Awaitable[bool]]) -> None:
-        from kubesim.errors import ApiError
-
-        deadline = time.monotonic() + HEALTHY_TIMEOUT
-        while True:
-            for child in self.children:
-                self._raise_if_exited(child)
-            with contextlib.suppress(ApiError):
-                if await check():
-                    return
-            if time.monotonic() > deadline:
-                logs = "\n".join(f"--- {child.name} ({child.log_path}):\n{child.tail(10)}" for child in self.children)
-                raise LocalError(f"timed out after {HEALTHY_TIMEOUT:.0f}s waiting for {what}\n{logs}")
-            await asyncio.sleep(0.1)
+        assert self.operator is not None
+        try:
+            await self.operator.wait_healthy(HEALTHY_TIMEOUT)
+        except InstallError as error:
+            raise LocalError(str(error)) from None
+        for child in self.children:
+            if child.returncode is not None:
+                raise LocalError(f"{child.name} exited with code {child.returncode}; last lines of "
+                                 f"{child.log_path}:\n{child.tail()}")
+        pods = await self.operator.pods()
+        self.console.step(f"operator Pods running in namespace {NAMESPACE}: "
+                          + ", ".join(sorted(pod["metadata"]["name"] for pod in pods)))
 
     async def watch_children(self) -> None:
-        """Return (by raising LocalError) as soon as any operator process exits."""
-        waits = {asyncio.ensure_future(child.process.wait()): child for child in self.children if child.process}
-        if not waits:
+        """Return (by raising LocalError) once an operator container is in CrashLoopBackOff - a single crash, which
+        kubesim's kubelet restarts at once, is reported and the run goes on - or the site controller exits."""
+        from devenv.install import InstallError
+
+        if self.operator is None:
             await asyncio.Event().wait()
-        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for future in pending:
-            future.cancel()
-        child = waits[next(iter(done))]
+        assert self.operator is not None
+
+        def restarted(crash: Crash) -> None:
+            self.console.line(f"warning: {crash.describe()}\n(the kubelet restarts it)")
+
+        waits: dict[asyncio.Future[Any], ChildProcess] = {
+            asyncio.ensure_future(child.process.wait()): child for child in self.children if child.process}
+        pods: asyncio.Future[Any] = asyncio.ensure_future(self.operator.watch(restarted))
+        try:
+            done, _ = await asyncio.wait({pods, *waits}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in (pods, *waits):
+                future.cancel()
+        if pods in done:
+            try:
+                pods.result()
+            except InstallError as error:
+                raise LocalError(str(error)) from None
+        child = waits[next(future for future in done if future in waits)]
         raise LocalError(f"{child.name} exited unexpectedly with code {child.returncode}; "
                          f"last lines of {child.log_path}:\n{child.tail()}")
 
@@ -454,6 +366,8 @@ class LocalCluster:
         """Stop everything this run started and remove what belongs to it: the run directory (sockets, kubelet
         directories), the ``run`` link, the kubeconfig it wrote and the lock. The logs stay."""
         await asyncio.gather(*(child.stop() for child in reversed(self.children)), return_exceptions=True)
+        if self.operator is not None:
+            await self.operator.save_logs(self.log_dir)  # the Pods' directories go with the cluster
         if self.sim is not None:
             with contextlib.suppress(Exception):
                 await self.sim.__aexit__(None, None, None)

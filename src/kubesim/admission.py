@@ -16,6 +16,7 @@ from kubesim.schema.crd import structural_causes
 from kubesim.schema.defaulting import apply_defaults
 from kubesim.schema.pruning import prune
 from kubesim.schema.validation import validate
+from kubesim.serviceaccounts import add_token_volume
 from kubesim.services import ServiceAdmission, ServiceAllocator
 from kubesim.store.metadata import now_iso
 
@@ -130,6 +131,7 @@ class Admission:
             obj["status"] = {"phase": "Pending"}
         if rt.key == "pods":
             defaults.default_pod(obj)
+            self._mount_service_account_token(store, obj)
         defaults.default_kind(rt, obj)
         if rt.key == "namespaces":
             spec = obj.setdefault("spec", {})
@@ -165,6 +167,15 @@ class Admission:
             defaults.default_kind(rt, new)
         if rt.key == "namespaces" and not old["metadata"].get("deletionTimestamp"):
             new["status"] = dict(new.get("status") or {}, phase="Active")
+
+    @staticmethod
+    def _mount_service_account_token(store: Store, pod: Obj) -> None:
+        """The ServiceAccount admission plugin: the token volume, unless automounting is off."""
+        account_rt = store.registry.by_key("serviceaccounts")
+        namespace = pod["metadata"].get("namespace")
+        name = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+        account = store.find(account_rt, namespace, name) if account_rt is not None and namespace else None
+        add_token_volume(pod, account)
 
     def released(self, store: Store, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: free what it held."""

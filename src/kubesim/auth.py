@@ -1,9 +1,13 @@
-"""Authentication (bearer tokens) and an authorization hook shaped so RBAC can be plugged in later."""
+"""Authentication (static bearer tokens, then ServiceAccount tokens) and the authorization hook: ``AllowAll``,
+``ClusterRoleAuthorizer`` (a fixed list of rules for every user, for tests) and the RBAC authorizer over the stored
+RBAC objects (``kubesim.rbac.RbacAuthorizer``, the API server's default)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from kubesim.rbac import rules_allow
 
 if TYPE_CHECKING:
     from kubesim.store.store import Store
@@ -38,11 +42,17 @@ class AllowAll:
         return None
 
 
-class TokenAuthenticator:
-    """Static bearer tokens -> users (the kubeconfig's token maps to a cluster admin)."""
+class TokenSource(Protocol):
+    def authenticate(self, token: str) -> User | None: ...
 
-    def __init__(self, tokens: dict[str, User]) -> None:
+
+class TokenAuthenticator:
+    """Static bearer tokens -> users (the kubeconfig's token maps to a cluster admin), then the ``dynamic`` sources
+    (ServiceAccount tokens) in order."""
+
+    def __init__(self, tokens: dict[str, User], dynamic: list[TokenSource] | None = None) -> None:
         self.tokens = dict(tokens)
+        self.dynamic = list(dynamic or [])
 
     def authenticate(self, authorization: str | None) -> User | None:
         if not authorization:
@@ -50,7 +60,13 @@ class TokenAuthenticator:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer":
             return None
-        return self.tokens.get(token.strip())
+        token = token.strip()
+        user = self.tokens.get(token)
+        for source in self.dynamic:
+            if user is not None:
+                break
+            user = source.authenticate(token)
+        return user
 
 
 class ClusterRoleAuthorizer:
@@ -67,21 +83,8 @@ class ClusterRoleAuthorizer:
         self.used: set[tuple[str, str, str]] = set()
         self.denied: list[tuple[str, str, str, str | None]] = []
 
-    @staticmethod
-    def _match(values: Any, wanted: str) -> bool:
-        return isinstance(values, list) and ("*" in values or wanted in values)
-
     def allows(self, verb: str, group: str, resource: str, name: str | None = None) -> bool:
-        for rule in self.rules:
-            names = rule.get("resourceNames") or []
-            if (
-                self._match(rule.get("apiGroups"), group)
-                and self._match(rule.get("resources"), resource)
-                and self._match(rule.get("verbs"), verb)
-                and (not names or (name is not None and name in names))
-            ):
-                return True
-        return False
+        return rules_allow(self.rules, verb, group, resource, name)
 
     def _exists(self, attrs: RequestAttributes) -> bool:
         if self.store is None or attrs.name is None:

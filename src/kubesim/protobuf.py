@@ -1,7 +1,8 @@
-"""Decode the few Kubernetes protobuf request bodies kubectl sends.
+"""Decode the few Kubernetes protobuf request bodies kubectl and Helm send.
 
-`kubectl create namespace|configmap|secret|serviceaccount` and `kubectl auth can-i` post
-`application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415. No protobuf package ships the
+`kubectl create namespace|configmap|secret|serviceaccount|token` and `kubectl auth can-i` post
+`application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415; Helm sends the `DeleteOptions` of a
+DELETE (purging a release's Secrets) as protobuf too. No protobuf package ships the
 Kubernetes `generated.proto` types, so this module carries the field numbers of just those kinds (facts from the
 Kubernetes API's generated.proto) and a small wire-format reader. Other kinds answer 415 with a hint to use `kubectl apply`/`create -f` (JSON).
 """
@@ -90,6 +91,17 @@ KINDS: dict[tuple[str, str], Schema] = {
             },
         ),
     },
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: ("metadata", _OBJECT_META),
+        2: (
+            "spec",
+            {
+                1: ("audiences", ("r", "s")),
+                3: ("boundObjectRef", {1: ("kind", "s"), 2: ("apiVersion", "s"), 3: ("name", "s"), 4: ("uid", "s")}),
+                4: ("expirationSeconds", "i"),
+            },
+        ),
+    },
     ("v1", "ServiceAccount"): {
         1: ("metadata", _OBJECT_META),
         2: ("secrets", ("r", _OBJECT_REF)),
@@ -156,7 +168,18 @@ def _scalar(kind: Any, value: Any) -> Any:
     raise ValueError(f"unknown field type {kind!r}")
 
 
-def _message(schema: Schema, buf: bytes) -> dict[str, Any]:
+#: meta/v1 DeleteOptions: optional fields whose presence matters (gracePeriodSeconds 0 means "now").
+DELETE_OPTIONS: Schema = {
+    1: ("gracePeriodSeconds", "i"),
+    2: ("preconditions", {1: ("uid", "s"), 2: ("resourceVersion", "s")}),
+    3: ("orphanDependents", "?"),
+    4: ("propagationPolicy", "s"),
+    5: ("dryRun", ("r", "s")),
+    6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "?"),
+}
+
+
+def _message(schema: Schema, buf: bytes, *, omit_empty: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for num, _, value in _fields(buf):
         if num not in schema:
@@ -172,25 +195,45 @@ def _message(schema: Schema, buf: bytes) -> dict[str, Any]:
             out.setdefault(name, []).append(_scalar(kind[1], value))
         else:
             out[name] = _scalar(kind, value)
+    if not omit_empty:
+        return out
     # Go's JSON encoding omits empty optional fields (omitempty); proto2 still sends them.
     return {k: v for k, v in out.items() if v not in ("", 0, False, {}, [])}
 
 
-def decode(body: bytes) -> dict[str, Any]:
-    """The JSON-equivalent object of a protobuf request body; `ApiError` 415/400 when not decodable."""
+def _envelope(body: bytes) -> tuple[str, str, bytes]:
+    """(apiVersion, kind, raw message) of a `k8s\\0` envelope (runtime.Unknown)."""
     if not body.startswith(MAGIC):
         raise errors.bad_request("protobuf body without the k8s envelope")
+    unknown = {num: value for num, _, value in _fields(body[len(MAGIC) :])}
+    type_meta = {num: bytes(value).decode() for num, _, value in _fields(unknown.get(1, b""))}
+    return type_meta.get(1, ""), type_meta.get(2, ""), bytes(unknown.get(2, b""))
+
+
+def decode_delete_options(body: bytes) -> dict[str, Any]:
+    """The JSON-equivalent DeleteOptions of a protobuf DELETE body: set fields only, zero values kept (proto2 sends
+    only what the client set); ApiError 400 when it is something else or not decodable."""
     try:
-        unknown = {num: value for num, _, value in _fields(body[len(MAGIC) :])}
-        type_meta = {num: bytes(value).decode() for num, _, value in _fields(unknown.get(1, b""))}
-        api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
+        api_version, kind, raw = _envelope(body)
+        if kind != "DeleteOptions":
+            raise errors.bad_request(f"invalid DeleteOptions: the protobuf body is a {kind or 'message without kind'}")
+        options = _message(DELETE_OPTIONS, raw, omit_empty=False)
+    except ValueError as e:
+        raise errors.bad_request(f"invalid DeleteOptions: the protobuf body could not be decoded: {e}") from None
+    return {"apiVersion": api_version or "v1", "kind": "DeleteOptions", **options}
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """The JSON-equivalent object of a protobuf request body; `ApiError` 415/400 when not decodable."""
+    try:
+        api_version, kind, raw = _envelope(body)
         schema = KINDS.get((api_version, kind))
         if schema is None:
             raise errors.unsupported_media_type(
                 f"application/vnd.kubernetes.protobuf ({api_version} {kind}); kubesim decodes protobuf only for "
-                "Namespace, ConfigMap, Secret, ServiceAccount and SelfSubjectAccessReview: send JSON (kubectl apply / create -f)"
+                "Namespace, ConfigMap, Secret, ServiceAccount, SelfSubjectAccessReview and TokenRequest: send JSON (kubectl apply / create -f)"
             )
-        obj = _message(schema, unknown.get(2, b""))
+        obj = _message(schema, raw)
     except ValueError as e:
         raise errors.bad_request(f"the protobuf body could not be decoded: {e}") from None
     return {"apiVersion": api_version, "kind": kind, **obj}

@@ -141,20 +141,35 @@ class KubeSim:
                 from kubesim.cluster import Cluster
 
                 assert self.state_dir is not None
+                # Containers' run directories (with socket paths in them) go into the short private directory.
+                options = {"runtime_dir": str(self._own_dir / "run"), **self._cluster_options}
                 self.cluster = Cluster(
                     self.api,
                     state_dir=self.state_dir,
                     nodes=self._nodes,
                     address_block=self._claim,
-                    **self._cluster_options,
+                    api_access=self._api_access(),
+                    **options,
                 )
                 await self.cluster.start()
+                self.server.pod_logs = self.cluster.container_log_path
         except BaseException:
             await self.stop()
             raise
         return self
 
+    def _api_access(self) -> Any:
+        """Where the simulated Pods reach this server: its loopback address and port, CA and token issuer."""
+        from urllib.parse import urlsplit
+
+        from kubesim.cluster import ApiAccess
+
+        parts = urlsplit(self.url)
+        return ApiAccess(host=parts.hostname or self.host, port=parts.port or 443, ca_pem=self.ca_pem,
+                         tokens=self.server.service_accounts)
+
     async def stop(self) -> None:
+        self.server.pod_logs = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()

@@ -1,7 +1,8 @@
 """``listener-operator run controller``: the Listener controller, preset classes, CSI Identity+Controller, health.
 
-Tasks (behaviour.md "run controller"): preset ListenerClass creation (independent of everything else, retried until
-done); the Listener controller behind Lease-based leader election; the CSI gRPC server when an
+Tasks (behaviour.md "run controller"): CRD maintenance (apply the CRDs, unless ``DISABLE_CRD_MAINTENANCE``, and wait
+until they are Established); preset ListenerClass creation (independent of everything else, retried until done); the
+Listener controller behind Lease-based leader election, started once the CRDs are served; the CSI gRPC server when an
 endpoint is given; the HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``. SIGTERM or SIGINT stops all of
 them cleanly; a leader releases its Lease on the way out so that a standby takes over at once.
 
@@ -31,32 +32,18 @@ from listener_operator.observability import (
 )
 from listener_operator.presets import DEFAULT_PRESET, PRESETS, ensure_presets
 from operator_runtime.api import KubeApi
+from operator_runtime.config import own_namespace
 from operator_runtime.events import EventRecorder
 from operator_runtime.leader import LeaderElector, LeadingWork, LeaseOptions
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_NAME = "listener-operator-controller"
-#: Where Kubernetes mounts the namespace of the Pod's service account (the operator's own namespace).
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value else default
-
-
-def _own_namespace() -> str:
-    """The namespace for the leader Lease: explicit settings first, then the Pod's own namespace, else default."""
-    for name in ("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"):
-        if value := os.environ.get(name):
-            return value
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
-            namespace = f.read().strip()
-    except OSError:
-        namespace = ""
-    return namespace or "default"
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -76,12 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=sorted(PRESETS), help="ListenerClasses to create if missing [$LISTENER_CLASS_PRESET]")
     parser.add_argument("--cluster-domain", default=_env("KUBERNETES_CLUSTER_DOMAIN", DEFAULT_CLUSTER_DOMAIN),
                         help="cluster DNS domain for ClusterIP hostnames [$KUBERNETES_CLUSTER_DOMAIN]")
+    parser.add_argument("--disable-crd-maintenance", action="store_true",
+                        default=_env_bool("DISABLE_CRD_MAINTENANCE", False),
+                        help="do not apply the CRDs at start (install them yourself: listener-operator crd | kubectl "
+                             "apply --server-side -f -); the controller still waits until they are Established "
+                             "[$DISABLE_CRD_MAINTENANCE]")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
                         default=_env_bool("LEADER_ELECT", True),
                         help="use a Lease so that only one replica reconciles [$LEADER_ELECT]")
     parser.add_argument("--leader-election-name", default=_env("LEADER_ELECTION_NAME", DEFAULT_LEASE_NAME),
                         help="Lease name [$LEADER_ELECTION_NAME]")
-    parser.add_argument("--leader-election-namespace", default=_own_namespace(),
+    parser.add_argument("--leader-election-namespace",
+                        default=own_namespace("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"),
                         help="Lease namespace [$LEADER_ELECTION_NAMESPACE, $OPERATOR_NAMESPACE, $POD_NAMESPACE, "
                              "else the service account's namespace, else default]")
     parser.add_argument("--identity", default=_env("POD_NAME", f"{socket.gethostname()}-{os.getpid()}"),
@@ -108,6 +101,7 @@ class OperatorOptions:
     csi_endpoint: str | None = None
     listener_class_preset: str = DEFAULT_PRESET
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    maintain_crds: bool = True
     leader_elect: bool = True
     leader_election_name: str = DEFAULT_LEASE_NAME
     leader_election_namespace: str = "default"
@@ -123,7 +117,7 @@ class OperatorOptions:
     def from_args(cls, args: argparse.Namespace) -> OperatorOptions:
         return cls(kubeconfig=args.kubeconfig, csi_endpoint=args.csi_endpoint,
                    listener_class_preset=args.listener_class_preset, cluster_domain=args.cluster_domain,
-                   leader_elect=args.leader_elect, leader_election_name=args.leader_election_name,
+                   maintain_crds=not args.disable_crd_maintenance, leader_elect=args.leader_elect, leader_election_name=args.leader_election_name,
                    leader_election_namespace=args.leader_election_namespace, identity=args.identity,
                    http_address=args.http_address, workers=args.workers, resync_period=args.resync_period)
 
@@ -146,6 +140,7 @@ class Operator:
         self.leading: LeadingWork | None = None
         self.controller: Any = None
         self.presets_done = asyncio.Event()
+        self.crds_established = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> int:
         from listener_operator.listener_controller.controller import ListenerController
@@ -181,7 +176,7 @@ class Operator:
                                  opts.lease_duration, opts.renew_deadline, opts.retry_period) if opts.leader_elect else None
             self.leading = LeadingWork(api, self.controller.run, lease, on_leading=self.metrics.is_leader.set)
             self.elector = self.leading.elector
-            tasks["controller"] = self.leading.start()
+            tasks["controller"] = asyncio.create_task(self._control(uncounted, self.leading), name="controller")
             return await self.leading.run_until(stop, tasks["controller"])
         finally:
             for task in tasks.values():
@@ -193,8 +188,20 @@ class Operator:
                 await self.health.stop()
             await api.close()
 
+    async def _control(self, uncounted: KubeApi, leading: LeadingWork) -> None:
+        """CRD maintenance and the Established wait, then the Listener controller (behind the Lease if elected)."""
+        from listener_operator.crd.generate import all_crds
+        from listener_operator.crd.maintenance import ensure_crds
+
+        await ensure_crds(uncounted, all_crds(), maintain=self.options.maintain_crds)
+        self.crds_established.set()
+        await leading.start()
+
     def _ready(self) -> bool:
-        """Ready when the caches are synced, or when standing by for the lease (a standby is healthy)."""
+        """Ready when the caches are synced, or when standing by for the lease (a standby is healthy); never while
+        the CRDs are not served yet."""
+        if not self.crds_established.is_set():
+            return False
         if self.leading is not None and self.leading.standing_by:
             return True
         return bool(self.controller is not None and self.controller.synced)
@@ -229,6 +236,7 @@ async def run(args: argparse.Namespace) -> int:
     options = OperatorOptions.from_args(args)
     stop = asyncio.Event()
     _install_signal_handlers(stop)
-    log.info("starting listener-operator controller (preset %s, cluster domain %s, leader election %s)",
-             options.listener_class_preset, options.cluster_domain, "on" if options.leader_elect else "off")
+    log.info("starting listener-operator controller (preset %s, cluster domain %s, leader election %s, "
+             "CRD maintenance %s)", options.listener_class_preset, options.cluster_domain,
+             "on" if options.leader_elect else "off", "on" if options.maintain_crds else "off")
     return await Operator(options).run(stop)

@@ -16,16 +16,44 @@ from lightkube.core.exceptions import ConfigError
 from .api import KubeApi, RequestHook
 from .transport import DEFAULT_TIMEOUT, HttpTransport
 
-__all__ = ["ConfigError", "KubeConfig", "load_config", "make_api"]
+__all__ = ["SERVICE_ACCOUNT_DIR_ENV", "ConfigError", "KubeConfig", "default_service_account_dir", "load_config",
+           "make_api", "own_namespace"]
+
+#: Where the in-cluster credentials are when not at Kubernetes' fixed path: a process that is not in a container
+#: (kubesim runs Pods as host processes) cannot see ``/var/run/secrets/kubernetes.io/serviceaccount``.
+SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
+
+
+def default_service_account_dir() -> str:
+    """The directory of the in-cluster token, ``ca.crt`` and ``namespace``: ``$KUBERNETES_SERVICE_ACCOUNT_DIR``,
+    else Kubernetes' ``/var/run/secrets/kubernetes.io/serviceaccount``."""
+    return os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT
+
+
+def own_namespace(*variables: str) -> str:
+    """The first of the environment ``variables`` that is set, else the namespace of the Pod's service account
+    (``namespace`` in :func:`default_service_account_dir`), else ``default``."""
+    for name in variables:
+        if value := os.environ.get(name):
+            return value
+    try:
+        namespace = (Path(default_service_account_dir()) / "namespace").read_text(encoding="utf-8").strip()
+    except OSError:
+        namespace = ""
+    return namespace or "default"
 
 
 def load_config(kubeconfig: str | os.PathLike[str] | None = None, *,
-                service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT) -> KubeConfig:
+                service_account_dir: str | os.PathLike[str] | None = None) -> KubeConfig:
     """Find the cluster configuration: explicit path, else ``$KUBECONFIG``, else in-cluster, else ``~/.kube/config``.
 
     lightkube's own ``KubeConfig.from_env`` tries in-cluster *before* ``$KUBECONFIG``; we want an explicitly
-    configured file to win (as kubectl does), hence this small resolver.
+    configured file to win (as kubectl does), hence this small resolver. In-cluster means
+    ``$KUBERNETES_SERVICE_HOST`` and a token in ``service_account_dir`` (default:
+    :func:`default_service_account_dir`).
     """
+    if service_account_dir is None:
+        service_account_dir = default_service_account_dir()
     if kubeconfig:
         return KubeConfig.from_file(kubeconfig)
     env_path = os.environ.get("KUBECONFIG")

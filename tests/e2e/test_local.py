@@ -87,9 +87,27 @@ def assert_clean(state: Path, output: str) -> None:
     assert run_dirs, output
     for run_dir in run_dirs:
         assert not os.path.exists(run_dir), run_dir
+        assert processes_working_in(run_dir) == [], run_dir  # the Pods' processes (operator, routers)
+    # the site controller, a child process of the run
     leftovers = subprocess.run(["pgrep", "-f", f"--kubeconfig {state}/kubeconfig"], capture_output=True, text=True)
     assert leftovers.stdout == "", leftovers.stdout
     assert "Traceback" not in output
+
+
+def processes_working_in(directory: str) -> list[int]:
+    """Processes whose working directory is (or was, before it was removed) inside ``directory``: kubesim starts
+    each operator container in its view there."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd.startswith(directory.rstrip("/") + "/"):
+            found.append(int(entry.name))
+    return found
 
 
 def stop_cleanly(run: Background, sig: signal.Signals, state: Path) -> None:
@@ -259,22 +277,42 @@ def test_local_up_interrupted_while_starting_leaves_a_clean_state_dir(workdir: P
         run.kill()
 
 
+def node_plugin_pids(parent: int) -> list[str]:
+    """The node plugins' processes of one `local up` (kubesim runs each container as a child process)."""
+    found = subprocess.run(["pgrep", "-P", str(parent), "-f", "listener-operator run node"], capture_output=True,
+                           text=True).stdout.split()
+    return sorted(found)
+
+
 def test_local_up_reports_a_crashed_node_plugin(workdir: Path) -> None:
+    """A node plugin killed once is restarted by kubesim's kubelet (reported, the run goes on); killed again, it
+    is in CrashLoopBackOff, which ends the run with the container's log."""
     state = workdir / "s"
     run = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
     try:
         run.wait_for(r"Ready\. kubeconfig")
-        sockets = Path(os.readlink(state / "run")) / "csi"
-        pids = subprocess.run(["pgrep", "-f", f"run node .*--csi-endpoint unix://{sockets}/"],
-                              capture_output=True, text=True).stdout.split()
+        pids = node_plugin_pids(run.process.pid)
         assert len(pids) == 2, pids
         os.kill(int(pids[0]), signal.SIGKILL)
+        run.wait_for(r"warning: operator Pod listener-operator/listener-operator-csi-node-driver-\S+: container "
+                     r"csi-node-service exited \(exit code 137\) after \d restart\(s\)")
+        deadline = time.monotonic() + 30
+        while (restarted := node_plugin_pids(run.process.pid)) == pids or len(restarted) != 2:
+            assert time.monotonic() < deadline, restarted
+            time.sleep(0.1)
+        assert run.process.poll() is None, run.output()  # one crash does not end the run
+        (again,) = set(restarted) - set(pids)
+        os.kill(int(again), signal.SIGKILL)
         code = run.process.wait(60)
         output = run.output()
-        assert code != 0
-        assert re.search(r"node plugin \S+ exited unexpectedly with code -9", output), output
+        assert code == 1, output
+        assert re.search(r"error: operator Pod listener-operator/listener-operator-csi-node-driver-\S+: container "
+                         r"csi-node-service is in CrashLoopBackOff \(exit code 137\) after 1 restart\(s\); last "
+                         r"lines of \S+csi-node-service\.log:", output), output
+        assert "CSI server listening on" in output  # the end of the node plugin's own log
         assert "Traceback" not in output
-        assert "last lines of" in output
+        # The operator's logs outlive the run.
+        assert any(path.name.endswith("_csi-node-service.log") for path in (state / "logs").iterdir())
     finally:
         run.kill()
 

@@ -61,3 +61,49 @@ async def test_unsupported_protobuf_kind_is_415_and_garbage_is_400(kubesim: Kube
             "/api/v1/namespaces/default/configmaps", b"k8s\x00\x0a\xff", content_type=PROTOBUF
         )
         assert status == 400
+
+
+def varint_field(num: int, value: int) -> bytes:
+    return varint(num << 3) + varint(value)
+
+
+async def test_protobuf_delete_options_as_helm_sends_them(kubesim: KubeSim) -> None:
+    """Helm purges a release's Secrets with a protobuf DeleteOptions body (here: exactly the bytes Helm 4.3.1 sent);
+    its fields take effect like JSON ones."""
+    async with RawClient(kubesim) as c:
+        for name in ("helm-release", "orphaned", "precondition"):
+            status, _ = await c.post("/api/v1/namespaces/default/configmaps",
+                                     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+            assert status == 201
+        helm_body = b'k8s\x00\n\x13\n\x02v1\x12\rDeleteOptions\x12\x00\x1a\x00"\x00'
+        status, body = await c.delete("/api/v1/namespaces/default/configmaps/helm-release", helm_body,
+                                      content_type=PROTOBUF)
+        assert status == 200, body
+        status, _ = await c.get("/api/v1/namespaces/default/configmaps/helm-release")
+        assert status == 404
+
+        # A uid precondition that does not match refuses the delete (409), as in JSON.
+        precondition = field(2, field(1, b"not-the-uid"))
+        status, body = await c.delete("/api/v1/namespaces/default/configmaps/precondition",
+                                      envelope("v1", "DeleteOptions", precondition), content_type=PROTOBUF)
+        assert status == 409 and "precondition" in body["message"].lower(), body
+        # gracePeriodSeconds 0 and orphan propagation are read (zero values are meaningful in DeleteOptions).
+        options = varint_field(1, 0) + field(4, b"Orphan")
+        status, body = await c.delete("/api/v1/namespaces/default/configmaps/orphaned",
+                                      envelope("v1", "DeleteOptions", options), content_type=PROTOBUF)
+        assert status == 200, body
+        # Something else than DeleteOptions, or garbage, is a 400 naming DeleteOptions.
+        status, body = await c.delete("/api/v1/namespaces/default/configmaps/precondition",
+                                      envelope("v1", "ConfigMap", b""), content_type=PROTOBUF)
+        assert status == 400 and "invalid DeleteOptions" in body["message"]
+        status, body = await c.delete("/api/v1/namespaces/default/configmaps/precondition", b"k8s\x00\x0a\xff",
+                                      content_type=PROTOBUF)
+        assert status == 400 and "invalid DeleteOptions" in body["message"]
+
+
+def test_delete_options_keep_zero_values() -> None:
+    from kubesim.protobuf import decode_delete_options
+
+    options = decode_delete_options(envelope("v1", "DeleteOptions", varint_field(1, 0) + varint_field(3, 0)))
+    assert options == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                       "orphanDependents": False}

@@ -113,6 +113,14 @@ def test_in_cluster_config_when_no_kubeconfig(monkeypatch: pytest.MonkeyPatch, t
     config = current(load_config(service_account_dir=sa))
     assert config.cluster.server == "https://10.0.0.1:443"
     assert config.namespace == "ops"
+    # KUBERNETES_SERVICE_ACCOUNT_DIR moves the directory (a process outside a container, as kubesim runs Pods)
+    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(sa))
+    (sa / "token").write_text("moved")
+    config = current(load_config())
+    assert config.user.token_file == str(sa / "token") and config.namespace == "ops"
+    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match="no Kubernetes configuration found"):
+        load_config()
 
 
 def test_missing_configuration_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

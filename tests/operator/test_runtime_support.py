@@ -332,8 +332,6 @@ def test_flags_default_from_the_upstream_environment_variables(monkeypatch: pyte
 def test_the_lease_lives_in_the_operators_own_namespace(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
                                                         env: dict[str, str], file_text: str | None,
                                                         expected: str) -> None:
-    from listener_operator import controller_command
-
     for name in ("LEADER_ELECTION_NAMESPACE", "OPERATOR_NAMESPACE", "POD_NAMESPACE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -341,7 +339,7 @@ def test_the_lease_lives_in_the_operators_own_namespace(monkeypatch: pytest.Monk
     namespace_file = tmp_path / "namespace"
     if file_text is not None:
         namespace_file.write_text(file_text)
-    monkeypatch.setattr(controller_command, "SERVICE_ACCOUNT_NAMESPACE_FILE", str(namespace_file))
+    monkeypatch.setenv("KUBERNETES_SERVICE_ACCOUNT_DIR", str(tmp_path))  # where in-cluster credentials are
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert parser.parse_args([]).leader_election_namespace == expected

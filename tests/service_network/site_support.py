@@ -1,6 +1,7 @@
 """The end-to-end environment of the site controller: kubesim with one node, the ``skupper.io`` CRDs, the site
 controller running in this process (as ``run controller`` would), router Pods run for real as host processes
-(``service-network run router``, bound to the Pod IP) by ``devenv.image_runtime``, and backend Pods: agnhost
+(``service-network run router``, bound to the Pod IP, with its ServiceAccount's token under RBAC) by kubesim's
+host-process runtime (``devenv.image``), and backend Pods: agnhost
 (kubesim's built-in) or ``sn-test/echo`` (below: greets with the Pod name, then echoes, passing half-close on).
 
 Every address is a loopback address of the cluster's block; clients dial Pod IPs and Service cluster IPs only."""
@@ -17,7 +18,7 @@ from typing import Any
 
 from router_support import wait_until
 
-from devenv.image_runtime import IMAGE_REPOSITORY, ImageProcessHandler
+from devenv.image import load_project_image
 from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
 from kubesim.cluster.runtime.registry import ContainerSpec
 from kubesim.errors import ApiError
@@ -29,7 +30,7 @@ from service_network.site.resources import RouterOptions
 
 GV = "skupper.io/v2alpha1"
 NS = "west"
-ROUTER_IMAGE = f"{IMAGE_REPOSITORY}:0.1.0"
+ROUTER_IMAGE = "localhost/listener-operator:0.1.0"  # the project image (devenv.image)
 ECHO_IMAGE = "sn-test/echo"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 RESOURCES = {"Site": "sites.skupper.io", "Listener": "listeners.skupper.io", "Connector": "connectors.skupper.io"}
@@ -218,7 +219,7 @@ async def site_environment() -> AsyncIterator[SiteEnv]:
             for crd in all_crds():
                 await sim.api.create(CRD_RESOURCE, crd)
             assert sim.cluster is not None
-            sim.cluster.runtime.register(IMAGE_REPOSITORY, ImageProcessHandler(sim.kubeconfig_path))
+            load_project_image(sim.cluster.runtime)
             sim.cluster.runtime.register(ECHO_IMAGE, echo_handler())
             await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
             env = SiteEnv(sim)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,9 @@ from kubesim.errors import ApiError
 
 from .apitypes import Api
 from .background import BackgroundTasks
-from .context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, Context, Options
+from .context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, ApiAccess, Context, Options
 from .csi_client import UNIX_PATH_MAX, socket_path_of
+from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .dns import resolve
 from .endpoints import EndpointsController
@@ -30,6 +33,7 @@ from .indexes import PODS_BY_NODE, pod_node
 from .informer import Informer
 from .kubelet import FINALIZER, Kubelet
 from .loadbalancer import LoadBalancerController
+from .nodefs import NodeFilesystem
 from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
 from .objects import check_dns_subdomain, condition_true, name_of, set_condition
 from .plugin_watch import SocketWatcher
@@ -37,11 +41,12 @@ from .provisioner import Provisioner
 from .proxy import KubeProxy
 from .runtime import RuntimeRegistry, default_registry
 from .scheduler import Scheduler
+from .sidecars import sidecar_handlers
 from .statefulset import StatefulSetController
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Cluster", "Options"]
+__all__ = ["ApiAccess", "Cluster", "Options"]
 
 
 class Cluster:
@@ -58,7 +63,12 @@ class Cluster:
     seconds), ``restart_backoff`` (crash-loop back-off, default (10, 300) as the kubelet), ``readiness_poll``,
     ``rpc_timeout``, ``plugin_wait_timeout``, ``discover_plugins`` (True: plugins whose sockets appear
     at ``plugin_socket_path`` / ``controller_socket_path`` are registered without any call, as kubelet's plugin
-    watcher and a co-located external-provisioner would).
+    watcher and a co-located external-provisioner would), ``kubelet_root`` (the nodes' kubelet directory as Pods
+    name it in ``hostPath`` volumes, default ``/var/lib/kubelet``; see ``nodefs``), ``runtime_dir`` (a short
+    directory for the containers' run directories; default a fresh ``/tmp/ksr-*``, removed by ``stop()``).
+
+    ``api_access``: the API server's address, CA and ServiceAccount tokens for the Pods (``KubeSim`` passes it);
+    without it containers get no ``KUBERNETES_SERVICE_*`` variables and token volumes no token.
     """
 
     def __init__(
@@ -69,6 +79,7 @@ class Cluster:
         nodes: int = 0,
         address_block: int | AddressBlockClaim | None = None,
         runtime: RuntimeRegistry | None = None,
+        api_access: ApiAccess | None = None,
         **options: Any,
     ) -> None:
         if nodes < 0 or nodes > 254:
@@ -84,8 +95,18 @@ class Cluster:
             self._claim, self._own_claim = address_block, False
         else:
             self._claim, self._own_claim = claim_address_block(address_block), True
-        self.ctx = Context(api=api, state_dir=Path(state_dir), options=Options(**options), block=self._claim.block)
+        self.ctx = Context(
+            api=api,
+            state_dir=Path(state_dir),
+            options=Options(**options),
+            block=self._claim.block,
+            api_access=api_access,
+        )
         self.runtime = runtime if runtime is not None else default_registry()
+        for image, handler in sidecar_handlers(self).items():
+            if self.runtime.lookup(image) is None:
+                self.runtime.register(image, handler)
+        self._own_runtime_dir = False
         self.proxy: KubeProxy | None = None
         self._initial_nodes = nodes
         self._kubelets: dict[str, Kubelet] = {}
@@ -122,6 +143,13 @@ class Cluster:
             return
         self.ctx.state_dir.mkdir(parents=True, exist_ok=True)
         (self.ctx.state_dir / "kubelet").mkdir(exist_ok=True)
+        if self.ctx.options.runtime_dir:
+            self.ctx.runtime_dir = Path(self.ctx.options.runtime_dir)
+            self.ctx.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            # Short on purpose: Unix sockets in containers' run directories must stay under 108 bytes.
+            self.ctx.runtime_dir = Path(tempfile.mkdtemp(prefix="ksr-", dir="/tmp"))
+            self._own_runtime_dir = True
         for resource in WATCHED:
             self.ctx.informers[resource] = Informer(self.ctx.api, resource)
         self.ctx.informer(PODS).add_index(PODS_BY_NODE, pod_node)
@@ -133,6 +161,7 @@ class Cluster:
             self.provisioner,
             StatefulSetController(self.ctx),
             DeploymentController(self.ctx),
+            DaemonSetController(self.ctx),
             EphemeralVolumeController(self.ctx),
             EndpointsController(self.ctx),
             LoadBalancerController(self.ctx),
@@ -171,6 +200,9 @@ class Cluster:
             await controller.stop()
         for informer in self.ctx.informers.values():
             await informer.stop()
+        if self._own_runtime_dir and self.ctx.runtime_dir is not None:
+            shutil.rmtree(self.ctx.runtime_dir, ignore_errors=True)
+            self.ctx.runtime_dir = None
         if self._own_claim:
             self._claim.release()
 
@@ -298,6 +330,15 @@ class Cluster:
             raise ValueError(f"Pod {namespace}/{name} is not scheduled")
         self._kubelet(node).set_ready(pod["metadata"]["uid"], (namespace, name), ready)
 
+    def container_log_path(self, namespace: str, pod: str, container: str) -> Path | None:
+        """Where the kubelet writes the output of a container of a running Pod (None: no such Pod on a node)."""
+        found = self.ctx.informer(PODS).get(namespace, pod)
+        node = (found or {}).get("spec", {}).get("nodeName")
+        if found is None or not node or node not in self._kubelets:
+            return None
+        check_dns_subdomain(container, "container name")
+        return self.ctx.kubelet_dir(node) / "pods" / found["metadata"]["uid"] / "logs" / f"{container}.log"
+
     def resolve(self, name: str) -> str | None:
         """The loopback address behind a name the cluster publishes (node hostnames, Service DNS names,
         load-balancer hostnames; see ``dns.resolve``), from the watch caches; None when unknown."""
@@ -333,6 +374,25 @@ class Cluster:
         self._require_started()
         await self._kubelet(node).registry.register(driver, endpoint)
 
+    async def deregister_node_plugin(self, node: str, driver: str, endpoint: str) -> None:
+        """Forget the node plugin registered at ``endpoint`` (its registrar stopped); CSINode drops the driver."""
+        kubelet = self._kubelets.get(node)
+        if kubelet is not None:
+            await kubelet.registry.deregister(driver, endpoint)
+
+    def node_filesystem(self, node: str) -> NodeFilesystem:
+        """Where paths on the node (hostPath volumes, registration paths) are on this machine (``nodefs``)."""
+        return self.ctx.nodefs(node)
+
+    @property
+    def rpc_timeout(self) -> float:
+        return self.ctx.options.rpc_timeout
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopping."""
+        return self._started
+
     def controller_socket_path(self, driver: str) -> Path:
         """``<state_dir>/controller/<driver>/csi.sock``: a controller plugin listening here is found automatically."""
         check_dns_subdomain(driver, "CSI driver name")
@@ -367,6 +427,11 @@ class Cluster:
         check_dns_subdomain(driver, "CSI driver name")
         assert self.provisioner is not None
         await self.provisioner.register(driver, endpoint)
+
+    async def unregister_controller_plugin(self, driver: str, endpoint: str) -> None:
+        """Detach the external-provisioner from the plugin at ``endpoint``, if it is the one attached."""
+        if self.provisioner is not None:
+            await self.provisioner.unregister(driver, endpoint)
 
 
 DRIVER_NAME_RESERVE = 24

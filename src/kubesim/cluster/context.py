@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kubesim.addresses import AddressBlock
 from kubesim.errors import ApiError
 
 from .apitypes import Api
 from .informer import Informer
+from .nodefs import DEFAULT_KUBELET_ROOT, NodeFilesystem
 from .objects import Obj, name_of
 
 PODS = "pods"
@@ -26,6 +29,7 @@ CSI_NODES = "csinodes.storage.k8s.io"
 CSI_DRIVERS = "csidrivers.storage.k8s.io"
 STATEFUL_SETS = "statefulsets.apps"
 DEPLOYMENTS = "deployments.apps"
+DAEMON_SETS = "daemonsets.apps"
 
 WATCHED = (
     PODS,
@@ -40,6 +44,7 @@ WATCHED = (
     CSI_DRIVERS,
     STATEFUL_SETS,
     DEPLOYMENTS,
+    DAEMON_SETS,
 )
 
 
@@ -59,6 +64,37 @@ class Options:
     discover_plugins: bool = True
     restart_backoff: tuple[float, float] = (10.0, 300.0)  # kubelet's crash-loop back-off (initial, max) seconds
     readiness_poll: float = 0.1  # without a readinessProbe: seconds between checks that declared ports accept
+    kubelet_root: str = DEFAULT_KUBELET_ROOT  # the kubelet directory's path on the simulated nodes (hostPath volumes)
+    runtime_dir: str | None = None  # short directory for containers' run directories (default: a fresh temp dir)
+
+
+class TokenIssuer(Protocol):
+    """Issues ServiceAccount tokens (``kubesim.serviceaccounts.ServiceAccountTokens``)."""
+
+    def issue(self, namespace: str, service_account: str, *, pod_name: str | None = None,
+              pod_uid: str | None = None, expiration_seconds: int = ...) -> str: ...
+
+    def revoke_pod(self, pod_uid: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ApiAccess:
+    """How Pods reach the API server: its loopback address and port (``KUBERNETES_SERVICE_HOST``/``PORT``), the CA
+    that signed its certificate (``ca.crt`` of the token volume), and the ServiceAccount tokens."""
+
+    host: str
+    port: int
+    ca_pem: bytes | None
+    tokens: TokenIssuer
+
+    def service_env(self) -> dict[str, str]:
+        """The variables the kubelet gives every container for the ``kubernetes`` Service."""
+        port = str(self.port)
+        url = f"tcp://{self.host}:{port}"
+        prefix = f"KUBERNETES_PORT_{port}_TCP"
+        return {"KUBERNETES_SERVICE_HOST": self.host, "KUBERNETES_SERVICE_PORT": port,
+                "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": url, prefix: url,
+                f"{prefix}_PROTO": "tcp", f"{prefix}_PORT": port, f"{prefix}_ADDR": self.host}
 
 
 class PodIpAllocator:
@@ -101,6 +137,9 @@ class Context:
     block: AddressBlock
     informers: dict[str, Informer] = field(default_factory=dict)
     pod_ips: PodIpAllocator = field(init=False)
+    api_access: ApiAccess | None = None
+    runtime_dir: Path | None = None  # set when the cluster starts
+    run_dir_numbers: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
         self.pod_ips = PodIpAllocator(self.block.pod_cidr)
@@ -130,3 +169,7 @@ class Context:
 
     def kubelet_dir(self, node: str) -> Path:
         return self.state_dir / "kubelet" / node
+
+    def nodefs(self, node: str) -> NodeFilesystem:
+        return NodeFilesystem(node, self.kubelet_dir(node), self.state_dir / "nodefs" / node,
+                              self.options.kubelet_root)

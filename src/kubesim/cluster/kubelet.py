@@ -23,13 +23,15 @@ import grpc
 
 from csi_proto import csi_pb2
 from kubesim.errors import ApiError
+from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS, ROOT_CA_CONFIGMAP
 
-from .context import CSI_DRIVERS, PODS, PVCS, PVS, Context
+from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, Context
 from .csi_client import grpc_error_text
 from .downward import write_downward_volume
 from .events import EventRecorder
 from .indexes import PODS_BY_NODE
 from .informer import Key
+from .nodefs import HostPathError, check_host_path_type
 from .objects import (
     Obj,
     controller_of,
@@ -44,8 +46,10 @@ from .objects import (
 from .plugins import PluginRegistry
 from .provisioner import volume_capabilities
 from .runtime import ContainerSpec, RuntimeRegistry
+from .runtime.env import EnvError, container_env, referenced_objects
 from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, runtime_status
 from .runtime.supervisor import PodRuntime
+from .volumefiles import VolumeError, referenced, volume_files, write_files
 from .workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
@@ -77,6 +81,7 @@ class PodState:
     published: dict[str, Published] = field(default_factory=dict)  # pod volume name -> published volume
     plain_dirs: set[str] = field(default_factory=set)
     volume_dirs: dict[str, Path] = field(default_factory=dict)  # pod volume name -> host directory
+    run_dirs: list[Path] = field(default_factory=list)  # the containers' run directories
 
 
 class MountWaiting(Exception):
@@ -89,6 +94,7 @@ class Kubelet:
         self.node = node
         self.host_ip = host_ip
         self.root = ctx.kubelet_dir(node)
+        self.nodefs = ctx.nodefs(node)
         self.registry = PluginRegistry(ctx, node, on_change=self.resync)
         self.runtime = runtime
         self.pods: dict[str, PodState] = {}  # by Pod uid
@@ -172,16 +178,56 @@ class Kubelet:
         pod_ip = self.ctx.pod_ips.allocate(current_uid)
         containers = self.containers.get(current_uid)
         if containers is None:
-            containers = self._containers_for(pod, pod_ip, state)
+            containers = await self._containers_for(pod, pod_ip, state)
             self.containers[current_uid] = containers
             await containers.start()
         await self._report_running(pod, pod_ip, containers)
 
-    def _containers_for(self, pod: Obj, pod_ip: str, state: PodState) -> PodRuntime:
+    async def _environment(self, pod: Obj, container: dict[str, Any], pod_ip: str) -> dict[str, str]:
+        """The container's environment; a missing ConfigMap or Secret is a ``Failed`` Event and a retry."""
+        namespace = pod["metadata"].get("namespace", "")
+        config_names, secret_names = referenced_objects(container)
+        config_maps = {name: await self._get_or_none("configmaps", name, namespace) for name in config_names}
+        secrets = {name: await self._get_or_none("secrets", name, namespace) for name in secret_names}
+        node = self.ctx.informer(NODES).get(None, self.node) or {}
+        try:
+            return container_env(
+                pod,
+                container,
+                service_env=self.ctx.api_access.service_env() if self.ctx.api_access is not None else {},
+                pod_ip=pod_ip,
+                host_ip=self.host_ip,
+                config_maps=config_maps,
+                secrets=secrets,
+                allocatable=node.get("status", {}).get("allocatable") or {},
+            )
+        except EnvError as error:
+            await self.events.record(pod, "Pod", "v1", "Warning", "Failed", f"Error: {error}")
+            raise Retry(str(error)) from None
+
+    async def _get_or_none(self, resource: str, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            return await self.ctx.api.get(resource, name, namespace)
+        except ApiError as error:
+            if error.code != 404:
+                raise
+            return None
+
+    def _run_dir(self, state: PodState) -> Path | None:
+        if self.ctx.runtime_dir is None:
+            return None
+        directory = self.ctx.runtime_dir / f"{next(self.ctx.run_dir_numbers):x}"
+        directory.mkdir(mode=0o700)
+        state.run_dirs.append(directory)
+        return directory
+
+    async def _containers_for(self, pod: Obj, pod_ip: str, state: PodState) -> PodRuntime:
         uid = uid_of(pod)
         key = state.key
+        containers = list(pod.get("spec", {}).get("containers") or [])
+        environments = [await self._environment(pod, container, pod_ip) for container in containers]
         specs = []
-        for container in pod.get("spec", {}).get("containers") or []:
+        for container, env in zip(containers, environments, strict=True):
             spec = ContainerSpec(
                 pod=pod,
                 container=container,
@@ -189,6 +235,8 @@ class Kubelet:
                 node_name=self.node,
                 volumes=dict(state.volume_dirs),
                 log_path=self.root / "pods" / uid / "logs" / f"{container.get('name', '')}.log",
+                env=env,
+                run_dir=self._run_dir(state),
             )
             specs.append((spec, self.runtime.lookup(spec.image)))
 
@@ -235,6 +283,8 @@ class Kubelet:
                 raise
         self.ctx.pod_ips.release(uid_of(pod))
         self.not_ready.discard(uid_of(pod))
+        if self.ctx.api_access is not None:
+            self.ctx.api_access.tokens.revoke_pod(uid_of(pod))
 
     def _pod_volume_dir(self, uid: str, plugin: str, name: str) -> Path:
         return self.root / "pods" / uid / "volumes" / plugin / name
@@ -307,11 +357,66 @@ class Kubelet:
                 ephemeral=True,
             )
             return
+        if isinstance(volume.get("hostPath"), dict):
+            await self._host_path_volume(pod, name, volume["hostPath"], state)
+            return
+        if any(isinstance(volume.get(kind), dict) for kind in ("configMap", "secret", "projected")):
+            await self._file_volume(pod, volume, state)
+            return
         kind = next((k for k in volume if k != "name"), "emptyDir")
         downward = volume.get("downwardAPI") if kind == "downwardAPI" else None
         self._make_plain_dir(
             pod, f"kubernetes.io~{_kebab(kind)}", name, state, downward if isinstance(downward, dict) else None
         )
+
+    async def _host_path_volume(self, pod: Obj, name: str, source: dict[str, Any], state: PodState) -> None:
+        """A directory (or file) of the node: mapped by the node's file system, its ``type`` checked."""
+        node_path = str(source.get("path", ""))
+        try:
+            host = self.nodefs.host_path(node_path)
+            await asyncio.to_thread(check_host_path_type, host, node_path, str(source.get("type") or ""))
+        except (ValueError, HostPathError, OSError) as error:
+            await self._failed_mount(pod, name, str(error))
+            raise Retry(str(error)) from None
+        state.plain_dirs.add(name)
+        state.volume_dirs[name] = host
+
+    async def _file_volume(self, pod: Obj, volume: dict[str, Any], state: PodState) -> None:
+        """A ``configMap``, ``secret`` or ``projected`` volume: its files written from the objects it names and, for
+        ``serviceAccountToken`` sources, a token of the Pod's ServiceAccount bound to the Pod."""
+        name = volume.get("name", "")
+        namespace = pod["metadata"].get("namespace", "")
+        config_names, secret_names, token_sources = referenced(volume)
+        config_maps = {n: await self._get_or_none("configmaps", n, namespace) for n in config_names}
+        access = self.ctx.api_access
+        if config_maps.get(ROOT_CA_CONFIGMAP, {}) is None:
+            # kube-controller-manager publishes it in every namespace; kubesim stands in with its CA (empty when
+            # the API server serves plain HTTP)
+            ca = access.ca_pem.decode() if access is not None and access.ca_pem is not None else ""
+            config_maps[ROOT_CA_CONFIGMAP] = {"data": {"ca.crt": ca}}
+        secrets = {n: await self._get_or_none("secrets", n, namespace) for n in secret_names}
+        tokens: dict[int, str] = {}
+        try:
+            for index, source in token_sources:
+                if access is None:
+                    continue  # no API server to issue tokens for: the file stays absent
+                expiration = source.get("expirationSeconds", DEFAULT_EXPIRATION_SECONDS)
+                tokens[index] = access.tokens.issue(
+                    namespace,
+                    str(pod.get("spec", {}).get("serviceAccountName") or "default"),
+                    pod_name=name_of(pod),
+                    pod_uid=uid_of(pod),
+                    expiration_seconds=int(expiration) if isinstance(expiration, int) else DEFAULT_EXPIRATION_SECONDS,
+                )
+            files = volume_files(pod, volume, config_maps=config_maps, secrets=secrets, tokens=tokens)
+        except (VolumeError, ValueError) as error:
+            await self._failed_mount(pod, name, str(error))
+            raise Retry(str(error)) from None
+        kind = next(k for k in ("projected", "configMap", "secret") if isinstance(volume.get(k), dict))
+        directory = self._pod_volume_dir(uid_of(pod), f"kubernetes.io~{_kebab(kind)}", name)
+        await asyncio.to_thread(write_files, directory, files)
+        state.plain_dirs.add(name)
+        state.volume_dirs[name] = directory
 
     def _make_plain_dir(
         self, pod: Obj, plugin: str, name: str, state: PodState, downward: dict[str, Any] | None = None
@@ -478,6 +583,8 @@ class Kubelet:
                 raise Retry(grpc_error_text(error)) from None
             del state.published[volume_name]
         await asyncio.to_thread(shutil.rmtree, self.root / "pods" / uid, True)
+        for directory in state.run_dirs:
+            await asyncio.to_thread(shutil.rmtree, directory, True)
         del self.pods[uid]
 
     def _staging_in_use(self, published: Published, except_uid: str) -> bool:

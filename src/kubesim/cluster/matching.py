@@ -75,3 +75,17 @@ def pod_fits_node(pod: Obj, node: Obj) -> str | None:
 def pv_fits_node(pv: Obj, node: Obj) -> bool:
     required = ((pv.get("spec", {}).get("nodeAffinity") or {}).get("required")) or None
     return node_selector_matches(required, node)
+
+
+def tolerates(pod: Obj, key: str, effect: str) -> bool:
+    """Whether the Pod tolerates a taint ``key`` (any value) with ``effect``."""
+    for toleration in pod.get("spec", {}).get("tolerations") or []:
+        if not isinstance(toleration, dict):
+            continue
+        if toleration.get("effect") not in (None, "", effect):
+            continue
+        if toleration.get("operator") == "Exists" and toleration.get("key") in (None, "", key):
+            return True
+        if toleration.get("key") == key and toleration.get("operator", "Equal") == "Equal":
+            return True
+    return False

@@ -146,20 +146,24 @@ _SUFFIX = {
 }
 
 
-def parse_quantity(value: str | int | None) -> int:
-    """Bytes of a Kubernetes quantity (``"1"``, ``"10Gi"``, ``"1.5G"``, ``"500m"``), rounded up; 0 if unset."""
+def quantity_value(value: str | int | None) -> Decimal:
+    """The exact value of a Kubernetes quantity (``"500m"`` is 0.5); 0 if unset; ``ValueError`` if malformed."""
     if value is None or value == "":
-        return 0
+        return Decimal(0)
     if isinstance(value, int):
-        return value
+        return Decimal(value)
     text = str(value).strip()
     if text.endswith("m") and _QUANTITY.match(text[:-1]):
-        number = Decimal(text[:-1]) / 1000
-    else:
-        match = _QUANTITY.match(text)
-        if not match or match.group(2) not in _SUFFIX:
-            raise ValueError(f"invalid quantity {value!r}")
-        number = Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+        return Decimal(text[:-1]) / 1000
+    match = _QUANTITY.match(text)
+    if not match or match.group(2) not in _SUFFIX:
+        raise ValueError(f"invalid quantity {value!r}")
+    return Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+def parse_quantity(value: str | int | None) -> int:
+    """Bytes of a Kubernetes quantity (``"1"``, ``"10Gi"``, ``"1.5G"``, ``"500m"``), rounded up; 0 if unset."""
+    number = quantity_value(value)
     integral = int(number)
     return integral + (1 if number > integral else 0)
 

@@ -89,10 +89,11 @@ class PluginRegistry:
             log.warning("node %s: registering plugin %s at %s failed: %s", self.node, driver, endpoint, error)
 
     def _socket_removed(self, driver: str, socket: Path) -> None:
-        self._background.spawn(self._deregister(driver, f"unix://{socket}"))
+        self._background.spawn(self.deregister(driver, f"unix://{socket}"))
 
-    async def _deregister(self, driver: str, endpoint: str) -> None:
-        """The plugin's socket is gone: forget the plugin and drop it from CSINode, as kubelet does."""
+    async def deregister(self, driver: str, endpoint: str) -> None:
+        """The plugin's registration is gone (its registrar stopped, or its socket vanished): forget the plugin and
+        drop it from CSINode, as kubelet does. Nothing happens when another endpoint is registered meanwhile."""
         async with self._registration_locks.setdefault(driver, asyncio.Lock()):
             plugin = self.plugins.get(driver)
             if plugin is None or plugin.endpoint != endpoint:

@@ -163,6 +163,15 @@ class Provisioner:
                 return
             await self._register_locked(driver, endpoint)
 
+    async def unregister(self, driver: str, endpoint: str) -> None:
+        """Detach from the controller plugin at ``endpoint`` (its sidecar stopped); claims wait for another."""
+        async with self._locks.setdefault(driver, asyncio.Lock()):
+            plugin = self.plugins.get(driver)
+            if plugin is None or plugin.connection.endpoint != endpoint:
+                return
+            del self.plugins[driver]
+            await plugin.connection.close()
+
     async def _register_locked(self, driver: str, endpoint: str) -> None:
         connection = CsiConnection(endpoint)
         try:

@@ -1,6 +1,7 @@
 """The scheduler: binds Pending Pods to Ready nodes.
 
-Honours ``nodeSelector``, required node affinity, unschedulable (cordoned) nodes, the node affinity of bound
+Honours ``nodeSelector``, required node affinity, unschedulable (cordoned) nodes (unless the Pod tolerates
+``node.kubernetes.io/unschedulable``, as DaemonSet Pods do), the node affinity of bound
 PVs, and delayed binding: for unbound ``WaitForFirstConsumer`` claims it picks a node, writes
 ``volume.kubernetes.io/selected-node`` on the claims and binds the Pod only once the provisioner has bound them.
 Pods that fit nowhere get ``PodScheduled=False`` and a ``FailedScheduling`` Event saying why.
@@ -17,7 +18,7 @@ from .context import NODES, PODS, PVCS, PVS, STORAGE_CLASSES, Context
 from .events import EventRecorder
 from .indexes import ACTIVE_PODS_BY_NODE, PODS_BY_NODE, active_pod_node, pod_node
 from .informer import Key
-from .matching import pod_fits_node, pv_fits_node
+from .matching import pod_fits_node, pv_fits_node, tolerates
 from .objects import (
     Obj,
     annotations_of,
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 SCHEDULER_NAMES = ("", "default-scheduler")
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
 class Unschedulable(Exception):
@@ -172,7 +174,7 @@ class Scheduler:
             return "node(s) were being deleted"
         if not condition_true(node, "Ready"):
             return "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
-        if node.get("spec", {}).get("unschedulable"):
+        if node.get("spec", {}).get("unschedulable") and not tolerates(pod, UNSCHEDULABLE_TAINT, "NoSchedule"):
             return "node(s) were unschedulable"
         reason = pod_fits_node(pod, node)
         if reason:

@@ -15,16 +15,20 @@ from aiohttp import web
 
 from kubesim import errors
 from kubesim.admission import Admission
-from kubesim.auth import AllowAll, Authorizer, TokenAuthenticator, User
+from kubesim.auth import Authorizer, TokenAuthenticator, User
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
+from kubesim.rbac import RbacAuthorizer
 from kubesim.resources import Registry
 from kubesim.server import discovery, objects
 from kubesim.server.admin import admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
+from kubesim.server.logs import LogPath, pod_log
 from kubesim.server.routing import Target, parse_target, verb_of
+from kubesim.server.tokens import token_request
 from kubesim.server.watchstream import watch
 from kubesim.server.wire import bool_param, error_response, json_response
+from kubesim.serviceaccounts import ServiceAccountTokens
 from kubesim.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -69,8 +73,12 @@ class ApiServer:
             gc_delay=gc_delay,
         )
         self.faults = faults or Faults()
-        self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))})
-        self.authorizer: Authorizer = authorizer or AllowAll()
+        self.service_accounts = ServiceAccountTokens(self.store)
+        self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))},
+                                                [self.service_accounts])
+        self.authorizer: Authorizer = authorizer or RbacAuthorizer(self.store)
+        #: Where container logs are (``pods/<name>/log``); ``KubeSim`` connects it to its simulated cluster.
+        self.pod_logs: LogPath | None = None
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -170,4 +178,8 @@ class ApiServer:
         await inject_faults(self.faults, verb, t)
         if t.subresource == "scale":
             return await objects.scale(self, request, t, verb)
+        if t.subresource == "token":
+            return await token_request(self, request, t)
+        if t.subresource == "log":
+            return await pod_log(self, request, t)
         return await _HANDLERS[verb](self, request, t)

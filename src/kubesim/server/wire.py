@@ -117,7 +117,9 @@ def patch_body(raw: bytes, patch_type: str) -> Any:
 async def delete_options(request: web.Request) -> dict[str, Any]:
     raw = await request.read()
     opts: dict[str, Any] = {}
-    if raw.strip():
+    if request.content_type == "application/vnd.kubernetes.protobuf" and raw:
+        opts = protobuf.decode_delete_options(raw)
+    elif raw.strip():
         try:
             parsed = json.loads(raw)
         except ValueError as e:

@@ -32,14 +32,13 @@ from .spec import StateLayout
 __all__ = ["add_arguments", "run", "usable_state_dir"]
 
 log = logging.getLogger("service_network.router")
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 def _namespace() -> str | None:
     if value := os.environ.get("POD_NAMESPACE"):
         return value
+    from operator_runtime.config import default_service_account_dir
+
     try:
-        return Path(SERVICE_ACCOUNT_NAMESPACE_FILE).read_text(encoding="utf-8").strip() or None
+        return (Path(default_service_account_dir()) / "namespace").read_text(encoding="utf-8").strip() or None
     except OSError:
         return None
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from operator_runtime.config import own_namespace
 from operator_runtime.events import EventRecorder
 from operator_runtime.leader import LeadingWork, LeaseOptions
 from operator_runtime.observability import LOG_FORMATS, HealthServer, parse_http_address, setup_logging
@@ -29,23 +30,8 @@ __all__ = ["ControllerOptions", "SiteControllerProcess", "add_arguments", "run"]
 
 log = logging.getLogger(__name__)
 
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(name) or default
-
-
-def own_namespace(*variables: str) -> str:
-    """The first of ``variables`` that is set, else the service account's namespace, else ``default``."""
-    for name in variables:
-        if value := os.environ.get(name):
-            return value
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or "default"
-    except OSError:
-        return "default"
 
 
 def package_version() -> str:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .env import expand
+
 DOCKER_HUB = "docker.io"
 MAX_HOSTNAME = 63
 
@@ -76,7 +78,10 @@ class ContainerSpec:
 
     ``volumes`` maps each Pod volume name to the host directory backing it (CSI mount target, emptyDir, ...), so a
     handler can translate the container's ``volumeMounts`` to host paths with ``mounts()``. ``log_path`` is where
-    the container's output belongs.
+    the container's output belongs. ``env`` is the container's environment as the kubelet resolved it (service
+    variables, ``envFrom``, ``env`` with ``valueFrom``); ``command`` and ``args`` come with ``$(VAR)`` references
+    expanded from it. ``run_dir`` is a short private directory for the handler's own files while the Pod runs
+    (removed with the Pod), or None.
     """
 
     pod: Mapping[str, Any]
@@ -85,6 +90,8 @@ class ContainerSpec:
     node_name: str
     volumes: Mapping[str, Path] = field(default_factory=dict)
     log_path: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    run_dir: Path | None = None
 
     @property
     def name(self) -> str:
@@ -114,11 +121,11 @@ class ContainerSpec:
 
     @property
     def command(self) -> list[str]:
-        return [str(x) for x in self.container.get("command") or []]
+        return [expand(str(x), self.env) for x in self.container.get("command") or []]
 
     @property
     def args(self) -> list[str]:
-        return [str(x) for x in self.container.get("args") or []]
+        return [expand(str(x), self.env) for x in self.container.get("args") or []]
 
     def declared_ports(self, protocol: str = "TCP") -> list[int]:
         """``containerPort`` values of ``protocol`` in declaration order, without duplicates."""

@@ -1,0 +1,184 @@
+"""Containers of an image whose programs are installed on this machine, run as host processes.
+
+A ``HostImage`` says what the image would run and where its programs are here: its ``ENTRYPOINT`` and ``CMD``, its
+``ENV``, and which of its directories map to directories on this machine (``/opt/listener-operator/bin`` -> a
+virtualenv's ``bin``). ``HostProcessHandler`` then runs a container as the runtime would compose it:
+
+- the command line: ``command`` (else the entrypoint) followed by ``args`` (else, without ``command``, the image's
+  ``CMD``), with ``$(VAR)`` expanded by the kubelet; the program is found at its image path or, for a bare name,
+  on the image's ``PATH``, and must live in one of the mapped directories (anything else fails to start, as
+  ``executable file not found`` would);
+- the environment: the image's ``ENV`` (``PATH`` entries in mapped directories replaced by their host directory),
+  ``HOSTNAME``, ``HOME`` (the container's view), then the container's environment as the kubelet resolved it
+  (``KUBERNETES_SERVICE_HOST``/``PORT``, downward API, ConfigMaps, Secrets); nothing else of kubesim's own
+  environment leaks in;
+- paths and listen addresses in variables and arguments translated through the container's view
+  (``view.ContainerView``: mount points as links in a short run directory; ``0.0.0.0`` -> the Pod IP);
+  ``KUBERNETES_SERVICE_ACCOUNT_DIR`` names where the ServiceAccount token volume is, for in-cluster clients that
+  honour it (a process cannot see ``/var/run/secrets/kubernetes.io/serviceaccount``);
+- the working directory is ``workingDir`` (else the image's) inside the view; output (stdout and stderr) is appended
+  to the container's log file;
+- the process runs in its own session; stopping sends SIGTERM to its process group, SIGKILL after the grace period,
+  and when the main process ends, whatever it left in its group is killed (as a runtime ends a container). Each
+  process gets SIGTERM if kubesim's process dies (Linux ``PR_SET_PDEATHSIG``, set by util-linux ``setpriv`` when
+  installed). Exit by signal N reports 128+N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import posixpath
+import shutil
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from .registry import Container, ContainerSpec
+from .view import ContainerView
+
+#: The variable that points in-cluster clients at the token volume (kubesim's addition; see docs/kubesim.md).
+SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
+SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ProgramNotFound(Exception):
+    """The container's program is not one of the image's programs on this machine."""
+
+
+@dataclass(frozen=True)
+class HostImage:
+    """What an image runs and where its programs are on this machine (``programs``: image dir -> host dir)."""
+
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    programs: Mapping[str, Path] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str = "/"
+
+    def host_dir(self, image_dir: str) -> Path | None:
+        return self.programs.get(posixpath.normpath(image_dir))
+
+
+def container_argv(image: HostImage, command: list[str], args: list[str]) -> list[str]:
+    """The command line the runtime composes from the image and the container (Docker's ENTRYPOINT/CMD rules)."""
+    if command:
+        return [*command, *args]
+    return [*image.entrypoint, *(args if args else image.cmd)]
+
+
+def resolve_program(image: HostImage, program: str, path_variable: str) -> Path:
+    """The host file of the program ``program`` names (an image path, or a bare name on the image's PATH)."""
+    if "/" in program:
+        if not program.startswith("/"):
+            raise ProgramNotFound(f'exec: "{program[:100]}": relative program paths are not supported')
+        directory, name = posixpath.split(posixpath.normpath(program))
+        host = image.host_dir(directory)
+        if host is not None and (host / name).is_file():
+            return host / name
+        raise ProgramNotFound(f'exec: "{program[:100]}": no such file in the image\'s programs on this machine')
+    for directory in path_variable.split(":"):
+        host = image.host_dir(directory) if directory.startswith("/") else None
+        if host is not None and (host / program).is_file():
+            return host / program
+    raise ProgramNotFound(f'exec: "{program[:100]}": executable file not found in $PATH')
+
+
+def host_path_variable(image: HostImage, value: str) -> str:
+    """The image's PATH with mapped directories replaced by their host directories."""
+    entries = []
+    for directory in value.split(":"):
+        host = image.host_dir(directory) if directory.startswith("/") else None
+        entries.append(str(host) if host is not None else directory)
+    return ":".join(entries)
+
+
+#: util-linux's setpriv sets the parent-death signal and execs the program (same process): a ``preexec_fn`` would
+#: force a plain fork of kubesim's process, whose gRPC threads do not survive fork handlers.
+SETPRIV = shutil.which("setpriv")
+
+
+def with_parent_death_signal(argv: list[str]) -> list[str]:
+    """``argv`` run so that the kernel sends it SIGTERM when kubesim's process dies (when setpriv exists)."""
+    return [SETPRIV, "--pdeathsig", "TERM", "--", *argv] if SETPRIV else argv
+
+
+class HostProcess(Container):
+    def __init__(self, process: asyncio.subprocess.Process, log: IO[bytes]) -> None:
+        self.process = process
+        self._log = log
+        self._code: int | None = None
+
+    async def wait(self) -> int:
+        code = await self.process.wait()
+        self._kill_group(signal.SIGKILL)  # the container ends with its main process
+        self._log.close()
+        return 128 - code if code < 0 else code
+
+    def _kill_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+    async def stop(self, grace_seconds: float) -> None:
+        if self.process.returncode is None:
+            self._kill_group(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.process.wait(), grace_seconds)
+            except TimeoutError:
+                self._kill_group(signal.SIGKILL)
+                await self.process.wait()
+        self._kill_group(signal.SIGKILL)
+        self._log.close()
+
+
+class HostProcessHandler:
+    """A ``RuntimeHandler`` running the containers of ``image`` as processes on this machine."""
+
+    def __init__(self, image: HostImage) -> None:
+        self.image = image
+
+    def environment(self, spec: ContainerSpec, view: ContainerView) -> dict[str, str]:
+        env = {key: value for key, value in self.image.env.items() if key != "PATH"}
+        env["PATH"] = host_path_variable(self.image, self.image.env.get("PATH", DEFAULT_PATH))
+        env["HOSTNAME"] = spec.hostname
+        env["HOME"] = str(view.root)
+        for key, value in spec.env.items():
+            env[key] = view.translate(value)
+        token_dir = view.path(SERVICE_ACCOUNT_PATH)
+        if token_dir is not None and SERVICE_ACCOUNT_PATH in {path for path, _ in spec.mounts()}:
+            env[SERVICE_ACCOUNT_DIR_ENV] = token_dir
+        return env
+
+    def prepare(self, spec: ContainerSpec) -> tuple[Path, list[str], dict[str, str], str, Path]:
+        """Build the view; (program, argv, environment, working directory, log file) of the container."""
+        if spec.run_dir is None:
+            raise RuntimeError("the kubelet gave this container no run directory")
+        view = ContainerView(spec, spec.run_dir)
+        view.build()
+        env = self.environment(spec, view)
+        argv = [view.translate(part) for part in container_argv(self.image, spec.command, spec.args)]
+        if not argv:
+            raise ProgramNotFound("no command specified")
+        program = resolve_program(self.image, argv[0], self.image.env.get("PATH", DEFAULT_PATH))
+        working_dir = str(spec.container.get("workingDir") or self.image.working_dir or "/")
+        cwd = (view.path(working_dir) if working_dir != "/" else None) or str(view.root / working_dir.lstrip("/"))
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+        log_path = spec.log_path or view.root / "container.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        return program, argv, env, cwd, log_path
+
+    async def start(self, spec: ContainerSpec) -> Container:
+        program, argv, env, cwd, log_path = await asyncio.to_thread(self.prepare, spec)
+        log = await asyncio.to_thread(log_path.open, "ab")
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *with_parent_death_signal([str(program), *argv[1:]]), stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        except BaseException:
+            log.close()
+            raise
+        return HostProcess(process, log)
