@@ -191,9 +191,10 @@ class Operator:
     async def _control(self, uncounted: KubeApi, leading: LeadingWork) -> None:
         """CRD maintenance and the Established wait, then the Listener controller (behind the Lease if elected)."""
         from listener_operator.crd.generate import all_crds
-        from listener_operator.crd.maintenance import ensure_crds
+        from listener_operator.crd.maintenance import MAINTENANCE
+        from operator_runtime.crdmaintenance import ensure_crds
 
-        await ensure_crds(uncounted, all_crds(), maintain=self.options.maintain_crds)
+        await ensure_crds(uncounted, all_crds(), maintain=self.options.maintain_crds, how=MAINTENANCE)
         self.crds_established.set()
         await leading.start()
 

@@ -1,6 +1,7 @@
-"""The site controller needs exactly the access of ``CONTROLLER_RULES`` (what its ClusterRole grants): run with an
-authorizer allowing only those rules, through leader election, every kind of write it makes (router objects, the
-ConfigMap, a Service created, changed and deleted, statuses, Events), nothing is denied."""
+"""The site controller needs exactly the access of ``CONTROLLER_RULES`` plus CRD maintenance's rule (what the chart's
+ClusterRole and leader-election Role grant, ``service_network.rbac``): run with an authorizer allowing only those
+rules, through leader election, every kind of write it makes (CRDs, router objects, the ConfigMap, a Service created,
+changed and deleted, statuses, Events), nothing is denied."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from site_support import CRD_RESOURCE, NS, RESOURCES, SiteEnv
 from kubesim.auth import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
-from service_network.site.resources import controller_rules
+from service_network.rbac import cluster_role_rules, leader_election_rules
 
 
 async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> None:
@@ -19,7 +20,8 @@ async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> Non
         for crd in all_crds():
             await sim.api.create(CRD_RESOURCE, crd)
         await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        authorizer = ClusterRoleAuthorizer(controller_rules(), sim.server.store)
+        authorizer = ClusterRoleAuthorizer(cluster_role_rules(maintain_crds=True) + leader_election_rules(),
+                                           sim.server.store)
         sim.server.authorizer = authorizer
         env = SiteEnv(sim)
         controller = await env.start_controller(leader_elect=True, leader_election_namespace=NS,
@@ -46,7 +48,7 @@ async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> Non
         used = {(resource, verb) for verb, _, resource in authorizer.used}
         assert {("services", "create"), ("services", "patch"), ("services", "delete"), ("configmaps", "patch"),
                 ("deployments", "patch"), ("roles", "patch"), ("listeners/status", "patch"),
-                ("leases", "update")} <= used
+                ("leases", "update"), ("customresourcedefinitions", "patch")} <= used
 
 
 async def _service_port(env: SiteEnv, port: int) -> bool:

@@ -1,131 +1,26 @@
-"""CRD maintenance: the controller applies its CustomResourceDefinitions at start and waits until they are served.
+"""The listener operator's CRD maintenance: what :mod:`operator_runtime.crdmaintenance` needs to know about it.
 
 With maintenance on (the default, as upstream), every controller replica server-side-applies ListenerClass, Listener
-and PodListeners with the field manager ``listener-operator`` and ``force`` (so a CRD edited by hand, or left by an
-older version, is put back as this version defines it). With maintenance off (``DISABLE_CRD_MAINTENANCE``) nothing
-is written: the CRDs are the administrator's job, and a missing one is named in the log with the command that
-installs it. Either way the Listener controller starts only once every CRD reports ``Established``; the wait follows
-a watch of the CRDs (list + watch, the only rights it needs).
+and PodListeners with the field manager ``listener-operator`` and ``force``; with it off (``DISABLE_CRD_MAINTENANCE``)
+nothing is written and a missing CRD is named in the log with the command that installs it. Either way the Listener
+controller starts only once every CRD reports ``Established``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
-from operator_runtime.api import KubeApi
-from operator_runtime.errors import Expired, KubeError
-from operator_runtime.kinds import CRD
-from operator_runtime.objects import items, mapping, meta
+from operator_runtime.crdmaintenance import CrdMaintenance
 
-log = logging.getLogger(__name__)
+__all__ = ["FIELD_MANAGER_CRDS", "INSTALL_HINT", "MAINTENANCE"]
 
 #: Upstream's field manager for the CRDs it maintains (behaviour.md "CRD maintenance").
 FIELD_MANAGER_CRDS = "listener-operator"
 #: What a person runs to install the CRDs when the controller does not maintain them.
 INSTALL_HINT = "listener-operator crd | kubectl apply --server-side -f -"
-#: Seconds between attempts after a failure (doubling up to the maximum).
-RETRY_INITIAL = 0.5
-RETRY_MAX = 30.0
 
+MAINTENANCE = CrdMaintenance(
+    field_manager=FIELD_MANAGER_CRDS, install_hint=INSTALL_HINT,
+    enable_hint="unset DISABLE_CRD_MAINTENANCE, Helm value maintenance.customResourceDefinitions.maintain=true",
+    logger=logging.getLogger(__name__))
 
-def is_established(crd: Mapping[str, Any]) -> bool:
-    """Whether the CRD's ``Established`` condition is ``True`` (the API server serves its resources)."""
-    return any(condition.get("type") == "Established" and condition.get("status") == "True"
-               for condition in items(crd, "status", "conditions"))
-
-
-def not_established(wanted: Iterable[str], crds: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The names in ``wanted`` whose CRD is missing from ``crds`` (name -> object) or not Established, sorted."""
-    return sorted(name for name in wanted if name not in crds or not is_established(crds[name]))
-
-
-async def apply_crds(api: KubeApi, crds: Iterable[Mapping[str, Any]]) -> None:
-    """Server-side apply each CRD (field manager ``listener-operator``, force); an unchanged CRD is not written."""
-    for crd in crds:
-        name = str(meta(crd).name)
-        await api.apply(CRD, dict(crd), name=name, field_manager=FIELD_MANAGER_CRDS, force=True)
-        log.info("applied CustomResourceDefinition %s", name)
-
-
-async def wait_established(api: KubeApi, names: Iterable[str], *,
-                           on_waiting: Callable[[list[str], Mapping[str, Mapping[str, Any]]], None] | None = None,
-                           ) -> None:
-    """Return once every CRD in ``names`` exists and is Established.
-
-    Lists the CRDs, then follows a watch from that list's version (relisting when the watch ends or expires).
-    ``on_waiting(pending, known)`` is called whenever the set of pending CRDs changes, with the CRDs seen so far.
-    API failures other than an expired watch propagate (the caller decides how to retry).
-    """
-    wanted = set(names)
-    reported: list[str] | None = None
-    while True:
-        listed, version = await api.list(CRD)
-        known = {str(meta(crd).name): crd for crd in listed if meta(crd).name in wanted}
-        pending = not_established(wanted, known)
-        if not pending:
-            return
-        if pending != reported and on_waiting is not None:
-            on_waiting(pending, known)
-        reported = pending
-        try:
-            async for event, crd in api.watch(CRD, resource_version=version):
-                name = str(mapping(crd, "metadata").get("name") or "")
-                if event == "BOOKMARK" or name not in wanted:
-                    continue
-                if event == "DELETED":
-                    known.pop(name, None)
-                else:
-                    known[name] = crd
-                pending = not_established(wanted, known)
-                if not pending:
-                    return
-                if pending != reported and on_waiting is not None:
-                    on_waiting(pending, known)
-                reported = pending
-        except Expired:
-            pass  # relist
-
-
-def describe_waiting(pending: list[str], known: Mapping[str, Mapping[str, Any]], *, maintained: bool) -> str:
-    """The log line while CRDs are not served yet: which are missing, which are not Established, what to do."""
-    missing = [name for name in pending if name not in known]
-    unready = [name for name in pending if name in known]
-    parts = []
-    if missing:
-        parts.append(f"missing: {', '.join(missing)}")
-    if unready:
-        parts.append(f"not Established yet: {', '.join(unready)}")
-    text = "waiting for the CustomResourceDefinitions (" + "; ".join(parts) + ")"
-    if missing and not maintained:
-        text += (f"; CRD maintenance is disabled (DISABLE_CRD_MAINTENANCE), so install them: {INSTALL_HINT} "
-                 "(or let the controller maintain them: unset DISABLE_CRD_MAINTENANCE, "
-                 "Helm value maintenance.customResourceDefinitions.maintain=true)")
-    return text
-
-
-async def ensure_crds(api: KubeApi, crds: list[dict[str, Any]], *, maintain: bool,
-                      sleep: Callable[[float], Any] = asyncio.sleep) -> None:
-    """Apply the CRDs (when ``maintain``) and wait until all are Established; retry failures with back-off.
-
-    Never returns before the CRDs are served; cancelling it is the way to stop it.
-    """
-    names = [str(meta(crd).name) for crd in crds]
-    delay = RETRY_INITIAL
-    applied = not maintain
-    while True:
-        try:
-            if not applied:
-                await apply_crds(api, crds)
-                applied = True
-            await wait_established(api, names, on_waiting=lambda pending, known: log.warning(
-                "%s", describe_waiting(pending, known, maintained=maintain)))
-            log.info("CustomResourceDefinitions established: %s", ", ".join(names))
-            return
-        except KubeError as error:
-            what = "applying" if not applied else "watching"
-            log.warning("%s the CustomResourceDefinitions failed (%s); retrying in %.1fs", what, error, delay)
-            await sleep(delay)
-            delay = min(delay * 2, RETRY_MAX)

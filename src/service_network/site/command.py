@@ -1,5 +1,7 @@
 """``service-network run controller``: the site controller behind Lease-based leader election, with ``/metrics``,
-``/healthz`` and ``/readyz``. SIGTERM or SIGINT stops it; a leader releases its Lease on the way out.
+``/healthz`` and ``/readyz``, once CRD maintenance (``operator_runtime.crdmaintenance``: apply the ``skupper.io`` CRDs
+unless ``DISABLE_CRD_MAINTENANCE``, then wait until they are Established) is done. SIGTERM or SIGINT stops it; a
+leader releases its Lease on the way out.
 
 Every flag has an environment variable, so the same image serves a Deployment and a laptop.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from operator_runtime.api import KubeApi
 from operator_runtime.config import own_namespace
 from operator_runtime.events import EventRecorder
 from operator_runtime.leader import LeadingWork, LeaseOptions
@@ -64,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http-address", type=parse_http_address,
                         default=parse_http_address(_env("HTTP_ADDRESS", "0.0.0.0:8082") or ""),
                         help="HOST:PORT of /metrics, /healthz, /readyz (port 0: any free port) [$HTTP_ADDRESS]")
+    parser.add_argument("--disable-crd-maintenance", action="store_true",
+                        default=(_env("DISABLE_CRD_MAINTENANCE", "false") or "").lower() in ("1", "true", "yes", "on"),
+                        help="do not apply the skupper.io CRDs at start (install them yourself: service-network crd | "
+                             "kubectl apply --server-side -f -); the controller still waits until they are "
+                             "Established [$DISABLE_CRD_MAINTENANCE]")
     parser.add_argument("--workers", type=int, default=int(_env("RECONCILE_WORKERS", "4") or 4),
                         help="namespaces reconciled at once [$RECONCILE_WORKERS]")
     parser.add_argument("--resync-period", type=float, default=float(_env("RESYNC_PERIOD", "600") or 600),
@@ -87,6 +95,7 @@ class ControllerOptions:
     http_address: tuple[str, int] | None = ("0.0.0.0", 8082)
     workers: int = 4
     resync_period: float = 600.0
+    maintain_crds: bool = True
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -98,7 +107,8 @@ class ControllerOptions:
                    watch_namespace=args.watch_namespace or None, leader_elect=args.leader_elect,
                    leader_election_name=args.leader_election_name,
                    leader_election_namespace=args.leader_election_namespace, identity=args.identity,
-                   http_address=args.http_address, workers=args.workers, resync_period=args.resync_period)
+                   http_address=args.http_address, workers=args.workers, resync_period=args.resync_period,
+                   maintain_crds=not args.disable_crd_maintenance)
 
 
 class SiteControllerProcess:
@@ -115,6 +125,7 @@ class SiteControllerProcess:
         self.controller: Any = None
         self.leading: LeadingWork | None = None
         self.health: HealthServer | None = None
+        self.crds_established = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> int:
         from operator_runtime.config import make_api
@@ -138,13 +149,28 @@ class SiteControllerProcess:
             lease = LeaseOptions(opts.leader_election_name, opts.leader_election_namespace, opts.identity,
                                  opts.lease_duration, opts.renew_deadline, opts.retry_period) if opts.leader_elect else None
             self.leading = LeadingWork(api, self.controller.run, lease, on_leading=self.metrics.is_leader.set)
-            return await self.leading.run_until(stop)
+            # CRD requests are not the controller's (its request metrics and hook leave them out)
+            control = asyncio.create_task(self._control(KubeApi(api.transport), self.leading), name="controller")
+            return await self.leading.run_until(stop, control)
         finally:
             if self.health is not None:
                 await self.health.stop()
             await api.close()
 
+    async def _control(self, api: KubeApi, leading: LeadingWork) -> None:
+        """CRD maintenance and the Established wait, then the controller (behind the Lease if elected)."""
+        from operator_runtime.crdmaintenance import ensure_crds
+
+        from ..crd.generate import all_crds
+        from ..crd.maintenance import MAINTENANCE
+
+        await ensure_crds(api, all_crds(), maintain=self.options.maintain_crds, how=MAINTENANCE)
+        self.crds_established.set()
+        await leading.start()
+
     def _ready(self) -> bool:
+        if not self.crds_established.is_set():
+            return False     # never ready while the CRDs are not served
         if self.leading is not None and self.leading.standing_by:
             return True      # a standby is healthy
         return bool(self.controller is not None and self.controller.synced)
@@ -158,7 +184,8 @@ async def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    log.info("starting the service-network site controller (router image %s, %s, leader election %s)",
-             options.router.image, f"namespace {options.watch_namespace}" if options.watch_namespace
-             else "all namespaces", "on" if options.leader_elect else "off")
+    log.info("starting the service-network site controller (router image %s, %s, leader election %s, "
+             "CRD maintenance %s)", options.router.image, f"namespace {options.watch_namespace}"
+             if options.watch_namespace else "all namespaces", "on" if options.leader_elect else "off",
+             "on" if options.maintain_crds else "off")
     return await SiteControllerProcess(options).run(stop)

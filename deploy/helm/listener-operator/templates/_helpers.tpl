@@ -81,3 +81,12 @@ Unix sockets below it fit the 107-byte limit of a socket path (the node-driver-r
   value: {{ . | quote }}
 {{- end }}
 {{- end }}
+
+{{/* The ServiceAccount of the service network's site controller; with create=false a name is required. */}}
+{{- define "listener-operator.serviceNetworkServiceAccountName" -}}
+{{- if .Values.serviceNetwork.serviceAccount.create }}
+{{- default (printf "%s-service-network-controller" (include "listener-operator.fullname" .)) .Values.serviceNetwork.serviceAccount.name }}
+{{- else }}
+{{- required "serviceNetwork.serviceAccount.name must name an existing ServiceAccount when serviceNetwork.serviceAccount.create is false" .Values.serviceNetwork.serviceAccount.name }}
+{{- end }}
+{{- end }}
