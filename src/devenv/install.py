@@ -9,8 +9,9 @@ kubesim's API in file order after their namespace, as ``kubectl create namespace
 operator as processes, the sidecars emulated.
 
 ``OperatorPods`` follows those Pods: whether everything the operator provides is there (CRDs established, preset
-ListenerClasses, the CSI driver registered on every node and attached to the provisioner), and which container
-crashed, with the end of its log.
+ListenerClasses, the CSI driver registered on every node and attached to the provisioner; with the service network,
+the skupper.io CRDs its site controller applies and that controller Ready), and which container crashed, with the
+end of its log.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ FIELD_MANAGER = "kubectl"
 HELM_TIMEOUT = 60.0
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 LISTENER_CLASSES = "listenerclasses.listeners.stackable.tech"
+SITES = "sites.skupper.io"
+#: The role label of the site controller's Pods (the chart's ``serviceNetwork.enabled``).
+SITE_CONTROLLER_ROLE = "service-network-controller"
 PRESET_CLASSES = {"none": set(), "ephemeral-nodes": {"cluster-internal", "external-unstable", "external-stable"},
                   "stable-nodes": {"cluster-internal", "external-unstable", "external-stable"}}
 LOG_TAIL_LINES = 20
@@ -153,10 +157,11 @@ def crashes(pod: Mapping[str, Any], log_path: Callable[[str, str], Path | None])
 class OperatorPods:
     """The operator's Pods in kubesim: health, crashes, logs."""
 
-    def __init__(self, sim: Any, preset: str, namespace: str = NAMESPACE) -> None:
+    def __init__(self, sim: Any, preset: str, namespace: str = NAMESPACE, *, service_network: bool = False) -> None:
         self.sim = sim
         self.preset = preset
         self.namespace = namespace
+        self.service_network = service_network
 
     def log_path(self, pod: str, container: str) -> Path | None:
         path: Path | None = self.sim.cluster.container_log_path(self.namespace, pod, container)
@@ -181,6 +186,11 @@ class OperatorPods:
                               for c in items(crd, "status", "conditions"))}
         if f"{LISTENER_CLASSES}" not in established:
             return "the operator's CRDs"
+        if self.service_network:
+            if SITES not in established:
+                return "the service network's CRDs (applied by its site controller)"
+            if not await self._site_controller_ready():
+                return "the service network's site controller"
         classes, _ = await self.sim.api.list(LISTENER_CLASSES)
         if not PRESET_CLASSES.get(self.preset, set()) <= {c["metadata"]["name"] for c in classes}:
             return "the preset ListenerClasses"
@@ -196,6 +206,13 @@ class OperatorPods:
         if DRIVER_NAME not in self.sim.cluster.provisioner.plugins:
             return "the CSI controller (external-provisioner)"
         return None
+
+    async def _site_controller_ready(self) -> bool:
+        pods, _ = await self.sim.api.list("pods", self.namespace,
+                                          label_selector=f"app.kubernetes.io/role={SITE_CONTROLLER_ROLE}")
+        return any(condition.get("type") == "Ready" and condition.get("status") == "True"
+                   for pod in pods if not pod["metadata"].get("deletionTimestamp")
+                   for condition in items(pod, "status", "conditions"))
 
     async def wait_healthy(self, within: float, on_change: Callable[[str], None] | None = None) -> None:
         """Until healthy; ``InstallError`` naming a crashed container (with its log) or what is missing."""

@@ -2,15 +2,15 @@
 
 kubesim (the project's local API server with simulated nodes) runs in this process, and the operator is installed
 into it exactly as a user installs it on a cluster: the Helm chart ``deploy/helm/listener-operator``, rendered by
-``helm template`` and applied (``devenv.install``). kubesim runs the chart's Pods - the controller Deployment and
-the node-plugin DaemonSet - with the project's image as host processes of this checkout's code, the CSI sidecars
-emulated; kubesim's external-provisioner and kubelets then call the operator's sockets over CSI gRPC, as the
-sig-storage sidecars and kubelet do. A crashed operator container is restarted by kubesim's kubelet; one in
-CrashLoopBackOff ends the run with its log.
+``helm template`` with ``serviceNetwork.enabled=true`` and applied (``devenv.install``). kubesim runs the chart's
+Pods - the controller Deployment, the node-plugin DaemonSet and the service network's site controller Deployment -
+with the project's image as host processes of this checkout's code, each with its ServiceAccount's token under the
+chart's RBAC, the CSI sidecars emulated; kubesim's external-provisioner and kubelets then call the operator's sockets
+over CSI gRPC, as the sig-storage sidecars and kubelet do. A crashed container is restarted by kubesim's kubelet;
+one in CrashLoopBackOff ends the run with its log.
 
-The service network runs too: its CRDs are installed, its site controller (`service-network run controller`) is a
-child process, and the router Pods it creates run the same image, with their ServiceAccount's token, so `kubectl
-apply` of a Site, Listener and Connector works as on a real cluster.
+The site controller (`service-network run controller`) applies the skupper.io CRDs, and the router Pods it creates
+run the same image, so `kubectl apply` of a Site, Listener and Connector works as on a real cluster.
 
 Sockets and kubelet directories live in a short per-run directory, the state directory keeps the kubeconfig, the
 operator Pods' logs and a link to the run directory (see :mod:`devenv.rundir`); however the run ends (``--once``, SIGINT,
@@ -29,7 +29,7 @@ import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -44,9 +44,8 @@ if TYPE_CHECKING:
 HELP = "run kubesim with simulated nodes and the operator locally"
 
 HEALTHY_TIMEOUT = 60.0
-CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
-#: The router image the site controller puts in router Pods (the chart's image: kubesim runs it, devenv.image).
-ROUTER_IMAGE = "localhost/listener-operator:0.1.0"
+#: The chart values of a local cluster beyond the preset: the service network's site controller too.
+CHART_VALUES = {"serviceNetwork.enabled": "true"}
 
 
 class LocalError(Exception):
@@ -124,53 +123,6 @@ class Console:
         print(message, file=self.stream, flush=True)
 
 
-@dataclass
-class ChildProcess:
-    """A process started by `local up` (the service network's site controller), its output in a log file."""
-
-    name: str
-    argv: list[str]
-    log_path: Path
-    process: asyncio.subprocess.Process | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
-
-    async def start(self, env: dict[str, str]) -> None:
-        from kubesim.cluster.runtime.hostprocess import with_parent_death_signal
-
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("wb")  # the logs are those of the current run
-        # SIGTERM when `local up` dies, even by SIGKILL (setpriv; no preexec_fn: kubesim's gRPC threads run here)
-        self.process = await asyncio.create_subprocess_exec(
-            *with_parent_death_signal(self.argv), stdin=asyncio.subprocess.DEVNULL, stdout=self._log,
-            stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self.process is None else self.process.returncode
-
-    def tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
-
-    async def stop(self, grace_seconds: float = 10.0) -> None:
-        process = self.process
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), grace_seconds)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-
 class LocalCluster:
     """kubesim + simulated nodes + the operator's processes, started and stopped together."""
 
@@ -179,7 +131,6 @@ class LocalCluster:
         self.console = console or Console()
         self.sim: Any = None
         self.operator: OperatorPods | None = None
-        self.children: list[ChildProcess] = []
         self.state = StateDir(options.state_dir)
         self.run_dir: Path | None = None
         self._server_url = ""
@@ -229,10 +180,9 @@ class LocalCluster:
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
         await self._install_operator()
-        await self._start_service_network()
         await self._wait_healthy()
         self.console.step(f"operator healthy: CRDs established, preset ListenerClasses present, CSI driver registered "
-                          f"on every node ({time.monotonic() - started:.1f}s)")
+                          f"on every node, site controller ready ({time.monotonic() - started:.1f}s)")
 
     def _prepare_state_dir(self) -> None:
         try:
@@ -289,33 +239,15 @@ class LocalCluster:
         from devenv.install import CHART_DIR, NAMESPACE, InstallError, OperatorPods, install
 
         try:
-            objects = await install(self.sim, self.options.preset)
+            objects = await install(self.sim, self.options.preset, values=CHART_VALUES)
         except InstallError as error:
             raise LocalError(str(error)) from None
-        self.operator = OperatorPods(self.sim, self.options.preset)
+        self.operator = OperatorPods(self.sim, self.options.preset, service_network=True)
         kinds = ", ".join(sorted({obj["kind"] for obj in objects}))
+        values = " ".join(f"{key}={value}" for key, value in CHART_VALUES.items())
         self.console.step(f"installed the Helm chart {CHART_DIR.relative_to(CHART_DIR.parents[2])} (helm template | "
-                          f"server-side apply, preset {self.options.preset}): {len(objects)} objects ({kinds}) in "
-                          f"namespace {NAMESPACE}")
-
-    async def _start_service_network(self) -> None:
-        """The service network's CRDs and its site controller (a child process: it has no chart yet)."""
-        from service_network.crd.generate import all_crds as service_network_crds
-
-        for crd in service_network_crds():
-            await self.sim.api.create(CRD_RESOURCE, crd)
-        env = {key: value for key, value in os.environ.items()
-               if key not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
-        env.update({"KUBECONFIG": str(self.kubeconfig_path), "PYTHONUNBUFFERED": "1"})
-        site_controller = ChildProcess(
-            name="service-network site controller",
-            argv=[sys.executable, "-m", "service_network.cli", "run", "controller", "--kubeconfig",
-                  str(self.kubeconfig_path), "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE],
-            log_path=self.log_dir / "site-controller.log")
-        self.children.append(site_controller)
-        await site_controller.start(env)
-        self.console.step(f"installed the service network's CRDs (skupper.io) and started its site controller "
-                          f"(log {site_controller.log_path})")
+                          f"server-side apply, preset {self.options.preset}, {values}): {len(objects)} objects "
+                          f"({kinds}) in namespace {NAMESPACE}")
 
     async def _wait_healthy(self) -> None:
         from devenv.install import NAMESPACE, InstallError
@@ -325,17 +257,13 @@ class LocalCluster:
             await self.operator.wait_healthy(HEALTHY_TIMEOUT)
         except InstallError as error:
             raise LocalError(str(error)) from None
-        for child in self.children:
-            if child.returncode is not None:
-                raise LocalError(f"{child.name} exited with code {child.returncode}; last lines of "
-                                 f"{child.log_path}:\n{child.tail()}")
         pods = await self.operator.pods()
         self.console.step(f"operator Pods running in namespace {NAMESPACE}: "
                           + ", ".join(sorted(pod["metadata"]["name"] for pod in pods)))
 
     async def watch_children(self) -> None:
-        """Return (by raising LocalError) once an operator container is in CrashLoopBackOff - a single crash, which
-        kubesim's kubelet restarts at once, is reported and the run goes on - or the site controller exits."""
+        """Return (by raising LocalError) once an operator container is in CrashLoopBackOff; a single crash, which
+        kubesim's kubelet restarts at once, is reported and the run goes on."""
         from devenv.install import InstallError
 
         if self.operator is None:
@@ -345,27 +273,14 @@ class LocalCluster:
         def restarted(crash: Crash) -> None:
             self.console.line(f"warning: {crash.describe()}\n(the kubelet restarts it)")
 
-        waits: dict[asyncio.Future[Any], ChildProcess] = {
-            asyncio.ensure_future(child.process.wait()): child for child in self.children if child.process}
-        pods: asyncio.Future[Any] = asyncio.ensure_future(self.operator.watch(restarted))
         try:
-            done, _ = await asyncio.wait({pods, *waits}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in (pods, *waits):
-                future.cancel()
-        if pods in done:
-            try:
-                pods.result()
-            except InstallError as error:
-                raise LocalError(str(error)) from None
-        child = waits[next(future for future in done if future in waits)]
-        raise LocalError(f"{child.name} exited unexpectedly with code {child.returncode}; "
-                         f"last lines of {child.log_path}:\n{child.tail()}")
+            await self.operator.watch(restarted)
+        except InstallError as error:
+            raise LocalError(str(error)) from None
 
     async def _shutdown(self) -> None:
         """Stop everything this run started and remove what belongs to it: the run directory (sockets, kubelet
         directories), the ``run`` link, the kubeconfig it wrote and the lock. The logs stay."""
-        await asyncio.gather(*(child.stop() for child in reversed(self.children)), return_exceptions=True)
         if self.operator is not None:
             await self.operator.save_logs(self.log_dir)  # the Pods' directories go with the cluster
         if self.sim is not None:

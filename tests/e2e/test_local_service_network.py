@@ -1,5 +1,5 @@
-"""`listener-operator local up` runs the service network's site controller: a user applies the Skupper example
-with kubectl, sees the statuses with kubectl, and a client reaches the backend Pods through the Listener's Service
+"""`listener-operator local up` runs the service network's site controller as a Pod of the Helm chart (value
+``serviceNetwork.enabled``), which applies the skupper.io CRDs: a user applies the Skupper example with kubectl, sees the statuses with kubectl, and a client reaches the backend Pods through the Listener's Service
 and the site's router (a real router Pod: HAProxy run by `service-network run router`)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from test_local import KUBECTL, REPO, Background, operator_command, workdir  # noqa: F401 - fixture by name
 
@@ -32,6 +33,15 @@ def test_kubectl_apply_of_the_skupper_example_works_on_local_up(workdir: Path) -
                 break
             time.sleep(0.5)
         assert table.count(" Ready ") == 3, table
+        # The Site is served by the chart's site controller Pod in the release namespace, which applied the CRDs.
+        site = _json(kubectl, "get", "site", "west", "-n", "hello-world")
+        assert site["status"]["controller"]["namespace"] == "listener-operator", site["status"]
+        controllers = _json(kubectl, "get", "pods", "-n", "listener-operator", "-l",
+                            "app.kubernetes.io/role=service-network-controller")["items"]
+        assert [pod["status"]["phase"] for pod in controllers] == ["Running"], controllers
+        assert controllers[0]["spec"]["serviceAccountName"] == "listener-operator-service-network-controller"
+        crd = _json(kubectl, "get", "crd", "sites.skupper.io", "--show-managed-fields")
+        assert {entry["manager"] for entry in crd["metadata"]["managedFields"]} == {"service-network-controller"}
         service = json.loads(subprocess.run([*kubectl, "get", "service", "backend", "-n", "hello-world", "-o",
                                              "json"], capture_output=True, text=True, timeout=60).stdout)
         assert service["spec"]["selector"]["skupper.io/component"] == "router"
@@ -42,6 +52,13 @@ def test_kubectl_apply_of_the_skupper_example_works_on_local_up(workdir: Path) -
         assert run.stop() == 0, run.output()
     finally:
         run.kill()
+
+
+def _json(kubectl: list[str], *args: str) -> dict[str, Any]:
+    result = subprocess.run([*kubectl, *args, "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
 
 
 async def _ask(ip: str, port: int, count: int) -> list[str]:
