@@ -1,6 +1,8 @@
-"""The Helm chart deploy/helm/listener-operator: lint, what each value does to the rendered objects, refusals of bad
-values, offline schema validation (Kubernetes 1.33 and 1.37), kubectl apply --dry-run=server of every value set and
-helm install/upgrade/uninstall against kubesim, and deploy/manifests/ being exactly the chart's default render."""
+"""The Helm chart deploy/helm/listener-operator: lint, what each value does to the rendered objects (the service
+network's site controller included), refusals of bad values, offline schema validation (Kubernetes 1.33 and 1.37),
+kubectl apply --dry-run=server of every value set and helm install/upgrade/uninstall against kubesim, deploy/manifests/
+being exactly the chart's render and the chart's service-network RBAC file exactly what the site controller's code
+needs."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import kubernetes_validate
 import pytest
 import yaml
 from rendered_install import CHART_DIR, MANIFESTS_DIR, REPO, granted_rules, one
+
+from service_network.rbac import chart_rbac_yaml, cluster_role_rules, leader_election_rules
 
 BIN = Path(sys.executable).parent
 HELM = str(BIN / "helm")
@@ -50,7 +54,20 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                                           "limits": {"cpu": None, "memory": "96Mi"}}}},
     },
     "pull-secrets": {"image": {"pullSecrets": [{"name": "regcred"}]}},
+    "service-network": {"serviceNetwork": {"enabled": True}},
+    "service-network-customised": {
+        "maintenance": {"customResourceDefinitions": {"maintain": False}},
+        "image": {"repository": "registry.example.com/platform/listener-operator", "tag": "0.1.0-rc1",
+                  "pullPolicy": "Always", "pullSecrets": [{"name": "regcred"}]},
+        "telemetry": {"consoleLog": {"level": "DEBUG"}},
+        "serviceNetwork": {
+            "enabled": True, "serviceAccount": {"create": False, "name": "skupper-controller"},
+            "controller": {"replicas": 2, "watchNamespace": "apps", "priorityClassName": "system-cluster-critical",
+                           "tolerations": [{"operator": "Exists"}], "securityContext": {"runAsUser": None},
+                           "resources": {"limits": {"memory": "512Mi"}}}},
+    },
 }
+SITE_CONTROLLER = "listener-operator-service-network-controller"
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -116,6 +133,87 @@ def test_deploy_manifests_are_the_default_render(tmp_path: Path) -> None:
     assert fresh.keys() == committed.keys()
     stale = [name for name in fresh if fresh[name] != committed[name]]
     assert stale == [], f"deploy/manifests/{stale} differ from the chart: run scripts/render-manifests"
+    # the service network's objects, for `kubectl apply -f deploy/manifests/service-network/` after the rest
+    (fresh_network,) = (out / "service-network").glob("*.yaml")
+    committed_network = MANIFESTS_DIR / "service-network" / fresh_network.name
+    assert fresh_network.read_text() == committed_network.read_text(), "run scripts/render-manifests"
+    kinds = sorted(doc["kind"] for doc in yaml.safe_load_all(committed_network.read_text()) if doc)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
+
+
+def test_the_chart_rbac_file_is_what_the_site_controller_code_needs() -> None:
+    committed = (CHART_DIR / "files" / "service-network-rbac.yaml").read_text()
+    assert committed == chart_rbac_yaml(), "files/service-network-rbac.yaml is stale: run scripts/render-manifests"
+
+
+def network_objects(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The objects serviceNetwork.enabled adds, by kind."""
+    found = {o["kind"]: o for o in objects if o["metadata"]["name"].startswith(SITE_CONTROLLER)
+             or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "skupper-controller")}
+    assert len(found) == len([o for o in objects if o["metadata"]["name"].startswith(SITE_CONTROLLER)
+                              or o["metadata"]["name"] == "skupper-controller"]), "one object per kind"
+    return found
+
+
+def test_the_service_network_is_off_by_default(tmp_path: Path) -> None:
+    objects = render(tmp_path, {})
+    assert network_objects(objects) == {}
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"] == ["listener-operator-csi-provisioner"]
+
+
+def test_service_network_adds_the_site_controller_with_its_own_account_and_roles(tmp_path: Path) -> None:
+    objects = network_objects(render(tmp_path, VALUE_SETS["service-network"]))
+    assert sorted(objects) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding",
+                               "ServiceAccount"]
+    deployment = objects["Deployment"]
+    assert (deployment["metadata"]["namespace"], deployment["spec"]["replicas"]) == (NAMESPACE, 1)
+    template = deployment["spec"]["template"]
+    assert template["metadata"]["labels"]["app.kubernetes.io/role"] == "service-network-controller"
+    assert template["spec"]["serviceAccountName"] == SITE_CONTROLLER == objects["ServiceAccount"]["metadata"]["name"]
+    (controller,) = template["spec"]["containers"]
+    assert controller["image"] == "localhost/listener-operator:0.1.0"   # the same image as the operator
+    assert (controller["command"], controller["args"]) == (["service-network"], ["run", "controller"])
+    assert {e["name"]: e.get("value", e.get("valueFrom")) for e in controller["env"]} == {
+        "ROUTER_IMAGE": "localhost/listener-operator:0.1.0", "ROUTER_IMAGE_PULL_POLICY": "IfNotPresent",
+        "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}}, "HTTP_ADDRESS": "0.0.0.0:8082"}
+    assert controller["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert controller["securityContext"]["runAsNonRoot"] is True
+    # The roles are the controller's code: CONTROLLER_RULES without the Lease rule plus CRD maintenance's rule
+    # cluster-wide, the Lease rule in the release namespace only.
+    assert objects["ClusterRole"]["rules"] == cluster_role_rules(maintain_crds=True)
+    assert (objects["Role"]["metadata"]["namespace"], objects["Role"]["rules"]) == (NAMESPACE, leader_election_rules())
+    for binding, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        assert objects[binding]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role,
+                                               "name": objects[role]["metadata"]["name"]}
+        assert objects[binding]["subjects"] == [{"kind": "ServiceAccount", "name": SITE_CONTROLLER,
+                                                 "namespace": NAMESPACE}]
+
+
+def test_service_network_values_reach_the_site_controller(tmp_path: Path) -> None:
+    all_objects = render(tmp_path, VALUE_SETS["service-network-customised"])
+    objects = network_objects(all_objects)
+    assert "ServiceAccount" not in objects   # an existing one, named
+    spec = objects["Deployment"]["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "skupper-controller"
+    assert (pod["imagePullSecrets"], pod["tolerations"], pod["priorityClassName"]) == (
+        [{"name": "regcred"}], [{"operator": "Exists"}], "system-cluster-critical")
+    (controller,) = pod["containers"]
+    image = "registry.example.com/platform/listener-operator:0.1.0-rc1"
+    assert (controller["image"], controller["imagePullPolicy"]) == (image, "Always")
+    env = {e["name"]: e.get("value") for e in controller["env"]}
+    assert (env["ROUTER_IMAGE"], env["ROUTER_IMAGE_PULL_POLICY"]) == (image, "Always")
+    assert (env["WATCH_NAMESPACE"], env["DISABLE_CRD_MAINTENANCE"], env["CONSOLE_LOG_LEVEL"]) == (
+        "apps", "true", "DEBUG")
+    assert "runAsUser" not in controller["securityContext"]   # null removes a default (OpenShift)
+    assert controller["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
+    # CRD maintenance off: the controller only waits for the CRDs
+    assert objects["ClusterRole"]["rules"] == cluster_role_rules(maintain_crds=False)
+    for binding in ("ClusterRoleBinding", "RoleBinding"):
+        assert objects[binding]["subjects"] == [{"kind": "ServiceAccount", "name": "skupper-controller",
+                                                 "namespace": NAMESPACE}]
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -269,6 +367,12 @@ def test_openshift_gets_security_context_constraints(tmp_path: Path) -> None:
     ({"image": {"tag": "0.1.0@sha256:1234"}}, "at '/image/tag'"),
     ({"maintenance": {"customResourceDefinitions": {"maintain": "no"}}}, "maintain"),
     ({"csiProvisioner": {"replicas": 0}}, "at '/csiProvisioner/replicas'"),
+    ({"serviceNetwork": {"enabled": "yes"}}, "at '/serviceNetwork/enabled'"),
+    ({"serviceNetwork": {"enable": True}}, "additional properties 'enable' not allowed"),
+    ({"serviceNetwork": {"controller": {"watchNamespace": "Apps\nkind: Secret"}}},
+     "at '/serviceNetwork/controller/watchNamespace'"),
+    ({"serviceNetwork": {"enabled": True, "serviceAccount": {"create": False}}},
+     "serviceNetwork.serviceAccount.name must name an existing ServiceAccount"),
     ({"kubernetesClusterDomain": "Corp Example"}, "at '/kubernetesClusterDomain'"),
 ])
 def test_bad_values_are_refused_with_the_key(values: dict[str, Any], message: str, tmp_path: Path) -> None:
@@ -314,11 +418,13 @@ async def test_helm_installs_upgrades_and_uninstalls_the_release_in_kubesim(kube
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "listener-operator-serviceaccount",
                                     "namespace": "ops"}]
 
-    await helm_against_kubesim("upgrade", "listener-operator", str(CHART_DIR), "--namespace", "ops",
-                               "--set", "preset=stable-nodes")
+    upgraded = await helm_against_kubesim("upgrade", "listener-operator", str(CHART_DIR), "--namespace", "ops",
+                                          "--set", "preset=stable-nodes", "--set", "serviceNetwork.enabled=true")
     deployment = await kubesim.api.get("deployments.apps", "listener-operator-csi-provisioner", "ops")
     controller = deployment["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "LISTENER_CLASS_PRESET", "value": "stable-nodes"} in controller["env"]
+    await kubesim.api.get("deployments.apps", SITE_CONTROLLER, "ops")   # the service network, enabled
+    assert "The service network is enabled" in upgraded and "kubectl get sites" in upgraded  # NOTES.txt
 
     # Purging the release's Secrets sends protobuf DeleteOptions (tests/kubesim/test_server_protobuf.py).
     await helm_against_kubesim("uninstall", "listener-operator", "--namespace", "ops")
