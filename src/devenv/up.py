@@ -63,6 +63,8 @@ class LocalOptions:
     port: int = 0
     log_format: str = "plain"
     address_block: int | None = None  # None: the lowest block no other local cluster holds
+    operator: bool = True  # False: only the service network (its CRDs and site controller), no listener operator
+    name: str = ""  # set when several clusters run side by side (the network demo): names its site controller
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -228,11 +230,13 @@ class LocalCluster:
                           f"{self.state.run_link} -> {self.run_dir})")
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
-        await self._install_operator()
+        if self.options.operator:
+            await self._install_operator()
         await self._start_service_network()
         await self._wait_healthy()
-        self.console.step(f"operator healthy: CRDs established, preset ListenerClasses present, CSI driver registered "
-                          f"on every node ({time.monotonic() - started:.1f}s)")
+        if self.options.operator:
+            self.console.step(f"operator healthy: CRDs established, preset ListenerClasses present, CSI driver "
+                              f"registered on every node ({time.monotonic() - started:.1f}s)")
 
     def _prepare_state_dir(self) -> None:
         try:
@@ -308,7 +312,7 @@ class LocalCluster:
                if key not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
         env.update({"KUBECONFIG": str(self.kubeconfig_path), "PYTHONUNBUFFERED": "1"})
         site_controller = ChildProcess(
-            name="service-network site controller",
+            name=f"service-network site controller{f' of {self.options.name}' if self.options.name else ''}",
             argv=[sys.executable, "-m", "service_network.cli", "run", "controller", "--kubeconfig",
                   str(self.kubeconfig_path), "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE],
             log_path=self.log_dir / "site-controller.log")
@@ -320,15 +324,17 @@ class LocalCluster:
     async def _wait_healthy(self) -> None:
         from devenv.install import NAMESPACE, InstallError
 
-        assert self.operator is not None
-        try:
-            await self.operator.wait_healthy(HEALTHY_TIMEOUT)
-        except InstallError as error:
-            raise LocalError(str(error)) from None
+        if self.operator is not None:
+            try:
+                await self.operator.wait_healthy(HEALTHY_TIMEOUT)
+            except InstallError as error:
+                raise LocalError(str(error)) from None
         for child in self.children:
             if child.returncode is not None:
                 raise LocalError(f"{child.name} exited with code {child.returncode}; last lines of "
                                  f"{child.log_path}:\n{child.tail()}")
+        if self.operator is None:
+            return
         pods = await self.operator.pods()
         self.console.step(f"operator Pods running in namespace {NAMESPACE}: "
                           + ", ".join(sorted(pod["metadata"]["name"] for pod in pods)))
@@ -338,16 +344,13 @@ class LocalCluster:
         kubesim's kubelet restarts at once, is reported and the run goes on - or the site controller exits."""
         from devenv.install import InstallError
 
-        if self.operator is None:
-            await asyncio.Event().wait()
-        assert self.operator is not None
-
         def restarted(crash: Crash) -> None:
             self.console.line(f"warning: {crash.describe()}\n(the kubelet restarts it)")
 
         waits: dict[asyncio.Future[Any], ChildProcess] = {
             asyncio.ensure_future(child.process.wait()): child for child in self.children if child.process}
-        pods: asyncio.Future[Any] = asyncio.ensure_future(self.operator.watch(restarted))
+        pods: asyncio.Future[Any] = asyncio.ensure_future(
+            self.operator.watch(restarted) if self.operator is not None else asyncio.Event().wait())
         try:
             done, _ = await asyncio.wait({pods, *waits}, return_when=asyncio.FIRST_COMPLETED)
         finally:
