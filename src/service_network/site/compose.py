@@ -7,6 +7,7 @@ controller's caches hold, everything the namespace should look like:
 - the listener Services (ours), and ours that no Listener exposes any more (stale: to delete);
 - per Listener and Connector: its ``Configured`` state (ready, or an error with upstream's message), whether it is
   ``Matched`` (from the network view), its Service host, its selected Pods;
+- per Link: its ``links[]`` entries and status (:mod:`.links`);
 - the site's record for the network view.
 
 The controller executes the plan (writes only what differs from its caches), then turns the binding states into
@@ -19,6 +20,7 @@ that holds the Service port keeps it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,8 @@ from .bindings import (
     pod_targets,
     tls_problem,
 )
+from .links import LinkState, compose_links, observe_links
+from .netstatus import network_status_config_map
 from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
 from .ports import allocate
 from .resources import RouterOptions, config_map, router_objects
@@ -73,6 +77,7 @@ class SiteInputs:
     router: RouterOptions = field(default_factory=RouterOptions)
     version: str = ""
     controller: Mapping[str, str] = field(default_factory=dict)   # name, namespace, version (Site status)
+    links: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass
@@ -119,6 +124,7 @@ class SitePlan:
     bindings: list[Binding]
     record: SiteRecord | None
     notes: list[tuple[Mapping[str, Any], str, str]] = field(default_factory=list)   # (object, reason, note) Events
+    links: list[LinkState] = field(default_factory=list)
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -205,7 +211,8 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     if active is None:
         bindings = [Binding("Listener", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in listeners] + [
             Binding("Connector", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in connectors]
-        return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None)
+        return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None,
+                        links=compose_links(_live(inputs.links), inputs.secrets, no_site=NO_ACTIVE_SITE))
 
     active_name = meta(active).name
     site_states = [SiteState(s, error(f"An active site already exists in the namespace ({active_name})"))
@@ -246,6 +253,12 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
                 continue
             profile = use_profile(cspec.tls_credentials)
         connector_docs += connector_entities(binding.name, cspec, targets, profile)
+
+    # ---- Links -> router links -------------------------------------------------------------------------------
+    link_states = compose_links(_live(inputs.links), inputs.secrets)
+    link_docs = [entry for state in link_states for entry in state.entries]
+    for entry in link_docs:
+        use_profile(str(entry["tlsProfile"]))
 
     site_meta = meta(active)
 
@@ -335,10 +348,13 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         "tlsProfiles": [profiles[k] for k in sorted(profiles)],
         "listeners": sorted(listener_docs, key=lambda d: d["name"]),
         "connectors": sorted(connector_docs, key=lambda d: d["name"]),
+        "links": sorted(link_docs, key=lambda d: d["name"]),
     }))   # the router's own checks: a failure here is a bug of this module (raised, never sent)
     document_text = document.to_json()
     document_dict = json.loads(document_text)
-    record = record_of(document_dict)
+    observe_links(link_states, snapshot.links)
+    record = dataclasses.replace(record_of(document_dict),
+                                 links=tuple(r for state in link_states for r in state.records()))
     snapshot = inputs.view.snapshot(namespace, record)
     for binding in listener_bindings:
         binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
@@ -360,6 +376,8 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
         "sitesInNetwork": len(network), "network": network,
         "controller": dict(inputs.controller) or None}))
-    return SitePlan(namespace, active, site_states, router_objects(active, inputs.router),
+    objects = router_objects(active, inputs.router)
+    objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
+    return SitePlan(namespace, active, site_states, objects,
                     config_map(active, document_text, ports_text), desired_services, stale,
-                    listener_bindings + connector_bindings, record, notes)
+                    listener_bindings + connector_bindings, record, notes, links=link_states)

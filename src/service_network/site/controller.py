@@ -12,9 +12,13 @@ Write failures become statuses with the API server's reason (a Service that cann
 Error, skupper#2571; a router ConfigMap that cannot be written makes every binding Error); failures a retry can fix
 (unreachable API, 5xx, 429, conflicts) also retry the namespace with backoff.
 
-Triggers (all mapped to the namespace): Sites, Listeners, Connectors; Pods a Connector selects or that are router
+The network view is read from the ``skupper-network-status`` ConfigMap the router Pods write (cached with the router
+ConfigMaps; :mod:`.netstatus`): a change of a router's status reconciles its namespace, which updates Listener and
+Connector ``Matched``, Link ``Operational`` and the Site's ``network``.
+
+Triggers (all mapped to the namespace): Sites, Listeners, Connectors, Links; Pods a Connector selects or that are router
 Pods (only changes of phase, readiness, IP, labels or deletion); Services that are ours or named as a Listener's
-host; Secrets a Listener or Connector names; the router ConfigMap, Deployment, ServiceAccount, Role, RoleBinding.
+host; Secrets a Listener or Connector names; the router ConfigMap, the network status ConfigMap, Deployment, ServiceAccount, Role, RoleBinding.
 """
 
 from __future__ import annotations
@@ -64,10 +68,11 @@ from ..constants import (
     GROUP_VERSION,
     LABEL_COMPONENT,
     LABEL_ROUTER_CONFIG,
+    NETWORK_STATUS_NAME,
     ROUTER_NAME,
     ROUTER_POD_LABELS,
 )
-from ..kinds import CONNECTOR, LISTENER, SITE
+from ..kinds import CONNECTOR, LINK, LISTENER, SITE
 from .bindings import secret_info
 from .caches import (
     BINDING_CACHE,
@@ -79,8 +84,10 @@ from .caches import (
     relevant_pod_change,
 )
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
+from .links import LinkState, link_status
 from .metrics import ControllerMetrics
-from .network import LocalNetworkView, NetworkView
+from .netstatus import RouterStatus, RouterStatusView, StatusReader
+from .network import NetworkView
 from .resources import RouterOptions
 from .selector import LabelSelector, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
@@ -89,7 +96,7 @@ from .status import binding_status, error, site_status
 __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
-_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE}
+_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "Link": LINK}
 
 
 @dataclass(frozen=True)
@@ -134,7 +141,8 @@ class SiteController:
         self.recorder = recorder
         self.options = options or SiteControllerOptions()
         self.metrics = metrics or ControllerMetrics()
-        self.view: NetworkView = view or LocalNetworkView()
+        self._status_reader = StatusReader()
+        self.view: NetworkView = view or RouterStatusView(self.router_statuses)
         ns = self.options.watch_namespace
 
         def reflector(name: str, info: ResourceInfo, transform: Transform, label_selector: str | None = None
@@ -150,6 +158,7 @@ class SiteController:
         self.sites = reflector("sites", SITE, BINDING_CACHE)
         self.listeners = reflector("listeners", LISTENER, BINDING_CACHE)
         self.connectors = reflector("connectors", CONNECTOR, BINDING_CACHE)
+        self.links = reflector("links", LINK, BINDING_CACHE)
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
         self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
@@ -163,13 +172,15 @@ class SiteController:
         self.pods.add_index("label", lambda p: [f"{meta(p).namespace}/{k}={v}" for k, v in meta(p).labels.items()])
         self.listeners.add_index("tls", lambda o: self._secret_refs(o))
         self.connectors.add_index("tls", lambda o: self._secret_refs(o))
+        self.links.add_index("tls", lambda o: self._secret_refs(o))
         self.listeners.add_index("host", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get('host')}"])
 
         self._written = {info: Written(r) for info, r in self.router_caches.items()}
         self._written[SERVICE] = Written(self.services)
         self._written_status = {kind: Written(r) for kind, r in (("Listener", self.listeners),
                                                                   ("Connector", self.connectors),
-                                                                  ("Site", self.sites))}
+                                                                  ("Site", self.sites),
+                                                                  ("Link", self.links))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -177,12 +188,13 @@ class SiteController:
         self.controller: Controller[None] = Controller(
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
-        for r in (self.sites, self.listeners, self.connectors, *self.router_caches.values()):
+        for r in (self.sites, self.listeners, self.connectors, self.links, *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
         self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
-            self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))) else [])
+            self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))
+            or self.links.by_index("tls", object_key(s))) else [])
 
     # ---- triggers ------------------------------------------------------------------------------------------------
     @staticmethod
@@ -215,6 +227,10 @@ class SiteController:
         if is_controlled(service) or self.listeners.by_index("host", object_key(service)):
             return [meta(service).namespace]
         return []
+
+    def router_statuses(self, namespace: str) -> list[RouterStatus]:
+        """The network status the routers of ``namespace`` last wrote (parsed once per change)."""
+        return self._status_reader.statuses(self.config_maps.get(f"{namespace}/{NETWORK_STATUS_NAME}"))
 
     def select_pods(self, namespace: str, selector: LabelSelector) -> list[JsonDict]:
         """Pods of ``namespace`` matching ``selector``, narrowed through the label index when it can be."""
@@ -269,6 +285,7 @@ class SiteController:
             sites=self.sites.by_index("namespace", namespace),
             listeners=self.listeners.by_index("namespace", namespace),
             connectors=self.connectors.by_index("namespace", namespace),
+            links=self.links.by_index("namespace", namespace),
             services={meta(s).name: s for s in self.services.by_index("namespace", namespace)},
             secrets={meta(s).name: secret_info(s) for s in self.secrets.by_index("namespace", namespace)},
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
@@ -285,9 +302,10 @@ class SiteController:
 
     async def reconcile(self, namespace: str) -> Action:
         inputs = self.inputs(namespace)
-        if not (inputs.sites or inputs.listeners or inputs.connectors
+        if not (inputs.sites or inputs.listeners or inputs.connectors or inputs.links
                 or any(is_listener_service(s) for s in inputs.services.values())):
             self.view.publish(namespace, None)
+            self._status_reader.forget(namespace)
             return Action.await_change()
         plan = compose_site(inputs)
         retry = await self._execute(plan)
@@ -327,6 +345,10 @@ class SiteController:
             elif binding.host in host_failures and binding.reason is None:
                 binding.fail("ServiceWriteFailed", host_failures[binding.host or ""])
             retry |= await self._write_binding_status(binding)
+        for link in plan.links:
+            if config_failure is not None and link.reason is None:
+                link.fail("RouterConfigFailed", config_failure)
+            retry |= await self._write_link_status(link)
         for state in plan.sites:
             if state.obj is plan.active and site_failures:
                 state.configured = error("; ".join(site_failures))
@@ -412,6 +434,15 @@ class SiteController:
         if written and binding.reason is not None:
             await self.recorder.publish(binding.obj, type="Warning", reason=binding.reason,
                                         note=binding.configured.message, action="Reconcile")
+        return retry
+
+    async def _write_link_status(self, state: LinkState) -> bool:
+        current = self._current_status("Link", state.obj)
+        status = link_status(current, state, generation=meta(state.obj).generation, now=_now())
+        written, retry = await self._write_status("Link", state.obj, current, status)
+        if written and state.reason is not None:
+            await self.recorder.publish(state.obj, type="Warning", reason=state.reason,
+                                        note=state.configured.message, action="Reconcile")
         return retry
 
     async def _write_site_status(self, state: SiteState) -> bool:

@@ -1,6 +1,7 @@
 """The Kubernetes objects of a site's router (pure): Deployment ``skupper-router`` running the project's image as
 ``service-network run router`` (HAProxy and its adaptor), its ServiceAccount, Role and RoleBinding (only what the
-adaptor reads: the router ConfigMap and the TLS Secrets), and the router ConfigMap holding the router document.
+adaptor reads: the router ConfigMap and the TLS Secrets; and the one write it makes: its network status into the
+``skupper-network-status`` ConfigMap), and the router ConfigMap holding the router document.
 
 Every object is owned by the Site (deleted with it) and labelled ``skupper.io/component=router`` (the controller's
 caches select them by it). Bodies are complete server-side-apply configurations.
@@ -22,6 +23,7 @@ from ..constants import (
     GROUP_VERSION,
     LABEL_COMPONENT,
     LABEL_ROUTER_CONFIG,
+    NETWORK_STATUS_NAME,
     PORTS_KEY,
     ROUTER_CONFIG_KEY,
     ROUTER_METRICS_PORT,
@@ -33,9 +35,12 @@ from ..constants import (
 __all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "owner_references", "role_rules",
            "router_objects"]
 
-#: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched).
+#: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched); what it
+#: writes: its key of the network status ConfigMap (server-side apply = patch; the controller creates the ConfigMap,
+#: so the router needs no ``create``, which RBAC cannot limit to one name).
 _RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NETWORK_STATUS_NAME], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
 )
 
@@ -45,8 +50,9 @@ _READ = ["get", "list", "watch"]
 #: ``tests/service_network/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
 #: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
 CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors"], "verbs": _READ},
-    {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status"],
+    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors", "links"], "verbs": _READ},
+    {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status",
+                                                "links/status"],
      "verbs": ["get", "patch", "update"]},
     {"apiGroups": [""], "resources": ["namespaces", "pods", "secrets"], "verbs": _READ},
     {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
@@ -72,7 +78,7 @@ class RouterOptions:
 
 
 def role_rules() -> list[JsonDict]:
-    return [dict(rule) for rule in _RULES]
+    return [{k: list(v) for k, v in rule.items()} for rule in _RULES]
 
 
 def owner_references(site: Mapping[str, Any]) -> list[JsonDict]:
