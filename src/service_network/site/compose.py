@@ -32,6 +32,7 @@ from operator_runtime.objects import JsonDict, items, mapping, meta
 from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_RESERVED_PORTS
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
+from .access import AccessInputs, AccessPlan, compose_access
 from .bindings import (
     BindingError,
     SecretInfo,
@@ -78,6 +79,8 @@ class SiteInputs:
     version: str = ""
     controller: Mapping[str, str] = field(default_factory=dict)   # name, namespace, version (Site status)
     links: Sequence[Mapping[str, Any]] = ()
+    router_accesses: Sequence[Mapping[str, Any]] = ()  # RouterAccess objects of the namespace
+    secret_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)   # Secret views by name
 
 
 @dataclass
@@ -125,6 +128,7 @@ class SitePlan:
     record: SiteRecord | None
     notes: list[tuple[Mapping[str, Any], str, str]] = field(default_factory=list)   # (object, reason, note) Events
     links: list[LinkState] = field(default_factory=list)
+    access: AccessPlan | None = None              # router access: CA, RouterAccess, Service, certificates
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -219,6 +223,10 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
                    for s in sites if s is not active]
     notes: list[tuple[Mapping[str, Any], str, str]] = []
     profiles: dict[str, JsonDict] = {}
+    access = compose_access(AccessInputs(active, inputs.router_accesses, inputs.secret_objects, services,
+                                         inputs.router_pods))
+    for access_profile in access.profiles:
+        profiles[str(access_profile["name"])] = access_profile
 
     def use_profile(secret: str) -> str:
         profiles.setdefault(secret, {"name": secret, "secret": {"name": secret}})
@@ -349,6 +357,7 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         "listeners": sorted(listener_docs, key=lambda d: d["name"]),
         "connectors": sorted(connector_docs, key=lambda d: d["name"]),
         "links": sorted(link_docs, key=lambda d: d["name"]),
+        "routerAccess": access.document_access,
     }))   # the router's own checks: a failure here is a bug of this module (raised, never sent)
     document_text = document.to_json()
     document_dict = json.loads(document_text)
@@ -370,8 +379,8 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     resolved = None
     if link_access not in LINK_ACCESS_VALUES:
         configured = error(f"Unsupported value for LinkAccess: {quoted(link_access)}")
-    elif link_access not in ("", "none"):
-        resolved = pending("link access is not implemented yet (service network part 2)")
+    else:
+        resolved = access.resolved
     network = [site.as_status() for site in snapshot.sites]
     site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
         "sitesInNetwork": len(network), "network": network,
@@ -380,4 +389,4 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
     return SitePlan(namespace, active, site_states, objects,
                     config_map(active, document_text, ports_text), desired_services, stale,
-                    listener_bindings + connector_bindings, record, notes, links=link_states)
+                    listener_bindings + connector_bindings, record, notes, links=link_states, access=access)

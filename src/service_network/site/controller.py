@@ -72,7 +72,9 @@ from ..constants import (
     ROUTER_NAME,
     ROUTER_POD_LABELS,
 )
-from ..kinds import CONNECTOR, LINK, LISTENER, SITE
+from ..kinds import CONNECTOR, LINK, LISTENER, ROUTER_ACCESS, SITE
+from .access import ANNOTATION_ACCESS, SITE_CA_SECRET
+from .access_io import AccessWriter, access_status
 from .bindings import secret_info
 from .caches import (
     BINDING_CACHE,
@@ -96,7 +98,8 @@ from .status import binding_status, error, site_status
 __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
-_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "Link": LINK}
+_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
+              "Link": LINK}
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,8 @@ class SiteController:
         self.listeners = reflector("listeners", LISTENER, BINDING_CACHE)
         self.connectors = reflector("connectors", CONNECTOR, BINDING_CACHE)
         self.links = reflector("links", LINK, BINDING_CACHE)
+        self.router_accesses = reflector("routeraccesses", ROUTER_ACCESS, BINDING_CACHE)
+        self.access = AccessWriter(api)
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
         self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
@@ -174,12 +179,15 @@ class SiteController:
         self.connectors.add_index("tls", lambda o: self._secret_refs(o))
         self.links.add_index("tls", lambda o: self._secret_refs(o))
         self.listeners.add_index("host", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get('host')}"])
+        self.router_accesses.add_index("tls", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get(k)}"
+                                                         for k in ("tlsCredentials", "issuer")])
 
         self._written = {info: Written(r) for info, r in self.router_caches.items()}
         self._written[SERVICE] = Written(self.services)
         self._written_status = {kind: Written(r) for kind, r in (("Listener", self.listeners),
                                                                   ("Connector", self.connectors),
                                                                   ("Site", self.sites),
+                                                                  ("RouterAccess", self.router_accesses),
                                                                   ("Link", self.links))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
@@ -188,13 +196,16 @@ class SiteController:
         self.controller: Controller[None] = Controller(
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
-        for r in (self.sites, self.listeners, self.connectors, self.links, *self.router_caches.values()):
+        for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.links,
+                  *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
         self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
-            self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))
-            or self.links.by_index("tls", object_key(s))) else [])
+            meta(s).name == SITE_CA_SECRET or self.router_accesses.by_index("tls", object_key(s))
+            or self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))
+            or self.links.by_index("tls", object_key(s))
+        ) else [])
 
     # ---- triggers ------------------------------------------------------------------------------------------------
     @staticmethod
@@ -224,7 +235,8 @@ class SiteController:
         return []
 
     def _service_namespaces(self, service: JsonDict) -> list[str]:
-        if is_controlled(service) or self.listeners.by_index("host", object_key(service)):
+        if (is_controlled(service) or ANNOTATION_ACCESS in meta(service).annotations
+                or self.listeners.by_index("host", object_key(service))):
             return [meta(service).namespace]
         return []
 
@@ -288,6 +300,8 @@ class SiteController:
             links=self.links.by_index("namespace", namespace),
             services={meta(s).name: s for s in self.services.by_index("namespace", namespace)},
             secrets={meta(s).name: secret_info(s) for s in self.secrets.by_index("namespace", namespace)},
+            secret_objects={meta(s).name: s for s in self.secrets.by_index("namespace", namespace)},
+            router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
             router_pods=[p for p in self.pods.by_index("label", f"{namespace}/application=skupper-router")
                          if _labels_match(meta(p).labels, ROUTER_POD_LABELS)],
@@ -319,6 +333,10 @@ class SiteController:
         retry = False
         site_failures: list[str] = []
         config_failure: str | None = None
+        if plan.access is not None and plan.active is not None:
+            access_failures, access_retry = await self._execute_access(plan)
+            site_failures += access_failures
+            retry |= access_retry
         for info, body in plan.router_objects:
             failure = await self._apply(info, body)
             if failure is not None:
@@ -361,6 +379,41 @@ class SiteController:
                 self._noted.add(key)
                 await self.recorder.publish(obj, type="Warning", reason=reason, note=note, action="Reconcile")
         return retry
+
+    async def _execute_access(self, plan: SitePlan) -> tuple[list[str], bool]:
+        """The router access part of the plan: CA, RouterAccess, Services, certificates, RouterAccess statuses."""
+        access, site = plan.access, plan.active
+        assert access is not None and site is not None
+        failures: list[str] = []
+        if access.ca_secret is not None and (problem := await self.access.ensure_ca(site, access.ca_secret)):
+            failures.append(problem)
+        retry = bool(failures)
+        desired = access.router_access
+        live = self.router_accesses.get(object_key(desired)) if desired is not None else None
+        if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]):
+            try:
+                await self.api.apply(ROUTER_ACCESS, desired, name=meta(desired).name, namespace=plan.namespace,
+                                     field_manager=FIELD_MANAGER, force=True)
+                self.metrics.writes.labels("RouterAccess", "apply").inc()
+            except KubeError as failure:
+                message, again = self._failed("RouterAccess", f"could not write RouterAccess {meta(desired).name}",
+                                              failure)
+                failures.append(message)
+                retry |= again
+        services = {meta(s).name: s for s in self.services.by_index("namespace", plan.namespace)}
+        for body in access.services:
+            if problem := await self.access.write_service(body, services.get(meta(body).name)):
+                failures.append(problem)
+                retry = True
+        for request in access.certificates:
+            if problem := await self.access.issue(plan.namespace, request):
+                failures.append(problem)
+                retry = True
+        for state in access.states:
+            current = self._current_status("RouterAccess", state.obj)
+            status = access_status(current, state, meta(state.obj).generation, _now())
+            retry |= (await self._write_status("RouterAccess", state.obj, current, status))[1]
+        return failures, retry
 
     def _failed(self, kind: str, what: str, failure: KubeError) -> tuple[str, bool]:
         self.metrics.write_failures.labels(kind).inc()

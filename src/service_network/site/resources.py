@@ -50,11 +50,16 @@ _READ = ["get", "list", "watch"]
 #: ``tests/service_network/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
 #: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
 CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors", "links"], "verbs": _READ},
+    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors", "accessgrants", "accesstokens"],
+     "verbs": _READ},
+    {"apiGroups": ["skupper.io"], "resources": ["routeraccesses", "links"],
+     "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status",
-                                                "links/status"],
+                                                "routeraccesses/status", "links/status", "accessgrants/status",
+                                                "accesstokens/status"],
      "verbs": ["get", "patch", "update"]},
-    {"apiGroups": [""], "resources": ["namespaces", "pods", "secrets"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch"]},
