@@ -389,4 +389,4 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
     return SitePlan(namespace, active, site_states, objects,
                     config_map(active, document_text, ports_text), desired_services, stale,
-                    listener_bindings + connector_bindings, record, notes, access=access, links=link_states)
+                    listener_bindings + connector_bindings, record, notes, links=link_states, access=access)

@@ -98,7 +98,8 @@ from .status import binding_status, error, site_status
 __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
-_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "Link": LINK, "RouterAccess": ROUTER_ACCESS}
+_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
+              "Link": LINK}
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,8 @@ class SiteController:
         self._written_status = {kind: Written(r) for kind, r in (("Listener", self.listeners),
                                                                   ("Connector", self.connectors),
                                                                   ("Site", self.sites),
-                                                                  ("Link", self.links),
-                                                                  ("RouterAccess", self.router_accesses))}
+                                                                  ("RouterAccess", self.router_accesses),
+                                                                  ("Link", self.links))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -195,7 +196,7 @@ class SiteController:
         self.controller: Controller[None] = Controller(
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
-        for r in (self.sites, self.listeners, self.connectors, self.links, self.router_accesses,
+        for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.links,
                   *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
