@@ -49,6 +49,7 @@ CONNECTIONS = 6
 CONNECT_SECONDS = 3.0
 DEFAULT_TIMEOUT = 120.0
 CUT_SECONDS = 15.0
+STATUS_SECONDS = 20.0
 FIELD_MANAGER = "listener-operator-network-demo"
 
 T = TypeVar("T")
@@ -378,6 +379,25 @@ class NetworkDemo:
                         raise
         return deleted
 
+    async def settled(self, connected: bool) -> bool:
+        """Whether the statuses tell what the traffic does: linked (``connected``), every Link Ready, each Site
+        seeing every site and West's Listener matched; cut, West's Listener unmatched and no Site seeing the far
+        end from the other side of the cut."""
+        listener = await self.api(self.west).get(RESOURCES["Listener"], ROUTING_KEY, namespace_of(self.west))
+        matched = bool(mapping(listener, "status").get("hasMatchingConnector"))
+        if not connected:
+            return not matched
+        if not matched:
+            return False
+        for site in self.names:
+            site_obj = await self.api(site).get(RESOURCES["Site"], site, namespace_of(site))
+            if mapping(site_obj, "status").get("sitesInNetwork") != len(self.names):
+                return False
+            links, _ = await self.api(site).list(RESOURCES["Link"], namespace_of(site))
+            if any(mapping(link, "status").get("status") != "Ready" for link in links):
+                return False
+        return True
+
     async def after_cut(self, ip: str) -> tuple[float | None, float | None]:
         """Seconds until the West Listener's status says no connector, and until the client is refused."""
         started = time.monotonic()
@@ -385,15 +405,18 @@ class NetworkDemo:
         refused_at: float | None = None
         deadline = started + CUT_SECONDS
         while time.monotonic() < deadline and (status_at is None or refused_at is None):
-            if status_at is None:
-                listener = await self.api(self.west).get(RESOURCES["Listener"], ROUTING_KEY,
-                                                         namespace_of(self.west))
-                if not mapping(listener, "status").get("hasMatchingConnector"):
-                    status_at = time.monotonic() - started
+            if status_at is None and await self.settled(connected=False):
+                status_at = time.monotonic() - started
             if refused_at is None and (await ask(ip, 1)).error is not None:
                 refused_at = time.monotonic() - started
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
         return status_at, refused_at
+
+
+async def _sites_alone(demo: NetworkDemo) -> bool:
+    """After the cut: East's Site no longer counts West in its network (the status caught up)."""
+    site = await demo.api(demo.east).get(RESOURCES["Site"], demo.east, namespace_of(demo.east))
+    return demo.west not in {str(s.get("name")) for s in items(site, "status", "network")}
 
 
 async def run_demo(sites: LocalSites, console: Console, limit_seconds: float) -> bool:
@@ -412,6 +435,8 @@ async def run_demo(sites: LocalSites, console: Console, limit_seconds: float) ->
     result = await demo.first_answer() if linked else ClientResult("-", error="the sites are not linked")
     east_pods = await backend_pods(demo.api(demo.east), demo.east)
     ok = result.ok_for(east_pods)
+    if ok and await _until(lambda: demo.settled(connected=True), STATUS_SECONDS) is None:
+        console.line(f"(the statuses did not all agree with the traffic within {STATUS_SECONDS:.0f}s)")
     console.line()
     console.line("Statuses:")
     for line in format_rows(await demo.statuses()):
@@ -419,9 +444,8 @@ async def run_demo(sites: LocalSites, console: Console, limit_seconds: float) ->
     console.line()
     console.line(result.describe(demo.east))
     if ok:
-        path = " -> ".join(sites.names)
-        console.line(f"  (West's router -> {path}: each hop mutual TLS; the Pod names are East's backends: "
-                     f"{', '.join(sorted(east_pods))})")
+        console.line(f"  path: client -> Service -> router in {' -> router in '.join(sites.names)} -> backend Pod "
+                     f"(each link mutual TLS); East's backend Pods: {', '.join(sorted(east_pods))}")
     ip = await demo.west_service_ip()
     if ok and ip is not None:
         a, b = sites.names[-2], sites.names[-1]
@@ -435,7 +459,9 @@ async def run_demo(sites: LocalSites, console: Console, limit_seconds: float) ->
         console.line("  client in west -> refused " +
                      (f"after {refused_at:.1f}s" if refused_at is not None else f"? still answered after "
                                                                                 f"{CUT_SECONDS:.0f}s"))
-        for line in format_rows([row for row in await demo.statuses() if row.kind in ("Site", "Link", "Listener")]):
+        await _until(lambda: _sites_alone(demo), STATUS_SECONDS)
+        for line in format_rows([row for row in await demo.statuses() if row.kind in ("Site", "Link", "Listener",
+                                                                                      "Connector")]):
             console.line(f"  {line}")
     return ok
 

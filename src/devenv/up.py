@@ -314,7 +314,9 @@ class LocalCluster:
         site_controller = ChildProcess(
             name=f"service-network site controller{f' of {self.options.name}' if self.options.name else ''}",
             argv=[sys.executable, "-m", "service_network.cli", "run", "controller", "--kubeconfig",
-                  str(self.kubeconfig_path), "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE],
+                  str(self.kubeconfig_path), "--http-address", "127.0.0.1:0", "--router-image", ROUTER_IMAGE,
+                  # AccessGrants' redemption server, on an address of this cluster's block (for other clusters)
+                  "--grant-server-address", f"{self.sim.address_block.client_ip(254)}:0"],
             log_path=self.log_dir / "site-controller.log")
         self.children.append(site_controller)
         await site_controller.start(env)

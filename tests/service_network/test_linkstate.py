@@ -60,7 +60,8 @@ def test_chain_two_hops_and_cheaper_direct_link():
 
 def test_links_carry_data_in_their_direction_only():
     # east dialled west: west cannot send over it, east can
-    adverts = db(ad("west", keys=("w-key",)), ad("east", links={"to-west": ("west", 1)}, keys=("e-key",)))
+    adverts = db(ad("west", keys=("w-key",), peers=("east",)), ad("east", links={"to-west": ("west", 1)},
+                                                                 keys=("e-key",)))
     assert remote_routes(adverts, "west") == ()
     assert remote_routes(adverts, "east") == (RemoteRoute(routing_key="w-key", link="to-west", cost=1),)
     assert connected_routers(adverts, "west") == {"west", "east"}
@@ -94,6 +95,19 @@ def test_equal_cost_paths_choose_a_stable_first_link():
 def test_connected_routers_excludes_a_partitioned_router():
     adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b"), ad("gone", keys=("k",)))
     assert connected_routers(adverts, "a") == {"a", "b"}
+
+
+def test_a_leftover_claim_of_a_channel_with_this_router_does_not_keep_the_claimant_connected():
+    # east linked to west, then the link was cut: west's own advert no longer has east as a peer; east's last
+    # advert (it cannot send a newer one) still claims the link: east is not in west's network any more
+    adverts = db(ad("west"), ad("east", links={"to-west": ("west", 1)}, keys=("k",)))
+    assert connected_routers(adverts, "west") == {"west"}
+    # while the channel is up, west's own advert says so
+    adverts = db(ad("west", peers=("east",)), ad("east", links={"to-west": ("west", 1)}))
+    assert connected_routers(adverts, "west") == {"west", "east"}
+    # others' channels count whichever side reports them: a - b (reported by b only) - c
+    adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b", peers=("c",)), ad("c"))
+    assert connected_routers(adverts, "a") == {"a", "b", "c"}
 
 
 def test_hostile_key_from_a_remote_router_becomes_safe_names(tmp_path):

@@ -268,15 +268,22 @@ class ControlPlane:
                 self._spawn(self._send(s, message))
 
     def _changed(self) -> None:
+        self._purge()
+        self.on_change()
+
+    def _purge(self) -> bool:
+        """Drop the advertisements of routers unconnected for PURGE_AFTER; True when one was dropped."""
         now = time.monotonic()
         connected = connected_routers(self.db.adverts, self.router_id)
+        purged = False
         for r in list(self.db.adverts):
             if r in connected:
                 self._unconnected_since.pop(r, None)
             elif now - self._unconnected_since.setdefault(r, now) > PURGE_AFTER:
                 del self.db.adverts[r]
                 self._unconnected_since.pop(r, None)
-        self.on_change()
+                purged = True
+        return purged
 
     # --- channels ----------------------------------------------------------------------------------------------
 
@@ -392,6 +399,8 @@ class ControlPlane:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(HELLO_INTERVAL)
+            if self._purge():          # nothing else may happen after a cut: the purge is timed here too
+                self.on_change()
             hello = self._hello()
             for s in list(self._sessions):
                 self._spawn(self._send(s, hello))

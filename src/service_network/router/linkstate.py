@@ -103,17 +103,23 @@ class LinkStateDb:
 
 
 def connected_routers(adverts: Mapping[str, Advert], self_id: str) -> set[str]:
-    """Routers joined to ``self_id`` by up links in either direction (the routers of its network)."""
+    """Routers joined to ``self_id`` by up links in either direction (the routers of its network).
+
+    This router's own channels are known from its own advertisement alone: another router's claim of a channel
+    with it (a link to it, or it as a peer) is ignored, so an advertisement left over from a router whose channel
+    was cut (it cannot send a newer one) does not keep that router in the network; it is then purged."""
     neighbours: dict[str, set[str]] = {}
+
+    def join(a: str, b: str) -> None:
+        if b in adverts and (self_id not in (a, b) or a == self_id):
+            neighbours.setdefault(a, set()).add(b)
+            neighbours.setdefault(b, set()).add(a)
+
     for ad in adverts.values():
         for link in ad.links:
-            if link.to in adverts:
-                neighbours.setdefault(ad.router, set()).add(link.to)
-                neighbours.setdefault(link.to, set()).add(ad.router)
+            join(ad.router, link.to)
         for peer in ad.peers:
-            if peer in adverts:
-                neighbours.setdefault(ad.router, set()).add(peer)
-                neighbours.setdefault(peer, set()).add(ad.router)
+            join(ad.router, peer)
     seen = {self_id}
     todo = [self_id]
     while todo:
