@@ -27,6 +27,8 @@ from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
+
 from devenv.multicluster import LocalSites, SiteOptions, site_names
 from devenv.up import Console, absolute, run_command
 from kubesim.errors import ApiError
@@ -281,7 +283,7 @@ async def ask(ip: str, count: int) -> ClientResult:
     for _ in range(count):
         try:
             result.answered.append(await who_answers(ip, SERVICE_PORT, seconds=CONNECT_SECONDS))
-        except (OSError, TimeoutError) as error:
+        except (OSError, TimeoutError, aiohttp.ClientError) as error:   # refused, reset, closed before answering
             result.error = str(error) or type(error).__name__
             break
     return result

@@ -93,21 +93,26 @@ def test_equal_cost_paths_choose_a_stable_first_link():
 
 
 def test_connected_routers_excludes_a_partitioned_router():
-    adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b"), ad("gone", keys=("k",)))
+    adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b", peers=("a",)), ad("gone", keys=("k",)))
     assert connected_routers(adverts, "a") == {"a", "b"}
 
 
-def test_a_leftover_claim_of_a_channel_with_this_router_does_not_keep_the_claimant_connected():
+def test_a_channel_counts_only_when_both_routers_advertise_it():
     # east linked to west, then the link was cut: west's own advert no longer has east as a peer; east's last
     # advert (it cannot send a newer one) still claims the link: east is not in west's network any more
     adverts = db(ad("west"), ad("east", links={"to-west": ("west", 1)}, keys=("k",)))
     assert connected_routers(adverts, "west") == {"west"}
-    # while the channel is up, west's own advert says so
+    # while the channel is up, both say so
     adverts = db(ad("west", peers=("east",)), ad("east", links={"to-west": ("west", 1)}))
     assert connected_routers(adverts, "west") == {"west", "east"}
-    # others' channels count whichever side reports them: a - b (reported by b only) - c
-    adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b", peers=("c",)), ad("c"))
-    assert connected_routers(adverts, "a") == {"a", "b", "c"}
+    # a chain west -> middle -> east whose second link was cut: middle's new advert drops east; east's leftover
+    # advert still claims its link to middle, which must not keep east in west's network
+    adverts = db(ad("west", links={"w-m": ("middle", 1)}), ad("middle", peers=("west",)),
+                 ad("east", links={"e-m": ("middle", 1)}, keys=("k",)))
+    assert connected_routers(adverts, "west") == {"west", "middle"}
+    adverts = db(ad("west", links={"w-m": ("middle", 1)}), ad("middle", peers=("west", "east")),
+                 ad("east", links={"e-m": ("middle", 1)}, keys=("k",)))
+    assert connected_routers(adverts, "west") == {"west", "middle", "east"}
 
 
 def test_hostile_key_from_a_remote_router_becomes_safe_names(tmp_path):

@@ -103,23 +103,18 @@ class LinkStateDb:
 
 
 def connected_routers(adverts: Mapping[str, Advert], self_id: str) -> set[str]:
-    """Routers joined to ``self_id`` by up links in either direction (the routers of its network).
+    """Routers joined to ``self_id`` by up channels (links in either direction: the routers of its network).
 
-    This router's own channels are known from its own advertisement alone: another router's claim of a channel
-    with it (a link to it, or it as a peer) is ignored, so an advertisement left over from a router whose channel
-    was cut (it cannot send a newer one) does not keep that router in the network; it is then purged."""
+    A channel counts when both of its routers advertise it (the dialler as a link, the other as a peer or a link
+    of its own), as link-state protocols check two-way connectivity: an advertisement left over from a router whose
+    channels were cut (it cannot send a newer one) then no longer keeps it, or anything behind it, in the network,
+    and it is purged."""
+    claims = {ad.router: {link.to for link in ad.links} | set(ad.peers) for ad in adverts.values()}
     neighbours: dict[str, set[str]] = {}
-
-    def join(a: str, b: str) -> None:
-        if b in adverts and (self_id not in (a, b) or a == self_id):
-            neighbours.setdefault(a, set()).add(b)
-            neighbours.setdefault(b, set()).add(a)
-
-    for ad in adverts.values():
-        for link in ad.links:
-            join(ad.router, link.to)
-        for peer in ad.peers:
-            join(ad.router, peer)
+    for a, claimed in claims.items():
+        for b in claimed:
+            if a in claims.get(b, ()):
+                neighbours.setdefault(a, set()).add(b)
     seen = {self_id}
     todo = [self_id]
     while todo:
