@@ -146,9 +146,18 @@ def advert(site: str, router: str | None = None, links: dict[str, str] | None = 
                                  for k in sorted({*connectors, *listeners})))
 
 
+def with_peers(adverts: Sequence[Advert]) -> dict[str, Advert]:
+    """The adverts as live routers send them: the remote end of each up link names its dialler as a peer."""
+    peers: dict[str, set[str]] = {}
+    for a in adverts:
+        for x in a.links:
+            peers.setdefault(x.to, set()).add(a.router)
+    return {a.router: a.model_copy(update={"peers": tuple(sorted(peers.get(a.router, set())))}) for a in adverts}
+
+
 def router_status(mine: Advert, *others: Advert, links: Sequence[LinkStatus] = ()) -> RouterStatus:
     """What the router of ``mine`` writes (router.network_status), through the ConfigMap text, parsed back."""
-    db = {a.router: a for a in (mine, *others)}
+    db = with_peers((mine, *others))
     text = status_text(network_status(db, mine.router, mine.site, links, [], (), ()))
     return parse_router_status(text)
 
@@ -262,11 +271,10 @@ def compose_with(statuses: Sequence[RouterStatus], *, listeners: Sequence[dict[s
 
 def west_status(*adverts: Advert, links: Sequence[LinkStatus] = ()) -> RouterStatus:
     """A status of the router of the test Site ``west`` (uid ``uid-west``)."""
-    db = {a.router: a for a in adverts}
     me = SiteInfo(id="uid-west", name="west", namespace=NS)
-    db["uid-west"] = Advert(router="uid-west", site=me, seq=1,
-                            links=tuple(AdvertLink(to=x.remote_router or "", cost=1, name=x.name)
-                                        for x in links if x.up))
+    db = with_peers([*adverts, Advert(router="uid-west", site=me, seq=1,
+                                      links=tuple(AdvertLink(to=x.remote_router or "", cost=1, name=x.name)
+                                                  for x in links if x.up))])
     return parse_router_status(status_text(network_status(db, "uid-west", me, links, [], (), ())))
 
 
