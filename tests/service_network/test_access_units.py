@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from operator_runtime.objects import meta
 from service_network.site import pki
 from service_network.site.access import (
     ANNOTATION_ACCESS,
@@ -255,3 +256,15 @@ def test_unsupported_access_a_second_router_access_and_a_foreign_service_are_rep
     plan = compose_access(AccessInputs(_site("default"), [_router_access()], {}, {"skupper-router": foreign}, []))
     assert plan.states[0].configured.message == "Service skupper-router already exists in namespace"
     assert plan.services == []
+
+
+def test_the_sites_router_access_is_stale_once_link_access_is_none() -> None:
+    ours = _router_access()
+    ours["metadata"]["ownerReferences"] = [{"kind": "Site", "name": "west", "uid": "site-uid"}]
+    services = {"skupper-router": _service("LoadBalancer", loadBalancer={"ingress": [{"ip": "127.1.3.1"}]})}
+    plan = compose_access(AccessInputs(_site("none"), [ours], {}, services, []))
+    assert plan.stale_router_access is ours
+    assert plan.states == [] and plan.document_access == [] and plan.endpoints == []
+    users = _router_access("mine")                          # one a user wrote stays in use
+    plan = compose_access(AccessInputs(_site("none"), [users], {}, {}, []))
+    assert plan.stale_router_access is None and [meta(s.obj).name for s in plan.states] == ["mine"]

@@ -419,6 +419,18 @@ class SiteController:
         if access.ca_secret is not None and (problem := await self.access.ensure_ca(site, access.ca_secret)):
             failures.append(problem)
         retry = bool(failures)
+        stale = access.stale_router_access
+        if stale is not None:
+            try:
+                await self.api.delete(ROUTER_ACCESS, meta(stale).name, plan.namespace, uid=meta(stale).uid or None)
+                self.metrics.writes.labels("RouterAccess", "delete").inc()
+            except (NotFound, Conflict):
+                pass
+            except KubeError as failure:
+                message, again = self._failed("RouterAccess", f"could not delete RouterAccess {meta(stale).name}",
+                                              failure)
+                failures.append(message)
+                retry |= again
         desired = access.router_access
         live = self.router_accesses.get(object_key(desired)) if desired is not None else None
         if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]):
