@@ -100,7 +100,9 @@ class SiteEnv:
     async def start_controller(self, **options: Any) -> RunningController:
         settings: dict[str, Any] = {"kubeconfig": str(self.sim.kubeconfig_path), "http_address": None,
                                     "leader_elect": False, "workers": 2,
-                                    "router": RouterOptions(image=ROUTER_IMAGE)}
+                                    "router": RouterOptions(image=ROUTER_IMAGE),
+                                    # the redemption server on an address of this cluster's block
+                                    "grant_server_address": (self.sim.address_block.client_ip(254), 0)}
         settings.update(options)
         requests: list[tuple[str, str]] = []
         process = SiteControllerProcess(ControllerOptions(**settings),

@@ -72,7 +72,7 @@ from ..constants import (
     ROUTER_NAME,
     ROUTER_POD_LABELS,
 )
-from ..kinds import CONNECTOR, LINK, LISTENER, ROUTER_ACCESS, SITE
+from ..kinds import ACCESS_GRANT, ACCESS_TOKEN, CONNECTOR, LINK, LISTENER, ROUTER_ACCESS, SITE
 from .access import ANNOTATION_ACCESS, SITE_CA_SECRET
 from .access_io import AccessWriter, access_status
 from .bindings import secret_info
@@ -86,10 +86,14 @@ from .caches import (
     relevant_pod_change,
 )
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
+from .grant_io import GrantKeeper, SiteAccess
+from .grant_server import GrantServer, load_grant_ca
+from .grants import token_status
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .netstatus import RouterStatus, RouterStatusView, StatusReader
 from .network import NetworkView
+from .redeem import TokenRedeemer
 from .resources import RouterOptions
 from .selector import LabelSelector, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
@@ -99,7 +103,7 @@ __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
 _KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
-              "Link": LINK}
+              "AccessToken": ACCESS_TOKEN, "Link": LINK}
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,9 @@ class SiteControllerOptions:
     workers: int = 4
     resync_seconds: float | None = 600.0
     watch_namespace: str | None = None       # None: every namespace
-    controller_namespace: str = ""           # reported in Site status.controller
+    controller_namespace: str = ""           # reported in Site status.controller; holds the grant server's CA
+    grant_server_address: tuple[str, int] | None = None     # where the redemption server listens (None: off)
+    grant_server_url: str | None = None      # what grants publish (default https://<address>:<port>)
     version: str = ""
 
 
@@ -161,12 +167,17 @@ class SiteController:
         self.sites = reflector("sites", SITE, BINDING_CACHE)
         self.listeners = reflector("listeners", LISTENER, BINDING_CACHE)
         self.connectors = reflector("connectors", CONNECTOR, BINDING_CACHE)
-        self.links = reflector("links", LINK, BINDING_CACHE)
         self.router_accesses = reflector("routeraccesses", ROUTER_ACCESS, BINDING_CACHE)
         self.access = AccessWriter(api)
+        self.access_grants = reflector("accessgrants", ACCESS_GRANT, BINDING_CACHE)
+        self.access_tokens = reflector("accesstokens", ACCESS_TOKEN, BINDING_CACHE)
+        self.links = reflector("links", LINK, BINDING_CACHE)
+        self._site_access: dict[str, SiteAccess] = {}
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
         self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
+        self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access)
+        self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
         self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
         self.router_caches: dict[ResourceInfo, Reflector] = {
@@ -188,6 +199,7 @@ class SiteController:
                                                                   ("Connector", self.connectors),
                                                                   ("Site", self.sites),
                                                                   ("RouterAccess", self.router_accesses),
+                                                                  ("AccessToken", self.access_tokens),
                                                                   ("Link", self.links))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
@@ -196,8 +208,8 @@ class SiteController:
         self.controller: Controller[None] = Controller(
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
-        for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.links,
-                  *self.router_caches.values()):
+        for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
+                  self.access_tokens, self.links, *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
@@ -259,8 +271,25 @@ class SiteController:
     def synced(self) -> bool:
         return self.controller.synced
 
+    def site_access(self, namespace: str) -> SiteAccess:
+        """The active Site of ``namespace`` and its router access endpoints, as its last reconcile found them."""
+        return self._site_access.get(namespace) or SiteAccess(None)
+
     async def run(self) -> None:
-        await self.controller.run()
+        """The controller, and the grant server while it runs (only a leader serves redemptions)."""
+        address = self.options.grant_server_address
+        if address is None:
+            await self.controller.run()
+            return
+        ca = await load_grant_ca(self.api, self.options.controller_namespace or None)
+        server = GrantServer(self.grants.redeem, ca, address[0], address[1], self.options.grant_server_url)
+        await server.start()
+        self.grants.server = server
+        try:
+            await self.controller.run()
+        finally:
+            self.grants.server = None
+            await server.stop()
 
     def observe(self) -> None:
         """Refresh the gauges mirroring live state (on each /metrics scrape)."""
@@ -316,17 +345,40 @@ class SiteController:
 
     async def reconcile(self, namespace: str) -> Action:
         inputs = self.inputs(namespace)
-        if not (inputs.sites or inputs.listeners or inputs.connectors or inputs.links
+        grants_or_tokens = bool(self.access_grants.by_index("namespace", namespace)
+                                or self.access_tokens.by_index("namespace", namespace))
+        if not (inputs.sites or inputs.listeners or inputs.connectors or inputs.links or grants_or_tokens
                 or any(is_listener_service(s) for s in inputs.services.values())):
             self.view.publish(namespace, None)
             self._status_reader.forget(namespace)
+            self._site_access.pop(namespace, None)
             return Action.await_change()
         plan = compose_site(inputs)
+        self._site_access[namespace] = SiteAccess(plan.active, tuple(plan.access.endpoints) if plan.access else ())
         retry = await self._execute(plan)
         self.view.publish(namespace, plan.record)
+        next_expiry: float | None = None
+        if grants_or_tokens:
+            next_expiry, grant_retry = await self._execute_grants(namespace)
+            retry |= grant_retry
         if retry:
             raise RetryLater(f"some writes in namespace {namespace} failed; retrying")
-        return Action.await_change()
+        return Action.requeue(next_expiry + 0.5) if next_expiry is not None else Action.await_change()
+
+    async def _execute_grants(self, namespace: str) -> tuple[float | None, bool]:
+        """Grant statuses, token redemptions and their statuses; (seconds to the next grant expiry, retry)."""
+        next_expiry, retry = await self.grants.reconcile(namespace)
+        for outcome in await self.tokens.reconcile(namespace):
+            retry |= outcome.retry
+            current = self._current_status("AccessToken", outcome.obj)
+            status = token_status(current, outcome.state, redeemed=outcome.redeemed,
+                                  generation=meta(outcome.obj).generation, now=_now())
+            written, again = await self._write_status("AccessToken", outcome.obj, current, status)
+            retry |= again
+            if written and outcome.reason is not None:
+                await self.recorder.publish(outcome.obj, type="Warning", reason=outcome.reason,
+                                            note=outcome.state.message, action="Redeem")
+        return next_expiry, retry
 
     async def _execute(self, plan: SitePlan) -> bool:
         """Write what differs; returns whether a failed write should be retried."""
@@ -388,6 +440,18 @@ class SiteController:
         if access.ca_secret is not None and (problem := await self.access.ensure_ca(site, access.ca_secret)):
             failures.append(problem)
         retry = bool(failures)
+        stale = access.stale_router_access
+        if stale is not None:
+            try:
+                await self.api.delete(ROUTER_ACCESS, meta(stale).name, plan.namespace, uid=meta(stale).uid or None)
+                self.metrics.writes.labels("RouterAccess", "delete").inc()
+            except (NotFound, Conflict):
+                pass
+            except KubeError as failure:
+                message, again = self._failed("RouterAccess", f"could not delete RouterAccess {meta(stale).name}",
+                                              failure)
+                failures.append(message)
+                retry |= again
         desired = access.router_access
         live = self.router_accesses.get(object_key(desired)) if desired is not None else None
         if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]):
