@@ -99,6 +99,22 @@ async def test_link_access_loadbalancer_and_nodeport_reachable_across_clusters_w
     with pytest.raises((ssl.SSLError, ConnectionError)):
         await _hello(host, port, ca.cert, pki.issue(east_ca, "intruder", client=True))
 
+    # linkAccess none: the Site's RouterAccess is deleted and the router has no access any more.
+    await west.update_spec("Site", "west", linkAccess="none")
+    await west.wait_for(lambda: _gone(west, "routeraccesses.skupper.io", "skupper-router"), 20, "RouterAccess gone")
+    await west.wait_for(lambda: _document_access(west, []), 20, "routerAccess removed from the document")
+    await west.wait_status("Site", "west", "Ready", within=30)
+
+
+async def _gone(env, resource: str, name: str) -> bool:  # type: ignore[no-untyped-def]
+    objects, _ = await env.api.list(resource, env.namespace)
+    return name not in {o["metadata"]["name"] for o in objects}
+
+
+async def _document_access(env, expected: list[object]) -> bool:  # type: ignore[no-untyped-def]
+    config = await env.api.get("configmaps", "skupper-router", env.namespace)
+    return bool(json.loads(config["data"]["router.json"])["routerAccess"] == expected)
+
 
 async def _names_cover(env, host: str) -> bool:  # type: ignore[no-untyped-def]
     secret = await env.api.get("secrets", "skupper-site-server", env.namespace)

@@ -146,18 +146,18 @@ def advert(site: str, router: str | None = None, links: dict[str, str] | None = 
                                  for k in sorted({*connectors, *listeners})))
 
 
-def two_way(db: dict[str, Advert]) -> dict[str, Advert]:
-    """The database with the accepting side of each link advertising the dialler as a peer, as routers do."""
-    for a in list(db.values()):
-        for link in a.links:
-            if link.to in db and a.router not in db[link.to].peers:
-                db[link.to] = db[link.to].model_copy(update={"peers": (*db[link.to].peers, a.router)})
-    return db
+def with_peers(adverts: Sequence[Advert]) -> dict[str, Advert]:
+    """The adverts as live routers send them: the remote end of each up link names its dialler as a peer."""
+    peers: dict[str, set[str]] = {}
+    for a in adverts:
+        for x in a.links:
+            peers.setdefault(x.to, set()).add(a.router)
+    return {a.router: a.model_copy(update={"peers": tuple(sorted(peers.get(a.router, set())))}) for a in adverts}
 
 
 def router_status(mine: Advert, *others: Advert, links: Sequence[LinkStatus] = ()) -> RouterStatus:
     """What the router of ``mine`` writes (router.network_status), through the ConfigMap text, parsed back."""
-    db = two_way({a.router: a for a in (mine, *others)})
+    db = with_peers((mine, *others))
     text = status_text(network_status(db, mine.router, mine.site, links, [], (), ()))
     return parse_router_status(text)
 
@@ -271,12 +271,11 @@ def compose_with(statuses: Sequence[RouterStatus], *, listeners: Sequence[dict[s
 
 def west_status(*adverts: Advert, links: Sequence[LinkStatus] = ()) -> RouterStatus:
     """A status of the router of the test Site ``west`` (uid ``uid-west``)."""
-    db = {a.router: a for a in adverts}
     me = SiteInfo(id="uid-west", name="west", namespace=NS)
-    db["uid-west"] = Advert(router="uid-west", site=me, seq=1,
-                            links=tuple(AdvertLink(to=x.remote_router or "", cost=1, name=x.name)
-                                        for x in links if x.up))
-    return parse_router_status(status_text(network_status(two_way(db), "uid-west", me, links, [], (), ())))
+    db = with_peers([*adverts, Advert(router="uid-west", site=me, seq=1,
+                                      links=tuple(AdvertLink(to=x.remote_router or "", cost=1, name=x.name)
+                                                  for x in links if x.up))])
+    return parse_router_status(status_text(network_status(db, "uid-west", me, links, [], (), ())))
 
 
 def up_to_east() -> LinkStatus:

@@ -272,18 +272,18 @@ class ControlPlane:
         self.on_change()
 
     def _purge(self) -> bool:
-        """Drop the advertisements of routers unconnected for PURGE_AFTER; True when one was dropped."""
+        """Drop the advertisements of routers unconnected for ``PURGE_AFTER``; True when one was dropped."""
         now = time.monotonic()
         connected = connected_routers(self.db.adverts, self.router_id)
-        purged = False
+        dropped = False
         for r in list(self.db.adverts):
             if r in connected:
                 self._unconnected_since.pop(r, None)
             elif now - self._unconnected_since.setdefault(r, now) > PURGE_AFTER:
                 del self.db.adverts[r]
                 self._unconnected_since.pop(r, None)
-                purged = True
-        return purged
+                dropped = True
+        return dropped
 
     # --- channels ----------------------------------------------------------------------------------------------
 
@@ -399,8 +399,8 @@ class ControlPlane:
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(HELLO_INTERVAL)
-            if self._purge():          # nothing else may happen after a cut: the purge is timed here too
-                self.on_change()
             hello = self._hello()
             for s in list(self._sessions):
                 self._spawn(self._send(s, hello))
+            if self._unconnected_since and self._purge():
+                self.on_change()

@@ -103,18 +103,16 @@ class LinkStateDb:
 
 
 def connected_routers(adverts: Mapping[str, Advert], self_id: str) -> set[str]:
-    """Routers joined to ``self_id`` by up channels (links in either direction: the routers of its network).
-
-    A channel counts when both of its routers advertise it (the dialler as a link, the other as a peer or a link
-    of its own), as link-state protocols check two-way connectivity: an advertisement left over from a router whose
-    channels were cut (it cannot send a newer one) then no longer keeps it, or anything behind it, in the network,
-    and it is purged."""
-    claims = {ad.router: {link.to for link in ad.links} | set(ad.peers) for ad in adverts.values()}
+    """Routers joined to ``self_id`` by up links in either direction (the routers of its network). A link counts
+    only when both ends say it is up (the dialler lists it in ``links``, the other end lists the dialler in
+    ``peers``): the last advertisement of a router that was cut off (which nobody replaces) cannot keep it in."""
     neighbours: dict[str, set[str]] = {}
-    for a, claimed in claims.items():
-        for b in claimed:
-            if a in claims.get(b, ()):
-                neighbours.setdefault(a, set()).add(b)
+    for ad in adverts.values():
+        for link in ad.links:
+            other = adverts.get(link.to)
+            if other is not None and ad.router in other.peers:
+                neighbours.setdefault(ad.router, set()).add(link.to)
+                neighbours.setdefault(link.to, set()).add(ad.router)
     seen = {self_id}
     todo = [self_id]
     while todo:

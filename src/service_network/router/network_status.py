@@ -42,6 +42,8 @@ def network_status(adverts: Mapping[str, Advert], router_id: str, site: SiteInfo
         if ad is None:
             continue
         for link in ad.links:
+            if link.to not in members:
+                continue
             remote = adverts.get(link.to)
             sites[ad.site.id].setdefault("links", []).append({
                 "name": link.name, "remoteRouter": link.to, "cost": link.cost,

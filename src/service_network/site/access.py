@@ -109,6 +109,7 @@ class AccessState:
 class AccessPlan:
     ca_secret: str | None = None                       # CA Secret to create (missing)
     router_access: JsonDict | None = None              # RouterAccess to apply (from the Site's linkAccess)
+    stale_router_access: Mapping[str, Any] | None = None   # the Site's RouterAccess its linkAccess no longer asks for
     document_access: list[JsonDict] = field(default_factory=list)     # router document routerAccess[]
     profiles: list[JsonDict] = field(default_factory=list)            # its TLS profile
     services: list[JsonDict] = field(default_factory=list)            # access Services to write
@@ -194,8 +195,14 @@ def compose_access(inputs: AccessInputs) -> AccessPlan:
 
     link_access = str(mapping(site, "spec").get("linkAccess") or "")
     accesses = sorted((o for o in inputs.router_accesses if not meta(o).deletion_timestamp), key=_age)
+    access_type = DEFAULT_ACCESS_TYPE if link_access == "default" else link_access
+    if link_access in ("", "none") or access_type not in ACCESS_TYPES:
+        for obj in accesses:
+            if meta(obj).name == ROUTER_ACCESS_NAME and any(
+                    ref.kind == "Site" and ref.uid == meta(site).uid for ref in meta(obj).owner_references):
+                plan.stale_router_access = obj           # ours (owned by the Site): deleted, and not used meanwhile
+        accesses = [o for o in accesses if o is not plan.stale_router_access]
     if link_access not in ("", "none"):
-        access_type = DEFAULT_ACCESS_TYPE if link_access == "default" else link_access
         if access_type not in ACCESS_TYPES:
             plan.resolved = error(f"link access {quoted(link_access)} is not supported here (supported: default, "
                                   f"{', '.join(ACCESS_TYPES)})")

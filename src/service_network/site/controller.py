@@ -103,7 +103,7 @@ __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
 _KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
-              "Link": LINK, "AccessToken": ACCESS_TOKEN}
+              "AccessToken": ACCESS_TOKEN, "Link": LINK}
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,8 @@ class SiteController:
                                                                   ("Connector", self.connectors),
                                                                   ("Site", self.sites),
                                                                   ("RouterAccess", self.router_accesses),
-                                                                  ("Link", self.links),
-                                                                  ("AccessToken", self.access_tokens))}
+                                                                  ("AccessToken", self.access_tokens),
+                                                                  ("Link", self.links))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -440,6 +440,18 @@ class SiteController:
         if access.ca_secret is not None and (problem := await self.access.ensure_ca(site, access.ca_secret)):
             failures.append(problem)
         retry = bool(failures)
+        stale = access.stale_router_access
+        if stale is not None:
+            try:
+                await self.api.delete(ROUTER_ACCESS, meta(stale).name, plan.namespace, uid=meta(stale).uid or None)
+                self.metrics.writes.labels("RouterAccess", "delete").inc()
+            except (NotFound, Conflict):
+                pass
+            except KubeError as failure:
+                message, again = self._failed("RouterAccess", f"could not delete RouterAccess {meta(stale).name}",
+                                              failure)
+                failures.append(message)
+                retry |= again
         desired = access.router_access
         live = self.router_accesses.get(object_key(desired)) if desired is not None else None
         if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]):
