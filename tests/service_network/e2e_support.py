@@ -102,5 +102,26 @@ async def wait_sessions_change(env: SiteEnv, before: dict[str, int], within: flo
     return result
 
 
-__all__ = ["ECHO", "echo_backend", "first_greeting", "greeting", "greetings", "hop_sessions", "service_ip",
-           "statuses", "wait_sessions_change"]
+__all__ = ["ECHO", "echo_backend", "first_greeting", "greeting", "greetings", "hop_sessions", "link_with_token",
+           "service_ip", "statuses", "wait_sessions_change"]
+
+
+async def link_with_token(granting: SiteEnv, redeeming: SiteEnv, name: str | None = None,
+                          within: float = 30.0) -> None:
+    """Link ``redeeming`` to ``granting`` as a user does: an AccessGrant in ``granting``, its url, code and CA in
+    an AccessToken applied in ``redeeming``, redeemed (the granting site then links back)."""
+    grant = name or f"for-{redeeming.namespace}"
+    await granting.create("AccessGrant", grant, {"redemptionsAllowed": 1, "expirationWindow": "15m"})
+
+    async def published() -> dict[str, Any] | None:
+        status = await granting.status("AccessGrant", grant)
+        return status if status.get("url") and status.get("code") and status.get("ca") else None
+    status = await granting.wait_for(published, within, f"AccessGrant {grant} published")
+    token = f"to-{granting.namespace}"
+    await redeeming.create("AccessToken", token, {"url": status["url"], "code": status["code"], "ca": status["ca"]})
+
+    async def redeemed() -> bool:
+        current = await redeeming.status("AccessToken", token)
+        assert current.get("status") != "Error", current
+        return current.get("redeemed") is True
+    await redeeming.wait_for(redeemed, within, f"AccessToken {token} redeemed")

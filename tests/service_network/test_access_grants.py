@@ -100,7 +100,8 @@ async def test_token_issued_in_west_redeemed_in_east_creates_the_link_and_the_li
     # East: the Link to West's access and its Secret, a client certificate of West's CA for East's site id.
     west_host, west_port = await sites.access_endpoint("west")
     link = await east.get("Link", "to-west")
-    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": west_host, "port": str(west_port)}],
+    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": west_host, "port": str(west_port),
+                                           "group": "skupper-router"}],
                             "tlsCredentials": "to-west", "cost": 3}
     west_ca = await sites.site_ca("west")
     ca_pem, client = _secret_pair(await east.api.get("secrets", "to-west", "east"))
@@ -111,7 +112,8 @@ async def test_token_issued_in_west_redeemed_in_east_creates_the_link_and_the_li
     # West: the link back to East, named after the East site, with a client certificate of East's CA.
     east_host, east_port = await sites.access_endpoint("east")
     back = await west.wait_for(lambda: west.get("Link", "east"), 10, "link back in west")
-    assert back["spec"]["endpoints"] == [{"name": "inter-router", "host": east_host, "port": str(east_port)}]
+    assert back["spec"]["endpoints"] == [{"name": "inter-router", "host": east_host, "port": str(east_port),
+                                          "group": "skupper-router"}]
     east_ca = await sites.site_ca("east")
     back_ca, back_client = _secret_pair(await west.api.get("secrets", "east", "west"))
     assert back_ca == east_ca.cert and pki.signed_by(back_client.cert, east_ca.cert)

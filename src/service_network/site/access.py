@@ -31,9 +31,10 @@ from pydantic import ValidationError
 
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import GROUP_VERSION, INTER_ROUTER_PORT, ROUTER_POD_LABELS
+from ..constants import GROUP_VERSION, INTER_ROUTER_PORT, ROUTER_NAME, ROUTER_POD_LABELS
 from ..crd.models import RouterAccessSpec
 from ..router.names import CONTROL_SNI, KEY_SNI_WILDCARD
+from .ha import group_labels, router_groups
 from .resources import owner_references
 from .status import ConditionState, error, pending, ready
 from .validation import quoted
@@ -135,14 +136,17 @@ def site_router_access(site: Mapping[str, Any], access_type: str) -> JsonDict:
                      "tlsCredentials": SITE_SERVER_SECRET}}
 
 
-def _access_service(obj: Mapping[str, Any], service_type: str, port: int) -> JsonDict:
+def _access_service(obj: Mapping[str, Any], service_type: str, port: int, name: str | None = None,
+                    labels: Mapping[str, str] | None = None) -> JsonDict:
+    """The Service exposing the access (``name``, default the RouterAccess's) to the router Pods (with ``labels``:
+    one router of an HA site)."""
     access_meta = meta(obj)
     return {"apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": access_meta.name, "namespace": access_meta.namespace,
+            "metadata": {"name": name or access_meta.name, "namespace": access_meta.namespace,
                          "annotations": {ANNOTATION_ACCESS: access_meta.name},
                          "ownerReferences": [{"apiVersion": GROUP_VERSION, "kind": "RouterAccess",
                                               "name": access_meta.name, "uid": access_meta.uid}]},
-            "spec": {"type": service_type, "selector": dict(ROUTER_POD_LABELS),
+            "spec": {"type": service_type, "selector": {**ROUTER_POD_LABELS, **(labels or {})},
                      "ports": [{"name": INTER_ROUTER, "port": port, "targetPort": port, "protocol": "TCP"}]}}
 
 
@@ -247,19 +251,32 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
         return AccessState(obj, error(f"access type {quoted(access_type)} is not supported here (supported: "
                                       f"{', '.join(ACCESS_TYPES)})"))
     service_type = ACCESS_TYPES[access_type]
-    live = inputs.services.get(name)
-    if live is not None and meta(live).annotations.get(ANNOTATION_ACCESS) != name:
-        return AccessState(obj, error(f"Service {name} already exists in namespace"))
-    if meta(obj).uid:
-        plan.services.append(_access_service(obj, service_type, port))
-    host, resolved_port, awaited = _resolve(service_type, live, inputs.router_pods, name, namespace, port)
+    # one Service per router of the site (HA: two, the second named <access>-2), each endpoint with its group
+    groups = {group: name + group[len(ROUTER_NAME):] for group in router_groups(inputs.site)}
+    for service_name in groups.values():
+        live = inputs.services.get(service_name)
+        if live is not None and meta(live).annotations.get(ANNOTATION_ACCESS) != name:
+            return AccessState(obj, error(f"Service {service_name} already exists in namespace"))
     state = AccessState(obj, ready())
-    if host is not None:
-        state.endpoints = [{"name": INTER_ROUTER, "host": host, "port": str(resolved_port), "group": "skupper-router"}]
+    endpoints: list[JsonDict] = []
+    awaiting: list[str] = []
+    for group, service_name in groups.items():
+        labels = group_labels(inputs.site, group)
+        if meta(obj).uid:
+            plan.services.append(_access_service(obj, service_type, port, service_name, labels))
+        pods = [p for p in inputs.router_pods if all(meta(p).labels.get(k) == v for k, v in labels.items())]
+        host, resolved_port, awaited = _resolve(service_type, inputs.services.get(service_name), pods, service_name,
+                                                namespace, port)
+        if host is None:
+            awaiting.append(awaited)
+        else:
+            endpoints.append({"name": INTER_ROUTER, "host": host, "port": str(resolved_port), "group": group})
+    if awaiting:
+        state.resolved = pending(awaiting[0])
+    else:
+        state.endpoints = endpoints
         state.resolved = ready()
         plan.endpoints = state.endpoints
-    else:
-        state.resolved = pending(awaited)
 
     secret_name = spec.tls_credentials
     secret = inputs.secrets.get(secret_name)

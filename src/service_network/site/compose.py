@@ -29,7 +29,7 @@ from typing import Any
 from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_RESERVED_PORTS
+from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_NAME, ROUTER_RESERVED_PORTS
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
 from .access import AccessInputs, AccessPlan, compose_access
@@ -42,6 +42,7 @@ from .bindings import (
     pod_targets,
     tls_problem,
 )
+from .ha import group_labels, ha_router_objects
 from .links import LinkState, compose_links, observe_links
 from .netstatus import network_status_config_map
 from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
@@ -385,8 +386,9 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
         "sitesInNetwork": len(network), "network": network,
         "controller": dict(inputs.controller) or None}))
-    objects = router_objects(active, inputs.router)
+    objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME))
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
+    objects += ha_router_objects(active, inputs.router, document_text, ports_text)
     return SitePlan(namespace, active, site_states, objects,
                     config_map(active, document_text, ports_text), desired_services, stale,
                     listener_bindings + connector_bindings, record, notes, links=link_states, access=access)

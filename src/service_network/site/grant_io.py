@@ -207,8 +207,7 @@ class GrantKeeper:
         log.info("AccessGrant %s/%s redeemed by site %s (%s)%s", namespace, grant.name, request.site.name[:64],
                  request.site.id[:64], f"; link back {back_name} created" if back is not None else "")
         return {"site": {"id": site_meta.uid, "name": site_meta.name, "namespace": namespace},
-                "endpoints": [LinkEndpoint(name=str(e.get("name") or "inter-router"), host=str(e["host"]),
-                                           port=int(e["port"])).model_dump() for e in access.endpoints],
+                "endpoints": [LinkEndpoint.of(e).model_dump() for e in access.endpoints],
                 "ca": ca.cert.decode(), "cert": issued.cert.decode(), "key": issued.key.decode(),
                 "linkBack": back_name if back is not None else None}
 

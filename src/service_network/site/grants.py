@@ -205,6 +205,8 @@ class LinkEndpoint(_Message):
     name: str = Field(default="inter-router", max_length=64)
     host: str = Field(max_length=253)
     port: int = Field(ge=1, le=65535)
+    group: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Which router of the remote site (an HA site has two)."""
 
     @field_validator("host")
     @classmethod
@@ -213,8 +215,17 @@ class LinkEndpoint(_Message):
             raise ValueError(problem)
         return value
 
+    @classmethod
+    def of(cls, endpoint: Mapping[str, Any]) -> LinkEndpoint:
+        """From an endpoint of a RouterAccess status."""
+        return cls(name=str(endpoint.get("name") or "inter-router"), host=str(endpoint["host"]),
+                   port=int(endpoint["port"]), group=endpoint.get("group") or None)
+
     def as_spec(self) -> JsonDict:
-        return {"name": self.name, "host": self.host, "port": str(self.port)}
+        spec: JsonDict = {"name": self.name, "host": self.host, "port": str(self.port)}
+        if self.group is not None:
+            spec["group"] = self.group
+        return spec
 
 
 class _Credentials(_Message):

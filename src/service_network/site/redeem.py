@@ -216,8 +216,7 @@ class TokenRedeemer:
                                retry=True, reason="NoIssuer") from None
             request["linkBack"] = LinkBack(
                 ca=ca.cert.decode(), cert=issued.cert.decode(), key=issued.key.decode(),
-                endpoints=[LinkEndpoint(name=str(e.get("name") or "inter-router"), host=str(e["host"]),
-                                        port=int(e["port"])) for e in access.endpoints]).model_dump()
+                endpoints=[LinkEndpoint.of(e) for e in access.endpoints]).model_dump()
         return request
 
     async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, answer: JsonDict) -> TokenOutcome:

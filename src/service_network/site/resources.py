@@ -32,8 +32,8 @@ from ..constants import (
     ROUTER_STATE_DIR,
 )
 
-__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "owner_references", "role_rules",
-           "router_objects"]
+__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "deployment", "owner_references",
+           "role_rules", "router_objects"]
 
 #: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched); what it
 #: writes: its key of the network status ConfigMap (server-side apply = patch; the controller creates the ConfigMap,
@@ -104,7 +104,10 @@ def service_account_name(site: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) and name else ROUTER_NAME
 
 
-def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
+def _deployment(site: Mapping[str, Any], options: RouterOptions, name: str = ROUTER_NAME,
+                pod_labels: Mapping[str, str] | None = None) -> JsonDict:
+    """The router Deployment ``name`` reading the ConfigMap of the same name; its Pods carry the router labels
+    (which every listener Service selects) and ``pod_labels`` (HA: which router of the site)."""
     def field_env(name: str, path: str) -> JsonDict:
         return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
@@ -117,7 +120,7 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
             field_env("POD_IP", "status.podIP"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
             field_env("POD_NAME", "metadata.name"),
-            {"name": "ROUTER_CONFIG_MAP", "value": ROUTER_NAME},
+            {"name": "ROUTER_CONFIG_MAP", "value": name},
             {"name": "ROUTER_STATE_DIR", "value": ROUTER_STATE_DIR},
         ],
         "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"},
@@ -128,12 +131,12 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
     }
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _metadata(site, ROUTER_NAME, dict(ROUTER_POD_LABELS)),
+        "metadata": _metadata(site, name, dict(ROUTER_POD_LABELS)),
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": dict(ROUTER_POD_LABELS)},
+            "selector": {"matchLabels": {**ROUTER_POD_LABELS, **((pod_labels or {}) if name != ROUTER_NAME else {})}},
             "template": {
-                "metadata": {"labels": dict(ROUTER_POD_LABELS)},
+                "metadata": {"labels": {**ROUTER_POD_LABELS, **(pod_labels or {})}},
                 "spec": {"serviceAccountName": service_account_name(site), "containers": [container],
                          "volumes": [{"name": "state", "emptyDir": {}}]},
             },
@@ -141,7 +144,14 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
     }
 
 
-def router_objects(site: Mapping[str, Any], options: RouterOptions) -> list[tuple[ResourceInfo, JsonDict]]:
+def deployment(site: Mapping[str, Any], options: RouterOptions, name: str,
+               pod_labels: Mapping[str, str]) -> tuple[ResourceInfo, JsonDict]:
+    """A further router Deployment of the site (HA: ``skupper-router-2``)."""
+    return DEPLOYMENT, _deployment(site, options, name, pod_labels)
+
+
+def router_objects(site: Mapping[str, Any], options: RouterOptions,
+                   pod_labels: Mapping[str, str] | None = None) -> list[tuple[ResourceInfo, JsonDict]]:
     """ServiceAccount, Role and RoleBinding (unless the Site names its own service account), then the Deployment."""
     objects: list[tuple[ResourceInfo, JsonDict]] = []
     spec = site.get("spec")
@@ -158,14 +168,15 @@ def router_objects(site: Mapping[str, Any], options: RouterOptions) -> list[tupl
                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                         "name": ROUTER_NAME}}),
         ]
-    objects.append((DEPLOYMENT, _deployment(site, options)))
+    objects.append((DEPLOYMENT, _deployment(site, options, ROUTER_NAME, pod_labels)))
     return objects
 
 
-def config_map(site: Mapping[str, Any], document: str, ports: str) -> tuple[ResourceInfo, JsonDict]:
+def config_map(site: Mapping[str, Any], document: str, ports: str,
+               name: str = ROUTER_NAME) -> tuple[ResourceInfo, JsonDict]:
     """The router ConfigMap: the router document, and the port allocations it was composed with."""
     return CONFIG_MAP, {
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": _metadata(site, ROUTER_NAME, {LABEL_ROUTER_CONFIG: ""}),
+        "metadata": _metadata(site, name, {LABEL_ROUTER_CONFIG: ""}),
         "data": {ROUTER_CONFIG_KEY: document, PORTS_KEY: ports},
     }
