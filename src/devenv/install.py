@@ -21,7 +21,7 @@ import contextlib
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ HELM_TIMEOUT = 60.0
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 LISTENER_CLASSES = "listenerclasses.listeners.stackable.tech"
 SITES = "sites.skupper.io"
+#: The chart's templates of the service network (``--show-only``: a cluster with the service network alone).
+SERVICE_NETWORK_TEMPLATES = ("templates/service-network-rbac.yaml", "templates/service-network-controller.yaml")
 #: The role label of the site controller's Pods (the chart's ``serviceNetwork.enabled``).
 SITE_CONTROLLER_ROLE = "service-network-controller"
 PRESET_CLASSES = {"none": set(), "ephemeral-nodes": {"cluster-internal", "external-unstable", "external-stable"},
@@ -63,13 +65,16 @@ def find_helm() -> str:
 
 
 async def render_chart(values: Mapping[str, str], *, chart: Path = CHART_DIR, namespace: str = NAMESPACE,
-                       release: str = RELEASE) -> list[dict[str, Any]]:
-    """``helm template`` of the chart with ``--set`` values; the objects in file order."""
+                       release: str = RELEASE, only: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """``helm template`` of the chart with ``--set`` values (``only``: these templates alone); the objects in file
+    order."""
     if not (chart / "Chart.yaml").is_file():
         raise InstallError(f"the Helm chart is not at {chart} (local up runs from a checkout of the project)")
     argv = [find_helm(), "template", release, str(chart), "--namespace", namespace]
     for key, value in values.items():
         argv += ["--set", f"{key}={value}"]
+    for template in only:
+        argv += ["--show-only", template]
     process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
@@ -157,10 +162,12 @@ def crashes(pod: Mapping[str, Any], log_path: Callable[[str, str], Path | None])
 class OperatorPods:
     """The operator's Pods in kubesim: health, crashes, logs."""
 
-    def __init__(self, sim: Any, preset: str, namespace: str = NAMESPACE, *, service_network: bool = False) -> None:
+    def __init__(self, sim: Any, preset: str, namespace: str = NAMESPACE, *, listener_operator: bool = True,
+                 service_network: bool = False) -> None:
         self.sim = sim
         self.preset = preset
         self.namespace = namespace
+        self.listener_operator = listener_operator
         self.service_network = service_network
 
     def log_path(self, pod: str, container: str) -> Path | None:
@@ -184,13 +191,15 @@ class OperatorPods:
         established = {crd["metadata"]["name"] for crd in crds
                        if any(c.get("type") == "Established" and c.get("status") == "True"
                               for c in items(crd, "status", "conditions"))}
-        if f"{LISTENER_CLASSES}" not in established:
-            return "the operator's CRDs"
         if self.service_network:
             if SITES not in established:
                 return "the service network's CRDs (applied by its site controller)"
             if not await self._site_controller_ready():
                 return "the service network's site controller"
+        if not self.listener_operator:
+            return None
+        if f"{LISTENER_CLASSES}" not in established:
+            return "the operator's CRDs"
         classes, _ = await self.sim.api.list(LISTENER_CLASSES)
         if not PRESET_CLASSES.get(self.preset, set()) <= {c["metadata"]["name"] for c in classes}:
             return "the preset ListenerClasses"
@@ -296,10 +305,10 @@ class OperatorPods:
         return saved
 
 
-async def install(sim: Any, preset: str, *, namespace: str = NAMESPACE,
-                  values: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """Render the chart (``preset`` plus ``values``) and apply it; the objects applied."""
-    objects = await render_chart({"preset": preset, **(values or {})}, namespace=namespace)
+async def install(sim: Any, preset: str, *, namespace: str = NAMESPACE, values: Mapping[str, str] | None = None,
+                  only: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Render the chart (``preset`` plus ``values``; ``only``: these templates) and apply it; the objects applied."""
+    objects = await render_chart({"preset": preset, **(values or {})}, namespace=namespace, only=only)
     await apply_objects(sim, objects, namespace)
     return objects
 

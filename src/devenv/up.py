@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 HELP = "run kubesim with simulated nodes and the operator locally"
 
 HEALTHY_TIMEOUT = 60.0
-#: The chart values of a local cluster beyond the preset: the service network's site controller too.
-CHART_VALUES = {"serviceNetwork.enabled": "true"}
+#: The chart values of a local cluster beyond the preset: the service network's site controller too, with its grant
+#: server (redeeming AccessTokens) at its Pod IP, which the other local clusters of the network demo reach.
+CHART_VALUES = {"serviceNetwork.enabled": "true", "serviceNetwork.grantServer.enabled": "true"}
 
 
 class LocalError(Exception):
@@ -62,6 +63,8 @@ class LocalOptions:
     port: int = 0
     log_format: str = "plain"
     address_block: int | None = None  # None: the lowest block no other local cluster holds
+    operator: bool = True  # False: only the service network (the chart's site controller), no listener operator
+    name: str = ""  # set when several clusters run side by side (the network demo): names the cluster in errors
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -181,8 +184,12 @@ class LocalCluster:
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
         await self._install_operator()
         await self._wait_healthy()
-        self.console.step(f"operator healthy: CRDs established, preset ListenerClasses present, CSI driver registered "
-                          f"on every node, site controller ready ({time.monotonic() - started:.1f}s)")
+        if self.options.operator:
+            self.console.step(f"operator healthy: CRDs established, preset ListenerClasses present, CSI driver "
+                              f"registered on every node, site controller ready ({time.monotonic() - started:.1f}s)")
+        else:
+            self.console.step(f"site controller ready: skupper.io CRDs established "
+                              f"({time.monotonic() - started:.1f}s)")
 
     def _prepare_state_dir(self) -> None:
         try:
@@ -235,19 +242,31 @@ class LocalCluster:
         self.console.step(f"cluster addresses: {sim.address_block.describe()}")
 
     async def _install_operator(self) -> None:
-        """The chart, as ``helm template`` renders it, applied to kubesim; kubesim runs its Pods."""
-        from devenv.install import CHART_DIR, NAMESPACE, InstallError, OperatorPods, install
+        """The chart with the service network, as ``helm template`` renders it, applied to kubesim; kubesim runs its
+        Pods. Without the listener operator (``operator=False``): only the chart's service-network objects, as
+        ``deploy/manifests/service-network/`` holds them."""
+        from devenv.install import (
+            CHART_DIR,
+            NAMESPACE,
+            SERVICE_NETWORK_TEMPLATES,
+            InstallError,
+            OperatorPods,
+            install,
+        )
 
+        only = () if self.options.operator else SERVICE_NETWORK_TEMPLATES
         try:
-            objects = await install(self.sim, self.options.preset, values=CHART_VALUES)
+            objects = await install(self.sim, self.options.preset, values=CHART_VALUES, only=only)
         except InstallError as error:
             raise LocalError(str(error)) from None
-        self.operator = OperatorPods(self.sim, self.options.preset, service_network=True)
+        self.operator = OperatorPods(self.sim, self.options.preset, listener_operator=self.options.operator,
+                                     service_network=True)
         kinds = ", ".join(sorted({obj["kind"] for obj in objects}))
         values = " ".join(f"{key}={value}" for key, value in CHART_VALUES.items())
+        what = f"preset {self.options.preset}, {values}" if self.options.operator else \
+            f"{values}, its service-network templates only"
         self.console.step(f"installed the Helm chart {CHART_DIR.relative_to(CHART_DIR.parents[2])} (helm template | "
-                          f"server-side apply, preset {self.options.preset}, {values}): {len(objects)} objects "
-                          f"({kinds}) in namespace {NAMESPACE}")
+                          f"server-side apply, {what}): {len(objects)} objects ({kinds}) in namespace {NAMESPACE}")
 
     async def _wait_healthy(self) -> None:
         from devenv.install import NAMESPACE, InstallError
@@ -256,7 +275,7 @@ class LocalCluster:
         try:
             await self.operator.wait_healthy(HEALTHY_TIMEOUT)
         except InstallError as error:
-            raise LocalError(str(error)) from None
+            raise LocalError(f"{self.options.name}: {error}" if self.options.name else str(error)) from None
         pods = await self.operator.pods()
         self.console.step(f"operator Pods running in namespace {NAMESPACE}: "
                           + ", ".join(sorted(pod["metadata"]["name"] for pod in pods)))

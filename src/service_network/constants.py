@@ -17,6 +17,11 @@ ROUTER_CONFIG_KEY = "router.json"
 #: across restarts even for entities withheld from the router document (e.g. waiting for a TLS Secret).
 PORTS_KEY = "ports.json"
 
+#: ConfigMap into which each router Pod copies its network status (upstream's name), one key per router:
+#: ``<router ConfigMap name>.json`` (docs/service-network-router.md "Network status"). The controller creates it
+#: (owned by the Site); a router may only patch it.
+NETWORK_STATUS_NAME = "skupper-network-status"
+
 #: Labels of the router Pods; listener Services select them (upstream's selector).
 ROUTER_POD_LABELS = MappingProxyType({"application": "skupper-router", "skupper.io/component": "router"})
 #: Label on every router object the controller creates (its caches select them by it).

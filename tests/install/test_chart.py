@@ -62,6 +62,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "telemetry": {"consoleLog": {"level": "DEBUG"}},
         "serviceNetwork": {
             "enabled": True, "serviceAccount": {"create": False, "name": "skupper-controller"},
+            "grantServer": {"enabled": True, "port": 9443, "url": "https://grants.example.com:443",
+                            "service": {"type": "LoadBalancer"}},
             "controller": {"replicas": 2, "watchNamespace": "apps", "priorityClassName": "system-cluster-critical",
                            "tolerations": [{"operator": "Exists"}], "securityContext": {"runAsUser": None},
                            "resources": {"limits": {"memory": "512Mi"}}}},
@@ -148,10 +150,9 @@ def test_the_chart_rbac_file_is_what_the_site_controller_code_needs() -> None:
 
 def network_objects(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The objects serviceNetwork.enabled adds, by kind."""
-    found = {o["kind"]: o for o in objects if o["metadata"]["name"].startswith(SITE_CONTROLLER)
-             or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "skupper-controller")}
-    assert len(found) == len([o for o in objects if o["metadata"]["name"].startswith(SITE_CONTROLLER)
-                              or o["metadata"]["name"] == "skupper-controller"]), "one object per kind"
+    added = [o for o in objects if o["metadata"]["name"].startswith("listener-operator-service-network-")]
+    found = {o["kind"]: o for o in added}
+    assert len(found) == len(added), "one object per kind"
     return found
 
 
@@ -164,7 +165,7 @@ def test_the_service_network_is_off_by_default(tmp_path: Path) -> None:
 def test_service_network_adds_the_site_controller_with_its_own_account_and_roles(tmp_path: Path) -> None:
     objects = network_objects(render(tmp_path, VALUE_SETS["service-network"]))
     assert sorted(objects) == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding",
-                               "ServiceAccount"]
+                               "ServiceAccount"]   # no grant Service by default
     deployment = objects["Deployment"]
     assert (deployment["metadata"]["namespace"], deployment["spec"]["replicas"]) == (NAMESPACE, 1)
     template = deployment["spec"]["template"]
@@ -208,6 +209,13 @@ def test_service_network_values_reach_the_site_controller(tmp_path: Path) -> Non
     assert (env["WATCH_NAMESPACE"], env["DISABLE_CRD_MAINTENANCE"], env["CONSOLE_LOG_LEVEL"]) == (
         "apps", "true", "DEBUG")
     assert "runAsUser" not in controller["securityContext"]   # null removes a default (OpenShift)
+    # the grant server: listening on the Pod's port, publishing the URL other sites reach, behind a LoadBalancer
+    assert (env["GRANT_SERVER_ADDRESS"], env["GRANT_SERVER_URL"]) == ("0.0.0.0:9443", "https://grants.example.com:443")
+    assert {"name": "grants", "containerPort": 9443} in controller["ports"]
+    service = objects["Service"]["spec"]
+    assert (service["type"], service["ports"]) == ("LoadBalancer", [{"name": "grants", "port": 9443,
+                                                                     "targetPort": "grants"}])
+    assert service["selector"] == spec["selector"]["matchLabels"]
     assert controller["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
     # CRD maintenance off: the controller only waits for the CRDs
     assert objects["ClusterRole"]["rules"] == cluster_role_rules(maintain_crds=False)
@@ -371,6 +379,9 @@ def test_openshift_gets_security_context_constraints(tmp_path: Path) -> None:
     ({"serviceNetwork": {"enable": True}}, "additional properties 'enable' not allowed"),
     ({"serviceNetwork": {"controller": {"watchNamespace": "Apps\nkind: Secret"}}},
      "at '/serviceNetwork/controller/watchNamespace'"),
+    ({"serviceNetwork": {"grantServer": {"url": "http://grants.example.com"}}},
+     "at '/serviceNetwork/grantServer/url'"),
+    ({"serviceNetwork": {"grantServer": {"port": 0}}}, "at '/serviceNetwork/grantServer/port'"),
     ({"serviceNetwork": {"enabled": True, "serviceAccount": {"create": False}}},
      "serviceNetwork.serviceAccount.name must name an existing ServiceAccount"),
     ({"kubernetesClusterDomain": "Corp Example"}, "at '/kubernetesClusterDomain'"),

@@ -33,7 +33,9 @@ NS = "west"
 ROUTER_IMAGE = "localhost/listener-operator:0.1.0"  # the project image (devenv.image)
 ECHO_IMAGE = "sn-test/echo"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
-RESOURCES = {"Site": "sites.skupper.io", "Listener": "listeners.skupper.io", "Connector": "connectors.skupper.io"}
+RESOURCES = {"Site": "sites.skupper.io", "Listener": "listeners.skupper.io", "Connector": "connectors.skupper.io",
+             "RouterAccess": "routeraccesses.skupper.io", "Link": "links.skupper.io",
+             "AccessGrant": "accessgrants.skupper.io", "AccessToken": "accesstokens.skupper.io"}
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 
 
@@ -86,16 +88,21 @@ class RunningController:
 
 
 class SiteEnv:
-    def __init__(self, sim: KubeSim) -> None:
+    """One cluster with one site namespace (``namespace``, default ``west``)."""
+
+    def __init__(self, sim: KubeSim, namespace: str | None = None) -> None:
         self.sim = sim
         self.api = sim.api
+        self.namespace = namespace or NS
         self.controllers: list[RunningController] = []
 
     # ---- processes -----------------------------------------------------------------------------------------------
     async def start_controller(self, **options: Any) -> RunningController:
         settings: dict[str, Any] = {"kubeconfig": str(self.sim.kubeconfig_path), "http_address": None,
                                     "leader_elect": False, "workers": 2,
-                                    "router": RouterOptions(image=ROUTER_IMAGE)}
+                                    "router": RouterOptions(image=ROUTER_IMAGE),
+                                    # the redemption server on an address of this cluster's block
+                                    "grant_server_address": (self.sim.address_block.client_ip(254), 0)}
         settings.update(options)
         requests: list[tuple[str, str]] = []
         process = SiteControllerProcess(ControllerOptions(**settings),
@@ -113,24 +120,25 @@ class SiteEnv:
         # Router Pods are host processes: delete their workloads and Pods through the API so that the kubelet
         # stops their containers.
         with contextlib.suppress(ApiError):
-            for deployment in (await self.api.list("deployments.apps", NS))[0]:
-                await self.api.delete("deployments.apps", deployment["metadata"]["name"], NS)
-            for pod in (await self.api.list("pods", NS))[0]:
-                await self.api.delete("pods", pod["metadata"]["name"], NS)
+            for deployment in (await self.api.list("deployments.apps", self.namespace))[0]:
+                await self.api.delete("deployments.apps", deployment["metadata"]["name"], self.namespace)
+            for pod in (await self.api.list("pods", self.namespace))[0]:
+                await self.api.delete("pods", pod["metadata"]["name"], self.namespace)
         await self.wait_for(self._no_router_processes, 30, "router processes stopped")
 
     async def _no_router_processes(self) -> bool:
-        pods, _ = await self.api.list("pods", NS)
+        pods, _ = await self.api.list("pods", self.namespace)
         return not pods
 
     # ---- objects -------------------------------------------------------------------------------------------------
-    async def create(self, kind: str, name: str, spec: dict[str, Any], namespace: str = NS) -> dict[str, Any]:
+    async def create(self, kind: str, name: str, spec: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        namespace = namespace or self.namespace
         return await self.api.create(RESOURCES[kind], {"apiVersion": GV, "kind": kind,
                                                        "metadata": {"name": name, "namespace": namespace},
                                                        "spec": spec}, namespace)
 
-    async def get(self, kind: str, name: str, namespace: str = NS) -> dict[str, Any]:
-        return await self.api.get(RESOURCES[kind], name, namespace)
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return await self.api.get(RESOURCES[kind], name, namespace or self.namespace)
 
     async def update_spec(self, kind: str, name: str, **fields: Any) -> dict[str, Any]:
         obj = await self.get(kind, name)
@@ -139,10 +147,10 @@ class SiteEnv:
             obj["spec"].pop(key)
         return await self.api.update(RESOURCES[kind], obj)
 
-    async def delete(self, kind: str, name: str, namespace: str = NS) -> None:
-        await self.api.delete(RESOURCES[kind], name, namespace)
+    async def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        await self.api.delete(RESOURCES[kind], name, namespace or self.namespace)
 
-    async def status(self, kind: str, name: str, namespace: str = NS) -> dict[str, Any]:
+    async def status(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         try:
             return (await self.get(kind, name, namespace)).get("status") or {}
         except ApiError as error:
@@ -165,13 +173,13 @@ class SiteEnv:
         if args:
             container["args"] = args
         return await self.api.create("deployments.apps", {
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": NS},
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": self.namespace},
             "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}, NS)
+                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}}, self.namespace)
 
     async def ready_pods(self, labels: dict[str, str]) -> list[dict[str, Any]]:
         selector = ",".join(f"{k}={v}" for k, v in labels.items())
-        pods, _ = await self.api.list("pods", NS, label_selector=selector)
+        pods, _ = await self.api.list("pods", self.namespace, label_selector=selector)
         return [p for p in pods if not p["metadata"].get("deletionTimestamp") and any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in p.get("status", {}).get("conditions", []))]
 
@@ -186,7 +194,7 @@ class SiteEnv:
         return pods[0]
 
     async def service(self, name: str) -> dict[str, Any]:
-        return await self.api.get("services", name, NS)
+        return await self.api.get("services", name, self.namespace)
 
     async def router_endpoint(self, listener: str, host: str) -> tuple[str, int]:
         """The router Pod's IP and the router port of ``listener`` (what the Service forwards to)."""
@@ -212,7 +220,8 @@ async def _synced(process: SiteControllerProcess) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def site_environment() -> AsyncIterator[SiteEnv]:
+async def site_environment(namespace: str = NS) -> AsyncIterator[SiteEnv]:
+    """One cluster (its own address block: several run side by side) with the namespace ``namespace``."""
     state = Path(tempfile.mkdtemp(prefix="sn", dir="/tmp"))
     try:
         async with KubeSim(nodes=1, state_dir=state) as sim:
@@ -221,8 +230,8 @@ async def site_environment() -> AsyncIterator[SiteEnv]:
             assert sim.cluster is not None
             load_project_image(sim.cluster.runtime)
             sim.cluster.runtime.register(ECHO_IMAGE, echo_handler())
-            await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-            env = SiteEnv(sim)
+            await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            env = SiteEnv(sim, namespace)
             try:
                 yield env
             finally:

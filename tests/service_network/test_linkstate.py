@@ -60,7 +60,8 @@ def test_chain_two_hops_and_cheaper_direct_link():
 
 def test_links_carry_data_in_their_direction_only():
     # east dialled west: west cannot send over it, east can
-    adverts = db(ad("west", keys=("w-key",)), ad("east", links={"to-west": ("west", 1)}, keys=("e-key",)))
+    adverts = db(ad("west", keys=("w-key",), peers=("east",)), ad("east", links={"to-west": ("west", 1)},
+                                                                   keys=("e-key",)))
     assert remote_routes(adverts, "west") == ()
     assert remote_routes(adverts, "east") == (RemoteRoute(routing_key="w-key", link="to-west", cost=1),)
     assert connected_routers(adverts, "west") == {"west", "east"}
@@ -92,8 +93,21 @@ def test_equal_cost_paths_choose_a_stable_first_link():
 
 
 def test_connected_routers_excludes_a_partitioned_router():
-    adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b"), ad("gone", keys=("k",)))
+    adverts = db(ad("a", links={"ab": ("b", 1)}), ad("b", peers=("a",)), ad("gone", keys=("k",)))
     assert connected_routers(adverts, "a") == {"a", "b"}
+
+
+def test_a_link_counts_only_while_both_ends_report_it():
+    """middle cut its link to east: east's last advertisement (nobody can replace it) still names middle as a
+    peer, but middle no longer lists the link, so east is out of the network at once; and the other way round."""
+    west = ad("west", links={"w-m": ("middle", 1)})
+    stale_east = ad("east", peers=("middle",), keys=("k",))
+    middle = ad("middle", peers=("west",))
+    assert connected_routers(db(west, middle, stale_east), "west") == {"west", "middle"}
+    dead_dialler = ad("d", links={"d-m": ("middle", 1)})          # middle no longer has d as a peer
+    assert connected_routers(db(west, middle, dead_dialler), "west") == {"west", "middle"}
+    linked = ad("middle", 2, links={"m-e": ("east", 1)}, peers=("west",))
+    assert connected_routers(db(west, linked, stale_east), "west") == {"west", "middle", "east"}
 
 
 def test_hostile_key_from_a_remote_router_becomes_safe_names(tmp_path):

@@ -356,7 +356,8 @@ def test_router_objects_of_the_site() -> None:
     plan = compose(sites=[site()])
     kinds = [(info.kind, body["metadata"]["name"]) for info, body in plan.router_objects]
     assert kinds == [("ServiceAccount", "skupper-router"), ("Role", "skupper-router"),
-                     ("RoleBinding", "skupper-router"), ("Deployment", "skupper-router")]
+                     ("RoleBinding", "skupper-router"), ("ConfigMap", "skupper-network-status"),
+                     ("Deployment", "skupper-router")]
     deployment = plan.router_objects[-1][1]
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["service-network", "run", "router"]
@@ -365,8 +366,8 @@ def test_router_objects_of_the_site() -> None:
     assert deployment["spec"]["template"]["metadata"]["labels"] == {"application": "skupper-router",
                                                                     "skupper.io/component": "router"}
     own_account = compose(sites=[site(serviceAccount="mine")])
-    assert [info.kind for info, _ in own_account.router_objects] == ["Deployment"]
-    assert own_account.router_objects[0][1]["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
+    assert [info.kind for info, _ in own_account.router_objects] == ["ConfigMap", "Deployment"]
+    assert own_account.router_objects[-1][1]["spec"]["template"]["spec"]["serviceAccountName"] == "mine"
 
 
 def test_link_access_is_part_two() -> None:

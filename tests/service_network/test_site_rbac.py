@@ -1,7 +1,8 @@
 """The site controller needs exactly the access of ``CONTROLLER_RULES`` plus CRD maintenance's rule (what the chart's
 ClusterRole and leader-election Role grant, ``service_network.rbac``): run with an authorizer allowing only those
 rules, through leader election, every kind of write it makes (CRDs, router objects, the ConfigMap, a Service created,
-changed and deleted, statuses, Events), nothing is denied."""
+changed and deleted, statuses (a Link's too), Events), nothing is denied. The router's Role: reads, and one write
+(its network status)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 from site_support import CRD_RESOURCE, NS, RESOURCES, SiteEnv
 
 from kubesim.auth import ClusterRoleAuthorizer
+from kubesim.rbac import rules_allow
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
 from service_network.rbac import cluster_role_rules, leader_election_rules
+from service_network.site.resources import controller_rules, role_rules
 
 
 async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> None:
@@ -34,6 +37,9 @@ async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> Non
             await env.wait_status("Listener", "db", "Error", 'TLS credentials secret "missing" not found')
             await env.wait_status("Connector", "db", "Pending", "No matching listeners")   # its listener is withheld
             await env.wait_status("Site", "west", "Pending", "No router pod is ready")
+            await env.create("Link", "to-east", {"endpoints": [{"name": "inter-router", "host": "127.0.70.9",
+                                                                "port": "55671"}], "tlsCredentials": "east"})
+            await env.wait_status("Link", "to-east", "Error", 'TLS credentials secret "east" not found')
             obj = await env.get("Listener", "db")
             obj["spec"]["port"] = 5433
             await sim.api.update(RESOURCES["Listener"], obj)                         # Service patched
@@ -48,7 +54,22 @@ async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> Non
         used = {(resource, verb) for verb, _, resource in authorizer.used}
         assert {("services", "create"), ("services", "patch"), ("services", "delete"), ("configmaps", "patch"),
                 ("deployments", "patch"), ("roles", "patch"), ("listeners/status", "patch"),
-                ("leases", "update"), ("customresourcedefinitions", "patch")} <= used
+                ("links/status", "patch"), ("leases", "update"), ("customresourcedefinitions", "patch")} <= used
+
+
+def test_router_role_reads_its_configuration_and_writes_only_the_network_status() -> None:
+    rules = role_rules()
+    for verb in ("get", "list", "watch"):
+        assert rules_allow(rules, verb, "", "configmaps", "skupper-router")
+        assert rules_allow(rules, verb, "", "secrets", "link-east")
+    assert rules_allow(rules, "patch", "", "configmaps", "skupper-network-status")
+    assert not rules_allow(rules, "patch", "", "configmaps", "skupper-router")       # its own document: never
+    assert not rules_allow(rules, "create", "", "configmaps", "skupper-network-status")
+    assert not rules_allow(rules, "update", "", "configmaps", "skupper-network-status")
+    assert not rules_allow(rules, "delete", "", "configmaps", "skupper-network-status")
+    assert not any(rules_allow(rules, verb, "", "secrets", "x") for verb in ("create", "patch", "update", "delete"))
+    # the controller may grant it (RBAC escalation check): its ClusterRole covers every rule of the router's Role
+    assert rules_allow(controller_rules(), "patch", "", "configmaps", "skupper-network-status")
 
 
 async def _service_port(env: SiteEnv, port: int) -> bool:

@@ -195,8 +195,10 @@ def test_caches_keep_only_what_is_read() -> None:
     assert not relevant_pod_change(view, bumped)
     assert relevant_pod_change(view, POD_CACHE({**pod, "status": {**pod["status"], "phase": "Failed"}}))
     service = SERVICE_CACHE({"metadata": {"name": "s", "managedFields": [{"manager": "me"}]},
-                             "spec": {"clusterIP": "1.2.3.4", "ports": [], "selector": {}}, "status": {}})
-    assert service == {"metadata": {"name": "s"}, "spec": {"ports": [], "selector": {}}}
+                             "spec": {"clusterIP": "1.2.3.4", "ports": [], "selector": {}},
+                             "status": {"loadBalancer": {"ingress": [{"ip": "127.1.3.1"}]}, "conditions": []}})
+    assert service == {"metadata": {"name": "s"}, "spec": {"ports": [], "selector": {}},
+                       "status": {"loadBalancer": {"ingress": [{"ip": "127.1.3.1"}]}}}
     router_object = ROUTER_OBJECT_CACHE({"metadata": {"name": "d", "managedFields": [
         {"manager": "service-network-controller", "operation": "Apply", "fieldsV1": {"f:spec": {}}},
         {"manager": "kube-controller-manager", "operation": "Update"}]}, "spec": {"replicas": 1}})

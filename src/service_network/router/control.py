@@ -268,15 +268,22 @@ class ControlPlane:
                 self._spawn(self._send(s, message))
 
     def _changed(self) -> None:
+        self._purge()
+        self.on_change()
+
+    def _purge(self) -> bool:
+        """Drop the advertisements of routers unconnected for ``PURGE_AFTER``; True when one was dropped."""
         now = time.monotonic()
         connected = connected_routers(self.db.adverts, self.router_id)
+        dropped = False
         for r in list(self.db.adverts):
             if r in connected:
                 self._unconnected_since.pop(r, None)
             elif now - self._unconnected_since.setdefault(r, now) > PURGE_AFTER:
                 del self.db.adverts[r]
                 self._unconnected_since.pop(r, None)
-        self.on_change()
+                dropped = True
+        return dropped
 
     # --- channels ----------------------------------------------------------------------------------------------
 
@@ -395,3 +402,5 @@ class ControlPlane:
             hello = self._hello()
             for s in list(self._sessions):
                 self._spawn(self._send(s, hello))
+            if self._unconnected_since and self._purge():
+                self.on_change()

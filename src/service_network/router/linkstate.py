@@ -103,17 +103,16 @@ class LinkStateDb:
 
 
 def connected_routers(adverts: Mapping[str, Advert], self_id: str) -> set[str]:
-    """Routers joined to ``self_id`` by up links in either direction (the routers of its network)."""
+    """Routers joined to ``self_id`` by up links in either direction (the routers of its network). A link counts
+    only when both ends say it is up (the dialler lists it in ``links``, the other end lists the dialler in
+    ``peers``): the last advertisement of a router that was cut off (which nobody replaces) cannot keep it in."""
     neighbours: dict[str, set[str]] = {}
     for ad in adverts.values():
         for link in ad.links:
-            if link.to in adverts:
+            other = adverts.get(link.to)
+            if other is not None and ad.router in other.peers:
                 neighbours.setdefault(ad.router, set()).add(link.to)
                 neighbours.setdefault(link.to, set()).add(ad.router)
-        for peer in ad.peers:
-            if peer in adverts:
-                neighbours.setdefault(ad.router, set()).add(peer)
-                neighbours.setdefault(peer, set()).add(ad.router)
     seen = {self_id}
     todo = [self_id]
     while todo:

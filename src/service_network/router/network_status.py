@@ -1,6 +1,6 @@
-"""The network as one router sees it, for the control plane (pure): the sites of the network with their routers
-and, per routing key, connectors and listeners; this router's links (up, or down with the reason, and the remote
-site); the routers that linked to it; and its routes. The adaptor writes it to ``<state>/network.json`` and serves it
+"""The network as one router sees it, for the control plane (pure): the sites of the network with their routers,
+their routers' up links (the direction data flows in) and, per routing key, connectors and listeners; this router's
+links (up, or down with the reason, and the remote site); the routers that linked to it; and its routes. The adaptor writes it to ``<state>/network.json`` and serves it
 on ``/network`` (at most once per second, only when it changed); the site controller turns it into Site, Link,
 Listener and Connector status and the ``skupper-network-status`` ConfigMap.
 """
@@ -37,7 +37,20 @@ def network_status(adverts: Mapping[str, Advert], router_id: str, site: SiteInfo
             c, li = per_key.setdefault(s.key, (set(), set()))
             c.update(s.connectors)
             li.update(s.listeners)
+    for router in sorted(members):
+        ad = adverts.get(router)
+        if ad is None:
+            continue
+        for link in ad.links:
+            if link.to not in members:
+                continue
+            remote = adverts.get(link.to)
+            sites[ad.site.id].setdefault("links", []).append({
+                "name": link.name, "remoteRouter": link.to, "cost": link.cost,
+                "remoteSiteId": remote.site.id if remote is not None else None,
+                "remoteSiteName": remote.site.name if remote is not None else None})
     for site_id, entry in sites.items():
+        entry["links"] = sorted(entry.get("links", []), key=lambda x: (x["name"], x["remoteRouter"]))
         entry["services"] = [{"routingKey": key, "connectors": sorted(c), "listeners": sorted(li)}
                              for key, (c, li) in sorted(services.get(site_id, {}).items())]
     ordered = sorted(sites.values(), key=lambda s: (s["id"] != site.id, s["name"], s["id"]))

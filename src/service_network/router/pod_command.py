@@ -1,5 +1,6 @@
 """``service-network run router``: the router of a site in its Pod: HAProxy and the adaptor, configured from the
-router ConfigMap and the TLS Secrets of the Pod's namespace (watched), bound to the Pod IP.
+router ConfigMap and the TLS Secrets of the Pod's namespace (watched), bound to the Pod IP; its network status is
+copied into its key of the ``skupper-network-status`` ConfigMap (``status_publisher.py``).
 
 Runs until SIGTERM/SIGINT (HAProxy is stopped with it). In a cluster it uses the Pod's service account
 (in-cluster configuration; the Role the site controller creates allows exactly the reads it makes); outside one,
@@ -19,15 +20,19 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from operator_runtime.errors import KubeError
 from operator_runtime.observability import parse_http_address
 
-from ..constants import ADAPTOR_PORT, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
-from .adaptor import AdaptorOptions, run_adaptor
+from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
+from .adaptor import AdaptorOptions, RouterAdaptor
 from .config import is_ip_address
 from .errors import RouterError, StateDirError, exit_code
 from .spec import StateLayout
+
+if TYPE_CHECKING:
+    from .status_publisher import StatusPublisher
 
 __all__ = ["add_arguments", "run", "usable_state_dir"]
 
@@ -86,10 +91,27 @@ def usable_state_dir(path: Path) -> Path:
         return link
 
 
+async def _publish(adaptor: RouterAdaptor, publisher: StatusPublisher) -> None:
+    """Run ``publisher`` with the adaptor's network status, waking it whenever the adaptor writes a new one."""
+    async def follow() -> None:
+        while True:
+            await adaptor.status_changed.wait()
+            adaptor.status_changed.clear()
+            publisher.changed()
+    follower = asyncio.create_task(follow())
+    try:
+        await publisher.run(lambda: adaptor.status)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+
+
 async def run(args: argparse.Namespace) -> int:
     from operator_runtime.config import ConfigError, make_api
 
     from .kube import ConfigMapSource, SecretTlsResolver
+    from .status_publisher import StatusPublisher
 
     logging.basicConfig(level=str(args.log_level).upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -121,8 +143,12 @@ async def run(args: argparse.Namespace) -> int:
                              tls_resolver=resolver, bind_host=args.bind_address or None)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
+    adaptor = RouterAdaptor(source, options)
+    publisher = StatusPublisher(api, args.namespace, NETWORK_STATUS_NAME, f"{args.config_map}.json",
+                                field_manager=f"service-network-router-{args.config_map}")
+    publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
     try:
-        await run_adaptor(source, options, stop)
+        await adaptor.run(stop)
     except RouterError as e:
         print(f"service-network run router: {e}", file=sys.stderr)
         return exit_code(e)
@@ -130,6 +156,9 @@ async def run(args: argparse.Namespace) -> int:
         print(f"service-network run router: {e}", file=sys.stderr)
         return 1
     finally:
+        publishing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await publishing
         await resolver.stop()
         await source.stop()
         await api.close()

@@ -34,9 +34,10 @@ NAMESPACE_CACHE: Transform = project({"metadata": {"name": KEEP, "uid": KEEP, "r
 BINDING_CACHE: Transform = project({"metadata": _METADATA, "spec": KEEP, "status": KEEP})
 #: Pods: labels (selectors, router Pods), phase, IP, conditions (Ready, and the messages of the Site's Running).
 POD_CACHE: Transform = project({"metadata": _METADATA, "status": {
-    "phase": KEEP, "podIP": KEEP, "conditions": [{"type": KEEP, "status": KEEP, "message": KEEP}]}})
+    "phase": KEEP, "podIP": KEEP, "hostIP": KEEP, "conditions": [{"type": KEEP, "status": KEEP, "message": KEEP}]}})
 #: Services: ours or not (annotation), what we would change (labels, ownerReferences, type, selector, ports).
-SERVICE_CACHE: Transform = project({"metadata": _METADATA, "spec": {"type": KEEP, "selector": KEEP, "ports": KEEP}})
+SERVICE_CACHE: Transform = project({"metadata": _METADATA, "spec": {"type": KEEP, "selector": KEEP, "ports": KEEP},
+                                    "status": {"loadBalancer": KEEP}})
 #: The router's Deployment, ServiceAccount, Role, RoleBinding and ConfigMap: whole (they are compared with what the
 #: controller applies), with our Apply entry of managedFields for the no-op check.
 ROUTER_OBJECT_CACHE: Transform = owned_fields_cache(FIELD_MANAGER, rest=intern_strings)

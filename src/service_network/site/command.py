@@ -44,6 +44,10 @@ def package_version() -> str:
         return ""
 
 
+def _grant_address(text: str | None) -> tuple[str, int] | None:
+    return parse_http_address(text) if text else None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", default=None,
                         help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
@@ -76,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="namespaces reconciled at once [$RECONCILE_WORKERS]")
     parser.add_argument("--resync-period", type=float, default=float(_env("RESYNC_PERIOD", "600") or 600),
                         help="seconds between safety-net re-reconciles; 0 disables [$RESYNC_PERIOD]")
+    parser.add_argument("--grant-server-address", type=parse_http_address,
+                        default=_grant_address(_env("GRANT_SERVER_ADDRESS")),
+                        help="HOST:PORT of the HTTPS server redeeming access tokens (default: off) "
+                             "[$GRANT_SERVER_ADDRESS]")
+    parser.add_argument("--grant-server-url", default=_env("GRANT_SERVER_URL"),
+                        help="the base URL AccessGrants publish, as other sites reach the grant server (default "
+                             "https://HOST:PORT of --grant-server-address) [$GRANT_SERVER_URL]")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=_env("CONSOLE_LOG_FORMAT", "plain"),
                         help="[$CONSOLE_LOG_FORMAT]")
     parser.add_argument("--log-level", default=_env("CONSOLE_LOG_LEVEL", "INFO"), help="[$CONSOLE_LOG_LEVEL]")
@@ -99,6 +110,8 @@ class ControllerOptions:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    grant_server_address: tuple[str, int] | None = None
+    grant_server_url: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControllerOptions:
@@ -108,7 +121,8 @@ class ControllerOptions:
                    leader_election_name=args.leader_election_name,
                    leader_election_namespace=args.leader_election_namespace, identity=args.identity,
                    http_address=args.http_address, workers=args.workers, resync_period=args.resync_period,
-                   maintain_crds=not args.disable_crd_maintenance)
+                   maintain_crds=not args.disable_crd_maintenance, grant_server_address=args.grant_server_address,
+                   grant_server_url=args.grant_server_url)
 
 
 class SiteControllerProcess:
@@ -140,7 +154,8 @@ class SiteControllerProcess:
         self.controller = SiteController(api, recorder=recorder, metrics=self.metrics, options=SiteControllerOptions(
             router=opts.router, workers=opts.workers, resync_seconds=opts.resync_period or None,
             watch_namespace=opts.watch_namespace, controller_namespace=opts.leader_election_namespace,
-            version=package_version()))
+            version=package_version(), grant_server_address=opts.grant_server_address,
+            grant_server_url=opts.grant_server_url))
         try:
             if opts.http_address is not None:
                 self.health = HealthServer(self.metrics, ready=self._ready, before_scrape=self.controller.observe)

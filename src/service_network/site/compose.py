@@ -7,6 +7,7 @@ controller's caches hold, everything the namespace should look like:
 - the listener Services (ours), and ours that no Listener exposes any more (stale: to delete);
 - per Listener and Connector: its ``Configured`` state (ready, or an error with upstream's message), whether it is
   ``Matched`` (from the network view), its Service host, its selected Pods;
+- per Link: its ``links[]`` entries and status (:mod:`.links`);
 - the site's record for the network view.
 
 The controller executes the plan (writes only what differs from its caches), then turns the binding states into
@@ -19,6 +20,7 @@ that holds the Service port keeps it).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,9 +29,10 @@ from typing import Any
 from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_RESERVED_PORTS
+from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_NAME, ROUTER_RESERVED_PORTS
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
+from .access import AccessInputs, AccessPlan, compose_access
 from .bindings import (
     BindingError,
     SecretInfo,
@@ -39,6 +42,9 @@ from .bindings import (
     pod_targets,
     tls_problem,
 )
+from .ha import group_labels, ha_router_objects
+from .links import LinkState, compose_links, observe_links
+from .netstatus import network_status_config_map
 from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
 from .ports import allocate
 from .resources import RouterOptions, config_map, router_objects
@@ -73,6 +79,9 @@ class SiteInputs:
     router: RouterOptions = field(default_factory=RouterOptions)
     version: str = ""
     controller: Mapping[str, str] = field(default_factory=dict)   # name, namespace, version (Site status)
+    links: Sequence[Mapping[str, Any]] = ()
+    router_accesses: Sequence[Mapping[str, Any]] = ()  # RouterAccess objects of the namespace
+    secret_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)   # Secret views by name
 
 
 @dataclass
@@ -119,6 +128,8 @@ class SitePlan:
     bindings: list[Binding]
     record: SiteRecord | None
     notes: list[tuple[Mapping[str, Any], str, str]] = field(default_factory=list)   # (object, reason, note) Events
+    links: list[LinkState] = field(default_factory=list)
+    access: AccessPlan | None = None              # router access: CA, RouterAccess, Service, certificates
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -205,13 +216,18 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     if active is None:
         bindings = [Binding("Listener", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in listeners] + [
             Binding("Connector", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in connectors]
-        return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None)
+        return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None,
+                        links=compose_links(_live(inputs.links), inputs.secrets, no_site=NO_ACTIVE_SITE))
 
     active_name = meta(active).name
     site_states = [SiteState(s, error(f"An active site already exists in the namespace ({active_name})"))
                    for s in sites if s is not active]
     notes: list[tuple[Mapping[str, Any], str, str]] = []
     profiles: dict[str, JsonDict] = {}
+    access = compose_access(AccessInputs(active, inputs.router_accesses, inputs.secret_objects, services,
+                                         inputs.router_pods))
+    for access_profile in access.profiles:
+        profiles[str(access_profile["name"])] = access_profile
 
     def use_profile(secret: str) -> str:
         profiles.setdefault(secret, {"name": secret, "secret": {"name": secret}})
@@ -246,6 +262,12 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
                 continue
             profile = use_profile(cspec.tls_credentials)
         connector_docs += connector_entities(binding.name, cspec, targets, profile)
+
+    # ---- Links -> router links -------------------------------------------------------------------------------
+    link_states = compose_links(_live(inputs.links), inputs.secrets)
+    link_docs = [entry for state in link_states for entry in state.entries]
+    for entry in link_docs:
+        use_profile(str(entry["tlsProfile"]))
 
     site_meta = meta(active)
 
@@ -335,10 +357,14 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         "tlsProfiles": [profiles[k] for k in sorted(profiles)],
         "listeners": sorted(listener_docs, key=lambda d: d["name"]),
         "connectors": sorted(connector_docs, key=lambda d: d["name"]),
+        "links": sorted(link_docs, key=lambda d: d["name"]),
+        "routerAccess": access.document_access,
     }))   # the router's own checks: a failure here is a bug of this module (raised, never sent)
     document_text = document.to_json()
     document_dict = json.loads(document_text)
-    record = record_of(document_dict)
+    observe_links(link_states, snapshot.links)
+    record = dataclasses.replace(record_of(document_dict),
+                                 links=tuple(r for state in link_states for r in state.records()))
     snapshot = inputs.view.snapshot(namespace, record)
     for binding in listener_bindings:
         binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
@@ -354,12 +380,15 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     resolved = None
     if link_access not in LINK_ACCESS_VALUES:
         configured = error(f"Unsupported value for LinkAccess: {quoted(link_access)}")
-    elif link_access not in ("", "none"):
-        resolved = pending("link access is not implemented yet (service network part 2)")
+    else:
+        resolved = access.resolved
     network = [site.as_status() for site in snapshot.sites]
     site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
         "sitesInNetwork": len(network), "network": network,
         "controller": dict(inputs.controller) or None}))
-    return SitePlan(namespace, active, site_states, router_objects(active, inputs.router),
+    objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME))
+    objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
+    objects += ha_router_objects(active, inputs.router, document_text, ports_text)
+    return SitePlan(namespace, active, site_states, objects,
                     config_map(active, document_text, ports_text), desired_services, stale,
-                    listener_bindings + connector_bindings, record, notes)
+                    listener_bindings + connector_bindings, record, notes, links=link_states, access=access)

@@ -12,9 +12,13 @@ Write failures become statuses with the API server's reason (a Service that cann
 Error, skupper#2571; a router ConfigMap that cannot be written makes every binding Error); failures a retry can fix
 (unreachable API, 5xx, 429, conflicts) also retry the namespace with backoff.
 
-Triggers (all mapped to the namespace): Sites, Listeners, Connectors; Pods a Connector selects or that are router
+The network view is read from the ``skupper-network-status`` ConfigMap the router Pods write (cached with the router
+ConfigMaps; :mod:`.netstatus`): a change of a router's status reconciles its namespace, which updates Listener and
+Connector ``Matched``, Link ``Operational`` and the Site's ``network``.
+
+Triggers (all mapped to the namespace): Sites, Listeners, Connectors, Links; Pods a Connector selects or that are router
 Pods (only changes of phase, readiness, IP, labels or deletion); Services that are ours or named as a Listener's
-host; Secrets a Listener or Connector names; the router ConfigMap, Deployment, ServiceAccount, Role, RoleBinding.
+host; Secrets a Listener or Connector names; the router ConfigMap, the network status ConfigMap, Deployment, ServiceAccount, Role, RoleBinding.
 """
 
 from __future__ import annotations
@@ -64,10 +68,13 @@ from ..constants import (
     GROUP_VERSION,
     LABEL_COMPONENT,
     LABEL_ROUTER_CONFIG,
+    NETWORK_STATUS_NAME,
     ROUTER_NAME,
     ROUTER_POD_LABELS,
 )
-from ..kinds import CONNECTOR, LISTENER, SITE
+from ..kinds import ACCESS_GRANT, ACCESS_TOKEN, CONNECTOR, LINK, LISTENER, ROUTER_ACCESS, SITE
+from .access import ANNOTATION_ACCESS, SITE_CA_SECRET
+from .access_io import AccessWriter, access_status
 from .bindings import secret_info
 from .caches import (
     BINDING_CACHE,
@@ -79,8 +86,14 @@ from .caches import (
     relevant_pod_change,
 )
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
+from .grant_io import GrantKeeper, SiteAccess
+from .grant_server import GrantServer, load_grant_ca
+from .grants import token_status
+from .links import LinkState, link_status
 from .metrics import ControllerMetrics
-from .network import LocalNetworkView, NetworkView
+from .netstatus import RouterStatus, RouterStatusView, StatusReader
+from .network import NetworkView
+from .redeem import TokenRedeemer
 from .resources import RouterOptions
 from .selector import LabelSelector, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
@@ -89,7 +102,8 @@ from .status import binding_status, error, site_status
 __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
-_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE}
+_KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
+              "AccessToken": ACCESS_TOKEN, "Link": LINK}
 
 
 @dataclass(frozen=True)
@@ -98,7 +112,9 @@ class SiteControllerOptions:
     workers: int = 4
     resync_seconds: float | None = 600.0
     watch_namespace: str | None = None       # None: every namespace
-    controller_namespace: str = ""           # reported in Site status.controller
+    controller_namespace: str = ""           # reported in Site status.controller; holds the grant server's CA
+    grant_server_address: tuple[str, int] | None = None     # where the redemption server listens (None: off)
+    grant_server_url: str | None = None      # what grants publish (default https://<address>:<port>)
     version: str = ""
 
 
@@ -134,7 +150,8 @@ class SiteController:
         self.recorder = recorder
         self.options = options or SiteControllerOptions()
         self.metrics = metrics or ControllerMetrics()
-        self.view: NetworkView = view or LocalNetworkView()
+        self._status_reader = StatusReader()
+        self.view: NetworkView = view or RouterStatusView(self.router_statuses)
         ns = self.options.watch_namespace
 
         def reflector(name: str, info: ResourceInfo, transform: Transform, label_selector: str | None = None
@@ -150,9 +167,17 @@ class SiteController:
         self.sites = reflector("sites", SITE, BINDING_CACHE)
         self.listeners = reflector("listeners", LISTENER, BINDING_CACHE)
         self.connectors = reflector("connectors", CONNECTOR, BINDING_CACHE)
+        self.router_accesses = reflector("routeraccesses", ROUTER_ACCESS, BINDING_CACHE)
+        self.access = AccessWriter(api)
+        self.access_grants = reflector("accessgrants", ACCESS_GRANT, BINDING_CACHE)
+        self.access_tokens = reflector("accesstokens", ACCESS_TOKEN, BINDING_CACHE)
+        self.links = reflector("links", LINK, BINDING_CACHE)
+        self._site_access: dict[str, SiteAccess] = {}
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
         self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
+        self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access)
+        self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
         self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
         self.router_caches: dict[ResourceInfo, Reflector] = {
@@ -163,13 +188,19 @@ class SiteController:
         self.pods.add_index("label", lambda p: [f"{meta(p).namespace}/{k}={v}" for k, v in meta(p).labels.items()])
         self.listeners.add_index("tls", lambda o: self._secret_refs(o))
         self.connectors.add_index("tls", lambda o: self._secret_refs(o))
+        self.links.add_index("tls", lambda o: self._secret_refs(o))
         self.listeners.add_index("host", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get('host')}"])
+        self.router_accesses.add_index("tls", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get(k)}"
+                                                         for k in ("tlsCredentials", "issuer")])
 
         self._written = {info: Written(r) for info, r in self.router_caches.items()}
         self._written[SERVICE] = Written(self.services)
         self._written_status = {kind: Written(r) for kind, r in (("Listener", self.listeners),
                                                                   ("Connector", self.connectors),
-                                                                  ("Site", self.sites))}
+                                                                  ("Site", self.sites),
+                                                                  ("RouterAccess", self.router_accesses),
+                                                                  ("AccessToken", self.access_tokens),
+                                                                  ("Link", self.links))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -177,12 +208,16 @@ class SiteController:
         self.controller: Controller[None] = Controller(
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
-        for r in (self.sites, self.listeners, self.connectors, *self.router_caches.values()):
+        for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
+                  self.access_tokens, self.links, *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
         self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
-            self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))) else [])
+            meta(s).name == SITE_CA_SECRET or self.router_accesses.by_index("tls", object_key(s))
+            or self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))
+            or self.links.by_index("tls", object_key(s))
+        ) else [])
 
     # ---- triggers ------------------------------------------------------------------------------------------------
     @staticmethod
@@ -212,9 +247,14 @@ class SiteController:
         return []
 
     def _service_namespaces(self, service: JsonDict) -> list[str]:
-        if is_controlled(service) or self.listeners.by_index("host", object_key(service)):
+        if (is_controlled(service) or ANNOTATION_ACCESS in meta(service).annotations
+                or self.listeners.by_index("host", object_key(service))):
             return [meta(service).namespace]
         return []
+
+    def router_statuses(self, namespace: str) -> list[RouterStatus]:
+        """The network status the routers of ``namespace`` last wrote (parsed once per change)."""
+        return self._status_reader.statuses(self.config_maps.get(f"{namespace}/{NETWORK_STATUS_NAME}"))
 
     def select_pods(self, namespace: str, selector: LabelSelector) -> list[JsonDict]:
         """Pods of ``namespace`` matching ``selector``, narrowed through the label index when it can be."""
@@ -231,8 +271,25 @@ class SiteController:
     def synced(self) -> bool:
         return self.controller.synced
 
+    def site_access(self, namespace: str) -> SiteAccess:
+        """The active Site of ``namespace`` and its router access endpoints, as its last reconcile found them."""
+        return self._site_access.get(namespace) or SiteAccess(None)
+
     async def run(self) -> None:
-        await self.controller.run()
+        """The controller, and the grant server while it runs (only a leader serves redemptions)."""
+        address = self.options.grant_server_address
+        if address is None:
+            await self.controller.run()
+            return
+        ca = await load_grant_ca(self.api, self.options.controller_namespace or None)
+        server = GrantServer(self.grants.redeem, ca, address[0], address[1], self.options.grant_server_url)
+        await server.start()
+        self.grants.server = server
+        try:
+            await self.controller.run()
+        finally:
+            self.grants.server = None
+            await server.stop()
 
     def observe(self) -> None:
         """Refresh the gauges mirroring live state (on each /metrics scrape)."""
@@ -269,8 +326,11 @@ class SiteController:
             sites=self.sites.by_index("namespace", namespace),
             listeners=self.listeners.by_index("namespace", namespace),
             connectors=self.connectors.by_index("namespace", namespace),
+            links=self.links.by_index("namespace", namespace),
             services={meta(s).name: s for s in self.services.by_index("namespace", namespace)},
             secrets={meta(s).name: secret_info(s) for s in self.secrets.by_index("namespace", namespace)},
+            secret_objects={meta(s).name: s for s in self.secrets.by_index("namespace", namespace)},
+            router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
             router_pods=[p for p in self.pods.by_index("label", f"{namespace}/application=skupper-router")
                          if _labels_match(meta(p).labels, ROUTER_POD_LABELS)],
@@ -285,22 +345,50 @@ class SiteController:
 
     async def reconcile(self, namespace: str) -> Action:
         inputs = self.inputs(namespace)
-        if not (inputs.sites or inputs.listeners or inputs.connectors
+        grants_or_tokens = bool(self.access_grants.by_index("namespace", namespace)
+                                or self.access_tokens.by_index("namespace", namespace))
+        if not (inputs.sites or inputs.listeners or inputs.connectors or inputs.links or grants_or_tokens
                 or any(is_listener_service(s) for s in inputs.services.values())):
             self.view.publish(namespace, None)
+            self._status_reader.forget(namespace)
+            self._site_access.pop(namespace, None)
             return Action.await_change()
         plan = compose_site(inputs)
+        self._site_access[namespace] = SiteAccess(plan.active, tuple(plan.access.endpoints) if plan.access else ())
         retry = await self._execute(plan)
         self.view.publish(namespace, plan.record)
+        next_expiry: float | None = None
+        if grants_or_tokens:
+            next_expiry, grant_retry = await self._execute_grants(namespace)
+            retry |= grant_retry
         if retry:
             raise RetryLater(f"some writes in namespace {namespace} failed; retrying")
-        return Action.await_change()
+        return Action.requeue(next_expiry + 0.5) if next_expiry is not None else Action.await_change()
+
+    async def _execute_grants(self, namespace: str) -> tuple[float | None, bool]:
+        """Grant statuses, token redemptions and their statuses; (seconds to the next grant expiry, retry)."""
+        next_expiry, retry = await self.grants.reconcile(namespace)
+        for outcome in await self.tokens.reconcile(namespace):
+            retry |= outcome.retry
+            current = self._current_status("AccessToken", outcome.obj)
+            status = token_status(current, outcome.state, redeemed=outcome.redeemed,
+                                  generation=meta(outcome.obj).generation, now=_now())
+            written, again = await self._write_status("AccessToken", outcome.obj, current, status)
+            retry |= again
+            if written and outcome.reason is not None:
+                await self.recorder.publish(outcome.obj, type="Warning", reason=outcome.reason,
+                                            note=outcome.state.message, action="Redeem")
+        return next_expiry, retry
 
     async def _execute(self, plan: SitePlan) -> bool:
         """Write what differs; returns whether a failed write should be retried."""
         retry = False
         site_failures: list[str] = []
         config_failure: str | None = None
+        if plan.access is not None and plan.active is not None:
+            access_failures, access_retry = await self._execute_access(plan)
+            site_failures += access_failures
+            retry |= access_retry
         for info, body in plan.router_objects:
             failure = await self._apply(info, body)
             if failure is not None:
@@ -327,6 +415,10 @@ class SiteController:
             elif binding.host in host_failures and binding.reason is None:
                 binding.fail("ServiceWriteFailed", host_failures[binding.host or ""])
             retry |= await self._write_binding_status(binding)
+        for link in plan.links:
+            if config_failure is not None and link.reason is None:
+                link.fail("RouterConfigFailed", config_failure)
+            retry |= await self._write_link_status(link)
         for state in plan.sites:
             if state.obj is plan.active and site_failures:
                 state.configured = error("; ".join(site_failures))
@@ -339,6 +431,53 @@ class SiteController:
                 self._noted.add(key)
                 await self.recorder.publish(obj, type="Warning", reason=reason, note=note, action="Reconcile")
         return retry
+
+    async def _execute_access(self, plan: SitePlan) -> tuple[list[str], bool]:
+        """The router access part of the plan: CA, RouterAccess, Services, certificates, RouterAccess statuses."""
+        access, site = plan.access, plan.active
+        assert access is not None and site is not None
+        failures: list[str] = []
+        if access.ca_secret is not None and (problem := await self.access.ensure_ca(site, access.ca_secret)):
+            failures.append(problem)
+        retry = bool(failures)
+        stale = access.stale_router_access
+        if stale is not None:
+            try:
+                await self.api.delete(ROUTER_ACCESS, meta(stale).name, plan.namespace, uid=meta(stale).uid or None)
+                self.metrics.writes.labels("RouterAccess", "delete").inc()
+            except (NotFound, Conflict):
+                pass
+            except KubeError as failure:
+                message, again = self._failed("RouterAccess", f"could not delete RouterAccess {meta(stale).name}",
+                                              failure)
+                failures.append(message)
+                retry |= again
+        desired = access.router_access
+        live = self.router_accesses.get(object_key(desired)) if desired is not None else None
+        if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]):
+            try:
+                await self.api.apply(ROUTER_ACCESS, desired, name=meta(desired).name, namespace=plan.namespace,
+                                     field_manager=FIELD_MANAGER, force=True)
+                self.metrics.writes.labels("RouterAccess", "apply").inc()
+            except KubeError as failure:
+                message, again = self._failed("RouterAccess", f"could not write RouterAccess {meta(desired).name}",
+                                              failure)
+                failures.append(message)
+                retry |= again
+        services = {meta(s).name: s for s in self.services.by_index("namespace", plan.namespace)}
+        for body in access.services:
+            if problem := await self.access.write_service(body, services.get(meta(body).name)):
+                failures.append(problem)
+                retry = True
+        for request in access.certificates:
+            if problem := await self.access.issue(plan.namespace, request):
+                failures.append(problem)
+                retry = True
+        for state in access.states:
+            current = self._current_status("RouterAccess", state.obj)
+            status = access_status(current, state, meta(state.obj).generation, _now())
+            retry |= (await self._write_status("RouterAccess", state.obj, current, status))[1]
+        return failures, retry
 
     def _failed(self, kind: str, what: str, failure: KubeError) -> tuple[str, bool]:
         self.metrics.write_failures.labels(kind).inc()
@@ -412,6 +551,15 @@ class SiteController:
         if written and binding.reason is not None:
             await self.recorder.publish(binding.obj, type="Warning", reason=binding.reason,
                                         note=binding.configured.message, action="Reconcile")
+        return retry
+
+    async def _write_link_status(self, state: LinkState) -> bool:
+        current = self._current_status("Link", state.obj)
+        status = link_status(current, state, generation=meta(state.obj).generation, now=_now())
+        written, retry = await self._write_status("Link", state.obj, current, status)
+        if written and state.reason is not None:
+            await self.recorder.publish(state.obj, type="Warning", reason=state.reason,
+                                        note=state.configured.message, action="Reconcile")
         return retry
 
     async def _write_site_status(self, state: SiteState) -> bool:

@@ -2,10 +2,11 @@
 ``hasMatching*`` fields of statuses, and the per-Pod keys of ``exposePodsByName``, are read from it
 (skupper-listener.md §5.10).
 
-This is the seam between the two parts of the service network. In part 1 each site's record is composed from its
-own router document (:func:`site_record`), so a Listener matches when a Connector of the same routing key in its
-own namespace has at least one target; :class:`LocalNetworkView` holds those records. Part 2 feeds the records of
-remote sites (learned over the links) into the same view, and nothing that reads it changes.
+This is the seam between the two parts of the service network. Each site's own record is composed from its own
+router document (:func:`site_record`); :class:`LocalNetworkView` (part 1, one site alone) adds nothing to it, and
+``netstatus.RouterStatusView`` (part 2) adds the sites its routers learned over the links, which sites data can
+flow to and from (``reaches``/``reached_by``: links carry connections from the site that dials them to the site
+that accepts them), and its routers' links as they report them.
 
 A key "has a connector" at a site when the router there has at least one target for it (upstream counts router
 CONNECTOR records, one per target), and "has a listener" when a router listener entity exists for it: the status
@@ -18,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["LocalNetworkView", "NetworkSnapshot", "NetworkView", "ServiceRecord", "SiteRecord", "site_record"]
+__all__ = ["LinkRecord", "LinkReport", "LocalNetworkView", "NetworkSnapshot", "NetworkView", "ServiceRecord",
+           "SiteRecord", "site_record"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,36 @@ class ServiceRecord:
 
 
 @dataclass(frozen=True)
+class LinkRecord:
+    """A link of a site (Site ``status.network[].links``): from that site to ``remote_site_*``."""
+
+    name: str
+    remote_site_id: str | None = None
+    remote_site_name: str | None = None
+    operational: bool = False
+
+    def as_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "operational": self.operational}
+        if self.remote_site_id:
+            out["remoteSiteId"] = self.remote_site_id
+        if self.remote_site_name:
+            out["remoteSiteName"] = self.remote_site_name
+        return out
+
+
+@dataclass(frozen=True)
+class LinkReport:
+    """One of this site's router links as a router of the site reports it (its ``links[]`` network status)."""
+
+    name: str
+    up: bool
+    reason: str | None = None
+    remote_site_id: str | None = None
+    remote_site_name: str | None = None
+    router: str = ""
+
+
+@dataclass(frozen=True)
 class SiteRecord:
     """One site as the network knows it (Site ``status.network`` entries)."""
 
@@ -48,6 +80,7 @@ class SiteRecord:
     platform: str = "kubernetes"
     version: str = ""
     services: tuple[ServiceRecord, ...] = field(default=())
+    links: tuple[LinkRecord, ...] = field(default=())
 
     def service(self, key: str) -> ServiceRecord | None:
         return next((s for s in self.services if s.routing_key == key), None)
@@ -57,6 +90,8 @@ class SiteRecord:
                                "platform": self.platform}
         if self.version:
             out["version"] = self.version
+        if self.links:
+            out["links"] = [link.as_status() for link in self.links]
         if self.services:
             out["services"] = [s.as_status() for s in self.services]
         return out
@@ -80,26 +115,36 @@ def site_record(site_id: str, name: str, namespace: str, version: str, document:
 
 @dataclass(frozen=True)
 class NetworkSnapshot:
-    """The network as one site sees it at one moment: its own record (first) and those of the other sites."""
+    """The network as one site sees it at one moment: its own record (first) and those of the other sites.
+
+    ``reaches``: ids of the sites this site's connections can be carried to (itself included); ``reached_by``: ids
+    of the sites whose connections can be carried to this one. None: every site (one site alone, or tests).
+    ``links``: this site's links as its routers report them."""
 
     sites: tuple[SiteRecord, ...]
+    reaches: frozenset[str] | None = None
+    reached_by: frozenset[str] | None = None
+    links: tuple[LinkReport, ...] = ()
 
-    def _services(self) -> Iterable[ServiceRecord]:
-        for record in self.sites:
-            yield from record.services
+    def _services(self, among: frozenset[str] | None) -> Iterable[ServiceRecord]:
+        for i, record in enumerate(self.sites):
+            if i == 0 or among is None or record.id in among:
+                yield from record.services
 
     def has_connector(self, routing_key: str) -> bool:
-        """A connector target for ``routing_key`` exists somewhere in the network."""
-        return any(s.routing_key == routing_key and s.connectors for s in self._services())
+        """A connector target for ``routing_key`` exists at a site this site's connections reach (here included):
+        what the router needs to accept on a Listener."""
+        return any(s.routing_key == routing_key and s.connectors for s in self._services(self.reaches))
 
     def has_listener(self, routing_key: str) -> bool:
-        """A listener for ``routing_key`` exists somewhere in the network."""
-        return any(s.routing_key == routing_key and s.listeners for s in self._services())
+        """A listener for ``routing_key`` exists at a site whose connections reach this one (here included)."""
+        return any(s.routing_key == routing_key and s.listeners for s in self._services(self.reached_by))
 
     def pod_targets(self, routing_key: str) -> list[str]:
-        """Suffixes ``x`` of keys ``<routing_key>.x`` that have a connector (exposePodsByName), sorted."""
+        """Suffixes ``x`` of keys ``<routing_key>.x`` that have a connector at a site this site's connections reach
+        (exposePodsByName), sorted."""
         prefix = routing_key + "."
-        return sorted({s.routing_key[len(prefix):] for s in self._services()
+        return sorted({s.routing_key[len(prefix):] for s in self._services(self.reaches)
                        if s.routing_key.startswith(prefix) and len(s.routing_key) > len(prefix) and s.connectors})
 
 

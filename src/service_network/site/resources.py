@@ -1,6 +1,7 @@
 """The Kubernetes objects of a site's router (pure): Deployment ``skupper-router`` running the project's image as
 ``service-network run router`` (HAProxy and its adaptor), its ServiceAccount, Role and RoleBinding (only what the
-adaptor reads: the router ConfigMap and the TLS Secrets), and the router ConfigMap holding the router document.
+adaptor reads: the router ConfigMap and the TLS Secrets; and the one write it makes: its network status into the
+``skupper-network-status`` ConfigMap), and the router ConfigMap holding the router document.
 
 Every object is owned by the Site (deleted with it) and labelled ``skupper.io/component=router`` (the controller's
 caches select them by it). Bodies are complete server-side-apply configurations.
@@ -22,6 +23,7 @@ from ..constants import (
     GROUP_VERSION,
     LABEL_COMPONENT,
     LABEL_ROUTER_CONFIG,
+    NETWORK_STATUS_NAME,
     PORTS_KEY,
     ROUTER_CONFIG_KEY,
     ROUTER_METRICS_PORT,
@@ -30,12 +32,15 @@ from ..constants import (
     ROUTER_STATE_DIR,
 )
 
-__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "owner_references", "role_rules",
-           "router_objects"]
+__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "deployment", "owner_references",
+           "role_rules", "router_objects"]
 
-#: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched).
+#: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched); what it
+#: writes: its key of the network status ConfigMap (server-side apply = patch; the controller creates the ConfigMap,
+#: so the router needs no ``create``, which RBAC cannot limit to one name).
 _RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NETWORK_STATUS_NAME], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
 )
 
@@ -45,10 +50,16 @@ _READ = ["get", "list", "watch"]
 #: ``tests/service_network/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
 #: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
 CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors"], "verbs": _READ},
-    {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status"],
+    {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors", "accessgrants", "accesstokens"],
+     "verbs": _READ},
+    {"apiGroups": ["skupper.io"], "resources": ["routeraccesses", "links"],
+     "verbs": [*_READ, "create", "patch", "delete"]},
+    {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status",
+                                                "routeraccesses/status", "links/status", "accessgrants/status",
+                                                "accesstokens/status"],
      "verbs": ["get", "patch", "update"]},
-    {"apiGroups": [""], "resources": ["namespaces", "pods", "secrets"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": _READ},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch"]},
@@ -72,7 +83,7 @@ class RouterOptions:
 
 
 def role_rules() -> list[JsonDict]:
-    return [dict(rule) for rule in _RULES]
+    return [{k: list(v) for k, v in rule.items()} for rule in _RULES]
 
 
 def owner_references(site: Mapping[str, Any]) -> list[JsonDict]:
@@ -93,7 +104,10 @@ def service_account_name(site: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) and name else ROUTER_NAME
 
 
-def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
+def _deployment(site: Mapping[str, Any], options: RouterOptions, name: str = ROUTER_NAME,
+                pod_labels: Mapping[str, str] | None = None) -> JsonDict:
+    """The router Deployment ``name`` reading the ConfigMap of the same name; its Pods carry the router labels
+    (which every listener Service selects) and ``pod_labels`` (HA: which router of the site)."""
     def field_env(name: str, path: str) -> JsonDict:
         return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
@@ -106,7 +120,7 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
             field_env("POD_IP", "status.podIP"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
             field_env("POD_NAME", "metadata.name"),
-            {"name": "ROUTER_CONFIG_MAP", "value": ROUTER_NAME},
+            {"name": "ROUTER_CONFIG_MAP", "value": name},
             {"name": "ROUTER_STATE_DIR", "value": ROUTER_STATE_DIR},
         ],
         "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"},
@@ -117,12 +131,12 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
     }
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _metadata(site, ROUTER_NAME, dict(ROUTER_POD_LABELS)),
+        "metadata": _metadata(site, name, dict(ROUTER_POD_LABELS)),
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": dict(ROUTER_POD_LABELS)},
+            "selector": {"matchLabels": {**ROUTER_POD_LABELS, **((pod_labels or {}) if name != ROUTER_NAME else {})}},
             "template": {
-                "metadata": {"labels": dict(ROUTER_POD_LABELS)},
+                "metadata": {"labels": {**ROUTER_POD_LABELS, **(pod_labels or {})}},
                 "spec": {"serviceAccountName": service_account_name(site), "containers": [container],
                          "volumes": [{"name": "state", "emptyDir": {}}]},
             },
@@ -130,7 +144,14 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions) -> JsonDict:
     }
 
 
-def router_objects(site: Mapping[str, Any], options: RouterOptions) -> list[tuple[ResourceInfo, JsonDict]]:
+def deployment(site: Mapping[str, Any], options: RouterOptions, name: str,
+               pod_labels: Mapping[str, str]) -> tuple[ResourceInfo, JsonDict]:
+    """A further router Deployment of the site (HA: ``skupper-router-2``)."""
+    return DEPLOYMENT, _deployment(site, options, name, pod_labels)
+
+
+def router_objects(site: Mapping[str, Any], options: RouterOptions,
+                   pod_labels: Mapping[str, str] | None = None) -> list[tuple[ResourceInfo, JsonDict]]:
     """ServiceAccount, Role and RoleBinding (unless the Site names its own service account), then the Deployment."""
     objects: list[tuple[ResourceInfo, JsonDict]] = []
     spec = site.get("spec")
@@ -147,14 +168,15 @@ def router_objects(site: Mapping[str, Any], options: RouterOptions) -> list[tupl
                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                         "name": ROUTER_NAME}}),
         ]
-    objects.append((DEPLOYMENT, _deployment(site, options)))
+    objects.append((DEPLOYMENT, _deployment(site, options, ROUTER_NAME, pod_labels)))
     return objects
 
 
-def config_map(site: Mapping[str, Any], document: str, ports: str) -> tuple[ResourceInfo, JsonDict]:
+def config_map(site: Mapping[str, Any], document: str, ports: str,
+               name: str = ROUTER_NAME) -> tuple[ResourceInfo, JsonDict]:
     """The router ConfigMap: the router document, and the port allocations it was composed with."""
     return CONFIG_MAP, {
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": _metadata(site, ROUTER_NAME, {LABEL_ROUTER_CONFIG: ""}),
+        "metadata": _metadata(site, name, {LABEL_ROUTER_CONFIG: ""}),
         "data": {ROUTER_CONFIG_KEY: document, PORTS_KEY: ports},
     }

@@ -1,0 +1,243 @@
+"""The granting side of access grants (I/O): AccessGrant statuses (URL, code, CA, expiry, Ready) and the
+redemption of a token at this site, called by the grant server.
+
+A redemption, in this order so that a refusal leaves nothing behind:
+
+1. the grant is read from the API server (not the cache: the count must be exact) and checked (code, expiry,
+   redemptions left), the site (active, its router access resolved) and the link back (well-formed, its
+   certificate signed by the CA it comes with, a free Link name) too;
+2. the client certificate for the redeeming site is issued (CN = its site id) by the grant's issuer (default the
+   site CA);
+3. the redemption is counted: ``status.redemptions`` + 1 with the resourceVersion read in 1 as a precondition, so
+   two redemptions racing for the last one cannot both win (the loser starts again at 1);
+4. the link back (Secret, then Link) is created; if that fails, what was created is deleted and the count is
+   given back, and the redeeming site is told;
+5. the answer carries the credentials and this site's access endpoints.
+
+If the answer is lost after step 4 (the redeeming site went away), the redemption stays counted, as upstream.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from operator_runtime.api import KubeApi
+from operator_runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from operator_runtime.kinds import SECRET
+from operator_runtime.objects import JsonDict, mapping, meta
+from operator_runtime.reflector import Reflector
+
+from ..constants import FIELD_MANAGER_STATUS, GROUP_VERSION
+from ..kinds import ACCESS_GRANT, LINK
+from . import pki
+from .access import SITE_CA_SECRET
+from .access_io import decode
+from .grant_server import GrantServer
+from .grants import (
+    ANNOTATION_GRANT,
+    LinkEndpoint,
+    RedeemRequest,
+    Refusal,
+    check_redemption,
+    format_time,
+    grant_of,
+    grant_state,
+    grant_status,
+    link_name_problem,
+    link_objects,
+)
+
+__all__ = ["GrantKeeper", "SiteAccess"]
+
+log = logging.getLogger(__name__)
+ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class SiteAccess:
+    """What a namespace's last reconcile found: the active Site and its router access endpoints."""
+
+    site: Mapping[str, Any] | None
+    endpoints: tuple[JsonDict, ...] = ()
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _stamp() -> str:
+    return format_time(_now())
+
+
+class GrantKeeper:
+    """Grant statuses and redemptions for one controller."""
+
+    def __init__(self, api: KubeApi, grants: Reflector, links: Reflector,
+                 site_access: Callable[[str], SiteAccess]) -> None:
+        self.api = api
+        self.grants = grants
+        self.links = links
+        self.site_access = site_access
+        self.server: GrantServer | None = None
+        self._codes: dict[str, str] = {}
+        grants.add_index("uid", lambda o: [meta(o).uid])
+
+    # ---- statuses -------------------------------------------------------------------------------------------------
+    async def reconcile(self, namespace: str) -> tuple[float | None, bool]:
+        """Write the statuses of the namespace's grants; (seconds until the next expiry, retry)."""
+        access = self.site_access(namespace)
+        now = _now()
+        next_expiry: float | None = None
+        retry = False
+        for obj in self.grants.by_index("namespace", namespace):
+            if meta(obj).deletion_timestamp:
+                continue
+            previous = mapping(obj, "status")
+            grant = grant_of(obj)
+            if not grant.code:   # generated once: kept here until the watch shows it written
+                code = self._codes.setdefault(grant.uid, secrets.token_urlsafe(18))
+                grant = grant_of({**obj, "status": {**previous, "code": code}})
+            else:
+                self._codes.pop(grant.uid, None)
+            site_problem = ("No active site in namespace" if access.site is None else
+                            None if access.endpoints else
+                            "waiting for the site's link access (Site linkAccess or a RouterAccess)")
+            state = grant_state(grant, now, site_problem=site_problem, server=self.server is not None)
+            url = self.server.url(grant.uid) if self.server is not None else None
+            ca = self.server.ca_pem if self.server is not None else None
+            status = grant_status(previous, grant, state=state, url=url, ca=ca, generation=meta(obj).generation,
+                                  now=_stamp())
+            if grant.expires is not None and not grant.expired(now):
+                left = (grant.expires - now).total_seconds()
+                next_expiry = left if next_expiry is None else min(next_expiry, left)
+            if status == dict(previous):
+                continue
+            body = {"apiVersion": GROUP_VERSION, "kind": "AccessGrant",
+                    "metadata": {"name": grant.name, "namespace": namespace},
+                    "status": {k: v for k, v in status.items() if k != "redemptions"}}   # only redemptions count it
+            try:
+                await self.api.apply(ACCESS_GRANT, body, name=grant.name, namespace=namespace,
+                                     field_manager=FIELD_MANAGER_STATUS, force=True, subresource="status")
+            except NotFound:
+                pass
+            except KubeError as failure:
+                log.warning("could not write the status of AccessGrant %s/%s: %s", namespace, grant.name, failure)
+                retry = True
+        return next_expiry, retry
+
+    # ---- redemption -----------------------------------------------------------------------------------------------
+    async def redeem(self, uid: str, request: RedeemRequest) -> dict[str, object] | Refusal:
+        """Redeem ``request`` at the grant ``uid`` (see the module docstring)."""
+        cached = self.grants.by_index("uid", uid)
+        if not cached:
+            return Refusal(404, "NotFound", "no AccessGrant for this URL (deleted, or another site's)")
+        namespace, name = meta(cached[0]).namespace, meta(cached[0]).name
+        for _ in range(ATTEMPTS):
+            try:
+                obj = await self.api.get(ACCESS_GRANT, name, namespace)
+            except NotFound:
+                return Refusal(404, "NotFound", f"AccessGrant {namespace}/{name} no longer exists")
+            except KubeError as failure:
+                return Refusal(503, "Unavailable", f"could not read AccessGrant {namespace}/{name}: {failure}")
+            if meta(obj).uid != uid:
+                return Refusal(404, "NotFound", f"AccessGrant {namespace}/{name} was replaced")
+            outcome = await self._redeem_once(obj, request)
+            if outcome is not None:
+                return outcome
+        return Refusal(503, "Busy", f"AccessGrant {namespace}/{name} changed {ATTEMPTS} times during the "
+                                    f"redemption; try again")
+
+    async def _redeem_once(self, obj: JsonDict, request: RedeemRequest) -> dict[str, object] | Refusal | None:
+        """One attempt; None when the count lost a race (try again)."""
+        grant = grant_of(obj)
+        namespace = grant.namespace
+        refusal = check_redemption(grant, request.code, _now())
+        if refusal is not None:
+            log.info("redemption of AccessGrant %s/%s refused: %s", namespace, grant.name, refusal.reason)
+            return refusal
+        access = self.site_access(namespace)
+        if access.site is None:
+            return Refusal(503, "SiteNotReady", f"no active site in namespace {namespace}")
+        if not access.endpoints:
+            return Refusal(503, "SiteNotReady", f"site {meta(access.site).name} has no resolved link access yet")
+        site_meta = meta(access.site)
+        if request.site.id == site_meta.uid:
+            return Refusal(400, "SameSite", "a site cannot link to itself")
+        back = request.link_back
+        back_name = request.site.name
+        if back is not None:
+            if problem := back.problem():
+                return Refusal(400, "LinkBackInvalid", f"the link back is unusable: {problem}")
+            if problem := link_name_problem(back_name):
+                return Refusal(400, "LinkBackInvalid", f"the link back is unusable: {problem}")
+            if self.links.get(f"{namespace}/{back_name}") is not None:
+                return Refusal(409, "LinkExists", f"a Link named {back_name} already exists in namespace "
+                                                  f"{namespace}: delete it to link again")
+        issuer = grant.issuer or str(mapping(access.site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
+        try:
+            ca_secret = await self.api.get(SECRET, issuer, namespace)
+            ca = pki.KeyPair(decode(ca_secret, "tls.crt"), decode(ca_secret, "tls.key"))
+            issued = pki.issue(ca, request.site.id, client=True)
+        except NotFound:
+            return Refusal(503, "SiteNotReady", f"the issuer Secret {issuer} does not exist in namespace {namespace}")
+        except (KubeError, pki.CertificateError) as e:
+            return Refusal(503, "SiteNotReady", f"the issuer Secret {issuer} cannot issue certificates: {e}")
+
+        if not await self._count(obj, +1):
+            return None
+        created: list[tuple[Any, JsonDict]] = []
+        if back is not None:
+            secret_body, link_body = link_objects(
+                namespace, back_name, back.endpoints, back, cost=request.cost,
+                annotations={ANNOTATION_GRANT: grant.uid})
+            try:
+                for info, body in ((SECRET, secret_body), (LINK, link_body)):
+                    created.append((info, await self.api.create(info, body, namespace)))
+            except KubeError as failure:
+                await self._undo(obj, created)
+                if isinstance(failure, AlreadyExists):
+                    return Refusal(409, "LinkExists", f"a Link or Secret named {back_name} already exists in "
+                                                      f"namespace {namespace}: delete it to link again")
+                return Refusal(503, "Unavailable", f"could not create the link back: {failure}")
+        log.info("AccessGrant %s/%s redeemed by site %s (%s)%s", namespace, grant.name, request.site.name[:64],
+                 request.site.id[:64], f"; link back {back_name} created" if back is not None else "")
+        return {"site": {"id": site_meta.uid, "name": site_meta.name, "namespace": namespace},
+                "endpoints": [LinkEndpoint.of(e).model_dump() for e in access.endpoints],
+                "ca": ca.cert.decode(), "cert": issued.cert.decode(), "key": issued.key.decode(),
+                "linkBack": back_name if back is not None else None}
+
+    async def _count(self, obj: JsonDict, delta: int) -> bool:
+        """Add ``delta`` to ``status.redemptions`` if the grant is still at ``obj``'s resourceVersion."""
+        grant_meta = meta(obj)
+        current = mapping(obj, "status").get("redemptions")
+        count = current if isinstance(current, int) and not isinstance(current, bool) else 0
+        patch = {"metadata": {"resourceVersion": grant_meta.resource_version},
+                 "status": {"redemptions": max(0, count + delta)}}
+        try:
+            await self.api.merge_patch(ACCESS_GRANT, patch, name=grant_meta.name, namespace=grant_meta.namespace,
+                                       subresource="status")
+        except Conflict:
+            return False
+        return True
+
+    async def _undo(self, obj: JsonDict, created: list[tuple[Any, JsonDict]]) -> None:
+        for info, body in reversed(created):
+            try:
+                await self.api.delete(info, meta(body).name, meta(body).namespace, uid=meta(body).uid)
+            except KubeError as failure:
+                log.warning("could not delete %s %s after a failed redemption: %s", info.kind, meta(body).key,
+                            failure)
+        grant_meta = meta(obj)
+        for _ in range(ATTEMPTS):
+            try:
+                fresh = await self.api.get(ACCESS_GRANT, grant_meta.name, grant_meta.namespace)
+                if await self._count(fresh, -1):
+                    return
+            except KubeError as failure:
+                log.warning("could not give back the redemption of AccessGrant %s: %s", grant_meta.key, failure)
+                return

@@ -1,0 +1,293 @@
+"""Access grants and tokens (pure): a grant's state (its code, the redemptions left, when it expires) and status,
+the decision on a redemption, the messages exchanged when a token is redeemed, and the Link and Secret bodies a
+redemption creates. No I/O: the grant server (:mod:`.grant_server`) and the token redeemer (:mod:`.redeem`) use
+these.
+
+Redemption (upstream: an HTTPS POST of the code to the grant's URL, verified with the token's CA; the answer
+carries a Link and its client-certificate Secret): here the POST carries a JSON :class:`RedeemRequest` (the code,
+the token's name, the redeeming site, and optionally what the granting site needs for the **link back**: the
+redeeming site's access endpoint, its CA and a client certificate it issued), and the answer is a JSON
+:class:`RedeemResponse` (the granting site's identity, access endpoints, CA and the client certificate it issued).
+Each side composes its own objects from the validated fields: nothing the remote site sends names an object,
+a namespace or a key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from operator_runtime.objects import JsonDict, mapping, meta
+
+from ..constants import GROUP_VERSION
+from ..crd.models import AccessGrantSpec
+from . import pki
+from .status import READY, ConditionState, error, pending, ready, set_condition
+from .validation import dns1035_label_problem, host_problem, quoted
+
+__all__ = ["ANNOTATION_GRANT", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW", "DEFAULT_REDEMPTIONS", "Grant",
+           "LinkBack", "LinkEndpoint", "RedeemRequest", "RedeemResponse", "Refusal", "SiteIdentity",
+           "check_redemption", "grant_of", "grant_status", "link_objects", "parse_duration", "token_status"]
+
+DEFAULT_REDEMPTIONS = 1
+DEFAULT_EXPIRATION_WINDOW = datetime.timedelta(minutes=15)
+#: On Links (and their Secrets) a redemption created: the token (redeeming site) or grant (link back) uid.
+ANNOTATION_TOKEN = "internal.skupper.io/access-token"
+ANNOTATION_GRANT = "internal.skupper.io/access-grant"
+REDEEMED = "Redeemed"
+MAX_PEM = 16 * 1024
+MAX_TEXT = 256
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> datetime.timedelta:
+    """A Go duration (``15m``, ``1h30m``, ``90s``, ``2.5h``): what ``expirationWindow`` holds. ValueError else."""
+    if not text or _DURATION.sub("", text):
+        raise ValueError(f"{quoted(text)} is not a duration (e.g. 15m, 1h30m, 90s)")
+    return datetime.timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(text)))
+
+
+def _timestamp(text: str) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+def format_time(when: datetime.datetime) -> str:
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What decides a redemption. ``problem``: the spec is unusable (message)."""
+
+    namespace: str
+    name: str
+    uid: str
+    code: str                       # spec.code, else the generated one in status.code ("" until generated)
+    allowed: int
+    redemptions: int
+    expires: datetime.datetime | None
+    issuer: str | None
+    problem: str | None = None
+
+    def remaining(self) -> int:
+        return max(0, self.allowed - self.redemptions)
+
+    def expired(self, now: datetime.datetime) -> bool:
+        return self.expires is not None and now >= self.expires
+
+
+def grant_of(obj: Mapping[str, Any]) -> Grant:
+    """The grant's state from its object (expiry = creation time + ``expirationWindow``, default 15 minutes;
+    ``redemptionsAllowed`` default 1)."""
+    obj_meta = meta(obj)
+    status = mapping(obj, "status")
+    redemptions = status.get("redemptions")
+    count = redemptions if isinstance(redemptions, int) and not isinstance(redemptions, bool) else 0
+    problem = None
+    try:
+        spec = AccessGrantSpec.model_validate(dict(mapping(obj, "spec")))
+    except ValidationError as e:
+        first = e.errors(include_input=False)[0]
+        spec = AccessGrantSpec()
+        problem = f"spec.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    window = DEFAULT_EXPIRATION_WINDOW
+    if spec.expiration_window:
+        try:
+            window = parse_duration(spec.expiration_window)
+        except ValueError as e:
+            problem = problem or f"spec.expirationWindow: {e}"
+    allowed = DEFAULT_REDEMPTIONS if spec.redemptions_allowed is None else spec.redemptions_allowed
+    if allowed < 0:
+        problem = problem or f"spec.redemptionsAllowed: {allowed} is negative"
+    created = _timestamp(str(mapping(obj, "metadata").get("creationTimestamp") or ""))
+    code = spec.code or str(status.get("code") or "")
+    return Grant(obj_meta.namespace, obj_meta.name, obj_meta.uid, code, allowed, count,
+                 created + window if created else None, spec.issuer, problem)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A redemption refused: the HTTP status and the message the token's status shows."""
+
+    http_status: int
+    reason: str
+    message: str
+
+
+def check_redemption(grant: Grant, code: str, now: datetime.datetime) -> Refusal | None:
+    """Whether ``code`` may redeem ``grant`` now; the code is compared in constant time."""
+    import hmac
+
+    what = f"AccessGrant {grant.namespace}/{grant.name}"
+    if grant.problem:
+        return Refusal(409, "GrantInvalid", f"{what} is invalid: {grant.problem}")
+    if not grant.code or not hmac.compare_digest(grant.code.encode(), code.encode()):
+        return Refusal(403, "WrongCode", f"{what}: the code is wrong")
+    if grant.expired(now):
+        return Refusal(403, "Expired", f"{what} expired at {format_time(grant.expires)}"
+                       if grant.expires else f"{what} expired")
+    if grant.remaining() <= 0:
+        return Refusal(403, "UsedUp", f"{what} has no redemptions left ({grant.redemptions} of {grant.allowed} "
+                                      f"used)")
+    return None
+
+
+def grant_status(previous: Mapping[str, Any] | None, grant: Grant, *, state: ConditionState, url: str | None,
+                 ca: str | None, generation: int | None, now: str) -> dict[str, Any]:
+    """An AccessGrant's status: ``url``, ``code``, ``ca``, ``expirationTime``, ``status``/``message`` and the
+    ``Ready`` condition. ``redemptions`` is kept as it is: only the grant server counts."""
+    status: dict[str, Any] = {k: v for k, v in dict(previous or {}).items() if k != "conditions"}
+    status["conditions"] = [dict(c) for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)]
+    for key, value in (("url", url), ("code", grant.code or None), ("ca", ca),
+                       ("expirationTime", format_time(grant.expires) if grant.expires else None)):
+        if value is None:
+            status.pop(key, None)
+        else:
+            status[key] = value
+    set_condition(status, READY, state, generation, now)
+    status["status"], status["message"] = state.reason, state.message
+    return status
+
+
+def grant_state(grant: Grant, now: datetime.datetime, *, site_problem: str | None, server: bool) -> ConditionState:
+    """Ready while tokens can be redeemed; else what stops them."""
+    if grant.problem:
+        return error(grant.problem)
+    if site_problem:
+        return pending(site_problem)
+    if not server:
+        return pending("the grant server is not enabled (service-network run controller --grant-server-address)")
+    if grant.expired(now):
+        return error(f"expired at {format_time(grant.expires)}" if grant.expires else "expired")
+    if grant.remaining() <= 0:
+        return error(f"no redemptions left ({grant.redemptions} of {grant.allowed} used)")
+    return ready()
+
+
+def token_status(previous: Mapping[str, Any] | None, state: ConditionState, *, redeemed: bool,
+                 generation: int | None, now: str) -> dict[str, Any]:
+    """An AccessToken's status: ``Redeemed`` -> ``Ready``, and ``redeemed``."""
+    status: dict[str, Any] = {k: v for k, v in dict(previous or {}).items() if k != "conditions"}
+    status["conditions"] = [dict(c) for c in (previous or {}).get("conditions") or [] if isinstance(c, Mapping)]
+    set_condition(status, REDEEMED, state, generation, now)
+    set_condition(status, READY, state, generation, now)
+    status["status"], status["message"] = state.reason, state.message
+    if redeemed:
+        status["redeemed"] = True
+    else:
+        status.pop("redeemed", None)
+    return status
+
+
+# ---- messages ---------------------------------------------------------------------------------------------------
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SiteIdentity(_Message):
+    id: str = Field(max_length=MAX_TEXT)
+    name: str = Field(max_length=MAX_TEXT)
+    namespace: str = Field(default="", max_length=MAX_TEXT)
+
+
+class LinkEndpoint(_Message):
+    name: str = Field(default="inter-router", max_length=64)
+    host: str = Field(max_length=253)
+    port: int = Field(ge=1, le=65535)
+    group: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Which router of the remote site (an HA site has two)."""
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if problem := host_problem(value):
+            raise ValueError(problem)
+        return value
+
+    @classmethod
+    def of(cls, endpoint: Mapping[str, Any]) -> LinkEndpoint:
+        """From an endpoint of a RouterAccess status."""
+        return cls(name=str(endpoint.get("name") or "inter-router"), host=str(endpoint["host"]),
+                   port=int(endpoint["port"]), group=endpoint.get("group") or None)
+
+    def as_spec(self) -> JsonDict:
+        spec: JsonDict = {"name": self.name, "host": self.host, "port": str(self.port)}
+        if self.group is not None:
+            spec["group"] = self.group
+        return spec
+
+
+class _Credentials(_Message):
+    """A client certificate, its key and the CA of the access it is for (PEM)."""
+
+    ca: str = Field(max_length=MAX_PEM)
+    cert: str = Field(max_length=MAX_PEM)
+    key: str = Field(max_length=MAX_PEM)
+
+    def problem(self) -> str | None:
+        """Why these credentials are unusable: PEM that does not parse, a key of another certificate, a
+        certificate the CA did not sign."""
+        try:
+            pki.load_pair(pki.KeyPair(self.cert.encode(), self.key.encode()), "client certificate")
+            if not pki.cert_info(self.ca.encode()).is_ca:
+                return "the CA certificate is not a CA"
+        except pki.CertificateError as e:
+            return str(e)
+        if not pki.signed_by(self.cert.encode(), self.ca.encode()):
+            return "the client certificate is not signed by the given CA"
+        return None
+
+
+class LinkBack(_Credentials):
+    """What the granting site needs to link back to the redeeming site."""
+
+    endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=8)
+
+
+class RedeemRequest(_Message):
+    code: str = Field(max_length=MAX_TEXT)
+    token: str = Field(max_length=MAX_TEXT)
+    site: SiteIdentity
+    link_back: LinkBack | None = Field(default=None, alias="linkBack")
+    cost: int = Field(default=1, ge=-(2**31), le=2**31 - 1)
+
+
+class RedeemResponse(_Credentials):
+    site: SiteIdentity
+    endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=8)
+    link_back: str | None = Field(default=None, alias="linkBack", max_length=MAX_TEXT)
+
+
+def link_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a Link and its Secret here (a DNS-1035 label keeps both valid), or None."""
+    if problem := dns1035_label_problem(name):
+        return f"{quoted(name)} cannot name a Link: {problem}"
+    return None
+
+
+def link_objects(namespace: str, name: str, endpoints: list[LinkEndpoint], credentials: _Credentials, *,
+                 cost: int, annotations: Mapping[str, str]) -> tuple[JsonDict, JsonDict]:
+    """The Secret (client certificate, key, remote CA) and the Link that use it, both named ``name``."""
+    import base64
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    metadata = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": dict(metadata),
+              "data": {"ca.crt": b64(credentials.ca), "tls.crt": b64(credentials.cert),
+                       "tls.key": b64(credentials.key)}}
+    link = {"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": dict(metadata),
+            "spec": {"endpoints": [e.as_spec() for e in endpoints], "tlsCredentials": name, "cost": max(1, cost)}}
+    return secret, link

@@ -1,0 +1,64 @@
+"""``Site.spec.ha`` (pure): a site with two routers, as upstream (Deployments ``skupper-router`` and
+``skupper-router-2``).
+
+Both routers get the same router document but for ``router.id`` (the first keeps the site's id, the second is
+``<site uid>/skupper-router-2``: ids are unique network-wide), each from its own ConfigMap named after its
+Deployment; both carry every Listener, Connector, Link and the router access, so a Listener's Service (which
+selects every router Pod of the site) reaches either and remote sites route to either. Each router Pod is labelled
+with its router group (:data:`LABEL_ROUTER_GROUP`, the Deployment's name): the router access is exposed per group
+(one Service each), and its endpoints carry the group, so a linking site links to every router of this site (one
+``links[]`` entry per group, see :mod:`.links`) and losing one router leaves a path to the other.
+
+Without HA nothing here applies: one router, unlabelled by group, as before. An edge site cannot be HA (upstream
+refuses it too; edge sites are not supported here anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from operator_runtime.kinds import ResourceInfo
+from operator_runtime.objects import JsonDict, mapping, meta
+
+from ..constants import ROUTER_NAME
+from ..router.config import parse_config
+from .resources import RouterOptions, config_map, deployment
+
+__all__ = ["HA_ROUTER_NAME", "LABEL_ROUTER_GROUP", "group_labels", "ha_enabled", "ha_router_objects",
+           "router_groups"]
+
+HA_ROUTER_NAME = "skupper-router-2"
+#: On router Pods of an HA site: which of its routers (Deployment) the Pod runs.
+LABEL_ROUTER_GROUP = "internal.skupper.io/router-group"
+
+
+def ha_enabled(site: Mapping[str, Any] | None) -> bool:
+    return site is not None and mapping(site, "spec").get("ha") is True
+
+
+def router_groups(site: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The routers of the site, by Deployment name."""
+    return (ROUTER_NAME, HA_ROUTER_NAME) if ha_enabled(site) else (ROUTER_NAME,)
+
+
+def group_labels(site: Mapping[str, Any] | None, group: str) -> dict[str, str]:
+    """The label telling a router Pod's group apart (HA only: a single router needs none)."""
+    return {LABEL_ROUTER_GROUP: group} if ha_enabled(site) else {}
+
+
+def second_document(document_text: str, site_uid: str) -> str:
+    """The second router's document: the first one's with its own ``router.id``."""
+    document = json.loads(document_text)
+    document.setdefault("router", {})["id"] = f"{site_uid}/{HA_ROUTER_NAME}"
+    return parse_config(json.dumps(document)).to_json()
+
+
+def ha_router_objects(site: Mapping[str, Any], options: RouterOptions, document_text: str,
+                      ports_text: str) -> list[tuple[ResourceInfo, JsonDict]]:
+    """The second router's ConfigMap and Deployment (none without HA)."""
+    if not ha_enabled(site):
+        return []
+    return [config_map(site, second_document(document_text, meta(site).uid), ports_text, HA_ROUTER_NAME),
+            deployment(site, options, HA_ROUTER_NAME, group_labels(site, HA_ROUTER_NAME))]

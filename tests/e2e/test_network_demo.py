@@ -1,0 +1,71 @@
+"""`listener-operator network-demo`: local clusters side by side as sites, linked with an AccessGrant and an
+AccessToken, a client in West reaching a backend Pod in East, the statuses, and the link cut.
+
+In process, the Pods that answered are checked against East's API (they are East's backend Pods, not anything in
+West); as a person runs it (a subprocess, three sites), ``--once`` exits 0 having shown the path through Middle and
+the cut, and leaves only logs behind."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+from pathlib import Path
+
+from test_local import assert_clean, operator_command, workdir  # noqa: F401 - fixture by name
+
+from devenv.multicluster import LocalSites, SiteOptions
+from devenv.netdemo import RESOURCES, run_demo
+from devenv.up import Console
+
+
+async def test_demo_client_in_west_is_answered_by_east_pods_then_refused_after_the_cut(
+        workdir: Path) -> None:  # noqa: F811
+    output = io.StringIO()
+    console = Console(output)
+    async with LocalSites(("west", "east"), SiteOptions(state_dir=workdir / "s"), console) as sites:
+        assert await run_demo(sites, console, 90)
+        east_pods, _ = await sites.sim("east").api.list("pods", "east", label_selector="app=backend")
+        west_pods, _ = await sites.sim("west").api.list("pods", "west")
+        links_west, _ = await sites.sim("west").api.list(RESOURCES["Link"], "west")
+        links_east, _ = await sites.sim("east").api.list(RESOURCES["Link"], "east")
+    text = output.getvalue()
+    answered = re.search(r"client in west -> backend\.west:8080 \(127\.\d+\.16\.\d+:8080\) -> answered by Pods in "
+                         r"east: (.+)\n", text)
+    assert answered, text
+    names = set(re.findall(r"(\S+) \(\d+\)", answered.group(1)))
+    assert names and names <= {p["metadata"]["name"] for p in east_pods}, (names, text)
+    assert not names & {p["metadata"]["name"] for p in west_pods}
+    # the grant was issued in West and redeemed in East; both Links were Ready with the remote site's name
+    assert "[west] AccessGrant to-east: url https://127." in text
+    assert "[east] AccessToken to-west redeemed at west" in text
+    assert re.search(r"east\s+Link\s+to-west\s+Ready\s+Operational=True; remote site west", text), text
+    assert re.search(r"west\s+Link\s+east\s+Ready\s+Operational=True; remote site east", text), text
+    assert re.search(r"west\s+Listener\s+backend\s+Ready\s+hasMatchingConnector=true", text), text
+    # the cut: both Links deleted; the client is refused and the statuses follow
+    assert "deleted Link east in west, Link to-west in east" in text
+    assert links_west == [] and links_east == []
+    assert re.search(r"West's Listener: hasMatchingConnector=false after \d+\.\ds", text), text
+    assert re.search(r"client in west -> refused after \d+\.\ds", text), text
+    assert re.search(r"east\s+Site\s+east\s+Ready\s+sitesInNetwork=1 \(east\)", text), text
+
+
+def test_network_demo_once_with_three_sites_goes_through_middle_and_leaves_only_logs(
+        workdir: Path) -> None:  # noqa: F811
+    state = workdir / "nd"
+    result = subprocess.run(operator_command("network-demo", "--sites", "3", "--once", "--state-dir", str(state)),
+                            cwd=workdir, capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "The client in West reached the backend in East." in output
+    assert re.search(r"answered by Pods in east: backend-\S+ \(\d\)", output), output
+    assert "router in west -> router in middle -> router in east -> backend Pod" in output
+    blocks = re.findall(r"^  (west|middle|east)\s+(127\.\d+\.0\.0/16)", output, re.M)
+    assert len({block for _, block in blocks}) == 3, output
+    assert "[middle] AccessToken to-west redeemed at west" in output
+    assert "[east] AccessToken to-middle redeemed at middle" in output
+    assert re.search(r"west\s+Site\s+west\s+Ready\s+sitesInNetwork=3", output), output
+    assert "Cutting the link middle - east:" in output
+    assert re.search(r"client in west -> refused after", output), output
+    for site in ("west", "middle", "east"):
+        assert_clean(state / site, output)

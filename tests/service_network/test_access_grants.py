@@ -1,0 +1,251 @@
+"""AccessGrant and AccessToken on two clusters side by side, each with its site controller and its grant server:
+a token issued in West and redeemed in East gives East a Link to West (and its client-certificate Secret) and
+West the link back to East, whose credentials both open the other site's router access; and every bad input
+(wrong code, used up, expired, a server the token's CA does not trust, a link back signed by another CA, the
+granting site down) is refused with a clear status, leaving no Link, no Secret and the grant's count as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import json
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from multisite_support import MultiSite, multisite_environment
+from router_support import free_port
+from site_support import SiteEnv
+from test_site_access import _try_hello
+
+from service_network.site import pki
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+async def sites() -> AsyncIterator[MultiSite]:
+    async with multisite_environment("west", "east") as environment:
+        yield environment
+
+
+def _grant_port(env: SiteEnv) -> tuple[str, int]:
+    host = env.sim.address_block.client_ip(254)
+    return host, free_port(host)
+
+
+async def _linked_sites(sites: MultiSite) -> dict[str, tuple[str, int]]:
+    """Controllers (grant servers on fixed addresses) and Sites with link access at West and East."""
+    addresses = {name: _grant_port(sites[name]) for name in ("west", "east")}
+    for name, address in addresses.items():
+        await sites[name].start_controller(grant_server_address=address)
+        await sites.create_site(name, link_access="default")
+    for name in addresses:
+        await sites.access_endpoint(name)
+    return addresses
+
+
+async def _grant(env: SiteEnv, name: str, **spec: Any) -> dict[str, Any]:
+    await env.create("AccessGrant", name, spec)
+    status: dict[str, Any] = await env.wait_for(
+        lambda: _ready_grant(env, name), 30, f"AccessGrant {name} ready")
+    return status
+
+
+async def _ready_grant(env: SiteEnv, name: str) -> dict[str, Any] | None:
+    status = await env.status("AccessGrant", name)
+    return status if status.get("status") == "Ready" and status.get("url") and status.get("code") else None
+
+
+async def _token(env: SiteEnv, name: str, grant: dict[str, Any], **override: Any) -> None:
+    spec = {"url": grant["url"], "code": grant["code"], "ca": grant["ca"], **override}
+    await env.create("AccessToken", name, spec)
+
+
+async def _token_status(env: SiteEnv, name: str, status: str, within: float = 30.0) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        current = await env.status("AccessToken", name)
+        return current if current.get("status") == status else None
+    result: dict[str, Any] = await env.wait_for(check, within, f"AccessToken {name} {status}")
+    return result
+
+
+async def _names(env: SiteEnv, resource: str) -> set[str]:
+    objects, _ = await env.api.list(resource, env.namespace)
+    return {o["metadata"]["name"] for o in objects}
+
+
+def _secret_pair(secret: dict[str, Any]) -> tuple[bytes, pki.KeyPair]:
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    return data["ca.crt"], pki.KeyPair(data["tls.crt"], data["tls.key"])
+
+
+async def test_token_issued_in_west_redeemed_in_east_creates_the_link_and_the_link_back(sites: MultiSite) -> None:
+    west, east = sites["west"], sites["east"]
+    await _linked_sites(sites)
+    grant = await _grant(west, "for-east", redemptionsAllowed=1, expirationWindow="1h")
+    assert grant["url"].startswith(f"https://{west.sim.address_block.client_ip(254)}:")
+    created = (await west.get("AccessGrant", "for-east"))["metadata"]["creationTimestamp"]
+    expected = datetime.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ") + datetime.timedelta(hours=1)
+    assert grant["expirationTime"] == expected.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert pki.cert_info(grant["ca"].encode()).is_ca
+
+    await _token(east, "to-west", grant, linkCost=3)
+    token = await _token_status(east, "to-west", "Ready")
+    assert token["redeemed"] is True and token["message"] == "OK"
+
+    # East: the Link to West's access and its Secret, a client certificate of West's CA for East's site id.
+    west_host, west_port = await sites.access_endpoint("west")
+    link = await east.get("Link", "to-west")
+    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": west_host, "port": str(west_port),
+                                           "group": "skupper-router"}],
+                            "tlsCredentials": "to-west", "cost": 3}
+    west_ca = await sites.site_ca("west")
+    ca_pem, client = _secret_pair(await east.api.get("secrets", "to-west", "east"))
+    east_site = await east.get("Site", "east")
+    assert ca_pem == west_ca.cert and pki.signed_by(client.cert, west_ca.cert)
+    assert pki.cert_info(client.cert).subject == east_site["metadata"]["uid"]
+
+    # West: the link back to East, named after the East site, with a client certificate of East's CA.
+    east_host, east_port = await sites.access_endpoint("east")
+    back = await west.wait_for(lambda: west.get("Link", "east"), 10, "link back in west")
+    assert back["spec"]["endpoints"] == [{"name": "inter-router", "host": east_host, "port": str(east_port),
+                                          "group": "skupper-router"}]
+    east_ca = await sites.site_ca("east")
+    back_ca, back_client = _secret_pair(await west.api.get("secrets", "east", "west"))
+    assert back_ca == east_ca.cert and pki.signed_by(back_client.cert, east_ca.cert)
+
+    # Both credentials open the other site's router access (what the routers dial).
+    hello = await east.wait_for(lambda: _try_hello(west_host, west_port, ca_pem, client), 20, "east -> west")
+    assert hello["site"]["name"] == "west"                                       # type: ignore[index]
+    hello = await west.wait_for(lambda: _try_hello(east_host, east_port, back_ca, back_client), 20, "west -> east")
+    assert hello["site"]["name"] == "east"                                       # type: ignore[index]
+
+    # The grant counted the redemption and says it is used up.
+    async def used_up() -> dict[str, Any] | None:
+        status = await west.status("AccessGrant", "for-east")
+        return status if status.get("redemptions") == 1 and status.get("status") == "Error" else None
+    status = await west.wait_for(used_up, 10, "grant used up")
+    assert status["message"] == "no redemptions left (1 of 1 used)"
+
+
+async def _refused(sites: MultiSite, token: str, *, contains: str, grant: str = "g",
+                   redemptions: int = 0) -> dict[str, Any]:
+    """The token is in Error with ``contains`` in its message; East has no Link or Secret named after it; West
+    has no link back and the grant's count is ``redemptions``."""
+    west, east = sites["west"], sites["east"]
+    status = await _token_status(east, token, "Error")
+    assert contains in status["message"], status["message"]
+    assert "redeemed" not in status
+    assert token not in await _names(east, "links.skupper.io")
+    assert token not in await _names(east, "secrets")
+    assert "east" not in await _names(west, "links.skupper.io")
+    assert "east" not in await _names(west, "secrets")
+    assert ((await west.status("AccessGrant", grant)).get("redemptions") or 0) == redemptions
+
+    async def warned() -> bool:
+        events, _ = await east.api.list("events.events.k8s.io", "east")
+        return any(e.get("regarding", {}).get("name") == token and e.get("type") == "Warning" for e in events)
+    await east.wait_for(warned, 10, f"a Warning Event on AccessToken {token}")
+    return status
+
+
+async def test_bad_tokens_are_refused_with_a_clear_status_and_nothing_half_created(sites: MultiSite) -> None:
+    west, east = sites["west"], sites["east"]
+    await _linked_sites(sites)
+    grant = await _grant(west, "g", redemptionsAllowed=1, expirationWindow="1h")
+
+    # A wrong code.
+    await _token(east, "wrong-code", grant, code="not-the-code")
+    await _refused(sites, "wrong-code", contains="AccessGrant west/g: the code is wrong")
+
+    # A server the token's CA does not trust (the token names another CA: East's own site CA).
+    east_ca = await sites.site_ca("east")
+    await _token(east, "foreign-ca", grant, ca=east_ca.cert.decode())
+    await _refused(sites, "foreign-ca", contains="is not trusted by the token's CA")
+
+    # Used up: the first good token takes the only redemption, the second is refused.
+    await _token(east, "first", grant)
+    await _token_status(east, "first", "Ready")
+    await east.delete("Link", "first")
+    await east.api.delete("secrets", "first", "east")
+    await west.delete("Link", "east")
+    await west.api.delete("secrets", "east", "west")
+    await east.wait_for(lambda: _gone(sites), 10, "links deleted")
+    await _token(east, "second", grant)
+    await _refused(sites, "second", contains="AccessGrant west/g has no redemptions left (1 of 1 used)",
+                   redemptions=1)
+
+    # Expired: a grant whose window is one second.
+    short = await _grant(west, "short", expirationWindow="1s")
+    async def expired() -> bool:
+        status = await west.status("AccessGrant", "short")
+        return status.get("status") == "Error" and str(status.get("message", "")).startswith("expired at ")
+    await west.wait_for(expired, 10, "grant expired (its status)")
+    await _token(east, "late", short)
+    await _refused(sites, "late", grant="short", contains=f"AccessGrant west/short expired at "
+                                                           f"{short['expirationTime']}")
+
+
+async def _gone(sites: MultiSite) -> bool:
+    return ("first" not in await _names(sites["east"], "links.skupper.io")
+            and "east" not in await _names(sites["west"], "links.skupper.io"))
+
+
+async def test_link_back_signed_by_another_ca_is_refused_and_counts_nothing(sites: MultiSite) -> None:
+    """A redemption request (as a hostile or broken site would send it) whose link back certificate is not signed
+    by the CA it comes with: refused (400) with the reason, no Link back, the count unchanged."""
+    west = sites["west"]
+    await _linked_sites(sites)
+    grant = await _grant(west, "g", redemptionsAllowed=2)
+    ca, other = pki.new_ca("claimed-ca"), pki.new_ca("other-ca")
+    forged = pki.issue(other, "link-back", client=True)
+    request = {"code": grant["code"], "token": "t", "site": {"id": "x-uid", "name": "intruder", "namespace": "x"},
+               "linkBack": {"endpoints": [{"name": "inter-router", "host": "127.0.0.1", "port": 55671}],
+                            "ca": ca.cert.decode(), "cert": forged.cert.decode(), "key": forged.key.decode()}}
+    context = ssl.create_default_context(cadata=grant["ca"])
+    async with aiohttp.ClientSession() as session, session.post(grant["url"], json=request, ssl=context) as answer:
+        body = json.loads(await answer.read())
+    assert answer.status == 400
+    assert body == {"reason": "LinkBackInvalid",
+                    "message": "the link back is unusable: the client certificate is not signed by the given CA"}
+    # A hostile host in the link back is refused by validation, also before anything is counted.
+    request["linkBack"]["endpoints"][0]["host"] = "evil\nbind :1"                # type: ignore[index]
+    async with aiohttp.ClientSession() as session, session.post(grant["url"], json=request, ssl=context) as answer:
+        body = json.loads(await answer.read())
+    assert answer.status == 400 and body["message"].startswith("invalid redemption request: linkBack.endpoints.0.host")
+    assert "intruder" not in await _names(west, "links.skupper.io")
+    assert ((await west.status("AccessGrant", "g")).get("redemptions") or 0) == 0
+
+    # Three redemptions at once for the two left: exactly two win (the count is a precondition on the grant's
+    # resourceVersion), the third is told the grant is used up.
+    async def redeem(n: int) -> tuple[int, dict[str, Any]]:
+        plain = {"code": grant["code"], "token": f"t{n}", "site": {"id": f"s{n}", "name": f"s{n}"}}
+        async with aiohttp.ClientSession() as session, session.post(grant["url"], json=plain,
+                                                                    ssl=context) as response:
+            return response.status, json.loads(await response.read())
+    results = await asyncio.gather(*(redeem(n) for n in range(3)))
+    assert sorted(status for status, _ in results) == [200, 200, 403]
+    assert [body["message"] for status, body in results if status == 403] == [
+        "AccessGrant west/g has no redemptions left (2 of 2 used)"]
+    assert (await west.status("AccessGrant", "g"))["redemptions"] == 2
+
+
+async def test_token_for_a_site_that_is_down_is_refused_then_redeemed_when_it_is_up(sites: MultiSite) -> None:
+    west, east = sites["west"], sites["east"]
+    addresses = await _linked_sites(sites)
+    grant = await _grant(west, "g")
+    await west.controllers[0].stop()                       # West's controller (and grant server) down
+
+    await _token(east, "to-west", grant)
+    status = await _refused(sites, "to-west", contains="could not reach the redemption server at")
+    assert grant["url"] in status["message"]
+
+    await west.start_controller(grant_server_address=addresses["west"])    # up again on the same address
+    token = await _token_status(east, "to-west", "Ready", within=90)
+    assert token["redeemed"] is True
+    assert (await east.get("Link", "to-west"))["spec"]["tlsCredentials"] == "to-west"
+    await west.wait_for(lambda: west.get("Link", "east"), 10, "link back in west")

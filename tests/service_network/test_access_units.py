@@ -1,0 +1,270 @@
+"""The pure parts of router access and grants: certificates, durations, grant state (code, redemptions left,
+expiry), the redemption decision, the access plan (CA, RouterAccess, Service, endpoints, certificates), the
+redemption messages' validation and the Link/Secret bodies."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from operator_runtime.objects import meta
+from service_network.site import pki
+from service_network.site.access import (
+    ANNOTATION_ACCESS,
+    ANNOTATION_CERT_ISSUER,
+    ANNOTATION_CERT_NAMES,
+    AccessInputs,
+    compose_access,
+)
+from service_network.site.grants import (
+    LinkBack,
+    RedeemRequest,
+    check_redemption,
+    grant_of,
+    grant_state,
+    grant_status,
+    link_objects,
+    parse_duration,
+)
+
+UTC = datetime.UTC
+CREATED = "2026-11-23T10:00:00Z"
+T0 = datetime.datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+
+
+# ---- certificates -----------------------------------------------------------------------------------------------
+
+def test_issued_certificates_carry_their_names_and_are_signed_by_their_ca_only() -> None:
+    ca, other = pki.new_ca("site-ca"), pki.new_ca("other-ca")
+    server = pki.issue(ca, "skupper-router.west", dns=["*.key.service-network", "a.example"], ips=["127.1.3.1"],
+                       server=True)
+    info = pki.cert_info(server.cert)
+    assert (info.subject, info.issuer, info.is_ca) == ("skupper-router.west", "site-ca", False)
+    assert info.dns_names == {"*.key.service-network", "a.example"} and info.ip_addresses == {"127.1.3.1"}
+    assert pki.cert_info(ca.cert).is_ca
+    assert pki.signed_by(server.cert, ca.cert) and not pki.signed_by(server.cert, other.cert)
+    assert not pki.signed_by(b"garbage", ca.cert)
+    assert info.not_after <= pki.cert_info(ca.cert).not_after      # never outlives its CA
+
+
+def test_unusable_key_pairs_are_refused_with_a_reason() -> None:
+    ca = pki.new_ca("ca")
+    leaf = pki.issue(ca, "leaf", client=True)
+    with pytest.raises(pki.CertificateError, match="key does not belong to the certificate"):
+        pki.load_pair(pki.KeyPair(leaf.cert, ca.key))
+    with pytest.raises(pki.CertificateError, match="is not a PEM certificate"):
+        pki.load_pair(pki.KeyPair(b"-----BEGIN nothing", leaf.key))
+    with pytest.raises(pki.CertificateError, match="not a CA"):
+        pki.issue(leaf, "grandchild")
+
+
+# ---- grants -------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "seconds"), [("15m", 900), ("1h30m", 5400), ("90s", 90), ("2.5h", 9000),
+                                               ("1h0m0s", 3600), ("500ms", 0.5)])
+def test_durations_in_go_syntax(text: str, seconds: float) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "15", "abc", "15 m", "-5m", "1d"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration(text)
+
+
+def _grant(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "g", "namespace": "west", "uid": "g-uid", "creationTimestamp": CREATED},
+            "spec": spec or {}, "status": status or {}}
+
+
+def test_grant_defaults_one_redemption_within_15_minutes_of_creation() -> None:
+    grant = grant_of(_grant(status={"code": "generated"}))
+    assert (grant.allowed, grant.redemptions, grant.remaining()) == (1, 0, 1)
+    assert grant.expires == T0 + datetime.timedelta(minutes=15)
+    assert grant.code == "generated"
+    assert not grant.expired(T0 + datetime.timedelta(minutes=14, seconds=59))
+    assert grant.expired(T0 + datetime.timedelta(minutes=15))
+    assert grant_of(_grant({"code": "mine"}, {"code": "generated"})).code == "mine"
+
+
+def test_remaining_redemptions_count_down_and_never_go_negative() -> None:
+    spec = {"redemptionsAllowed": 3, "code": "c"}
+    assert [grant_of(_grant(spec, {"redemptions": n})).remaining() for n in (0, 1, 2, 3, 4)] == [3, 2, 1, 0, 0]
+
+
+def test_redemption_decision() -> None:
+    now = T0 + datetime.timedelta(minutes=1)
+    grant = grant_of(_grant({"code": "secret", "redemptionsAllowed": 2}, {"redemptions": 1}))
+    assert check_redemption(grant, "secret", now) is None
+    wrong = check_redemption(grant, "Secret", now)
+    assert wrong is not None and (wrong.http_status, wrong.reason) == (403, "WrongCode")
+    assert wrong.message == "AccessGrant west/g: the code is wrong"
+    late = check_redemption(grant, "secret", T0 + datetime.timedelta(hours=1))
+    assert late is not None and late.reason == "Expired"
+    assert late.message == "AccessGrant west/g expired at 2026-11-23T10:15:00Z"
+    used = check_redemption(grant_of(_grant({"code": "secret", "redemptionsAllowed": 2}, {"redemptions": 2})),
+                            "secret", now)
+    assert used is not None and used.message == "AccessGrant west/g has no redemptions left (2 of 2 used)"
+    # A grant whose code is not generated yet accepts no code, not even the empty one.
+    assert check_redemption(grant_of(_grant()), "", now) is not None
+    broken = check_redemption(grant_of(_grant({"code": "c", "expirationWindow": "soon"})), "c", now)
+    assert broken is not None and broken.http_status == 409 and "spec.expirationWindow" in broken.message
+
+
+def test_grant_state_and_status_keep_the_count_of_the_grant_server() -> None:
+    now = T0 + datetime.timedelta(minutes=1)
+    grant = grant_of(_grant({"code": "c"}, {"redemptions": 0}))
+    assert grant_state(grant, now, site_problem=None, server=True).reason == "Ready"
+    assert grant_state(grant, now, site_problem="No active site in namespace", server=True).message == (
+        "No active site in namespace")
+    assert "grant server is not enabled" in grant_state(grant, now, site_problem=None, server=False).message
+    assert grant_state(grant, T0 + datetime.timedelta(hours=1), site_problem=None, server=True).message == (
+        "expired at 2026-11-23T10:15:00Z")
+    status = grant_status({"redemptions": 1}, grant, state=grant_state(grant, now, site_problem=None, server=True),
+                          url="https://127.1.4.254:1/g-uid", ca="PEM", generation=1, now="t")
+    assert status["redemptions"] == 1 and status["url"] == "https://127.1.4.254:1/g-uid"
+    assert (status["status"], status["message"], status["expirationTime"]) == ("Ready", "OK",
+                                                                             "2026-11-23T10:15:00Z")
+
+
+# ---- redemption messages --------------------------------------------------------------------------------------
+
+def _link_back(ca: pki.KeyPair, signer: pki.KeyPair, host: str = "127.2.3.1") -> dict[str, Any]:
+    pair = pki.issue(signer, "back", client=True)
+    return {"endpoints": [{"name": "inter-router", "host": host, "port": 55671}],
+            "ca": ca.cert.decode(), "cert": pair.cert.decode(), "key": pair.key.decode()}
+
+
+def test_link_back_must_be_signed_by_the_ca_it_comes_with() -> None:
+    ca, other = pki.new_ca("east-ca"), pki.new_ca("other")
+    assert LinkBack.model_validate(_link_back(ca, ca)).problem() is None
+    assert LinkBack.model_validate(_link_back(ca, other)).problem() == (
+        "the client certificate is not signed by the given CA")
+
+
+@pytest.mark.parametrize("host", ["evil\nbind :1", "a b", "", "x" * 300])
+def test_hostile_link_back_hosts_are_refused(host: str) -> None:
+    ca = pki.new_ca("ca")
+    with pytest.raises(ValidationError):
+        RedeemRequest.model_validate({"code": "c", "token": "t", "site": {"id": "i", "name": "n"},
+                                      "linkBack": _link_back(ca, ca, host)})
+
+
+def test_link_objects_are_named_by_the_receiver_and_cost_below_one_counts_as_one() -> None:
+    ca = pki.new_ca("ca")
+    back = LinkBack.model_validate(_link_back(ca, ca))
+    secret, link = link_objects("west", "east", back.endpoints, back, cost=0, annotations={"a": "b"})
+    assert secret["metadata"] == link["metadata"] == {"name": "east", "namespace": "west", "annotations": {"a": "b"}}
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"} and secret["type"] == "kubernetes.io/tls"
+    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": "127.2.3.1", "port": "55671"}],
+                            "tlsCredentials": "east", "cost": 1}
+
+
+# ---- access plan ------------------------------------------------------------------------------------------------
+
+def _site(link_access: str | None = "default") -> dict[str, Any]:
+    spec = {"linkAccess": link_access} if link_access is not None else {}
+    return {"metadata": {"name": "west", "namespace": "west", "uid": "site-uid"}, "spec": spec}
+
+
+def _router_access(name: str = "skupper-router", access_type: str = "loadbalancer",
+                   created: str = CREATED) -> dict[str, Any]:
+    return {"apiVersion": "skupper.io/v2alpha1", "kind": "RouterAccess",
+            "metadata": {"name": name, "namespace": "west", "uid": f"{name}-uid", "creationTimestamp": created},
+            "spec": {"accessType": access_type, "generateTlsCredentials": True, "issuer": "skupper-site-ca",
+                     "roles": [{"name": "inter-router", "port": 55671}], "tlsCredentials": "skupper-site-server"}}
+
+
+def _secret(name: str, uid: str = "", **annotations: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "west", "uid": uid or f"{name}-uid", "annotations": annotations},
+            "type": "kubernetes.io/tls", "data": {"ca.crt": "", "tls.crt": "", "tls.key": ""}}
+
+
+def _service(service_type: str, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "skupper-router", "namespace": "west",
+                         "annotations": {ANNOTATION_ACCESS: "skupper-router"}},
+            "spec": {"type": service_type, "ports": [{"name": "inter-router", "port": 55671, "nodePort": 31000}]},
+            "status": status}
+
+
+def test_link_access_default_asks_for_the_ca_and_a_load_balanced_router_access() -> None:
+    plan = compose_access(AccessInputs(_site("default"), [], {}, {}, []))
+    assert plan.ca_secret == "skupper-site-ca"
+    assert plan.router_access is not None and plan.router_access["spec"]["accessType"] == "loadbalancer"
+    assert plan.router_access["metadata"]["ownerReferences"][0]["uid"] == "site-uid"
+    assert plan.resolved is not None and plan.resolved.reason == "Pending"
+    assert plan.document_access == [] and plan.states == []          # nothing in the cluster yet
+
+
+def test_resolved_load_balancer_gives_the_endpoint_the_document_entry_and_a_certificate_naming_it() -> None:
+    inputs = AccessInputs(_site("default"), [_router_access()], {"skupper-site-ca": _secret("skupper-site-ca")},
+                          {"skupper-router": _service("LoadBalancer", loadBalancer={"ingress": [{"ip": "127.1.3.1"}]})},
+                          [])
+    plan = compose_access(inputs)
+    assert plan.ca_secret is None
+    assert plan.endpoints == [{"name": "inter-router", "host": "127.1.3.1", "port": "55671",
+                               "group": "skupper-router"}]
+    assert plan.services[0]["spec"]["type"] == "LoadBalancer"
+    [request] = plan.certificates                                  # the server Secret does not exist yet
+    assert "127.1.3.1" in request.ips and "*.key.service-network" in request.dns
+    assert plan.document_access == []                              # withheld until the Secret exists
+    assert plan.states[0].configured.message.startswith("waiting for the TLS credentials Secret")
+
+    # With the Secret issued for exactly these names by this CA: nothing to issue, the access is in the document.
+    names = request.names
+    secrets = {"skupper-site-ca": _secret("skupper-site-ca"),
+               "skupper-site-server": _secret("skupper-site-server", **{
+                   ANNOTATION_CERT_NAMES: names, ANNOTATION_CERT_ISSUER: "skupper-site-ca-uid"})}
+    plan = compose_access(AccessInputs(inputs.site, inputs.router_accesses, secrets, inputs.services, []))
+    assert plan.certificates == []
+    assert plan.document_access == [{"name": "skupper-router", "role": "inter-router", "host": "", "port": 55671,
+                                     "tlsProfile": "skupper-site-server"}]
+    assert plan.resolved is not None and plan.resolved.reason == "Ready"
+    # A new CA (another uid) re-issues; a Secret a user wrote (no annotation) is never overwritten.
+    secrets["skupper-site-ca"] = _secret("skupper-site-ca", uid="new-ca")
+    assert compose_access(AccessInputs(inputs.site, inputs.router_accesses, secrets, inputs.services,
+                                       [])).certificates != []
+    secrets["skupper-site-server"] = _secret("skupper-site-server")
+    assert compose_access(AccessInputs(inputs.site, inputs.router_accesses, secrets, inputs.services,
+                                       [])).certificates == []
+
+
+def test_nodeport_endpoint_is_the_router_pods_node_and_the_node_port() -> None:
+    pod = {"metadata": {"name": "skupper-router-1"}, "status": {"hostIP": "127.1.1.1"}}
+    plan = compose_access(AccessInputs(_site("nodeport"), [_router_access(access_type="nodeport")], {},
+                                       {"skupper-router": _service("NodePort")}, [pod]))
+    assert plan.endpoints[0]["host"] == "127.1.1.1" and plan.endpoints[0]["port"] == "31000"
+    waiting = compose_access(AccessInputs(_site("nodeport"), [_router_access(access_type="nodeport")], {},
+                                          {"skupper-router": _service("NodePort")}, []))
+    assert waiting.states[0].resolved is not None and "router Pod on a node" in waiting.states[0].resolved.message
+
+
+def test_unsupported_access_a_second_router_access_and_a_foreign_service_are_reported() -> None:
+    plan = compose_access(AccessInputs(_site("route"), [], {}, {}, []))
+    assert plan.resolved is not None and plan.resolved.reason == "Error" and "not supported" in plan.resolved.message
+    assert plan.router_access is None
+    plan = compose_access(AccessInputs(_site(None), [_router_access(), _router_access("extra", created=
+                                                                                       "2026-11-23T11:00:00Z")],
+                                       {}, {}, []))
+    assert plan.resolved is None                                     # no linkAccess: the Site needs no Resolved
+    assert plan.states[1].configured.message == ("only one RouterAccess per site is supported; skupper-router is "
+                                                 "in use")
+    foreign = {"metadata": {"name": "skupper-router", "namespace": "west"}, "spec": {"type": "ClusterIP"}}
+    plan = compose_access(AccessInputs(_site("default"), [_router_access()], {}, {"skupper-router": foreign}, []))
+    assert plan.states[0].configured.message == "Service skupper-router already exists in namespace"
+    assert plan.services == []
+
+
+def test_the_sites_router_access_is_stale_once_link_access_is_none() -> None:
+    ours = _router_access()
+    ours["metadata"]["ownerReferences"] = [{"kind": "Site", "name": "west", "uid": "site-uid"}]
+    services = {"skupper-router": _service("LoadBalancer", loadBalancer={"ingress": [{"ip": "127.1.3.1"}]})}
+    plan = compose_access(AccessInputs(_site("none"), [ours], {}, services, []))
+    assert plan.stale_router_access is ours
+    assert plan.states == [] and plan.document_access == [] and plan.endpoints == []
+    users = _router_access("mine")                          # one a user wrote stays in use
+    plan = compose_access(AccessInputs(_site("none"), [users], {}, {}, []))
+    assert plan.stale_router_access is None and [meta(s.obj).name for s in plan.states] == ["mine"]
