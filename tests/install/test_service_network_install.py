@@ -5,13 +5,15 @@ kubectl, and nothing else from the test.
 kubesim runs the site controller Pod of the chart (``service-network run controller`` with the Pod's environment and
 ServiceAccount token) and enforces RBAC for that token. The test sees what a user would: the controller Pod Ready
 and holding its Lease, the skupper.io CRDs applied by it, the Site, Connector and Listener Ready, a client reaching
-the backend Pods through the Listener's Service and the router Pod the controller created, and every request of the
-controller's ServiceAccount allowed by the chart's ClusterRole and leader-election Role (none refused).
+the backend Pods through the Listener's Service and the router Pod the controller created, an AccessGrant whose
+published URL is the controller Pod's grant server (TLS verified with the grant's CA), and every request of the controller's
+ServiceAccount allowed by the chart's ClusterRole and leader-election Role (none refused).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +80,7 @@ async def test_the_chart_with_the_service_network_runs_the_site_controller_and_s
         sim: KubeSim, tmp_path: Path) -> None:
     kubectl = [str(BIN / "kubectl"), "--kubeconfig", str(sim.kubeconfig_path), "--cache-dir", str(tmp_path / "c")]
     rendered = await run(str(BIN / "helm"), "template", "listener-operator", str(CHART_DIR), "--namespace", NAMESPACE,
-                         "--set", "serviceNetwork.enabled=true")
+                         "--set", "serviceNetwork.enabled=true", "--set", "serviceNetwork.grantServer.enabled=true")
     objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
     await run(*kubectl, "create", "namespace", NAMESPACE)
     await run(*kubectl, "apply", "--server-side", "-f", "-", stdin=rendered)
@@ -109,6 +111,20 @@ async def test_the_chart_with_the_service_network_runs_the_site_controller_and_s
     assert len(answered) == 6 and set(answered) <= names, (answered, names)
     assert len(set(answered)) > 1, answered  # the router balances new connections over the backend Pods
 
+    # An AccessGrant: its URL is the grant server in the controller Pod (the chart's port), which answers TLS that
+    # the grant's CA verifies (the grant stays Pending: the example's Site has no linkAccess).
+    await sim.api.create("accessgrants.skupper.io", {
+        "apiVersion": "skupper.io/v2alpha1", "kind": "AccessGrant",
+        "metadata": {"name": "for-east", "namespace": "hello-world"}, "spec": {"redemptionsAllowed": 1}}, "hello-world")
+    grant = await until(lambda: _published_grant(sim), 30, "the AccessGrant's url, code and CA")
+    pod_ip = (await sim.api.get("pods", pod["metadata"]["name"], NAMESPACE))["status"]["podIP"]
+    assert grant["url"].startswith(f"https://{pod_ip}:9090/"), grant
+    context = ssl.create_default_context(cadata=grant["ca"])
+    _reader, writer = await asyncio.wait_for(
+        asyncio.open_connection(pod_ip, 9090, ssl=context, server_hostname=pod_ip), 10)
+    writer.close()
+    await writer.wait_closed()
+
     # RBAC: every request of the site controller's ServiceAccount was allowed by the chart's roles (none refused),
     # including the CRD maintenance, the router objects, the Service, the statuses, the Lease and the Events; the
     # router Pod's ServiceAccount works within the Role the controller gave it.
@@ -130,6 +146,12 @@ async def test_the_chart_with_the_service_network_runs_the_site_controller_and_s
         ("create", "coordination.k8s.io", "leases"), ("update", "coordination.k8s.io", "leases"),
     } <= used, sorted(used)
     assert ("watch", "", "configmaps") in authorizer.used[ROUTER_ACCOUNT]  # its router document
+
+
+async def _published_grant(sim: KubeSim) -> dict[str, Any] | None:
+    grant = await sim.api.get("accessgrants.skupper.io", "for-east", "hello-world")
+    status: dict[str, Any] = grant.get("status") or {}
+    return status if status.get("url") and status.get("code") and status.get("ca") else None
 
 
 async def _lease_holder(sim: KubeSim) -> str | None:
