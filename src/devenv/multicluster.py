@@ -1,5 +1,5 @@
 """Several local clusters side by side, one per site of the network demo: each a :class:`~devenv.up.LocalCluster`
-with the service network only (its CRDs and its site controller as a child process, no listener operator), its own
+with the service network only (the chart's site controller Pod, which applies the CRDs; no listener operator), its own
 address block ``127.N.0.0/16`` (each kubesim claims the lowest block no other cluster holds, so the blocks are
 distinct), its own state directory ``<state dir>/<site>`` with its kubeconfig, and progress lines prefixed with the
 site's name. They start one after another and stop together; a failure while starting stops those already up.
