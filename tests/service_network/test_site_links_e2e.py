@@ -3,7 +3,8 @@ Role) and a remote router outside the cluster (East: the adaptor and HAProxy wit
 address, as `network_support` runs them): a Link applied with its Secret (certificates made by the test) becomes
 the router's link; the router Pod publishes its network status into ``skupper-network-status``; the controller
 turns it into Link ``Operational`` (with the remote site), Site ``network``, and Listener ``Matched``, which agrees
-with the traffic at every step (Ready and a connection reaches East's backend; Pending and the router refuses)."""
+with the traffic at every step (Ready and a connection reaches East's backend; Pending and the router refuses). A
+Link to an HA site (two East routers) links to each and survives one of them."""
 
 from __future__ import annotations
 
