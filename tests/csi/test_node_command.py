@@ -34,8 +34,9 @@ def socket_mode(path: Path) -> int | None:
 async def test_run_node_serves_and_stops_on_sigterm(kubesim: Any, short_dir: Path) -> None:
     socket = short_dir / "node.sock"
     kubelet = short_dir / "kubelet"
+    # /metrics on a free loopback port: the default 0.0.0.0:8081 may be taken by another process on this machine
     process = await spawn("--csi-endpoint", f"unix://{socket}", "--node-name", "worker-7", "--kubelet-dir",
-                          str(kubelet), "--kubeconfig", str(kubesim.kubeconfig_path))
+                          str(kubelet), "--kubeconfig", str(kubesim.kubeconfig_path), "--http-address", "127.0.0.1:0")
     try:
         for _ in range(400):
             if socket_mode(socket) is not None or process.returncode is not None:

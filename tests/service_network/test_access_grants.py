@@ -179,8 +179,14 @@ async def test_bad_tokens_are_refused_with_a_clear_status_and_nothing_half_creat
     await _refused(sites, "second", contains="AccessGrant west/g has no redemptions left (1 of 1 used)",
                    redemptions=1)
 
-    # Expired: a grant whose window is one second.
-    short = await _grant(west, "short", expirationWindow="1s")
+    # Expired: a grant whose window is one second (under load it may expire before a Ready status is seen: what
+    # the token needs is what the grant published).
+    await west.create("AccessGrant", "short", {"expirationWindow": "1s"})
+
+    async def published() -> dict[str, Any] | None:
+        status = await west.status("AccessGrant", "short")
+        return status if all(status.get(k) for k in ("url", "code", "ca", "expirationTime")) else None
+    short: dict[str, Any] = await west.wait_for(published, 30, "AccessGrant short published")
     async def expired() -> bool:
         status = await west.status("AccessGrant", "short")
         return status.get("status") == "Error" and str(status.get("message", "")).startswith("expired at ")
@@ -249,3 +255,38 @@ async def test_token_for_a_site_that_is_down_is_refused_then_redeemed_when_it_is
     assert token["redeemed"] is True
     assert (await east.get("Link", "to-west"))["spec"]["tlsCredentials"] == "to-west"
     await west.wait_for(lambda: west.get("Link", "east"), 10, "link back in west")
+
+
+async def test_after_redemption_data_flows_both_ways(sites: MultiSite) -> None:
+    """Upstream's hello-world direction and its reverse: the token is issued in West and redeemed in East (East
+    dials West), yet a West Listener reaches East's Pods over the link back, and an East Listener West's Pods."""
+    from router_support import who
+    from site_support import ECHO_IMAGE
+
+    west, east = sites["west"], sites["east"]
+    await _linked_sites(sites)
+    for env, key in ((west, "in-west"), (east, "in-east")):
+        await env.deployment("backend", ECHO_IMAGE, 1, {"app": "backend"})
+        await env.create("Connector", key, {"routingKey": key, "selector": "app=backend", "port": 7000})
+    await west.create("Listener", "to-east", {"routingKey": "in-east", "host": "to-east", "port": 7000})
+    await east.create("Listener", "to-west", {"routingKey": "in-west", "host": "to-west", "port": 7000})
+
+    grant = await _grant(west, "for-east")
+    await _token(east, "to-west", grant)
+    await _token_status(east, "to-west", "Ready")
+
+    async def greeting(env: SiteEnv, service: str) -> str | None:
+        ip = (await env.service(service))["spec"]["clusterIP"]
+        try:
+            name, _, writer = await who(ip, 7000)
+        except (OSError, TimeoutError):
+            return None
+        writer.close()
+        return name or None
+
+    east_pod = (await east.wait_ready_pods({"app": "backend"}, 1, within=60))[0]["metadata"]["name"]
+    west_pod = (await west.wait_ready_pods({"app": "backend"}, 1, within=60))[0]["metadata"]["name"]
+    await west.wait_status("Listener", "to-east", "Ready", within=40)
+    await east.wait_status("Listener", "to-west", "Ready", within=40)
+    assert await west.wait_for(lambda: greeting(west, "to-east"), 20, "West -> East over the link back") == east_pod
+    assert await east.wait_for(lambda: greeting(east, "to-west"), 20, "East -> West over East's Link") == west_pod

@@ -39,6 +39,14 @@ async def _through(sites: MultiSite, link: str, ip: str, pods: set[str], count: 
     assert sent.get(link) == count and sum(sent.values()) == count, sent
 
 
+async def _next_over(west: SiteEnv, link: str, ip: str, pods: set[str]) -> bool:
+    """Whether a new connection from West is answered by East and went over West's ``link``."""
+    before = await hop_sessions(west)
+    answered = await greeting(ip, PORT)
+    after = await hop_sessions(west)
+    return answered in pods and after.get(link, 0) > before.get(link, 0)
+
+
 async def _link_up(env: SiteEnv, link: str, remote: str) -> bool:
     status = (await statuses(env, "Link")).get(link, {})
     return status.get("status") == "Ready" and status.get("remoteSiteName") == remote
@@ -76,23 +84,13 @@ async def test_chain_then_a_cheaper_direct_link_then_back_to_the_chain_within_3s
     # a direct link of lower cost than the chain's two hops: new connections take it
     await chain.link_directly("west", "east", name="west-to-east", cost=1)
 
-    async def direct_used() -> bool:
-        before = await hop_sessions(west)
-        answered = await greeting(ip, PORT)
-        after = await hop_sessions(west)
-        return answered in pods and after.get("west-to-east", 0) > before.get("west-to-east", 0)
-    await west.wait_for(direct_used, 30, "new connections over the direct link")
+    await west.wait_for(lambda: _next_over(west, "west-to-east", ip, pods), 30, "new connections over the direct link")
     await _through(chain, "west-to-east", ip, pods)
 
     # cut it: within 3 s new connections are back on the chain, answered by East
     await west.delete("Link", "west-to-east")
     cut = time.monotonic()
 
-    async def chain_used() -> bool:
-        before = await hop_sessions(west)
-        answered = await greeting(ip, PORT)
-        after = await hop_sessions(west)
-        return answered in pods and after.get("west-to-middle", 0) > before.get("west-to-middle", 0)
-    await west.wait_for(chain_used, 10, "new connections back on the chain")
+    await west.wait_for(lambda: _next_over(west, "west-to-middle", ip, pods), 10, "new connections back on the chain")
     assert time.monotonic() - cut < 3.0, f"back on the chain after {time.monotonic() - cut:.1f}s"
     await _through(chain, "west-to-middle", ip, pods)

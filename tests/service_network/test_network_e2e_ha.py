@@ -165,6 +165,19 @@ async def test_ha_sites_keep_requests_flowing_while_each_router_is_killed_in_tur
     assert load.total >= 500, load.total
     assert failed < 0.01 * load.total, (load.total, dict(load.failed))
 
+    # HA turned off in West: its second router goes (Deployment, ConfigMap, access Service), West still reaches East
+    await west.update_spec("Site", "west", ha=False)
+
+    async def second_router_gone() -> bool:
+        for resource in ("deployments.apps", "configmaps", "services"):
+            objects, _ = await west.api.list(resource, "west")
+            if any(o["metadata"]["name"] == "skupper-router-2" for o in objects):
+                return False
+        pods = await west.api.list("pods", "west", label_selector=ROUTER)
+        return len(pods[0]) == 1
+    await west.wait_for(second_router_gone, 60, "West's second router removed")
+    await west.wait_for(answering, 30, "West's Listener answered by East through its one router")
+
 
 async def _two(env: SiteEnv) -> dict | None:  # type: ignore[type-arg]
     groups = await _router_pods(env)

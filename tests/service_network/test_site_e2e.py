@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
+from e2e_support import greeting
 from router_support import closed_by_peer, refused, who
 from site_support import AGNHOST, ECHO_IMAGE, NS, SiteEnv, site_environment
 
@@ -29,16 +30,6 @@ async def answer(ip: str, port: int) -> str | None:
         return await who_answers(ip, port, seconds=2)
     except (OSError, TimeoutError):
         return None
-
-
-async def greeting(ip: str, port: int) -> str | None:
-    """The Pod name an echo backend greets with through the router, or None while nothing answers."""
-    try:
-        name, _, writer = await who(ip, port)
-    except (OSError, TimeoutError):
-        return None
-    writer.close()
-    return name or None
 
 
 @pytest.fixture

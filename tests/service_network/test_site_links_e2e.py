@@ -3,7 +3,8 @@ Role) and a remote router outside the cluster (East: the adaptor and HAProxy wit
 address, as `network_support` runs them): a Link applied with its Secret (certificates made by the test) becomes
 the router's link; the router Pod publishes its network status into ``skupper-network-status``; the controller
 turns it into Link ``Operational`` (with the remote site), Site ``network``, and Listener ``Matched``, which agrees
-with the traffic at every step (Ready and a connection reaches East's backend; Pending and the router refuses)."""
+with the traffic at every step (Ready and a connection reaches East's backend; Pending and the router refuses). A
+Link to an HA site (two East routers) links to each and survives one of them."""
 
 from __future__ import annotations
 
@@ -168,3 +169,48 @@ async def _greeting(ip: str, port: int) -> tuple[str, Any, Any] | None:
         writer.close()
         return None
     return name, reader, writer
+
+
+async def test_link_to_an_ha_site_links_each_remote_router_and_survives_one(env: SiteEnv, net, start_backend
+                                                                            ) -> None:
+    """East runs two routers (an HA site: same site, two router ids, each its own access); West's Link names both
+    (one endpoint group each): West links to each, the Link stays Operational and connections still reach East's
+    backend while one East router is down."""
+    east_a = net.router("east", "east-a", router_id="east-uid/skupper-router")
+    east_b = net.router("east", "east-b", router_id="east-uid/skupper-router-2")
+    backend = await start_backend("east-pod-1", east_a.host)
+    for router in (east_a, east_b):
+        router.connect("backend", [backend])
+        await router.start()
+    await env.create("Site", "west", {})
+    await env.create("Listener", "backend", {"routingKey": "backend", "host": "backend", "port": 8080})
+    client = east_a.site.client_cert("west")
+    await link_secret(env, "east-link", east_a.site.ca.ca_file, client.cert, client.key)
+    await env.api.create(LINKS, {"apiVersion": GV, "kind": "Link", "metadata": {"name": "to-east", "namespace": NS},
+                                 "spec": {"tlsCredentials": "east-link", "endpoints": [
+                                     {"name": "inter-router", "host": east_a.host, "port": str(east_a.access_port),
+                                      "group": "skupper-router"},
+                                     {"name": "inter-router", "host": east_b.host, "port": str(east_b.access_port),
+                                      "group": "skupper-router-2"}]}}, NS)
+    status = await env.wait_for(lambda: _with(link_status(env, "to-east"), lambda s: s.get("status") == "Ready"),
+                                20, "Link Ready")
+    assert status["remoteSiteName"] == "east"
+    router_cm = await env.api.get("configmaps", "skupper-router", NS)
+    assert [(x["name"], x["host"]) for x in json.loads(router_cm["data"]["router.json"])["links"]] == [
+        ("to-east@skupper-router", east_a.host), ("to-east@skupper-router-2", east_b.host)]
+    await env.wait_for(lambda: _with(network_status(env), lambda s: all(x["up"] for x in s.get("links", []))
+                                     and len(s.get("links", [])) == 2), 20, "both links up")
+    site = await env.wait_for(lambda: _with(env.status("Site", "west"), lambda s: s.get("sitesInNetwork") == 2), 10,
+                              "East (two routers) is one site")
+    assert [s["name"] for s in site["network"]] == ["west", "east"]
+    await env.wait_status("Listener", "backend", "Ready", "OK", within=20)
+    ip, port = await env.router_endpoint("backend", "backend")
+
+    await east_a.crash()                           # one East router gone: the other carries the connections
+    await env.wait_for(lambda: _with(network_status(env), lambda s: [x["up"] for x in s.get("links", [])]
+                                     == [False, True]), 15, "one link down")
+    assert (await link_status(env, "to-east"))["status"] == "Ready"
+    name, _, writer = await wait_until(lambda: _greeting(ip, port), 5, "connection through the other router")
+    writer.close()
+    assert name == "east-pod-1"
+    assert (await env.status("Listener", "backend"))["status"] == "Ready"

@@ -89,6 +89,7 @@ from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
 from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
+from .ha import unused_access_service, unused_router_objects
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .netstatus import RouterStatus, RouterStatusView, StatusReader
@@ -394,6 +395,8 @@ class SiteController:
             if failure is not None:
                 site_failures.append(failure[0])
                 retry |= failure[1]
+        if plan.active is not None:
+            retry |= await self._remove_unused_router(plan.namespace, plan.active)
         if plan.config_map is not None:
             failure = await self._apply(*plan.config_map)
             if failure is not None:
@@ -525,6 +528,28 @@ class SiteController:
         written.remember(result)
         log.info("%s Service %s/%s", "created" if verb == "create" else "updated", namespace, name)
         return None
+
+    async def _remove_unused_router(self, namespace: str, site: Mapping[str, Any]) -> bool:
+        """The second router of a Site that is no longer HA: its Deployment and ConfigMap (when this Site owns
+        them) and the access Service exposing it; returns whether a failed delete should be retried."""
+        retry = False
+        for info, name in unused_router_objects(site):
+            current = self._written[info].get(f"{namespace}/{name}")
+            if current is None or not any(ref.uid == meta(site).uid for ref in meta(current).owner_references):
+                continue
+            try:
+                await self.api.delete(info, name, namespace, uid=meta(current).uid or None)
+            except (NotFound, Conflict):
+                pass
+            except KubeError as failure:
+                retry |= self._failed(info.kind, f"could not delete {info.kind} {name}", failure)[1]
+                continue
+            self.metrics.writes.labels(info.kind, "delete").inc()
+            self._written[info].forget(meta(current).key)
+        for service in self.services.by_index("namespace", namespace):
+            if unused_access_service(site, service, meta(service).annotations.get(ANNOTATION_ACCESS)):
+                retry |= await self._delete_service(service)
+        return retry
 
     async def _delete_service(self, service: Mapping[str, Any]) -> bool:
         service_meta = meta(service)

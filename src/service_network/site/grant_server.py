@@ -13,7 +13,6 @@ more than 200 characters of the input.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -126,10 +125,7 @@ class GrantServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=context)
         await site.start()
-        port = self.port
-        server = getattr(site, "_server", None)
-        with contextlib.suppress(AttributeError, IndexError, TypeError):
-            port = server.sockets[0].getsockname()[1]   # type: ignore[union-attr]
+        port = int(self._runner.addresses[0][1]) if self._runner.addresses else self.port
         base = (self.url_base or f"https://{self.host}:{port}").rstrip("/")
         self.bound = _Bound(base, self.ca_pem)
         log.info("grant server on %s:%d (grants publish %s/<uid>)", self.host, port, base)

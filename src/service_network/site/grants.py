@@ -14,7 +14,9 @@ a namespace or a key.
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -126,8 +128,6 @@ class Refusal:
 
 def check_redemption(grant: Grant, code: str, now: datetime.datetime) -> Refusal | None:
     """Whether ``code`` may redeem ``grant`` now; the code is compared in constant time."""
-    import hmac
-
     what = f"AccessGrant {grant.namespace}/{grant.name}"
     if grant.problem:
         return Refusal(409, "GrantInvalid", f"{what} is invalid: {grant.problem}")
@@ -279,8 +279,6 @@ def link_name_problem(name: str) -> str | None:
 def link_objects(namespace: str, name: str, endpoints: list[LinkEndpoint], credentials: _Credentials, *,
                  cost: int, annotations: Mapping[str, str]) -> tuple[JsonDict, JsonDict]:
     """The Secret (client certificate, key, remote CA) and the Link that use it, both named ``name``."""
-    import base64
-
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from operator_runtime.kinds import ResourceInfo
+from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import ROUTER_NAME
@@ -27,7 +27,7 @@ from ..router.config import parse_config
 from .resources import RouterOptions, config_map, deployment
 
 __all__ = ["HA_ROUTER_NAME", "LABEL_ROUTER_GROUP", "group_labels", "ha_enabled", "ha_router_objects",
-           "router_groups"]
+           "router_groups", "unused_access_service", "unused_router_objects"]
 
 HA_ROUTER_NAME = "skupper-router-2"
 #: On router Pods of an HA site: which of its routers (Deployment) the Pod runs.
@@ -62,3 +62,15 @@ def ha_router_objects(site: Mapping[str, Any], options: RouterOptions, document_
         return []
     return [config_map(site, second_document(document_text, meta(site).uid), ports_text, HA_ROUTER_NAME),
             deployment(site, options, HA_ROUTER_NAME, group_labels(site, HA_ROUTER_NAME))]
+
+
+def unused_router_objects(site: Mapping[str, Any]) -> list[tuple[ResourceInfo, str]]:
+    """What to remove of a second router the Site does not have (HA turned off): its Deployment and ConfigMap."""
+    return [] if ha_enabled(site) else [(DEPLOYMENT, HA_ROUTER_NAME), (CONFIG_MAP, HA_ROUTER_NAME)]
+
+
+def unused_access_service(site: Mapping[str, Any], service: Mapping[str, Any], access: str | None) -> bool:
+    """Whether ``service`` exposed the second router of the RouterAccess ``access`` (the value of the Service's
+    access annotation) and the Site has no second router any more."""
+    return (access is not None and not ha_enabled(site)
+            and meta(service).name == access + HA_ROUTER_NAME[len(ROUTER_NAME):])

@@ -61,8 +61,10 @@ CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": _READ},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["configmaps", "serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
-    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch"]},
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
+    # delete: the second router of a Site whose HA was turned off
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": [*_READ, "create", "patch", "delete"]},
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
      "verbs": [*_READ, "create", "patch"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},

@@ -1,0 +1,116 @@
+"""Site.spec.ha in the site controller's plan (pure): a second router Deployment and ConfigMap equal but for
+``router.id``, router Pods told apart by group, the router access exposed per router with the group in each
+endpoint, the group carried into the Links a redemption creates; nothing of it without HA, and what to remove once
+HA is turned off."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from test_site_compose import compose, document, site
+
+from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT
+from service_network.site.access import ANNOTATION_ACCESS, AccessInputs, compose_access
+from service_network.site.grants import LinkEndpoint
+from service_network.site.ha import (
+    LABEL_ROUTER_GROUP,
+    unused_access_service,
+    unused_router_objects,
+)
+
+ROUTER_LABELS = {"application": "skupper-router", "skupper.io/component": "router"}
+
+
+def _objects(plan: Any, kind: str) -> dict[str, dict[str, Any]]:
+    return {body["metadata"]["name"]: body for info, body in plan.router_objects if info.kind == kind}
+
+
+def test_an_ha_site_has_two_routers_with_the_same_document_but_their_ids() -> None:
+    plan = compose(sites=[site("west", ha=True)])
+    deployments = _objects(plan, "Deployment")
+    assert set(deployments) == {"skupper-router", "skupper-router-2"}
+    for name, body in deployments.items():
+        template = body["spec"]["template"]
+        assert template["metadata"]["labels"] == {**ROUTER_LABELS, LABEL_ROUTER_GROUP: name}
+        env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
+        assert env["ROUTER_CONFIG_MAP"] == name
+    # the first Deployment keeps its (immutable) selector; the second selects its own Pods only
+    assert deployments["skupper-router"]["spec"]["selector"] == {"matchLabels": ROUTER_LABELS}
+    assert deployments["skupper-router-2"]["spec"]["selector"] == {
+        "matchLabels": {**ROUTER_LABELS, LABEL_ROUTER_GROUP: "skupper-router-2"}}
+    [second] = [b for b in _objects(plan, "ConfigMap").values() if b["metadata"]["name"] == "skupper-router-2"]
+    first_doc = document(plan)
+    second_doc = json.loads(second["data"]["router.json"])
+    assert first_doc["router"]["id"] is None                     # the first router's id is the site's
+    assert second_doc["router"]["id"] == "uid-west/skupper-router-2"
+    second_doc["router"]["id"] = None
+    assert second_doc == first_doc
+    assert second["data"]["ports.json"] == plan.config_map[1]["data"]["ports.json"]   # type: ignore[index]
+    # listener Services select every router Pod of the site
+    assert plan.active is not None and unused_router_objects(plan.active) == []
+
+
+def test_without_ha_one_router_unlabelled_and_the_second_is_removed() -> None:
+    plan = compose(sites=[site("west")])
+    assert plan.active is not None
+    deployments = _objects(plan, "Deployment")
+    assert set(deployments) == {"skupper-router"}
+    assert deployments["skupper-router"]["spec"]["template"]["metadata"]["labels"] == ROUTER_LABELS
+    assert "skupper-router-2" not in _objects(plan, "ConfigMap")
+    assert unused_router_objects(plan.active) == [(DEPLOYMENT, "skupper-router-2"), (CONFIG_MAP, "skupper-router-2")]
+    service = {"metadata": {"name": "skupper-router-2", "annotations": {ANNOTATION_ACCESS: "skupper-router"}}}
+    assert unused_access_service(plan.active, service, "skupper-router")
+    assert not unused_access_service(site("west", ha=True), service, "skupper-router")
+    assert not unused_access_service(plan.active, {"metadata": {"name": "skupper-router"}}, "skupper-router")
+    assert not unused_access_service(plan.active, service, None)        # not an access Service
+
+
+def _ha_site() -> dict[str, Any]:
+    return {"metadata": {"name": "west", "namespace": "west", "uid": "site-uid"},
+            "spec": {"linkAccess": "default", "ha": True}}
+
+
+def _access() -> dict[str, Any]:
+    return {"apiVersion": "skupper.io/v2alpha1", "kind": "RouterAccess",
+            "metadata": {"name": "skupper-router", "namespace": "west", "uid": "ra-uid",
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"accessType": "loadbalancer", "generateTlsCredentials": True, "issuer": "skupper-site-ca",
+                     "roles": [{"name": "inter-router", "port": 55671}], "tlsCredentials": "skupper-site-server"}}
+
+
+def _lb(name: str, ip: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "west", "annotations": {ANNOTATION_ACCESS: "skupper-router"}},
+            "spec": {"type": "LoadBalancer", "ports": [{"name": "inter-router", "port": 55671}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": ip}]}} if ip else {}}
+
+
+def test_the_access_of_an_ha_site_is_exposed_per_router_with_its_group() -> None:
+    ca = {"metadata": {"name": "skupper-site-ca", "uid": "ca-uid"}, "data": {"ca.crt": "", "tls.crt": "",
+                                                                            "tls.key": ""}}
+    services = {"skupper-router": _lb("skupper-router", "127.1.3.1"), "skupper-router-2": _lb("skupper-router-2", None)}
+    plan = compose_access(AccessInputs(_ha_site(), [_access()], {"skupper-site-ca": ca}, services, []))
+    selectors = {s["metadata"]["name"]: s["spec"]["selector"] for s in plan.services}
+    assert selectors == {"skupper-router": {**ROUTER_LABELS, LABEL_ROUTER_GROUP: "skupper-router"},
+                         "skupper-router-2": {**ROUTER_LABELS, LABEL_ROUTER_GROUP: "skupper-router-2"}}
+    # resolved only once both routers have their address
+    assert plan.endpoints == [] and plan.states[0].resolved is not None
+    assert plan.states[0].resolved.message == "waiting for a load balancer address of Service skupper-router-2"
+    services["skupper-router-2"] = _lb("skupper-router-2", "127.1.3.2")
+    plan = compose_access(AccessInputs(_ha_site(), [_access()], {"skupper-site-ca": ca}, services, []))
+    assert plan.endpoints == [
+        {"name": "inter-router", "host": "127.1.3.1", "port": "55671", "group": "skupper-router"},
+        {"name": "inter-router", "host": "127.1.3.2", "port": "55671", "group": "skupper-router-2"}]
+    # a foreign Service with the second router's name is reported, not taken over
+    services["skupper-router-2"] = {"metadata": {"name": "skupper-router-2", "namespace": "west"}, "spec": {}}
+    plan = compose_access(AccessInputs(_ha_site(), [_access()], {"skupper-site-ca": ca}, services, []))
+    assert plan.states[0].configured.message == "Service skupper-router-2 already exists in namespace"
+
+
+def test_redeemed_links_keep_the_group_of_each_endpoint() -> None:
+    endpoint = LinkEndpoint.of({"name": "inter-router", "host": "127.1.3.2", "port": "55671",
+                                "group": "skupper-router-2"})
+    assert endpoint.as_spec() == {"name": "inter-router", "host": "127.1.3.2", "port": "55671",
+                                  "group": "skupper-router-2"}
+    assert LinkEndpoint.of({"host": "127.1.3.1", "port": 55671}).as_spec() == {
+        "name": "inter-router", "host": "127.1.3.1", "port": "55671"}
