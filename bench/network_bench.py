@@ -9,9 +9,16 @@ and directly:
   is a new TCP connection at West and a new TLS connection on each of the two links (resumed sessions);
 - ``latency``: 64-byte round trips on one established connection, p50/p99 in microseconds.
 Also the TLS statistics of Middle and East after the connection run (HAProxy ``show info``): the share of resumed
-sessions and the handshakes that needed a key exchange. The links speak TLS 1.3 (the default); the connection rate
-is measured once more with links pinned to TLS 1.2 (``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion:
-"1.2"``), whose resumed handshakes need no key exchange.
+sessions and the handshakes that needed a key exchange; and the CPU time the three routers' HAProxy processes used
+per new connection and per GB carried (``/proc``), which varies less than rates on a shared machine. The links
+speak TLS 1.3 (the default); the connection rate is measured once more with links pinned to TLS 1.2
+(``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion: "1.2"``), whose resumed handshakes need no key
+exchange.
+
+The three routers, the clients and the backends share the machine's CPUs: each router runs ``--threads`` HAProxy
+threads (default 1; 0 = HAProxy's default, one per CPU). With OpenSSL 3.0 a second thread per router costs more in
+lock and cache traffic than it gains when three routers share two cores (see docs/service-network-router.md,
+"Measurements").
 
 Goals (issue 12): >= 25 % of direct throughput; >= 1,000 new connections/s across the two links. Every address is
 on loopback (West 127.0.60.200, Middle 127.0.61.200, East 127.0.62.200, backends 127.0.50.201); every loop is
