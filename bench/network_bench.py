@@ -15,10 +15,10 @@ speak TLS 1.3 (the default); the connection rate is measured once more with link
 (``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion: "1.2"``), whose resumed handshakes need no key
 exchange.
 
-The three routers, the clients and the backends share the machine's CPUs: each router runs ``--threads`` HAProxy
-threads (default 1; 0 = HAProxy's default, one per CPU). With OpenSSL 3.0 a second thread per router costs more in
-lock and cache traffic than it gains when three routers share two cores (see docs/service-network-router.md,
-"Measurements").
+The three routers, the clients and the backends share the machine's CPUs. Each router runs HAProxy's default
+number of threads (one per CPU) unless ``--threads N`` sets ``router.threads``: with one thread a router uses less
+CPU per connection (OpenSSL 3.0's locks and shared caches cost less) but the busiest router, Middle, is then bound
+to one core (see docs/service-network-router.md, "Measurements").
 
 Goals (issue 12): >= 25 % of direct throughput; >= 1,000 new connections/s across the two links. Every address is
 on loopback (West 127.0.60.200, Middle 127.0.61.200, East 127.0.62.200, backends 127.0.50.201); every loop is
@@ -235,8 +235,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
     parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
     parser.add_argument("--repeats", type=int, default=3, help="alternating direct/two-hop runs of each measurement")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="HAProxy threads per router (router.threads); 0: HAProxy's default, one per CPU")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="HAProxy threads per router (router.threads); 0 (default): HAProxy's, one per CPU")
     args = parser.parse_args()
     args.threads = args.threads or None
     print(json.dumps(asyncio.run(_main(args)), indent=2))
