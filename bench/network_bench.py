@@ -9,9 +9,16 @@ and directly:
   is a new TCP connection at West and a new TLS connection on each of the two links (resumed sessions);
 - ``latency``: 64-byte round trips on one established connection, p50/p99 in microseconds.
 Also the TLS statistics of Middle and East after the connection run (HAProxy ``show info``): the share of resumed
-sessions and the handshakes that needed a key exchange. The links speak TLS 1.3 (the default); the connection rate
-is measured once more with links pinned to TLS 1.2 (``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion:
-"1.2"``), whose resumed handshakes need no key exchange.
+sessions and the handshakes that needed a key exchange; and the CPU time the three routers' HAProxy processes used
+per new connection and per GB carried (``/proc``), which varies less than rates on a shared machine. The links
+speak TLS 1.3 (the default); the connection rate is measured once more with links pinned to TLS 1.2
+(``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion: "1.2"``), whose resumed handshakes need no key
+exchange.
+
+The three routers, the clients and the backends share the machine's CPUs. Each router runs HAProxy's default
+number of threads (one per CPU) unless ``--threads N`` sets ``router.threads``: with one thread a router uses less
+CPU per connection (OpenSSL 3.0's locks and shared caches cost less) but the busiest router, Middle, is then bound
+to one core (see docs/service-network-router.md, "Measurements").
 
 Goals (issue 12): >= 25 % of direct throughput; >= 1,000 new connections/s across the two links. Every address is
 on loopback (West 127.0.60.200, Middle 127.0.61.200, East 127.0.62.200, backends 127.0.50.201); every loop is
@@ -49,13 +56,15 @@ HOSTS = {"west": "127.0.60.200", "middle": "127.0.61.200", "east": "127.0.62.200
 KINDS = ("sink", "echo", "http")
 
 
-def _documents(state: Path, backend_ports: dict[str, int], tls: str) -> dict[str, dict[str, Any]]:
+def _documents(state: Path, backend_ports: dict[str, int], tls: str, threads: int | None
+               ) -> dict[str, dict[str, Any]]:
     """Router documents: West (Listeners, link to Middle), Middle (access, link to East), East (access, Connectors)."""
     cas = {name: TestCA(state / f"{name}-ca", f"{name}-ca") for name in ("middle", "east")}
     docs: dict[str, dict[str, Any]] = {}
     for name, _host in HOSTS.items():
         docs[name] = {"version": 1, "site": {"id": f"{name}-uid", "name": name}, "tlsProfiles": [],
-                      "listeners": [], "connectors": [], "links": []}
+                      "listeners": [], "connectors": [], "links": [],
+                      "router": {} if threads is None else {"threads": threads}}
     for name in ("middle", "east"):
         server = cas[name].issue(f"{name}-access", dns=[KEY_SNI_WILDCARD, CONTROL_SNI], ips=[HOSTS[name]])
         docs[name]["tlsProfiles"].append({"name": "site", "files": {
@@ -76,6 +85,20 @@ def _documents(state: Path, backend_ports: dict[str, int], tls: str) -> dict[str
     return docs
 
 
+def _cpu_seconds(adaptors: dict[str, RouterAdaptor]) -> float:
+    """CPU time (user + system) used so far by the routers' HAProxy processes (each master's process group)."""
+    groups = {a.router.process.pid for a in adaptors.values()} - {None}
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) in groups:         # pgrp
+                total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 async def _ssl_info(adaptor: RouterAdaptor) -> dict[str, int]:
     text = await adaptor.router.api.worker("show info")
     info = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
@@ -84,13 +107,13 @@ async def _ssl_info(adaptor: RouterAdaptor) -> dict[str, int]:
 
 
 @contextlib.asynccontextmanager
-async def _network(state: Path, haproxy: str, ports: dict[str, int], tls: str
+async def _network(state: Path, haproxy: str, ports: dict[str, int], tls: str, threads: int | None
                    ) -> AsyncIterator[tuple[dict[str, RouterAdaptor], dict[str, int]]]:
     """West, Middle and East running (adaptors in this process), West routing every key to East."""
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     adaptors: dict[str, RouterAdaptor] = {}
-    docs = _documents(state / f"tls-{tls}", ports, tls)
+    docs = _documents(state / f"tls-{tls}", ports, tls, threads)
     try:
         for name in ("east", "middle", "west"):
             path = state / f"{name}-{tls}.json"
@@ -113,6 +136,11 @@ async def _network(state: Path, haproxy: str, ports: dict[str, int], tls: str
                 await asyncio.wait_for(t, 30)
 
 
+def _openssl_version(haproxy: str) -> str:
+    out = subprocess.run([haproxy, "-vv"], capture_output=True, text=True).stdout
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if "Running on OpenSSL" in line), "")
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     haproxy = find_haproxy()
     wrk = shutil.which("wrk")
@@ -122,18 +150,21 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     ports = {k: rb._free_port(rb.BACKEND) for k in KINDS}
     procs: list[subprocess.Popen[Any]] = []
     try:
-        procs.append(rb._start_backend("sink", ports["sink"]))
-        procs.append(rb._start_backend("echo", ports["echo"]))
-        procs.append(rb._http_backend(haproxy, ports["http"], state))
-        async with _network(state, haproxy, ports, "1.3") as (adaptors, listener):
+        procs.append(rb._start_backend("sink", rb.BACKEND, ports["sink"]))
+        procs.append(rb._start_backend("echo", rb.BACKEND, ports["echo"]))
+        procs.append(rb._http_backend(haproxy, rb.BACKEND, ports["http"], state))
+        async with _network(state, haproxy, ports, "1.3", args.threads) as (adaptors, listener):
             result = await _measure(args, wrk, ports, adaptors, listener)
-        async with _network(state, haproxy, ports, "1.2") as (adaptors, listener):
+        async with _network(state, haproxy, ports, "1.2", args.threads) as (adaptors, listener):
+            cpu = _cpu_seconds(adaptors)
             rate = await asyncio.to_thread(
                 lambda: [rb._wrk(wrk, listener["http"], HOSTS["west"], args.seconds, args.clients)
                          for _ in range(args.repeats)])
+            cpu = _cpu_seconds(adaptors) - cpu
             rate.sort(key=lambda r: r["connections_per_s"])
             result["connections_tls12_links"] = {
                 **rate[len(rate) // 2], "all_connections_per_s": [r["connections_per_s"] for r in rate],
+                "router_cpu_us_per_connection": round(cpu * 1e6 / max(1, sum(r["connections"] for r in rate))),
                 "tls": {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}}
         result["goals"] = {
             "throughput_ge_25_percent": result["throughput"]["two_hops_percent_of_direct"] >= 25,
@@ -141,7 +172,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             "connections_ge_1000_per_s_tls12_links": result["connections_tls12_links"]["connections_per_s"] >= 1000,
         }
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "haproxy": rb._version(haproxy), "load_average": os.getloadavg()}
+                             "haproxy": rb._version(haproxy), "openssl": _openssl_version(haproxy),
+                             "router_threads": args.threads or "HAProxy default (one per CPU)",
+                             "load_average": os.getloadavg()}
         return result
     finally:
         for p in procs:
@@ -157,26 +190,38 @@ async def _measure(args: argparse.Namespace, wrk: str, ports: dict[str, int], ad
 
     def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {"direct": [], "two_hops": []}
+        cpu = 0.0
         for _ in range(args.repeats):
             runs["direct"].append(fn(ports[kind], rb.BACKEND, *a))
+            before = _cpu_seconds(adaptors)
             runs["two_hops"].append(fn(listener[kind], west, *a))
-        out: dict[str, Any] = {}
+            cpu += _cpu_seconds(adaptors) - before
+        out: dict[str, Any] = {"router_cpu_seconds": cpu}
+        totals: dict[str, dict[str, int]] = {}
         for side, results in runs.items():
             results.sort(key=lambda r: r[key])
             out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
+            totals[side] = {k: sum(r[k] for r in results) for k in ("bytes", "connections") if k in results[0]}
+        out["two_hops_totals"] = totals["two_hops"]
         return out
 
     result: dict[str, Any] = {"path": "client -> West -> (mTLS) -> Middle -> (mTLS) -> East -> backend"}
     tp = await asyncio.to_thread(both, rb._throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
     tp["two_hops_percent_of_direct"] = round(100 * tp["two_hops"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
+    gigabytes = tp.pop("two_hops_totals")["bytes"] / 1e9
+    tp["router_cpu_seconds_per_gb"] = round(tp.pop("router_cpu_seconds") / gigabytes, 3)
     result["throughput"] = tp
     conns = await asyncio.to_thread(both, lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients), "http",
                                    "connections_per_s")
+    conns["router_cpu_us_per_connection"] = round(
+        conns.pop("router_cpu_seconds") * 1e6 / max(1, conns.pop("two_hops_totals")["connections"]))
     conns["clients"] = args.clients
     conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
     result["tls_after_connection_runs"] = {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}
     result["connections"] = conns
     lat = await asyncio.to_thread(both, rb._latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
+    lat.pop("router_cpu_seconds")
+    lat.pop("two_hops_totals")
     lat["added_p50_us"] = round(lat["two_hops"]["p50_us"] - lat["direct"]["p50_us"], 1)
     lat["added_p99_us"] = round(lat["two_hops"]["p99_us"] - lat["direct"]["p99_us"], 1)
     result["latency"] = lat
@@ -190,7 +235,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
     parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
     parser.add_argument("--repeats", type=int, default=3, help="alternating direct/two-hop runs of each measurement")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="HAProxy threads per router (router.threads); 0 (default): HAProxy's, one per CPU")
     args = parser.parse_args()
+    args.threads = args.threads or None
     print(json.dumps(asyncio.run(_main(args)), indent=2))
 
 

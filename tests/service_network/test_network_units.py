@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from service_network.router.config import RemoteRoute, parse_config
-from service_network.router.haproxy_config import render
+from service_network.router.haproxy_config import HOP_TLS, render
 from service_network.router.names import CONTROL_SNI, TRANSIT_BACKEND, routing_key_sni
 from service_network.router.plan import AddServer, MapEntry, RemoveServer, plan
 from service_network.router.spec import ROUTE_CHUNK, StateLayout, compose
@@ -53,10 +53,11 @@ def test_hop_servers_and_maps_for_a_key_with_local_targets_and_routes():
     assert dict(spec.route_map)[sni] == "local:pod-0=0,_hop:east=2,_hop:far=5"
     assert dict(spec.sni_map) == {sni: "key:backend", CONTROL_SNI: "router:control"}
     text = render(spec)
-    assert "verify required ssl-min-ver TLSv1.3" in text
+    # the access: client certificate required, TLS 1.3, the hop cipher policy, resumption from the session cache
+    assert f"verify required ssl-min-ver TLSv1.3 {HOP_TLS} no-tls-tickets" in text
     assert "tcp-request content reject unless { var(txn.sn_key),map(/tmp/snu/sni.map) -m found }" in text
     assert f"server _hop:east 127.0.61.1:55671 ssl verify required ca-file {FILES['east'].ca_file} " \
-           f"crt {FILES['east'].cert_file} sni str({sni}) ssl-min-ver TLSv1.3 ssl-max-ver TLSv1.3 backup" in text
+           f"crt {FILES['east'].cert_file} sni str({sni}) ssl-min-ver TLSv1.3 ssl-max-ver TLSv1.3 {HOP_TLS} backup" in text
     assert "use-server %[var(txn.sn_srv)] if { var(txn.sn_srv) -m found }" in text
     assert "lua-load-per-thread /tmp/snu/pick.lua" in text
 
