@@ -124,7 +124,13 @@ class SiteEnv:
                 await self.api.delete("deployments.apps", deployment["metadata"]["name"], self.namespace)
             for pod in (await self.api.list("pods", self.namespace))[0]:
                 await self.api.delete("pods", pod["metadata"]["name"], self.namespace)
-        await self.wait_for(self._no_router_processes, 30, "router processes stopped")
+        try:
+            await self.wait_for(self._no_router_processes, 60, "router processes stopped")
+        except AssertionError as failure:   # say which Pods stayed, and in which state, so a failure can be read
+            pods, _ = await self.api.list("pods", self.namespace)
+            left = [(p["metadata"]["name"], p.get("status", {}).get("phase"), p["metadata"].get("deletionTimestamp"))
+                    for p in pods]
+            raise AssertionError(f"{failure}; Pods left (name, phase, deletionTimestamp): {left[:20]}") from None
 
     async def _no_router_processes(self) -> bool:
         pods, _ = await self.api.list("pods", self.namespace)

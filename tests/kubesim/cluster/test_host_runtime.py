@@ -214,3 +214,44 @@ async def test_a_missing_configmap_keeps_the_container_from_starting(sim: KubeSi
     assert found["status"]["phase"] == "Pending" and not found["status"].get("containerStatuses")
     await settings(sim, account=False)  # the kubelet retries: once the ConfigMap exists the container runs
     await ready_pod(sim.api, "unconfigured", within=30)
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether ``pid`` has ended (gone, or a zombie not yet reaped by init)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+
+
+async def test_a_stop_cancelled_during_the_grace_period_still_kills_the_process_group(tmp_path: Path) -> None:
+    """A container stopping with a long grace period, whose stop is cancelled (the kubelet stops meanwhile): the
+    process that ignores SIGTERM, and the child it started, are killed all the same."""
+    from kubesim.cluster.runtime.hostprocess import HostProcess
+
+    pid_file = tmp_path / "child.pid"
+    script = ("import os, signal, subprocess, sys, time\n"
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+              "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+              f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+              "time.sleep(60)\n")
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", script, start_new_session=True)
+    with (tmp_path / "log").open("wb") as log:
+        container = HostProcess(process, log)
+        async def child_started() -> str | bool:
+            return pid_file.exists() and pid_file.read_text()
+        await eventually(child_started, 10, "the child started")
+        child = int(pid_file.read_text())
+        stopping = asyncio.create_task(container.stop(60))
+        await asyncio.sleep(0.2)                      # SIGTERM sent and ignored; the grace period runs
+        stopping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stopping
+        await asyncio.wait_for(process.wait(), 5)     # the main process was killed
+        assert process.returncode == -9
+
+        async def child_gone() -> bool:
+            return _process_gone(child)
+        await eventually(child_gone, 5, "the child killed with its group")

@@ -124,15 +124,18 @@ class HostProcess(Container):
             os.killpg(self.process.pid, sig)
 
     async def stop(self, grace_seconds: float) -> None:
-        if self.process.returncode is None:
-            self._kill_group(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.process.wait(), grace_seconds)
-            except TimeoutError:
-                self._kill_group(signal.SIGKILL)
-                await self.process.wait()
-        self._kill_group(signal.SIGKILL)
-        self._log.close()
+        """SIGTERM to the group, SIGKILL after ``grace_seconds``; the group is killed however this ends, also when
+        the stop itself is cancelled during the grace period (the kubelet stopping while a Pod terminates), so no
+        process outlives its cluster."""
+        try:
+            if self.process.returncode is None:
+                self._kill_group(signal.SIGTERM)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.process.wait(), grace_seconds)
+        finally:
+            self._kill_group(signal.SIGKILL)
+            self._log.close()
+        await self.process.wait()
 
 
 class HostProcessHandler:
