@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from e2e_support import greeting
 from multisite_support import MultiSite, multisite_environment
-from router_support import refused, who
+from router_support import refused
 from site_support import ECHO_IMAGE, SiteEnv
 
 ECHO = {"app": "backend"}
@@ -26,16 +27,6 @@ async def sites(request: pytest.FixtureRequest) -> AsyncIterator[MultiSite]:
     async with multisite_environment(*names) as environment:
         await environment.start_controllers()
         yield environment
-
-
-async def greeting(ip: str, port: int) -> str | None:
-    """The Pod name an echo backend greets with, or None while nothing answers."""
-    try:
-        name, _, writer = await who(ip, port)
-    except (OSError, TimeoutError):
-        return None
-    writer.close()
-    return name or None
 
 
 async def link_ready(env: SiteEnv, name: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from ..constants import (
     LABEL_ROUTER_CONFIG,
     NETWORK_STATUS_NAME,
 )
-from .network import LinkRecord, LinkReport, NetworkSnapshot, ServiceRecord, SiteRecord
+from .network import LinkRecord, LinkReport, LocalNetworkView, NetworkSnapshot, ServiceRecord, SiteRecord
 from .resources import owner_references
 
 __all__ = ["MAX_STATUS_BYTES", "RouterStatus", "RouterStatusView", "StatusReader", "network_snapshot",
@@ -220,25 +220,16 @@ class StatusReader:
             del self._parsed[key]
 
 
-class RouterStatusView:
+class RouterStatusView(LocalNetworkView):
     """Part 2's :class:`~.network.NetworkView`: each site's network from its routers' statuses
     (``statuses(namespace)``, read from the controller's cache)."""
 
     def __init__(self, statuses: Callable[[str], Sequence[RouterStatus]]) -> None:
+        super().__init__()
         self._statuses = statuses
-        self._records: dict[str, SiteRecord] = {}
 
     def snapshot(self, namespace: str, local: SiteRecord) -> NetworkSnapshot:
         return network_snapshot(local, self._statuses(namespace))
-
-    def publish(self, namespace: str, record: SiteRecord | None) -> bool:
-        if self._records.get(namespace) == record:
-            return False
-        if record is None:
-            self._records.pop(namespace, None)
-        else:
-            self._records[namespace] = record
-        return True
 
 
 def network_status_config_map(site: Mapping[str, Any]) -> tuple[ResourceInfo, JsonDict]:
