@@ -9,8 +9,10 @@ and directly:
   is a new TCP connection at West and a new TLS connection on each of the two links (resumed sessions);
 - ``latency``: 64-byte round trips on one established connection, p50/p99 in microseconds.
 Also the TLS statistics of Middle and East after the connection run (HAProxy ``show info``): the share of resumed
-sessions and the handshakes that needed a key exchange; and the CPU time the three routers' HAProxy processes used
-per new connection and per GB carried (``/proc``), which varies less than rates on a shared machine. The links
+sessions and the handshakes that needed a key exchange; the CPU time the three routers' HAProxy processes used
+per new connection and per GB carried (``/proc``), which varies less than rates on a shared machine; and the CPU
+time the sender (this process) and the sink used per GB, directly and over the two hops (what is left of two CPUs
+for the routers). The links
 speak TLS 1.3 (the default); the connection rate is measured once more with links pinned to TLS 1.2
 (``links[].tlsVersion: "1.2"``, ``routerAccess[].minTlsVersion: "1.2"``), whose resumed handshakes need no key
 exchange.
@@ -19,6 +21,9 @@ The three routers, the clients and the backends share the machine's CPUs. Each r
 number of threads (one per CPU) unless ``--threads N`` sets ``router.threads``: with one thread a router uses less
 CPU per connection (OpenSSL 3.0's locks and shared caches cost less) but the busiest router, Middle, is then bound
 to one core (see docs/service-network-router.md, "Measurements").
+
+``--only throughput,connections,latency,tls12`` runs a subset; ``--buffer-size N`` sets ``router.bufferSize``
+(HAProxy ``tune.bufsize``; the default for a router in a network is 64 KiB), to compare buffer sizes.
 
 Goals (issue 12): >= 25 % of direct throughput; >= 1,000 new connections/s across the two links. Every address is
 on loopback (West 127.0.60.200, Middle 127.0.61.200, East 127.0.62.200, backends 127.0.50.201); every loop is
@@ -35,7 +40,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -48,33 +52,33 @@ from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
 from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
 from service_network.router.process import find_haproxy
 from service_network.router.sources import FileConfigSource
+from service_network.site import pki
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "service_network"))
-from router_certs import TestCA
-
+MEASUREMENTS = ("throughput", "connections", "latency", "tls12")
 HOSTS = {"west": "127.0.60.200", "middle": "127.0.61.200", "east": "127.0.62.200"}
 KINDS = ("sink", "echo", "http")
 
 
-def _documents(state: Path, backend_ports: dict[str, int], tls: str, threads: int | None
+def _documents(state: Path, backend_ports: dict[str, int], tls: str, router: dict[str, int]
                ) -> dict[str, dict[str, Any]]:
-    """Router documents: West (Listeners, link to Middle), Middle (access, link to East), East (access, Connectors)."""
-    cas = {name: TestCA(state / f"{name}-ca", f"{name}-ca") for name in ("middle", "east")}
+    """Router documents: West (Listeners, link to Middle), Middle (access, link to East), East (access, Connectors);
+    certificates made as the site controller makes them (``pki``)."""
+    cas = {name: _CA(state / f"{name}-ca", pki.new_ca(f"{name}-ca")) for name in ("middle", "east")}
     docs: dict[str, dict[str, Any]] = {}
     for name, _host in HOSTS.items():
         docs[name] = {"version": 1, "site": {"id": f"{name}-uid", "name": name}, "tlsProfiles": [],
                       "listeners": [], "connectors": [], "links": [],
-                      "router": {} if threads is None else {"threads": threads}}
+                      "router": dict(router)}
     for name in ("middle", "east"):
-        server = cas[name].issue(f"{name}-access", dns=[KEY_SNI_WILDCARD, CONTROL_SNI], ips=[HOSTS[name]])
+        cert, key = cas[name].issue(f"{name}-access", dns=(KEY_SNI_WILDCARD, CONTROL_SNI), ips=(HOSTS[name],))
         docs[name]["tlsProfiles"].append({"name": "site", "files": {
-            "ca": str(cas[name].ca_file), "cert": str(server.cert), "key": str(server.key)}})
+            "ca": str(cas[name].ca_file), "cert": str(cert), "key": str(key)}})
         docs[name]["routerAccess"] = [{"name": "inter-router", "host": HOSTS[name], "minTlsVersion": tls,
                                        "port": rb._free_port(HOSTS[name]), "tlsProfile": "site"}]
     for src, dst in (("west", "middle"), ("middle", "east")):
-        client = cas[dst].issue(f"{src}-to-{dst}", client=True)
+        cert, key = cas[dst].issue(f"{src}-to-{dst}", client=True)
         docs[src]["tlsProfiles"].append({"name": f"to-{dst}", "files": {
-            "ca": str(cas[dst].ca_file), "cert": str(client.cert), "key": str(client.key)}})
+            "ca": str(cas[dst].ca_file), "cert": str(cert), "key": str(key)}})
         docs[src]["links"].append({"name": f"to-{dst}", "host": HOSTS[dst],
                                    "port": docs[dst]["routerAccess"][0]["port"], "tlsProfile": f"to-{dst}",
                                    "cost": 1, "tlsVersion": tls})
@@ -83,6 +87,24 @@ def _documents(state: Path, backend_ports: dict[str, int], tls: str, threads: in
     docs["west"]["listeners"] = [{"name": k, "routingKey": k, "host": HOSTS["west"],
                                   "port": rb._free_port(HOSTS["west"])} for k in KINDS]
     return docs
+
+
+class _CA:
+    """A site CA whose certificates are written as PEM files for the router documents."""
+
+    def __init__(self, directory: Path, pair: pki.KeyPair) -> None:
+        self.dir, self.pair = directory, pair
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca_file = directory / "ca.crt"
+        self.ca_file.write_bytes(pair.cert)
+
+    def issue(self, name: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (), client: bool = False
+              ) -> tuple[Path, Path]:
+        issued = pki.issue(self.pair, name, dns=dns, ips=ips, client=client, server=not client)
+        cert, key = self.dir / f"{name}.crt", self.dir / f"{name}.key"
+        cert.write_bytes(issued.cert)
+        key.write_bytes(issued.key)
+        return cert, key
 
 
 def _cpu_seconds(adaptors: dict[str, RouterAdaptor]) -> float:
@@ -99,6 +121,16 @@ def _cpu_seconds(adaptors: dict[str, RouterAdaptor]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _process_cpu_seconds(pids: set[int]) -> float:
+    """CPU time (user + system) used so far by the given processes (here: the benchmark client and the sink)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 async def _ssl_info(adaptor: RouterAdaptor) -> dict[str, int]:
     text = await adaptor.router.api.worker("show info")
     info = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
@@ -107,13 +139,13 @@ async def _ssl_info(adaptor: RouterAdaptor) -> dict[str, int]:
 
 
 @contextlib.asynccontextmanager
-async def _network(state: Path, haproxy: str, ports: dict[str, int], tls: str, threads: int | None
+async def _network(state: Path, haproxy: str, ports: dict[str, int], tls: str, router: dict[str, int]
                    ) -> AsyncIterator[tuple[dict[str, RouterAdaptor], dict[str, int]]]:
     """West, Middle and East running (adaptors in this process), West routing every key to East."""
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     adaptors: dict[str, RouterAdaptor] = {}
-    docs = _documents(state / f"tls-{tls}", ports, tls, threads)
+    docs = _documents(state / f"tls-{tls}", ports, tls, router)
     try:
         for name in ("east", "middle", "west"):
             path = state / f"{name}-{tls}.json"
@@ -153,27 +185,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(rb._start_backend("sink", rb.BACKEND, ports["sink"]))
         procs.append(rb._start_backend("echo", rb.BACKEND, ports["echo"]))
         procs.append(rb._http_backend(haproxy, rb.BACKEND, ports["http"], state))
-        async with _network(state, haproxy, ports, "1.3", args.threads) as (adaptors, listener):
-            result = await _measure(args, wrk, ports, adaptors, listener)
-        async with _network(state, haproxy, ports, "1.2", args.threads) as (adaptors, listener):
-            cpu = _cpu_seconds(adaptors)
-            rate = await asyncio.to_thread(
-                lambda: [rb._wrk(wrk, listener["http"], HOSTS["west"], args.seconds, args.clients)
-                         for _ in range(args.repeats)])
-            cpu = _cpu_seconds(adaptors) - cpu
-            rate.sort(key=lambda r: r["connections_per_s"])
-            result["connections_tls12_links"] = {
-                **rate[len(rate) // 2], "all_connections_per_s": [r["connections_per_s"] for r in rate],
-                "router_cpu_us_per_connection": round(cpu * 1e6 / max(1, sum(r["connections"] for r in rate))),
-                "tls": {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}}
-        result["goals"] = {
-            "throughput_ge_25_percent": result["throughput"]["two_hops_percent_of_direct"] >= 25,
-            "connections_ge_1000_per_s": result["connections"]["two_hops"]["connections_per_s"] >= 1000,
-            "connections_ge_1000_per_s_tls12_links": result["connections_tls12_links"]["connections_per_s"] >= 1000,
-        }
+        endpoints = {os.getpid(), procs[0].pid}
+        result: dict[str, Any] = {}
+        if set(args.only) - {"tls12"}:
+            async with _network(state, haproxy, ports, "1.3", args.router) as (adaptors, listener):
+                result = await _measure(args, wrk, ports, adaptors, listener, endpoints)
+        if "tls12" in args.only:
+            result["connections_tls12_links"] = await _tls12_connections(args, wrk, state, haproxy, ports)
+        result["goals"] = _goals(result)
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                              "haproxy": rb._version(haproxy), "openssl": _openssl_version(haproxy),
                              "router_threads": args.threads or "HAProxy default (one per CPU)",
+                             "router_buffer_size": args.buffer_size or "the router's default",
                              "load_average": os.getloadavg()}
         return result
     finally:
@@ -183,49 +206,96 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(state, ignore_errors=True)
 
 
+async def _tls12_connections(args: argparse.Namespace, wrk: str, state: Path, haproxy: str, ports: dict[str, int]
+                             ) -> dict[str, Any]:
+    """The connection rate once more with the links pinned to TLS 1.2 (resumption without a key exchange)."""
+    async with _network(state, haproxy, ports, "1.2", args.router) as (adaptors, listener):
+        cpu = _cpu_seconds(adaptors)
+        rate = await asyncio.to_thread(
+            lambda: [rb._wrk(wrk, listener["http"], HOSTS["west"], args.seconds, args.clients)
+                     for _ in range(args.repeats)])
+        cpu = _cpu_seconds(adaptors) - cpu
+        rate.sort(key=lambda r: r["connections_per_s"])
+        return {**rate[len(rate) // 2], "all_connections_per_s": [r["connections_per_s"] for r in rate],
+                "router_cpu_us_per_connection": round(cpu * 1e6 / max(1, sum(r["connections"] for r in rate))),
+                "tls": {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}}
+
+
+def _goals(result: dict[str, Any]) -> dict[str, bool]:
+    """Issue 12's goals, for what was measured."""
+    goals: dict[str, bool] = {}
+    if "throughput" in result:
+        goals["throughput_ge_25_percent"] = result["throughput"]["two_hops_percent_of_direct"] >= 25
+    if "connections" in result:
+        goals["connections_ge_1000_per_s"] = result["connections"]["two_hops"]["connections_per_s"] >= 1000
+    if "connections_tls12_links" in result:
+        goals["connections_ge_1000_per_s_tls12_links"] = (
+            result["connections_tls12_links"]["connections_per_s"] >= 1000)
+    return goals
+
+
 async def _measure(args: argparse.Namespace, wrk: str, ports: dict[str, int], adaptors: dict[str, RouterAdaptor],
-                   listener: dict[str, int]) -> dict[str, Any]:
+                   listener: dict[str, int], endpoints: set[int]) -> dict[str, Any]:
     west = HOSTS["west"]
     max_bytes = int(args.max_gib * 1024**3)
 
     def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {"direct": [], "two_hops": []}
         cpu = 0.0
+        endpoint_cpu = {"direct": 0.0, "two_hops": 0.0}
         for _ in range(args.repeats):
+            before_endpoints = _process_cpu_seconds(endpoints)
             runs["direct"].append(fn(ports[kind], rb.BACKEND, *a))
-            before = _cpu_seconds(adaptors)
+            endpoint_cpu["direct"] += _process_cpu_seconds(endpoints) - before_endpoints
+            before, before_endpoints = _cpu_seconds(adaptors), _process_cpu_seconds(endpoints)
             runs["two_hops"].append(fn(listener[kind], west, *a))
             cpu += _cpu_seconds(adaptors) - before
-        out: dict[str, Any] = {"router_cpu_seconds": cpu}
+            endpoint_cpu["two_hops"] += _process_cpu_seconds(endpoints) - before_endpoints
+        out: dict[str, Any] = {"router_cpu_seconds": cpu, "endpoint_cpu_seconds": endpoint_cpu}
         totals: dict[str, dict[str, int]] = {}
         for side, results in runs.items():
             results.sort(key=lambda r: r[key])
             out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
             totals[side] = {k: sum(r[k] for r in results) for k in ("bytes", "connections") if k in results[0]}
         out["two_hops_totals"] = totals["two_hops"]
+        out["totals"] = totals
         return out
 
     result: dict[str, Any] = {"path": "client -> West -> (mTLS) -> Middle -> (mTLS) -> East -> backend"}
-    tp = await asyncio.to_thread(both, rb._throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
-    tp["two_hops_percent_of_direct"] = round(100 * tp["two_hops"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
-    gigabytes = tp.pop("two_hops_totals")["bytes"] / 1e9
-    tp["router_cpu_seconds_per_gb"] = round(tp.pop("router_cpu_seconds") / gigabytes, 3)
-    result["throughput"] = tp
+    if "throughput" in args.only:
+        tp = await asyncio.to_thread(both, rb._throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
+        tp["two_hops_percent_of_direct"] = round(
+            100 * tp["two_hops"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
+        gigabytes = tp.pop("two_hops_totals")["bytes"] / 1e9
+        tp["router_cpu_seconds_per_gb"] = round(tp.pop("router_cpu_seconds") / gigabytes, 3)
+        totals, endpoint_cpu = tp.pop("totals"), tp.pop("endpoint_cpu_seconds")
+        tp["client_and_sink_cpu_seconds_per_gb"] = {
+            side: round(endpoint_cpu[side] / (totals[side]["bytes"] / 1e9), 3) for side in totals}
+        result["throughput"] = tp
+    if "connections" in args.only:
+        result.update(await _connections(args, wrk, both, adaptors))
+    if "latency" in args.only:
+        lat = await asyncio.to_thread(both, rb._latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
+        for k in ("router_cpu_seconds", "two_hops_totals", "totals", "endpoint_cpu_seconds"):
+            lat.pop(k)
+        lat["added_p50_us"] = round(lat["two_hops"]["p50_us"] - lat["direct"]["p50_us"], 1)
+        lat["added_p99_us"] = round(lat["two_hops"]["p99_us"] - lat["direct"]["p99_us"], 1)
+        result["latency"] = lat
+    return result
+
+
+async def _connections(args: argparse.Namespace, wrk: str, both: Any, adaptors: dict[str, RouterAdaptor]
+                       ) -> dict[str, Any]:
     conns = await asyncio.to_thread(both, lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients), "http",
                                    "connections_per_s")
     conns["router_cpu_us_per_connection"] = round(
         conns.pop("router_cpu_seconds") * 1e6 / max(1, conns.pop("two_hops_totals")["connections"]))
     conns["clients"] = args.clients
     conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
-    result["tls_after_connection_runs"] = {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}
-    result["connections"] = conns
-    lat = await asyncio.to_thread(both, rb._latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
-    lat.pop("router_cpu_seconds")
-    lat.pop("two_hops_totals")
-    lat["added_p50_us"] = round(lat["two_hops"]["p50_us"] - lat["direct"]["p50_us"], 1)
-    lat["added_p99_us"] = round(lat["two_hops"]["p99_us"] - lat["direct"]["p99_us"], 1)
-    result["latency"] = lat
-    return result
+    conns.pop("totals")
+    conns.pop("endpoint_cpu_seconds")
+    return {"connections": conns,
+            "tls_after_connection_runs": {n: await _ssl_info(adaptors[n]) for n in ("middle", "east")}}
 
 
 def main() -> None:
@@ -237,8 +307,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="alternating direct/two-hop runs of each measurement")
     parser.add_argument("--threads", type=int, default=0,
                         help="HAProxy threads per router (router.threads); 0 (default): HAProxy's, one per CPU")
+    parser.add_argument("--buffer-size", type=int, default=0,
+                        help="HAProxy buffer size per router (router.bufferSize); 0 (default): the router's default")
+    parser.add_argument("--only", default=",".join(MEASUREMENTS),
+                        help=f"comma-separated subset of {','.join(MEASUREMENTS)} (default: all)")
     args = parser.parse_args()
     args.threads = args.threads or None
+    args.router = {k: v for k, v in (("threads", args.threads), ("bufferSize", args.buffer_size)) if v}
+    args.only = {m.strip() for m in args.only.split(",") if m.strip()}
+    if not args.only or args.only - set(MEASUREMENTS):
+        parser.error(f"--only takes a comma-separated subset of {','.join(MEASUREMENTS)}")
     print(json.dumps(asyncio.run(_main(args)), indent=2))
 
 

@@ -62,6 +62,13 @@ def test_hop_servers_and_maps_for_a_key_with_local_targets_and_routes():
     assert "lua-load-per-thread /tmp/snu/pick.lua" in text
 
 
+def test_a_router_in_a_network_gets_larger_buffers_unless_the_document_sets_them():
+    assert "    tune.bufsize 65536\n" in render(spec_of(doc()))
+    set_small = spec_of(doc(router={"bufferSize": 16384}))
+    assert "    tune.bufsize 16384\n" in render(set_small)
+    assert plan(spec_of(doc()), spec_of(doc()), set_small).reload, "the buffer size needs a new worker"
+
+
 def test_keys_only_forwarded_go_to_the_transit_backend():
     spec = spec_of(doc(routes=(("elsewhere", "far", 3),), listeners=()))
     transit = next(b for b in spec.backends if b.name == TRANSIT_BACKEND)

@@ -129,6 +129,8 @@ def test_valid_document_parses_with_defaults():
     (json.dumps(doc(remoteRoutes=[{"routingKey": "k", "link": "l", "cost": 0}])), "remoteRoutes[0].cost"),
     (json.dumps(doc(tlsProfiles=[{"name": "p"}])), "exactly one of files and secret"),
     (json.dumps(doc(listeners=[L(observer="tcp")])), "listeners[0].observer"),
+    (json.dumps(doc(router={"bufferSize": 4096})), "router.bufferSize"),
+    (json.dumps(doc(router={"bufferSize": 1 << 30})), "router.bufferSize"),
 ])
 def test_invalid_documents_name_the_field(document, message):
     with pytest.raises(ConfigError) as info:
@@ -154,6 +156,7 @@ def test_render_golden_fragments():
     assert ("global\n    master-worker\n    stats socket /run/router/worker.sock mode 600 level admin "
             "expose-fd listeners\n") in text
     assert "    nbthread 2\n" in text and "    hard-stop-after 3600s\n" in text
+    assert "tune.bufsize" not in text, "a router without links splices plain TCP: HAProxy's own buffer size"
     assert ("defaults\n    mode tcp\n    timeout connect 2500ms\n    timeout client 24d\n    timeout server 24d\n"
             "    timeout tunnel 24d\n    timeout client-fin 24d\n    timeout server-fin 24d\n") in text
     assert "    retries 0\n    no option redispatch\n" in text

@@ -78,6 +78,9 @@ class RouterSettings(_Model):
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     max_connections: int | None = Field(default=None, ge=1, le=10_000_000)
     threads: int | None = Field(default=None, ge=1, le=64)
+    #: HAProxy ``tune.bufsize`` in bytes; default: ``NETWORK_BUFFER_SIZE`` when the router takes part in a network
+    #: (its TLS bytes cannot be spliced and go through these buffers), HAProxy's own (16 kB) otherwise
+    buffer_size: int | None = Field(default=None, ge=16_384, le=1_048_576)
     old_worker_grace_seconds: int | None = Field(default=None, ge=1, le=2_000_000)  # hard-stop-after
 
 

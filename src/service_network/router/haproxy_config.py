@@ -63,6 +63,8 @@ def _global(g: GlobalSpec) -> list[str]:
         lines.append(f"    nbthread {g.threads}")
     if g.max_connections is not None:
         lines.append(f"    maxconn {g.max_connections}")
+    if g.buffer_size is not None:
+        lines.append(f"    tune.bufsize {g.buffer_size}")
     if g.hard_stop_after_s is not None:
         lines.append(f"    hard-stop-after {g.hard_stop_after_s}s")
     if g.network is not None:

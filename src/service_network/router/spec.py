@@ -181,6 +181,12 @@ class LinkSpec:
     tls_version: str = "1.3"
 
 
+# tune.bufsize of a router in a network: TLS on the links rules out splice, so every byte is copied through HAProxy's
+# buffers; 64 kB buffers (HAProxy's default is 16 kB) mean fewer, larger reads, writes and TLS records per GB
+# (bench/network_bench.py --only throughput: routers' CPU per GB and two-hop throughput, docs/service-network-router.md
+# "Measurements"). Buffers are taken from a pool while a connection has data in flight, so the cost is memory per busy
+# connection, not per open one.
+NETWORK_BUFFER_SIZE = 65_536
 ROUTE_CHUNK = 4000   # characters of one route map value (HAProxy reads map lines and CLI commands into 16 KiB)
 
 
@@ -207,6 +213,7 @@ class GlobalSpec:
     connect_timeout_ms: int
     threads: int | None = None
     max_connections: int | None = None
+    buffer_size: int | None = None
     hard_stop_after_s: int | None = None
     metrics: tuple[str, int] | None = None
     network: NetworkFiles | None = None  # set when the router takes part in a network (access or links)
@@ -411,6 +418,7 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
             worker_socket=layout.worker_socket,
             connect_timeout_ms=max(1, round(s.connect_timeout_seconds * 1000)),
             threads=s.threads, max_connections=s.max_connections, hard_stop_after_s=s.old_worker_grace_seconds,
+            buffer_size=s.buffer_size if s.buffer_size is not None or not network else NETWORK_BUFFER_SIZE,
             metrics=(s.metrics.host, s.metrics.port) if s.metrics else None, network=net_files),
         frontends=tuple(sorted(frontends, key=lambda f: f.name)),
         backends=tuple(sorted(backends, key=lambda b: b.name)),
