@@ -8,6 +8,10 @@ import datetime
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.x509.oid import NameOID
 from pydantic import ValidationError
 
 from operator_runtime.objects import meta
@@ -48,6 +52,24 @@ def test_issued_certificates_carry_their_names_and_are_signed_by_their_ca_only()
     assert pki.signed_by(server.cert, ca.cert) and not pki.signed_by(server.cert, other.cert)
     assert not pki.signed_by(b"garbage", ca.cert)
     assert info.not_after <= pki.cert_info(ca.cert).not_after      # never outlives its CA
+
+
+def test_new_keys_are_ed25519_and_a_p256_ca_made_before_still_issues() -> None:
+    ca = pki.new_ca("site-ca")
+    leaf = pki.issue(ca, "link", client=True)
+    for pair in (ca, leaf):
+        assert isinstance(pki.load_pair(pair)[1], ed25519.Ed25519PrivateKey)
+    old_key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "old-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    old_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(old_key.public_key())
+                .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .sign(old_key, hashes.SHA256()))
+    old_ca = pki.KeyPair(old_cert.public_bytes(serialization.Encoding.PEM), old_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    issued = pki.issue(old_ca, "link", client=True)
+    assert pki.signed_by(issued.cert, old_ca.cert) and not pki.signed_by(issued.cert, ca.cert)
 
 
 def test_unusable_key_pairs_are_refused_with_a_reason() -> None:
