@@ -35,9 +35,9 @@ __all__ = ["STOP_GRACE", "HaproxyProcess", "check_config", "find_haproxy"]
 log = logging.getLogger("service_network.haproxy")
 _PR_SET_PDEATHSIG = 1
 _LOADED = "Loading success."
+_FAILED = "Loading failure!"
 #: Seconds a stopping master has to end itself and its workers before its process group is killed.
 STOP_GRACE = 2.0
-_FAILED = "Loading failure!"
 
 
 def find_haproxy(name: str = "haproxy") -> str:
