@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from router_support import wait_until
 
-from kubesim.auth import ClusterRoleAuthorizer
+from kubesim.auth import ClusterRoleAuthorizer, User
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
 from service_network.router.status_publisher import StatusPublisher, status_text
@@ -91,3 +92,40 @@ async def _key(sim: KubeSim, key: str, expected: str | None = None) -> str | Non
     if value is None or (expected is not None and value != expected):
         return None
     return value
+
+
+async def test_publisher_outlives_a_token_file_that_is_gone_for_a_while(sim: KubeSim, tmp_path: Path) -> None:
+    # the router's credentials are a token file, as a Pod's projected service-account token
+    token_file = tmp_path / "token"
+    token_file.write_text("token-one")
+    sim.server.authenticator.tokens["token-one"] = User("router", ("system:masters",))
+    config = yaml.safe_load(sim.kubeconfig_path.read_text())
+    config["users"][0]["user"] = {"tokenFile": str(token_file)}
+    kubeconfig = tmp_path / "router-kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    api = make_api(kubeconfig)
+    status: dict[str, Any] = {"version": 1, "router": "west-uid", "sites": [{"name": "west"}]}
+    publisher = StatusPublisher(api, NS, NAME, "skupper-router.json", "service-network-router-skupper-router")
+    await sim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                        "metadata": {"name": NAME, "namespace": NS}, "data": {}}, NS)
+    task = asyncio.create_task(publisher.run(lambda: status))
+    try:
+        publisher.changed()
+        await wait_until(lambda: _key(sim, "skupper-router.json"), 10, "status written")
+        # the token is revoked and its file is gone: the next write cannot be authenticated
+        del sim.server.authenticator.tokens["token-one"]
+        token_file.unlink()
+        current = await sim.api.get("configmaps", NAME, NS)
+        current["data"] = {}
+        await sim.api.update("configmaps", current)
+        await asyncio.sleep(0.8)
+        assert not task.done(), task
+        # a new token arrives: the status is written again
+        sim.server.authenticator.tokens["token-two"] = User("router", ("system:masters",))
+        token_file.write_text("token-two")
+        await wait_until(lambda: _key(sim, "skupper-router.json", status_text(status)), 10, "key restored")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await api.close()

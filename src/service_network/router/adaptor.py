@@ -5,13 +5,14 @@ Across sites it runs the control channels (``control.py``): it tells linked rout
 has, learns theirs, computes routes (``linkstate.py``) and applies the document with those routes added; and it
 keeps the network status (``network_status.py``) in ``<state>/network.json``.
 
-Entry point for any caller (the CLI now, the Kubernetes router Pod later): ``run_adaptor(source, options, stop)``.
+Entry point for any caller: ``RouterAdaptor(source, options).run(stop)`` (``run_adaptor(source, options, stop)``
+for short); the commands build the adaptor themselves, so that their stop signals can kill its HAProxy
+(``shutdown.py``). ``stop`` is heeded at any time, and the shutdown that follows is bounded step by step.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -30,8 +31,9 @@ from .control import ControlPlane, LinkEndpoint
 from .errors import ConfigError, RouterError
 from .linkstate import ServiceEntry, SiteInfo, remote_routes
 from .network_status import network_status
-from .process import supervise
+from .process import STOP_GRACE, supervise
 from .router import Router
+from .shutdown import bounded, cancel_and_wait
 from .sources import ConfigSnapshot, ConfigSource
 from .spec import RouterSpec, StateLayout
 from .tls import TlsResolver
@@ -79,6 +81,8 @@ class _AdaptorCollector(Collector):
 
 
 STATUS_INTERVAL = 1.0       # the network status is written at most this often
+START_CANCEL_SECONDS = 2.0  # an interrupted start-up (or the configuration follower) ends within this
+STEP_SECONDS = 1.0          # each step of the shutdown but HAProxy's stop (STOP_GRACE and this) ends within this
 
 
 def local_services(spec: RouterSpec) -> tuple[ServiceEntry, ...]:
@@ -113,6 +117,8 @@ class RouterAdaptor:
         self.config_errors = 0
         self.metrics_port: int | None = None
         self._runner: web.AppRunner | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self._supervisor: asyncio.Task[None] | None = None
         self.applied = asyncio.Event()     # set after every apply attempt (tests and readiness)
         self.document: RouterConfig | None = None          # the last valid document
         self.routes: tuple[RemoteRoute, ...] = ()           # computed by link-state routing
@@ -153,7 +159,7 @@ class RouterAdaptor:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/network", self._network)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=STEP_SECONDS / 2)
         await self._runner.setup()
         host, port = self.options.metrics_address
         site = web.TCPSite(self._runner, host, port)
@@ -187,6 +193,8 @@ class RouterAdaptor:
             await self._apply_current(snap.origin)
         except RouterError as e:
             log.error("%s", e)
+        except OSError as e:          # the state directory cannot be written (e.g. it was removed)
+            log.error("configuration from %s not applied: %s", snap.origin, e)
         finally:
             self.applied.set()
 
@@ -246,7 +254,7 @@ class RouterAdaptor:
             if routes != self.routes:
                 try:
                     await self._apply_current("routing", routes)
-                except RouterError as e:
+                except (RouterError, OSError) as e:
                     log.error("routes could not be applied: %s", e)
             self._status_dirty.set()
 
@@ -267,74 +275,87 @@ class RouterAdaptor:
             status = self._compute_status()
             if status is not None and status != self.status:
                 tmp = path.with_name(f".{path.name}.tmp")
-                tmp.write_text(json.dumps(status, indent=2, ensure_ascii=False) + "\n")
-                os.replace(tmp, path)
+                try:
+                    tmp.write_text(json.dumps(status, indent=2, ensure_ascii=False) + "\n")
+                    os.replace(tmp, path)
+                except OSError as e:      # e.g. the state directory was removed: /network and the Pod's
+                    log.warning("network status not written to %s: %s", path, e)   # publisher still have it
                 self.status = status
                 self.status_changed.set()
             await asyncio.sleep(STATUS_INTERVAL)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start HAProxy on the source's first valid document, then follow the source until ``stop`` is set.
-        Raises ``RouterError`` (with a clear message) when it cannot start."""
+        Raises ``RouterError`` (with a clear message) when it cannot start.
+
+        ``stop`` is heeded at any time, start-up included (waiting for the first document or for TLS Secrets);
+        the shutdown that follows is bounded (see :meth:`_shutdown`)."""
         snapshots = self.source.snapshots()
         stopping = asyncio.Event()
-        supervisor: asyncio.Task[None] | None = None
-        background: list[asyncio.Task[None]] = []
         try:
-            first_task = asyncio.ensure_future(anext(snapshots))
-            stop_first = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({first_task, stop_first}, return_when=asyncio.FIRST_COMPLETED)
-            stop_first.cancel()
-            if not first_task.done():      # stopped while waiting for the first document (e.g. its ConfigMap)
-                first_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await first_task
-                return
-            first = first_task.result()
-            config = self._parse(first)
-            self._watch_tls(config)
-            self.document = config
-            await self.router.start(config)
-            log.info("router started from %s", first.origin)
-            self.control = ControlPlane(config.router_id, self._site(config), self.router.layout.control_socket,
-                                        on_change=self._control_changed)
-            await self.control.start()
-            background = [asyncio.create_task(self._route_loop(), name="routing"),
-                          asyncio.create_task(self._status_loop(), name="network-status")]
-            self._sync_control()
-            self.applied.set()
-            await self._start_http()
-            supervisor = asyncio.create_task(supervise(self.router.process, self.router.restarted,
-                                                       stopping=stopping), name="haproxy-supervisor")
-            follow = asyncio.create_task(self._follow(snapshots), name="config-follow")
-            stop_wait = asyncio.create_task(stop.wait())
-            await asyncio.wait({follow, stop_wait, supervisor}, return_when=asyncio.FIRST_COMPLETED)
-            for t in (follow, stop_wait):
-                t.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follow
-            if supervisor.done() and (error := supervisor.exception()) is not None:
-                raise error
+            await self._serve(snapshots, stop, stopping)
         finally:
-            stopping.set()
-            for task in background:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            if self.control is not None:
-                await self.control.stop()
-            if supervisor is not None:
-                supervisor.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await supervisor
-            close = getattr(snapshots, "aclose", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
-            await self.router.stop()
-            if self._runner is not None:
-                await self._runner.cleanup()
-            log.info("router stopped")
+            await self._shutdown(snapshots, stopping)
+
+    async def _start(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
+        """Everything from the first document to serving; what it started is stopped by ``_shutdown`` even when
+        this is cancelled halfway."""
+        first = await anext(snapshots)
+        config = self._parse(first)
+        self._watch_tls(config)
+        self.document = config
+        await self.router.start(config)
+        log.info("router started from %s", first.origin)
+        self.control = ControlPlane(config.router_id, self._site(config), self.router.layout.control_socket,
+                                    on_change=self._control_changed)
+        await self.control.start()
+        self._background = [asyncio.create_task(self._route_loop(), name="routing"),
+                            asyncio.create_task(self._status_loop(), name="network-status")]
+        self._sync_control()
+        self.applied.set()
+        await self._start_http()
+        self._supervisor = asyncio.create_task(supervise(self.router.process, self.router.restarted,
+                                                         stopping=stopping), name="haproxy-supervisor")
+
+    async def _serve(self, snapshots: AsyncIterator[ConfigSnapshot], stop: asyncio.Event,
+                     stopping: asyncio.Event) -> None:
+        stop_wait = asyncio.create_task(stop.wait(), name="stop-signal")
+        try:
+            start = asyncio.create_task(self._start(snapshots, stopping), name="router-start")
+            await asyncio.wait({start, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not start.done():      # stopped during start-up (waiting for its ConfigMap, its Secrets, HAProxy)
+                log.info("stopped during start-up")
+                await cancel_and_wait(start, START_CANCEL_SECONDS, "start-up")
+                return
+            start.result()            # RouterError: it could not start
+            assert self._supervisor is not None
+            follow = asyncio.create_task(self._follow(snapshots), name="config-follow")
+            await asyncio.wait({follow, stop_wait, self._supervisor}, return_when=asyncio.FIRST_COMPLETED)
+            for task in (follow, self._supervisor):     # either failing is a bug: the process fails with it
+                if task.done() and not task.cancelled() and (error := task.exception()) is not None:
+                    raise error
+            await cancel_and_wait(follow, START_CANCEL_SECONDS, "configuration follower")
+        finally:
+            stop_wait.cancel()
+
+    async def _shutdown(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
+        """Stop everything at once, each step bounded; a step that fails or hangs is logged and does not keep the
+        others from running: HAProxy is always stopped (killed after its grace period)."""
+        stopping.set()
+        tasks = [t for t in (*self._background, self._supervisor) if t is not None]
+        for t in tasks:
+            t.cancel()
+        steps = [bounded(cancel_and_wait(t, STEP_SECONDS), STEP_SECONDS, t.get_name()) for t in tasks]
+        steps.append(bounded(self.router.stop(), STOP_GRACE + STEP_SECONDS, "stopping HAProxy"))
+        if self.control is not None:
+            steps.append(bounded(self.control.stop(STEP_SECONDS), STEP_SECONDS + 0.5, "closing control channels"))
+        close = getattr(snapshots, "aclose", None)
+        if close is not None:
+            steps.append(bounded(close(), STEP_SECONDS, "closing the configuration source"))
+        if self._runner is not None:
+            steps.append(bounded(self._runner.cleanup(), STEP_SECONDS, "stopping the metrics server"))
+        await asyncio.gather(*steps)
+        log.info("router stopped")
 
     async def _follow(self, snapshots: AsyncIterator[ConfigSnapshot]) -> None:
         async for snap in snapshots:

@@ -1,5 +1,6 @@
 """``service-network router --config FILE``: run the router from a configuration file until SIGTERM/SIGINT;
-SIGHUP re-reads the file and the TLS material it references."""
+SIGHUP re-reads the file and the TLS material it references. The stop is bounded (``shutdown.py``): a second
+SIGTERM/SIGINT ends the process at once."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 from operator_runtime.observability import parse_http_address
 
-from .adaptor import AdaptorOptions, run_adaptor
+from .adaptor import AdaptorOptions, RouterAdaptor
 from .errors import RouterError, exit_code
+from .shutdown import StopSignals, before_exit
 from .sources import FileConfigSource
 
 log = logging.getLogger("service_network.router")
@@ -48,14 +50,14 @@ async def run(args: argparse.Namespace) -> int:
         metrics = parse_http_address(metrics)
     source = FileConfigSource(Path(args.config))
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, source.refresh)
-    options = _options(args, metrics)
     try:
-        await run_adaptor(source, options, stop)
+        adaptor = RouterAdaptor(source, _options(args, metrics))
+        with StopSignals(stop, kill=adaptor.router.process.kill):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, source.refresh)
+            await adaptor.run(stop)
     except RouterError as e:
         print(f"service-network router: {e}", file=sys.stderr)
         return exit_code(e)
+    finally:
+        before_exit()
     return 0

@@ -187,7 +187,10 @@ class ControlPlane:
         self.socket_path.chmod(0o600)
         self._ticker = asyncio.create_task(self._tick(), name="control-hello")
 
-    async def stop(self) -> None:
+    async def stop(self, seconds: float = 1.0) -> None:
+        """Close every channel and the socket; waits at most ``seconds`` for the channels' tasks to end."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
         tasks = [*self._dialers.values(), *self._tasks]
         if self._ticker is not None:
             tasks.append(self._ticker)
@@ -195,13 +198,18 @@ class ControlPlane:
             t.cancel()
         for s in list(self._sessions):
             s.close()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
         if self._server is not None:
             self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+        if tasks:
+            done, late = await asyncio.wait(tasks, timeout=seconds)
+            for t in done:
+                if not t.cancelled():
+                    t.exception()         # retrieved: a channel's failure is of no interest once stopped
+            if late:
+                log.warning("%d control channel task(s) did not end within %gs of the stop", len(late), seconds)
+        if self._server is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), max(0.0, deadline - loop.time()))
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
@@ -27,6 +26,7 @@ from operator_runtime.reflector import ApiSource, Reflector
 
 from .config import TlsProfile
 from .errors import truncate
+from .shutdown import cancel_and_wait
 from .sources import ConfigSnapshot
 from .tls import MAX_PEM_BYTES, FileTlsResolver, TlsMaterial, TlsProblem
 
@@ -48,10 +48,8 @@ class _Watched:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            await cancel_and_wait(task, 1.0)
 
 
 class ConfigMapSource(_Watched):

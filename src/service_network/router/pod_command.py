@@ -2,7 +2,8 @@
 router ConfigMap and the TLS Secrets of the Pod's namespace (watched), bound to the Pod IP; its network status is
 copied into its key of the ``skupper-network-status`` ConfigMap (``status_publisher.py``).
 
-Runs until SIGTERM/SIGINT (HAProxy is stopped with it). In a cluster it uses the Pod's service account
+Runs until SIGTERM/SIGINT (HAProxy is stopped with it; the stop is bounded, see ``shutdown.py``, and a second
+signal ends the process at once). In a cluster it uses the Pod's service account
 (in-cluster configuration; the Role the site controller creates allows exactly the reads it makes); outside one,
 ``--kubeconfig``. Exit codes are those of ``service-network router`` (2 invalid state directory, 3 haproxy missing,
 4 HAProxy refused the configuration, 1 other errors).
@@ -26,9 +27,10 @@ from operator_runtime.errors import KubeError
 from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
-from .adaptor import AdaptorOptions, RouterAdaptor
+from .adaptor import STEP_SECONDS, AdaptorOptions, RouterAdaptor
 from .config import is_ip_address
 from .errors import RouterError, StateDirError, exit_code
+from .shutdown import StopSignals, before_exit, bounded, cancel_and_wait
 from .spec import StateLayout
 
 if TYPE_CHECKING:
@@ -98,13 +100,11 @@ async def _publish(adaptor: RouterAdaptor, publisher: StatusPublisher) -> None:
             await adaptor.status_changed.wait()
             adaptor.status_changed.clear()
             publisher.changed()
-    follower = asyncio.create_task(follow())
+    follower = asyncio.create_task(follow(), name="network-status-follower")
     try:
         await publisher.run(lambda: adaptor.status)
     finally:
-        follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follower
+        await cancel_and_wait(follower, 1.0)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -135,20 +135,19 @@ async def run(args: argparse.Namespace) -> int:
     source = ConfigMapSource(api, args.namespace, args.config_map, ROUTER_CONFIG_KEY)
     resolver = SecretTlsResolver(api, args.namespace, on_change=source.refresh)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, source.refresh)
     options = AdaptorOptions(state_dir=state_dir, haproxy=args.haproxy, metrics_address=metrics,
                              tls_resolver=resolver, bind_host=args.bind_address or None)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
-    adaptor = RouterAdaptor(source, options)
     publisher = StatusPublisher(api, args.namespace, NETWORK_STATUS_NAME, f"{args.config_map}.json",
                                 field_manager=f"service-network-router-{args.config_map}")
-    publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
+    publishing: asyncio.Task[None] | None = None
     try:
-        await adaptor.run(stop)
+        adaptor = RouterAdaptor(source, options)
+        with StopSignals(stop, kill=adaptor.router.process.kill):
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, source.refresh)
+            publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
+            await adaptor.run(stop)
     except RouterError as e:
         print(f"service-network run router: {e}", file=sys.stderr)
         return exit_code(e)
@@ -156,12 +155,14 @@ async def run(args: argparse.Namespace) -> int:
         print(f"service-network run router: {e}", file=sys.stderr)
         return 1
     finally:
-        publishing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await publishing
-        await resolver.stop()
-        await source.stop()
-        await api.close()
+        # HAProxy is stopped (adaptor.run); what is left talks to the API server, which may be gone or slow
+        steps = [bounded(resolver.stop(), STEP_SECONDS, "stopping the Secrets watch"),
+                 bounded(source.stop(), STEP_SECONDS, "stopping the ConfigMap watch")]
+        if publishing is not None:
+            steps.append(bounded(cancel_and_wait(publishing, STEP_SECONDS), STEP_SECONDS, "status publisher"))
+        await asyncio.gather(*steps)
+        await bounded(api.close(), STEP_SECONDS, "closing the API client")
         if state_dir != args.state_dir.absolute() and state_dir.is_symlink():
             state_dir.unlink(missing_ok=True)      # the short link made for an unusable path
+        before_exit()
     return 0

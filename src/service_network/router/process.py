@@ -30,12 +30,14 @@ from .errors import (
 from .runtime_api import ProcInfo, RuntimeApi
 from .spec import StateLayout
 
-__all__ = ["HaproxyProcess", "check_config", "find_haproxy"]
+__all__ = ["STOP_GRACE", "HaproxyProcess", "check_config", "find_haproxy"]
 
 log = logging.getLogger("service_network.haproxy")
 _PR_SET_PDEATHSIG = 1
 _LOADED = "Loading success."
 _FAILED = "Loading failure!"
+#: Seconds a stopping master has to end itself and its workers before its process group is killed.
+STOP_GRACE = 2.0
 
 
 def find_haproxy(name: str = "haproxy") -> str:
@@ -55,7 +57,12 @@ async def check_config(haproxy: str, config_file: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         haproxy, "-c", "-f", str(config_file),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    out, _ = await proc.communicate()
+    try:
+        out, _ = await proc.communicate()
+    except BaseException:         # cancelled (the router stops): the check is of no use any more
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        raise
     if proc.returncode != 0:
         raise HaproxyConfigRejected(out.decode("utf-8", "replace"))
 
@@ -189,26 +196,38 @@ class HaproxyProcess:
         assert self._proc is not None
         return await self._proc.wait()
 
-    async def stop(self, grace: float = 10.0) -> None:
-        """Hard stop (SIGTERM: the master stops its workers); SIGKILL to the whole process group if it lingers.
-        Live connections are closed."""
+    def kill(self) -> None:
+        """SIGKILL to the master's process group (master and workers), at once; safe from any thread and from a
+        signal handler. A stopped (SIGSTOPped) HAProxy dies too."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Hard stop (SIGTERM: the master stops its workers); SIGKILL to the whole process group if it lingers
+        ``grace`` seconds (a frozen HAProxy) or if this stop is cancelled. Live connections are closed."""
         proc = self._proc
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                log.warning("haproxy master %s did not stop within %ss; killing its process group", proc.pid, grace)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)   # workers of this master, if any survived it
-        with contextlib.suppress(ProcessLookupError):
-            await proc.wait()
-        if self._relay is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(self._relay, 5)
+        try:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), grace)
+                except TimeoutError:
+                    log.warning("haproxy master %s did not stop within %gs; killing its process group", proc.pid,
+                                grace)
+        finally:
+            self.kill()          # workers of this master, if any survived it
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 1.0)
+        relay = self._relay
+        if relay is not None:     # the rest of HAProxy's output, until the pipe closes
+            done, _ = await asyncio.wait({relay}, timeout=1.0)
+            if not done:
+                relay.cancel()
         self._proc = None
         self._relay = None
 

@@ -36,6 +36,7 @@ from .plan import (
 )
 from .process import HaproxyProcess, check_config
 from .runtime_api import RuntimeApi
+from .shutdown import cancel_and_wait
 from .spec import RouterSpec, StateLayout, compose
 from .stats import Counts, RouterStatsCollector, StatRow, StatsAggregator, parse_show_stat
 from .tls import (
@@ -383,8 +384,9 @@ class Router:
         return totals
 
     async def stop(self) -> None:
-        if self._checker is not None:      # a short `haproxy -c`: let it finish, so its process is reaped
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._checker), 10)
+        """Stop HAProxy (``HaproxyProcess.stop``: killed after its grace period); a running ``haproxy -c`` of
+        the written file is cancelled (its process killed): a stopping router has no use for its answer."""
+        if self._checker is not None and not self._checker.done():
+            await cancel_and_wait(self._checker, 1.0, "haproxy -c")
         with contextlib.suppress(Exception):
             await self.process.stop()

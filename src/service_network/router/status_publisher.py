@@ -6,22 +6,25 @@ created (server-side apply with a field manager per router, so the two routers o
 other's key). It watches that ConfigMap (list+watch by name) and writes only when the key differs from the status:
 a restarted router whose status is unchanged writes nothing, and a key that someone removed or the controller's
 re-created ConfigMap gets the status again. A ConfigMap that does not exist yet is waited for (the router may not
-create it: its Role allows ``patch`` of this one name only). A failed write is retried with backoff.
+create it: its Role allows ``patch`` of this one name only). A failed write is retried with backoff, also when
+no credentials can be had (e.g. the service account's token file is gone).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import Any
 
 from operator_runtime.api import KubeApi
+from operator_runtime.config import ConfigError
 from operator_runtime.errors import KubeError, NotFound
 from operator_runtime.kinds import CONFIG_MAP
 from operator_runtime.objects import mapping
 from operator_runtime.reflector import ApiSource, Reflector
+
+from .shutdown import cancel_and_wait
 
 __all__ = ["StatusPublisher", "status_text"]
 
@@ -87,7 +90,7 @@ class StatusPublisher:
                         field_manager=self.field_manager, force=True)
                 except NotFound:
                     continue                  # deleted meanwhile: its re-creation wakes us
-                except KubeError as e:
+                except (KubeError, ConfigError) as e:      # ConfigError: e.g. the token file is gone
                     log.warning("network status not written to ConfigMap %s/%s: %s (retrying in %.1f s)",
                                 self.namespace, self.name, e, delay)
                     await asyncio.sleep(delay)
@@ -100,6 +103,4 @@ class StatusPublisher:
                 log.debug("network status written (%d bytes, resourceVersion %s)", len(text),
                           mapping(result, "metadata").get("resourceVersion"))
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            await cancel_and_wait(watch, 1.0)

@@ -1,0 +1,264 @@
+"""The router process stops promptly and cleanly on SIGTERM whatever it is doing: while waiting at start-up for
+Secrets the API never lists, after its state directory was removed, with a frozen HAProxy; a second SIGTERM ends it
+at once. Each test runs the router as a user does (a subprocess) and bounds every wait."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from router_certs import TestCA
+from router_support import Backend, alive, document, free_port, loopback, refusing_port, wait_until
+
+from kubesim.auth import ClusterRoleAuthorizer
+from kubesim.sim import KubeSim
+from service_network.site.resources import role_rules
+
+NS = "west"
+_MASTER = re.compile(r"haproxy started: master (\d+)")
+
+
+class RouterProcess:
+    """A router subprocess whose output (log lines) is collected as it comes."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def start(cls, *args: str, env: dict[str, str] | None = None) -> RouterProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "service_network.cli", *args, env={**os.environ, **(env or {})},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        return cls(proc)
+
+    async def _read(self) -> None:
+        assert self.proc.stdout is not None
+        while line := await self.proc.stdout.readline():
+            self.lines.append(line.decode(errors="replace").rstrip())
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    async def line(self, text: str, within: float) -> str:
+        """The first output line containing ``text``."""
+        def found() -> str | None:
+            return next((x for x in self.lines if text in x), None)
+        return str(await wait_until(found, within, f"{text!r} in the router's output\n{self.output[-3000:]}"))
+
+    async def haproxy_master(self, within: float = 10.0) -> int:
+        line = await self.line("haproxy started: master", within)
+        match = _MASTER.search(line)
+        assert match is not None
+        return int(match[1])
+
+    async def terminate(self, within: float) -> float:
+        """SIGTERM, then the seconds until the process exited (AssertionError past ``within``)."""
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.proc.wait(), within)
+        except TimeoutError:
+            raise AssertionError(f"router still running {within}s after SIGTERM\n{self.output[-3000:]}") from None
+        return time.monotonic() - t0
+
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._reader, 5)
+
+
+def _kill_group(pid: int | None) -> None:
+    """Leave no HAProxy behind, stopped or not (tests that freeze it)."""
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGCONT)
+
+
+async def _gone(pid: int, within: float = 2.0) -> bool:
+    """The process exited (it may be reaped by init a moment after its parent exits)."""
+    with contextlib.suppress(AssertionError):
+        await wait_until(lambda: not alive(pid), within, f"pid {pid} gone")
+    return not alive(pid)
+
+
+@contextlib.asynccontextmanager
+async def file_router(tmp_path: Path, state_dir: Path, doc: dict[str, Any]) -> AsyncIterator[RouterProcess]:
+    """``service-network router --config FILE`` serving ``doc``; on exit nothing of it is left."""
+    config_file = tmp_path / "router.json"
+    config_file.write_text(json.dumps(doc))
+    router = await RouterProcess.start("router", "--config", str(config_file), "--state-dir", str(state_dir))
+    master: int | None = None
+    try:
+        master = await router.haproxy_master()
+        yield router
+    finally:
+        await router.close()
+        _kill_group(master)
+
+
+def _listening_doc() -> dict[str, Any]:
+    host = loopback()
+    return document(listeners=[{"name": "l", "routingKey": "k", "host": host, "port": free_port(host)}])
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
+    async with KubeSim(kubeconfig_path=tmp_path / "kubeconfig") as server:
+        await server.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield server
+
+
+async def _pod_router(sim: KubeSim, state_dir: Path) -> RouterProcess:
+    ip = loopback()
+    return await RouterProcess.start(
+        "run", "router", "--state-dir", str(state_dir), "--metrics-address", f"{ip}:0",
+        env={"POD_IP": ip, "POD_NAMESPACE": NS, "KUBECONFIG": str(sim.kubeconfig_path)})
+
+
+async def _config_map(sim: KubeSim, doc: dict[str, Any]) -> None:
+    await sim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                        "metadata": {"name": "skupper-router", "namespace": NS},
+                                        "data": {"router.json": json.dumps(doc)}}, NS)
+
+
+async def test_sigterm_during_start_up_while_secrets_never_arrive(sim: KubeSim, state_dir: Path) -> None:
+    # the Role lost its Secrets rule: the router's list of Secrets is refused, again and again
+    authorizer = ClusterRoleAuthorizer([r for r in role_rules() if "secrets" not in r["resources"]],
+                                       sim.server.store)
+    sim.server.authorizer = authorizer
+    host = loopback()
+    await _config_map(sim, document(
+        listeners=[{"name": "l", "routingKey": "k", "host": host, "port": free_port(host), "tlsProfile": "p"}],
+        tls_profiles=[{"name": "p", "secret": {"name": "listener-tls"}}]))
+    router = await _pod_router(sim, state_dir)
+    try:
+        await wait_until(lambda: any(d[2] == "secrets" for d in authorizer.denied), 15, "a refused list of Secrets")
+        await asyncio.sleep(0.2)
+        elapsed = await router.terminate(within=5)
+        assert elapsed < 3, f"{elapsed:.1f}s\n{router.output[-3000:]}"
+        assert router.proc.returncode == 0, router.output[-3000:]
+        assert "Traceback" not in router.output
+    finally:
+        await router.close()
+
+
+async def test_sigterm_after_the_state_dir_was_removed(tmp_path: Path, state_dir: Path) -> None:
+    ca = TestCA(tmp_path / "pki")
+    client = ca.issue("link-client", client=True)
+    host = loopback()
+    doc = document(tls_profiles=[{"name": "link", "files": {"ca": str(ca.ca_file), "cert": str(client.cert),
+                                                            "key": str(client.key)}}])
+    doc["links"] = [{"name": "to-east", "host": host, "port": refusing_port(host), "tlsProfile": "link"}]
+    async with file_router(tmp_path, state_dir, doc) as router:
+        master = await router.haproxy_master()
+        await wait_until(lambda: (state_dir / "network.json").exists(), 5, "network status written")
+        shutil.rmtree(state_dir)            # e.g. an emptyDir wiped under the running router
+        # the link's next dial fails differently (its TLS files are gone): a new status to write
+        await router.line("down: No such file or directory", 5)
+        await asyncio.sleep(1.3)            # the status is written at most once per second
+        elapsed = await router.terminate(within=5)
+        assert router.proc.returncode == 0, router.output[-3000:]
+        assert elapsed < 2, f"{elapsed:.1f}s"
+        assert "Traceback" not in router.output, router.output[-3000:]
+        assert await _gone(master), "HAProxy still running"
+
+
+async def test_sigterm_with_a_frozen_haproxy(tmp_path: Path, state_dir: Path) -> None:
+    async with file_router(tmp_path, state_dir, _listening_doc()) as router:
+        master = await router.haproxy_master()
+        os.killpg(master, signal.SIGSTOP)        # HAProxy (master and workers) no longer runs
+        elapsed = await router.terminate(within=8)
+        assert elapsed < 4, f"{elapsed:.1f}s\n{router.output[-3000:]}"
+        assert router.proc.returncode == 0, router.output[-3000:]
+        assert await _gone(master), "HAProxy still there"
+
+
+async def test_a_second_sigterm_ends_the_router_at_once(tmp_path: Path, state_dir: Path) -> None:
+    async with file_router(tmp_path, state_dir, _listening_doc()) as router:
+        master = await router.haproxy_master()
+        os.killpg(master, signal.SIGSTOP)        # the first SIGTERM's stop takes its time
+        router.proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        assert router.proc.returncode is None
+        elapsed = await router.terminate(within=5)
+        assert elapsed < 1, f"{elapsed:.1f}s\n{router.output[-3000:]}"
+        assert router.proc.returncode == 128 + signal.SIGTERM, router.output[-3000:]
+        await router.close()
+        assert "second stop signal (SIGTERM): killing HAProxy and exiting now" in router.output
+        assert await _gone(master), "HAProxy still there"
+
+
+async def test_graceful_stop_of_a_router_pod(sim: KubeSim, state_dir: Path) -> None:
+    backend = await Backend("pod-1").start()
+    host = loopback()
+    await _config_map(sim, document(
+        listeners=[{"name": "l", "routingKey": "k", "host": host, "port": free_port(host)}],
+        connectors=[{"name": "c", "routingKey": "k", "port": backend.port,
+                     "targets": [{"host": backend.host, "name": "pod-1"}]}]))
+    router = await _pod_router(sim, state_dir)
+    master: int | None = None
+    try:
+        master = await router.haproxy_master(15)
+        await asyncio.sleep(0.5)
+        elapsed = await router.terminate(within=5)
+        assert router.proc.returncode == 0, router.output[-3000:]
+        assert elapsed < 1, f"{elapsed:.2f}s\n{router.output[-3000:]}"
+        assert await _gone(master), "HAProxy still running"
+        assert "Traceback" not in router.output
+    finally:
+        await router.close()
+        _kill_group(master)
+        await backend.stop()
+
+
+_HANGING_STOP = """
+import asyncio, sys
+from service_network.router.shutdown import StopSignals
+
+async def main() -> None:
+    stop = asyncio.Event()
+    with StopSignals(stop, kill=lambda: print("HAProxy killed", flush=True), deadline=1.0):
+        print("ready", flush=True)
+        await stop.wait()
+        await asyncio.Event().wait()          # a shutdown step that never ends
+
+asyncio.run(main())
+"""
+
+
+async def test_a_shutdown_that_hangs_is_ended_by_the_watchdog() -> None:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _HANGING_STOP, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        assert await asyncio.wait_for(proc.stdout.readline(), 10) == b"ready\n"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), 5)
+        assert 0.9 < time.monotonic() - t0 < 3
+        assert proc.returncode == 1
+        text = out.decode()
+        assert "shutdown did not finish within 1s: killing HAProxy and exiting with code 1" in text
+        assert "HAProxy killed" in text
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
