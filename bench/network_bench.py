@@ -22,7 +22,9 @@ number of threads (one per CPU) unless ``--threads N`` sets ``router.threads``: 
 CPU per connection (OpenSSL 3.0's locks and shared caches cost less) but the busiest router, Middle, is then bound
 to one core (see docs/service-network-router.md, "Measurements").
 
-``--only throughput,connections,latency,tls12`` runs a subset; ``--buffer-size N`` sets ``router.bufferSize``
+``plain_chain``: the throughput once more through three plain HAProxy processes on the same addresses (no TLS, the
+same buffer size), without and with splicing: the floor that copying every byte through three user-space proxies
+sets on these CPUs before any encryption. ``--only throughput,connections,latency,tls12,plain_chain`` runs a subset; ``--buffer-size N`` sets ``router.bufferSize``
 (HAProxy ``tune.bufsize``; the default for a router in a network is 64 KiB), to compare buffer sizes.
 
 Goals (issue 12): >= 25 % of direct throughput; >= 1,000 new connections/s across the two links. Every address is
@@ -39,6 +41,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -52,9 +55,10 @@ from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
 from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
 from service_network.router.process import find_haproxy
 from service_network.router.sources import FileConfigSource
+from service_network.router.spec import NETWORK_BUFFER_SIZE
 from service_network.site import pki
 
-MEASUREMENTS = ("throughput", "connections", "latency", "tls12")
+MEASUREMENTS = ("throughput", "connections", "latency", "tls12", "plain_chain")
 HOSTS = {"west": "127.0.60.200", "middle": "127.0.61.200", "east": "127.0.62.200"}
 KINDS = ("sink", "echo", "http")
 
@@ -119,6 +123,79 @@ def _cpu_seconds(adaptors: dict[str, RouterAdaptor]) -> float:
             if int(fields[2]) in groups:         # pgrp
                 total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def _plain_chain(haproxy: str, state: Path, sink_port: int, buffer_size: int, splice: bool
+                 ) -> tuple[list[subprocess.Popen[bytes]], int]:
+    """Three plain HAProxy processes in a row on the routers' addresses (no TLS, no adaptor) in front of the sink:
+    what three hops of copying cost alone. Returns the processes and the first one's port."""
+    procs: list[subprocess.Popen[bytes]] = []
+    target = (rb.BACKEND, sink_port)
+    try:
+        for name in ("east", "middle", "west"):
+            port = rb._free_port(HOSTS[name])
+            cfg = state / f"plain-{name}.cfg"
+            cfg.write_text(
+                f"global\n    maxconn 1000\n    tune.bufsize {buffer_size}\n    tune.pipesize 262144\n"
+                "defaults\n    mode tcp\n    timeout client 1m\n    timeout server 1m\n    timeout connect 5s\n"
+                + ("    option splice-request\n    option splice-response\n" if splice else "")
+                + f"listen hop\n    bind {HOSTS[name]}:{port}\n    server next {target[0]}:{target[1]}\n")
+            procs.append(subprocess.Popen([haproxy, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+            target = (HOSTS[name], port)
+            deadline = time.monotonic() + 10
+            while not _listening(*target):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"plain HAProxy {name} did not start")
+                time.sleep(0.05)
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        raise
+    return procs, target[1]
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether a socket listens on ``host:port`` (``/proc/net/tcp``; a test connection would reach the sink)."""
+    local = f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}"
+    with open("/proc/net/tcp") as table:
+        return any(f[1] == local and f[3] == "0A" for f in (line.split() for line in table) if len(f) > 3)
+
+
+def _plain_chain_throughput(args: argparse.Namespace, haproxy: str, state: Path, sink_port: int,
+                            endpoints: set[int]) -> dict[str, Any]:
+    """Single-stream throughput through three plain HAProxies (no TLS) without and with splicing, against direct,
+    alternating: the floor that copying through three user-space proxies sets before any encryption."""
+    max_bytes = int(args.max_gib * 1024**3)
+    buffer_size = args.buffer_size or NETWORK_BUFFER_SIZE
+    out: dict[str, Any] = {"buffer_size": buffer_size}
+    for splice in (False, True):
+        procs, port = _plain_chain(haproxy, state, sink_port, buffer_size, splice)
+        try:
+            pids = {p.pid for p in procs}
+            runs: dict[str, list[float]] = {"direct": [], "chain": []}
+            chain_bytes, chain_cpu, endpoint_cpu = 0, 0.0, 0.0
+            for _ in range(args.repeats):
+                runs["direct"].append(rb._throughput(sink_port, rb.BACKEND, args.seconds, max_bytes)["gbit_per_s"])
+                before, before_endpoints = _process_cpu_seconds(pids), _process_cpu_seconds(endpoints)
+                run = rb._throughput(port, HOSTS["west"], args.seconds, max_bytes)
+                chain_cpu += _process_cpu_seconds(pids) - before
+                endpoint_cpu += _process_cpu_seconds(endpoints) - before_endpoints
+                runs["chain"].append(run["gbit_per_s"])
+                chain_bytes += run["bytes"]
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+        direct, chain = sorted(runs["direct"]), sorted(runs["chain"])
+        out["splice" if splice else "no_splice"] = {
+            "direct_gbit_per_s": direct[len(direct) // 2], "chain_gbit_per_s": chain[len(chain) // 2],
+            "all_chain_gbit_per_s": runs["chain"], "all_direct_gbit_per_s": runs["direct"],
+            "chain_percent_of_direct": round(100 * chain[len(chain) // 2] / direct[len(direct) // 2], 1),
+            "proxies_cpu_seconds_per_gb": round(chain_cpu / (chain_bytes / 1e9), 3),
+            "sender_and_sink_cpu_seconds_per_gb": round(endpoint_cpu / (chain_bytes / 1e9), 3)}
+    return out
 
 
 def _process_cpu_seconds(pids: set[int]) -> float:
@@ -187,11 +264,14 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(rb._http_backend(haproxy, rb.BACKEND, ports["http"], state))
         endpoints = {os.getpid(), procs[0].pid}
         result: dict[str, Any] = {}
-        if set(args.only) - {"tls12"}:
+        if set(args.only) - {"tls12", "plain_chain"}:
             async with _network(state, haproxy, ports, "1.3", args.router) as (adaptors, listener):
                 result = await _measure(args, wrk, ports, adaptors, listener, endpoints)
         if "tls12" in args.only:
             result["connections_tls12_links"] = await _tls12_connections(args, wrk, state, haproxy, ports)
+        if "plain_chain" in args.only:
+            result["plain_chain_throughput"] = await asyncio.to_thread(
+                _plain_chain_throughput, args, haproxy, state, ports["sink"], endpoints)
         result["goals"] = _goals(result)
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                              "haproxy": rb._version(haproxy), "openssl": _openssl_version(haproxy),
