@@ -60,9 +60,10 @@ async def test_hello_world_through_the_listener_service(env: SiteEnv) -> None:
     await env.create("Listener", "backend", {"routingKey": "backend", "host": "backend", "port": 8080})
     await env.create("Connector", "backend", {"routingKey": "backend", "selector": "app=backend", "port": 9376})
     await env.wait_status("Listener", "backend", "Ready", "OK", within=30)
-    connector = await env.wait_status("Connector", "backend", "Ready", "OK")
+    await env.wait_status("Connector", "backend", "Ready", "OK")
     pods = {p["metadata"]["name"] for p in await env.wait_ready_pods({"app": "backend"}, 2)}
-    assert {p["name"] for p in connector["selectedPods"]} == pods
+    # Ready as soon as one Pod is selected; the second one follows when it becomes ready
+    await env.wait_for(lambda: _selected(env, pods), 10, f"Connector selectedPods == {sorted(pods)}")
     await env.wait_status("Site", "west", "Ready", "OK")
     service = await env.service("backend")
     assert service["spec"]["selector"] == {"application": "skupper-router", "skupper.io/component": "router"}
@@ -227,3 +228,8 @@ async def test_restarted_controller_keeps_ports_and_writes_nothing(env: SiteEnv)
 async def _service_gone(env: SiteEnv, name: str) -> bool:
     services, _ = await env.api.list("services", NS)
     return name not in {s["metadata"]["name"] for s in services}
+
+
+async def _selected(env: SiteEnv, pods: set[str]) -> bool:
+    connector = await env.status("Connector", "backend")
+    return {p["name"] for p in connector.get("selectedPods") or ()} == pods

@@ -145,14 +145,19 @@ async def test_unusable_link_is_an_error_until_its_secret_appears(env: SiteEnv, 
                        "Link Error: Secret not found")
     router_cm = await env.api.get("configmaps", "skupper-router", NS)
     assert json.loads(router_cm["data"]["router.json"])["links"] == []
-    events, _ = await env.api.list("events.events.k8s.io", NS)
-    assert any(e.get("reason") == "TlsCredentialsNotFound" and e["regarding"]["name"] == "to-east" for e in events)
+    await env.wait_for(lambda: _event(env, "TlsCredentialsNotFound", "to-east"), 10,
+                       "a TlsCredentialsNotFound Event about the Link")
 
     client = east.site.client_cert("west")
     await link_secret(env, "east-link", east.site.ca.ca_file, client.cert, client.key)
     ready = await env.wait_for(lambda: _with(link_status(env, "to-east"), lambda s: s.get("status") == "Ready"),
                                20, "Link Ready")
     assert ready["remoteSiteName"] == "east"
+
+
+async def _event(env: SiteEnv, reason: str, regarding: str) -> bool:
+    events, _ = await env.api.list("events.events.k8s.io", NS)
+    return any(e.get("reason") == reason and e["regarding"]["name"] == regarding for e in events)
 
 
 async def _with(value: Any, check: Any) -> Any:
