@@ -17,7 +17,7 @@ from router_support import alive, document, free_port, loopback, refused, target
 from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
 from service_network.router.errors import RuntimeApiUnavailable
 from service_network.router.runtime_api import RuntimeApi
-from service_network.router.sources import FileConfigSource
+from service_network.router.sources import ConfigSnapshot, FileConfigSource
 
 
 def _write(path: Path, doc: dict) -> None:
@@ -179,3 +179,41 @@ async def _name_or_none(host: str, port: int) -> str | None:
         return (await who(host, port))[0] or None
     except OSError:
         return None
+
+
+class _LateSource:
+    """A configuration source whose first document arrives only when the test says so."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.release = asyncio.Event()
+
+    async def snapshots(self):  # type: ignore[no-untyped-def]
+        await self.release.wait()
+        yield ConfigSnapshot(self.text, "late source")
+        await asyncio.Event().wait()
+
+    def refresh(self) -> None:
+        pass
+
+    def watch_paths(self, paths) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+async def test_a_cancelled_run_starts_nothing_afterwards(state_dir, haproxy) -> None:
+    """Cancelling ``run`` (not setting ``stop``) while it waits for its first document: when the document comes
+    later, no HAProxy is started behind the caller's back."""
+    host = loopback()
+    source = _LateSource(json.dumps(document(
+        listeners=[{"name": "l", "routingKey": "k", "host": host, "port": free_port(host)}],
+        connectors=[{"name": "c", "routingKey": "k", "port": 9, "targets": [{"host": "127.0.0.1"}]}])))
+    adaptor = RouterAdaptor(source, AdaptorOptions(state_dir=state_dir, haproxy=haproxy))
+    run = asyncio.create_task(adaptor.run(asyncio.Event()))
+    await asyncio.sleep(0.2)
+    run.cancel()
+    done, _ = await asyncio.wait({run}, timeout=5)
+    assert done and run.cancelled()
+    source.release.set()
+    await asyncio.sleep(1.0)
+    assert adaptor.router.process.pid is None, "HAProxy started after run() was cancelled"
+    assert not [t for t in asyncio.all_tasks() if t.get_name() in ("router-start", "config-follow")]

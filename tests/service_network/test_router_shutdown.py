@@ -92,11 +92,24 @@ def _kill_group(pid: int | None) -> None:
         os.killpg(pid, signal.SIGCONT)
 
 
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of HAProxy's process group: its master and its workers."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                state, _ppid, group = entry.joinpath("stat").read_text().rsplit(") ", 1)[1].split()[:3]
+                if int(group) == pgid and state != "Z":
+                    members.append(int(entry.name))
+    return members
+
+
 async def _gone(pid: int, within: float = 2.0) -> bool:
-    """The process exited (it may be reaped by init a moment after its parent exits)."""
+    """The master and every worker of its process group exited (reaped by init a moment after their parent
+    exits, perhaps)."""
     with contextlib.suppress(AssertionError):
-        await wait_until(lambda: not alive(pid), within, f"pid {pid} gone")
-    return not alive(pid)
+        await wait_until(lambda: not alive(pid) and not _group_members(pid), within, f"HAProxy group {pid} gone")
+    return not alive(pid) and not _group_members(pid)
 
 
 @contextlib.asynccontextmanager

@@ -123,7 +123,7 @@ class RouterAdaptor:
         self.document: RouterConfig | None = None          # the last valid document
         self.routes: tuple[RemoteRoute, ...] = ()           # computed by link-state routing
         self.control: ControlPlane | None = None
-        self.status: dict[str, Any] | None = None            # the network status last written
+        self.status: dict[str, Any] | None = None            # the network status last computed (/network, the publisher)
         self.status_changed = asyncio.Event()                # set whenever a new status was written (tests)
         self._routing_dirty = asyncio.Event()
         self._status_dirty = asyncio.Event()
@@ -269,17 +269,24 @@ class RouterAdaptor:
     async def _status_loop(self) -> None:
         """Write the network status when it changed, at most once per ``STATUS_INTERVAL``."""
         path = self.router.layout.network_status
+        written: dict[str, Any] | None = None
+        failing = False
         while True:
             await self._status_dirty.wait()
             self._status_dirty.clear()
             status = self._compute_status()
-            if status is not None and status != self.status:
+            if status is not None and status != written:
                 tmp = path.with_name(f".{path.name}.tmp")
                 try:
                     tmp.write_text(json.dumps(status, indent=2, ensure_ascii=False) + "\n")
                     os.replace(tmp, path)
+                    written, failing = status, False
                 except OSError as e:      # e.g. the state directory was removed: /network and the Pod's
-                    log.warning("network status not written to %s: %s", path, e)   # publisher still have it
+                    if not failing:       # publisher still have it; the file is retried every STATUS_INTERVAL
+                        log.warning("network status not written to %s: %s", path, e)
+                    failing = True
+                    self._status_dirty.set()
+            if status is not None and status != self.status:
                 self.status = status
                 self.status_changed.set()
             await asyncio.sleep(STATUS_INTERVAL)
@@ -320,12 +327,13 @@ class RouterAdaptor:
     async def _serve(self, snapshots: AsyncIterator[ConfigSnapshot], stop: asyncio.Event,
                      stopping: asyncio.Event) -> None:
         stop_wait = asyncio.create_task(stop.wait(), name="stop-signal")
+        start: asyncio.Task[None] | None = None
+        follow: asyncio.Task[None] | None = None
         try:
             start = asyncio.create_task(self._start(snapshots, stopping), name="router-start")
             await asyncio.wait({start, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if not start.done():      # stopped during start-up (waiting for its ConfigMap, its Secrets, HAProxy)
                 log.info("stopped during start-up")
-                await cancel_and_wait(start, START_CANCEL_SECONDS, "start-up")
                 return
             start.result()            # RouterError: it could not start
             assert self._supervisor is not None
@@ -334,9 +342,12 @@ class RouterAdaptor:
             for task in (follow, self._supervisor):     # either failing is a bug: the process fails with it
                 if task.done() and not task.cancelled() and (error := task.exception()) is not None:
                     raise error
-            await cancel_and_wait(follow, START_CANCEL_SECONDS, "configuration follower")
         finally:
             stop_wait.cancel()
+            # also when run() itself is cancelled: nothing may go on starting things after _shutdown
+            for left, what in ((start, "start-up"), (follow, "configuration follower")):
+                if left is not None and not left.done():
+                    await cancel_and_wait(left, START_CANCEL_SECONDS, what)
 
     async def _shutdown(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
         """Stop everything at once, each step bounded; a step that fails or hangs is logged and does not keep the
@@ -354,7 +365,10 @@ class RouterAdaptor:
             steps.append(bounded(close(), STEP_SECONDS, "closing the configuration source"))
         if self._runner is not None:
             steps.append(bounded(self._runner.cleanup(), STEP_SECONDS, "stopping the metrics server"))
-        await asyncio.gather(*steps)
+        try:
+            await asyncio.gather(*steps)
+        finally:
+            self.router.process.kill()    # a no-op after a clean stop; HAProxy's group if that stop never ran
         log.info("router stopped")
 
     async def _follow(self, snapshots: AsyncIterator[ConfigSnapshot]) -> None:

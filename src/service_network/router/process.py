@@ -221,15 +221,17 @@ class HaproxyProcess:
                                 grace)
         finally:
             self.kill()          # workers of this master, if any survived it
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 1.0)
-        relay = self._relay
-        if relay is not None:     # the rest of HAProxy's output, until the pipe closes
-            done, _ = await asyncio.wait({relay}, timeout=1.0)
-            if not done:
+            # forgotten before it is reaped: a later kill() (watchdog, second signal) never hits a reused pid
+            self._proc = None
+        relay, self._relay = self._relay, None
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 1.0)
+            if relay is not None:     # the rest of HAProxy's output, until the pipe closes
+                await asyncio.wait({relay}, timeout=1.0)
+        finally:
+            if relay is not None and not relay.done():
                 relay.cancel()
-        self._proc = None
-        self._relay = None
 
 
 async def supervise(process: HaproxyProcess, on_restart: Callable[[], Awaitable[None]], *,
