@@ -46,6 +46,11 @@ async def run(*argv: str, stdin: str | None = None, within: float = 60) -> str:
     return out.decode()
 
 
+async def _daemon_set_counts(sim: KubeSim, expected: tuple[int, int]) -> bool:
+    status = (await sim.api.get("daemonsets.apps", "listener-operator-csi-node-driver", NAMESPACE)).get("status") or {}
+    return (status.get("desiredNumberScheduled"), status.get("numberReady")) == expected
+
+
 async def until(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
     """The first truthy result of ``check``; the state spans several objects, so it is polled with a deadline."""
     deadline = time.monotonic() + within
@@ -114,8 +119,8 @@ async def test_the_chart_applied_with_kubectl_runs_and_serves(sim: KubeSim, tmp_
     controllers = await until(lambda: ready_pods(sim, "provisioner", 2), 60, "2 Ready controller Pods")
     node_plugins = await until(lambda: ready_pods(sim, "node-driver", 2), 60, "a Ready node plugin per node")
     assert sorted(p["spec"]["nodeName"] for p in node_plugins) == sorted(sim.cluster.nodes)
-    daemon_set = await sim.api.get("daemonsets.apps", "listener-operator-csi-node-driver", NAMESPACE)
-    assert (daemon_set["status"]["desiredNumberScheduled"], daemon_set["status"]["numberReady"]) == (2, 2)
+    # the DaemonSet's status follows its Pods' readiness (written by its controller a moment later)
+    await until(lambda: _daemon_set_counts(sim, (2, 2)), 10, "DaemonSet status desired 2, ready 2")
 
     # The controller applied the CRDs and created the preset; the registrars registered the driver on every node.
     for crd in ("listenerclasses", "listeners", "podlisteners"):
