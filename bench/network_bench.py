@@ -111,18 +111,20 @@ class _CA:
         return cert, key
 
 
+def _stat(proc_dir: Path) -> tuple[int, int] | None:
+    """A process's group and the CPU clock ticks (user + system) it used so far; None once it is gone."""
+    try:
+        fields = (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[2]), int(fields[11]) + int(fields[12])
+
+
 def _cpu_seconds(adaptors: dict[str, RouterAdaptor]) -> float:
     """CPU time (user + system) used so far by the routers' HAProxy processes (each master's process group)."""
     groups = {a.router.process.pid for a in adaptors.values()} - {None}
-    total = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) in groups:         # pgrp
-                total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    stats = (_stat(entry) for entry in Path("/proc").iterdir() if entry.name.isdigit())
+    return sum(stat[1] for stat in stats if stat is not None and stat[0] in groups) / os.sysconf("SC_CLK_TCK")
 
 
 def _plain_chain(haproxy: str, state: Path, sink_port: int, buffer_size: int, splice: bool
@@ -200,12 +202,8 @@ def _plain_chain_throughput(args: argparse.Namespace, haproxy: str, state: Path,
 
 def _process_cpu_seconds(pids: set[int]) -> float:
     """CPU time (user + system) used so far by the given processes (here: the benchmark client and the sink)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    stats = (_stat(Path(f"/proc/{pid}")) for pid in pids)
+    return sum(stat[1] for stat in stats if stat is not None) / os.sysconf("SC_CLK_TCK")
 
 
 async def _ssl_info(adaptor: RouterAdaptor) -> dict[str, int]:

@@ -33,7 +33,7 @@ from .linkstate import ServiceEntry, SiteInfo, remote_routes
 from .network_status import network_status
 from .process import STOP_GRACE, supervise
 from .router import Router
-from .shutdown import bounded, cancel_and_wait
+from .shutdown import STEP_SECONDS, bounded, cancel_and_wait
 from .sources import ConfigSnapshot, ConfigSource
 from .spec import RouterSpec, StateLayout
 from .tls import TlsResolver
@@ -82,7 +82,6 @@ class _AdaptorCollector(Collector):
 
 STATUS_INTERVAL = 1.0       # the network status is written at most this often
 START_CANCEL_SECONDS = 2.0  # an interrupted start-up (or the configuration follower) ends within this
-STEP_SECONDS = 1.0          # each step of the shutdown but HAProxy's stop (STOP_GRACE and this) ends within this
 
 
 def local_services(spec: RouterSpec) -> tuple[ServiceEntry, ...]:
@@ -354,9 +353,7 @@ class RouterAdaptor:
         others from running: HAProxy is always stopped (killed after its grace period)."""
         stopping.set()
         tasks = [t for t in (*self._background, self._supervisor) if t is not None]
-        for t in tasks:
-            t.cancel()
-        steps = [bounded(cancel_and_wait(t, STEP_SECONDS), STEP_SECONDS, t.get_name()) for t in tasks]
+        steps = [cancel_and_wait(t, STEP_SECONDS) for t in tasks]
         steps.append(bounded(self.router.stop(), STOP_GRACE + STEP_SECONDS, "stopping HAProxy"))
         if self.control is not None:
             steps.append(bounded(self.control.stop(STEP_SECONDS), STEP_SECONDS + 0.5, "closing control channels"))

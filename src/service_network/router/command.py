@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -52,8 +51,7 @@ async def run(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     try:
         adaptor = RouterAdaptor(source, _options(args, metrics))
-        with StopSignals(stop, kill=adaptor.router.process.kill):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, source.refresh)
+        with StopSignals(stop, kill=adaptor.router.process.kill, on_hangup=source.refresh):
             await adaptor.run(stop)
     except RouterError as e:
         print(f"service-network router: {e}", file=sys.stderr)

@@ -26,7 +26,7 @@ from operator_runtime.reflector import ApiSource, Reflector
 
 from .config import TlsProfile
 from .errors import truncate
-from .shutdown import cancel_and_wait
+from .shutdown import STEP_SECONDS, cancel_and_wait
 from .sources import ConfigSnapshot
 from .tls import MAX_PEM_BYTES, FileTlsResolver, TlsMaterial, TlsProblem
 
@@ -49,7 +49,7 @@ class _Watched:
     async def stop(self) -> None:
         if self._task is not None:
             task, self._task = self._task, None
-            await cancel_and_wait(task, 1.0)
+            await cancel_and_wait(task, STEP_SECONDS)
 
 
 class ConfigMapSource(_Watched):

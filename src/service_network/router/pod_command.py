@@ -17,7 +17,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -27,10 +26,10 @@ from operator_runtime.errors import KubeError
 from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
-from .adaptor import STEP_SECONDS, AdaptorOptions, RouterAdaptor
+from .adaptor import AdaptorOptions, RouterAdaptor
 from .config import is_ip_address
 from .errors import RouterError, StateDirError, exit_code
-from .shutdown import StopSignals, before_exit, bounded, cancel_and_wait
+from .shutdown import STEP_SECONDS, StopSignals, before_exit, bounded, cancel_and_wait
 from .spec import StateLayout
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ async def _publish(adaptor: RouterAdaptor, publisher: StatusPublisher) -> None:
     try:
         await publisher.run(lambda: adaptor.status)
     finally:
-        await cancel_and_wait(follower, 1.0)
+        await cancel_and_wait(follower, STEP_SECONDS)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -144,8 +143,7 @@ async def run(args: argparse.Namespace) -> int:
     publishing: asyncio.Task[None] | None = None
     try:
         adaptor = RouterAdaptor(source, options)
-        with StopSignals(stop, kill=adaptor.router.process.kill):
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, source.refresh)
+        with StopSignals(stop, kill=adaptor.router.process.kill, on_hangup=source.refresh):
             publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
             await adaptor.run(stop)
     except RouterError as e:
@@ -159,7 +157,7 @@ async def run(args: argparse.Namespace) -> int:
         steps = [bounded(resolver.stop(), STEP_SECONDS, "stopping the Secrets watch"),
                  bounded(source.stop(), STEP_SECONDS, "stopping the ConfigMap watch")]
         if publishing is not None:
-            steps.append(bounded(cancel_and_wait(publishing, STEP_SECONDS), STEP_SECONDS, "status publisher"))
+            steps.append(cancel_and_wait(publishing, STEP_SECONDS))
         await asyncio.gather(*steps)
         await bounded(api.close(), STEP_SECONDS, "closing the API client")
         if state_dir != args.state_dir.absolute() and state_dir.is_symlink():

@@ -36,7 +36,7 @@ from .plan import (
 )
 from .process import HaproxyProcess, check_config
 from .runtime_api import RuntimeApi
-from .shutdown import cancel_and_wait
+from .shutdown import STEP_SECONDS, cancel_and_wait
 from .spec import RouterSpec, StateLayout, compose
 from .stats import Counts, RouterStatsCollector, StatRow, StatsAggregator, parse_show_stat
 from .tls import (
@@ -387,6 +387,6 @@ class Router:
         """Stop HAProxy (``HaproxyProcess.stop``: killed after its grace period); a running ``haproxy -c`` of
         the written file is cancelled (its process killed): a stopping router has no use for its answer."""
         if self._checker is not None and not self._checker.done():
-            await cancel_and_wait(self._checker, 1.0, "haproxy -c")
+            await cancel_and_wait(self._checker, STEP_SECONDS, "haproxy -c")
         with contextlib.suppress(Exception):
             await self.process.stop()

@@ -24,12 +24,14 @@ from collections.abc import Awaitable, Callable
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["STOP_DEADLINE", "StopSignals", "before_exit", "bounded", "cancel_and_wait"]
+__all__ = ["STEP_SECONDS", "STOP_DEADLINE", "StopSignals", "before_exit", "bounded", "cancel_and_wait"]
 
 log = logging.getLogger("service_network.router.shutdown")
 
 #: After the first stop signal the process exits within this many seconds, whatever its shutdown is doing.
 STOP_DEADLINE = 10.0
+#: What one step of a shutdown (a task cancelled, a watch or a client closed) may take.
+STEP_SECONDS = 1.0
 
 
 def _describe(error: BaseException) -> str:
@@ -94,6 +96,7 @@ def _say(text: str) -> None:
 
 class StopSignals:
     """SIGTERM and SIGINT set ``stop``; the first arms the watchdog, a second one ends the process at once.
+    SIGHUP calls ``on_hangup`` (when given), e.g. to re-read the configuration.
 
     ``kill`` kills HAProxy's process group (``HaproxyProcess.kill``); it is called from the signal handler or the
     watchdog thread before the process exits there. Use as a context manager inside the running event loop; the
@@ -103,9 +106,10 @@ class StopSignals:
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self, stop: asyncio.Event, kill: Callable[[], None] = lambda: None, *,
-                 deadline: float = STOP_DEADLINE) -> None:
+                 on_hangup: Callable[[], None] | None = None, deadline: float = STOP_DEADLINE) -> None:
         self.stop = stop
         self.kill = kill
+        self.on_hangup = on_hangup
         self.deadline = deadline
         self.received: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,6 +120,10 @@ class StopSignals:
         self._loop = asyncio.get_running_loop()
         for sig in self.SIGNALS:
             self._previous[sig] = signal.signal(sig, self._on_signal)
+        if self.on_hangup is not None:
+            # through the loop: this also sets the loop's wakeup fd, so a stop signal that reaches another thread
+            # still wakes the main thread, where Python runs signal handlers
+            self._loop.add_signal_handler(signal.SIGHUP, self.on_hangup)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
@@ -123,6 +131,8 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self.on_hangup is not None and self._loop is not None:
+            self._loop.remove_signal_handler(signal.SIGHUP)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

@@ -24,7 +24,7 @@ from operator_runtime.kinds import CONFIG_MAP
 from operator_runtime.objects import mapping
 from operator_runtime.reflector import ApiSource, Reflector
 
-from .shutdown import cancel_and_wait
+from .shutdown import STEP_SECONDS, cancel_and_wait
 
 __all__ = ["StatusPublisher", "status_text"]
 
@@ -103,4 +103,4 @@ class StatusPublisher:
                 log.debug("network status written (%d bytes, resourceVersion %s)", len(text),
                           mapping(result, "metadata").get("resourceVersion"))
         finally:
-            await cancel_and_wait(watch, 1.0)
+            await cancel_and_wait(watch, STEP_SECONDS)
