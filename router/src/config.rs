@@ -1,0 +1,378 @@
+//! The router document (version 1), as the Python control plane writes it (`service_network.router.config`), with
+//! every TLS profile resolved to files. Parsing is strict about shape (unknown fields are refused, so a typo never
+//! passes silently); what only makes an entity unusable (a missing file, a port in use) withholds that entity with
+//! a problem instead.
+
+use serde::Deserialize;
+use std::collections::HashSet;
+
+pub const CONFIG_VERSION: u32 = 1;
+pub const MAX_NAME: usize = 4096;
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Document {
+    pub version: u32,
+    pub site: Site,
+    #[serde(default)]
+    pub router: RouterSettings,
+    #[serde(default)]
+    pub tls_profiles: Vec<TlsProfile>,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    #[serde(default)]
+    pub connectors: Vec<Connector>,
+    #[serde(default)]
+    pub router_access: Vec<RouterAccess>,
+    #[serde(default)]
+    pub links: Vec<Link>,
+    #[serde(default)]
+    pub remote_routes: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Site {
+    pub id: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouterSettings {
+    pub id: Option<String>,
+    pub metrics: Option<Endpoint>,
+    #[serde(default)]
+    pub reserved_ports: Vec<u16>,
+    pub connect_timeout_seconds: Option<f64>,
+    pub max_connections: Option<u64>,
+    pub threads: Option<u32>,
+    pub buffer_size: Option<u32>,
+    pub old_worker_grace_seconds: Option<u64>,
+    /// TLS connections per link (each carries streams; more than one lets more than one core carry a link).
+    pub data_connections: Option<u32>,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Bounds on what linked routers may make this router hold.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Limits {
+    /// Routing keys one router may advertise.
+    pub keys_per_router: usize,
+    /// Routers this router keeps advertisements of.
+    pub routers: usize,
+    /// Links (and peers) one router may advertise.
+    pub links_per_router: usize,
+    /// Connector targets and listeners one advertised key may name.
+    pub names_per_key: usize,
+    /// Unauthenticated (handshaking) connections on the router access at once.
+    pub handshakes: usize,
+    /// Seconds a connection to the router access may take to complete its TLS handshake and HELLO.
+    pub handshake_timeout_seconds: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            keys_per_router: 2000,
+            routers: 256,
+            links_per_router: 256,
+            names_per_key: 1000,
+            handshakes: 256,
+            handshake_timeout_seconds: 10,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Endpoint {
+    #[serde(default)]
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsProfile {
+    pub name: String,
+    pub files: Option<TlsFiles>,
+    pub secret: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TlsFiles {
+    pub ca: Option<String>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Listener {
+    pub name: String,
+    pub routing_key: String,
+    #[serde(default)]
+    pub host: String,
+    pub port: u16,
+    pub tls_profile: Option<String>,
+    #[serde(default)]
+    pub authenticate_peer: bool,
+    pub observer: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Target {
+    pub host: String,
+    pub name: Option<String>,
+    pub process_id: Option<String>,
+}
+
+impl Target {
+    pub fn key(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.host)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Connector {
+    pub name: String,
+    pub routing_key: String,
+    pub port: u16,
+    pub tls_profile: Option<String>,
+    #[serde(default)]
+    pub use_client_cert: bool,
+    #[serde(default = "yes")]
+    pub verify_hostname: bool,
+    #[serde(default)]
+    pub targets: Vec<Target>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouterAccess {
+    pub name: String,
+    #[serde(default = "inter_router")]
+    pub role: String,
+    #[serde(default)]
+    pub host: String,
+    #[serde(default = "access_port")]
+    pub port: u16,
+    pub tls_profile: String,
+    #[serde(default = "tls13")]
+    pub min_tls_version: String,
+}
+
+fn inter_router() -> String {
+    "inter-router".into()
+}
+fn access_port() -> u16 {
+    55671
+}
+fn tls13() -> String {
+    "1.3".into()
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Link {
+    pub name: String,
+    pub host: String,
+    #[serde(default = "access_port")]
+    pub port: u16,
+    pub tls_profile: String,
+    #[serde(default = "one")]
+    pub cost: i64,
+    #[serde(default = "tls13")]
+    pub tls_version: String,
+}
+
+fn one() -> i64 {
+    1
+}
+
+impl Link {
+    /// Costs below 1 count as 1, as upstream.
+    pub fn effective_cost(&self) -> u32 {
+        self.cost.clamp(1, i32::MAX as i64) as u32
+    }
+}
+
+impl Document {
+    pub fn router_id(&self) -> &str {
+        self.router.id.as_deref().unwrap_or(&self.site.id)
+    }
+
+    pub fn data_connections(&self) -> usize {
+        self.router.data_connections.unwrap_or(2).clamp(1, 16) as usize
+    }
+
+    pub fn buffer_size(&self) -> usize {
+        self.router.buffer_size.unwrap_or(64 * 1024).clamp(16 * 1024, 1024 * 1024) as usize
+    }
+
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        let s = self.router.connect_timeout_seconds.unwrap_or(10.0);
+        std::time::Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s.min(3600.0) } else { 10.0 })
+    }
+
+    /// Parses and checks a document: the shape, then what makes the whole document unusable (duplicate names,
+    /// reserved ports, a newer version). One message per problem, each naming its field.
+    pub fn parse(text: &str) -> Result<Document, Vec<String>> {
+        let doc: Document = serde_json::from_str(text).map_err(|e| vec![crate::truncate(&e.to_string(), 300)])?;
+        let problems = doc.check();
+        if problems.is_empty() {
+            Ok(doc)
+        } else {
+            Err(problems)
+        }
+    }
+
+    fn check(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.version > CONFIG_VERSION {
+            p.push(format!("version: {} is newer than this router supports ({CONFIG_VERSION})", self.version));
+        }
+        if self.site.id.is_empty() || self.router_id().is_empty() || self.router_id().len() > 253 {
+            p.push("router.id: must be 1-253 characters".into());
+        }
+        let long = |s: &str| s.is_empty() || s.len() > MAX_NAME;
+        let mut names = HashSet::new();
+        for (i, l) in self.listeners.iter().enumerate() {
+            if long(&l.name) || long(&l.routing_key) {
+                p.push(format!("listeners[{i}]: name and routingKey must be 1-{MAX_NAME} bytes"));
+            }
+            if !names.insert(&l.name) {
+                p.push(format!("listeners[{i}].name: duplicate listener {}", crate::truncate(&l.name, 200)));
+            }
+            if self.router.reserved_ports.contains(&l.port) {
+                p.push(format!("listeners[{i}].port: port {} is reserved for the router", l.port));
+            }
+            if !host_ok(&l.host) {
+                p.push(format!("listeners[{i}].host: not an IP address"));
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, c) in self.connectors.iter().enumerate() {
+            if long(&c.name) || long(&c.routing_key) {
+                p.push(format!("connectors[{i}]: name and routingKey must be 1-{MAX_NAME} bytes"));
+            }
+            if !names.insert(&c.name) {
+                p.push(format!("connectors[{i}].name: duplicate connector {}", crate::truncate(&c.name, 200)));
+            }
+            for (j, t) in c.targets.iter().enumerate() {
+                if t.host.is_empty() || t.host.len() > 253 {
+                    p.push(format!("connectors[{i}].targets[{j}].host: must be 1-253 characters"));
+                }
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, l) in self.links.iter().enumerate() {
+            if long(&l.name) {
+                p.push(format!("links[{i}].name: must be 1-{MAX_NAME} bytes"));
+            }
+            if !names.insert(&l.name) {
+                p.push(format!("links[{i}].name: duplicate link {}", crate::truncate(&l.name, 200)));
+            }
+            if l.tls_version != "1.3" && l.tls_version != "1.2" {
+                p.push(format!("links[{i}].tlsVersion: must be \"1.3\" or \"1.2\""));
+            }
+        }
+        if self.router_access.len() > 1 {
+            p.push("routerAccess: at most one".into());
+        }
+        for (i, a) in self.router_access.iter().enumerate() {
+            if a.role != "inter-router" {
+                p.push(format!("routerAccess[{i}].role: only inter-router is supported"));
+            }
+            if !host_ok(&a.host) {
+                p.push(format!("routerAccess[{i}].host: not an IP address"));
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, t) in self.tls_profiles.iter().enumerate() {
+            if !names.insert(&t.name) {
+                p.push(format!("tlsProfiles[{i}].name: duplicate profile {}", crate::truncate(&t.name, 200)));
+            }
+            if t.files.is_some() == t.secret.is_some() {
+                p.push(format!("tlsProfiles[{i}]: exactly one of files and secret must be set"));
+            }
+        }
+        p
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&TlsProfile> {
+        self.tls_profiles.iter().find(|t| t.name == name)
+    }
+}
+
+fn host_ok(host: &str) -> bool {
+    host.is_empty() || host.parse::<std::net::IpAddr>().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_document_parses() {
+        let doc = Document::parse(
+            r#"{"version":1,"site":{"id":"s1","name":"west","namespace":"west"},
+            "router":{"id":"s1/r","metrics":{"host":"","port":9090},"reservedPorts":[55671],"connectTimeoutSeconds":10,
+              "maxConnections":null,"threads":null,"bufferSize":null,"oldWorkerGraceSeconds":null},
+            "tlsProfiles":[{"name":"p","files":{"ca":"/c","cert":"/t","key":"/k"}}],
+            "listeners":[{"name":"backend","routingKey":"backend","host":"","port":1024,"tlsProfile":null,
+              "authenticatePeer":false,"observer":"auto"}],
+            "connectors":[{"name":"backend","routingKey":"backend","port":8080,"tlsProfile":null,
+              "useClientCert":false,"verifyHostname":true,
+              "targets":[{"host":"127.0.0.1","name":"pod-a","processId":"uid"}]}],
+            "routerAccess":[{"name":"a","role":"inter-router","host":"","port":55671,"tlsProfile":"p","minTlsVersion":"1.3"}],
+            "links":[{"name":"l","host":"127.0.0.2","port":55671,"tlsProfile":"p","cost":0,"tlsVersion":"1.3"}],
+            "remoteRoutes":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(doc.router_id(), "s1/r");
+        assert_eq!(doc.links[0].effective_cost(), 1);
+        assert_eq!(doc.connectors[0].targets[0].key(), "pod-a");
+        assert_eq!(doc.data_connections(), 2);
+    }
+
+    #[test]
+    fn problems_name_their_fields() {
+        let err = Document::parse(
+            r#"{"version":2,"site":{"id":"s","name":"w"},"router":{"reservedPorts":[80]},
+            "listeners":[{"name":"a","routingKey":"k","port":80},{"name":"a","routingKey":"k","port":81,"host":"x"}]}"#,
+        )
+        .unwrap_err();
+        let all = err.join("\n");
+        assert!(all.contains("version: 2 is newer"), "{all}");
+        assert!(all.contains("listeners[0].port: port 80 is reserved"), "{all}");
+        assert!(all.contains("listeners[1].name: duplicate listener a"), "{all}");
+        assert!(all.contains("listeners[1].host: not an IP address"), "{all}");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = Document::parse(r#"{"version":1,"site":{"id":"s","name":"w"},"listners":[]}"#).unwrap_err();
+        assert!(err[0].contains("unknown field `listners`"), "{err:?}");
+    }
+
+    #[test]
+    fn huge_input_is_not_echoed() {
+        let junk = "x".repeat(100_000);
+        let err =
+            Document::parse(&format!(r#"{{"version":1,"site":{{"id":"s","name":"w"}},"{junk}":1}}"#)).unwrap_err();
+        assert!(err[0].len() < 400, "{}", err[0].len());
+    }
+}

@@ -1,0 +1,245 @@
+//! Links (I/O): a link is a group of mutual-TLS connections that one router dials to another's router access;
+//! both routers then open streams over any connection of the group. Connection 0 also carries the control channel
+//! (hellos, advertisements). Each connection starts with one HELLO frame each way:
+//!
+//! - dialer: `{"versions":[1],"router":id,"site":{...},"link":name,"cost":n,"group":"<hex>","index":i,"count":n}`
+//! - acceptor: `{"version":1,"router":id,"site":{...}}` (the highest version both list), or the connection is
+//!   closed.
+//!
+//! The router id each side claims must be allowed by the certificate it presented (`tls::identity_allows`); the
+//! acceptor also refuses a HELLO that does not arrive within the handshake timeout.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::Site;
+use crate::frame::{Frame, VERSIONS};
+use crate::mux::{Conn, StreamRx, StreamTx};
+
+/// ALPN protocol id of the link protocol.
+pub const ALPN: &[u8] = b"sn-link/1";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DialerHello {
+    pub versions: Vec<u32>,
+    pub router: String,
+    pub site: Site,
+    pub link: String,
+    pub cost: u32,
+    pub group: String,
+    pub index: u32,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceptorHello {
+    pub version: u32,
+    pub router: String,
+    pub site: Site,
+}
+
+/// The highest protocol version both sides speak.
+pub fn negotiate(offered: &[u32]) -> Option<u32> {
+    VERSIONS.iter().rev().find(|v| offered.contains(v)).copied()
+}
+
+/// Writes one HELLO frame.
+pub async fn send_hello<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, hello: &T) -> std::io::Result<()> {
+    let mut buf = BytesMut::new();
+    Frame::Hello(Bytes::from(serde_json::to_vec(hello).expect("hello serializes"))).encode(&mut buf);
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
+/// Reads exactly one HELLO frame (byte by byte past the header is not needed: the peer sends nothing else before
+/// our answer, so reading the exact frame length leaves the stream at the first mux frame).
+pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<T, String> {
+    let mut header = [0u8; crate::frame::HEADER_LEN];
+    r.read_exact(&mut header).await.map_err(|e| format!("reading HELLO: {e}"))?;
+    let length = u32::from_be_bytes([header[6], header[7], header[8], header[9]]) as usize;
+    if header[0] != crate::frame::FrameType::Hello as u8 || length > crate::frame::MAX_HELLO {
+        return Err("the peer did not start with a HELLO frame".into());
+    }
+    let mut body = vec![0u8; length];
+    r.read_exact(&mut body).await.map_err(|e| format!("reading HELLO: {e}"))?;
+    let mut whole = BytesMut::from(&header[..]);
+    whole.extend_from_slice(&body);
+    match crate::frame::Frame::decode(&mut whole) {
+        Ok(Some(Frame::Hello(payload))) => serde_json::from_slice(&payload)
+            .map_err(|e| format!("malformed HELLO: {}", crate::truncate(&e.to_string(), 200))),
+        Ok(_) => Err("the peer did not start with a HELLO frame".into()),
+        Err(e) => Err(format!("malformed HELLO: {e}")),
+    }
+}
+
+/// One link between this router and a neighbour, as either side sees it.
+pub struct LinkGroup {
+    /// The neighbour's router id (checked against its certificate).
+    pub peer: String,
+    pub peer_site: Site,
+    /// The link's name: ours when we dialed it, the dialer's when we accepted it.
+    pub name: String,
+    pub cost: u32,
+    pub dialed: bool,
+    pub conns: RwLock<Vec<Conn>>,
+    /// Streams this router has open over this link, per routing key (for balancing).
+    pub per_key: Mutex<std::collections::HashMap<String, usize>>,
+    pub streams_total: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub warnings: Mutex<Vec<String>>,
+    pub serial: u64,
+    next: AtomicUsize,
+}
+
+static SERIAL: AtomicU64 = AtomicU64::new(1);
+
+impl LinkGroup {
+    pub fn new(peer: String, peer_site: Site, name: String, cost: u32, dialed: bool, control: Conn) -> Arc<LinkGroup> {
+        Arc::new(LinkGroup {
+            peer,
+            peer_site,
+            name,
+            cost,
+            dialed,
+            conns: RwLock::new(vec![control]),
+            per_key: Mutex::new(Default::default()),
+            streams_total: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            warnings: Mutex::new(Vec::new()),
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn control(&self) -> Conn {
+        self.conns.read().unwrap()[0].clone()
+    }
+
+    pub fn add(&self, conn: Conn) {
+        let mut conns = self.conns.write().unwrap();
+        conns.retain(|c| !c.is_closed());
+        conns.push(conn);
+    }
+
+    pub fn is_up(&self) -> bool {
+        !self.control().is_closed()
+    }
+
+    pub fn close(&self) {
+        for c in self.conns.read().unwrap().iter() {
+            c.close();
+        }
+    }
+
+    /// Streams open over this link (all keys, both directions).
+    pub fn open_streams(&self) -> usize {
+        self.conns.read().unwrap().iter().map(|c| c.open_streams()).sum()
+    }
+
+    pub fn connections(&self) -> usize {
+        self.conns.read().unwrap().iter().filter(|c| !c.is_closed()).count()
+    }
+
+    /// Streams this router opened for `key` over this link.
+    pub fn key_load(&self, key: &str) -> usize {
+        self.per_key.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+
+    pub fn warn(&self, message: String) {
+        tracing::warn!(link = %self.name, peer = %self.peer, "{message}");
+        let mut w = self.warnings.lock().unwrap();
+        if w.len() >= 8 {
+            w.remove(0);
+        }
+        w.push(crate::truncate(&message, 300));
+    }
+
+    /// Opens a stream on the connection with the fewest open streams (ties rotate).
+    pub async fn open(&self, open: crate::frame::Open) -> Option<(StreamTx, StreamRx)> {
+        let conn = {
+            let conns = self.conns.read().unwrap();
+            let start = self.next.fetch_add(1, Ordering::Relaxed);
+            let n = conns.len();
+            (0..n)
+                .map(|i| &conns[(start + i) % n])
+                .filter(|c| c.accepts_streams())
+                .min_by_key(|c| c.open_streams())
+                .cloned()
+        }?;
+        conn.open(open).await
+    }
+}
+
+/// Counts a stream against its link and key while it lives.
+pub struct KeyLoad {
+    group: Arc<LinkGroup>,
+    key: String,
+}
+
+impl KeyLoad {
+    pub fn new(group: Arc<LinkGroup>, key: &str) -> KeyLoad {
+        *group.per_key.lock().unwrap().entry(key.to_string()).or_insert(0) += 1;
+        group.streams_total.fetch_add(1, Ordering::Relaxed);
+        KeyLoad { group, key: key.to_string() }
+    }
+}
+
+impl Drop for KeyLoad {
+    fn drop(&mut self) {
+        let mut m = self.group.per_key.lock().unwrap();
+        if let Some(n) = m.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// A random 64-bit group id as hex (from the standard library's per-process random hasher keys).
+pub fn group_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(SERIAL.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_nanos(),
+    );
+    format!("{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_takes_the_highest_common_version() {
+        assert_eq!(negotiate(&[1, 2, 3]), Some(1));
+        assert_eq!(negotiate(&[2]), None);
+        assert_eq!(negotiate(&[]), None);
+    }
+
+    #[tokio::test]
+    async fn hello_frames_round_trip_and_garbage_is_refused() {
+        let (mut a, mut b) = tokio::io::duplex(64 * 1024);
+        let hello = AcceptorHello {
+            version: 1,
+            router: "r".into(),
+            site: Site { id: "s".into(), name: "n".into(), namespace: None },
+        };
+        send_hello(&mut a, &hello).await.unwrap();
+        let got: AcceptorHello = read_hello(&mut b).await.unwrap();
+        assert_eq!(got, hello);
+        a.write_all(&[3, 0, 0, 0, 0, 1, 0, 0, 0, 0]).await.unwrap();
+        let err = read_hello::<_, AcceptorHello>(&mut b).await.unwrap_err();
+        assert!(err.contains("did not start with a HELLO"), "{err}");
+    }
+}

@@ -1,0 +1,133 @@
+//! `service-network-router`: the data plane of a service-network site. It is started and driven by the Python
+//! adaptor (`service-network router` / `run router`) through its control socket, or runs alone from a document.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser;
+use snrouter::api::{self, Slot};
+use snrouter::config::Document;
+
+#[derive(Parser, Debug)]
+#[command(version, about = "The service network's router: listeners, connectors and multiplexed mutual-TLS links")]
+struct Args {
+    /// A router document (JSON) to apply at start and again on SIGHUP.
+    #[arg(long, env = "ROUTER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Unix socket for the control plane (JSON lines: apply, network, status, addresses); mode 0600.
+    #[arg(long, env = "ROUTER_CONTROL_SOCKET")]
+    control_socket: Option<PathBuf>,
+    /// host:port for /metrics, /healthz, /readyz and /network (port 0: any free port, printed at start).
+    #[arg(long, env = "ROUTER_METRICS_ADDRESS")]
+    metrics_address: Option<String>,
+    /// Worker threads (default: one per CPU).
+    #[arg(long, env = "ROUTER_THREADS")]
+    threads: Option<usize>,
+    /// Log filter (error, warn, info, debug, trace or a tracing directive).
+    #[arg(long, env = "ROUTER_LOG", default_value = "info")]
+    log_level: String,
+}
+
+fn main() {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log_level).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        rt.worker_threads(n.clamp(1, 64));
+    }
+    let rt = rt.enable_all().build().expect("tokio runtime");
+    let code = rt.block_on(run(args));
+    rt.shutdown_timeout(Duration::from_secs(2));
+    std::process::exit(code);
+}
+
+fn read_document(path: &PathBuf) -> Result<Document, Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    Document::parse(&text)
+}
+
+async fn run(args: Args) -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let slot: Slot = Arc::new(Mutex::new(None));
+    if args.config.is_none() && args.control_socket.is_none() {
+        eprintln!("service-network-router: give --config, --control-socket or both");
+        return 2;
+    }
+    if let Some(path) = &args.config {
+        match read_document(path) {
+            Ok(doc) => {
+                let r = api::apply(&slot, doc);
+                for p in r["problems"].as_array().into_iter().flatten() {
+                    eprintln!("problem: {}", p.as_str().unwrap_or(""));
+                }
+            }
+            Err(problems) => {
+                for p in problems {
+                    eprintln!("invalid document: {p}");
+                }
+                return 2;
+            }
+        }
+    }
+    if let Some(addr) = &args.metrics_address {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => {
+                if let Ok(a) = l.local_addr() {
+                    println!("metrics {a}");
+                }
+                tokio::spawn(api::serve_http(slot.clone(), l));
+            }
+            Err(e) => {
+                eprintln!("cannot listen on {addr}: {e}");
+                return 2;
+            }
+        }
+    }
+    if let Some(path) = args.control_socket.clone() {
+        let slot = slot.clone();
+        let bound = tokio::sync::oneshot::channel::<std::io::Result<()>>();
+        let (tx, rx) = bound;
+        tokio::spawn(async move {
+            let _ = std::fs::remove_file(&path);
+            let r = api::serve_control(slot, &path).await;
+            let _ = tx.send(r);
+        });
+        // serve_control only returns on error; a short wait catches a socket that cannot be bound
+        if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_millis(50), rx).await {
+            eprintln!("cannot listen on the control socket: {e}");
+            return 2;
+        }
+        println!("control ready");
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => {
+                if let Some(path) = &args.config {
+                    match read_document(path) {
+                        Ok(doc) => { api::apply(&slot, doc); }
+                        Err(problems) => for p in problems { tracing::warn!("document not applied: {p}") },
+                    }
+                }
+            }
+        }
+    }
+    if let Some(r) = slot.lock().unwrap().clone() {
+        r.stop();
+    }
+    if let Some(path) = &args.control_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    0
+}

@@ -1,0 +1,617 @@
+//! One link connection carrying many streams both ways (I/O): a reader task that decodes frames and hands them to
+//! streams without ever waiting on one, and a writer task that coalesces the frames of all streams into large TLS
+//! writes. Streams opened by the dialing side have odd ids, those opened by the accepting side even ids.
+//!
+//! Flow control is per stream and per direction: a sender may have at most [`WINDOW`] bytes of DATA that the
+//! receiver has not yet given back as CREDIT, and the receiver gives credit back only once it has written the bytes
+//! onward (to its client, target or next link). So a slow reader stops only its own stream; its peer's TCP window
+//! closes and the bytes wait there, not here. A peer that sends beyond its credit has its stream reset.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, Notify, Semaphore};
+
+use crate::frame::{Frame, FrameError, Open, ResetReason, MAX_DATA};
+
+/// Bytes a stream may have in flight in each direction before the receiver gives credit back.
+pub const WINDOW: usize = 256 * 1024;
+/// Frames queued for one connection's writer (each at most one DATA frame of 64 KiB).
+const WRITE_QUEUE: usize = 64;
+/// Largest batch the writer hands to TLS in one write.
+const WRITE_BATCH: usize = 256 * 1024;
+/// Streams one connection carries at most (a peer opening more gets them reset).
+pub const MAX_STREAMS: usize = 65_536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Dialer,
+    Acceptor,
+}
+
+/// What a stream receives from its peer.
+#[derive(Debug)]
+pub enum Inbound {
+    Opened,
+    Data(Bytes),
+    Fin,
+    Rst(ResetReason),
+}
+
+/// Called for every stream the peer opens; it must not block (spawn the work).
+pub type OnOpen = Arc<dyn Fn(StreamTx, StreamRx, Open) + Send + Sync>;
+
+struct Slot {
+    inbound: mpsc::UnboundedSender<Inbound>,
+    credit: Arc<Semaphore>,
+    unacked: Arc<AtomicUsize>,
+}
+
+pub struct ConnShared {
+    role: Role,
+    tx: mpsc::Sender<Frame>,
+    streams: Mutex<HashMap<u32, Slot>>,
+    next_id: AtomicU32,
+    open: AtomicUsize,
+    closed: AtomicBool,
+    closed_notify: Notify,
+    goaway: AtomicBool,
+    pings: Mutex<HashMap<u64, Instant>>,
+    /// Last round trip measured by PING/PONG, in microseconds (0: none yet).
+    rtt_us: AtomicU32,
+    /// Frames received (any kind): the link's liveness.
+    received: AtomicUsize,
+}
+
+/// A handle on one multiplexed connection.
+#[derive(Clone)]
+pub struct Conn {
+    shared: Arc<ConnShared>,
+}
+
+impl Conn {
+    /// Starts the reader and writer tasks on `io`. `on_open` gets the streams the peer opens, `on_control` its
+    /// CONTROL payloads. The connection ends (every stream reset) when the peer closes it, on a protocol error, or
+    /// on [`Conn::close`].
+    pub fn start<S>(io: S, role: Role, on_open: OnOpen, on_control: mpsc::UnboundedSender<Bytes>) -> Conn
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let shared = Arc::new(ConnShared {
+            role,
+            tx,
+            streams: Mutex::new(HashMap::new()),
+            next_id: AtomicU32::new(if role == Role::Dialer { 1 } else { 2 }),
+            open: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            closed_notify: Notify::new(),
+            goaway: AtomicBool::new(false),
+            pings: Mutex::new(HashMap::new()),
+            rtt_us: AtomicU32::new(0),
+            received: AtomicUsize::new(0),
+        });
+        let (r, w) = tokio::io::split(io);
+        tokio::spawn(writer(w, rx, shared.clone()));
+        tokio::spawn(reader(r, shared.clone(), on_open, on_control));
+        Conn { shared }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Waits until the connection has ended.
+    pub async fn closed(&self) {
+        loop {
+            let notified = self.shared.closed_notify.notified();
+            if self.is_closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub fn close(&self) {
+        self.shared.shutdown();
+    }
+
+    /// Open streams on this connection.
+    pub fn open_streams(&self) -> usize {
+        self.shared.open.load(Ordering::Relaxed)
+    }
+
+    pub fn frames_received(&self) -> usize {
+        self.shared.received.load(Ordering::Relaxed)
+    }
+
+    pub fn rtt_us(&self) -> u32 {
+        self.shared.rtt_us.load(Ordering::Relaxed)
+    }
+
+    pub fn accepts_streams(&self) -> bool {
+        !self.is_closed() && !self.shared.goaway.load(Ordering::Acquire)
+    }
+
+    /// Sends a CONTROL message (waits while the writer queue is full).
+    pub async fn send_control(&self, payload: Bytes) -> bool {
+        self.shared.tx.send(Frame::Control(payload)).await.is_ok()
+    }
+
+    pub async fn ping(&self) {
+        let token = {
+            let mut pings = self.shared.pings.lock().unwrap();
+            if pings.len() > 16 {
+                pings.clear();
+            }
+            let token = rand_token();
+            pings.insert(token, Instant::now());
+            token
+        };
+        let _ = self.shared.tx.send(Frame::Ping(token)).await;
+    }
+
+    /// Opens a stream: sends OPEN and returns its halves at once (DATA may follow immediately; the peer's answer,
+    /// OPENED or RST, arrives on the receiving half).
+    pub async fn open(&self, open: Open) -> Option<(StreamTx, StreamRx)> {
+        if !self.accepts_streams() {
+            return None;
+        }
+        let id = self.shared.next_id.fetch_add(2, Ordering::Relaxed);
+        let (tx, rx) = self.shared.register(id)?;
+        if self.shared.tx.send(Frame::Open { stream: id, open }).await.is_err() {
+            return None;
+        }
+        Some((tx, rx))
+    }
+}
+
+fn rand_token() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.finish()
+}
+
+impl ConnShared {
+    fn register(self: &Arc<Self>, id: u32) -> Option<(StreamTx, StreamRx)> {
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let credit = Arc::new(Semaphore::new(WINDOW));
+        let unacked = Arc::new(AtomicUsize::new(0));
+        {
+            let mut streams = self.streams.lock().unwrap();
+            if self.closed.load(Ordering::Acquire) || streams.len() >= MAX_STREAMS || streams.contains_key(&id) {
+                return None;
+            }
+            streams.insert(id, Slot { inbound: in_tx, credit: credit.clone(), unacked: unacked.clone() });
+        }
+        self.open.fetch_add(1, Ordering::Relaxed);
+        let guard = Arc::new(StreamGuard { id, conn: self.clone() });
+        Some((
+            StreamTx { id, conn: self.clone(), credit, _guard: guard.clone() },
+            StreamRx { id, conn: self.clone(), inbound: in_rx, unacked, _guard: guard },
+        ))
+    }
+
+    fn shutdown(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let slots: Vec<Slot> = self.streams.lock().unwrap().drain().map(|(_, s)| s).collect();
+        for slot in slots {
+            slot.credit.close();
+            let _ = slot.inbound.send(Inbound::Rst(ResetReason::Shutdown));
+        }
+        self.closed_notify.notify_waiters();
+    }
+
+    fn send_now(&self, frame: Frame) {
+        // Control replies (PONG, RST, CREDIT) from the reader: never wait on the writer queue from the reader.
+        if let Err(mpsc::error::TrySendError::Full(frame)) = self.tx.try_send(frame) {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(frame).await;
+            });
+        }
+    }
+}
+
+/// Removes a stream's slot once both of its halves are gone.
+struct StreamGuard {
+    id: u32,
+    conn: Arc<ConnShared>,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if self.conn.streams.lock().unwrap().remove(&self.id).is_some() {
+            self.conn.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The sending half of a stream.
+pub struct StreamTx {
+    id: u32,
+    conn: Arc<ConnShared>,
+    credit: Arc<Semaphore>,
+    _guard: Arc<StreamGuard>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct StreamClosed;
+
+impl StreamTx {
+    /// Sends `data`, waiting for credit as needed.
+    pub async fn send(&self, mut data: Bytes) -> Result<(), StreamClosed> {
+        while !data.is_empty() {
+            let want = data.len().min(MAX_DATA);
+            let permit = self.credit.acquire().await.map_err(|_| StreamClosed)?;
+            permit.forget();
+            let mut got = 1;
+            let extra = (want - 1).min(self.credit.available_permits());
+            if extra > 0 {
+                if let Ok(p) = self.credit.try_acquire_many(extra as u32) {
+                    p.forget();
+                    got += extra;
+                }
+            }
+            let chunk = data.split_to(got);
+            self.conn.tx.send(Frame::Data { stream: self.id, data: chunk }).await.map_err(|_| StreamClosed)?;
+        }
+        Ok(())
+    }
+
+    pub async fn fin(&self) {
+        let _ = self.conn.tx.send(Frame::Fin { stream: self.id }).await;
+    }
+
+    pub async fn opened(&self) {
+        let _ = self.conn.tx.send(Frame::Opened { stream: self.id }).await;
+    }
+
+    pub async fn reset(&self, reason: ResetReason) {
+        self.credit.close();
+        let _ = self.conn.tx.send(Frame::Rst { stream: self.id, reason }).await;
+    }
+}
+
+/// The receiving half of a stream.
+pub struct StreamRx {
+    id: u32,
+    conn: Arc<ConnShared>,
+    inbound: mpsc::UnboundedReceiver<Inbound>,
+    unacked: Arc<AtomicUsize>,
+    _guard: Arc<StreamGuard>,
+}
+
+impl StreamRx {
+    /// The next thing the peer sent; a connection that ended reads as a reset.
+    pub async fn recv(&mut self) -> Inbound {
+        self.inbound.recv().await.unwrap_or(Inbound::Rst(ResetReason::Shutdown))
+    }
+
+    /// Gives `n` bytes of credit back: they were written onward.
+    pub async fn consumed(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.unacked.fetch_sub(n, Ordering::AcqRel);
+        let _ = self.conn.tx.send(Frame::Credit { stream: self.id, bytes: n as u32 }).await;
+    }
+}
+
+async fn writer<W: AsyncWrite>(mut w: tokio::io::WriteHalf<W>, mut rx: mpsc::Receiver<Frame>, shared: Arc<ConnShared>) {
+    let mut buf = BytesMut::with_capacity(WRITE_BATCH + MAX_DATA);
+    loop {
+        let frame = tokio::select! {
+            f = rx.recv() => match f { Some(f) => f, None => break },
+            _ = wait_closed(&shared) => break,
+        };
+        frame.encode(&mut buf);
+        while buf.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(f) => f.encode(&mut buf),
+                Err(_) => break,
+            }
+        }
+        if w.write_all(&buf).await.is_err() || w.flush().await.is_err() {
+            break;
+        }
+        buf.clear();
+        if buf.capacity() > 4 * WRITE_BATCH {
+            buf = BytesMut::with_capacity(WRITE_BATCH + MAX_DATA);
+        }
+    }
+    shared.shutdown();
+    let _ = w.shutdown().await;
+}
+
+async fn wait_closed(shared: &ConnShared) {
+    loop {
+        let n = shared.closed_notify.notified();
+        if shared.closed.load(Ordering::Acquire) {
+            return;
+        }
+        n.await;
+    }
+}
+
+async fn reader<R: AsyncRead>(
+    mut r: tokio::io::ReadHalf<R>,
+    shared: Arc<ConnShared>,
+    on_open: OnOpen,
+    on_control: mpsc::UnboundedSender<Bytes>,
+) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let result: Result<(), ReadEnd> = async {
+        loop {
+            while let Some(frame) = Frame::decode(&mut buf)? {
+                shared.received.fetch_add(1, Ordering::Relaxed);
+                dispatch(&shared, frame, &on_open, &on_control)?;
+            }
+            if buf.capacity() - buf.len() < 16 * 1024 {
+                buf.reserve(64 * 1024);
+            }
+            tokio::select! {
+                n = r.read_buf(&mut buf) => {
+                    if n.map_err(|_| ReadEnd::Io)? == 0 { return Err(ReadEnd::Eof) }
+                }
+                _ = wait_closed(&shared) => return Ok(()),
+            }
+        }
+    }
+    .await;
+    if let Err(ReadEnd::Protocol(e)) = &result {
+        tracing::warn!(error = %e, "link connection closed: protocol error");
+    }
+    shared.shutdown();
+}
+
+enum ReadEnd {
+    Eof,
+    Io,
+    Protocol(String),
+}
+
+impl From<FrameError> for ReadEnd {
+    fn from(e: FrameError) -> Self {
+        ReadEnd::Protocol(e.to_string())
+    }
+}
+
+fn dispatch(
+    shared: &Arc<ConnShared>,
+    frame: Frame,
+    on_open: &OnOpen,
+    on_control: &mpsc::UnboundedSender<Bytes>,
+) -> Result<(), ReadEnd> {
+    match frame {
+        Frame::Open { stream, open } => {
+            let peer_parity = if shared.role == Role::Dialer { 0 } else { 1 };
+            if stream % 2 != peer_parity {
+                return Err(ReadEnd::Protocol(format!("stream {stream} opened with this side's parity")));
+            }
+            if shared.goaway.load(Ordering::Acquire) {
+                shared.send_now(Frame::Rst { stream, reason: ResetReason::Shutdown });
+                return Ok(());
+            }
+            match shared.register(stream) {
+                Some((tx, rx)) => on_open(tx, rx, open),
+                None => shared.send_now(Frame::Rst { stream, reason: ResetReason::Refused }),
+            }
+        }
+        Frame::Data { stream, data } => {
+            let mut violation = false;
+            {
+                let streams = shared.streams.lock().unwrap();
+                if let Some(slot) = streams.get(&stream) {
+                    let now = slot.unacked.fetch_add(data.len(), Ordering::AcqRel) + data.len();
+                    if now > WINDOW {
+                        violation = true;
+                    } else {
+                        let _ = slot.inbound.send(Inbound::Data(data));
+                    }
+                }
+            }
+            if violation {
+                reset_slot(shared, stream, ResetReason::Protocol);
+                shared.send_now(Frame::Rst { stream, reason: ResetReason::Protocol });
+            }
+        }
+        Frame::Fin { stream } => deliver(shared, stream, Inbound::Fin),
+        Frame::Opened { stream } => deliver(shared, stream, Inbound::Opened),
+        Frame::Rst { stream, reason } => reset_slot(shared, stream, reason),
+        Frame::Credit { stream, bytes } => {
+            let streams = shared.streams.lock().unwrap();
+            if let Some(slot) = streams.get(&stream) {
+                let room = (WINDOW * 2).saturating_sub(slot.credit.available_permits());
+                slot.credit.add_permits((bytes as usize).min(room));
+            }
+        }
+        Frame::Ping(v) => shared.send_now(Frame::Pong(v)),
+        Frame::Pong(v) => {
+            if let Some(sent) = shared.pings.lock().unwrap().remove(&v) {
+                let us = sent.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                shared.rtt_us.store(us.max(1), Ordering::Relaxed);
+            }
+        }
+        Frame::Control(payload) => {
+            let _ = on_control.send(payload);
+        }
+        Frame::GoAway => shared.goaway.store(true, Ordering::Release),
+        Frame::Hello(_) => return Err(ReadEnd::Protocol("HELLO after the handshake".into())),
+    }
+    Ok(())
+}
+
+fn deliver(shared: &ConnShared, stream: u32, what: Inbound) {
+    if let Some(slot) = shared.streams.lock().unwrap().get(&stream) {
+        let _ = slot.inbound.send(what);
+    }
+}
+
+fn reset_slot(shared: &ConnShared, stream: u32, reason: ResetReason) {
+    if let Some(slot) = shared.streams.lock().unwrap().get(&stream) {
+        slot.credit.close();
+        let _ = slot.inbound.send(Inbound::Rst(reason));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (Conn, Conn, mpsc::UnboundedReceiver<(StreamTx, StreamRx, Open)>) {
+        let (a, b) = tokio::io::duplex(1024 * 1024);
+        let (open_tx, open_rx) = mpsc::unbounded_channel();
+        let on_open: OnOpen = Arc::new(move |tx, rx, open| {
+            let _ = open_tx.send((tx, rx, open));
+        });
+        let never: OnOpen = Arc::new(|_, _, _| {});
+        let (ctl_tx, _ctl_rx) = mpsc::unbounded_channel();
+        let dialer = Conn::start(a, Role::Dialer, never, ctl_tx.clone());
+        let acceptor = Conn::start(b, Role::Acceptor, on_open, ctl_tx);
+        (dialer, acceptor, open_rx)
+    }
+
+    fn open(key: &str) -> Open {
+        Open { ttl: 8, key: key.into(), origin: "r".into() }
+    }
+
+    #[tokio::test]
+    async fn data_and_half_close_cross_a_stream_both_ways() {
+        let (d, _a, mut opens) = pair();
+        let (tx, mut rx) = d.open(open("k")).await.unwrap();
+        tx.send(Bytes::from_static(b"ping")).await.unwrap();
+        tx.fin().await;
+        let (ptx, mut prx, o) = opens.recv().await.unwrap();
+        assert_eq!(o.key, "k");
+        match prx.recv().await {
+            Inbound::Data(b) => assert_eq!(&b[..], b"ping"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(prx.recv().await, Inbound::Fin));
+        // the other direction still works after the first is half-closed
+        ptx.send(Bytes::from_static(b"pong")).await.unwrap();
+        ptx.fin().await;
+        match rx.recv().await {
+            Inbound::Data(b) => assert_eq!(&b[..], b"pong"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(rx.recv().await, Inbound::Fin));
+    }
+
+    #[tokio::test]
+    async fn a_stalled_stream_does_not_stop_another() {
+        let (d, _a, mut opens) = pair();
+        let (slow_tx, _slow_rx) = d.open(open("slow")).await.unwrap();
+        let (fast_tx, _fast_rx) = d.open(open("fast")).await.unwrap();
+        let (_s1, _slow_peer, _) = opens.recv().await.unwrap();
+        let (_s2, mut fast_peer, _) = opens.recv().await.unwrap();
+        // the slow stream's reader never consumes: its sender stops at the window
+        let filler = tokio::spawn(async move {
+            let _ = slow_tx.send(Bytes::from(vec![0u8; 4 * WINDOW])).await;
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!filler.is_finished());
+        for _ in 0..8 {
+            fast_tx.send(Bytes::from(vec![1u8; 100_000])).await.unwrap();
+            let mut got = 0;
+            while got < 100_000 {
+                match fast_peer.recv().await {
+                    Inbound::Data(b) => {
+                        got += b.len();
+                        fast_peer.consumed(b.len()).await;
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        filler.abort();
+    }
+
+    #[tokio::test]
+    async fn sending_beyond_credit_resets_the_stream() {
+        let (a, b) = tokio::io::duplex(4 * 1024 * 1024);
+        let (open_tx, mut open_rx) = mpsc::unbounded_channel();
+        let on_open: OnOpen = Arc::new(move |tx, rx, open| {
+            let _ = open_tx.send((tx, rx, open));
+        });
+        let (ctl_tx, _c) = mpsc::unbounded_channel();
+        let _acceptor = Conn::start(b, Role::Acceptor, on_open, ctl_tx);
+        // a raw peer that ignores credit
+        let mut raw = a;
+        let mut out = BytesMut::new();
+        Frame::Open { stream: 1, open: open("k") }.encode(&mut out);
+        for _ in 0..(WINDOW / MAX_DATA + 1) {
+            Frame::Data { stream: 1, data: Bytes::from(vec![0u8; MAX_DATA]) }.encode(&mut out);
+        }
+        raw.write_all(&out).await.unwrap();
+        let (_tx, mut rx, _) = open_rx.recv().await.unwrap();
+        let mut data = 0;
+        loop {
+            match rx.recv().await {
+                Inbound::Data(b) => data += b.len(),
+                Inbound::Rst(reason) => {
+                    assert_eq!(reason, ResetReason::Protocol);
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(data <= WINDOW);
+    }
+
+    #[tokio::test]
+    async fn closing_the_connection_resets_every_stream() {
+        let (d, a, mut opens) = pair();
+        let (_tx, mut rx) = d.open(open("k")).await.unwrap();
+        let _peer = opens.recv().await.unwrap();
+        a.close();
+        assert!(matches!(rx.recv().await, Inbound::Rst(_)));
+        d.closed().await;
+        assert!(d.open(open("k")).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_garbage_peer_closes_the_connection() {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ctl_tx, _c) = mpsc::unbounded_channel();
+        let never: OnOpen = Arc::new(|_, _, _| {});
+        let conn = Conn::start(b, Role::Acceptor, never, ctl_tx);
+        let mut raw = a;
+        raw.write_all(&[0xff; 64]).await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), conn.closed()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn streams_opened_with_the_wrong_parity_are_a_protocol_error() {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ctl_tx, _c) = mpsc::unbounded_channel();
+        let never: OnOpen = Arc::new(|_, _, _| {});
+        let conn = Conn::start(b, Role::Acceptor, never, ctl_tx);
+        let mut raw = a;
+        let mut out = BytesMut::new();
+        Frame::Open { stream: 2, open: open("k") }.encode(&mut out);
+        raw.write_all(&out).await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), conn.closed()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn ping_measures_a_round_trip() {
+        let (d, _a, _opens) = pair();
+        d.ping().await;
+        for _ in 0..100 {
+            if d.rtt_us() > 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no PONG");
+    }
+}

@@ -1,0 +1,369 @@
+//! Two and three routers in one process, linked over loopback with real mutual TLS: traffic both ways over a link
+//! only one side dialed, refusal while no target exists, routing around a cut link, identity bound to
+//! certificates, and the control channel under hostile input.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// West has a router access; East dials it (East is not reachable). West's Listener "backend" reaches East's
+/// connector; East's Listener "db" reaches West's connector.
+struct TwoSites {
+    files: Files,
+    west_ca: Ca,
+    west: snrouter::api::Slot,
+    east: snrouter::api::Slot,
+    west_doc: Value,
+    east_doc: Value,
+    backend_port: u16,
+    db_port: u16,
+}
+
+async fn two_sites(east_id: &str) -> TwoSites {
+    let files = Files::new();
+    let west_ca = ca("west-ca");
+    let access_cert = leaf(&west_ca, "west", &["*.key.service-network", "control.service-network"]);
+    let east_cert = leaf(&west_ca, "east", &[]);
+    let access_port = free_port();
+    let backend_port = free_port();
+    let db_port = free_port();
+    let east_target = echo("east-backend").await;
+    let west_target = echo("west-db").await;
+
+    let mut west_doc = doc("west");
+    west_doc["tlsProfiles"] = json!([files.profile("site-server", &west_ca.pem, Some(&access_cert))]);
+    west_doc["routerAccess"] =
+        json!([{"name": "inter-router", "host": "127.0.0.1", "port": access_port, "tlsProfile": "site-server"}]);
+    west_doc["listeners"] =
+        json!([{"name": "backend", "routingKey": "backend", "host": "127.0.0.1", "port": backend_port}]);
+    west_doc["connectors"] = json!([{"name": "db", "routingKey": "db", "port": west_target.port(),
+                                     "targets": [{"host": "127.0.0.1", "name": "west-db-0"}]}]);
+    let mut east_doc = doc(east_id);
+    east_doc["site"]["id"] = json!("east");
+    east_doc["tlsProfiles"] = json!([files.profile("link-west", &west_ca.pem, Some(&east_cert))]);
+    east_doc["links"] =
+        json!([{"name": "link-west", "host": "127.0.0.1", "port": access_port, "tlsProfile": "link-west", "cost": 1}]);
+    east_doc["listeners"] = json!([{"name": "db", "routingKey": "db", "host": "127.0.0.1", "port": db_port}]);
+    east_doc["connectors"] = json!([{"name": "backend", "routingKey": "backend", "port": east_target.port(),
+                                     "targets": [{"host": "127.0.0.1", "name": "east-backend-0"}]}]);
+    let west = start(&west_doc);
+    let east = start(&east_doc);
+    TwoSites { files, west_ca, west, east, west_doc, east_doc, backend_port, db_port }
+}
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+async fn answered_by(port: u16) -> Option<String> {
+    greeting(addr(port)).await.ok().map(|(name, _)| name)
+}
+
+async fn wait_answer(port: u16, who: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        if answered_by(port).await.as_deref() == Some(who) {
+            return;
+        }
+        assert!(start.elapsed() < LIMIT, "port {port} never answered as {who}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_dial_carries_traffic_both_ways_with_half_close() {
+    let s = two_sites("east").await;
+    // the accepting site's Listener reaches the dialing site's target, and the other way round
+    wait_answer(s.backend_port, "east-backend").await;
+    wait_answer(s.db_port, "west-db").await;
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    for port in [s.backend_port, s.db_port] {
+        let (_, conn) = greeting(addr(port)).await.unwrap();
+        let got = round_trip(conn, &data).await;
+        assert_eq!(got.len(), data.len() + 5);
+        assert!(got[..data.len()] == data[..], "bytes changed on the way");
+        assert_eq!(&got[data.len()..], b"done\n", "the target's answer after the client's half-close was lost");
+    }
+    let net = network(&s.west);
+    assert_eq!(net["incoming"][0]["router"], "east");
+    assert_eq!(net["sites"].as_array().unwrap().len(), 2, "{net}");
+    let east_net = network(&s.east);
+    assert_eq!(east_net["links"][0]["up"], true, "{east_net}");
+    assert_eq!(east_net["links"][0]["remoteRouter"], "west");
+    stop(&s.west);
+    stop(&s.east);
+    drop(s.files);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_refuses_while_no_target_exists_anywhere() {
+    let mut s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    // East's connector goes: West's Listener closes its socket (connection refused)
+    s.east_doc["connectors"] = json!([]);
+    reapply(&s.east, &s.east_doc);
+    let start = std::time::Instant::now();
+    loop {
+        match tokio::net::TcpStream::connect(addr(s.backend_port)).await {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            _ => {}
+        }
+        assert!(start.elapsed() < LIMIT, "West kept accepting without a target");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // and accepts again when a target comes back
+    let again = echo("east-backend-2").await;
+    s.east_doc["connectors"] = json!([{"name": "backend", "routingKey": "backend", "port": again.port(),
+                                       "targets": [{"host": "127.0.0.1", "name": "east-backend-2"}]}]);
+    reapply(&s.east, &s.east_doc);
+    wait_answer(s.backend_port, "east-backend-2").await;
+    stop(&s.west);
+    stop(&s.east);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_can_only_speak_as_its_certificate() {
+    // East holds a certificate for "east" but calls itself "middle"
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    stop(&s.east);
+    let mut doc = s.east_doc.clone();
+    doc["router"]["id"] = json!("middle");
+    let impostor = start(&doc);
+    let r = router(&impostor);
+    wait_for("the link to be refused", LIMIT, || {
+        let n = r.network_status();
+        n["links"][0]["reason"].as_str().map(|x| x.contains("closed by the remote router")).unwrap_or(false)
+    })
+    .await;
+    // West never counted it as a neighbour
+    let net = network(&s.west);
+    assert_eq!(net["incoming"].as_array().unwrap().len(), 0, "{net}");
+    let metrics = router(&s.west).metrics.encode();
+    assert!(metrics.contains("service_network_access_rejected_total{reason=\"identity\"}"), "{metrics}");
+    stop(&impostor);
+    stop(&s.west);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_handshake_neither_block_listeners_nor_stay_open() {
+    let mut s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let access = router(&s.west).access_address().unwrap();
+    // a short handshake limit for the test, and a small budget
+    s.west_doc["router"]["limits"] = json!({"handshakeTimeoutSeconds": 1, "handshakes": 16});
+    // limits are read at start: restart West with them
+    stop(&s.west);
+    let west = start(&s.west_doc);
+    wait_answer(s.backend_port, "east-backend").await;
+    let mut idle = Vec::new();
+    for _ in 0..200 {
+        if let Ok(c) = tokio::net::TcpStream::connect(access).await {
+            idle.push(c);
+        }
+    }
+    // Listeners still accept and carry traffic
+    for _ in 0..5 {
+        assert_eq!(answered_by(s.backend_port).await.as_deref(), Some("east-backend"));
+    }
+    // the silent connections are closed by the router
+    let mut closed = 0;
+    for c in idle.iter_mut() {
+        let mut b = [0u8; 1];
+        if let Ok(Ok(0)) | Ok(Err(_)) = tokio::time::timeout(Duration::from_secs(30), c.read(&mut b)).await {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, idle.len());
+    stop(&west);
+    stop(&s.east);
+}
+
+/// A linked site that misbehaves on the control channel: it speaks the protocol by hand.
+mod hostile {
+    use super::*;
+    use bytes::{Bytes, BytesMut};
+    use rustls::pki_types::ServerName;
+    use snrouter::frame::Frame;
+
+    pub struct Peer {
+        pub tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    }
+
+    pub async fn connect(access: SocketAddr, ca_pem: &str, cert: &(String, String), id: &str) -> Peer {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap()).unwrap();
+        let chain = vec![rustls::pki_types::CertificateDer::from_pem_slice(cert.0.as_bytes()).unwrap()];
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(cert.1.as_bytes()).unwrap();
+        let cfg = rustls::ClientConfig::builder_with_provider(snrouter::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .unwrap();
+        let tcp = tokio::net::TcpStream::connect(access).await.unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+            .connect(ServerName::try_from("control.service-network").unwrap(), tcp)
+            .await
+            .unwrap();
+        let hello = json!({"versions": [1], "router": id, "site": {"id": id, "name": id}, "link": "x", "cost": 1,
+                           "group": "0000000000000001", "index": 0, "count": 1});
+        let mut buf = BytesMut::new();
+        Frame::Hello(Bytes::from(hello.to_string())).encode(&mut buf);
+        tls.write_all(&buf).await.unwrap();
+        let _answer: Value = snrouter::link::read_hello(&mut tls).await.unwrap();
+        Peer { tls }
+    }
+
+    impl Peer {
+        pub async fn control(&mut self, msg: &Value) {
+            let mut buf = BytesMut::new();
+            Frame::Control(Bytes::from(msg.to_string())).encode(&mut buf);
+            self.tls.write_all(&buf).await.unwrap();
+            self.tls.flush().await.unwrap();
+        }
+
+        pub async fn hello(&mut self, id: &str) {
+            self.control(&json!({"t": "hello", "router": id, "site": {"id": id, "name": id}})).await;
+        }
+    }
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_advertisement_is_overridden_by_its_router() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let evil_cert = leaf(&s.west_ca, "evil", &[]);
+    let access = router(&s.west).access_address().unwrap();
+    let mut evil = hostile::connect(access, &s.west_ca.pem, &evil_cert, "evil").await;
+    evil.hello("evil").await;
+    // East "without services", 50 s ahead (just inside the clock bound)
+    let forged = json!({"t": "ad", "ad": {"router": "east", "site": {"id": "east", "name": "east"},
+                        "seq": now_us() + 50_000_000, "links": [{"to": "west", "cost": 1, "name": "link-west"}],
+                        "peers": [], "services": []}});
+    evil.control(&forged).await;
+    // and one far ahead, refused outright
+    let far = json!({"t": "ad", "ad": {"router": "east", "site": {"id": "east", "name": "east"},
+                     "seq": 1u64 << 62, "links": [], "peers": [], "services": []}});
+    evil.control(&far).await;
+    // East re-advertises above the forgery within seconds: West's Listener keeps (or gets back) its route
+    let west = router(&s.west);
+    wait_for("East to override the forged advertisement", LIMIT, || {
+        let n = west.network_status();
+        n["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["routingKey"] == "backend" && !r["via"].as_array().unwrap().is_empty())
+            && router(&s.east).network_status()["links"][0]["warnings"]
+                .as_array()
+                .map(|w| !w.is_empty())
+                .unwrap_or(false)
+    })
+    .await;
+    for _ in 0..3 {
+        evil.hello("evil").await;
+        wait_answer(s.backend_port, "east-backend").await;
+    }
+    let incoming = west.network_status()["incoming"].clone();
+    let evil_entry = incoming.as_array().unwrap().iter().find(|i| i["router"] == "evil").unwrap().clone();
+    assert!(evil_entry["warnings"].to_string().contains("too far ahead"), "{incoming}");
+    stop(&s.west);
+    stop(&s.east);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_floods_and_impersonating_hellos_are_refused() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let evil_cert = leaf(&s.west_ca, "evil", &[]);
+    let access = router(&s.west).access_address().unwrap();
+    let mut evil = hostile::connect(access, &s.west_ca.pem, &evil_cert, "evil").await;
+    evil.hello("evil").await;
+    let services: Vec<Value> = (0..15_000).map(|i| json!({"key": format!("k{i}"), "connectors": ["c@t"]})).collect();
+    let flood = json!({"t": "ad", "ad": {"router": "evil", "site": {"id": "evil", "name": "evil"}, "seq": now_us(),
+                       "links": [], "peers": ["west"], "services": services}});
+    evil.control(&flood).await;
+    let west = router(&s.west);
+    wait_for("the flood to be refused with a warning", LIMIT, || {
+        west.network_status()["incoming"].to_string().contains("15000 routing keys (limit 2000)")
+    })
+    .await;
+    assert!(west.network_status()["routes"].as_array().unwrap().len() < 10);
+    // a hello as another router closes the link
+    evil.hello("east").await;
+    wait_for("the impostor's link to close", LIMIT, || {
+        !west.network_status()["incoming"].as_array().unwrap().iter().any(|i| i["router"] == "evil")
+    })
+    .await;
+    // traffic to East is unaffected
+    wait_answer(s.backend_port, "east-backend").await;
+    stop(&s.west);
+    stop(&s.east);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_connections_share_one_link() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let mut conns = Vec::new();
+    for _ in 0..1000 {
+        let (name, c) = greeting(addr(s.backend_port)).await.unwrap();
+        assert_eq!(name, "east-backend");
+        conns.push(c);
+    }
+    let west = router(&s.west);
+    let net = west.network_status();
+    assert_eq!(net["incoming"].as_array().unwrap().len(), 1, "{net}");
+    // every connection still works
+    let mut tasks = Vec::new();
+    for (i, c) in conns.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let data = format!("connection {i}").into_bytes();
+            let got = round_trip(c, &data).await;
+            assert_eq!(&got[..data.len()], &data[..]);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    stop(&s.west);
+    stop(&s.east);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_does_not_stall_other_streams_on_the_link() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    // a client that sends a lot and never reads: its echo backs up to its own stream's window
+    let (_, mut stuck) = greeting(addr(s.backend_port)).await.unwrap();
+    let writer = tokio::spawn(async move {
+        let chunk = vec![0u8; 64 * 1024];
+        for _ in 0..400 {
+            if tokio::time::timeout(Duration::from_secs(2), stuck.write_all(&chunk)).await.is_err() {
+                break; // blocked: back-pressure reached the client
+            }
+        }
+        stuck
+    });
+    for i in 0..20 {
+        let (_, c) = greeting(addr(s.backend_port)).await.unwrap();
+        let data = vec![i as u8; 100_000];
+        let got =
+            tokio::time::timeout(LIMIT, round_trip(c, &data)).await.expect("a stream stalled behind a slow reader");
+        assert_eq!(got.len(), data.len() + 5);
+    }
+    let _stuck = writer.await.unwrap();
+    stop(&s.west);
+    stop(&s.east);
+}

@@ -1,0 +1,184 @@
+//! Test support: a throw-away PKI, router documents, in-process routers, echo targets, and waiting for a
+//! condition with a generous limit (never a fixed sleep a slower machine could miss). Loopback only.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use serde_json::{json, Value};
+use snrouter::api::{self, Slot};
+use snrouter::config::Document;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub struct Ca {
+    pub cert: rcgen::Certificate,
+    pub key: KeyPair,
+    pub pem: String,
+}
+
+pub fn ca(name: &str) -> Ca {
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, name);
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let key = KeyPair::generate().unwrap();
+    let cert = p.self_signed(&key).unwrap();
+    let pem = cert.pem();
+    Ca { cert, key, pem }
+}
+
+/// A certificate with common name `cn` signed by `ca`: (certificate PEM, key PEM).
+pub fn leaf(ca: &Ca, cn: &str, dns: &[&str]) -> (String, String) {
+    let mut p = CertificateParams::new(dns.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+pub struct Files {
+    pub dir: tempfile::TempDir,
+}
+
+impl Files {
+    pub fn new() -> Files {
+        Files { dir: tempfile::tempdir().unwrap() }
+    }
+
+    /// Writes a TLS profile's files and returns its document entry.
+    pub fn profile(&self, name: &str, ca: &str, cert: Option<&(String, String)>) -> Value {
+        let base: PathBuf = self.dir.path().join(name);
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("ca.pem"), ca).unwrap();
+        let mut files = json!({"ca": base.join("ca.pem")});
+        if let Some((c, k)) = cert {
+            std::fs::write(base.join("cert.pem"), c).unwrap();
+            std::fs::write(base.join("key.pem"), k).unwrap();
+            files["cert"] = json!(base.join("cert.pem"));
+            files["key"] = json!(base.join("key.pem"));
+        }
+        json!({"name": name, "files": files})
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub fn doc(id: &str) -> Value {
+    json!({"version": 1, "site": {"id": id, "name": id, "namespace": id}, "router": {"id": id},
+           "tlsProfiles": [], "listeners": [], "connectors": [], "routerAccess": [], "links": []})
+}
+
+pub fn start(document: &Value) -> Slot {
+    let slot: Slot = Arc::new(Mutex::new(None));
+    let r = api::apply(&slot, Document::parse(&document.to_string()).expect("valid document"));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    slot
+}
+
+pub fn reapply(slot: &Slot, document: &Value) -> Value {
+    api::apply(slot, Document::parse(&document.to_string()).expect("valid document"))
+}
+
+pub fn router(slot: &Slot) -> Arc<snrouter::router::Router> {
+    slot.lock().unwrap().clone().unwrap()
+}
+
+pub fn stop(slot: &Slot) {
+    if let Some(r) = slot.lock().unwrap().take() {
+        r.stop();
+    }
+}
+
+/// Polls `cond` every 20 ms until it holds; panics with `what` after `limit`.
+pub async fn wait_for<F: FnMut() -> bool>(what: &str, limit: Duration, mut cond: F) {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > limit {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// A target that greets with its name and a newline, echoes everything until the client half-closes, then
+/// writes "done\n" and closes.
+pub async fn echo(name: &str) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let name = name.to_string();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
+            let name = name.clone();
+            tokio::spawn(async move {
+                let _ = s.write_all(format!("{name}\n").as_bytes()).await;
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = s.write_all(b"done\n").await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// Connects to `addr`, reads the greeting line: the name of the target that answered.
+pub async fn greeting(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
+    let mut s = TcpStream::connect(addr).await?;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        let n = s.read(&mut b).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before a greeting"));
+        }
+        if b[0] == b'\n' {
+            break;
+        }
+        line.push(b[0]);
+        if line.len() > 200 {
+            return Err(std::io::Error::other("no greeting"));
+        }
+    }
+    Ok((String::from_utf8_lossy(&line).into_owned(), s))
+}
+
+/// Sends `data`, half-closes, reads everything back: the echo followed by "done\n".
+pub async fn round_trip(mut s: TcpStream, data: &[u8]) -> Vec<u8> {
+    let (mut r, mut w) = s.split();
+    let send = async {
+        w.write_all(data).await.unwrap();
+        w.shutdown().await.unwrap();
+    };
+    let mut got = Vec::new();
+    let recv = r.read_to_end(&mut got);
+    let (_, n) = tokio::join!(send, recv);
+    n.unwrap();
+    got
+}
+
+pub fn network(slot: &Slot) -> Value {
+    router(slot).network_status()
+}
