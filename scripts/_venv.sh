@@ -16,3 +16,11 @@ if [ ! -f "$helm_stamp" ]; then
   rm -f .venv/.helm-*; touch "$helm_stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+# The service network's router (Rust, router/): built with the locked dependencies on every run (a no-op when
+# nothing changed); Python finds it through ROUTER_BIN (service_network.router.dataplane.router_binary).
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: the service network's router is written in Rust; install a stable toolchain" >&2
+  return 1 2>/dev/null || exit 1
+fi
+cargo build --release --locked --quiet --manifest-path router/Cargo.toml
+export ROUTER_BIN="$PWD/router/target/release/service-network-router"

@@ -4,8 +4,11 @@
 //!   per line, one JSON answer per line:
 //!   - `{"op":"apply","document":{...}}` -> `{"ok":true,"generation":n,"problems":[...]}` (or `"ok":false` with
 //!     the problems that refused the whole document; the running configuration stays);
-//!   - `{"op":"network"}` -> the network status; `{"op":"status"}` -> `{"generation","problems","ready"}`;
+//!   - `{"op":"network"}` -> the network status; `{"op":"status"}` -> `{"generation","problems"}`;
 //!     `{"op":"addresses"}` -> where the router access and each listener are bound right now;
+//!     `{"op":"metrics"}` -> `{"text"}` (Prometheus text); `{"op":"ready"}` -> `{"ready","reason"}`;
+//!     `{"op":"links"}` -> `{"links":[{"name","peer","dialed","connections","streams","openStreams"}]}` (exact
+//!     counters of the links up now);
 //! - the **metrics endpoint** (HTTP/1.1, GET only): `/metrics` (Prometheus text), `/healthz`, `/readyz`,
 //!   `/network`. Hand-written: four fixed GET answers on a local port do not justify an HTTP stack in the data
 //!   plane; requests are bounded (8 KiB head, 5 s) and anything else gets 404/405/400.
@@ -33,6 +36,9 @@ enum Request {
     Network,
     Status,
     Addresses,
+    Metrics,
+    Ready,
+    Links,
 }
 
 /// Applies a document to the running router, or starts the router with it.
@@ -53,7 +59,7 @@ pub fn apply(slot: &Slot, doc: Document) -> serde_json::Value {
     serde_json::json!({"ok": !applied.refused, "generation": applied.generation, "problems": applied.problems})
 }
 
-fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
+async fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
     use serde_json::json;
     let req: Request = match serde_json::from_slice(line) {
         Ok(r) => r,
@@ -72,6 +78,12 @@ fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
         Request::Status => match router {
             Some(r) => json!({"ok": true, "generation": r.generation(), "problems": r.problems()}),
             None => json!({"ok": true, "generation": 0, "problems": []}),
+        },
+        Request::Links => json!({"ok": true, "links": router.map(|r| r.link_counters()).unwrap_or_default()}),
+        Request::Metrics => json!({"ok": true, "text": router.map(|r| r.metrics.encode()).unwrap_or_default()}),
+        Request::Ready => match ready(slot).await {
+            Ok(()) => json!({"ok": true, "ready": true}),
+            Err(e) => json!({"ok": true, "ready": false, "reason": e}),
         },
         Request::Addresses => match router {
             Some(r) => {
@@ -107,7 +119,7 @@ pub async fn serve_control(slot: Slot, path: &Path) -> std::io::Result<()> {
                 let reply = if line.len() > MAX_REQUEST {
                     serde_json::json!({"ok": false, "problems": ["request longer than 16 MiB"]})
                 } else {
-                    answer(&slot, &line)
+                    answer(&slot, &line).await
                 };
                 let mut out = serde_json::to_vec(&reply).expect("reply serializes");
                 out.push(b'\n');

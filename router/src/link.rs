@@ -62,13 +62,13 @@ pub async fn send_hello<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, hello: &
 /// our answer, so reading the exact frame length leaves the stream at the first mux frame).
 pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<T, String> {
     let mut header = [0u8; crate::frame::HEADER_LEN];
-    r.read_exact(&mut header).await.map_err(|e| format!("reading HELLO: {e}"))?;
+    r.read_exact(&mut header).await.map_err(describe_read)?;
     let length = u32::from_be_bytes([header[6], header[7], header[8], header[9]]) as usize;
     if header[0] != crate::frame::FrameType::Hello as u8 || length > crate::frame::MAX_HELLO {
         return Err("the peer did not start with a HELLO frame".into());
     }
     let mut body = vec![0u8; length];
-    r.read_exact(&mut body).await.map_err(|e| format!("reading HELLO: {e}"))?;
+    r.read_exact(&mut body).await.map_err(describe_read)?;
     let mut whole = BytesMut::from(&header[..]);
     whole.extend_from_slice(&body);
     match crate::frame::Frame::decode(&mut whole) {
@@ -76,6 +76,17 @@ pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &
             .map_err(|e| format!("malformed HELLO: {}", crate::truncate(&e.to_string(), 200))),
         Ok(_) => Err("the peer did not start with a HELLO frame".into()),
         Err(e) => Err(format!("malformed HELLO: {e}")),
+    }
+}
+
+/// Why a HELLO could not be read: a TLS alert from the peer (TLS 1.3 servers verify the client's certificate after
+/// the client finished its handshake, so a refused certificate shows here) or the connection's end.
+fn describe_read(e: std::io::Error) -> String {
+    let text = e.to_string();
+    if text.contains("alert") {
+        format!("TLS: {}", crate::truncate(&text, 200))
+    } else {
+        "closed by the remote router".to_string()
     }
 }
 
@@ -92,6 +103,8 @@ pub struct LinkGroup {
     /// Streams this router has open over this link, per routing key (for balancing).
     pub per_key: Mutex<std::collections::HashMap<String, usize>>,
     pub streams_total: AtomicU64,
+    /// TLS connections that joined this link (the first one included).
+    pub connections_total: AtomicU64,
     pub bytes_out: AtomicU64,
     pub bytes_in: AtomicU64,
     pub warnings: Mutex<Vec<String>>,
@@ -112,6 +125,7 @@ impl LinkGroup {
             conns: RwLock::new(vec![control]),
             per_key: Mutex::new(Default::default()),
             streams_total: AtomicU64::new(0),
+            connections_total: AtomicU64::new(1),
             bytes_out: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             warnings: Mutex::new(Vec::new()),
@@ -128,6 +142,7 @@ impl LinkGroup {
         let mut conns = self.conns.write().unwrap();
         conns.retain(|c| !c.is_closed());
         conns.push(conn);
+        self.connections_total.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn is_up(&self) -> bool {

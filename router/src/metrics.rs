@@ -54,6 +54,7 @@ pub struct Metrics {
     pub link_up: Family<LinkLabels, Gauge>,
     pub link_streams_open: Family<LinkLabels, Gauge>,
     pub link_streams_total: Family<LinkLabels, Counter>,
+    pub link_connections_total: Family<LinkLabels, Counter>,
     pub link_bytes_out: Family<LinkLabels, Counter>,
     pub link_bytes_in: Family<LinkLabels, Counter>,
     pub link_rtt_seconds: Family<LinkLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -82,6 +83,7 @@ impl Metrics {
             link_up: Family::default(),
             link_streams_open: Family::default(),
             link_streams_total: Family::default(),
+            link_connections_total: Family::default(),
             link_bytes_out: Family::default(),
             link_bytes_in: Family::default(),
             link_rtt_seconds: Family::default(),
@@ -107,6 +109,7 @@ impl Metrics {
         r.register("link_up", "1 while the link is up", m.link_up.clone());
         r.register("link_streams_open", "Streams open over the link", m.link_streams_open.clone());
         r.register("link_streams", "Streams this router opened over the link", m.link_streams_total.clone());
+        r.register("link_connections", "TLS connections that joined the link", m.link_connections_total.clone());
         r.register("link_bytes_sent", "Stream bytes sent over the link", m.link_bytes_out.clone());
         r.register("link_bytes_received", "Stream bytes received over the link", m.link_bytes_in.clone());
         r.register(

@@ -8,7 +8,7 @@
 //! closes and the bytes wait there, not here. A peer that sends beyond its credit has its stream reset.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -65,6 +65,9 @@ pub struct ConnShared {
     rtt_us: AtomicU32,
     /// Frames received (any kind): the link's liveness.
     received: AtomicUsize,
+    /// When the last bytes arrived (milliseconds since `born`).
+    last_read_ms: AtomicU64,
+    born: Instant,
 }
 
 /// A handle on one multiplexed connection.
@@ -94,6 +97,8 @@ impl Conn {
             pings: Mutex::new(HashMap::new()),
             rtt_us: AtomicU32::new(0),
             received: AtomicUsize::new(0),
+            last_read_ms: AtomicU64::new(0),
+            born: Instant::now(),
         });
         let (r, w) = tokio::io::split(io);
         tokio::spawn(writer(w, rx, shared.clone()));
@@ -127,6 +132,12 @@ impl Conn {
 
     pub fn frames_received(&self) -> usize {
         self.shared.received.load(Ordering::Relaxed)
+    }
+
+    /// Time since the peer last sent anything on this connection.
+    pub fn silent_for(&self) -> std::time::Duration {
+        let last = std::time::Duration::from_millis(self.shared.last_read_ms.load(Ordering::Relaxed));
+        self.shared.born.elapsed().saturating_sub(last)
     }
 
     pub fn rtt_us(&self) -> u32 {
@@ -360,6 +371,7 @@ async fn reader<R: AsyncRead>(
             tokio::select! {
                 n = r.read_buf(&mut buf) => {
                     if n.map_err(|_| ReadEnd::Io)? == 0 { return Err(ReadEnd::Eof) }
+                    shared.last_read_ms.store(shared.born.elapsed().as_millis() as u64, Ordering::Relaxed);
                 }
                 _ = wait_closed(&shared) => return Ok(()),
             }

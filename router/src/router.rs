@@ -27,6 +27,8 @@ pub const TTL: u8 = 16;
 pub const HELLO_INTERVAL: Duration = Duration::from_secs(1);
 pub const NEIGHBOUR_TIMEOUT: Duration = Duration::from_secs(3);
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a link's silence is checked (the neighbour sends a hello and answers a PING every second).
+pub const LIVENESS_CHECK: Duration = Duration::from_millis(100);
 pub const PURGE_AFTER: f64 = 10.0;
 
 fn now_us() -> u64 {
@@ -1008,9 +1010,13 @@ impl Router {
             )
             .await
             .map_err(|e| format!("closed by the remote router ({e})"))?;
-            let hello: AcceptorHello = link::read_hello(&mut tls)
-                .await
-                .map_err(|_| "closed by the remote router (it refused this router's HELLO)".to_string())?;
+            let hello: AcceptorHello = link::read_hello(&mut tls).await.map_err(|e| {
+                if e.starts_with("TLS") {
+                    e
+                } else {
+                    format!("{e} (it refused this router's HELLO)")
+                }
+            })?;
             if !tls::identity_allows(&cn, &hello.router) {
                 return Err(format!(
                     "the remote router calls itself {} but its certificate names {}",
@@ -1067,18 +1073,17 @@ impl Router {
         for ad in all {
             control.send_control(encode(&Message::Ad { ad })).await;
         }
-        let mut tick = tokio::time::interval(HELLO_INTERVAL);
-        let mut last_seen = (control.frames_received(), Instant::now());
+        let mut hello_tick = tokio::time::interval(HELLO_INTERVAL);
+        let mut check = tokio::time::interval(LIVENESS_CHECK);
         let reason = loop {
             tokio::select! {
-                _ = tick.tick() => {
+                _ = hello_tick.tick() => {
                     let hello = Message::Hello { router: self.id.clone(), site: self.site.clone() };
                     control.send_control(encode(&hello)).await;
                     control.ping().await;
-                    let seen = control.frames_received();
-                    if seen != last_seen.0 {
-                        last_seen = (seen, Instant::now());
-                    } else if last_seen.1.elapsed() >= NEIGHBOUR_TIMEOUT {
+                }
+                _ = check.tick() => {
+                    if control.silent_for() >= NEIGHBOUR_TIMEOUT {
                         break "no hello for 3 s".to_string();
                     }
                 }
@@ -1274,6 +1279,8 @@ impl Router {
             let total = g.streams_total.load(Ordering::Relaxed);
             let c = self.metrics.link_streams_total.get_or_create(&labels);
             c.inc_by(total.saturating_sub(c.get()));
+            let c = self.metrics.link_connections_total.get_or_create(&labels);
+            c.inc_by(g.connections_total.load(Ordering::Relaxed).saturating_sub(c.get()));
             let c = self.metrics.link_bytes_out.get_or_create(&labels);
             c.inc_by(g.bytes_out.load(Ordering::Relaxed).saturating_sub(c.get()));
             let c = self.metrics.link_bytes_in.get_or_create(&labels);
@@ -1282,6 +1289,22 @@ impl Router {
     }
 
     // ------------------------------------------------------------------ status
+
+    /// Exact counters of the links up now (the metrics carry the same, refreshed every second).
+    pub fn link_counters(&self) -> Vec<serde_json::Value> {
+        let n = self.neighbours.lock().unwrap();
+        let mut out: Vec<serde_json::Value> = n
+            .values()
+            .flatten()
+            .map(|g| {
+                serde_json::json!({"name": g.name, "peer": g.peer, "dialed": g.dialed,
+                    "connections": g.connections_total.load(Ordering::Relaxed),
+                    "streams": g.streams_total.load(Ordering::Relaxed), "openStreams": g.open_streams()})
+            })
+            .collect();
+        out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        out
+    }
 
     /// The network as this router sees it (the shape `service_network.router.network_status` documents).
     pub fn network_status(&self) -> serde_json::Value {

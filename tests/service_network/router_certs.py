@@ -48,12 +48,14 @@ class TestCA:
         self.ca_file = self.dir / f"{name}.crt"
         self.ca_file.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, name: str, *, dns: list[str] = (), ips: list[str] = (), client: bool = False) -> Issued:
+    def issue(self, name: str, *, dns: list[str] = (), ips: list[str] = (), client: bool = False,
+              cn: str | None = None) -> Issued:
+        """A certificate named ``name`` (its files) with the common name ``cn`` (default ``name``)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-        builder = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(self.cert.subject)
+        builder = (x509.CertificateBuilder().subject_name(_name(cn or name)).issuer_name(self.cert.subject)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(now - datetime.timedelta(minutes=5))
                    .not_valid_after(now + datetime.timedelta(days=1))

@@ -5,6 +5,7 @@ status names sites, links and keys; a hostile control message changes nothing.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 
@@ -47,7 +48,7 @@ async def test_link_whose_ca_does_not_match_the_remote_server_is_reported_down(n
     await east.start()
     await west.start()
     status = await wait_until(lambda: _down_with_reason(west, "to-east"), within=10, what="link reported down")
-    assert "CERTIFICATE_VERIFY_FAILED" in status["reason"], status
+    assert "TLS: invalid peer certificate: UnknownIssuer" in status["reason"], status
 
 
 async def test_link_to_a_router_that_is_down_is_reported_down_then_up_when_it_starts(net, start_backend):
@@ -91,7 +92,8 @@ async def test_network_status_names_sites_links_and_keys(net, start_backend):
     assert west_site["services"] == [{"routingKey": "backend", "connectors": [], "listeners": ["backend"]}]
     link = status["links"][0]
     assert link["name"] == "to-middle" and link["up"] and link["remoteSite"]["name"] == "middle"
-    assert status["routes"] == [{"routingKey": "backend", "local": False, "via": [{"link": "to-middle", "cost": 2}]}]
+    assert status["routes"] == [{"routingKey": "backend", "local": False,
+                                 "via": [{"link": "to-middle", "router": "middle-uid", "cost": 2}]}]
     # middle sees west as an incoming link
     middle_status = await wait_until(lambda: middle.adaptor.status and middle.adaptor.status["incoming"],
                                      within=5, what="middle's incoming link")
@@ -129,8 +131,10 @@ async def test_hostile_control_messages_change_nothing(net, start_backend):
                  b'{"t":"hello","router":"east-uid","site":{"id":"s","name":"n"}}',   # claims east's own id
                  b"[" * 100):
         writer.write(line + b"\n")
-    await writer.drain()
-    assert await asyncio.wait_for(reader.read(), 10) is not None      # east closes the impostor's channel
+    with contextlib.suppress(ConnectionError):      # the Rust router closes at the first bytes that are no HELLO
+        await writer.drain()
+    with contextlib.suppress(ConnectionError):
+        assert await asyncio.wait_for(reader.read(), 10) is not None      # east closes the impostor's channel
     writer.close()
     name, _, w = await who(west.host, port)
     assert name == "pod-east"

@@ -33,12 +33,13 @@ from .linkstate import ServiceEntry, SiteInfo, remote_routes
 from .network_status import network_status
 from .process import STOP_GRACE, supervise
 from .router import Router
+from .rust_adaptor import RustAdaptor
 from .shutdown import STEP_SECONDS, bounded, cancel_and_wait
 from .sources import ConfigSnapshot, ConfigSource
 from .spec import RouterSpec, StateLayout
 from .tls import TlsResolver
 
-__all__ = ["AdaptorOptions", "RouterAdaptor", "run_adaptor"]
+__all__ = ["ENGINES", "AdaptorOptions", "RouterAdaptor", "make_adaptor", "run_adaptor"]
 
 log = logging.getLogger("service_network.router.adaptor")
 
@@ -52,6 +53,13 @@ class AdaptorOptions:
     #: Address for entities the document binds on all interfaces (host ""): a router Pod binds its Pod IP, so
     #: that several routers on one machine (kubesim) never share a port.
     bind_host: str | None = None
+    #: ``rust`` (the service network's router, ``dataplane.py``) or ``haproxy`` (the previous data plane, kept
+    #: as the benchmark baseline)
+    engine: str = "rust"
+    router_binary: str | None = None    # the Rust router executable (default: see dataplane.router_binary)
+
+
+ENGINES = ("rust", "haproxy")
 
 
 class _AdaptorCollector(Collector):
@@ -126,6 +134,10 @@ class RouterAdaptor:
         self.status_changed = asyncio.Event()                # set whenever a new status was written (tests)
         self._routing_dirty = asyncio.Event()
         self._status_dirty = asyncio.Event()
+
+    def kill(self) -> None:
+        """SIGKILL HAProxy's process group (signal-handler safe)."""
+        self.router.process.kill()
 
     # --- HTTP ----------------------------------------------------------------------------------------------------
 
@@ -373,6 +385,17 @@ class RouterAdaptor:
             await self._apply(snap)
 
 
+def make_adaptor(source: ConfigSource, options: AdaptorOptions) -> RouterAdaptor | RustAdaptor:
+    """The adaptor for ``options.engine``."""
+    if options.engine == "haproxy":
+        return RouterAdaptor(source, options)
+    if options.engine != "rust":
+        raise ConfigError([f"engine: {options.engine[:40]!r} is not one of {', '.join(ENGINES)}"])
+    return RustAdaptor(source, options.state_dir, metrics_address=options.metrics_address,
+                       tls_resolver=options.tls_resolver, bind_host=options.bind_host,
+                       router_binary=options.router_binary)
+
+
 async def run_adaptor(source: ConfigSource, options: AdaptorOptions, stop: asyncio.Event) -> None:
     """Run a router adaptor until ``stop`` is set (see ``RouterAdaptor.run``)."""
-    await RouterAdaptor(source, options).run(stop)
+    await make_adaptor(source, options).run(stop)

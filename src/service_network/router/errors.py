@@ -9,7 +9,9 @@ __all__ = [
     "HaproxyNotFound",
     "HaproxyStartError",
     "ReloadFailed",
+    "RouterBinaryNotFound",
     "RouterError",
+    "RouterStartError",
     "RuntimeApiError",
     "RuntimeApiUnavailable",
     "RuntimeCommandFailed",
@@ -54,6 +56,19 @@ class HaproxyNotFound(RouterError):
         super().__init__(text)
 
 
+class RouterBinaryNotFound(RouterError):
+    """No ``service-network-router`` executable (the Rust data plane)."""
+
+    def __init__(self, name: str = "service-network-router") -> None:
+        super().__init__(f"{truncate(name)[1:-1]} not found: build it with "
+                         "cargo build --release --locked --manifest-path router/Cargo.toml "
+                         "(scripts/_venv.sh does), or point ROUTER_BIN at it")
+
+
+class RouterStartError(RouterError):
+    """The router process did not start (its own messages are in the log)."""
+
+
 class HaproxyConfigRejected(RouterError):
     """``haproxy -c`` refused a rendered configuration (nothing was replaced)."""
 
@@ -92,6 +107,8 @@ EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (ConfigError, 2),
     (StateDirError, 2),
     (HaproxyNotFound, 3),
+    (RouterBinaryNotFound, 3),
+    (RouterStartError, 4),
     (HaproxyConfigRejected, 4),
     (HaproxyStartError, 4),
     (RouterError, 1),

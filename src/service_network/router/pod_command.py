@@ -26,7 +26,8 @@ from operator_runtime.errors import KubeError
 from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
-from .adaptor import AdaptorOptions, RouterAdaptor
+from .adaptor import ENGINES, AdaptorOptions, RouterAdaptor, make_adaptor
+from .rust_adaptor import RustAdaptor
 from .config import is_ip_address
 from .errors import RouterError, StateDirError, exit_code
 from .shutdown import STEP_SECONDS, StopSignals, before_exit, bounded, cancel_and_wait
@@ -67,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=env("ROUTER_METRICS_ADDRESS") or f"{pod_ip or '0.0.0.0'}:{ADAPTOR_PORT}",
                         help=f"HOST:PORT of the adaptor's /metrics, /healthz, /readyz [$ROUTER_METRICS_ADDRESS] "
                              f"(default $POD_IP:{ADAPTOR_PORT})")
+    parser.add_argument("--engine", choices=ENGINES, default=env("ROUTER_ENGINE", "rust"),
+                        help="data plane: rust (default) or haproxy (the benchmark baseline) [$ROUTER_ENGINE]")
+    parser.add_argument("--router-binary", default=env("ROUTER_BIN"),
+                        help="the Rust router executable [$ROUTER_BIN]")
     parser.add_argument("--haproxy", default=env("HAPROXY", "haproxy"), help="haproxy executable [$HAPROXY]")
     parser.add_argument("--log-level", default=env("CONSOLE_LOG_LEVEL", "INFO"), help="[$CONSOLE_LOG_LEVEL]")
 
@@ -92,7 +97,7 @@ def usable_state_dir(path: Path) -> Path:
         return link
 
 
-async def _publish(adaptor: RouterAdaptor, publisher: StatusPublisher) -> None:
+async def _publish(adaptor: RouterAdaptor | RustAdaptor, publisher: StatusPublisher) -> None:
     """Run ``publisher`` with the adaptor's network status, waking it whenever the adaptor writes a new one."""
     async def follow() -> None:
         while True:
@@ -135,15 +140,16 @@ async def run(args: argparse.Namespace) -> int:
     resolver = SecretTlsResolver(api, args.namespace, on_change=source.refresh)
     stop = asyncio.Event()
     options = AdaptorOptions(state_dir=state_dir, haproxy=args.haproxy, metrics_address=metrics,
-                             tls_resolver=resolver, bind_host=args.bind_address or None)
+                             tls_resolver=resolver, bind_host=args.bind_address or None, engine=args.engine,
+                             router_binary=args.router_binary)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
     publisher = StatusPublisher(api, args.namespace, NETWORK_STATUS_NAME, f"{args.config_map}.json",
                                 field_manager=f"service-network-router-{args.config_map}")
     publishing: asyncio.Task[None] | None = None
     try:
-        adaptor = RouterAdaptor(source, options)
-        with StopSignals(stop, kill=adaptor.router.process.kill, on_hangup=source.refresh):
+        adaptor = make_adaptor(source, options)
+        with StopSignals(stop, kill=adaptor.kill, on_hangup=source.refresh):
             publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
             await adaptor.run(stop)
     except RouterError as e:

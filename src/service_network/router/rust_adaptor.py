@@ -1,0 +1,294 @@
+"""The router adaptor for the Rust data plane: reads configuration snapshots from a ``ConfigSource``, resolves
+each TLS profile to files in the state directory (Secrets through the ``TlsResolver``), hands the document to the
+router process (``dataplane.DataPlane``), restarts that process after a crash, copies its network status into
+``<state>/network.json`` and serves ``/metrics``, ``/healthz``, ``/readyz`` and ``/network``.
+
+Links, the control channel and link-state routing live in the router process itself: it dials the links, accepts
+them on its router access and carries streams both ways over them. This adaptor only configures and observes.
+Same surface as the HAProxy adaptor (``adaptor.RouterAdaptor``), which stays as the benchmark baseline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .config import RouterConfig, parse_config, with_bind_host
+from .dataplane import DataPlane
+from .errors import ConfigError, RouterError, truncate
+from .shutdown import STEP_SECONDS, bounded, cancel_and_wait
+from .sources import ConfigSnapshot, ConfigSource
+from .tls import FileTlsResolver, TlsProblem, TlsResolver, check_material, remove_unused_material, write_material
+
+__all__ = ["RustAdaptor"]
+
+log = logging.getLogger("service_network.router.adaptor")
+
+STATUS_INTERVAL = 0.25      # the router is asked this often; network.json is written only when it changed
+START_CANCEL_SECONDS = 2.0
+
+
+class _Collector(Collector):
+    def __init__(self, adaptor: RustAdaptor) -> None:
+        self.adaptor = adaptor
+
+    def collect(self) -> Iterable[Metric]:
+        a = self.adaptor
+        out: list[Metric] = []
+        for name, text, value in (
+                ("service_network_router_adaptor_applies", "Documents handed to the router", a.applies),
+                ("service_network_router_config_errors", "Invalid configuration documents", a.config_errors),
+                ("service_network_router_restarts", "Router process restarts after a crash", a.plane.restarts)):
+            family = CounterMetricFamily(name, text)
+            family.add_metric([], value)
+            out.append(family)
+        up = GaugeMetricFamily("service_network_router_up", "1 while the router process runs")
+        up.add_metric([], 1 if a.plane.running else 0)
+        out.append(up)
+        return out
+
+
+class RustAdaptor:
+    """Keeps one Rust router process in line with its configuration source."""
+
+    def __init__(self, source: ConfigSource, state_dir: Path, *, metrics_address: tuple[str, int] | None = None,
+                 tls_resolver: TlsResolver | None = None, bind_host: str | None = None,
+                 router_binary: str | None = None, threads: int | None = None) -> None:
+        self.source = source
+        self.state_dir = state_dir.absolute()
+        self.metrics_address = metrics_address
+        self.tls_resolver: TlsResolver = tls_resolver or FileTlsResolver()
+        self.bind_host = bind_host
+        self.plane = DataPlane(self.state_dir, router_binary, threads=threads,
+                               log_level=os.environ.get("ROUTER_LOG", "info"))
+        self.registry = CollectorRegistry()
+        self.registry.register(_Collector(self))
+        self.applies = 0
+        self.config_errors = 0
+        self.metrics_port: int | None = None
+        self.applied = asyncio.Event()
+        self.document: RouterConfig | None = None
+        self.problems: list[str] = []
+        self.status: dict[str, Any] | None = None
+        self.status_changed = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._background: list[asyncio.Task[None]] = []
+
+    @property
+    def network_status_file(self) -> Path:
+        return self.state_dir / "network.json"
+
+    def kill(self) -> None:
+        self.plane.kill()
+
+    # --- configuration -------------------------------------------------------------------------------------------
+
+    def _parse(self, snap: ConfigSnapshot) -> RouterConfig:
+        if snap.text is None:
+            raise ConfigError([f"(document): {snap.origin} {snap.problem}"])
+        try:
+            config = parse_config(snap.text)
+        except ConfigError as e:
+            self.config_errors += 1
+            raise ConfigError([f"{snap.origin}: {p}" for p in e.problems]) from None
+        return with_bind_host(config, self.bind_host) if self.bind_host else config
+
+    async def resolve(self, config: RouterConfig) -> tuple[dict[str, Any], list[str]]:
+        """The document the router process gets: every TLS profile as files in the state directory; a profile
+        that cannot be used is left out with a problem (the router withholds what uses it)."""
+        document: dict[str, Any] = json.loads(config.to_json())
+        tls_dir = self.state_dir / "tls"
+        profiles: list[dict[str, Any]] = []
+        problems: list[str] = []
+        keep: list[Path] = []
+        for profile in config.tls_profiles:
+            try:
+                material = await self.tls_resolver.resolve(profile)
+                check_material(material)
+                files = write_material(tls_dir, profile.name, material)
+            except TlsProblem as e:
+                problems.append(f"TLS profile {truncate(profile.name)} {e}")
+                continue
+            entry: dict[str, str] = {}
+            if files.ca_file is not None:
+                entry["ca"] = str(files.ca_file)
+                keep.append(files.ca_file)
+            if files.cert_file is not None:
+                entry["cert"] = entry["key"] = str(files.cert_file)
+                keep.append(files.cert_file)
+            profiles.append({"name": profile.name, "files": entry})
+        document["tlsProfiles"] = profiles
+        document["remoteRoutes"] = []
+        with contextlib.suppress(OSError):
+            remove_unused_material(tls_dir, keep)
+        return document, problems
+
+    def _watch_tls(self, config: RouterConfig) -> None:
+        self.source.watch_paths(p for profile in config.tls_profiles for p in self.tls_resolver.watch_paths(profile))
+
+    async def _apply(self, config: RouterConfig, origin: str) -> None:
+        document, problems = await self.resolve(config)
+        answer = await self.plane.apply(document)
+        self.applies += 1
+        if not answer.get("ok"):
+            raise ConfigError([str(p) for p in answer.get("problems", [])])
+        self.document = config
+        self.problems = problems + [str(p) for p in answer.get("problems", [])]
+        for p in self.problems:
+            log.warning("%s", p)
+        log.info("configuration from %s applied (generation %s)", origin, answer.get("generation"))
+
+    async def _apply_snapshot(self, snap: ConfigSnapshot) -> None:
+        try:
+            config = self._parse(snap)
+            self._watch_tls(config)
+            await self._apply(config, snap.origin)
+        except RouterError as e:
+            log.error("%s", e)
+        except OSError as e:
+            log.error("configuration from %s not applied: %s", snap.origin, e)
+        finally:
+            self.applied.set()
+
+    # --- status --------------------------------------------------------------------------------------------------
+
+    async def _status_loop(self) -> None:
+        written: dict[str, Any] | None = None
+        failing = False
+        path = self.network_status_file
+        while True:
+            try:
+                status = await self.plane.network()
+            except RouterError:
+                status = None
+            if status is not None and "version" in status and status != written:
+                tmp = path.with_name(f".{path.name}.tmp")
+                try:
+                    tmp.write_text(json.dumps(status, indent=2, ensure_ascii=False) + "\n")
+                    os.replace(tmp, path)
+                    written, failing = status, False
+                except OSError as e:
+                    if not failing:
+                        log.warning("network status not written to %s: %s", path, e)
+                    failing = True
+            if status is not None and "version" in status and status != self.status:
+                self.status = status
+                self.status_changed.set()
+            await asyncio.sleep(STATUS_INTERVAL)
+
+    # --- HTTP ----------------------------------------------------------------------------------------------------
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        body = generate_latest(self.registry)
+        with contextlib.suppress(RouterError):
+            text = await self.plane.metrics_text()
+            body += "".join(line + "\n" for line in text.splitlines() if line != "# EOF").encode()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        ok = self.plane.running
+        return web.Response(status=200 if ok else 503, text="ok\n" if ok else "the router is not running\n")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        try:
+            ok, reason = await self.plane.ready()
+        except RouterError as e:
+            ok, reason = False, str(e)
+        return web.Response(status=200 if ok else 503, text="ready\n" if ok else f"not ready: {reason}\n")
+
+    async def _network(self, _: web.Request) -> web.Response:
+        if self.status is None:
+            return web.Response(status=503, text="no network status yet\n")
+        return web.json_response(self.status)
+
+    async def _start_http(self) -> None:
+        if self.metrics_address is None:
+            return
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/network", self._network)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=STEP_SECONDS / 2)
+        await self._runner.setup()
+        host, port = self.metrics_address
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        sockets = getattr(site._server, "sockets", None) or []
+        self.metrics_port = sockets[0].getsockname()[1] if sockets else port
+        log.info("adaptor metrics on http://%s:%s/metrics", host, self.metrics_port)
+
+    # --- lifecycle -----------------------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Start the router on the source's first valid document, then follow the source until ``stop``."""
+        snapshots = self.source.snapshots()
+        stopping = asyncio.Event()
+        try:
+            await self._serve(snapshots, stop, stopping)
+        finally:
+            await self._shutdown(snapshots, stopping)
+
+    async def _start(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
+        first = await anext(snapshots)
+        config = self._parse(first)
+        self._watch_tls(config)
+        await self.plane.start()
+        await self._apply(config, first.origin)
+        log.info("router started from %s", first.origin)
+        self.applied.set()
+        self._background = [asyncio.create_task(self._status_loop(), name="network-status"),
+                            asyncio.create_task(self.plane.supervise(stopping), name="router-supervisor")]
+        await self._start_http()
+
+    async def _serve(self, snapshots: AsyncIterator[ConfigSnapshot], stop: asyncio.Event,
+                     stopping: asyncio.Event) -> None:
+        stop_wait = asyncio.create_task(stop.wait(), name="stop-signal")
+        start: asyncio.Task[None] | None = None
+        follow: asyncio.Task[None] | None = None
+        try:
+            start = asyncio.create_task(self._start(snapshots, stopping), name="router-start")
+            await asyncio.wait({start, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not start.done():
+                log.info("stopped during start-up")
+                return
+            start.result()
+            follow = asyncio.create_task(self._follow(snapshots), name="config-follow")
+            await asyncio.wait({follow, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if follow.done() and not follow.cancelled() and (error := follow.exception()) is not None:
+                raise error
+        finally:
+            stop_wait.cancel()
+            for left, what in ((start, "start-up"), (follow, "configuration follower")):
+                if left is not None and not left.done():
+                    await cancel_and_wait(left, START_CANCEL_SECONDS, what)
+
+    async def _follow(self, snapshots: AsyncIterator[ConfigSnapshot]) -> None:
+        async for snap in snapshots:
+            await self._apply_snapshot(snap)
+
+    async def _shutdown(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
+        stopping.set()
+        steps = [cancel_and_wait(t, STEP_SECONDS) for t in self._background]
+        steps.append(bounded(self.plane.stop(), 2 * STEP_SECONDS + 2.0, "stopping the router"))
+        close = getattr(snapshots, "aclose", None)
+        if close is not None:
+            steps.append(bounded(close(), STEP_SECONDS, "closing the configuration source"))
+        if self._runner is not None:
+            steps.append(bounded(self._runner.cleanup(), STEP_SECONDS, "stopping the metrics server"))
+        try:
+            await asyncio.gather(*steps)
+        finally:
+            self.plane.kill()
+        log.info("router stopped")
