@@ -1432,6 +1432,7 @@ impl Router {
             .collect();
         json!({
             "version": 1,
+            "linksCarryBothWays": true,
             "router": self.id,
             "site": self.site,
             "sites": ordered,

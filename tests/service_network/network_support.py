@@ -24,8 +24,8 @@ from router_certs import Issued, TestCA
 from router_support import free_port
 
 from service_network.router.adaptor import AdaptorOptions, RouterAdaptor, make_adaptor
-from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD, backend_name
+from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
 
 _next = itertools.count(random.randrange(240))

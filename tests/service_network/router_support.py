@@ -10,6 +10,7 @@ import json
 import random
 import socket
 import ssl
+import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -183,3 +184,28 @@ async def closed_by_peer(reader: asyncio.StreamReader, within: float = 5.0) -> b
     except (ConnectionResetError, BrokenPipeError):
         return True
     return data == b""
+
+
+# --- the Rust router's link protocol, as far as tests need it (docs/service-network-router.md, "Link protocol") ---
+
+LINK_HELLO = 1
+
+
+def link_hello_frame(router: str, *, link: str = "probe", group: str = "0000000000000001") -> bytes:
+    """A dialer's HELLO frame for ``router`` (which the client certificate must allow)."""
+    body = json.dumps({"versions": [1], "router": router, "site": {"id": router, "name": router}, "link": link,
+                       "cost": 1, "group": group, "index": 0, "count": 1}).encode()
+    return struct.pack(">BBII", LINK_HELLO, 0, 0, len(body)) + body
+
+
+async def read_link_hello(reader: asyncio.StreamReader) -> dict[str, Any]:
+    """The acceptor's HELLO answer; ``ConnectionError`` when the access closed instead (it refused the HELLO)."""
+    try:
+        header = await reader.readexactly(10)
+        kind, _, _, length = struct.unpack(">BBII", header)
+        if kind != LINK_HELLO or length > 16 * 1024:
+            raise ConnectionError(f"not a HELLO frame (type {kind}, {length} bytes)")
+        answer: dict[str, Any] = json.loads(await reader.readexactly(length))
+    except asyncio.IncompleteReadError:
+        raise ConnectionError("closed by the access") from None
+    return answer

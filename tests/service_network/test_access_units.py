@@ -24,8 +24,8 @@ from service_network.site.access import (
     compose_access,
 )
 from service_network.site.grants import (
-    LinkBack,
     RedeemRequest,
+    RedeemResponse,
     check_redemption,
     grant_of,
     grant_state,
@@ -154,31 +154,30 @@ def test_grant_state_and_status_keep_the_count_of_the_grant_server() -> None:
 
 # ---- redemption messages --------------------------------------------------------------------------------------
 
-def _link_back(ca: pki.KeyPair, signer: pki.KeyPair, host: str = "127.2.3.1") -> dict[str, Any]:
-    pair = pki.issue(signer, "back", client=True)
-    return {"endpoints": [{"name": "inter-router", "host": host, "port": 55671}],
+def _credentials(ca: pki.KeyPair, host: str = "127.2.3.1") -> dict[str, Any]:
+    pair = pki.issue(ca, "east-uid", client=True)
+    return {"site": {"id": "west-uid", "name": "west"},
+            "endpoints": [{"name": "inter-router", "host": host, "port": 55671}],
             "ca": ca.cert.decode(), "cert": pair.cert.decode(), "key": pair.key.decode()}
 
 
-def test_link_back_must_be_signed_by_the_ca_it_comes_with() -> None:
-    ca, other = pki.new_ca("east-ca"), pki.new_ca("other")
-    assert LinkBack.model_validate(_link_back(ca, ca)).problem() is None
-    assert LinkBack.model_validate(_link_back(ca, other)).problem() == (
-        "the client certificate is not signed by the given CA")
+def test_a_link_back_in_a_redemption_request_is_ignored() -> None:
+    """Earlier versions sent a link back; it is neither validated nor kept (the one link carries both ways)."""
+    request = RedeemRequest.model_validate({"code": "c", "token": "t", "site": {"id": "i", "name": "n"},
+                                            "linkBack": {"endpoints": [{"host": "evil\nbind :1"}]}})
+    assert "link_back" not in request.model_dump() and request.site.id == "i"
 
 
 @pytest.mark.parametrize("host", ["evil\nbind :1", "a b", "", "x" * 300])
-def test_hostile_link_back_hosts_are_refused(host: str) -> None:
-    ca = pki.new_ca("ca")
+def test_hostile_endpoint_hosts_in_an_answer_are_refused(host: str) -> None:
     with pytest.raises(ValidationError):
-        RedeemRequest.model_validate({"code": "c", "token": "t", "site": {"id": "i", "name": "n"},
-                                      "linkBack": _link_back(ca, ca, host)})
+        RedeemResponse.model_validate(_credentials(pki.new_ca("ca"), host))
 
 
 def test_link_objects_are_named_by_the_receiver_and_cost_below_one_counts_as_one() -> None:
     ca = pki.new_ca("ca")
-    back = LinkBack.model_validate(_link_back(ca, ca))
-    secret, link = link_objects("west", "east", back.endpoints, back, cost=0, annotations={"a": "b"})
+    answer = RedeemResponse.model_validate(_credentials(ca))
+    secret, link = link_objects("west", "east", answer.endpoints, answer, cost=0, annotations={"a": "b"})
     assert secret["metadata"] == link["metadata"] == {"name": "east", "namespace": "west", "annotations": {"a": "b"}}
     assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"} and secret["type"] == "kubernetes.io/tls"
     assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": "127.2.3.1", "port": "55671"}],

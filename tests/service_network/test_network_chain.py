@@ -13,7 +13,6 @@ import time
 from router_support import closed_by_peer, connect, refused, wait_until, who
 
 
-
 async def chain(net, start_backend, engine="rust"):  # type: ignore[no-untyped-def]
     west, middle, east = (net.router(n, engine=engine) for n in ("west", "middle", "east"))
     pod = await start_backend("pod-east", east.host)

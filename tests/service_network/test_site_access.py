@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from multisite_support import MultiSite, multisite_environment
+from router_support import link_hello_frame, read_link_hello
 
 from service_network.router.names import CONTROL_SNI
 from service_network.site import pki
@@ -30,7 +31,8 @@ async def sites() -> AsyncIterator[MultiSite]:
 
 
 async def _hello(host: str, port: int, ca: bytes, client: pki.KeyPair) -> dict[str, object]:
-    """Dial an access as a linking router does (mutual TLS, SNI control.service-network); the first message."""
+    """Dial an access as a linking router does (mutual TLS, then the link protocol's HELLO as the router the client
+    certificate names); the access's HELLO, as ``{"t": "hello", "router", "site", "version"}``."""
     with tempfile.TemporaryDirectory() as directory:
         d = Path(directory)
         (d / "ca.pem").write_bytes(ca)
@@ -42,11 +44,11 @@ async def _hello(host: str, port: int, ca: bytes, client: pki.KeyPair) -> dict[s
     reader, writer = await asyncio.wait_for(
         asyncio.open_connection(host, port, ssl=context, server_hostname=CONTROL_SNI), 10)
     try:
-        line = await asyncio.wait_for(reader.readline(), 10)
-        if not line:
-            raise ConnectionError("closed by the access")
-        message: dict[str, object] = json.loads(line)
-        return message
+        me = pki.cert_info(client.cert).subject
+        writer.write(link_hello_frame(me))
+        await writer.drain()
+        answer = await asyncio.wait_for(read_link_hello(reader), 10)
+        return {"t": "hello", **answer}
     finally:
         writer.close()
         with contextlib.suppress(Exception):

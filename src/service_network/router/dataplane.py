@@ -126,7 +126,7 @@ class DataPlane:
                 self._writer.write(json.dumps(body, separators=(",", ":")).encode() + b"\n")
                 await self._writer.drain()
                 line = await asyncio.wait_for(self._reader.readline(), REQUEST_TIMEOUT)
-            except (OSError, asyncio.TimeoutError, asyncio.LimitOverrunError, ValueError) as e:
+            except (TimeoutError, OSError, asyncio.LimitOverrunError, ValueError) as e:
                 raise RouterError(f"the router did not answer: {e!r}"[:300]) from None
             if not line:
                 raise RouterError("the router closed its control socket")
@@ -186,7 +186,7 @@ class DataPlane:
                 proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), STOP_GRACE)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("router process %d did not stop within %.0f s: killed", proc.pid, STOP_GRACE)
         self.kill()
         if proc is not None:

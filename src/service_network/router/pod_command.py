@@ -27,9 +27,9 @@ from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
 from .adaptor import ENGINES, AdaptorOptions, RouterAdaptor, make_adaptor
-from .rust_adaptor import RustAdaptor
 from .config import is_ip_address
 from .errors import RouterError, StateDirError, exit_code
+from .rust_adaptor import RustAdaptor
 from .shutdown import STEP_SECONDS, StopSignals, before_exit, bounded, cancel_and_wait
 from .spec import StateLayout
 

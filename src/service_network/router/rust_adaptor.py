@@ -29,7 +29,14 @@ from .dataplane import DataPlane
 from .errors import ConfigError, RouterError, truncate
 from .shutdown import STEP_SECONDS, bounded, cancel_and_wait
 from .sources import ConfigSnapshot, ConfigSource
-from .tls import FileTlsResolver, TlsProblem, TlsResolver, check_material, remove_unused_material, write_material
+from .tls import (
+    FileTlsResolver,
+    TlsProblem,
+    TlsResolver,
+    check_material,
+    remove_unused_material,
+    write_material,
+)
 
 __all__ = ["RustAdaptor"]
 

@@ -93,7 +93,8 @@ class CertificateRequest:
 
     @property
     def names(self) -> str:
-        return ",".join(sorted(self.dns + self.ips))
+        """What the certificate must say (a change re-issues it): its names and its common name."""
+        return ",".join(sorted(self.dns + self.ips)) + f"|cn={self.common_name}"
 
 
 @dataclass
@@ -291,8 +292,9 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
             dns = (KEY_SNI_WILDCARD, CONTROL_SNI, name, f"{name}.{namespace}", f"{name}.{namespace}.svc",
                    f"{name}.{namespace}.svc.cluster.local", *(spec.subject_alternative_names or []))
             extra_dns, ips = endpoint_hosts([e["host"] for e in state.endpoints])
-            request = CertificateRequest(secret_name, issuer, f"{name}.{namespace}", tuple(sorted({*dns, *extra_dns})),
-                                         ips, obj)
+            # the common name is the site's id: the routers of linking sites bind this site's router ids to it
+            request = CertificateRequest(secret_name, issuer, meta(inputs.site).uid or f"{name}.{namespace}",
+                                         tuple(sorted({*dns, *extra_dns})), ips, obj)
             annotations = meta(secret).annotations if secret is not None else {}
             if (secret is None or not _secret_usable(secret)
                     or annotations.get(ANNOTATION_CERT_NAMES) != request.names

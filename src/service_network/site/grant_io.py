@@ -4,17 +4,15 @@ redemption of a token at this site, called by the grant server.
 A redemption, in this order so that a refusal leaves nothing behind:
 
 1. the grant is read from the API server (not the cache: the count must be exact) and checked (code, expiry,
-   redemptions left), the site (active, its router access resolved) and the link back (well-formed, its
-   certificate signed by the CA it comes with, a free Link name) too;
-2. the client certificate for the redeeming site is issued (CN = its site id) by the grant's issuer (default the
-   site CA);
+   redemptions left), and the site (active, its router access resolved);
+2. the client certificate for the redeeming site is issued (CN = its site id: the router binds the router ids
+   that site may speak as to it) by the grant's issuer (default the site CA);
 3. the redemption is counted: ``status.redemptions`` + 1 with the resourceVersion read in 1 as a precondition, so
    two redemptions racing for the last one cannot both win (the loser starts again at 1);
-4. the link back (Secret, then Link) is created; if that fails, what was created is deleted and the count is
-   given back, and the redeeming site is told;
-5. the answer carries the credentials and this site's access endpoints.
+4. the answer carries the credentials and this site's access endpoints. Nothing is created here: the redeeming
+   site's one link carries connections both ways.
 
-If the answer is lost after step 4 (the redeeming site went away), the redemption stays counted, as upstream.
+If the answer is lost after step 3 (the redeeming site went away), the redemption stays counted, as upstream.
 """
 
 from __future__ import annotations
@@ -27,19 +25,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from operator_runtime.api import KubeApi
-from operator_runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from operator_runtime.errors import Conflict, KubeError, NotFound
 from operator_runtime.kinds import SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 from operator_runtime.reflector import Reflector
 
 from ..constants import FIELD_MANAGER_STATUS, GROUP_VERSION
-from ..kinds import ACCESS_GRANT, LINK
+from ..kinds import ACCESS_GRANT
 from . import pki
 from .access import SITE_CA_SECRET
 from .access_io import decode
 from .grant_server import GrantServer
 from .grants import (
-    ANNOTATION_GRANT,
     LinkEndpoint,
     RedeemRequest,
     Refusal,
@@ -48,8 +45,6 @@ from .grants import (
     grant_of,
     grant_state,
     grant_status,
-    link_name_problem,
-    link_objects,
 )
 
 __all__ = ["GrantKeeper", "SiteAccess"]
@@ -168,16 +163,6 @@ class GrantKeeper:
         site_meta = meta(access.site)
         if request.site.id == site_meta.uid:
             return Refusal(400, "SameSite", "a site cannot link to itself")
-        back = request.link_back
-        back_name = request.site.name
-        if back is not None:
-            if problem := back.problem():
-                return Refusal(400, "LinkBackInvalid", f"the link back is unusable: {problem}")
-            if problem := link_name_problem(back_name):
-                return Refusal(400, "LinkBackInvalid", f"the link back is unusable: {problem}")
-            if self.links.get(f"{namespace}/{back_name}") is not None:
-                return Refusal(409, "LinkExists", f"a Link named {back_name} already exists in namespace "
-                                                  f"{namespace}: delete it to link again")
         issuer = grant.issuer or str(mapping(access.site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
         try:
             ca_secret = await self.api.get(SECRET, issuer, namespace)
@@ -190,26 +175,11 @@ class GrantKeeper:
 
         if not await self._count(obj, +1):
             return None
-        created: list[tuple[Any, JsonDict]] = []
-        if back is not None:
-            secret_body, link_body = link_objects(
-                namespace, back_name, back.endpoints, back, cost=request.cost,
-                annotations={ANNOTATION_GRANT: grant.uid})
-            try:
-                for info, body in ((SECRET, secret_body), (LINK, link_body)):
-                    created.append((info, await self.api.create(info, body, namespace)))
-            except KubeError as failure:
-                await self._undo(obj, created)
-                if isinstance(failure, AlreadyExists):
-                    return Refusal(409, "LinkExists", f"a Link or Secret named {back_name} already exists in "
-                                                      f"namespace {namespace}: delete it to link again")
-                return Refusal(503, "Unavailable", f"could not create the link back: {failure}")
-        log.info("AccessGrant %s/%s redeemed by site %s (%s)%s", namespace, grant.name, request.site.name[:64],
-                 request.site.id[:64], f"; link back {back_name} created" if back is not None else "")
+        log.info("AccessGrant %s/%s redeemed by site %s (%s)", namespace, grant.name, request.site.name[:64],
+                 request.site.id[:64])
         return {"site": {"id": site_meta.uid, "name": site_meta.name, "namespace": namespace},
                 "endpoints": [LinkEndpoint.of(e).model_dump() for e in access.endpoints],
-                "ca": ca.cert.decode(), "cert": issued.cert.decode(), "key": issued.key.decode(),
-                "linkBack": back_name if back is not None else None}
+                "ca": ca.cert.decode(), "cert": issued.cert.decode(), "key": issued.key.decode()}
 
     async def _count(self, obj: JsonDict, delta: int) -> bool:
         """Add ``delta`` to ``status.redemptions`` if the grant is still at ``obj``'s resourceVersion."""
@@ -224,20 +194,3 @@ class GrantKeeper:
         except Conflict:
             return False
         return True
-
-    async def _undo(self, obj: JsonDict, created: list[tuple[Any, JsonDict]]) -> None:
-        for info, body in reversed(created):
-            try:
-                await self.api.delete(info, meta(body).name, meta(body).namespace, uid=meta(body).uid)
-            except KubeError as failure:
-                log.warning("could not delete %s %s after a failed redemption: %s", info.kind, meta(body).key,
-                            failure)
-        grant_meta = meta(obj)
-        for _ in range(ATTEMPTS):
-            try:
-                fresh = await self.api.get(ACCESS_GRANT, grant_meta.name, grant_meta.namespace)
-                if await self._count(fresh, -1):
-                    return
-            except KubeError as failure:
-                log.warning("could not give back the redemption of AccessGrant %s: %s", grant_meta.key, failure)
-                return

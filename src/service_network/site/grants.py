@@ -5,8 +5,7 @@ these.
 
 Redemption (upstream: an HTTPS POST of the code to the grant's URL, verified with the token's CA; the answer
 carries a Link and its client-certificate Secret): here the POST carries a JSON :class:`RedeemRequest` (the code,
-the token's name, the redeeming site, and optionally what the granting site needs for the **link back**: the
-redeeming site's access endpoint, its CA and a client certificate it issued), and the answer is a JSON
+the token's name, the redeeming site), and the answer is a JSON
 :class:`RedeemResponse` (the granting site's identity, access endpoints, CA and the client certificate it issued).
 Each side composes its own objects from the validated fields: nothing the remote site sends names an object,
 a namespace or a key.
@@ -33,7 +32,7 @@ from .status import READY, ConditionState, error, pending, ready, set_condition
 from .validation import dns1035_label_problem, host_problem, quoted
 
 __all__ = ["ANNOTATION_GRANT", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW", "DEFAULT_REDEMPTIONS", "Grant",
-           "LinkBack", "LinkEndpoint", "RedeemRequest", "RedeemResponse", "Refusal", "SiteIdentity",
+           "LinkEndpoint", "RedeemRequest", "RedeemResponse", "Refusal", "SiteIdentity",
            "check_redemption", "grant_of", "grant_status", "link_objects", "parse_duration", "token_status"]
 
 DEFAULT_REDEMPTIONS = 1
@@ -249,24 +248,16 @@ class _Credentials(_Message):
         return None
 
 
-class LinkBack(_Credentials):
-    """What the granting site needs to link back to the redeeming site."""
-
-    endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=8)
-
-
 class RedeemRequest(_Message):
     code: str = Field(max_length=MAX_TEXT)
     token: str = Field(max_length=MAX_TEXT)
     site: SiteIdentity
-    link_back: LinkBack | None = Field(default=None, alias="linkBack")
     cost: int = Field(default=1, ge=-(2**31), le=2**31 - 1)
 
 
 class RedeemResponse(_Credentials):
     site: SiteIdentity
     endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=8)
-    link_back: str | None = Field(default=None, alias="linkBack", max_length=MAX_TEXT)
 
 
 def link_name_problem(name: str) -> str | None:

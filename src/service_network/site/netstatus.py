@@ -89,6 +89,8 @@ class _Status(_In):
     site: _SiteId
     sites: tuple[_Site, ...] = Field(default=(), max_length=10_000)
     links: tuple[_Link, ...] = Field(default=(), max_length=10_000)
+    #: the Rust router's links carry connections both ways; HAProxy's (the baseline) only from the dialing side
+    links_carry_both_ways: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,8 @@ def parse_router_status(text: str) -> RouterStatus:
     for site in status.sites:
         links = tuple(LinkRecord(link.name, link.remote_site_id, link.remote_site_name, True) for link in site.links)
         edges.update((site.id, link.remote_site_id) for link in site.links if link.remote_site_id)
+        if status.links_carry_both_ways:
+            edges.update((link.remote_site_id, site.id) for link in site.links if link.remote_site_id)
         services = tuple(ServiceRecord(s.routing_key, tuple(sorted(set(s.connectors))), tuple(sorted(set(s.listeners))))
                          for s in site.services)
         sites.append(SiteRecord(id=site.id, name=site.name, namespace=site.namespace or "", services=services,

@@ -2,9 +2,9 @@
 over HTTPS (aiohttp, TLS 1.3, the server verified with the token's CA and its name checked), and gives a Link named
 after the token and its client-certificate Secret (same name), annotated with the token's uid.
 
-When this site has a resolved router access, the request also carries the link back (this site's access endpoint,
-its CA, and a client certificate it issues for the granting site), so the granting site links back and data can
-flow both ways (links carry data from the dialling site, see docs/service-network-router.md "Direction").
+As upstream, redeeming makes one link, dialed by this site; it carries connections both ways (the router
+multiplexes streams in either direction over the links one side dialed), so the granting site needs no way back
+to this one: a site without any link access can link to a network and serve it.
 
 Outcomes are the token's status (:func:`.grants.token_status`):
 
@@ -41,11 +41,8 @@ from operator_runtime.reflector import Reflector
 
 from ..crd.models import AccessTokenSpec
 from ..kinds import LINK
-from . import pki
-from .access import SITE_CA_SECRET
-from .access_io import decode
 from .grant_io import SiteAccess
-from .grants import ANNOTATION_TOKEN, LinkBack, LinkEndpoint, RedeemResponse, link_name_problem, link_objects
+from .grants import ANNOTATION_TOKEN, RedeemResponse, link_name_problem, link_objects
 from .status import ConditionState, error, pending, ready
 from .validation import quoted
 
@@ -189,35 +186,18 @@ class TokenRedeemer:
         if access.site is None:
             return TokenOutcome(obj, pending("No active site in namespace"))
         site = access.site
-        link_access = str(mapping(site, "spec").get("linkAccess") or "")
-        if link_access not in ("", "none") and not access.endpoints:
-            return TokenOutcome(obj, pending("waiting for this site's link access to resolve (for the link back)"))
         try:
-            request = await self._request(obj, spec, site, access)
+            request = self._request(obj, spec, site)
             answer = await post_redemption(spec.url, spec.ca, request)
             return await self._create(obj, spec, answer)
         except _Refused as refused:
             log.info("AccessToken %s/%s: %s", namespace, name, refused)
             return TokenOutcome(obj, error(str(refused)), retry=refused.retry, reason=refused.reason, sent=True)
 
-    async def _request(self, obj: Mapping[str, Any], spec: AccessTokenSpec, site: Mapping[str, Any],
-                       access: SiteAccess) -> JsonDict:
+    def _request(self, obj: Mapping[str, Any], spec: AccessTokenSpec, site: Mapping[str, Any]) -> JsonDict:
         site_meta = meta(site)
-        request: JsonDict = {"code": spec.code, "token": meta(obj).name, "cost": spec.link_cost or 1,
-                             "site": {"id": site_meta.uid, "name": site_meta.name, "namespace": site_meta.namespace}}
-        if access.endpoints:
-            issuer = str(mapping(site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
-            try:
-                secret = await self.api.get(SECRET, issuer, site_meta.namespace)
-                ca = pki.KeyPair(decode(secret, "tls.crt"), decode(secret, "tls.key"))
-                issued = pki.issue(ca, f"link-back.{site_meta.name}", client=True)
-            except (KubeError, pki.CertificateError) as e:
-                raise _Refused(f"cannot issue the certificate of the link back with {issuer}: {str(e)[:200]}",
-                               retry=True, reason="NoIssuer") from None
-            request["linkBack"] = LinkBack(
-                ca=ca.cert.decode(), cert=issued.cert.decode(), key=issued.key.decode(),
-                endpoints=[LinkEndpoint.of(e) for e in access.endpoints]).model_dump()
-        return request
+        return {"code": spec.code, "token": meta(obj).name, "cost": spec.link_cost or 1,
+                "site": {"id": site_meta.uid, "name": site_meta.name, "namespace": site_meta.namespace}}
 
     async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, answer: JsonDict) -> TokenOutcome:
         token_meta = meta(obj)
@@ -249,7 +229,6 @@ class TokenRedeemer:
         self._redeemed[token_meta.uid] = (token_meta.generation, response.site.name)
         if len(self._redeemed) > 4096:
             self._redeemed.clear()
-        back = f"; {response.site.name} links back ({response.link_back})" if response.link_back else ""
-        log.info("AccessToken %s/%s redeemed at site %s: Link %s created%s", namespace, name,
-                 response.site.name[:64], name, back)
+        log.info("AccessToken %s/%s redeemed at site %s: Link %s created", namespace, name,
+                 response.site.name[:64], name)
         return TokenOutcome(obj, ready(), redeemed=True, created=[f"Secret {name}", f"Link {name}"])
