@@ -55,8 +55,53 @@ pub fn apply(slot: &Slot, doc: Document) -> serde_json::Value {
             }
         }
     };
-    let applied = router.apply(doc);
+    let metrics = doc.router.metrics.as_ref().map(|m| {
+        let host = if m.host.is_empty() { "0.0.0.0" } else { m.host.as_str() };
+        if host.contains(':') {
+            format!("[{host}]:{}", m.port)
+        } else {
+            format!("{host}:{}", m.port)
+        }
+    });
+    let mut applied = router.apply(doc);
+    if !applied.refused {
+        if let Some(problem) = serve_document_metrics(slot, &router, metrics) {
+            applied.problems.push(problem);
+        }
+    }
     serde_json::json!({"ok": !applied.refused, "generation": applied.generation, "problems": applied.problems})
+}
+
+/// Serves `/metrics`, `/healthz`, `/readyz` and `/network` on the document's `router.metrics` endpoint (as
+/// skupper-router's port 9090), moving it when the document does; a problem when it cannot be bound.
+fn serve_document_metrics(slot: &Slot, router: &Arc<Router>, wanted: Option<String>) -> Option<String> {
+    let mut current = router.metrics_http.lock().unwrap();
+    if current.as_ref().map(|(a, _)| a) == wanted.as_ref() {
+        return None;
+    }
+    if let Some((_, stop)) = current.take() {
+        stop.cancel();
+    }
+    let addr = wanted?;
+    let std_listener = match std::net::TcpListener::bind(&addr) {
+        Ok(l) => l,
+        Err(e) => return Some(format!("router.metrics: cannot listen on {addr}: {e}")),
+    };
+    let _ = std_listener.set_nonblocking(true);
+    let listener = match TcpListener::from_std(std_listener) {
+        Ok(l) => l,
+        Err(e) => return Some(format!("router.metrics: {e}")),
+    };
+    let stop = router.shutdown.child_token();
+    *current = Some((addr, stop.clone()));
+    let slot = slot.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = serve_http(slot, listener) => {}
+            _ = stop.cancelled() => {}
+        }
+    });
+    None
 }
 
 async fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
@@ -80,7 +125,7 @@ async fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
             None => json!({"ok": true, "generation": 0, "problems": []}),
         },
         Request::Links => json!({"ok": true, "links": router.map(|r| r.link_counters()).unwrap_or_default()}),
-        Request::Metrics => json!({"ok": true, "text": router.map(|r| r.metrics.encode()).unwrap_or_default()}),
+        Request::Metrics => json!({"ok": true, "text": router.map(|r| r.metrics_text()).unwrap_or_default()}),
         Request::Ready => match ready(slot).await {
             Ok(()) => json!({"ok": true, "ready": true}),
             Err(e) => json!({"ok": true, "ready": false, "reason": e}),
@@ -136,11 +181,27 @@ fn set_private(path: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
 }
 
-/// Whether the router can serve: a document is applied and its router access (if any) accepts connections.
+/// A just-started router is not ready while a Listener waits for its routes, up to this long (the remote sites
+/// of its links re-dial within a second or two; a key with no target anywhere must not keep it unready forever).
+pub const READY_GRACE: Duration = Duration::from_secs(10);
+
+/// Whether the router can serve: a document is applied, its router access (if any) accepts connections, and
+/// (for `READY_GRACE` after start) every Listener is bound, so that a restarted router of an HA pair gets
+/// clients only once it can carry them.
 pub async fn ready(slot: &Slot) -> Result<(), String> {
     let router = slot.lock().unwrap().clone().ok_or("no document applied yet")?;
     if router.generation() == 0 {
         return Err("no document applied yet".into());
+    }
+    if router.uptime() < READY_GRACE {
+        let waiting = router.unbound_listeners();
+        if !waiting.is_empty() {
+            return Err(format!(
+                "{} listener(s) waiting for a route, e.g. {}",
+                waiting.len(),
+                crate::truncate(&waiting[0], 100)
+            ));
+        }
     }
     if router.wants_access() {
         let addr = router.access_address().ok_or("the router access is not listening")?;
@@ -199,7 +260,7 @@ pub async fn serve_http(slot: Slot, listener: TcpListener) {
                 match path {
                     "/metrics" => match router {
                         Some(r) => {
-                            ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", r.metrics.encode())
+                            ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", r.metrics_text())
                         }
                         None => ("200 OK", "text/plain", "# EOF\n".to_string()),
                     },

@@ -108,6 +108,9 @@ pub struct LinkGroup {
     pub bytes_out: AtomicU64,
     pub bytes_in: AtomicU64,
     pub warnings: Mutex<Vec<String>>,
+    /// What the metrics already counted of `streams_total`, `connections_total`, `bytes_out`, `bytes_in` (the
+    /// counters of a link that comes back start again, the metrics go on).
+    pub exported: [AtomicU64; 4],
     pub serial: u64,
     next: AtomicUsize,
 }
@@ -129,9 +132,25 @@ impl LinkGroup {
             bytes_out: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             warnings: Mutex::new(Vec::new()),
+            exported: Default::default(),
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             next: AtomicUsize::new(0),
         })
+    }
+
+    /// How much each counter grew since the last call (streams, connections, bytes out, bytes in).
+    pub fn counter_deltas(&self) -> [u64; 4] {
+        let now = [
+            self.streams_total.load(Ordering::Relaxed),
+            self.connections_total.load(Ordering::Relaxed),
+            self.bytes_out.load(Ordering::Relaxed),
+            self.bytes_in.load(Ordering::Relaxed),
+        ];
+        let mut out = [0u64; 4];
+        for (i, v) in now.iter().enumerate() {
+            out[i] = v.saturating_sub(self.exported[i].swap(*v, Ordering::Relaxed));
+        }
+        out
     }
 
     pub fn control(&self) -> Conn {

@@ -626,4 +626,33 @@ mod tests {
         }
         panic!("no PONG");
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Sequences of frames with arbitrary types, stream ids and payloads (most of them invalid) from a peer:
+        /// the connection dispatches or closes; it never panics and never hangs.
+        #[test]
+        fn arbitrary_frames_from_a_peer_never_panic(
+            frames in proptest::collection::vec((0u8..14, 0u32..8, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)), 0..40)
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let (mut peer, ours) = tokio::io::duplex(1 << 20);
+                let (open_tx, _open_rx) = mpsc::unbounded_channel();
+                let on_open: OnOpen = Arc::new(move |tx, rx, open| { let _ = open_tx.send((tx, rx, open)); });
+                let (ctl, _ctl_rx) = mpsc::unbounded_channel();
+                let conn = Conn::start(ours, Role::Acceptor, on_open, ctl);
+                let mut raw = BytesMut::new();
+                for (kind, stream, payload) in &frames {
+                    raw.extend_from_slice(&[*kind, 0]);
+                    raw.extend_from_slice(&stream.to_be_bytes());
+                    raw.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+                    raw.extend_from_slice(payload);
+                }
+                let _ = peer.write_all(&raw).await;
+                drop(peer);
+                tokio::time::timeout(std::time::Duration::from_secs(5), conn.closed()).await.expect("the connection ended");
+            });
+        }
+    }
 }

@@ -107,6 +107,9 @@ pub struct Router {
     access_addr: Mutex<Option<SocketAddr>>,
     /// Listener name -> the address it is bound to right now.
     bound: Mutex<HashMap<String, SocketAddr>>,
+    /// The document's `router.metrics` endpoint being served (its address, its stop).
+    pub metrics_http: Mutex<Option<(String, CancellationToken)>>,
+    started: Instant,
 }
 
 /// Where a new connection goes.
@@ -164,6 +167,8 @@ impl Router {
             shutdown: CancellationToken::new(),
             access_addr: Mutex::new(None),
             bound: Mutex::new(HashMap::new()),
+            metrics_http: Mutex::new(None),
+            started: Instant::now(),
         })
     }
 
@@ -187,6 +192,21 @@ impl Router {
         let mut v: Vec<_> = self.bound.lock().unwrap().iter().map(|(k, a)| (k.clone(), *a)).collect();
         v.sort();
         v
+    }
+
+    /// Listeners that run (not withheld) but are not bound: their key has no target or route yet, or their port
+    /// cannot be bound.
+    pub fn unbound_listeners(&self) -> Vec<String> {
+        let inner = self.inner.read().unwrap();
+        let bound = self.bound.lock().unwrap();
+        let mut out: Vec<String> = inner.listeners.keys().filter(|n| !bound.contains_key(*n)).cloned().collect();
+        out.sort();
+        out
+    }
+
+    /// How long this router has run.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
     }
 
     /// Whether the applied document has a router access that is not withheld.
@@ -1266,7 +1286,8 @@ impl Router {
         self.changed.send_modify(|g| *g += 1);
     }
 
-    fn refresh_link_metrics(&self) {
+    /// Brings the per-link metrics up to date (done every second, and before each scrape).
+    pub fn refresh_link_metrics(&self) {
         let n = self.neighbours.lock().unwrap();
         for g in n.values().flatten() {
             let labels =
@@ -1276,15 +1297,11 @@ impl Router {
             if rtt > 0 {
                 self.metrics.link_rtt_seconds.get_or_create(&labels).set(rtt as f64 / 1e6);
             }
-            let total = g.streams_total.load(Ordering::Relaxed);
-            let c = self.metrics.link_streams_total.get_or_create(&labels);
-            c.inc_by(total.saturating_sub(c.get()));
-            let c = self.metrics.link_connections_total.get_or_create(&labels);
-            c.inc_by(g.connections_total.load(Ordering::Relaxed).saturating_sub(c.get()));
-            let c = self.metrics.link_bytes_out.get_or_create(&labels);
-            c.inc_by(g.bytes_out.load(Ordering::Relaxed).saturating_sub(c.get()));
-            let c = self.metrics.link_bytes_in.get_or_create(&labels);
-            c.inc_by(g.bytes_in.load(Ordering::Relaxed).saturating_sub(c.get()));
+            let [streams, connections, out, inb] = g.counter_deltas();
+            self.metrics.link_streams_total.get_or_create(&labels).inc_by(streams);
+            self.metrics.link_connections_total.get_or_create(&labels).inc_by(connections);
+            self.metrics.link_bytes_out.get_or_create(&labels).inc_by(out);
+            self.metrics.link_bytes_in.get_or_create(&labels).inc_by(inb);
         }
     }
 
@@ -1307,6 +1324,12 @@ impl Router {
     }
 
     /// The network as this router sees it (the shape `service_network.router.network_status` documents).
+    /// The Prometheus text of this router's metrics, current.
+    pub fn metrics_text(&self) -> String {
+        self.refresh_link_metrics();
+        self.metrics.encode()
+    }
+
     pub fn network_status(&self) -> serde_json::Value {
         use serde_json::json;
         let db = self.db.lock().unwrap().clone();

@@ -367,3 +367,26 @@ async fn a_slow_reader_does_not_stall_other_streams_on_the_link() {
     stop(&s.west);
     stop(&s.east);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_router_is_linked_and_serving_again_within_3s() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    // West (the accepting site, with the Listener) restarts: East re-dials it
+    stop(&s.west);
+    let restarted = std::time::Instant::now();
+    let west = start(&s.west_doc);
+    wait_answer(s.backend_port, "east-backend").await;
+    let took = restarted.elapsed();
+    assert!(took < Duration::from_secs(3), "West served again after {took:?}");
+    // East (the dialing site) restarts: it dials again
+    stop(&s.east);
+    let restarted = std::time::Instant::now();
+    let east = start(&s.east_doc);
+    wait_answer(s.db_port, "west-db").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let took = restarted.elapsed();
+    assert!(took < Duration::from_secs(3), "East served again after {took:?}");
+    stop(&west);
+    stop(&east);
+}

@@ -1,8 +1,8 @@
 """What the end-to-end network proofs observe, as a user would: a client in one cluster connecting to a Listener's
 Service (its cluster IP, through kubesim's kube-proxy) and the name of the Pod that answered (``sn-test/echo``
-greets with it); and, to tell which path a connection took, the connections each router Pod sent over each link
-(HAProxy's own Prometheus exporter on the router Pod's metrics port: ``haproxy_server_sessions_total`` of the hop
-servers ``_hop:<link>``). Loopback addresses only; every wait is bounded."""
+greets with it); and, to tell which path a connection took, the streams each router Pod opened over each link (the
+router's own metrics on the router Pod's metrics port: ``service_network_link_streams_total{link=...}``).
+Loopback addresses only; every wait is bounded."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kubesim.addresses import is_loopback
 from service_network.constants import ROUTER_METRICS_PORT
 
 ECHO = {"app": "echo"}
-_SESSIONS = re.compile(r'^haproxy_server_sessions_total\{proxy="([^"]*)",server="(_hop:[^"]*)"\} (\d+)', re.M)
+_STREAMS = re.compile(r'^service_network_link_streams_total\{link="([^"]*)",remote_router="[^"]*"\} (\d+)', re.M)
 
 
 async def service_ip(env: SiteEnv, host: str, within: float = 30.0) -> str:
@@ -62,7 +62,7 @@ async def echo_backend(env: SiteEnv, replicas: int, key: str = "echo", connector
 
 
 async def hop_sessions(env: SiteEnv) -> dict[str, int]:
-    """Connections each router Pod of ``env`` has sent over each link (summed per link name)."""
+    """Connections (streams) each router Pod of ``env`` has opened over each link (summed per link name)."""
     pods, _ = await env.api.list("pods", env.namespace, label_selector="skupper.io/component=router")
     totals: Counter[str] = Counter()
     for pod in pods:
@@ -70,14 +70,13 @@ async def hop_sessions(env: SiteEnv) -> dict[str, int]:
         if not ip:
             continue
         body = await _metrics(ip)
-        for _, server, count in _SESSIONS.findall(body):
-            link = server.split(":")[1]
+        for link, count in _STREAMS.findall(body):
             totals[link] += int(count)
     return dict(totals)
 
 
 async def _metrics(ip: str) -> str:
-    """The router Pod's HAProxy metrics (the whole text: kubesim.traffic.http_get keeps only 64 KiB)."""
+    """The router Pod's metrics (the whole text: kubesim.traffic.http_get keeps only 64 KiB)."""
     assert is_loopback(ip), ip
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session, \
             session.get(f"http://{ip}:{ROUTER_METRICS_PORT}/metrics") as response:
@@ -109,7 +108,7 @@ __all__ = ["ECHO", "echo_backend", "first_greeting", "greeting", "greetings", "h
 async def link_with_token(granting: SiteEnv, redeeming: SiteEnv, name: str | None = None,
                           within: float = 30.0) -> None:
     """Link ``redeeming`` to ``granting`` as a user does: an AccessGrant in ``granting``, its url, code and CA in
-    an AccessToken applied in ``redeeming``, redeemed (the granting site then links back)."""
+    an AccessToken applied in ``redeeming``, redeemed (one link, dialed by ``redeeming``, carrying both ways)."""
     grant = name or f"for-{redeeming.namespace}"
     await granting.create("AccessGrant", grant, {"redemptionsAllowed": 1, "expirationWindow": "15m"})
 

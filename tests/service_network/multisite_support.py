@@ -70,13 +70,15 @@ class MultiSite:
     async def link_directly(self, source: str, target: str, name: str | None = None, cost: int = 1,
                             ca: pki.KeyPair | None = None) -> str:
         """A Link in ``source`` to ``target``'s router access with a client certificate signed by ``target``'s CA
-        (or ``ca``) in a Secret of the same name, as a redeemed token gives; returns the Link's name."""
+        (or ``ca``) in a Secret of the same name, as a redeemed token gives (its common name is the source Site's
+        uid: the routers of the source site speak as that); returns the Link's name."""
         name = name or f"{source}-to-{target}"
         host, port = await self.access_endpoint(target)
         target_ca = await self.site_ca(target)
         signer = ca or target_ca
-        pair = pki.issue(signer, f"{source}-link", client=True)
         env = self[source]
+        site_uid = (await env.get("Site", source))["metadata"]["uid"]
+        pair = pki.issue(signer, site_uid, client=True)
         await env.api.create("secrets", {
             "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
             "metadata": {"name": name, "namespace": env.namespace},

@@ -140,7 +140,8 @@ def site_router_access(site: Mapping[str, Any], access_type: str) -> JsonDict:
 def _access_service(obj: Mapping[str, Any], service_type: str, port: int, name: str | None = None,
                     labels: Mapping[str, str] | None = None) -> JsonDict:
     """The Service exposing the access (``name``, default the RouterAccess's) to the router Pods (with ``labels``:
-    one router of an HA site)."""
+    one router of an HA site). It publishes router Pods that are not Ready yet: a router becomes Ready once its
+    Listeners have routes, which come over the links other sites dial to this access."""
     access_meta = meta(obj)
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name or access_meta.name, "namespace": access_meta.namespace,
@@ -148,6 +149,7 @@ def _access_service(obj: Mapping[str, Any], service_type: str, port: int, name: 
                          "ownerReferences": [{"apiVersion": GROUP_VERSION, "kind": "RouterAccess",
                                               "name": access_meta.name, "uid": access_meta.uid}]},
             "spec": {"type": service_type, "selector": {**ROUTER_POD_LABELS, **(labels or {})},
+                     "publishNotReadyAddresses": True,
                      "ports": [{"name": INTER_ROUTER, "port": port, "targetPort": port, "protocol": "TCP"}]}}
 
 
