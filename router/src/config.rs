@@ -54,7 +54,7 @@ pub struct RouterSettings {
     /// TLS connections per link (each carries streams; more than one lets more than one core carry a link).
     pub data_connections: Option<u32>,
     #[serde(default)]
-    pub limits: Limits,
+    pub limits: Option<Limits>,
 }
 
 /// Bounds on what linked routers may make this router hold.
@@ -214,6 +214,10 @@ impl Document {
         self.router.id.as_deref().unwrap_or(&self.site.id)
     }
 
+    pub fn limits(&self) -> Limits {
+        self.router.limits.clone().unwrap_or_default()
+    }
+
     pub fn data_connections(&self) -> usize {
         self.router.data_connections.unwrap_or(2).clamp(1, 16) as usize
     }
@@ -346,6 +350,13 @@ mod tests {
         assert_eq!(doc.links[0].effective_cost(), 1);
         assert_eq!(doc.connectors[0].targets[0].key(), "pod-a");
         assert_eq!(doc.data_connections(), 2);
+        assert_eq!(doc.limits(), Limits::default());
+        let with_nulls = Document::parse(
+            r#"{"version":1,"site":{"id":"s","name":"w"},
+            "router":{"dataConnections":null,"limits":null}}"#,
+        )
+        .unwrap();
+        assert_eq!(with_nulls.limits().keys_per_router, 2000);
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl Router {
             peers: vec![],
             services: vec![],
         };
-        let limits = doc.router.limits.clone();
+        let limits = doc.limits();
         let (changed, _) = watch::channel(0);
         Arc::new(Router {
             id: doc.router_id().to_string(),
@@ -970,9 +970,16 @@ impl Router {
                             }
                         });
                     }
+                    let run = self.clone().run_group(group.clone(), ctl_rx);
+                    tokio::pin!(run);
                     let reason = tokio::select! {
-                        r = self.clone().run_group(group.clone(), ctl_rx) => r,
-                        _ = cancel.cancelled() => { group.close(); return }
+                        r = &mut run => r,
+                        _ = cancel.cancelled() => {
+                            // the link was removed or changed: close it and let its control loop withdraw it
+                            group.close();
+                            let _ = tokio::time::timeout(Duration::from_secs(2), run).await;
+                            return;
+                        }
                     };
                     self.set_link_state(
                         &l.name,

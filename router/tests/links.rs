@@ -390,3 +390,26 @@ async fn a_restarted_router_is_linked_and_serving_again_within_3s() {
     stop(&west);
     stop(&east);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_link_withdraws_it_at_both_ends() {
+    let mut s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    s.east_doc["links"] = json!([]);
+    reapply(&s.east, &s.east_doc);
+    let west = router(&s.west);
+    wait_for("West to lose East", LIMIT, || {
+        let n = west.network_status();
+        n["incoming"].as_array().unwrap().is_empty()
+            && n["routes"].as_array().unwrap().iter().all(|r| r["routingKey"] != "backend")
+    })
+    .await;
+    let east = router(&s.east);
+    wait_for("East to drop the link from its status", LIMIT, || {
+        let n = east.network_status();
+        n["links"].as_array().unwrap().is_empty() && n["sites"].as_array().unwrap().len() == 1
+    })
+    .await;
+    stop(&s.west);
+    stop(&s.east);
+}

@@ -53,10 +53,10 @@ class NetSite:
         return self.ca.issue(f"{self.name}-access-{next(self._n)}", dns=[KEY_SNI_WILDCARD, CONTROL_SNI], ips=[host],
                              cn=self.id)
 
-    def client_cert(self, for_site: str) -> Issued:
+    def client_cert(self, for_site: str, cn: str | None = None) -> Issued:
         """A client certificate for a site that links to this one (what redeeming a token gives): its common name
-        is the redeeming site's id."""
-        return self.ca.issue(f"{for_site}-to-{self.name}-{next(self._n)}", client=True, cn=f"{for_site}-uid")
+        is the redeeming site's id (``cn``; default the id of the test site named ``for_site``)."""
+        return self.ca.issue(f"{for_site}-to-{self.name}-{next(self._n)}", client=True, cn=cn or f"{for_site}-uid")
 
 
 class NetRouter:

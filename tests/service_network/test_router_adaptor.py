@@ -120,11 +120,22 @@ async def test_cli_without_haproxy_says_how_to_install_it(tmp_path, state_dir):
     _write(config_file, document())
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
-    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir),
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir), "--engine", "haproxy",
                           env={"PATH": str(empty_bin)})
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 3
     assert "haproxy not found on PATH: install it with apt-get install haproxy" in err.decode()
+    assert "Traceback" not in err.decode()
+
+
+async def test_cli_without_the_router_binary_says_how_to_build_it(tmp_path, state_dir):
+    config_file = tmp_path / "router.json"
+    _write(config_file, document())
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir),
+                          env={"ROUTER_BIN": str(tmp_path / "missing" / "service-network-router")})
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 3
+    assert "service-network-router not found: build it with cargo build --release --locked" in err.decode()
     assert "Traceback" not in err.decode()
 
 
@@ -145,7 +156,7 @@ async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir,
     config_file = tmp_path / "router.json"
     _write(config_file, document(listeners=[{"name": "l", "routingKey": "k", "host": host, "port": port}],
                                  connectors=target_connectors("k", [pod])))
-    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir))
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir), "--engine", "haproxy")
     try:
         name = await wait_until(lambda: _name_or_none(host, port), within=15, what="router serving")
         assert name == "pod"

@@ -1,6 +1,7 @@
 """The router process stops promptly and cleanly on SIGTERM whatever it is doing: while waiting at start-up for
-Secrets the API never lists, after its state directory was removed, with a frozen HAProxy; a second SIGTERM ends it
-at once. Each test runs the router as a user does (a subprocess) and bounds every wait."""
+Secrets the API never lists, after its state directory was removed, with a frozen data plane (HAProxy, the
+baseline engine, or the Rust router); a second SIGTERM ends it at once. Each test runs the router as a user does
+(a subprocess) and bounds every wait."""
 
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ class RouterProcess:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, *args: str, env: dict[str, str] | None = None) -> RouterProcess:
+    async def start(cls, *args: str, env: dict[str, str] | None = None, engine: str = "haproxy") -> RouterProcess:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "service_network.cli", *args, env={**os.environ, **(env or {})},
+            sys.executable, "-m", "service_network.cli", *args,
+            env={**os.environ, "ROUTER_ENGINE": engine, **(env or {})},
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         return cls(proc)
 
@@ -112,6 +114,23 @@ async def _gone(pid: int, within: float = 2.0) -> bool:
     return not alive(pid) and not _group_members(pid)
 
 
+def _rust_router_pid(state_dir: Path) -> int | None:
+    """The Rust router process serving ``state_dir`` (its control socket is in its command line)."""
+    wanted = str(state_dir / "router.sock").encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if wanted in entry.joinpath("cmdline").read_bytes().split(b"\0"):
+                    return int(entry.name)
+    return None
+
+
+async def _rust_router(router: RouterProcess, state_dir: Path, within: float = 15) -> int:
+    pid: int = await wait_until(lambda: _rust_router_pid(state_dir), within,
+                                f"the Rust router process\n{router.output[-3000:]}")
+    return pid
+
+
 @contextlib.asynccontextmanager
 async def file_router(tmp_path: Path, state_dir: Path, doc: dict[str, Any]) -> AsyncIterator[RouterProcess]:
     """``service-network router --config FILE`` serving ``doc``; on exit nothing of it is left."""
@@ -139,11 +158,11 @@ async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
         yield server
 
 
-async def _pod_router(sim: KubeSim, state_dir: Path) -> RouterProcess:
+async def _pod_router(sim: KubeSim, state_dir: Path, engine: str = "haproxy") -> RouterProcess:
     ip = loopback()
     return await RouterProcess.start(
         "run", "router", "--state-dir", str(state_dir), "--metrics-address", f"{ip}:0",
-        env={"POD_IP": ip, "POD_NAMESPACE": NS, "KUBECONFIG": str(sim.kubeconfig_path)})
+        env={"POD_IP": ip, "POD_NAMESPACE": NS, "KUBECONFIG": str(sim.kubeconfig_path)}, engine=engine)
 
 
 async def _config_map(sim: KubeSim, doc: dict[str, Any]) -> None:
@@ -240,6 +259,69 @@ async def test_graceful_stop_of_a_router_pod(sim: KubeSim, state_dir: Path) -> N
         await router.close()
         _kill_group(master)
         await backend.stop()
+
+
+async def test_graceful_stop_of_a_rust_router_pod(sim: KubeSim, state_dir: Path) -> None:
+    backend = await Backend("pod-1").start()
+    host = loopback()
+    port = free_port(host)
+    await _config_map(sim, document(
+        listeners=[{"name": "l", "routingKey": "k", "host": host, "port": port}],
+        connectors=[{"name": "c", "routingKey": "k", "port": backend.port,
+                     "targets": [{"host": backend.host, "name": "pod-1"}]}]))
+    router = await _pod_router(sim, state_dir, engine="rust")
+    pid: int | None = None
+    try:
+        pid = await _rust_router(router, state_dir)
+        await wait_until(lambda: _serving(host, port), 15, "the Listener served")
+        elapsed = await router.terminate(within=5)
+        assert router.proc.returncode == 0, router.output[-3000:]
+        assert elapsed < 2, f"{elapsed:.2f}s\n{router.output[-3000:]}"
+        await wait_until(lambda: not alive(pid), 2, "the Rust router gone")
+        assert "Traceback" not in router.output
+    finally:
+        await router.close()
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGKILL)
+        await backend.stop()
+
+
+async def _serving(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
+async def test_sigterm_with_a_frozen_rust_router_and_a_second_sigterm(tmp_path: Path, state_dir: Path) -> None:
+    config_file = tmp_path / "router.json"
+    for second_signal in (False, True):
+        shutil.rmtree(state_dir, ignore_errors=True)
+        state_dir.mkdir()  # noqa: ASYNC240
+        config_file.write_text(json.dumps(_listening_doc()))
+        router = await RouterProcess.start("router", "--config", str(config_file), "--state-dir", str(state_dir),
+                                           engine="rust")
+        pid = await _rust_router(router, state_dir)
+        try:
+            await router.line("router started from", 15)
+            os.kill(pid, signal.SIGSTOP)             # the router process no longer runs
+            if second_signal:
+                router.proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.3)
+                elapsed = await router.terminate(within=5)
+                assert elapsed < 1, f"{elapsed:.1f}s\n{router.output[-3000:]}"
+                assert router.proc.returncode == 128 + signal.SIGTERM, router.output[-3000:]
+            else:
+                elapsed = await router.terminate(within=10)
+                assert elapsed < 6, f"{elapsed:.1f}s\n{router.output[-3000:]}"
+                assert router.proc.returncode == 0, router.output[-3000:]
+            await wait_until(lambda pid=pid: not alive(pid), 3, "the frozen router killed")
+        finally:
+            await router.close()
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 _HANGING_STOP = """

@@ -50,6 +50,17 @@ async def create_link(env: SiteEnv, name: str, host: str, port: int, secret: str
                                  "spec": spec}, NS)
 
 
+async def _site_uid(env: SiteEnv) -> str:
+    """The uid of the Site West: the common name its link certificates carry (the router speaks as it)."""
+    async def uid() -> str | None:
+        try:
+            return str((await env.get("Site", "west"))["metadata"]["uid"])
+        except Exception:
+            return None
+    value: str = await env.wait_for(uid, 30, "Site west")
+    return value
+
+
 async def link_status(env: SiteEnv, name: str) -> dict[str, Any]:
     return (await env.api.get(LINKS, name, NS)).get("status") or {}
 
@@ -82,7 +93,7 @@ async def test_link_status_matched_and_traffic_follow_the_remote_site(env: SiteE
     assert await refused(ip, port)
 
     # a Link with its Secret: client certificate issued by East's CA, East's CA to trust its access
-    client = east.site.client_cert("west")
+    client = east.site.client_cert("west", cn=await _site_uid(env))
     await link_secret(env, "east-link", east.site.ca.ca_file, client.cert, client.key)
     await create_link(env, "to-east", east.host, east.access_port, "east-link", cost=0)
     status = await env.wait_for(lambda: _with(link_status(env, "to-east"), lambda s: s.get("status") == "Ready"),
@@ -148,7 +159,7 @@ async def test_unusable_link_is_an_error_until_its_secret_appears(env: SiteEnv, 
     await env.wait_for(lambda: _event(env, "TlsCredentialsNotFound", "to-east"), 10,
                        "a TlsCredentialsNotFound Event about the Link")
 
-    client = east.site.client_cert("west")
+    client = east.site.client_cert("west", cn=await _site_uid(env))
     await link_secret(env, "east-link", east.site.ca.ca_file, client.cert, client.key)
     ready = await env.wait_for(lambda: _with(link_status(env, "to-east"), lambda s: s.get("status") == "Ready"),
                                20, "Link Ready")
@@ -189,7 +200,7 @@ async def test_link_to_an_ha_site_links_each_remote_router_and_survives_one(env:
         await router.start()
     await env.create("Site", "west", {})
     await env.create("Listener", "backend", {"routingKey": "backend", "host": "backend", "port": 8080})
-    client = east_a.site.client_cert("west")
+    client = east_a.site.client_cert("west", cn=await _site_uid(env))
     await link_secret(env, "east-link", east_a.site.ca.ca_file, client.cert, client.key)
     await env.api.create(LINKS, {"apiVersion": GV, "kind": "Link", "metadata": {"name": "to-east", "namespace": NS},
                                  "spec": {"tlsCredentials": "east-link", "endpoints": [

@@ -351,3 +351,18 @@ def test_remote_pods_do_not_take_over_a_local_service() -> None:
                         pods=[pod("x", "10.0.0.9", {"a": "b"})])
     assert sorted(plan.services) == ["backend"]
     assert [n[1] for n in plan.notes] == ["PodNotExposed"]
+
+
+def test_per_pod_services_a_remote_site_can_cause_are_bounded() -> None:
+    """500 per-Pod keys advertised by East (issue 21's flood): at most MAX_PODS_BY_NAME Services, and one note
+    saying how many were left out."""
+    from service_network.site.compose import MAX_PODS_BY_NAME
+
+    keys = ["backend", *(f"backend.pod-{i:03d}" for i in range(500))]
+    status = west_status(advert("east", connectors=keys), links=[up_to_east()])
+    plan = compose_with([status], listeners=[listener("backend", "backend", 8080, exposePodsByName=True)],
+                        links=[link("to-east", ep())])
+    assert len(plan.services) == MAX_PODS_BY_NAME + 1           # the Listener's own Service and the per-Pod ones
+    assert [(n[1], n[2]) for n in plan.notes] == [
+        ("PodsNotExposed", f"{500 - MAX_PODS_BY_NAME} of 500 Pods of routing key \"backend\" are not exposed by "
+                           f"name: at most {MAX_PODS_BY_NAME} per Listener")]

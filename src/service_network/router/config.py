@@ -69,6 +69,17 @@ class MetricsEndpoint(_Model):
     port: int = Field(ge=1, le=65535)
 
 
+class RouterLimits(_Model):
+    """What linked routers may make the (Rust) router hold (docs/service-network-router.md, "Trust")."""
+
+    keys_per_router: int = Field(default=2000, ge=1, le=1_000_000)
+    routers: int = Field(default=256, ge=2, le=100_000)
+    links_per_router: int = Field(default=256, ge=1, le=100_000)
+    names_per_key: int = Field(default=1000, ge=1, le=1_000_000)
+    handshakes: int = Field(default=256, ge=1, le=1_000_000)
+    handshake_timeout_seconds: int = Field(default=10, ge=1, le=3600)
+
+
 class RouterSettings(_Model):
     #: this router's identity in the network (unique network-wide); default: the site id. Two routers of one site
     #: (Site.spec.ha) get different ids, e.g. ``<site uid>/skupper-router-2``.
@@ -82,6 +93,9 @@ class RouterSettings(_Model):
     #: (its TLS bytes cannot be spliced and go through these buffers), HAProxy's own (16 kB) otherwise
     buffer_size: int | None = Field(default=None, ge=16_384, le=1_048_576)
     old_worker_grace_seconds: int | None = Field(default=None, ge=1, le=2_000_000)  # hard-stop-after
+    #: TLS connections per link (the Rust router spreads streams over them); default 2
+    data_connections: int | None = Field(default=None, ge=1, le=16)
+    limits: RouterLimits | None = None
 
 
 class TlsFiles(_Model):

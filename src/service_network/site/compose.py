@@ -55,6 +55,9 @@ from .validation import dns1035_label_problem, quoted
 
 __all__ = ["Binding", "SiteInputs", "SitePlan", "SiteState", "compose_site", "recovered_ports"]
 
+#: Services one Listener with ``exposePodsByName`` may get (one per Pod of the routing key, wherever the Pods are)
+MAX_PODS_BY_NAME = 256
+
 NO_ACTIVE_SITE = "No active site in namespace"
 NO_MATCHES = "No matches for selector"
 LINK_ACCESS_VALUES = ("", "none", "default", "route", "loadbalancer", "nodeport", "ingress", "ingress-nginx",
@@ -309,7 +312,14 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     for work in exposed:
         entities.append((work.binding.name, work, work.spec.routing_key, work.spec.host, None))
         if work.spec.expose_pods_by_name:
-            for target in snapshot.pod_targets(work.spec.routing_key):
+            pods = snapshot.pod_targets(work.spec.routing_key)
+            if len(pods) > MAX_PODS_BY_NAME:
+                # per-Pod keys come from other sites' advertisements: what they make this site create is bounded
+                notes.append((work.binding.obj, "PodsNotExposed", f"{len(pods) - MAX_PODS_BY_NAME} of "
+                              f"{len(pods)} Pods of routing key {quoted(work.spec.routing_key)} are not exposed "
+                              f"by name: at most {MAX_PODS_BY_NAME} per Listener"))
+                pods = pods[:MAX_PODS_BY_NAME]
+            for target in pods:
                 name_problem = dns1035_label_problem(target)
                 other = services.get(target)
                 if (name_problem or target in hosts or target in claimed

@@ -1,0 +1,421 @@
+"""The service network's router (Rust) against the HAProxy baseline and direct connections, in the same run,
+alternating; JSON on stdout.
+
+Two topologies, each built twice (once per engine, on its own loopback addresses, both running throughout):
+- ``one_hop``: client -> West -> backend (a Listener and a local Connector, no TLS);
+- ``two_hops``: client -> West -> (mutual TLS) -> Middle -> (mutual TLS) -> East -> backend, Middle and East with a
+  router access, West dialing Middle and Middle dialing East (certificates as the site controller issues them).
+Every router runs with its adaptor (this process) as in a router Pod; "router CPU" is what the data-plane processes
+used (the Rust router process, or HAProxy's process group), read from ``/proc``.
+
+Measured, each as ``--repeats`` rounds of direct, HAProxy and Rust runs in turn (medians reported, all values
+kept): ``throughput`` (one TCP stream to a sink, Gbit/s, router CPU-seconds per GB), ``connections`` (new
+connections per second with 50 clients, wrk with ``Connection: close`` against an HAProxy that answers itself;
+router CPU µs per connection), ``latency`` (64-byte round trips on one connection, p50/p99 and the p99 the routers
+add). ``memory``: RSS the West, Middle and East routers add per open idle connection (``--idle`` connections held
+through the two hops), and what a Rust router's RSS grows by per idle link (``--links`` routers linked to one).
+
+Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
+connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
+1x, p99 added latency <= 1x; memory: <= 64 KiB per open connection through a router, <= 2 MiB per idle link.
+Loopback only (127.0.70-75.x and the backends' 127.0.50.201); every loop is bounded in count and time. Run it
+alone: ``flock /tmp/heavy.lock python bench/dataplane_bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import router_bench as rb
+
+from service_network.router.adaptor import AdaptorOptions, RouterAdaptor, make_adaptor
+from service_network.router.dataplane import router_binary
+from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
+from service_network.router.process import find_haproxy
+from service_network.router.rust_adaptor import RustAdaptor
+from service_network.router.sources import FileConfigSource
+from service_network.site import pki
+
+ENGINES = ("haproxy", "rust")
+MEASUREMENTS = ("throughput", "connections", "latency", "memory")
+KINDS = ("sink", "echo", "http")
+#: loopback addresses per engine: West, Middle, East
+HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
+         "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"}}
+Adaptor = RouterAdaptor | RustAdaptor
+
+
+class _CA:
+    """A site CA writing PEM files; certificates name their holder's site id as the site controller's do."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.dir, self.pair = directory, pki.new_ca(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ca_file = directory / "ca.crt"
+        self.ca_file.write_bytes(self.pair.cert)
+
+    def issue(self, file: str, cn: str, *, dns: tuple[str, ...] = (), ips: tuple[str, ...] = (),
+              client: bool = False) -> dict[str, str]:
+        issued = pki.issue(self.pair, cn, dns=dns, ips=ips, client=client, server=not client)
+        cert, key = self.dir / f"{file}.crt", self.dir / f"{file}.key"
+        cert.write_bytes(issued.cert)
+        key.write_bytes(issued.key)
+        return {"ca": str(self.ca_file), "cert": str(cert), "key": str(key)}
+
+
+def _doc(name: str) -> dict[str, Any]:
+    return {"version": 1, "site": {"id": f"{name}-uid", "name": name}, "tlsProfiles": [], "listeners": [],
+            "connectors": [], "links": [], "routerAccess": [], "router": {}}
+
+
+def _two_hop_documents(state: Path, hosts: dict[str, str], backends: dict[str, int]) -> dict[str, dict[str, Any]]:
+    docs = {name: _doc(name) for name in hosts}
+    cas = {name: _CA(state / f"{name}-ca", f"{name}-ca") for name in ("middle", "east")}
+    for name in ("middle", "east"):
+        files = cas[name].issue(f"{name}-access", f"{name}-uid", dns=(KEY_SNI_WILDCARD, CONTROL_SNI),
+                                ips=(hosts[name],))
+        docs[name]["tlsProfiles"].append({"name": "site", "files": files})
+        docs[name]["routerAccess"] = [{"name": "inter-router", "host": hosts[name], "tlsProfile": "site",
+                                       "port": rb._free_port(hosts[name])}]
+    for src, dst in (("west", "middle"), ("middle", "east")):
+        files = cas[dst].issue(f"{src}-to-{dst}", f"{src}-uid", client=True)
+        docs[src]["tlsProfiles"].append({"name": f"to-{dst}", "files": files})
+        docs[src]["links"].append({"name": f"to-{dst}", "host": hosts[dst], "tlsProfile": f"to-{dst}", "cost": 1,
+                                   "port": docs[dst]["routerAccess"][0]["port"]})
+    docs["east"]["connectors"] = [{"name": k, "routingKey": k, "port": backends[k], "targets": [{"host": rb.BACKEND}]}
+                                  for k in KINDS]
+    docs["west"]["listeners"] = [{"name": k, "routingKey": k, "host": hosts["west"],
+                                  "port": rb._free_port(hosts["west"])} for k in KINDS]
+    return docs
+
+
+def _one_hop_documents(hosts: dict[str, str], backends: dict[str, int]) -> dict[str, dict[str, Any]]:
+    west = _doc("solo")
+    west["connectors"] = [{"name": k, "routingKey": k, "port": backends[k], "targets": [{"host": rb.BACKEND}]}
+                          for k in KINDS]
+    west["listeners"] = [{"name": k, "routingKey": k, "host": hosts["west"], "port": rb._free_port(hosts["west"])}
+                         for k in KINDS]
+    return {"west": west}
+
+
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(process group, CPU ticks used, RSS pages) of a process; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[2]), int(fields[11]) + int(fields[12]), int(fields[21])
+
+
+def _router_pids(adaptors: dict[str, Adaptor]) -> set[int]:
+    """The data-plane processes: each Rust router, or every process of each HAProxy's process group."""
+    pids: set[int] = set()
+    groups: set[int] = set()
+    for a in adaptors.values():
+        if isinstance(a, RustAdaptor):
+            if a.plane.pid is not None:
+                pids.add(a.plane.pid)
+        elif a.router.process.pid is not None:
+            groups.add(a.router.process.pid)
+    if groups:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None and st[0] in groups:
+                pids.add(int(entry.name))
+    return pids
+
+
+def _cpu(pids: set[int]) -> float:
+    return sum(st[1] for p in pids if (st := _stat(p)) is not None) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss(pids: set[int]) -> int:
+    return sum(st[2] for p in pids if (st := _stat(p)) is not None) * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.asynccontextmanager
+async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], haproxy: str
+                   ) -> AsyncIterator[tuple[dict[str, Adaptor], dict[str, int]]]:
+    """The routers of ``docs`` running with ``engine``, West's Listeners all routed."""
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    adaptors: dict[str, Adaptor] = {}
+    try:
+        for name in ("east", "middle", "west"):
+            if name not in docs:
+                continue
+            path = state / f"{engine}-{name}.json"
+            path.write_text(json.dumps(docs[name]))
+            adaptor = make_adaptor(FileConfigSource(path), AdaptorOptions(
+                state_dir=state / f"{engine}-{name}", haproxy=haproxy, engine=engine))
+            adaptors[name] = adaptor
+            tasks.append(asyncio.create_task(adaptor.run(stop)))
+            await asyncio.wait_for(adaptor.applied.wait(), 30)
+        listeners = {x["name"]: x["port"] for x in docs["west"]["listeners"]}
+        host = docs["west"]["listeners"][0]["host"]
+        deadline = time.monotonic() + 30
+        while not all(_listening(host, p) for p in listeners.values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{engine}: West's Listeners not all accepting after 30 s")
+            await asyncio.sleep(0.05)
+        yield adaptors, listeners
+    finally:
+        stop.set()
+        for t in tasks:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(t, 30)
+
+
+def _listening(host: str, port: int) -> bool:
+    local = f"{socket.inet_aton(host)[::-1].hex().upper()}:{port:04X}"
+    with open("/proc/net/tcp") as table:
+        return any(f[1] == local and f[3] == "0A" for f in (line.split() for line in table) if len(f) > 3)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def _rounds(args: argparse.Namespace, sides: dict[str, tuple[int, str, set[int]]],
+            run: Callable[[int, str], dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], float]]]:
+    """``--repeats`` rounds of each side in turn: per side a list of (result, router CPU seconds)."""
+    out: dict[str, list[tuple[dict[str, Any], float]]] = {side: [] for side in sides}
+    for _ in range(args.repeats):
+        for side, (port, host, pids) in sides.items():
+            before = _cpu(pids)
+            result = run(port, host)
+            out[side].append((result, _cpu(pids) - before))
+    return out
+
+
+def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
+             nets: dict[str, tuple[dict[str, Adaptor], dict[str, int]]], topology: str) -> dict[str, Any]:
+    max_bytes = int(args.max_gib * 1024**3)
+    result: dict[str, Any] = {}
+
+    def sides(kind: str) -> dict[str, tuple[int, str, set[int]]]:
+        out = {"direct": (backends[kind], rb.BACKEND, set())}
+        for engine, (adaptors, listeners) in nets.items():
+            out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
+        return out
+
+    if "throughput" in args.only:
+        runs = _rounds(args, sides("sink"), lambda p, h: rb._throughput(p, h, args.seconds, max_bytes))
+        tp: dict[str, Any] = {}
+        for side, results in runs.items():
+            gbit = [r["gbit_per_s"] for r, _ in results]
+            gb = sum(r["bytes"] for r, _ in results) / 1e9
+            tp[side] = {"gbit_per_s": _median(gbit), "all_gbit_per_s": gbit}
+            if side != "direct":
+                tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / gb, 3)
+        result["throughput"] = tp
+    if "connections" in args.only:
+        runs = _rounds(args, sides("http"), lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients))
+        cs: dict[str, Any] = {"clients": args.clients}
+        for side, results in runs.items():
+            rate = [r["connections_per_s"] for r, _ in results]
+            count = sum(r["connections"] for r, _ in results)
+            cs[side] = {"connections_per_s": _median(rate), "all_connections_per_s": rate}
+            if side != "direct":
+                cs[side]["router_cpu_us_per_connection"] = round(sum(c for _, c in results) * 1e6 / max(1, count))
+        result["connections"] = cs
+    if "latency" in args.only:
+        runs = _rounds(args, sides("echo"), lambda p, h: rb._latency(p, h, args.round_trips, args.seconds * 3))
+        lat: dict[str, Any] = {}
+        for side, results in runs.items():
+            lat[side] = {"p50_us": _median([r["p50_us"] for r, _ in results]),
+                         "p99_us": _median([r["p99_us"] for r, _ in results])}
+        for engine in nets:
+            lat[engine]["added_p99_us"] = round(lat[engine]["p99_us"] - lat["direct"]["p99_us"], 1)
+            lat[engine]["added_p50_us"] = round(lat[engine]["p50_us"] - lat["direct"]["p50_us"], 1)
+        result["latency"] = lat
+    if "memory" in args.only and topology == "two_hops":
+        result["memory_per_connection"] = {
+            engine: _idle_connections(args, adaptors, listeners["echo"], HOSTS[engine]["west"])
+            for engine, (adaptors, listeners) in nets.items()}
+    return result
+
+
+def _idle_connections(args: argparse.Namespace, adaptors: dict[str, Adaptor], port: int, host: str
+                      ) -> dict[str, Any]:
+    """RSS the three routers add per open connection: ``--idle`` connections opened through them, each answered
+    (the echo backend's greeting passes every hop), held, then closed."""
+    pids = _router_pids(adaptors)
+    before = _rss(pids)
+    held: list[socket.socket] = []
+    deadline = time.monotonic() + 120
+    try:
+        for _ in range(args.idle):
+            if time.monotonic() > deadline:
+                break
+            s = socket.create_connection((host, port), timeout=10)
+            s.sendall(b"x")
+            s.recv(1)
+            held.append(s)
+        time.sleep(1)
+        after = _rss(pids)
+    finally:
+        for s in held:
+            s.close()
+    per_router = (after - before) / max(1, len(held)) / max(1, len(adaptors))
+    return {"connections": len(held), "routers": len(adaptors), "rss_before_bytes": before,
+            "rss_after_bytes": after, "bytes_per_connection_per_router": round(per_router)}
+
+
+def _idle_links(state: Path, count: int) -> dict[str, Any]:
+    """RSS a Rust router grows by per idle link: ``count`` routers (processes run from documents) link to a hub."""
+    binary = router_binary()
+    hub_host = "127.0.76.1"
+    ca = _CA(state / "hub-ca", "hub-ca")
+    hub = _doc("hub")
+    hub["tlsProfiles"] = [{"name": "site", "files": ca.issue("hub", "hub-uid", dns=(CONTROL_SNI,), ips=(hub_host,))}]
+    port = rb._free_port(hub_host)
+    hub["routerAccess"] = [{"name": "inter-router", "host": hub_host, "port": port, "tlsProfile": "site"}]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def run(doc: dict[str, Any], name: str) -> subprocess.Popen[bytes]:
+        path = state / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        sock = state / f"{name}.sock"
+        return subprocess.Popen([binary, "--config", str(path), "--control-socket", str(sock), "--threads", "1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    try:
+        procs.append(run(hub, "hub"))
+        deadline = time.monotonic() + 20
+        while not _listening(hub_host, port):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the hub router did not listen")
+            time.sleep(0.05)
+        time.sleep(0.5)
+        before = _rss({procs[0].pid})
+        for i in range(count):
+            spoke = _doc(f"spoke{i}")
+            spoke["tlsProfiles"] = [{"name": "hub", "files": ca.issue(f"spoke{i}", f"spoke{i}-uid", client=True)}]
+            spoke["links"] = [{"name": "hub", "host": hub_host, "port": port, "tlsProfile": "hub"}]
+            procs.append(run(spoke, f"spoke{i}"))
+        time.sleep(3 + count * 0.05)       # links up, advertisements exchanged
+        after = _rss({procs[0].pid})
+        per_link = (after - before) / count
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(5)
+            p.kill()
+    return {"links": count, "hub_rss_before_bytes": before, "hub_rss_after_bytes": after,
+            "bytes_per_idle_link": round(per_link), "data_connections_per_link": 2}
+
+
+def _ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Rust / HAProxy per measurement, and the issue's goals."""
+    goals: dict[str, Any] = {}
+    for topology in ("one_hop", "two_hops"):
+        r = result.get(topology, {})
+        out: dict[str, Any] = {}
+        if "throughput" in r:
+            out["throughput"] = round(r["throughput"]["rust"]["gbit_per_s"] / r["throughput"]["haproxy"]["gbit_per_s"], 2)
+            out["cpu_per_gb"] = round(r["throughput"]["rust"]["router_cpu_seconds_per_gb"]
+                                      / r["throughput"]["haproxy"]["router_cpu_seconds_per_gb"], 2)
+        if "connections" in r:
+            c = r["connections"]
+            out["connections_per_s"] = round(c["rust"]["connections_per_s"] / c["haproxy"]["connections_per_s"], 2)
+            out["cpu_per_connection"] = round(c["rust"]["router_cpu_us_per_connection"]
+                                              / max(1, c["haproxy"]["router_cpu_us_per_connection"]), 3)
+        if "latency" in r:
+            out["added_p99_us"] = {"rust": r["latency"]["rust"]["added_p99_us"],
+                                   "haproxy": r["latency"]["haproxy"]["added_p99_us"]}
+        goals[topology] = out
+    two, one = goals.get("two_hops", {}), goals.get("one_hop", {})
+    met: dict[str, bool] = {}
+    if "connections_per_s" in two:
+        met["two_hops_connections_ge_5x"] = two["connections_per_s"] >= 5
+        met["two_hops_cpu_per_connection_le_one_fifth"] = two["cpu_per_connection"] <= 0.2
+    if "throughput" in two:
+        met["two_hops_throughput_ge_1x"] = two["throughput"] >= 1
+        met["two_hops_cpu_per_gb_le_1x"] = two["cpu_per_gb"] <= 1
+    if "throughput" in one:
+        met["one_hop_throughput_ge_0_9x"] = one["throughput"] >= 0.9
+    if "connections_per_s" in one:
+        met["one_hop_connections_ge_1x"] = one["connections_per_s"] >= 1
+    if "added_p99_us" in one:
+        met["one_hop_added_p99_le_haproxy"] = one["added_p99_us"]["rust"] <= one["added_p99_us"]["haproxy"]
+    memory = result.get("two_hops", {}).get("memory_per_connection", {}).get("rust")
+    if memory:
+        met["memory_per_connection_le_64_kib"] = memory["bytes_per_connection_per_router"] <= 64 * 1024
+    if "idle_links" in result:
+        met["memory_per_idle_link_le_2_mib"] = result["idle_links"]["bytes_per_idle_link"] <= 2 * 1024 * 1024
+    return {"rust_over_haproxy": goals, "goals_met": met}
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    haproxy = find_haproxy()
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
+    state = Path(tempfile.mkdtemp(prefix="dp-bench-", dir="/tmp"))
+    backends = {k: rb._free_port(rb.BACKEND) for k in KINDS}
+    procs: list[subprocess.Popen[Any]] = []
+    result: dict[str, Any] = {}
+    try:
+        procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
+        procs.append(rb._start_backend("echo", rb.BACKEND, backends["echo"]))
+        procs.append(rb._http_backend(haproxy, rb.BACKEND, backends["http"], state))
+        for topology in args.topologies:
+            async with contextlib.AsyncExitStack() as stack:
+                nets = {}
+                for engine in ENGINES:
+                    docs = (_two_hop_documents(state / f"{topology}-{engine}", HOSTS[engine], backends)
+                            if topology == "two_hops" else _one_hop_documents(HOSTS[engine], backends))
+                    nets[engine] = await stack.enter_async_context(_network(state, engine, docs, haproxy))
+                result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology)
+        if "memory" in args.only:
+            result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)
+        result.update(_ratios(result))
+        result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                             "haproxy": rb._version(haproxy), "load_average": os.getloadavg(),
+                             "repeats": args.repeats, "seconds": args.seconds}
+        return result
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput/rate run")
+    parser.add_argument("--max-gib", type=float, default=20.0, help="cap of bytes per throughput run")
+    parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
+    parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of direct, HAProxy and Rust runs")
+    parser.add_argument("--idle", type=int, default=2000, help="idle connections held for the memory measure")
+    parser.add_argument("--links", type=int, default=20, help="routers linked to one for the per-link memory")
+    parser.add_argument("--topologies", default="one_hop,two_hops", help="one_hop, two_hops or both")
+    parser.add_argument("--only", default=",".join(MEASUREMENTS),
+                        help=f"comma-separated subset of {','.join(MEASUREMENTS)}")
+    args = parser.parse_args()
+    args.only = {m.strip() for m in args.only.split(",") if m.strip()}
+    args.topologies = [t.strip() for t in args.topologies.split(",") if t.strip()]
+    if args.only - set(MEASUREMENTS) or set(args.topologies) - {"one_hop", "two_hops"}:
+        parser.error("unknown measurement or topology")
+    print(json.dumps(asyncio.run(_main(args)), indent=2))
+
+
+if __name__ == "__main__":
+    main()
