@@ -36,6 +36,10 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
+    // a router holds two sockets per connection it carries: take every file descriptor the hard limit allows
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!("could not raise the open-file limit: {e}");
+    }
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         rt.worker_threads(n.clamp(1, 64));

@@ -413,3 +413,177 @@ async fn removing_a_link_withdraws_it_at_both_ends() {
     stop(&s.west);
     stop(&s.east);
 }
+
+/// Ten thousand client connections at once through one link, with the routers, the target and the clients each in
+/// their own process (each under the machine's 20,000 open files): West and East are the router binary run from
+/// documents, East's target a Python echo server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_concurrent_connections_through_one_link() {
+    const N: usize = 10_000;
+    let files = Files::new();
+    let west_ca = ca("west-ca");
+    let access_port = free_port();
+    let backend_port = free_port();
+    // East's target: greets with its name, then echoes, in a process of its own
+    let echo_port = free_port();
+    let mut echo = std::process::Command::new("python3")
+        .args(["-c", ECHO_PY, &echo_port.to_string()])
+        .spawn()
+        .expect("python3 runs the echo target");
+    let mut west_doc = doc("west");
+    west_doc["tlsProfiles"] = json!([files.profile("site-server", &west_ca.pem, Some(&leaf(&west_ca, "west", &[])))]);
+    west_doc["routerAccess"] =
+        json!([{"name": "a", "host": "127.0.0.1", "port": access_port, "tlsProfile": "site-server"}]);
+    west_doc["listeners"] =
+        json!([{"name": "backend", "routingKey": "backend", "host": "127.0.0.1", "port": backend_port}]);
+    let mut east_doc = doc("east");
+    east_doc["tlsProfiles"] = json!([files.profile("link-west", &west_ca.pem, Some(&leaf(&west_ca, "east", &[])))]);
+    east_doc["links"] =
+        json!([{"name": "link-west", "host": "127.0.0.1", "port": access_port, "tlsProfile": "link-west"}]);
+    east_doc["connectors"] = json!([{"name": "backend", "routingKey": "backend", "port": echo_port,
+                                     "targets": [{"host": "127.0.0.1", "name": "echo"}]}]);
+    let mut routers = Vec::new();
+    for (name, document) in [("west", &west_doc), ("east", &east_doc)] {
+        let path = files.path().join(format!("{name}.json"));
+        std::fs::write(&path, document.to_string()).unwrap();
+        routers.push(
+            std::process::Command::new(env!("CARGO_BIN_EXE_service-network-router"))
+                .arg("--config")
+                .arg(&path)
+                .arg("--control-socket")
+                .arg(files.path().join(format!("{name}.sock")))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let result = async {
+        wait_answer(backend_port, "echo").await;
+        let mut conns = Vec::with_capacity(N);
+        while conns.len() < N {
+            let batch = (N - conns.len()).min(500);
+            conns.extend(futures_join(batch, backend_port, "echo").await);
+        }
+        // all open at once, each still carrying its own bytes both ways
+        let mut tasks = Vec::new();
+        for (i, c) in conns.into_iter().enumerate() {
+            tasks.push(tokio::spawn(async move {
+                let data = format!("stream {i} ").repeat(8).into_bytes();
+                let got = round_trip(c, &data).await;
+                assert_eq!(&got[..data.len()], &data[..]);
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(600), result).await;
+    for mut r in routers {
+        let _ = r.kill();
+        let _ = r.wait();
+    }
+    let _ = echo.kill();
+    let _ = echo.wait();
+    outcome.expect("10,000 connections within 10 minutes");
+}
+
+const ECHO_PY: &str = r#"
+import asyncio, sys
+async def serve(reader, writer):
+    writer.write(b"echo\n")
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.write(b"done\n")
+        writer.write_eof()
+        await writer.drain()
+    except OSError:
+        pass
+    writer.close()
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", int(sys.argv[1]), backlog=4096)
+    await server.serve_forever()
+asyncio.run(main())
+"#;
+
+async fn futures_join(n: usize, port: u16, who: &'static str) -> Vec<tokio::net::TcpStream> {
+    let mut tasks = Vec::with_capacity(n);
+    for _ in 0..n {
+        tasks.push(tokio::spawn(async move {
+            let (name, c) = greeting(addr(port)).await.expect("connected");
+            assert_eq!(name, who);
+            c
+        }));
+    }
+    let mut out = Vec::with_capacity(n);
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// A sink target that hashes what it receives and answers the digest; a source that sends `size` pseudo-random
+/// bytes: a long transfer through the link in one direction, checked end to end.
+async fn transfer(port: u16, size: u64) -> (u64, u64) {
+    let (_, mut c) = greeting(addr(port)).await.unwrap();
+    let (mut r, mut w) = c.split();
+    let send = async {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut sum = 0u64;
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut left = size;
+        while left > 0 {
+            for chunk in buf.chunks_mut(8) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            }
+            let n = left.min(buf.len() as u64) as usize;
+            sum = fold(sum, &buf[..n]);
+            w.write_all(&buf[..n]).await.unwrap();
+            left -= n as u64;
+        }
+        w.shutdown().await.unwrap();
+        sum
+    };
+    let recv = async {
+        let mut sum = 0u64;
+        let mut total = 0u64;
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let n = r.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            // the echo ends with "done\n" after the data
+            let take = (size.saturating_sub(total)).min(n as u64) as usize;
+            sum = fold(sum, &buf[..take]);
+            total += n as u64;
+        }
+        assert_eq!(total, size + 5);
+        sum
+    };
+    tokio::join!(send, recv)
+}
+
+/// An order-sensitive 64-bit checksum (FNV-1a over 8-byte words, the tail bytewise).
+fn fold(mut h: u64, data: &[u8]) -> u64 {
+    for b in data {
+        h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_gigabytes_cross_the_link_each_way_intact() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let size: u64 = std::env::var("TRANSFER_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(10 * 1_000_000_000);
+    // West's client to East's echo target over the link East dialed: every byte crosses it both ways
+    let (sent, echoed) = transfer(s.backend_port, size).await;
+    assert_eq!(sent, echoed, "West -> East -> West changed bytes");
+    stop(&s.west);
+    stop(&s.east);
+}
