@@ -24,6 +24,9 @@ struct Args {
     /// Worker threads (default: one per CPU).
     #[arg(long, env = "ROUTER_THREADS")]
     threads: Option<usize>,
+    /// Exit (as on SIGTERM) once the process that started this router is gone (the adaptor passes it).
+    #[arg(long)]
+    exit_with_parent: bool,
     /// Log filter (error, warn, info, debug, trace or a tracing directive).
     #[arg(long, env = "ROUTER_LOG", default_value = "info")]
     log_level: String,
@@ -113,8 +116,16 @@ async fn run(args: Args) -> i32 {
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
     let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+    let parent = std::os::unix::process::parent_id();
+    let mut orphan_check = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
+            _ = orphan_check.tick(), if args.exit_with_parent => {
+                if std::os::unix::process::parent_id() != parent {
+                    tracing::warn!("the process that started this router is gone: stopping");
+                    break;
+                }
+            }
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => {

@@ -4,7 +4,9 @@ Python control plane and the data plane (``router/src/api.rs``): one JSON reques
 line (``apply``, ``network``, ``status``, ``addresses``, ``metrics``, ``ready``).
 
 A crashed router is started again (back-off 0.5 s to 30 s) and given the last document: the adaptor sees no
-difference but the connections that were open.
+difference but the connections that were open. The router never outlives the adaptor: it gets SIGTERM when the
+adaptor dies (``PR_SET_PDEATHSIG``) and, with ``--exit-with-parent``, exits by itself once its parent is gone (a
+container whose main process was killed leaves no router behind).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RouterBinaryNotFound, RouterError, RouterStartError
+from .process import die_with_parent
 
 __all__ = ["BINARY", "DataPlane", "router_binary"]
 
@@ -85,13 +88,14 @@ class DataPlane:
         binary = router_binary(self.binary)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.socket_path.unlink(missing_ok=True)
-        args = [binary, "--control-socket", str(self.socket_path), "--log-level", self.log_level]
+        args = [binary, "--control-socket", str(self.socket_path), "--log-level", self.log_level,
+                "--exit-with-parent"]
         if self.threads:
             args += ["--threads", str(self.threads)]
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=die_with_parent)
         except OSError as e:
             raise RouterStartError(f"{binary} could not be started: {e.strerror}") from None
         assert self.proc.stdout is not None and self.proc.stderr is not None

@@ -67,7 +67,7 @@ async def check_config(haproxy: str, config_file: Path) -> None:
         raise HaproxyConfigRejected(out.decode("utf-8", "replace"))
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -146,7 +146,7 @@ class HaproxyProcess:
         self._proc = await asyncio.create_subprocess_exec(
             self.haproxy, "-W", "-S", f"{self.layout.master_socket},mode,600", "-f", str(self.layout.config_file),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent)
+            start_new_session=True, preexec_fn=die_with_parent)
         assert self._proc.stdout is not None
         self._relay = asyncio.create_task(self._relay_output(self._proc.stdout), name="haproxy-output")
         try:
