@@ -6,7 +6,7 @@ controller each). Each gets a namespace and a Site that accepts links; East runs
 AccessGrant in one site, its url, code and CA copied into an AccessToken in the next (two sites: issued in West,
 redeemed in East, as upstream's hello-world; three: West - Middle - East in a chain). Then a client in West connects
 to the Listener's Service and the name of the Pod in East that answered is printed, with every object's status.
-Last, the link towards East is cut (its Links deleted on both sides) and the demo shows what follows: the Listener
+Last, the link towards East is cut (its Link deleted) and the demo shows what follows: the Listener
 loses its connector in the status and the client is refused.
 
 ``--once`` prints all that and exits 0 only if the client got through before the cut. Loopback addresses only;

@@ -95,6 +95,7 @@ async def test_upstream_hello_world_verbatim_east_without_link_access(sites: Mul
     grant, token = _manifests("controller-example", "access_grant.yaml")[0], _manifests(
         "controller-example", "access_token.yaml")[0]
     await _apply(west, [grant])
+    await sites.access_endpoint("west")          # as `skupper token issue` waits for the site to be ready
     await _token_from_grant(west, east, grant["metadata"]["name"], token)
     # East has no router access: nothing could dial it; its one Link carries West's client to East's Pods
     assert not (await east.api.list("routeraccesses.skupper.io", "east"))[0]
