@@ -33,6 +33,7 @@ import platform
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -51,7 +52,36 @@ from service_network.site import pki
 
 ENGINES = ("haproxy", "rust")
 MEASUREMENTS = ("throughput", "connections", "latency", "memory")
-KINDS = ("sink", "echo", "http")
+KINDS = ("sink", "echo", "http", "idle")
+#: a target that serves many connections at once (router_bench's echo serves one at a time): the memory measure
+_CONCURRENT_ECHO = """
+import asyncio, sys
+async def serve(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    writer.close()
+async def main():
+    server = await asyncio.start_server(serve, sys.argv[1], int(sys.argv[2]), backlog=4096)
+    print("ready", flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def _concurrent_echo(host: str, port: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", _CONCURRENT_ECHO, host, str(port)], stdout=subprocess.PIPE,
+                            text=True)
+    if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("the concurrent echo backend did not start")
+    return proc
+
+
+def _progress(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 #: loopback addresses per engine: West, Middle, East
 HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
          "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"}}
@@ -212,6 +242,7 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
             out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
         return out
 
+    _progress(f"{topology}: measuring")
     if "throughput" in args.only:
         runs = _rounds(args, sides("sink"), lambda p, h: rb._throughput(p, h, args.seconds, max_bytes))
         tp: dict[str, Any] = {}
@@ -223,6 +254,7 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
                 tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / gb, 3)
         result["throughput"] = tp
     if "connections" in args.only:
+        _progress(f"{topology}: connections")
         runs = _rounds(args, sides("http"), lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients))
         cs: dict[str, Any] = {"clients": args.clients}
         for side, results in runs.items():
@@ -233,6 +265,7 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
                 cs[side]["router_cpu_us_per_connection"] = round(sum(c for _, c in results) * 1e6 / max(1, count))
         result["connections"] = cs
     if "latency" in args.only:
+        _progress(f"{topology}: latency")
         runs = _rounds(args, sides("echo"), lambda p, h: rb._latency(p, h, args.round_trips, args.seconds * 3))
         lat: dict[str, Any] = {}
         for side, results in runs.items():
@@ -243,8 +276,9 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
             lat[engine]["added_p50_us"] = round(lat[engine]["p50_us"] - lat["direct"]["p50_us"], 1)
         result["latency"] = lat
     if "memory" in args.only and topology == "two_hops":
+        _progress(f"{topology}: memory per connection")
         result["memory_per_connection"] = {
-            engine: _idle_connections(args, adaptors, listeners["echo"], HOSTS[engine]["west"])
+            engine: _idle_connections(args, adaptors, listeners["idle"], HOSTS[engine]["west"])
             for engine, (adaptors, listeners) in nets.items()}
     return result
 
@@ -375,6 +409,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
         procs.append(rb._start_backend("echo", rb.BACKEND, backends["echo"]))
         procs.append(rb._http_backend(haproxy, rb.BACKEND, backends["http"], state))
+        procs.append(_concurrent_echo(rb.BACKEND, backends["idle"]))
         for topology in args.topologies:
             async with contextlib.AsyncExitStack() as stack:
                 nets = {}
@@ -384,6 +419,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                     nets[engine] = await stack.enter_async_context(_network(state, engine, docs, haproxy))
                 result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology)
         if "memory" in args.only:
+            _progress("memory per idle link")
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)
         result.update(_ratios(result))
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),

@@ -243,9 +243,32 @@ async fn relay(from: &mut StreamRx, to: &StreamTx, counter: &AtomicU64) -> Resul
     }
 }
 
-/// Copies between a client and a local target until both directions close; a failure resets both.
+/// Copies between a client and a local target until both directions close; a failure resets both. Two plain TCP
+/// sockets are spliced (kernel pipes, no copy through user space; tokio-splice2, which keeps half-close:
+/// each direction's end shuts the other side's writing down); anything with TLS goes through `buffer`-sized copies.
 pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel: CancellationToken) -> End {
     let (mut a, mut b) = (a, b);
+    if let (Io::Plain(pa), Io::Plain(pb)) = (&mut a, &mut b) {
+        let result = tokio::select! {
+            r = tokio_splice2::copy_bidirectional(pa, pb) => r,
+            _ = cancel.cancelled() => Err(io::Error::other("cancelled")),
+        };
+        match result {
+            Ok(traffic) if traffic.error.is_none() => {
+                counts.up.fetch_add(traffic.tx as u64, Ordering::Relaxed);
+                counts.down.fetch_add(traffic.rx as u64, Ordering::Relaxed);
+                return End::Closed;
+            }
+            Ok(traffic) => {
+                counts.up.fetch_add(traffic.tx as u64, Ordering::Relaxed);
+                counts.down.fetch_add(traffic.rx as u64, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+        a.set_reset_on_close();
+        b.set_reset_on_close();
+        return if cancel.is_cancelled() { End::Cancelled } else { End::Reset(None) };
+    }
     let result = tokio::select! {
         r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, buffer, buffer) => r,
         _ = cancel.cancelled() => Err(io::Error::other("cancelled")),

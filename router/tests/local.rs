@@ -1,0 +1,42 @@
+//! One router alone: a Listener whose key has a target on the same router (plain TCP both sides: spliced).
+
+mod support;
+
+use std::net::SocketAddr;
+
+use serde_json::json;
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_target_gets_bytes_and_half_close_both_ways() {
+    let target = echo("local-pod").await;
+    let port = free_port();
+    let mut d = doc("solo");
+    d["listeners"] = json!([{"name": "l", "routingKey": "k", "host": "127.0.0.1", "port": port}]);
+    d["connectors"] = json!([{"name": "c", "routingKey": "k", "port": target.port(),
+                              "targets": [{"host": "127.0.0.1", "name": "pod"}]}]);
+    let r = start(&d);
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let start_at = std::time::Instant::now();
+    let conn = loop {
+        if let Ok((name, c)) = greeting(addr).await {
+            assert_eq!(name, "local-pod");
+            break c;
+        }
+        assert!(start_at.elapsed() < LIMIT, "the Listener never answered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let data: Vec<u8> = (0..20_000_000u32).map(|i| (i % 253) as u8).collect();
+    let got = round_trip(conn, &data).await;
+    assert_eq!(got.len(), data.len() + 5);
+    assert!(got[..data.len()] == data[..]);
+    assert_eq!(&got[data.len()..], b"done\n");
+    let metrics = router(&r).metrics_text();
+    assert!(
+        metrics.contains(
+            "service_network_connector_bytes_sent_total{connector=\"c\",target=\"pod\",routing_key=\"k\"} 20000000"
+        ),
+        "{metrics}"
+    );
+    stop(&r);
+}
