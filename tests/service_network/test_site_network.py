@@ -366,3 +366,20 @@ def test_per_pod_services_a_remote_site_can_cause_are_bounded() -> None:
     assert [(n[1], n[2]) for n in plan.notes] == [
         ("PodsNotExposed", f"{500 - MAX_PODS_BY_NAME} of 500 Pods of routing key \"backend\" are not exposed by "
                            f"name: at most {MAX_PODS_BY_NAME} per Listener")]
+
+
+def test_what_a_router_refused_over_a_link_becomes_a_warning_on_the_link() -> None:
+    """The Rust router's ``links[].warnings`` (an advertisement over its limits, one about itself): Warning Events
+    on the Link, with the router's words."""
+    me = SiteInfo(id="uid-west", name="west", namespace=NS)
+    db = with_peers([advert("east"), Advert(router="uid-west", site=me, seq=1,
+                                           links=(AdvertLink(to="east-uid", cost=1, name="to-east"),))])
+    raw = json.loads(status_text(network_status(db, "uid-west", me, [up_to_east()], [], (), ())))
+    raw["linksCarryBothWays"] = True
+    warnings = ["advertisement of router evil refused: 15000 routing keys (limit 2000)",
+                "an advertisement of this router with sequence number 9 arrived over this link; this router "
+                "re-advertised above it"]
+    raw["links"][0]["warnings"] = warnings
+    plan = compose_with([parse_router_status(json.dumps(raw))], links=[link("to-east", ep())])
+    assert [(n[0]["metadata"]["name"], n[1], n[2]) for n in plan.notes] == [
+        ("to-east", "AdvertisementRefused", warnings[0]), ("to-east", "AdvertisementOverridden", warnings[1])]

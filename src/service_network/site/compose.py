@@ -43,7 +43,7 @@ from .bindings import (
     tls_problem,
 )
 from .ha import group_labels, ha_router_objects
-from .links import LinkState, compose_links, observe_links
+from .links import LinkState, compose_links, link_warnings, observe_links
 from .netstatus import network_status_config_map
 from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
 from .ports import allocate
@@ -373,6 +373,7 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     document_text = document.to_json()
     document_dict = json.loads(document_text)
     observe_links(link_states, snapshot.links)
+    notes.extend(link_warnings(link_states, snapshot.links))
     record = dataclasses.replace(record_of(document_dict),
                                  links=tuple(r for state in link_states for r in state.records()))
     snapshot = inputs.view.snapshot(namespace, record)

@@ -148,6 +148,22 @@ def observe_links(states: Sequence[LinkState], reports: Sequence[LinkReport]) ->
             _operational(state, reports)
 
 
+def link_warnings(states: Sequence[LinkState], reports: Sequence[LinkReport]
+                  ) -> list[tuple[Mapping[str, Any], str, str]]:
+    """Warning Events for what a router refused or overrode of what came over a Link (an advertisement over the
+    limits or too far ahead, one about this router): (Link, reason, message)."""
+    out: list[tuple[Mapping[str, Any], str, str]] = []
+    for state in states:
+        names = {e["name"] for e in state.entries}
+        for report in reports:
+            if report.name not in names:
+                continue
+            for warning in report.warnings:
+                reason = "AdvertisementOverridden" if "re-advertised" in warning else "AdvertisementRefused"
+                out.append((state.obj, reason, warning))
+    return out
+
+
 def link_status(previous: Mapping[str, Any] | None, state: LinkState, *, generation: int | None, now: str
                 ) -> dict[str, Any]:
     """The status of a Link (``Configured``, ``Operational`` -> ``Ready``, ``remoteSiteId``, ``remoteSiteName``)."""

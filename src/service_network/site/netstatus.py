@@ -81,6 +81,7 @@ class _Link(_In):
     reason: str | None = Field(default=None, max_length=4096)
     remote_router: str | None = Field(default=None, max_length=253)
     remote_site: _SiteId | None = None
+    warnings: tuple[str, ...] = Field(default=(), max_length=16)
 
 
 class _Status(_In):
@@ -129,7 +130,8 @@ def parse_router_status(text: str) -> RouterStatus:
                                 links=links))
     reports = tuple(LinkReport(link.name, link.up, None if link.up else (link.reason or "down"),
                                link.remote_site.id if link.remote_site else None,
-                               link.remote_site.name if link.remote_site else None, status.router)
+                               link.remote_site.name if link.remote_site else None, status.router,
+                               tuple(w[:300] for w in link.warnings))
                     for link in status.links)
     return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports)
 
