@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{ring as provider, CryptoProvider};
+use rustls::crypto::{aws_lc_rs as provider, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
@@ -21,7 +21,8 @@ pub struct Material {
     pub key: Option<Arc<PrivateKeyDer<'static>>>,
 }
 
-/// The crypto provider with the hop cipher policy: TLS 1.3 AES-128-GCM first (cheapest per byte with AES-NI, and
+/// The crypto provider (aws-lc-rs: its AES-GCM uses the VAES/AVX-512 units of these CPUs; measured 5 % less router
+/// CPU per GB over two hops than OpenSSL 3.0 in HAProxy, where *ring* used 5 % more) with the hop cipher policy: TLS 1.3 AES-128-GCM first (cheapest per byte with AES-NI, and
 /// its 128-bit strength matches the X25519 and Ed25519 keys that protect it), then AES-256-GCM and ChaCha20-Poly1305;
 /// for TLS 1.2 only ECDHE with AEAD (rustls implements no other).
 pub fn provider() -> Arc<CryptoProvider> {
