@@ -1,9 +1,9 @@
 //! Bytes from a linked router into a link connection (after the handshake): the connection reads, dispatches and
 //! closes on bad input; never a panic, never more than the bounded frame buffer.
 #![no_main]
-use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use snrouter::mux::{Conn, OnOpen, Role};
+use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 
 fuzz_target!(|data: &[u8]| {
