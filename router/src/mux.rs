@@ -63,8 +63,6 @@ pub struct ConnShared {
     pings: Mutex<HashMap<u64, Instant>>,
     /// Last round trip measured by PING/PONG, in microseconds (0: none yet).
     rtt_us: AtomicU32,
-    /// Frames received (any kind): the link's liveness.
-    received: AtomicUsize,
     /// When the last bytes arrived (milliseconds since `born`).
     last_read_ms: AtomicU64,
     born: Instant,
@@ -96,7 +94,6 @@ impl Conn {
             goaway: AtomicBool::new(false),
             pings: Mutex::new(HashMap::new()),
             rtt_us: AtomicU32::new(0),
-            received: AtomicUsize::new(0),
             last_read_ms: AtomicU64::new(0),
             born: Instant::now(),
         });
@@ -128,10 +125,6 @@ impl Conn {
     /// Open streams on this connection.
     pub fn open_streams(&self) -> usize {
         self.shared.open.load(Ordering::Relaxed)
-    }
-
-    pub fn frames_received(&self) -> usize {
-        self.shared.received.load(Ordering::Relaxed)
     }
 
     /// Time since the peer last sent anything on this connection.
@@ -362,7 +355,6 @@ async fn reader<R: AsyncRead>(
     let result: Result<(), ReadEnd> = async {
         loop {
             while let Some(frame) = Frame::decode(&mut buf)? {
-                shared.received.fetch_add(1, Ordering::Relaxed);
                 dispatch(&shared, frame, &on_open, &on_control)?;
             }
             if buf.capacity() - buf.len() < 16 * 1024 {

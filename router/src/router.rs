@@ -184,10 +184,6 @@ impl Router {
         *self.access_addr.lock().unwrap()
     }
 
-    pub fn listener_address(&self, name: &str) -> Option<SocketAddr> {
-        self.bound.lock().unwrap().get(name).copied()
-    }
-
     pub fn bound_listeners(&self) -> Vec<(String, SocketAddr)> {
         let mut v: Vec<_> = self.bound.lock().unwrap().iter().map(|(k, a)| (k.clone(), *a)).collect();
         v.sort();
