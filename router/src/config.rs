@@ -218,6 +218,16 @@ impl Document {
         self.router.limits.clone().unwrap_or_default()
     }
 
+    /// Client connections the router carries at once; at the limit, Listeners stop accepting (new connections wait
+    /// in the kernel's backlog) until one ends. Default: no limit but the open-file limit (when descriptors run
+    /// out, accepting pauses and is retried).
+    pub fn max_connections(&self) -> usize {
+        match self.router.max_connections {
+            Some(n) => n.clamp(1, 10_000_000) as usize,
+            None => usize::MAX,
+        }
+    }
+
     pub fn data_connections(&self) -> usize {
         self.router.data_connections.unwrap_or(2).clamp(1, 16) as usize
     }

@@ -21,7 +21,7 @@ struct Args {
     /// host:port for /metrics, /healthz, /readyz and /network (port 0: any free port, printed at start).
     #[arg(long, env = "ROUTER_METRICS_ADDRESS")]
     metrics_address: Option<String>,
-    /// Worker threads (default: one per CPU).
+    /// Worker threads (default: the --config document's router.threads, else one per CPU).
     #[arg(long, env = "ROUTER_THREADS")]
     threads: Option<usize>,
     /// Exit (as on SIGTERM) once the process that started this router is gone (the adaptor passes it).
@@ -43,12 +43,18 @@ fn main() {
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!("could not raise the open-file limit: {e}");
     }
+    // the document's router.threads, unless --threads says otherwise (read before the runtime exists)
+    let first = args.config.as_ref().map(read_document);
+    let threads = args.threads.or_else(|| match &first {
+        Some(Ok(doc)) => doc.router.threads.map(|n| n as usize),
+        _ => None,
+    });
     let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.threads {
+    if let Some(n) = threads {
         rt.worker_threads(n.clamp(1, 64));
     }
     let rt = rt.enable_all().build().expect("tokio runtime");
-    let code = rt.block_on(run(args));
+    let code = rt.block_on(run(args, first));
     rt.shutdown_timeout(Duration::from_secs(2));
     std::process::exit(code);
 }
@@ -58,15 +64,15 @@ fn read_document(path: &PathBuf) -> Result<Document, Vec<String>> {
     Document::parse(&text)
 }
 
-async fn run(args: Args) -> i32 {
+async fn run(args: Args, first: Option<Result<Document, Vec<String>>>) -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
     let slot: Slot = Arc::new(Mutex::new(None));
     if args.config.is_none() && args.control_socket.is_none() {
         eprintln!("service-network-router: give --config, --control-socket or both");
         return 2;
     }
-    if let Some(path) = &args.config {
-        match read_document(path) {
+    if let Some(first) = first {
+        match first {
             Ok(doc) => {
                 let r = api::apply(&slot, doc);
                 for p in r["problems"].as_array().into_iter().flatten() {

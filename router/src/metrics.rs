@@ -38,6 +38,25 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// A target's series, looked up once when the target is configured rather than per connection (families never drop
+/// a series, so a handle stays the one the registry encodes).
+pub struct TargetSeries {
+    pub open: Gauge,
+    pub total: Counter,
+    pub bytes_out: Counter,
+    pub bytes_in: Counter,
+    pub errors: Counter,
+}
+
+/// A Listener's per-connection series, looked up once per Listener.
+pub struct ListenerSeries {
+    pub labels: ListenerLabels,
+    pub open: Gauge,
+    pub total: Counter,
+    pub bytes_in: Counter,
+    pub bytes_out: Counter,
+}
+
 pub struct Metrics {
     pub registry: Registry,
     pub listener_open: Family<ListenerLabels, Gauge>,
@@ -66,6 +85,26 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    pub fn target_series(&self, l: &TargetLabels) -> TargetSeries {
+        TargetSeries {
+            open: self.connector_open.get_or_create(l).clone(),
+            total: self.connector_total.get_or_create(l).clone(),
+            bytes_out: self.connector_bytes_out.get_or_create(l).clone(),
+            bytes_in: self.connector_bytes_in.get_or_create(l).clone(),
+            errors: self.connector_errors.get_or_create(l).clone(),
+        }
+    }
+
+    pub fn listener_series(&self, l: &ListenerLabels) -> ListenerSeries {
+        ListenerSeries {
+            labels: l.clone(),
+            open: self.listener_open.get_or_create(l).clone(),
+            total: self.listener_total.get_or_create(l).clone(),
+            bytes_in: self.listener_bytes_in.get_or_create(l).clone(),
+            bytes_out: self.listener_bytes_out.get_or_create(l).clone(),
+        }
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("service_network");
         let m = Metrics {

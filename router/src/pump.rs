@@ -82,6 +82,40 @@ impl AsyncWrite for Io {
     }
 }
 
+/// What ends a pump early: the connection's token (its listener, link or the router went away) and, for a
+/// connection to a local target, the target's (removed from its connector). Both are watched in place, with no
+/// task per connection to join them.
+#[derive(Clone)]
+pub struct Cancel {
+    conn: CancellationToken,
+    target: Option<CancellationToken>,
+}
+
+impl Cancel {
+    pub fn new(conn: CancellationToken) -> Self {
+        Cancel { conn, target: None }
+    }
+
+    /// Also ends when `target` is cancelled.
+    pub fn with_target(self, target: &CancellationToken) -> Self {
+        Cancel { target: Some(target.clone()), ..self }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.conn.is_cancelled() || self.target.as_ref().is_some_and(|t| t.is_cancelled())
+    }
+
+    pub async fn cancelled(&self) {
+        match &self.target {
+            None => self.conn.cancelled().await,
+            Some(t) => tokio::select! {
+                _ = self.conn.cancelled() => {}
+                _ = t.cancelled() => {}
+            },
+        }
+    }
+}
+
 /// Byte counters a pump adds to as it goes (`up`: from the socket into the stream; `down`: the other way).
 #[derive(Default)]
 pub struct Counts {
@@ -108,7 +142,7 @@ pub async fn socket_stream(
     mut rx: StreamRx,
     buffer: usize,
     counts: &Counts,
-    cancel: CancellationToken,
+    cancel: Cancel,
     mut opened: Option<(Instant, &prometheus_client::metrics::histogram::Histogram)>,
 ) -> End {
     let local = CancellationToken::new();
@@ -179,7 +213,7 @@ pub async fn socket_stream(
 }
 
 /// Runs `fut`; when it fails, ends its sibling (through `local`); a cancelled router ends both.
-async fn guard<F>(fut: F, local: &CancellationToken, cancel: &CancellationToken) -> Result<(), Option<ResetReason>>
+async fn guard<F>(fut: F, local: &CancellationToken, cancel: &Cancel) -> Result<(), Option<ResetReason>>
 where
     F: std::future::Future<Output = Result<(), Option<ResetReason>>>,
 {
@@ -194,12 +228,7 @@ where
 }
 
 /// Relays stream `a` into stream `b` and back (a router in the middle of a path).
-pub async fn stream_stream(
-    a: (StreamTx, StreamRx),
-    b: (StreamTx, StreamRx),
-    counts: &Counts,
-    cancel: CancellationToken,
-) -> End {
+pub async fn stream_stream(a: (StreamTx, StreamRx), b: (StreamTx, StreamRx), counts: &Counts, cancel: Cancel) -> End {
     let local = CancellationToken::new();
     let (a_tx, mut a_rx) = a;
     let (b_tx, mut b_rx) = b;
@@ -244,26 +273,21 @@ async fn relay(from: &mut StreamRx, to: &StreamTx, counter: &AtomicU64) -> Resul
 }
 
 /// Copies between a client and a local target until both directions close; a failure resets both. Two plain TCP
-/// sockets are spliced (kernel pipes, no copy through user space; tokio-splice2, which keeps half-close:
-/// each direction's end shuts the other side's writing down); anything with TLS goes through `buffer`-sized copies.
-pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel: CancellationToken) -> End {
+/// sockets go through [`Spliced`]: copied through a small buffer at first, then spliced (kernel pipes, no copy
+/// through user space) once a direction has carried [`SPLICE_AFTER`] bytes. Anything with TLS goes through
+/// `buffer`-sized copies.
+pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel: Cancel) -> End {
     let (mut a, mut b) = (a, b);
     if let (Io::Plain(pa), Io::Plain(pb)) = (&mut a, &mut b) {
+        let mut spliced = Spliced::new();
         let result = tokio::select! {
-            r = tokio_splice2::copy_bidirectional(pa, pb) => r,
+            r = std::future::poll_fn(|cx| spliced.poll(cx, pa, pb)) => r,
             _ = cancel.cancelled() => Err(io::Error::other("cancelled")),
         };
-        match result {
-            Ok(traffic) if traffic.error.is_none() => {
-                counts.up.fetch_add(traffic.tx as u64, Ordering::Relaxed);
-                counts.down.fetch_add(traffic.rx as u64, Ordering::Relaxed);
-                return End::Closed;
-            }
-            Ok(traffic) => {
-                counts.up.fetch_add(traffic.tx as u64, Ordering::Relaxed);
-                counts.down.fetch_add(traffic.rx as u64, Ordering::Relaxed);
-            }
-            Err(_) => {}
+        counts.up.fetch_add(spliced.forward.moved(), Ordering::Relaxed);
+        counts.down.fetch_add(spliced.backward.moved(), Ordering::Relaxed);
+        if result.is_ok() {
+            return End::Closed;
         }
         a.set_reset_on_close();
         b.set_reset_on_close();
@@ -287,6 +311,124 @@ pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel:
             } else {
                 End::Reset(None)
             }
+        }
+    }
+}
+
+/// Bytes a direction of [`Spliced`] copies through user space before it switches to splice: a short exchange (a
+/// request and its answer) never pays for the two kernel pipes a spliced direction needs (creating, sizing and
+/// closing them cost more than copying a few kilobytes), a bulk transfer soon stops copying.
+pub const SPLICE_AFTER: u64 = 64 * 1024;
+/// The user-space buffer of a direction while it copies.
+const COPY_BUFFER: usize = 16 * 1024;
+
+type SpliceDir = std::pin::Pin<Box<tokio_splice2::SpliceIo<TcpStream, TcpStream>>>;
+
+/// One direction of a plain TCP relay: copying, spliced, shutting its writer down, or done.
+enum Direction {
+    Copy { buf: BytesMut, start: usize, moved: u64 },
+    Splice { io: SpliceDir, before: u64 },
+    Shutdown { moved: u64 },
+    Done { moved: u64 },
+}
+
+impl Direction {
+    fn new() -> Self {
+        Direction::Copy { buf: BytesMut::new(), start: 0, moved: 0 }
+    }
+
+    /// Bytes written to the other side so far.
+    fn moved(&self) -> u64 {
+        match self {
+            Direction::Copy { moved, .. } | Direction::Shutdown { moved } | Direction::Done { moved } => *moved,
+            Direction::Splice { io, before } => before + io.has_written() as u64,
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        matches!(self, Direction::Done { .. })
+    }
+
+    /// Moves bytes from `r` to `w` until `r` ends, then shuts `w`'s writing down (half-close is carried through)
+    /// unless `other_done`: `w` has ended its own sending, both sockets are about to be closed, and closing a
+    /// socket whose input was read to its end sends the same FIN (one system call less per connection).
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: &mut TcpStream,
+        w: &mut TcpStream,
+        other_done: bool,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            match self {
+                Direction::Copy { buf, start, moved } => {
+                    if *start < buf.len() {
+                        let n = std::task::ready!(Pin::new(&mut *w).poll_write(cx, &buf[*start..]))?;
+                        if n == 0 {
+                            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                        }
+                        *start += n;
+                        *moved += n as u64;
+                        continue;
+                    }
+                    if *moved >= SPLICE_AFTER {
+                        // No pipe (out of file descriptors, say): go on copying.
+                        if let Ok(ctx) = tokio_splice2::SpliceIoCtx::prepare() {
+                            *self = Direction::Splice { io: Box::pin(ctx.into_io()), before: *moved };
+                            continue;
+                        }
+                    }
+                    // Reads into spare capacity (never zeroed: no memset per connection).
+                    buf.clear();
+                    *start = 0;
+                    buf.reserve(COPY_BUFFER);
+                    let n = std::task::ready!(tokio_util::io::poll_read_buf(Pin::new(&mut *r), cx, buf))?;
+                    if n == 0 {
+                        *self = if other_done {
+                            Direction::Done { moved: *moved }
+                        } else {
+                            Direction::Shutdown { moved: *moved }
+                        };
+                        continue;
+                    }
+                }
+                Direction::Splice { io, before } => {
+                    let result = std::task::ready!(io.as_mut().poll_execute(cx, Pin::new(r), Pin::new(w)));
+                    let moved = *before + io.has_written() as u64;
+                    *self = Direction::Done { moved };
+                    return Poll::Ready(result);
+                }
+                Direction::Shutdown { moved } => {
+                    std::task::ready!(Pin::new(&mut *w).poll_shutdown(cx))?;
+                    *self = Direction::Done { moved: *moved };
+                }
+                Direction::Done { .. } => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+}
+
+/// A relay between two plain TCP sockets, both directions polled by one task (each direction reads one socket and
+/// writes the other, so their wakers never collide). Ends when both directions are done or either fails.
+struct Spliced {
+    forward: Direction,
+    backward: Direction,
+}
+
+impl Spliced {
+    fn new() -> Self {
+        Spliced { forward: Direction::new(), backward: Direction::new() }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>, a: &mut TcpStream, b: &mut TcpStream) -> Poll<io::Result<()>> {
+        let backward_done = self.backward.is_done();
+        let forward = self.forward.poll(cx, a, b, backward_done);
+        let forward_done = self.forward.is_done();
+        let backward = self.backward.poll(cx, b, a, forward_done);
+        match (forward, backward) {
+            (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
+            (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
+            _ => Poll::Pending,
         }
     }
 }

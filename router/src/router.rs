@@ -17,7 +17,9 @@ use crate::config::{self, Document, Limits, Site};
 use crate::frame::{Open, ResetReason};
 use crate::link::{self, AcceptorHello, DialerHello, KeyLoad, LinkGroup};
 use crate::linkstate::{self, AdLink, Advert, Db, Message, Offer, Refusal, Service};
-use crate::metrics::{LinkLabels, ListenerLabels, Metrics, ReasonLabels, RefusalLabels, TargetLabels};
+use crate::metrics::{
+    LinkLabels, ListenerLabels, ListenerSeries, Metrics, ReasonLabels, RefusalLabels, TargetLabels, TargetSeries,
+};
 use crate::mux::{Conn, OnOpen, Role, StreamRx, StreamTx};
 use crate::pump::{self, Counts, End, Io};
 use crate::tls;
@@ -51,7 +53,7 @@ pub struct Target {
     fingerprint: String,
     pub open: AtomicUsize,
     pub cancel: CancellationToken,
-    labels: TargetLabels,
+    series: TargetSeries,
 }
 
 struct ListenerRun {
@@ -102,6 +104,10 @@ pub struct Router {
     buffer: AtomicUsize,
     connect_timeout_ms: AtomicU64,
     data_connections: AtomicUsize,
+    /// Client connections open through this router's Listeners, and how many may be.
+    clients: AtomicUsize,
+    max_clients: AtomicUsize,
+    client_slot_freed: tokio::sync::Notify,
     handshakes: Arc<Semaphore>,
     pub shutdown: CancellationToken,
     access_addr: Mutex<Option<SocketAddr>>,
@@ -164,6 +170,9 @@ impl Router {
             buffer: AtomicUsize::new(64 * 1024),
             connect_timeout_ms: AtomicU64::new(10_000),
             data_connections: AtomicUsize::new(2),
+            clients: AtomicUsize::new(0),
+            max_clients: AtomicUsize::new(usize::MAX),
+            client_slot_freed: tokio::sync::Notify::new(),
             shutdown: CancellationToken::new(),
             access_addr: Mutex::new(None),
             bound: Mutex::new(HashMap::new()),
@@ -251,6 +260,8 @@ impl Router {
         self.buffer.store(doc.buffer_size(), Ordering::Relaxed);
         self.connect_timeout_ms.store(doc.connect_timeout().as_millis() as u64, Ordering::Relaxed);
         self.data_connections.store(doc.data_connections(), Ordering::Relaxed);
+        self.max_clients.store(doc.max_connections(), Ordering::Relaxed);
+        self.client_slot_freed.notify_waiters();
 
         let mut materials: HashMap<String, Result<tls::Material, String>> = HashMap::new();
         for p in &doc.tls_profiles {
@@ -318,11 +329,11 @@ impl Router {
                             fingerprint: fingerprint.clone(),
                             open: AtomicUsize::new(0),
                             cancel: CancellationToken::new(),
-                            labels: TargetLabels {
+                            series: self.metrics.target_series(&TargetLabels {
                                 connector: crate::truncate(&c.name, 200),
                                 target: crate::truncate(t.key(), 200),
                                 routing_key: crate::truncate(&c.routing_key, 200),
-                            },
+                            }),
                         })
                     }
                 };
@@ -509,6 +520,7 @@ impl Router {
             listener: crate::truncate(&l.name, 200),
             routing_key: crate::truncate(&l.routing_key, 200),
         };
+        let series = Arc::new(self.metrics.listener_series(&labels));
         let mut changes = self.changed.subscribe();
         let host = if l.host.is_empty() { "0.0.0.0" } else { l.host.as_str() };
         let addr: SocketAddr =
@@ -544,15 +556,24 @@ impl Router {
             }
             self.metrics.listener_accepting.get_or_create(&labels).set(1);
             loop {
+                let has_slot = self.clients.load(Ordering::Relaxed) < self.max_clients.load(Ordering::Relaxed);
                 tokio::select! {
-                    accepted = socket.accept() => match accepted {
+                    // at router.maxConnections: wait for a connection to end (the poll covers a wake-up missed
+                    // between the check and the wait)
+                    _ = self.client_slot_freed.notified(), if !has_slot => {}
+                    _ = tokio::time::sleep(Duration::from_millis(50)), if !has_slot => {}
+                    accepted = socket.accept(), if has_slot => match accepted {
                         Ok((stream, _)) => {
+                            let slot = ClientSlot::new(&self);
                             let me = self.clone();
                             let key = l.routing_key.clone();
-                            let labels = labels.clone();
+                            let series = series.clone();
                             let acceptor = acceptor.clone();
                             let conn_cancel = conns.child_token();
-                            tokio::spawn(async move { me.serve_client(stream, key, labels, acceptor, conn_cancel).await });
+                            tokio::spawn(async move {
+                                me.serve_client(stream, key, series, acceptor, conn_cancel).await;
+                                drop(slot);
+                            });
                         }
                         Err(e) => {
                             tracing::debug!("accept: {e}");
@@ -579,11 +600,11 @@ impl Router {
         self: Arc<Self>,
         stream: TcpStream,
         key: String,
-        labels: ListenerLabels,
+        series: Arc<ListenerSeries>,
         acceptor: Option<tokio_rustls::TlsAcceptor>,
         cancel: CancellationToken,
     ) {
-        let _ = stream.set_nodelay(true);
+        let labels = &series.labels;
         let refuse = |reason: &str, stream: &TcpStream| {
             let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
             self.metrics
@@ -616,9 +637,8 @@ impl Router {
                 }
             },
         };
-        self.metrics.listener_total.get_or_create(&labels).inc();
-        let open_gauge = self.metrics.listener_open.get_or_create(&labels).clone();
-        open_gauge.inc();
+        series.total.inc();
+        series.open.inc();
         let counts = Counts::default();
         match dest {
             Dest::Local(target) => {
@@ -626,13 +646,13 @@ impl Router {
                 match self.dial(&target).await {
                     Some(t) => {
                         self.target_open(&target);
-                        let cancel2 = merge(&cancel, &target.cancel);
-                        pump::socket_socket(client, t, self.buffer(), &counts, cancel2).await;
+                        let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
+                        pump::socket_socket(client, t, self.buffer(), &counts, cancel).await;
                         self.target_close(&target, &counts, false);
                     }
                     None => {
                         client.set_reset_on_close();
-                        self.refused(&labels, "dial_failed");
+                        self.refused(labels, "dial_failed");
                     }
                 }
             }
@@ -647,7 +667,7 @@ impl Router {
                             rx,
                             self.buffer(),
                             &counts,
-                            cancel,
+                            pump::Cancel::new(cancel),
                             Some((started, &self.metrics.stream_open_seconds)),
                         )
                         .await;
@@ -656,7 +676,7 @@ impl Router {
                                 reason,
                                 ResetReason::NoRoute | ResetReason::DialFailed | ResetReason::TtlExpired
                             ) {
-                                self.refused(&labels, reason.as_str());
+                                self.refused(labels, reason.as_str());
                             }
                         }
                         group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -664,14 +684,14 @@ impl Router {
                     }
                     None => {
                         client.set_reset_on_close();
-                        self.refused(&labels, "link_down");
+                        self.refused(labels, "link_down");
                     }
                 }
             }
         }
-        open_gauge.dec();
-        self.metrics.listener_bytes_in.get_or_create(&labels).inc_by(counts.up.load(Ordering::Relaxed));
-        self.metrics.listener_bytes_out.get_or_create(&labels).inc_by(counts.down.load(Ordering::Relaxed));
+        series.open.dec();
+        series.bytes_in.inc_by(counts.up.load(Ordering::Relaxed));
+        series.bytes_out.inc_by(counts.down.load(Ordering::Relaxed));
     }
 
     fn refused(&self, labels: &ListenerLabels, reason: &str) {
@@ -706,26 +726,26 @@ impl Router {
         };
         let r = tokio::time::timeout(self.connect_timeout(), connect).await.ok().flatten();
         if r.is_none() {
-            self.metrics.connector_errors.get_or_create(&target.labels).inc();
+            target.series.errors.inc();
         }
         r
     }
 
     fn target_open(&self, target: &Target) {
-        self.metrics.connector_total.get_or_create(&target.labels).inc();
-        self.metrics.connector_open.get_or_create(&target.labels).inc();
+        target.series.total.inc();
+        target.series.open.inc();
     }
 
     /// Books a finished connection to a target (`counts.up` went to the target when `reversed` is false).
     fn target_close(&self, target: &Target, counts: &Counts, reversed: bool) {
-        self.metrics.connector_open.get_or_create(&target.labels).dec();
+        target.series.open.dec();
         let (to_target, from_target) = if reversed {
             (counts.down.load(Ordering::Relaxed), counts.up.load(Ordering::Relaxed))
         } else {
             (counts.up.load(Ordering::Relaxed), counts.down.load(Ordering::Relaxed))
         };
-        self.metrics.connector_bytes_out.get_or_create(&target.labels).inc_by(to_target);
-        self.metrics.connector_bytes_in.get_or_create(&target.labels).inc_by(from_target);
+        target.series.bytes_out.inc_by(to_target);
+        target.series.bytes_in.inc_by(from_target);
     }
 
     /// A stream a neighbour opened: to a local target, onward to the next hop, or reset.
@@ -747,7 +767,7 @@ impl Router {
                             tx.opened().await;
                             me.target_open(&target);
                             let counts = Counts::default();
-                            let cancel = merge(&cancel, &target.cancel);
+                            let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
                             pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, None).await;
                             me.target_close(&target, &counts, true);
                         }
@@ -760,7 +780,7 @@ impl Router {
                         None => tx.reset(ResetReason::NoRoute).await,
                         Some(onward) => {
                             let counts = Counts::default();
-                            pump::stream_stream((tx, rx), onward, &counts, cancel).await;
+                            pump::stream_stream((tx, rx), onward, &counts, pump::Cancel::new(cancel)).await;
                             group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
                             group.bytes_in.fetch_add(counts.down.load(Ordering::Relaxed), Ordering::Relaxed);
                         }
@@ -843,7 +863,6 @@ impl Router {
         stream: TcpStream,
         acceptor: tokio_rustls::TlsAcceptor,
     ) -> Result<(tokio_rustls::server::TlsStream<TcpStream>, DialerHello, String), (&'static str, String)> {
-        let _ = stream.set_nodelay(true);
         let mut tls = acceptor.accept(stream).await.map_err(|e| ("tls", e.to_string()))?;
         let cn = tls
             .get_ref()
@@ -1499,21 +1518,30 @@ fn profile_stamp(doc: &Document, name: Option<&str>) -> Vec<Option<SystemTime>> 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
+    // Accepted sockets inherit TCP_NODELAY from the listening socket on Linux (one system call less per
+    // connection).
+    socket.set_nodelay(true)?;
     socket.bind(addr)?;
     socket.listen(1024)
 }
 
-/// A token cancelled when either is.
-fn merge(a: &CancellationToken, b: &CancellationToken) -> CancellationToken {
-    let c = a.child_token();
-    let (c2, b2) = (c.clone(), b.clone());
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = b2.cancelled() => c2.cancel(),
-            _ = c2.cancelled() => {}
+/// One of `router.maxConnections`, held while a client connection is open.
+struct ClientSlot(Arc<Router>);
+
+impl ClientSlot {
+    fn new(r: &Arc<Router>) -> Self {
+        r.clients.fetch_add(1, Ordering::Relaxed);
+        ClientSlot(r.clone())
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let before = self.0.clients.fetch_sub(1, Ordering::Relaxed);
+        if before >= self.0.max_clients.load(Ordering::Relaxed) {
+            self.0.client_slot_freed.notify_waiters();
         }
-    });
-    c
+    }
 }
 
 struct LoadGuard<'a>(&'a AtomicUsize);

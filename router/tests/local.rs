@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use serde_json::json;
 use support::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_local_target_gets_bytes_and_half_close_both_ways() {
+/// A Listener on this router whose routing key has one local target (the echo Pod); returns the router and the
+/// first connection that got the Pod's greeting.
+async fn local_listener() -> (snrouter::api::Slot, tokio::net::TcpStream) {
     let target = echo("local-pod").await;
     let port = free_port();
     let mut d = doc("solo");
@@ -26,6 +27,13 @@ async fn a_local_target_gets_bytes_and_half_close_both_ways() {
         assert!(start_at.elapsed() < LIMIT, "the Listener never answered");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
+    (r, conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_target_gets_bytes_and_half_close_both_ways() {
+    // 20 MB each way: both directions copy their first bytes, then splice.
+    let (r, conn) = local_listener().await;
     let data: Vec<u8> = (0..20_000_000u32).map(|i| (i % 253) as u8).collect();
     let got = round_trip(conn, &data).await;
     assert_eq!(got.len(), data.len() + 5);
@@ -35,6 +43,23 @@ async fn a_local_target_gets_bytes_and_half_close_both_ways() {
     assert!(
         metrics.contains(
             "service_network_connector_bytes_sent_total{connector=\"c\",target=\"pod\",routing_key=\"k\"} 20000000"
+        ),
+        "{metrics}"
+    );
+    stop(&r);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_exchange_is_copied_and_half_closed_both_ways() {
+    // Below the splice threshold in both directions: copied through user space only.
+    let (r, conn) = local_listener().await;
+    let data: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let got = round_trip(conn, &data).await;
+    assert_eq!(got, [&data[..], b"done\n"].concat());
+    let metrics = router(&r).metrics_text();
+    assert!(
+        metrics.contains(
+            "service_network_connector_bytes_sent_total{connector=\"c\",target=\"pod\",routing_key=\"k\"} 1000"
         ),
         "{metrics}"
     );

@@ -66,6 +66,8 @@ class DataPlane:
         self.socket_path = state_dir / "router.sock"
         self.binary = binary
         self.threads = threads
+        #: the worker threads of the process running now (None: one per CPU)
+        self.started_threads: int | None = None
         self.log_level = log_level
         self.proc: asyncio.subprocess.Process | None = None
         self.last_document: dict[str, Any] | None = None
@@ -92,6 +94,7 @@ class DataPlane:
                 "--exit-with-parent"]
         if self.threads:
             args += ["--threads", str(self.threads)]
+        self.started_threads = self.threads
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,

@@ -77,6 +77,7 @@ class RustAdaptor:
         self.metrics_address = metrics_address
         self.tls_resolver: TlsResolver = tls_resolver or FileTlsResolver()
         self.bind_host = bind_host
+        self._threads = threads      # given here: wins over the document's router.threads
         self.plane = DataPlane(self.state_dir, router_binary, threads=threads,
                                log_level=os.environ.get("ROUTER_LOG", "info"))
         self.registry = CollectorRegistry()
@@ -151,6 +152,12 @@ class RustAdaptor:
         if not answer.get("ok"):
             raise ConfigError([str(p) for p in answer.get("problems", [])])
         self.document = config
+        if self._threads is None:
+            self.plane.threads = config.router.threads
+        if self.plane.threads != self.plane.started_threads:
+            running, wanted = (n or "one per CPU" for n in (self.plane.started_threads, self.plane.threads))
+            problems.append(f"router.threads: the router runs {running} worker threads; {wanted} take effect "
+                            "when it restarts")
         self.problems = problems + [str(p) for p in answer.get("problems", [])]
         for p in self.problems:
             log.warning("%s", p)
@@ -251,6 +258,8 @@ class RustAdaptor:
         first = await anext(snapshots)
         config = self._parse(first)
         self._watch_tls(config)
+        if self._threads is None:
+            self.plane.threads = config.router.threads
         await self.plane.start()
         await self._apply(config, first.origin)
         log.info("router started from %s", first.origin)
