@@ -203,7 +203,7 @@ impl Frame {
         HEADER_LEN + self.payload_len()
     }
 
-    fn payload_len(&self) -> usize {
+    pub fn payload_len(&self) -> usize {
         match self {
             Self::Hello(b) | Self::Control(b) => b.len(),
             Self::Data { data, .. } => data.len(),
@@ -218,13 +218,23 @@ impl Frame {
     /// Appends the frame to `out`. Panics only on a frame this router built wrongly (a payload over its bound),
     /// never on input from the network: decoded frames are within bounds by construction.
     pub fn encode(&self, out: &mut BytesMut) {
+        out.reserve(HEADER_LEN + self.payload_len());
+        self.encode_header(out);
+        self.encode_payload(out);
+    }
+
+    /// The header alone (a DATA frame's payload can then be written from where it is, without a copy).
+    pub fn encode_header(&self, out: &mut BytesMut) {
         let len = self.payload_len();
         assert!(len <= self.kind().max_payload(), "frame {:?} payload {len} over its bound", self.kind());
-        out.reserve(HEADER_LEN + len);
+        out.reserve(HEADER_LEN);
         out.put_u8(self.kind() as u8);
         out.put_u8(0);
         out.put_u32(self.stream());
         out.put_u32(len as u32);
+    }
+
+    fn encode_payload(&self, out: &mut BytesMut) {
         match self {
             Self::Hello(b) | Self::Control(b) => out.extend_from_slice(b),
             Self::Data { data, .. } => out.extend_from_slice(data),

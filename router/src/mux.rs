@@ -309,30 +309,98 @@ impl StreamRx {
     }
 }
 
+/// Frames taken from the queue for one write at most.
+const WRITE_FRAMES: usize = 256;
+
+/// Writes queued frames in batches of up to [`WRITE_BATCH`] bytes: small frames and DATA headers are encoded into
+/// one buffer, DATA payloads are written from where they are (vectored), so TLS copies each byte once, into its
+/// records.
 async fn writer<W: AsyncWrite>(mut w: tokio::io::WriteHalf<W>, mut rx: mpsc::Receiver<Frame>, shared: Arc<ConnShared>) {
-    let mut buf = BytesMut::with_capacity(WRITE_BATCH + MAX_DATA);
+    let mut heads = BytesMut::with_capacity(4096);
+    let mut frames: Vec<Frame> = Vec::with_capacity(WRITE_FRAMES);
+    let mut parts: Vec<Part> = Vec::with_capacity(2 * WRITE_FRAMES);
     loop {
         let frame = tokio::select! {
             f = rx.recv() => match f { Some(f) => f, None => break },
             _ = wait_closed(&shared) => break,
         };
-        frame.encode(&mut buf);
-        while buf.len() < WRITE_BATCH {
+        let mut size = frame.payload_len() + crate::frame::HEADER_LEN;
+        frames.push(frame);
+        while size < WRITE_BATCH && frames.len() < WRITE_FRAMES {
             match rx.try_recv() {
-                Ok(f) => f.encode(&mut buf),
+                Ok(f) => {
+                    size += f.payload_len() + crate::frame::HEADER_LEN;
+                    frames.push(f);
+                }
                 Err(_) => break,
             }
         }
-        if w.write_all(&buf).await.is_err() || w.flush().await.is_err() {
-            break;
+        heads.clear();
+        parts.clear();
+        for (i, f) in frames.iter().enumerate() {
+            let start = heads.len();
+            match f {
+                Frame::Data { .. } => {
+                    f.encode_header(&mut heads);
+                    push_head(&mut parts, start..heads.len());
+                    parts.push(Part::Payload(i));
+                }
+                _ => {
+                    f.encode(&mut heads);
+                    push_head(&mut parts, start..heads.len());
+                }
+            }
         }
-        buf.clear();
-        if buf.capacity() > 4 * WRITE_BATCH {
-            buf = BytesMut::with_capacity(WRITE_BATCH + MAX_DATA);
+        let mut slices: Vec<std::io::IoSlice<'_>> = parts
+            .iter()
+            .map(|p| match p {
+                Part::Head(r) => std::io::IoSlice::new(&heads[r.clone()]),
+                Part::Payload(i) => match &frames[*i] {
+                    Frame::Data { data, .. } => std::io::IoSlice::new(data),
+                    _ => std::io::IoSlice::new(&[]),
+                },
+            })
+            .collect();
+        let written = write_all_vectored(&mut w, &mut slices).await;
+        drop(slices);
+        frames.clear();
+        if written.is_err() || w.flush().await.is_err() {
+            break;
         }
     }
     shared.shutdown();
     let _ = w.shutdown().await;
+}
+
+/// A piece of one vectored write: a range of the encoded heads, or the payload of the batch's DATA frame `i`.
+enum Part {
+    Head(std::ops::Range<usize>),
+    Payload(usize),
+}
+
+/// Adds an encoded range, joined to the previous one when they touch (fewer slices).
+fn push_head(parts: &mut Vec<Part>, r: std::ops::Range<usize>) {
+    if let Some(Part::Head(last)) = parts.last_mut() {
+        if last.end == r.start {
+            last.end = r.end;
+            return;
+        }
+    }
+    parts.push(Part::Head(r));
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    mut slices: &mut [std::io::IoSlice<'_>],
+) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        let n = w.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
 }
 
 async fn wait_closed(shared: &ConnShared) {
