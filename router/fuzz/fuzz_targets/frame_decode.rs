@@ -10,7 +10,12 @@ fuzz_target!(|data: &[u8]| {
         let before = buf.len();
         match Frame::decode(&mut buf) {
             Ok(Some(frame)) => {
-                assert_eq!(before - buf.len(), frame.wire_len());
+                // an RST may carry bytes after its reason (ignored: room for a message in a later version)
+                if matches!(frame, Frame::Rst { .. }) {
+                    assert!(before - buf.len() >= frame.wire_len());
+                } else {
+                    assert_eq!(before - buf.len(), frame.wire_len());
+                }
                 // what decodes re-encodes to the same bytes
                 let mut again = BytesMut::new();
                 frame.encode(&mut again);
