@@ -109,36 +109,41 @@ def test_grant_defaults_one_redemption_within_15_minutes_of_creation() -> None:
     assert grant.code == "generated"
     assert not grant.expired(T0 + datetime.timedelta(minutes=14, seconds=59))
     assert grant.expired(T0 + datetime.timedelta(minutes=15))
-    assert grant_of(_grant({"code": "mine"}, {"code": "generated"})).code == "mine"
+    assert grant_of(_grant({"code": MINE}, {"code": "generated"})).code == MINE
 
 
 def test_remaining_redemptions_count_down_and_never_go_negative() -> None:
-    spec = {"redemptionsAllowed": 3, "code": "c"}
+    spec = {"redemptionsAllowed": 3, "code": CODE}
     assert [grant_of(_grant(spec, {"redemptions": n})).remaining() for n in (0, 1, 2, 3, 4)] == [3, 2, 1, 0, 0]
+
+
+SECRET = "secret-0123456789abcdefgh"       # hand-set codes have at least 24 characters (the CRD's minLength)
+CODE = "c-0123456789abcdefghijklmn"
+MINE = "mine-0123456789abcdefghijk"
 
 
 def test_redemption_decision() -> None:
     now = T0 + datetime.timedelta(minutes=1)
-    grant = grant_of(_grant({"code": "secret", "redemptionsAllowed": 2}, {"redemptions": 1}))
-    assert check_redemption(grant, "secret", now) is None
+    grant = grant_of(_grant({"code": SECRET, "redemptionsAllowed": 2}, {"redemptions": 1}))
+    assert check_redemption(grant, SECRET, now) is None
     wrong = check_redemption(grant, "Secret", now)
     assert wrong is not None and (wrong.http_status, wrong.reason) == (403, "WrongCode")
     assert wrong.message == "AccessGrant west/g: the code is wrong"
-    late = check_redemption(grant, "secret", T0 + datetime.timedelta(hours=1))
+    late = check_redemption(grant, SECRET, T0 + datetime.timedelta(hours=1))
     assert late is not None and late.reason == "Expired"
     assert late.message == "AccessGrant west/g expired at 2026-11-23T10:15:00Z"
-    used = check_redemption(grant_of(_grant({"code": "secret", "redemptionsAllowed": 2}, {"redemptions": 2})),
-                            "secret", now)
+    used = check_redemption(grant_of(_grant({"code": SECRET, "redemptionsAllowed": 2}, {"redemptions": 2})),
+                            SECRET, now)
     assert used is not None and used.message == "AccessGrant west/g has no redemptions left (2 of 2 used)"
     # A grant whose code is not generated yet accepts no code, not even the empty one.
     assert check_redemption(grant_of(_grant()), "", now) is not None
-    broken = check_redemption(grant_of(_grant({"code": "c", "expirationWindow": "soon"})), "c", now)
+    broken = check_redemption(grant_of(_grant({"code": CODE, "expirationWindow": "soon"})), CODE, now)
     assert broken is not None and broken.http_status == 409 and "spec.expirationWindow" in broken.message
 
 
 def test_grant_state_and_status_keep_the_count_of_the_grant_server() -> None:
     now = T0 + datetime.timedelta(minutes=1)
-    grant = grant_of(_grant({"code": "c"}, {"redemptions": 0}))
+    grant = grant_of(_grant({"code": CODE}, {"redemptions": 0}))
     assert grant_state(grant, now, site_problem=None, server=True).reason == "Ready"
     assert grant_state(grant, now, site_problem="No active site in namespace", server=True).message == (
         "No active site in namespace")
@@ -163,7 +168,7 @@ def _credentials(ca: pki.KeyPair, host: str = "127.2.3.1") -> dict[str, Any]:
 
 def test_a_link_back_in_a_redemption_request_is_ignored() -> None:
     """Earlier versions sent a link back; it is neither validated nor kept (the one link carries both ways)."""
-    request = RedeemRequest.model_validate({"code": "c", "token": "t", "site": {"id": "i", "name": "n"},
+    request = RedeemRequest.model_validate({"code": CODE, "token": "t", "site": {"id": "i", "name": "n"},
                                             "linkBack": {"endpoints": [{"host": "evil\nbind :1"}]}})
     assert "link_back" not in request.model_dump() and request.site.id == "i"
 

@@ -148,6 +148,18 @@ async def test_connector_needs_exactly_one_of_host_and_selector(sim: KubeSim, sp
     assert refused.value.code == 422
 
 
+async def test_a_hand_set_grant_code_shorter_than_a_generated_one_is_refused(sim: KubeSim) -> None:
+    def grant(name: str, code: str) -> dict[str, Any]:
+        return {"apiVersion": "skupper.io/v2alpha1", "kind": "AccessGrant",
+                "metadata": {"name": name, "namespace": "west"}, "spec": {"code": code}}
+    with pytest.raises(ApiError) as refused:
+        await sim.api.create("accessgrants.skupper.io", grant("short", "x" * 23), "west")
+    assert refused.value.code == 422
+    assert "spec.code" in str(refused.value) and "24" in str(refused.value)
+    created = await sim.api.create("accessgrants.skupper.io", grant("long", "x" * 24), "west")
+    assert created["spec"]["code"] == "x" * 24
+
+
 async def test_kubectl_prints_upstream_columns(sim: KubeSim, tmp_path: Path) -> None:
     await sim.api.create("listeners.skupper.io", {"apiVersion": "skupper.io/v2alpha1", "kind": "Listener",
                                                   "metadata": {"name": "backend", "namespace": "west"},

@@ -356,8 +356,9 @@ class AccessGrantSpec(_Model):
     expiration_window: str | None = Field(default=None, json_schema_extra={"format": "duration"})
     """How long tokens of this grant may be redeemed (default 15m)."""
 
-    code: str | None = None
-    """The secret code tokens must present (generated when unset)."""
+    code: str | None = Field(default=None, min_length=24)
+    """The secret code tokens must present (generated when unset; at least 24 characters, the length of a
+    generated one, so that it cannot be guessed)."""
 
     issuer: str | None = None
     """Secret of the CA that signs the certificates of redeemed tokens (default: the Site's defaultIssuer)."""

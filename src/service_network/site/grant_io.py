@@ -132,6 +132,11 @@ class GrantKeeper:
         if not cached:
             return Refusal(404, "NotFound", "no AccessGrant for this URL (deleted, or another site's)")
         namespace, name = meta(cached[0]).namespace, meta(cached[0]).name
+        # a wrong code is refused from the watch cache: guessing costs the API server nothing
+        known = grant_of(cached[0])
+        if not known.problem and not known.code_matches(request.code):
+            log.info("redemption of AccessGrant %s/%s refused: WrongCode", namespace, name)
+            return Refusal(403, "WrongCode", f"AccessGrant {namespace}/{name}: the code is wrong")
         for _ in range(ATTEMPTS):
             try:
                 obj = await self.api.get(ACCESS_GRANT, name, namespace)

@@ -83,6 +83,10 @@ class Grant:
     def remaining(self) -> int:
         return max(0, self.allowed - self.redemptions)
 
+    def code_matches(self, code: str) -> bool:
+        """Whether ``code`` is this grant's (compared in constant time)."""
+        return bool(self.code) and hmac.compare_digest(self.code.encode(), code.encode())
+
     def expired(self, now: datetime.datetime) -> bool:
         return self.expires is not None and now >= self.expires
 
@@ -130,7 +134,7 @@ def check_redemption(grant: Grant, code: str, now: datetime.datetime) -> Refusal
     what = f"AccessGrant {grant.namespace}/{grant.name}"
     if grant.problem:
         return Refusal(409, "GrantInvalid", f"{what} is invalid: {grant.problem}")
-    if not grant.code or not hmac.compare_digest(grant.code.encode(), code.encode()):
+    if not grant.code_matches(code):
         return Refusal(403, "WrongCode", f"{what}: the code is wrong")
     if grant.expired(now):
         return Refusal(403, "Expired", f"{what} expired at {format_time(grant.expires)}"

@@ -1,0 +1,239 @@
+"""The grant server as an attacker on the network meets it (loopback only): connections that never complete a
+request are closed at the deadline, one source cannot hold more than its budget of connections, repeated wrong
+codes get 429 with Retry-After while another source redeems, malformed requests get 400 without a traceback, and a
+wrong code is refused from the watch cache without reading the API server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from service_network.site import pki
+from service_network.site.grant_io import GrantKeeper, SiteAccess
+from service_network.site.grant_server import GrantServer, Limits, Throttle
+from service_network.site.grants import RedeemRequest, Refusal
+
+HOST = "127.0.0.1"
+RIGHT = "the-right-code-of-24-chars"
+GRANT_UID = "0b7f6c1e-2d1b-4f7e-9a55-1c2d3e4f5a6b"
+
+
+class _Redeemer:
+    """Stands in for the grant keeper: counts the lookups a request costs."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, uid: str, request: RedeemRequest) -> dict[str, object] | Refusal:
+        self.calls += 1
+        if uid != GRANT_UID:
+            return Refusal(404, "NotFound", "no AccessGrant for this URL")
+        if request.code != RIGHT:
+            return Refusal(403, "WrongCode", "the code is wrong")
+        return {"site": {"id": "west-uid", "name": "west"}, "redeemed": request.site.id}
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[GrantServer, _Redeemer, ssl.SSLContext]]:
+    ca = pki.new_ca("grant-test-ca")
+    redeemer = _Redeemer()
+    server = GrantServer(redeemer, ca, HOST, 0, limits=Limits(connections_per_source=4))
+    await server.start()
+    client = ssl.create_default_context(cadata=ca.cert.decode())
+    try:
+        yield server, redeemer, client
+    finally:
+        await server.stop()
+
+
+def _port(server: GrantServer) -> int:
+    assert server.bound is not None
+    return int(server.bound.url.rsplit(":", 1)[1])
+
+
+async def _open(server: GrantServer, source: str, context: ssl.SSLContext | None
+                ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.wait_for(asyncio.open_connection(
+        HOST, _port(server), ssl=context, server_hostname=HOST if context else None, local_addr=(source, 0)), 10)
+
+
+async def _post(server: GrantServer, context: ssl.SSLContext, body: bytes, *, source: str = "127.0.0.2",
+                path: str = f"/{GRANT_UID}", method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await _open(server, source, context)
+    try:
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        raw = await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+    head, _, payload = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, payload
+
+
+def _request(code: str, site: str = "east-uid") -> bytes:
+    return json.dumps({"code": code, "token": "t", "site": {"id": site, "name": "east"}}).encode()
+
+
+async def _closed_after(reader: asyncio.StreamReader, started: float) -> float:
+    """Seconds from ``started`` until the server closed the connection (EOF or reset)."""
+    try:
+        while await reader.read(1024):
+            pass
+    except (ConnectionError, ssl.SSLError):
+        pass
+    return time.monotonic() - started
+
+
+async def test_connections_that_never_complete_a_request_are_closed_at_the_deadline(served) -> None:
+    server, redeemer, context = served
+    deadline = server.limits.request_seconds
+    started = time.monotonic()
+    # TCP only, never a TLS handshake
+    tcp_reader, tcp_writer = await _open(server, "127.0.0.2", None)
+    # TLS done, then nothing
+    idle_reader, idle_writer = await _open(server, "127.0.0.3", context)
+    # TLS done, then a request a byte at a time
+    slow_reader, slow_writer = await _open(server, "127.0.0.4", context)
+
+    async def trickle() -> None:
+        for byte in b"POST /" + GRANT_UID.encode() + b" HTTP/1.1\r\nHost: x\r\n":
+            if slow_writer.is_closing():
+                return
+            slow_writer.write(bytes([byte]))
+            await asyncio.sleep(0.5)
+    trickler = asyncio.create_task(trickle())
+    try:
+        closed = await asyncio.wait_for(asyncio.gather(
+            _closed_after(tcp_reader, started), _closed_after(idle_reader, started),
+            _closed_after(slow_reader, started)), deadline + 30)
+    finally:
+        trickler.cancel()
+        for w in (tcp_writer, idle_writer, slow_writer):
+            w.close()
+    # closed by the deadline (not earlier: they were within their budgets), and nothing was looked up
+    assert all(deadline - 1 <= c <= deadline + 10 for c in closed), closed
+    assert redeemer.calls == 0
+    await _eventually(lambda: server.connections == 0)
+
+
+async def test_a_source_over_its_connection_budget_is_closed_at_once_and_others_still_redeem(served) -> None:
+    server, _, context = served
+    held = [await _open(server, "127.0.0.2", None) for _ in range(server.limits.connections_per_source)]
+    try:
+        await _eventually(lambda: server.connections == len(held))
+        reader, writer = await _open(server, "127.0.0.2", None)
+        started = time.monotonic()
+        assert await _closed_after(reader, started) < 5      # no TLS, no deadline: closed when accepted
+        writer.close()
+        status, _, body = await _post(server, context, _request(RIGHT), source="127.0.0.3")
+        assert status == 200 and json.loads(body)["redeemed"] == "east-uid"
+    finally:
+        for _, w in held:
+            w.close()
+
+
+async def test_repeated_wrong_codes_get_429_with_retry_after_while_another_source_redeems(served) -> None:
+    server, redeemer, context = served
+    statuses: list[int] = []
+    retry_after: list[int] = []
+    for _ in range(300):
+        status, headers, body = await _post(server, context, _request("guess-000000000000000000000"))
+        statuses.append(status)
+        if status == 429:
+            retry_after.append(int(headers["retry-after"]))
+            assert json.loads(body)["reason"] == "TooManyRequests"
+    allowed = server.limits.failures_per_source
+    assert statuses[:allowed] == [403] * allowed
+    assert statuses[allowed:] == [429] * (300 - allowed)
+    assert all(1 <= r <= server.limits.failure_window_seconds for r in retry_after)
+    assert redeemer.calls == allowed            # throttled requests cost no lookup
+
+    status, _, body = await _post(server, context, _request(RIGHT), source="127.0.0.3")
+    assert status == 200
+
+
+async def test_malformed_requests_get_400_and_no_traceback(served, caplog) -> None:
+    server, redeemer, context = served
+    caplog.set_level(logging.DEBUG)
+    nested = b"[" * 20_000 + b"]" * 20_000
+    status, _, body = await _post(server, context, nested)
+    assert status == 400 and json.loads(body)["message"] == "invalid redemption request: not JSON"
+    status, _, body = await _post(server, context, b'{"code": 1}')
+    assert status == 400 and "code" in json.loads(body)["message"]
+    status, headers, body = await _post(server, context, b"", method="GET")
+    assert headers["allow"] == "POST"
+    assert status == 405 and json.loads(body)["message"] == "Only POST is supported"
+    status, _, _ = await _post(server, context, b"x" * 70_000)
+    assert status == 413
+    status, _, _ = await _post(server, context, _request(RIGHT), path="/../../etc/passwd")
+    assert status == 404
+    reader, writer = await _open(server, "127.0.0.5", context)
+    writer.write(b"\x00\x01 not http at all\r\n\r\n")
+    raw = await asyncio.wait_for(reader.read(), 30)
+    writer.close()
+    assert raw.startswith(b"HTTP/1.1 400 ")
+    assert redeemer.calls == 0
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+def test_the_throttle_forgets_old_failures_and_bounds_its_memory() -> None:
+    now = [0.0]
+    throttle = Throttle(Limits(failures_per_source=3, failure_window_seconds=60, sources_tracked=100),
+                        clock=lambda: now[0])
+    for _ in range(3):
+        throttle.failed("a")
+        now[0] += 1
+    assert throttle.retry_after("a") == 57         # at t=3: the oldest failure (t=0) leaves the window at t=60
+    now[0] = 60.0
+    assert throttle.retry_after("a") is None
+    for i in range(1000):
+        throttle.failed(f"s{i}")
+    assert len(throttle._failures) == 100
+
+
+async def test_a_wrong_code_is_refused_from_the_cache_without_reading_the_api() -> None:
+    grant = {"apiVersion": "skupper.io/v2alpha1", "kind": "AccessGrant",
+             "metadata": {"name": "g", "namespace": "west", "uid": GRANT_UID, "resourceVersion": "1",
+                          "creationTimestamp": "2026-11-26T00:00:00Z"},
+             "spec": {"code": RIGHT}, "status": {}}
+
+    class Cache:
+        def add_index(self, name: str, key: Any) -> None:
+            pass
+
+        def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
+            return [grant] if value == GRANT_UID else []
+
+    class Api:
+        reads = 0
+
+        async def get(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            Api.reads += 1
+            return grant
+
+    keeper = GrantKeeper(Api(), Cache(), Cache(), lambda namespace: SiteAccess(None, []))  # type: ignore[arg-type]
+    request = RedeemRequest.model_validate(json.loads(_request("wrong-code-0000000000000000")))
+    for _ in range(50):
+        refusal = await keeper.redeem(GRANT_UID, request)
+        assert isinstance(refusal, Refusal) and refusal.http_status == 403 and refusal.reason == "WrongCode"
+    assert Api.reads == 0
+    # the right code is checked against the API server's copy
+    right = RedeemRequest.model_validate(json.loads(_request(RIGHT)))
+    assert isinstance(await keeper.redeem(GRANT_UID, right), Refusal)    # no active site in this stand-in
+    assert Api.reads == 1
+
+
+async def _eventually(check: Any, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.05)
