@@ -53,11 +53,16 @@ def pod(name: str, ip: str, labels: dict[str, str], *, phase: str = "Running", r
         {"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-def service(name: str, *, ours: bool, ports: Sequence[tuple[str, int, int]] = ()) -> dict[str, Any]:
+def service(name: str, *, ours: bool, ports: Sequence[tuple[str, int, int]] = (), owned: bool = True
+            ) -> dict[str, Any]:
+    """A Service; ``ours``: with our label and annotation, and (``owned``) the Site's owner reference."""
     metadata: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"svc-{name}"}
     if ours:
         metadata["labels"] = {"internal.skupper.io/listener": ports[0][0] if ports else "x"}
         metadata["annotations"] = {"internal.skupper.io/controlled": "true"}
+        if owned:
+            metadata["ownerReferences"] = [{"apiVersion": "skupper.io/v2alpha1", "kind": "Site", "name": "west",
+                                            "uid": "site-uid"}]
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata,
             "spec": {"ports": [{"name": n, "port": p, "targetPort": t} for n, p, t in ports]}}
 
@@ -289,6 +294,18 @@ def test_check_listener_cases() -> None:
     assert states(plan)[("Listener", "foreign")][:2] == ("Error", "Service taken already exists in namespace")
     assert ports_of(plan, "shared") == [("first", 8080, 1024), ("third", 9090, 1025)]
     assert "taken" not in plan.services
+
+
+def test_a_users_service_with_our_annotation_but_no_site_owner_is_foreign() -> None:
+    """An annotation copied onto a user's Service does not make it ours: never deleted, never taken over."""
+    copied = service("copied", ours=True, ports=[("gone", 80, 1024)], owned=False)
+    plan = compose(sites=[site()], services=[copied], listeners=[listener("wants", "copied", 80)])
+    assert plan.stale_services == []
+    assert states(plan)[("Listener", "wants")][:2] == ("Error", "Service copied already exists in namespace")
+    assert "copied" not in plan.services
+    # the same Service owned by the Site is ours: stale once no Listener exposes it
+    owned = compose(sites=[site()], services=[service("copied", ours=True, ports=[("gone", 80, 1024)])])
+    assert [s["metadata"]["name"] for s in owned.stale_services] == ["copied"]
 
 
 def test_duplicate_host_port_lead_is_stable() -> None:

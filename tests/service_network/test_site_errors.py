@@ -83,6 +83,25 @@ async def test_foreign_service_is_reported_and_never_modified(env: SiteEnv) -> N
     assert ours["metadata"]["annotations"]["internal.skupper.io/controlled"] == "true"
 
 
+async def test_a_users_service_carrying_our_annotation_survives(env: SiteEnv) -> None:
+    """An annotation and label copied from one of ours do not make a Service the controller's: only an owner
+    reference to the Site does (upstream would delete this Service as a stale listener Service)."""
+    await env.create("Site", "west", {})
+    copied = await env.api.create("services", {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "reports", "namespace": NS, "labels": {"internal.skupper.io/listener": "reports"},
+                     "annotations": {"internal.skupper.io/controlled": "true"}},
+        "spec": {"selector": {"app": "reports"}, "ports": [{"port": 8080}]}}, NS)
+    # a Listener of another host makes the controller plan the namespace's Services (and delete stale ones)
+    await env.create("Listener", "db", {"routingKey": "db", "host": "db", "port": 5432})
+    await env.wait_status("Listener", "db", "Pending", "No matching connectors")
+    assert (await env.service("db"))["metadata"]["ownerReferences"][0]["kind"] == "Site"
+    await env.create("Listener", "reports", {"routingKey": "r", "host": "reports", "port": 8080})
+    await env.wait_status("Listener", "reports", "Error", "Service reports already exists in namespace")
+    current = await env.service("reports")
+    assert current["metadata"]["resourceVersion"] == copied["metadata"]["resourceVersion"]
+
+
 async def test_duplicate_host_and_port_first_wins_across_restarts(env: SiteEnv) -> None:
     await env.create("Site", "west", {})
     await env.create("Listener", "first", {"routingKey": "a", "host": "shared", "port": 8080})
@@ -189,11 +208,13 @@ async def test_listener_updates_service_recreation_and_stale_services(env: SiteE
     await env.api.delete("services", "www", NS)
     await env.wait_for(moved, 10, "Service www re-created")
 
-    # a Service of ours nobody exposes any more: deleted
+    # a Service of ours (owned by the Site) nobody exposes any more: deleted
+    site = await env.api.get("sites.skupper.io", "west", NS)
+    owner = {"apiVersion": "skupper.io/v2alpha1", "kind": "Site", "name": "west", "uid": site["metadata"]["uid"]}
     await env.api.create("services", {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "leftover", "namespace": NS, "labels": {"internal.skupper.io/listener": "gone"},
-                     "annotations": {"internal.skupper.io/controlled": "true"}},
+                     "annotations": {"internal.skupper.io/controlled": "true"}, "ownerReferences": [owner]},
         "spec": {"selector": {"application": "skupper-router"}, "ports": [{"port": 1}]}}, NS)
     await env.wait_for(lambda: _names_are(env, {"www"}), 10, "stale Service deleted")
 

@@ -59,8 +59,13 @@ def test_without_ha_one_router_unlabelled_and_the_second_is_removed() -> None:
     assert deployments["skupper-router"]["spec"]["template"]["metadata"]["labels"] == ROUTER_LABELS
     assert "skupper-router-2" not in _objects(plan, "ConfigMap")
     assert unused_router_objects(plan.active) == [(DEPLOYMENT, "skupper-router-2"), (CONFIG_MAP, "skupper-router-2")]
-    service = {"metadata": {"name": "skupper-router-2", "annotations": {ANNOTATION_ACCESS: "skupper-router"}}}
+    owner = {"apiVersion": "skupper.io/v2alpha1", "kind": "RouterAccess", "name": "skupper-router", "uid": "ra"}
+    service = {"metadata": {"name": "skupper-router-2", "annotations": {ANNOTATION_ACCESS: "skupper-router"},
+                            "ownerReferences": [owner]}}
     assert unused_access_service(plan.active, service, "skupper-router")
+    # the annotation alone (a user's Service) is not enough
+    copied = {"metadata": {"name": "skupper-router-2", "annotations": {ANNOTATION_ACCESS: "skupper-router"}}}
+    assert not unused_access_service(plan.active, copied, "skupper-router")
     assert not unused_access_service(site("west", ha=True), service, "skupper-router")
     assert not unused_access_service(plan.active, {"metadata": {"name": "skupper-router"}}, "skupper-router")
     assert not unused_access_service(plan.active, service, None)        # not an access Service

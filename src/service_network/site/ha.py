@@ -25,6 +25,7 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from ..constants import ROUTER_NAME
 from ..router.config import parse_config
 from .resources import RouterOptions, config_map, deployment
+from .services import owned_by
 
 __all__ = ["HA_ROUTER_NAME", "LABEL_ROUTER_GROUP", "group_labels", "ha_enabled", "ha_router_objects",
            "router_groups", "unused_access_service", "unused_router_objects"]
@@ -71,6 +72,6 @@ def unused_router_objects(site: Mapping[str, Any]) -> list[tuple[ResourceInfo, s
 
 def unused_access_service(site: Mapping[str, Any], service: Mapping[str, Any], access: str | None) -> bool:
     """Whether ``service`` exposed the second router of the RouterAccess ``access`` (the value of the Service's
-    access annotation) and the Site has no second router any more."""
-    return (access is not None and not ha_enabled(site)
+    access annotation, and its owner) and the Site has no second router any more."""
+    return (access is not None and not ha_enabled(site) and owned_by(service, "RouterAccess", access)
             and meta(service).name == access + HA_ROUTER_NAME[len(ROUTER_NAME):])

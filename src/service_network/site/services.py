@@ -12,8 +12,10 @@ never taken over) and changed with a JSON merge patch carrying the ``resourceVer
 Service replaced by someone else meanwhile is never touched): :func:`service_patch`. (Applies on top of a POST would
 leave ports the create owns behind when a Listener goes.)
 
-The annotation is what makes a Service ours: one without it is *foreign*, and is never modified or deleted
-(skupper#2180); a Listener asking for its name is reported instead.
+A Service is ours when it carries the annotation *and* an owner reference to a Site: one without either is
+*foreign*, and is never modified or deleted (skupper#2180); a Listener asking for its name is reported instead.
+(Upstream goes by the annotation alone, so a user's Service that merely carries it, copied from an example, say,
+would be deleted.)
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from ..constants import ANNOTATION_CONTROLLED, LABEL_LISTENER, ROUTER_POD_LABELS
 from .resources import owner_references
 
-__all__ = ["Exposure", "is_controlled", "is_listener_service", "listener_service", "service_bodies", "service_patch"]
+__all__ = ["Exposure", "is_controlled", "is_listener_service", "listener_service", "owned_by", "service_bodies",
+           "service_patch"]
 
 
 @dataclass(frozen=True, order=True)
@@ -42,8 +45,16 @@ class Exposure:
 
 
 def is_controlled(service: Mapping[str, Any]) -> bool:
-    """The Service carries our annotation (whatever its value, as upstream checks it)."""
-    return ANNOTATION_CONTROLLED in meta(service).annotations
+    """The Service carries our annotation (whatever its value, as upstream checks it) and is owned by a Site."""
+    return ANNOTATION_CONTROLLED in meta(service).annotations and owned_by(service, "Site")
+
+
+def owned_by(obj: Mapping[str, Any], kind: str, name: str | None = None) -> bool:
+    """``obj`` has an owner reference to a ``skupper.io`` object of ``kind`` (named ``name`` when given)."""
+    references = mapping(obj, "metadata").get("ownerReferences")
+    return isinstance(references, list) and any(
+        isinstance(r, Mapping) and r.get("kind") == kind and str(r.get("apiVersion", "")).startswith("skupper.io/")
+        and (name is None or r.get("name") == name) for r in references)
 
 
 def is_listener_service(service: Mapping[str, Any]) -> bool:
