@@ -148,3 +148,29 @@ async def test_pods_get_the_token_volume_unless_automount_is_off(kubesim: KubeSi
         quiet = await api.create("pods", obj("Pod", name, "default", spec={
             **spec, "containers": [{"name": "a", "image": "pause"}]}), "default")
         assert "volumes" not in quiet["spec"] and "volumeMounts" not in quiet["spec"]["containers"][0]
+
+
+async def test_resource_names_allow_a_list_or_watch_of_that_one_object(kubesim: KubeSim) -> None:
+    """As the apiserver's RequestInfo: a list or watch with ``fieldSelector=metadata.name=<name>`` is authorized as
+    a request for that name, so a Role by ``resourceNames`` can let a component watch exactly its objects."""
+    api = kubesim.api
+    await api.create("namespaces", obj("Namespace", "apps"))
+    await api.create("serviceaccounts", obj("ServiceAccount", "watcher", "apps"), "apps")
+    await api.create(f"roles.{RBAC}", obj("Role", "one-secret", "apps", f"{RBAC}/v1", rules=[
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"], "resourceNames": ["mine"]}]),
+        "apps")
+    await api.create(f"rolebindings.{RBAC}", obj("RoleBinding", "one-secret", "apps", f"{RBAC}/v1",
+                     roleRef={"apiGroup": RBAC, "kind": "Role", "name": "one-secret"},
+                     subjects=[{"kind": "ServiceAccount", "name": "watcher", "namespace": "apps"}]), "apps")
+    for name in ("mine", "theirs"):
+        await api.create("secrets", obj("Secret", name, "apps"), "apps")
+    token = kubesim.server.service_accounts.issue("apps", "watcher")
+    base = "/api/v1/namespaces/apps/secrets"
+    async with RawClient(kubesim, token=token) as watcher:
+        status, body = await watcher.get(f"{base}?fieldSelector=metadata.name%3Dmine")
+        assert status == 200 and [i["metadata"]["name"] for i in body["items"]] == ["mine"]
+        assert (await watcher.get(f"{base}/mine"))[0] == 200
+        assert (await watcher.get(f"{base}?fieldSelector=metadata.name%3Dtheirs"))[0] == 403
+        assert (await watcher.get(f"{base}/theirs"))[0] == 403
+        assert (await watcher.get(base))[0] == 403                                  # the whole collection
+        assert (await watcher.get(f"{base}?fieldSelector=metadata.name!%3Dtheirs"))[0] == 403

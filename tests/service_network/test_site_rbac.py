@@ -58,10 +58,17 @@ async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> Non
 
 
 def test_router_role_reads_its_configuration_and_writes_only_the_network_status() -> None:
-    rules = role_rules()
+    rules = role_rules(["link-east", "db-tls"])
     for verb in ("get", "list", "watch"):
         assert rules_allow(rules, verb, "", "configmaps", "skupper-router")
+        assert rules_allow(rules, verb, "", "configmaps", "skupper-router-2")
         assert rules_allow(rules, verb, "", "secrets", "link-east")
+        assert rules_allow(rules, verb, "", "secrets", "db-tls")
+        assert not rules_allow(rules, verb, "", "secrets", "tenant-data")         # only the Secrets it names
+        assert not rules_allow(rules, verb, "", "secrets", None)                  # never the whole collection
+        assert not rules_allow(rules, verb, "", "configmaps", "app-settings")
+    # no TLS profile from a Secret: no Secret at all (an empty resourceNames would allow every one)
+    assert not any(rules_allow(role_rules(), "get", "", "secrets", name) for name in ("link-east", "x"))
     assert rules_allow(rules, "patch", "", "configmaps", "skupper-network-status")
     assert not rules_allow(rules, "patch", "", "configmaps", "skupper-router")       # its own document: never
     assert not rules_allow(rules, "create", "", "configmaps", "skupper-network-status")

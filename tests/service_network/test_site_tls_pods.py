@@ -17,6 +17,8 @@ from router_certs import TestCA
 from router_support import refused
 from site_support import ECHO_IMAGE, NS, SiteEnv, site_environment
 
+from kubesim.testing import RawClient
+
 ECHO = {"app": "echo"}
 
 
@@ -73,6 +75,20 @@ async def test_listener_terminates_tls_once_its_secret_appears(env: SiteEnv, tmp
     client = ssl.create_default_context(cafile=str(ca.ca_file))
     pod = (await env.ready_pods(ECHO))[0]["metadata"]["name"]
     assert await env.wait_for(lambda: first_line(ip, port, client, "echo"), 10, "TLS through the router") == pod
+
+    # the router did that with a Role naming exactly its Secrets: its token reads nothing else
+    await env.api.create("secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tenant-data",
+                                                                                      "namespace": NS},
+                                     "data": {"password": base64.b64encode(b"hunter2").decode()}}, NS)
+    token = env.sim.server.service_accounts.issue(NS, "skupper-router")
+    secrets = f"/api/v1/namespaces/{NS}/secrets"
+    async with RawClient(env.sim, token=token) as router:
+        assert (await router.get(f"{secrets}/echo-tls"))[0] == 200
+        assert (await router.get(f"{secrets}?fieldSelector=metadata.name%3Decho-tls"))[0] == 200
+        status, body = await router.get(f"{secrets}/tenant-data")
+        assert status == 403 and "hunter2" not in str(body)
+        assert (await router.get(secrets))[0] == 403
+        assert (await router.get(f"/api/v1/namespaces/{NS}/configmaps"))[0] == 403
     # a plain client is not let through: the router wants the handshake
     reader, writer = await asyncio.open_connection(ip, port)
     writer.write(b"plain\n")

@@ -174,7 +174,7 @@ class ApiServer:
         user = request[USER_KEY]
         if t.rt.key == ACCESS_REVIEW and verb == "create":
             return await access_review(self.authorizer, request, user)  # every user may ask (system:basic-user)
-        authorize(self.authorizer, user, verb, t)
+        authorize(self.authorizer, user, verb, t, request.query.get("fieldSelector"))
         await inject_faults(self.faults, verb, t)
         if t.subresource == "scale":
             return await objects.scale(self, request, t, verb)

@@ -11,6 +11,7 @@ from aiohttp import web
 from kubesim import errors
 from kubesim.auth import Authorizer, RequestAttributes, TokenAuthenticator, User
 from kubesim.errors import ApiError
+from kubesim.selectors import parse_field_selector
 from kubesim.server import wire
 from kubesim.server.routing import Target
 
@@ -31,13 +32,27 @@ def authenticate(authenticator: TokenAuthenticator, request: web.Request) -> Non
     request[USER_KEY] = user
 
 
-def authorize(authorizer: Authorizer, user: User, verb: str, t: Target) -> None:
-    """403 Forbidden unless ``authorizer`` allows ``user`` to ``verb`` the target."""
+def authorize(authorizer: Authorizer, user: User, verb: str, t: Target, field_selector: str | None = None) -> None:
+    """403 Forbidden unless ``authorizer`` allows ``user`` to ``verb`` the target. A list or watch whose
+    ``field_selector`` requires ``metadata.name`` to be one value is authorized for that name, as the apiserver's
+    RequestInfo does, so ``resourceNames`` rules can allow watching one object."""
+    name = t.name
+    if name is None and verb in ("list", "watch") and field_selector:
+        name = _exact_name(field_selector)
     denied = authorizer.authorize(
-        RequestAttributes(user, verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name)
+        RequestAttributes(user, verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, name)
     )
     if denied is not None:
         raise _forbidden(user, verb, t, denied)
+
+
+def _exact_name(field_selector: str) -> str | None:
+    try:
+        selector = parse_field_selector(field_selector)
+    except ValueError:
+        return None   # the handler answers 400
+    names = [r.value for r in selector.requirements if r.field == "metadata.name" and r.operator != "!="]
+    return names[0] if len(names) == 1 else None
 
 
 def _forbidden(user: User, verb: str, t: Target, reason: str) -> ApiError:

@@ -4,10 +4,12 @@ watched through the controller runtime's one client (:class:`operator_runtime.ap
 - :class:`ConfigMapSource` (a ``ConfigSource``): list+watch of the one ConfigMap (field selector on its name); the
   document is its ``router.json`` key. The first snapshot waits until the ConfigMap exists (a router started before
   its controller wrote the ConfigMap waits instead of failing); later snapshots follow every change.
-- :class:`SecretTlsResolver` (a ``TlsResolver``): list+watch of the namespace's Secrets; a profile sourced from a
-  Secret reads ``ca.crt``, ``tls.crt`` and ``tls.key``. The router writes the material to files (0600) under its
-  state directory. A change of a Secret some profile named (appearing, changing, disappearing) calls ``on_change``
-  (the source's ``refresh``), so a withheld entity is applied as soon as its Secret is usable.
+- :class:`SecretTlsResolver` (a ``TlsResolver``): list+watch of each Secret a profile names, by name (field
+  selector), which is all the router's Role allows (``resourceNames``: the controller lists the Secrets of the
+  router document); a profile sourced from a Secret reads ``ca.crt``, ``tls.crt`` and ``tls.key``. The router writes
+  the material to files (0600) under its state directory. A change of such a Secret (appearing, changing,
+  disappearing, or becoming readable once the Role names it) calls ``on_change`` (the source's ``refresh``), so a
+  withheld entity is applied as soon as its Secret is usable.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from operator_runtime.api import KubeApi
 from operator_runtime.kinds import CONFIG_MAP, SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 from operator_runtime.reflector import ApiSource, Reflector
+from operator_runtime.workqueue import ExponentialBackoff
 
 from .config import TlsProfile
 from .errors import truncate
@@ -115,30 +118,49 @@ def _decode(secret: JsonDict, key: str) -> bytes | None:
         raise TlsProblem(f"Secret {truncate(meta(secret).name)} key {key} is not base64") from None
 
 
-class SecretTlsResolver(_Watched):
-    """TLS profiles from the Secrets of ``namespace`` (profiles with files are read from files)."""
+#: how long a profile waits for its Secret's first list before it is withheld (it is applied once the list comes:
+#: ``on_change``); and the retry pace of a list the Role does not allow yet (the controller updates the Role with
+#: the document that names the Secret)
+SECRET_SYNC_SECONDS = 2.0
+SECRET_RETRY = (0.2, 2.0)
+
+
+class SecretTlsResolver:
+    """TLS profiles from Secrets of ``namespace``, each watched by name (profiles with files are read from files)."""
 
     def __init__(self, api: KubeApi, namespace: str, on_change: Callable[[], None] | None = None) -> None:
-        super().__init__(Reflector("router-secrets", ApiSource(api, SECRET, namespace=namespace)))
+        self.api = api
         self.namespace = namespace
         self.on_change = on_change
-        self._names: set[str] = set()
+        self._watched: dict[str, _Watched] = {}
         self._files = FileTlsResolver()
-        self.reflector.add_handler(self._on_event)
+
+    def _watch(self, name: str) -> _Watched:
+        watched = self._watched.get(name)
+        if watched is None:
+            reflector = Reflector(f"router-secret-{name}", ApiSource(self.api, SECRET, namespace=self.namespace,
+                                                                     field_selector=f"metadata.name={name}"),
+                                  backoff=ExponentialBackoff(*SECRET_RETRY))
+            reflector.add_handler(self._on_event)
+            watched = self._watched[name] = _Watched(reflector)
+            watched.start()
+        return watched
 
     def _on_event(self, old: JsonDict | None, new: JsonDict | None) -> None:
-        name = meta(new if new is not None else old).name
-        if name in self._names and self.on_change is not None:
+        if self.on_change is not None:
             self.on_change()
 
     async def resolve(self, profile: TlsProfile) -> TlsMaterial:
         if profile.secret is None:
             return await self._files.resolve(profile)
         name = profile.secret.name
-        self._names.add(name)
-        self.start()
-        await self.reflector.wait_synced()
-        secret = self.reflector.get(f"{self.namespace}/{name}")
+        reflector = self._watch(name).reflector
+        try:
+            await asyncio.wait_for(reflector.wait_synced(), SECRET_SYNC_SECONDS)
+        except TimeoutError:
+            raise TlsProblem(f"Secret {truncate(name)} cannot be read yet in namespace {self.namespace} (the "
+                             "router's Role may not name it yet)") from None
+        secret = reflector.get(f"{self.namespace}/{name}")
         if secret is None:
             raise TlsProblem(f"Secret {truncate(name)} not found in namespace {self.namespace}")
         material = TlsMaterial(ca=_decode(secret, "ca.crt"), cert=_decode(secret, "tls.crt"),
@@ -147,5 +169,19 @@ class SecretTlsResolver(_Watched):
             raise TlsProblem(f"Secret {truncate(name)} has neither ca.crt nor tls.crt")
         return material
 
+    def retain(self, names: Iterable[str]) -> list[str]:
+        """Stop watching Secrets no profile names any more (their watches are cancelled in the background);
+        returns the names dropped."""
+        keep = set(names)
+        dropped = [n for n in self._watched if n not in keep]
+        for name in dropped:
+            watched = self._watched.pop(name)
+            asyncio.get_running_loop().create_task(watched.stop(), name=f"stop-secret-watch-{name[:40]}")
+        return dropped
+
     def watch_paths(self, profile: TlsProfile) -> list[Path]:
         return self._files.watch_paths(profile) if profile.secret is None else []
+
+    async def stop(self) -> None:
+        watched, self._watched = list(self._watched.values()), {}
+        await asyncio.gather(*(w.stop() for w in watched))

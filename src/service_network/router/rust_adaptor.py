@@ -120,9 +120,17 @@ class RustAdaptor:
         profiles: list[dict[str, Any]] = []
         problems: list[str] = []
         keep: list[Path] = []
-        for profile in config.tls_profiles:
+        # resolved together: a profile whose Secret is not readable yet waits while the others do
+        resolved = await asyncio.gather(*(self.tls_resolver.resolve(p) for p in config.tls_profiles),
+                                        return_exceptions=True)
+        retain = getattr(self.tls_resolver, "retain", None)
+        if retain is not None:
+            retain(p.secret.name for p in config.tls_profiles if p.secret is not None)
+        for profile, outcome in zip(config.tls_profiles, resolved, strict=True):
             try:
-                material = await self.tls_resolver.resolve(profile)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                material = outcome
                 check_material(material)
                 files = write_material(tls_dir, profile.name, material)
             except TlsProblem as e:

@@ -397,7 +397,8 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
         "sitesInNetwork": len(network), "network": network,
         "controller": dict(inputs.controller) or None}))
-    objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME))
+    secret_names = [p.secret.name for p in document.tls_profiles if p.secret is not None]
+    objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME), secret_names)
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
     objects += ha_router_objects(active, inputs.router, document_text, ports_text)
     return SitePlan(namespace, active, site_states, objects,

@@ -9,7 +9,7 @@ caches select them by it). Bodies are complete server-side-apply configurations.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,14 +35,9 @@ from ..constants import (
 __all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "deployment", "owner_references",
            "role_rules", "router_objects"]
 
-#: What the router adaptor reads: its ConfigMap (watched) and the Secrets its TLS profiles name (watched); what it
-#: writes: its key of the network status ConfigMap (server-side apply = patch; the controller creates the ConfigMap,
-#: so the router needs no ``create``, which RBAC cannot limit to one name).
-_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NETWORK_STATUS_NAME], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
-)
+#: The ConfigMaps a router reads: its document (an HA site's second router: ``skupper-router-2``) and the network
+#: status it writes its key of. (``ha.HA_ROUTER_NAME``, which imports this module.)
+ROUTER_CONFIG_MAPS = (ROUTER_NAME, "skupper-router-2", NETWORK_STATUS_NAME)
 
 
 _READ = ["get", "list", "watch"]
@@ -84,8 +79,21 @@ class RouterOptions:
     image_pull_policy: str = "IfNotPresent"
 
 
-def role_rules() -> list[JsonDict]:
-    return [{k: list(v) for k, v in rule.items()} for rule in _RULES]
+def role_rules(secrets: Iterable[str] = ()) -> list[JsonDict]:
+    """The router's Role, least privilege by ``resourceNames``: read (get, and list/watch by name) its ConfigMaps and
+    exactly the Secrets its TLS profiles name (``secrets``; none: no Secret at all, as an empty ``resourceNames``
+    would allow every one); patch its key of the network status (server-side apply; the controller creates the
+    ConfigMap, so the router needs no ``create``, which RBAC cannot limit to one name)."""
+    rules: list[JsonDict] = [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": list(ROUTER_CONFIG_MAPS),
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [NETWORK_STATUS_NAME], "verbs": ["patch"]},
+    ]
+    names = sorted(set(secrets))
+    if names:
+        rules.append({"apiGroups": [""], "resources": ["secrets"], "resourceNames": names,
+                      "verbs": ["get", "list", "watch"]})
+    return rules
 
 
 def owner_references(site: Mapping[str, Any]) -> list[JsonDict]:
@@ -153,8 +161,10 @@ def deployment(site: Mapping[str, Any], options: RouterOptions, name: str,
 
 
 def router_objects(site: Mapping[str, Any], options: RouterOptions,
-                   pod_labels: Mapping[str, str] | None = None) -> list[tuple[ResourceInfo, JsonDict]]:
-    """ServiceAccount, Role and RoleBinding (unless the Site names its own service account), then the Deployment."""
+                   pod_labels: Mapping[str, str] | None = None, secrets: Iterable[str] = ()
+                   ) -> list[tuple[ResourceInfo, JsonDict]]:
+    """ServiceAccount, Role (reading the ``secrets`` the router document names) and RoleBinding (unless the Site
+    names its own service account), then the Deployment."""
     objects: list[tuple[ResourceInfo, JsonDict]] = []
     spec = site.get("spec")
     if not (isinstance(spec, Mapping) and spec.get("serviceAccount")):
@@ -162,7 +172,7 @@ def router_objects(site: Mapping[str, Any], options: RouterOptions,
             (SERVICE_ACCOUNT, {"apiVersion": "v1", "kind": "ServiceAccount",
                                "metadata": _metadata(site, ROUTER_NAME)}),
             (ROLE, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                    "metadata": _metadata(site, ROUTER_NAME), "rules": role_rules()}),
+                    "metadata": _metadata(site, ROUTER_NAME), "rules": role_rules(secrets)}),
             (ROLE_BINDING, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                             "metadata": _metadata(site, ROUTER_NAME),
                             "subjects": [{"kind": "ServiceAccount", "name": ROUTER_NAME,
