@@ -173,6 +173,8 @@ async def refused(host: str, port: int) -> bool:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:     # the attempt raced with the listening socket closing: the next one decides
+        return False
     writer.close()
     return False
 

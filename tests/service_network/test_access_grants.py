@@ -109,6 +109,11 @@ async def test_token_issued_in_west_redeemed_in_east_creates_one_link_dialed_by_
     east_site = await east.get("Site", "east")
     assert ca_pem == west_ca.cert and pki.signed_by(client.cert, west_ca.cert)
     assert pki.cert_info(client.cert).subject == east_site["metadata"]["uid"]
+    # both belong to East's Site (they go with it)
+    secret = await east.api.get("secrets", "to-west", "east")
+    for owned in (link, secret):
+        assert [(o["kind"], o["uid"]) for o in owned["metadata"]["ownerReferences"]] == [
+            ("Site", east_site["metadata"]["uid"])]
 
     # West: no link back (nothing is created at the granting site).
     assert not await _names(west, "links.skupper.io")

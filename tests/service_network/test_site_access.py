@@ -71,6 +71,9 @@ async def test_link_access_loadbalancer_and_nodeport_reachable_across_clusters_w
     site = await west.get("Site", "west")
     resolved = next(c for c in site["status"]["conditions"] if c["type"] == "Resolved")
     assert resolved["status"] == "True"
+    # the endpoints upstream's CLI reads to issue tokens and generate links
+    assert site["status"]["endpoints"] == [{"name": "inter-router", "host": host, "port": "55671",
+                                            "group": "skupper-router"}]
 
     ca = await sites.site_ca("west")
     server = await west.api.get("secrets", "skupper-site-server", "west")
@@ -106,6 +109,7 @@ async def test_link_access_loadbalancer_and_nodeport_reachable_across_clusters_w
     await west.wait_for(lambda: _gone(west, "routeraccesses.skupper.io", "skupper-router"), 20, "RouterAccess gone")
     await west.wait_for(lambda: _document_access(west, []), 20, "routerAccess removed from the document")
     await west.wait_status("Site", "west", "Ready", within=30)
+    assert "endpoints" not in (await west.get("Site", "west"))["status"]
 
 
 async def _gone(env, resource: str, name: str) -> bool:  # type: ignore[no-untyped-def]

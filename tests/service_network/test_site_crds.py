@@ -118,6 +118,7 @@ def test_required_fields_and_one_of() -> None:
     assert spec["Listener"]["properties"]["observer"]["enum"] == ["auto", "none", "http1", "http2"]
     assert spec["AccessToken"]["required"] == ["url", "code", "ca"]
     assert spec["RouterAccess"]["required"] == ["roles", "tlsCredentials"]
+    assert spec["RouterAccess"]["properties"]["roles"]["items"]["required"] == ["name"]     # as upstream
     assert spec["Link"]["required"] == ["endpoints"]
     # Go's omitempty fields: optional, never nullable, no defaults stored by the API server
     assert not {"nullable", "default"} & keys_in(list(schemas.values()))
@@ -158,6 +159,14 @@ async def test_a_hand_set_grant_code_shorter_than_a_generated_one_is_refused(sim
     assert "spec.code" in str(refused.value) and "24" in str(refused.value)
     created = await sim.api.create("accessgrants.skupper.io", grant("long", "x" * 24), "west")
     assert created["spec"]["code"] == "x" * 24
+
+
+async def test_a_router_access_role_without_a_name_is_refused(sim: KubeSim) -> None:
+    with pytest.raises(ApiError) as refused:
+        await sim.api.create("routeraccesses.skupper.io", {
+            "apiVersion": "skupper.io/v2alpha1", "kind": "RouterAccess", "metadata": {"name": "a", "namespace": "west"},
+            "spec": {"roles": [{"port": 55671}], "tlsCredentials": "skupper-site-server"}}, "west")
+    assert refused.value.code == 422 and "spec.roles[0].name" in str(refused.value)
 
 
 async def test_kubectl_prints_upstream_columns(sim: KubeSim, tmp_path: Path) -> None:

@@ -282,8 +282,8 @@ class ConnectorStatus(_Status):
 class RouterAccessRole(_Model):
     """A role of the router endpoint and its port."""
 
-    name: str | None = None
-    """inter-router or edge."""
+    name: str
+    """inter-router or edge (required, as upstream)."""
 
     port: int | None = None
     """Port (defaults: inter-router 55671, edge 45671)."""

@@ -239,7 +239,7 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
     except ValidationError as e:
         first = e.errors(include_input=False)[0]
         return AccessState(obj, error(f"spec.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"))
-    role = next((r for r in spec.roles if (r.name or INTER_ROUTER) == INTER_ROUTER), None)
+    role = next((r for r in spec.roles if r.name == INTER_ROUTER), None)
     if role is None:
         return AccessState(obj, error("no role inter-router: only inter-router access is supported (edge sites "
                                       "are not)"))

@@ -396,7 +396,9 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     network = [site.as_status() for site in snapshot.sites]
     site_states.insert(0, SiteState(active, configured, _running(inputs.router_pods), resolved, extra={
         "sitesInNetwork": len(network), "network": network,
-        "controller": dict(inputs.controller) or None}))
+        "controller": dict(inputs.controller) or None,
+        # the link access endpoints, as upstream's CLI reads them (token issue, link generate)
+        "endpoints": [dict(e) for e in access.endpoints] or None}))
     secret_names = [p.secret.name for p in document.tls_profiles if p.secret is not None]
     objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME), secret_names)
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it

@@ -272,12 +272,16 @@ def link_name_problem(name: str) -> str | None:
 
 
 def link_objects(namespace: str, name: str, endpoints: list[LinkEndpoint], credentials: _Credentials, *,
-                 cost: int, annotations: Mapping[str, str]) -> tuple[JsonDict, JsonDict]:
-    """The Secret (client certificate, key, remote CA) and the Link that use it, both named ``name``."""
+                 cost: int, annotations: Mapping[str, str],
+                 owners: list[JsonDict] | None = None) -> tuple[JsonDict, JsonDict]:
+    """The Secret (client certificate, key, remote CA) and the Link that use it, both named ``name`` and owned by
+    ``owners`` (the redeeming Site: they go with it)."""
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
-    metadata = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
+    metadata: JsonDict = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
+    if owners:
+        metadata["ownerReferences"] = [dict(o) for o in owners]
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": dict(metadata),
               "data": {"ca.crt": b64(credentials.ca), "tls.crt": b64(credentials.cert),
                        "tls.key": b64(credentials.key)}}

@@ -43,6 +43,7 @@ from ..crd.models import AccessTokenSpec
 from ..kinds import LINK
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN, RedeemResponse, link_name_problem, link_objects
+from .resources import owner_references
 from .status import ConditionState, error, pending, ready
 from .validation import quoted
 
@@ -189,7 +190,7 @@ class TokenRedeemer:
         try:
             request = self._request(obj, spec, site)
             answer = await post_redemption(spec.url, spec.ca, request)
-            return await self._create(obj, spec, answer)
+            return await self._create(obj, spec, answer, site)
         except _Refused as refused:
             log.info("AccessToken %s/%s: %s", namespace, name, refused)
             return TokenOutcome(obj, error(str(refused)), retry=refused.retry, reason=refused.reason, sent=True)
@@ -199,7 +200,8 @@ class TokenRedeemer:
         return {"code": spec.code, "token": meta(obj).name, "cost": spec.link_cost or 1,
                 "site": {"id": site_meta.uid, "name": site_meta.name, "namespace": site_meta.namespace}}
 
-    async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, answer: JsonDict) -> TokenOutcome:
+    async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, answer: JsonDict,
+                      site: Mapping[str, Any]) -> TokenOutcome:
         token_meta = meta(obj)
         namespace, name = token_meta.namespace, token_meta.name
         try:
@@ -211,7 +213,8 @@ class TokenRedeemer:
         if problem := response.problem():
             raise _Refused(f"the redemption answer is unusable: {problem}", retry=False, reason="BadAnswer")
         secret_body, link_body = link_objects(namespace, name, response.endpoints, response,
-                                              cost=spec.link_cost or 1, annotations={ANNOTATION_TOKEN: token_meta.uid})
+                                              cost=spec.link_cost or 1, annotations={ANNOTATION_TOKEN: token_meta.uid},
+                                              owners=owner_references(site))
         try:
             secret = await self.api.create(SECRET, secret_body, namespace)
         except KubeError as failure:
