@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-import json
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
+from aiohttp import web
 from multisite_support import MultiSite, multisite_environment
 from router_support import free_port
 from site_support import SiteEnv
@@ -197,38 +198,44 @@ async def _gone(sites: MultiSite) -> bool:
             and "east" not in await _names(sites["west"], "links.skupper.io"))
 
 
-async def test_a_redemption_creates_nothing_at_the_granting_site_and_counts_exactly(sites: MultiSite) -> None:
-    """A redemption request that still carries a link back (as earlier versions sent it, or a hostile site would,
-    with a hostile host): answered with the credentials alone; West creates no Link or Secret for it."""
+async def test_a_request_shaped_as_upstreams_is_redeemed_creating_nothing_here_and_counting_exactly(
+        sites: MultiSite) -> None:
+    """Upstream's redeemer POSTs the code as the body with the headers ``name`` and ``subject``; the answer is a YAML
+    stream of a ``kubernetes.io/tls`` Secret named ``name`` (its certificate's common name: ``subject``) and a Link.
+    West creates nothing for it, and concurrent redemptions are counted exactly."""
     west = sites["west"]
     await _linked_sites(sites)
     grant = await _grant(west, "g", redemptionsAllowed=3)
-    ca, other = pki.new_ca("claimed-ca"), pki.new_ca("other-ca")
-    forged = pki.issue(other, "link-back", client=True)
-    request = {"code": grant["code"], "token": "t", "site": {"id": "x-uid", "name": "intruder", "namespace": "x"},
-               "linkBack": {"endpoints": [{"name": "inter-router", "host": "evil\nbind :1", "port": 55671}],
-                            "ca": ca.cert.decode(), "cert": forged.cert.decode(), "key": forged.key.decode()}}
     context = ssl.create_default_context(cadata=grant["ca"])
     secrets_before = await _names(west, "secrets")
-    async with aiohttp.ClientSession() as session, session.post(grant["url"], json=request, ssl=context) as answer:
-        body = json.loads(await answer.read())
-    assert answer.status == 200 and "linkBack" not in body
-    assert pki.cert_info(body["cert"].encode()).subject == "x-uid"
+
+    async def redeem(name: str, subject: str) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session, session.post(
+                grant["url"], data=grant["code"].encode(), ssl=context,
+                headers={"name": name, "subject": subject}) as response:
+            return response.status, (await response.read()).decode()
+
+    status, text = await redeem("to-west", "x-uid")
+    assert status == 200
+    documents = list(yaml.safe_load_all(text))
+    assert [(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in documents] == [
+        ("v1", "Secret", "to-west"), ("skupper.io/v2alpha1", "Link", "to-west")]
+    secret, link = documents
+    assert secret["type"] == "kubernetes.io/tls"
+    assert pki.cert_info(base64.b64decode(secret["data"]["tls.crt"])).subject == "x-uid"
+    west_host, west_port = await sites.access_endpoint("west")
+    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": west_host, "port": str(west_port),
+                                           "group": "skupper-router"}], "tlsCredentials": "to-west", "cost": 1}
     assert not await _names(west, "links.skupper.io")
     assert await _names(west, "secrets") == secrets_before
     assert (await west.status("AccessGrant", "g"))["redemptions"] == 1
 
     # Three redemptions at once for the two left: exactly two win (the count is a precondition on the grant's
-    # resourceVersion), the third is told the grant is used up.
-    async def redeem(n: int) -> tuple[int, dict[str, Any]]:
-        plain = {"code": grant["code"], "token": f"t{n}", "site": {"id": f"s{n}", "name": f"s{n}"}}
-        async with aiohttp.ClientSession() as session, session.post(grant["url"], json=plain,
-                                                                    ssl=context) as response:
-            return response.status, json.loads(await response.read())
-    results = await asyncio.gather(*(redeem(n) for n in range(3)))
-    assert sorted(status for status, _ in results) == [200, 200, 403]
-    assert [body["message"] for status, body in results if status == 403] == [
-        "AccessGrant west/g has no redemptions left (3 of 3 used)"]
+    # resourceVersion), the third is told the grant is used up (404, as upstream).
+    results = await asyncio.gather(*(redeem(f"t{n}", f"s{n}") for n in range(3)))
+    assert sorted(status for status, _ in results) == [200, 200, 404]
+    assert [text for status, text in results if status == 404] == [
+        "AccessGrant west/g has no redemptions left (3 of 3 used)\n"]
     assert (await west.status("AccessGrant", "g"))["redemptions"] == 3
 
 
@@ -284,3 +291,101 @@ async def test_after_redemption_data_flows_both_ways(sites: MultiSite) -> None:
     assert await west.wait_for(lambda: greeting(west, "to-east"), 20, "West -> East over East's link") == east_pod
     assert not await _names(west, "links.skupper.io")
     assert await east.wait_for(lambda: greeting(east, "to-west"), 20, "East -> West over East's Link") == west_pod
+
+
+# Upstream's grant server as its Go code answers (the reference README): a YAML stream written by the Kubernetes
+# serializer (keys sorted, creationTimestamp: null), the Secret named after the `name` header, one Link per endpoint
+# group with both roles' endpoints, no Content-Type of its own.
+_UPSTREAM_ANSWER = """---
+apiVersion: v1
+data:
+  ca.crt: {ca}
+  tls.crt: {cert}
+  tls.key: {key}
+kind: Secret
+metadata:
+  creationTimestamp: null
+  name: {name}
+type: kubernetes.io/tls
+---
+apiVersion: skupper.io/v2alpha1
+kind: Link
+metadata:
+  creationTimestamp: null
+  name: {name}-skupper-router
+spec:
+  cost: 1
+  endpoints:
+  - group: skupper-router
+    host: 127.0.0.1
+    name: inter-router
+    port: "55671"
+  - group: skupper-router
+    host: 127.0.0.1
+    name: edge
+    port: "45671"
+  tlsCredentials: {name}
+status: {{}}
+"""
+
+
+async def test_an_access_token_redeems_at_a_grant_server_speaking_upstreams_protocol(sites: MultiSite,
+                                                                                     tmp_path: Any) -> None:
+    east = sites["east"]
+    await east.start_controller()
+    site = await sites.create_site("east", link_access=None)
+    remote_ca = pki.new_ca("upstream-site-ca")
+    server_ca = pki.new_ca("upstream-grant-server-ca")
+    host = east.sim.address_block.client_ip(250)
+    server_pair = pki.issue(server_ca, host, ips=[host], server=True)
+    (tmp_path / "tls.crt").write_bytes(server_pair.cert)
+    (tmp_path / "tls.key").write_bytes(server_pair.key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.load_cert_chain(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    seen: list[tuple[str, str, bytes, str | None, str | None]] = []
+
+    async def grant_handler(request: web.Request) -> web.Response:
+        body = await request.read()
+        seen.append((request.method, request.path, body, request.headers.get("name"),
+                     request.headers.get("subject")))
+        if body != b"upstream-code-0123456789abcdef":
+            return web.Response(status=403, text="Redemption of access token refused")
+        subject = request.headers.get("subject", "")
+        pair = pki.issue(remote_ca, subject, client=True)
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+        text = _UPSTREAM_ANSWER.format(ca=b64(remote_ca.cert), cert=b64(pair.cert), key=b64(pair.key),
+                                       name=request.headers.get("name", ""))
+        return web.Response(body=text.encode())
+
+    app = web.Application()
+    app.router.add_route("*", "/{uid}", grant_handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port(host)
+    await web.TCPSite(runner, host, port, ssl_context=context).start()
+    try:
+        spec = {"url": f"https://{host}:{port}/f00d-grant-uid", "code": "upstream-code-0123456789abcdef",
+                "ca": server_ca.cert.decode(), "linkCost": 4}
+        await east.create("AccessToken", "from-upstream", spec)
+        await _token_status(east, "from-upstream", "Ready")
+        assert seen == [("POST", "/f00d-grant-uid", b"upstream-code-0123456789abcdef", "from-upstream",
+                         site["metadata"]["uid"])]
+        link = await east.get("Link", "from-upstream")        # our names, the answer's endpoints and credentials
+        assert link["spec"] == {"endpoints": [
+            {"name": "inter-router", "host": "127.0.0.1", "port": "55671", "group": "skupper-router"},
+            {"name": "edge", "host": "127.0.0.1", "port": "45671", "group": "skupper-router"}],
+            "tlsCredentials": "from-upstream", "cost": 4}
+        ca_pem, client = _secret_pair(await east.api.get("secrets", "from-upstream", "east"))
+        assert ca_pem == remote_ca.cert and pki.cert_info(client.cert).subject == site["metadata"]["uid"]
+        assert link["metadata"]["ownerReferences"][0]["uid"] == site["metadata"]["uid"]
+
+        # a wrong code: upstream's 403 and its text, in the token's status
+        await east.create("AccessToken", "wrong", {**spec, "code": "not-the-code"})
+        status = await _token_status(east, "wrong", "Error")
+        assert status["message"] == f"redemption refused by {host}: Redemption of access token refused"
+        assert "wrong" not in await _names(east, "links.skupper.io")
+    finally:
+        await runner.cleanup()

@@ -5,9 +5,11 @@ redemption messages' validation and the Link/Secret bodies."""
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
@@ -24,13 +26,18 @@ from service_network.site.access import (
     compose_access,
 )
 from service_network.site.grants import (
+    AnswerProblem,
+    LinkEndpoint,
+    Redeemed,
     RedeemRequest,
-    RedeemResponse,
+    answer_documents,
     check_redemption,
     grant_of,
     grant_state,
     grant_status,
+    link_names,
     link_objects,
+    parse_answer,
     parse_duration,
 )
 
@@ -159,34 +166,69 @@ def test_grant_state_and_status_keep_the_count_of_the_grant_server() -> None:
 
 # ---- redemption messages --------------------------------------------------------------------------------------
 
-def _credentials(ca: pki.KeyPair, host: str = "127.2.3.1") -> dict[str, Any]:
+def _redeemed(ca: pki.KeyPair, *hosts: tuple[str, str | None]) -> Redeemed:
     pair = pki.issue(ca, "east-uid", client=True)
-    return {"site": {"id": "west-uid", "name": "west"},
-            "endpoints": [{"name": "inter-router", "host": host, "port": 55671}],
-            "ca": ca.cert.decode(), "cert": pair.cert.decode(), "key": pair.key.decode()}
+    return Redeemed(endpoints=[LinkEndpoint(host=h, port=55671, group=g) for h, g in hosts or [("127.2.3.1", None)]],
+                    ca=ca.cert.decode(), cert=pair.cert.decode(), key=pair.key.decode())
 
 
-def test_a_link_back_in_a_redemption_request_is_ignored() -> None:
-    """Earlier versions sent a link back; it is neither validated nor kept (the one link carries both ways)."""
-    request = RedeemRequest.model_validate({"code": CODE, "token": "t", "site": {"id": "i", "name": "n"},
-                                            "linkBack": {"endpoints": [{"host": "evil\nbind :1"}]}})
-    assert "link_back" not in request.model_dump() and request.site.id == "i"
+def test_a_redemption_request_is_upstreams_code_name_and_subject() -> None:
+    request = RedeemRequest.model_validate({"code": CODE, "name": "to-west", "subject": "0b7f-uid"})
+    assert (request.code, request.name, request.subject) == (CODE, "to-west", "0b7f-uid")
+    for bad in ({"name": "To West"}, {"name": "x" * 64}, {"subject": "a\nb"}, {"subject": ""}, {"code": ""}):
+        with pytest.raises(ValidationError):
+            RedeemRequest.model_validate({"code": CODE, "name": "to-west", "subject": "uid", **bad})
+
+
+def test_the_answer_is_upstreams_yaml_stream_one_link_per_endpoint_group() -> None:
+    ca = pki.new_ca("ca")
+    redeemed = _redeemed(ca, ("127.2.3.1", "skupper-router"), ("127.2.3.2", "skupper-router-2"))
+    documents = list(yaml.safe_load_all(answer_documents("to-west", redeemed)))
+    assert [(d["kind"], d["metadata"]["name"]) for d in documents] == [
+        ("Secret", "to-west"), ("Link", "to-west"), ("Link", "to-west-2")]
+    assert documents[0]["type"] == "kubernetes.io/tls" and set(documents[0]["data"]) == {"ca.crt", "tls.crt",
+                                                                                         "tls.key"}
+    assert documents[2]["spec"] == {"endpoints": [{"name": "inter-router", "host": "127.2.3.2", "port": "55671",
+                                                   "group": "skupper-router-2"}],
+                                    "tlsCredentials": "to-west", "cost": 1}
+    # read back by the redeeming side: the credentials and each Link's endpoints, in order
+    answer = parse_answer(answer_documents("to-west", redeemed))
+    assert answer.problem() is None and answer.cert == redeemed.cert
+    assert [[e.host for e in link] for link in answer.links] == [["127.2.3.1"], ["127.2.3.2"]]
 
 
 @pytest.mark.parametrize("host", ["evil\nbind :1", "a b", "", "x" * 300])
 def test_hostile_endpoint_hosts_in_an_answer_are_refused(host: str) -> None:
-    with pytest.raises(ValidationError):
-        RedeemResponse.model_validate(_credentials(pki.new_ca("ca"), host))
+    text = answer_documents("t", _redeemed(pki.new_ca("ca"))).replace("127.2.3.1", json.dumps(host))
+    with pytest.raises(AnswerProblem):
+        parse_answer(text)
+
+
+@pytest.mark.parametrize("text", [
+    "not: [yaml", "--- 1\n", "---\nkind: Link\napiVersion: skupper.io/v2alpha1\n",           # no Secret
+    "---\n{kind: Secret, apiVersion: v1, data: {ca.crt: '!!'}}\n",                           # not base64
+    "".join("---\n{kind: Secret, apiVersion: v1}\n" for _ in range(20)),                       # too many
+    "---\n{kind: ConfigMap, apiVersion: v1}\n",
+])
+def test_unusable_answers_are_refused_with_a_short_reason(text: str) -> None:
+    with pytest.raises(AnswerProblem) as refused:
+        parse_answer(text)
+    assert len(str(refused.value)) <= 300
 
 
 def test_link_objects_are_named_by_the_receiver_and_cost_below_one_counts_as_one() -> None:
     ca = pki.new_ca("ca")
-    answer = RedeemResponse.model_validate(_credentials(ca))
-    secret, link = link_objects("west", "east", answer.endpoints, answer, cost=0, annotations={"a": "b"})
-    assert secret["metadata"] == link["metadata"] == {"name": "east", "namespace": "west", "annotations": {"a": "b"}}
+    answer = parse_answer(answer_documents("anything", _redeemed(ca, ("127.2.3.1", "g1"), ("127.2.3.2", "g2"))))
+    secret, link, second = link_objects("west", "east", answer, cost=0, annotations={"a": "b"},
+                                        owners=[{"kind": "Site", "name": "west"}])
+    assert [o["metadata"]["name"] for o in (secret, link, second)] == ["east", "east", "east-2"]
+    assert secret["metadata"] == link["metadata"] == {"name": "east", "namespace": "west", "annotations": {"a": "b"},
+                                                      "ownerReferences": [{"kind": "Site", "name": "west"}]}
     assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"} and secret["type"] == "kubernetes.io/tls"
-    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": "127.2.3.1", "port": "55671"}],
+    assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": "127.2.3.1", "port": "55671",
+                                           "group": "g1"}],
                             "tlsCredentials": "east", "cost": 1}
+    assert link_names("x" * 63, 2) == ["x" * 63, "x" * 61 + "-2"]
 
 
 # ---- access plan ------------------------------------------------------------------------------------------------

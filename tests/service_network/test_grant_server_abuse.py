@@ -6,7 +6,6 @@ wrong code is refused from the watch cache without reading the API server."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import ssl
 import time
@@ -14,11 +13,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import yaml
 
 from service_network.site import pki
 from service_network.site.grant_io import GrantKeeper, SiteAccess
 from service_network.site.grant_server import GrantServer, Limits, Throttle
-from service_network.site.grants import RedeemRequest, Refusal
+from service_network.site.grants import LinkEndpoint, Redeemed, RedeemRequest, Refusal
 
 HOST = "127.0.0.1"
 RIGHT = "the-right-code-of-24-chars"
@@ -31,13 +31,14 @@ class _Redeemer:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def __call__(self, uid: str, request: RedeemRequest) -> dict[str, object] | Refusal:
+    async def __call__(self, uid: str, request: RedeemRequest) -> Redeemed | Refusal:
         self.calls += 1
         if uid != GRANT_UID:
             return Refusal(404, "NotFound", "no AccessGrant for this URL")
         if request.code != RIGHT:
             return Refusal(403, "WrongCode", "the code is wrong")
-        return {"site": {"id": "west-uid", "name": "west"}, "redeemed": request.site.id}
+        return Redeemed(endpoints=[LinkEndpoint(host="127.2.3.1", port=55671)], ca="CA", cert=request.subject,
+                        key="KEY")
 
 
 @pytest.fixture
@@ -65,22 +66,26 @@ async def _open(server: GrantServer, source: str, context: ssl.SSLContext | None
 
 
 async def _post(server: GrantServer, context: ssl.SSLContext, body: bytes, *, source: str = "127.0.0.2",
-                path: str = f"/{GRANT_UID}", method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+                path: str = f"/{GRANT_UID}", method: str = "POST",
+                headers: tuple[tuple[str, str], ...] = (("name", "to-west"), ("subject", "east-uid"))
+                ) -> tuple[int, dict[str, str], bytes]:
+    """One request shaped as upstream's redeemer sends it: the code as the body, ``name`` and ``subject``."""
     reader, writer = await _open(server, source, context)
     try:
-        writer.write(f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\nContent-Type: application/json\r\n"
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers)
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\n{extra}"
                      f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         raw = await asyncio.wait_for(reader.read(), 30)
     finally:
         writer.close()
     head, _, payload = raw.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    return int(lines[0].split()[1]), headers, payload
+    answer_headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), answer_headers, payload
 
 
-def _request(code: str, site: str = "east-uid") -> bytes:
-    return json.dumps({"code": code, "token": "t", "site": {"id": site, "name": "east"}}).encode()
+def _request(code: str) -> bytes:
+    return code.encode()
 
 
 async def _closed_after(reader: asyncio.StreamReader, started: float) -> float:
@@ -135,7 +140,7 @@ async def test_a_source_over_its_connection_budget_is_closed_at_once_and_others_
         assert await _closed_after(reader, started) < 5      # no TLS, no deadline: closed when accepted
         writer.close()
         status, _, body = await _post(server, context, _request(RIGHT), source="127.0.0.3")
-        assert status == 200 and json.loads(body)["redeemed"] == "east-uid"
+        assert status == 200 and [d["kind"] for d in yaml.safe_load_all(body)] == ["Secret", "Link"]
     finally:
         for _, w in held:
             w.close()
@@ -150,7 +155,7 @@ async def test_repeated_wrong_codes_get_429_with_retry_after_while_another_sourc
         statuses.append(status)
         if status == 429:
             retry_after.append(int(headers["retry-after"]))
-            assert json.loads(body)["reason"] == "TooManyRequests"
+            assert body.startswith(b"too many refused redemptions from 127.0.0.2")
     allowed = server.limits.failures_per_source
     assert statuses[:allowed] == [403] * allowed
     assert statuses[allowed:] == [429] * (300 - allowed)
@@ -164,14 +169,20 @@ async def test_repeated_wrong_codes_get_429_with_retry_after_while_another_sourc
 async def test_malformed_requests_get_400_and_no_traceback(served, caplog) -> None:
     server, redeemer, context = served
     caplog.set_level(logging.DEBUG)
-    nested = b"[" * 20_000 + b"]" * 20_000
-    status, _, body = await _post(server, context, nested)
-    assert status == 400 and json.loads(body)["message"] == "invalid redemption request: not JSON"
-    status, _, body = await _post(server, context, b'{"code": 1}')
-    assert status == 400 and "code" in json.loads(body)["message"]
+    status, _, body = await _post(server, context, _request(RIGHT), headers=(("subject", "east-uid"),))
+    assert status == 400 and body == b"invalid redemption request: header name: Field required\n"
+    status, _, body = await _post(server, context, _request(RIGHT), headers=(("name", "../etc"),
+                                                                             ("subject", "east-uid")))
+    assert status == 400 and body.startswith(b"invalid redemption request: header name: ")
+    status, _, body = await _post(server, context, _request(RIGHT), headers=(("name", "to-west"),
+                                                                             ("subject", "a b")))
+    assert status == 400 and body.startswith(b"invalid redemption request: header subject: ")
+    status, _, body = await _post(server, context, b"\xff\xfe")
+    assert status == 400 and body == b"invalid redemption request: the code is not UTF-8 text\n"
+    status, _, body = await _post(server, context, b"[" * 20_000)
+    assert status == 400 and body.startswith(b"invalid redemption request: the body (the code): ")
     status, headers, body = await _post(server, context, b"", method="GET")
-    assert headers["allow"] == "POST"
-    assert status == 405 and json.loads(body)["message"] == "Only POST is supported"
+    assert status == 405 and body == b"Only POST is supported\n" and headers["allow"] == "POST"
     status, _, _ = await _post(server, context, b"x" * 70_000)
     assert status == 413
     status, _, _ = await _post(server, context, _request(RIGHT), path="/../../etc/passwd")
@@ -221,13 +232,13 @@ async def test_a_wrong_code_is_refused_from_the_cache_without_reading_the_api() 
             return grant
 
     keeper = GrantKeeper(Api(), Cache(), Cache(), lambda namespace: SiteAccess(None, []))  # type: ignore[arg-type]
-    request = RedeemRequest.model_validate(json.loads(_request("wrong-code-0000000000000000")))
+    request = RedeemRequest(code="wrong-code-0000000000000000", name="t", subject="east-uid")
     for _ in range(50):
         refusal = await keeper.redeem(GRANT_UID, request)
         assert isinstance(refusal, Refusal) and refusal.http_status == 403 and refusal.reason == "WrongCode"
     assert Api.reads == 0
     # the right code is checked against the API server's copy
-    right = RedeemRequest.model_validate(json.loads(_request(RIGHT)))
+    right = RedeemRequest(code=RIGHT, name="t", subject="east-uid")
     assert isinstance(await keeper.redeem(GRANT_UID, right), Refusal)    # no active site in this stand-in
     assert Api.reads == 1
 

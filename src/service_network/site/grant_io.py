@@ -38,6 +38,7 @@ from .access_io import decode
 from .grant_server import GrantServer
 from .grants import (
     LinkEndpoint,
+    Redeemed,
     RedeemRequest,
     Refusal,
     check_redemption,
@@ -126,7 +127,7 @@ class GrantKeeper:
         return next_expiry, retry
 
     # ---- redemption -----------------------------------------------------------------------------------------------
-    async def redeem(self, uid: str, request: RedeemRequest) -> dict[str, object] | Refusal:
+    async def redeem(self, uid: str, request: RedeemRequest) -> Redeemed | Refusal:
         """Redeem ``request`` at the grant ``uid`` (see the module docstring)."""
         cached = self.grants.by_index("uid", uid)
         if not cached:
@@ -152,7 +153,7 @@ class GrantKeeper:
         return Refusal(503, "Busy", f"AccessGrant {namespace}/{name} changed {ATTEMPTS} times during the "
                                     f"redemption; try again")
 
-    async def _redeem_once(self, obj: JsonDict, request: RedeemRequest) -> dict[str, object] | Refusal | None:
+    async def _redeem_once(self, obj: JsonDict, request: RedeemRequest) -> Redeemed | Refusal | None:
         """One attempt; None when the count lost a race (try again)."""
         grant = grant_of(obj)
         namespace = grant.namespace
@@ -166,13 +167,13 @@ class GrantKeeper:
         if not access.endpoints:
             return Refusal(503, "SiteNotReady", f"site {meta(access.site).name} has no resolved link access yet")
         site_meta = meta(access.site)
-        if request.site.id == site_meta.uid:
+        if request.subject == site_meta.uid:
             return Refusal(400, "SameSite", "a site cannot link to itself")
         issuer = grant.issuer or str(mapping(access.site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
         try:
             ca_secret = await self.api.get(SECRET, issuer, namespace)
             ca = pki.KeyPair(decode(ca_secret, "tls.crt"), decode(ca_secret, "tls.key"))
-            issued = pki.issue(ca, request.site.id, client=True)
+            issued = pki.issue(ca, request.subject, client=True)
         except NotFound:
             return Refusal(503, "SiteNotReady", f"the issuer Secret {issuer} does not exist in namespace {namespace}")
         except (KubeError, pki.CertificateError) as e:
@@ -180,11 +181,10 @@ class GrantKeeper:
 
         if not await self._count(obj, +1):
             return None
-        log.info("AccessGrant %s/%s redeemed by site %s (%s)", namespace, grant.name, request.site.name[:64],
-                 request.site.id[:64])
-        return {"site": {"id": site_meta.uid, "name": site_meta.name, "namespace": namespace},
-                "endpoints": [LinkEndpoint.of(e).model_dump() for e in access.endpoints],
-                "ca": ca.cert.decode(), "cert": issued.cert.decode(), "key": issued.key.decode()}
+        log.info("AccessGrant %s/%s redeemed for token %s of site %s", namespace, grant.name, request.name,
+                 request.subject[:64])
+        return Redeemed(endpoints=[LinkEndpoint.of(e) for e in access.endpoints],
+                        ca=ca.cert.decode(), cert=issued.cert.decode(), key=issued.key.decode())
 
     async def _count(self, obj: JsonDict, delta: int) -> bool:
         """Add ``delta`` to ``status.redemptions`` if the grant is still at ``obj``'s resourceVersion."""

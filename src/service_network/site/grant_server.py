@@ -1,5 +1,7 @@
-"""The HTTPS redemption server of the site controller: ``POST /<grant uid>`` with a JSON redemption request
-answers with the granting site's link credentials, or with an error status and a JSON ``{"reason", "message"}``.
+"""The HTTPS redemption server of the site controller, speaking upstream's protocol: ``POST /<grant uid>`` whose body
+is the code and whose headers ``name`` and ``subject`` name the token and the redeeming Site answers with a YAML
+stream of the client-certificate Secret and the Links (:func:`.grants.answer_documents`), or with an error status
+and a line of text (upstream's statuses: 403 wrong code, 404 unknown, expired or used up, 405 not a POST).
 
 Its certificate is issued at start by the grant-server CA, kept in the Secret ``skupper-grant-server-ca`` of the
 controller's namespace (created when missing, so tokens issued before a restart stay valid); the certificate names
@@ -22,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import math
 import os
@@ -44,7 +45,7 @@ from operator_runtime.kinds import SECRET
 from . import pki
 from .access import endpoint_hosts
 from .access_io import decode, tls_secret
-from .grants import RedeemRequest, Refusal
+from .grants import Redeemed, RedeemRequest, Refusal, answer_documents
 
 __all__ = ["GRANT_SERVER_CA_SECRET", "GrantServer", "Limits", "Redeem", "load_grant_ca", "server_context"]
 
@@ -53,8 +54,8 @@ log = logging.getLogger(__name__)
 GRANT_SERVER_CA_SECRET = "skupper-grant-server-ca"
 MAX_BODY = 64 * 1024
 
-#: (grant uid, request) -> the JSON answer, or a Refusal
-Redeem = Callable[[str, RedeemRequest], Awaitable[dict[str, object] | Refusal]]
+#: (grant uid, request) -> the credentials and endpoints to answer with, or a Refusal
+Redeem = Callable[[str, RedeemRequest], Awaitable[Redeemed | Refusal]]
 
 
 async def load_grant_ca(api: KubeApi, namespace: str | None) -> pki.KeyPair:
@@ -147,8 +148,13 @@ class _Answer:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+_TEXT = ("content-type", "text/plain; charset=utf-8")
+
+
 def _error(status: int, reason: str, message: str, *headers: tuple[str, str]) -> _Answer:
-    return _Answer(status, json.dumps({"reason": reason, "message": message[:1000]}).encode(), headers)
+    """A refusal: upstream's status and a line of text (``reason`` is logged, not sent: upstream has no field)."""
+    log.debug("grant server answers %d %s", status, reason)
+    return _Answer(status, (message[:1000] + "\n").encode(), (_TEXT, *headers))
 
 
 class _BadRequest(Exception):
@@ -162,6 +168,7 @@ class _BadRequest(Exception):
 class _Request:
     method: str
     target: str
+    headers: dict[str, str]
     body: bytes
 
 
@@ -268,8 +275,7 @@ class GrantServer:
         if request is not None:
             answer = await self._answer(source, request)
         async with asyncio.timeout(self.limits.request_seconds):
-            headers = [("content-type", "application/json"), ("content-length", str(len(answer.body))),
-                       ("connection", "close"), *answer.headers]
+            headers = [("content-length", str(len(answer.body))), ("connection", "close"), *answer.headers]
             if conn.our_state is h11.SEND_RESPONSE:
                 writer.write(conn.send(h11.Response(status_code=answer.status, headers=headers)) or b"")
                 writer.write(conn.send(h11.Data(data=answer.body)) or b"")
@@ -292,14 +298,15 @@ class GrantServer:
             return _error(429, "TooManyRequests", f"too many refused redemptions from {source[:64]}; try again "
                           f"in {retry} s", ("retry-after", str(retry)))
         try:
-            body = RedeemRequest.model_validate(json.loads(request.body))
-        except (ValueError, ValidationError, RecursionError) as e:
-            if isinstance(e, ValidationError):
-                first = e.errors(include_input=False)[0]
-                detail = f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
-            else:
-                detail = "not JSON"
-            return _error(400, "BadRequest", f"invalid redemption request: {detail[:200]}")
+            fields = {k: request.headers[k] for k in ("name", "subject") if k in request.headers}
+            body = RedeemRequest.model_validate({"code": request.body.decode(), **fields})
+        except UnicodeDecodeError:
+            return _error(400, "BadRequest", "invalid redemption request: the code is not UTF-8 text")
+        except ValidationError as e:
+            first = e.errors(include_input=False)[0]
+            where = {"code": "the body (the code)", "name": "header name", "subject": "header subject"}.get(
+                str(first["loc"][0]) if first["loc"] else "", "the request")
+            return _error(400, "BadRequest", f"invalid redemption request: {where}: {first['msg']}"[:300])
         uid = match.group(1)
         try:
             answer = await self.redeem(uid, body)
@@ -310,7 +317,7 @@ class GrantServer:
             if answer.http_status in (403, 404):
                 self.throttle.failed(source)
             return _error(answer.http_status, answer.reason, answer.message)
-        return _Answer(200, json.dumps(answer).encode())
+        return _Answer(200, answer_documents(body.name, answer).encode(), (_TEXT,))
 
 
 async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> _Request:
@@ -332,7 +339,8 @@ async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> _
                 raise _BadRequest(413, "TooLarge", f"the request is larger than {MAX_BODY} bytes")
         elif isinstance(event, h11.EndOfMessage):
             assert request is not None
-            return _Request(request.method.decode(), request.target.decode(errors="replace"), bytes(body))
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
+            return _Request(request.method.decode(), request.target.decode(errors="replace"), headers, bytes(body))
         elif isinstance(event, h11.ConnectionClosed):
             raise ConnectionError("closed before a complete request")
         else:

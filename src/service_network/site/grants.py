@@ -3,12 +3,13 @@ the decision on a redemption, the messages exchanged when a token is redeemed, a
 redemption creates. No I/O: the grant server (:mod:`.grant_server`) and the token redeemer (:mod:`.redeem`) use
 these.
 
-Redemption (upstream: an HTTPS POST of the code to the grant's URL, verified with the token's CA; the answer
-carries a Link and its client-certificate Secret): here the POST carries a JSON :class:`RedeemRequest` (the code,
-the token's name, the redeeming site), and the answer is a JSON
-:class:`RedeemResponse` (the granting site's identity, access endpoints, CA and the client certificate it issued).
-Each side composes its own objects from the validated fields: nothing the remote site sends names an object,
-a namespace or a key.
+Redemption speaks upstream's protocol: an HTTPS POST to the grant's URL, verified with the token's CA, whose body
+is the code (raw bytes) and whose headers ``name`` (the token's name) and ``subject`` (the redeeming Site's uid,
+the client certificate's common name) make a :class:`RedeemRequest`; the answer is a YAML stream of a
+``kubernetes.io/tls`` Secret (``tls.crt``, ``tls.key``, ``ca.crt``) named after ``name`` and one Link per endpoint
+group (:func:`answer_documents`; refusals are a status and a line of text). The redeeming side reads only the
+fields it needs from the answer (:func:`parse_answer`, every value validated) and composes its own objects: names,
+namespace, annotations and owners are its own, never the answer's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from operator_runtime.objects import JsonDict, mapping, meta
@@ -31,9 +33,10 @@ from . import pki
 from .status import READY, ConditionState, error, pending, ready, set_condition
 from .validation import dns1035_label_problem, host_problem, quoted
 
-__all__ = ["ANNOTATION_GRANT", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW", "DEFAULT_REDEMPTIONS", "Grant",
-           "LinkEndpoint", "RedeemRequest", "RedeemResponse", "Refusal", "SiteIdentity",
-           "check_redemption", "grant_of", "grant_status", "link_objects", "parse_duration", "token_status"]
+__all__ = ["ANNOTATION_GRANT", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW", "DEFAULT_REDEMPTIONS", "AnswerProblem",
+           "Grant", "LinkEndpoint", "RedeemAnswer", "RedeemRequest", "Redeemed", "Refusal", "answer_documents",
+           "check_redemption", "grant_of", "grant_status", "link_names", "link_objects", "parse_answer",
+           "parse_duration", "token_status"]
 
 DEFAULT_REDEMPTIONS = 1
 DEFAULT_EXPIRATION_WINDOW = datetime.timedelta(minutes=15)
@@ -136,11 +139,11 @@ def check_redemption(grant: Grant, code: str, now: datetime.datetime) -> Refusal
         return Refusal(409, "GrantInvalid", f"{what} is invalid: {grant.problem}")
     if not grant.code_matches(code):
         return Refusal(403, "WrongCode", f"{what}: the code is wrong")
-    if grant.expired(now):
-        return Refusal(403, "Expired", f"{what} expired at {format_time(grant.expires)}"
+    if grant.expired(now):      # upstream: 404 for a grant expired or used up
+        return Refusal(404, "Expired", f"{what} expired at {format_time(grant.expires)}"
                        if grant.expires else f"{what} expired")
     if grant.remaining() <= 0:
-        return Refusal(403, "UsedUp", f"{what} has no redemptions left ({grant.redemptions} of {grant.allowed} "
+        return Refusal(404, "UsedUp", f"{what} has no redemptions left ({grant.redemptions} of {grant.allowed} "
                                       f"used)")
     return None
 
@@ -198,10 +201,9 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class SiteIdentity(_Message):
-    id: str = Field(max_length=MAX_TEXT)
-    name: str = Field(max_length=MAX_TEXT)
-    namespace: str = Field(default="", max_length=MAX_TEXT)
+#: documents an answer may hold (a Secret and a Link per endpoint group), and endpoints per Link
+MAX_ANSWER_DOCUMENTS = 9
+MAX_ENDPOINTS = 8
 
 
 class LinkEndpoint(_Message):
@@ -253,15 +255,104 @@ class _Credentials(_Message):
 
 
 class RedeemRequest(_Message):
-    code: str = Field(max_length=MAX_TEXT)
-    token: str = Field(max_length=MAX_TEXT)
-    site: SiteIdentity
-    cost: int = Field(default=1, ge=-(2**31), le=2**31 - 1)
+    """Upstream's request: the body is the code; the headers ``name`` (the token's name: the Secret and the Links
+    the answer names) and ``subject`` (the redeeming Site's uid: the client certificate's common name)."""
+
+    code: str = Field(min_length=1, max_length=MAX_TEXT)
+    name: str = Field(min_length=1, max_length=63)
+    subject: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9._]*[A-Za-z0-9])?$")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if problem := dns1035_label_problem(value):
+            raise ValueError(problem)
+        return value
 
 
-class RedeemResponse(_Credentials):
-    site: SiteIdentity
-    endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=8)
+class Redeemed(_Credentials):
+    """What the granting site gives for a redemption: its access endpoints and the client certificate it issued."""
+
+    endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=MAX_ENDPOINTS)
+
+
+class RedeemAnswer(_Credentials):
+    """What the redeeming side takes from an answer: the credentials and the endpoints of each Link, in order."""
+
+    links: list[list[LinkEndpoint]] = Field(min_length=1, max_length=MAX_ANSWER_DOCUMENTS - 1)
+
+
+def _groups(endpoints: list[LinkEndpoint]) -> list[list[LinkEndpoint]]:
+    """Endpoints by group, in the order groups first appear (an HA site: one group per router)."""
+    groups: dict[str | None, list[LinkEndpoint]] = {}
+    for endpoint in endpoints:
+        groups.setdefault(endpoint.group, []).append(endpoint)
+    return list(groups.values())
+
+
+def link_names(name: str, count: int) -> list[str]:
+    """The Links of a redemption: ``name``, then ``name-2``, ``name-3``, ... (shortened to stay a DNS label)."""
+    return [name] + [f"{name[:63 - len(str(i)) - 1]}-{i}" for i in range(2, count + 1)]
+
+
+def answer_documents(name: str, redeemed: Redeemed) -> str:
+    """Upstream's answer: a YAML stream of the Secret ``name`` and one Link per endpoint group."""
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    documents: list[JsonDict] = [{
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": name},
+        "data": {"ca.crt": b64(redeemed.ca), "tls.crt": b64(redeemed.cert), "tls.key": b64(redeemed.key)}}]
+    groups = _groups(redeemed.endpoints)
+    for link_name, group in zip(link_names(name, len(groups)), groups, strict=True):
+        documents.append({"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": {"name": link_name},
+                          "spec": {"endpoints": [e.as_spec() for e in group], "tlsCredentials": name, "cost": 1}})
+    return "".join("---\n" + yaml.safe_dump(d, sort_keys=False) for d in documents)
+
+
+class AnswerProblem(ValueError):
+    """An answer that cannot be used (the message names what is wrong, never echoing more than a little of it)."""
+
+
+def parse_answer(text: str) -> RedeemAnswer:
+    """The credentials and the Links' endpoints of an upstream answer; ``AnswerProblem`` when anything is missing,
+    extra or invalid."""
+    try:
+        documents = []
+        for document in yaml.safe_load_all(text):
+            if document is None:
+                continue
+            documents.append(document)
+            if len(documents) > MAX_ANSWER_DOCUMENTS:
+                raise AnswerProblem(f"more than {MAX_ANSWER_DOCUMENTS} documents")
+    except yaml.YAMLError as e:
+        raise AnswerProblem(f"not a YAML stream: {str(e)[:120]}") from None
+    if not all(isinstance(d, dict) for d in documents):
+        raise AnswerProblem("a document is not an object")
+    secrets = [d for d in documents if d.get("kind") == "Secret" and d.get("apiVersion") == "v1"]
+    links = [d for d in documents if d.get("kind") == "Link" and d.get("apiVersion") == GROUP_VERSION]
+    if len(secrets) != 1 or len(secrets) + len(links) != len(documents):
+        raise AnswerProblem("expected one Secret and Links only")
+    data = secrets[0].get("data")
+    if not isinstance(data, dict):
+        raise AnswerProblem("the Secret has no data")
+
+    def pem(key: str) -> str:
+        value = data.get(key)
+        if not isinstance(value, str) or len(value) > 2 * MAX_PEM:
+            raise AnswerProblem(f"the Secret has no usable {key}")
+        try:
+            return base64.b64decode(value, validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise AnswerProblem(f"the Secret's {key} is not base64 PEM") from None
+
+    try:
+        return RedeemAnswer.model_validate({
+            "ca": pem("ca.crt"), "cert": pem("tls.crt"), "key": pem("tls.key"),
+            "links": [mapping(link, "spec").get("endpoints") for link in links]})
+    except ValidationError as e:
+        first = e.errors(include_input=False)[0]
+        raise AnswerProblem(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"[:300]) from None
 
 
 def link_name_problem(name: str) -> str | None:
@@ -271,20 +362,22 @@ def link_name_problem(name: str) -> str | None:
     return None
 
 
-def link_objects(namespace: str, name: str, endpoints: list[LinkEndpoint], credentials: _Credentials, *,
-                 cost: int, annotations: Mapping[str, str],
-                 owners: list[JsonDict] | None = None) -> tuple[JsonDict, JsonDict]:
-    """The Secret (client certificate, key, remote CA) and the Link that use it, both named ``name`` and owned by
-    ``owners`` (the redeeming Site: they go with it)."""
+def link_objects(namespace: str, name: str, answer: RedeemAnswer, *, cost: int, annotations: Mapping[str, str],
+                 owners: list[JsonDict] | None = None) -> list[JsonDict]:
+    """The Secret ``name`` (client certificate, key, remote CA) and the Links that use it (``name``, ``name-2``,
+    ...), all owned by ``owners`` (the redeeming Site: they go with it)."""
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
-    metadata: JsonDict = {"name": name, "namespace": namespace, "annotations": dict(annotations)}
-    if owners:
-        metadata["ownerReferences"] = [dict(o) for o in owners]
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": dict(metadata),
-              "data": {"ca.crt": b64(credentials.ca), "tls.crt": b64(credentials.cert),
-                       "tls.key": b64(credentials.key)}}
-    link = {"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": dict(metadata),
-            "spec": {"endpoints": [e.as_spec() for e in endpoints], "tlsCredentials": name, "cost": max(1, cost)}}
-    return secret, link
+    def metadata(object_name: str) -> JsonDict:
+        out: JsonDict = {"name": object_name, "namespace": namespace, "annotations": dict(annotations)}
+        if owners:
+            out["ownerReferences"] = [dict(o) for o in owners]
+        return out
+
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": metadata(name),
+              "data": {"ca.crt": b64(answer.ca), "tls.crt": b64(answer.cert), "tls.key": b64(answer.key)}}
+    links = [{"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": metadata(link_name),
+              "spec": {"endpoints": [e.as_spec() for e in endpoints], "tlsCredentials": name, "cost": max(1, cost)}}
+             for link_name, endpoints in zip(link_names(name, len(answer.links)), answer.links, strict=True)]
+    return [secret, *links]

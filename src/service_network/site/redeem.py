@@ -1,6 +1,9 @@
 """The redeeming side of access tokens (I/O): an AccessToken in a namespace with an active Site is redeemed once,
-over HTTPS (aiohttp, TLS 1.3, the server verified with the token's CA and its name checked), and gives a Link named
-after the token and its client-certificate Secret (same name), annotated with the token's uid.
+with upstream's request (HTTPS POST of the code, headers ``name`` = the token's name and ``subject`` = this Site's
+uid; aiohttp, TLS 1.3, the server verified with the token's CA and its name checked), and gives the client
+certificate Secret named after the token and one Link per endpoint group of the answer (the token's name, then
+``-2``, ...), annotated with the token's uid and owned by the Site. It redeems upstream's grant servers and ours
+alike.
 
 As upstream, redeeming makes one link, dialed by this site; it carries connections both ways (the router
 multiplexes streams in either direction over the links one side dialed), so the granting site needs no way back
@@ -9,8 +12,8 @@ to this one: a site without any link access can link to a network and serve it.
 Outcomes are the token's status (:func:`.grants.token_status`):
 
 - redeemed: Ready, ``redeemed: true``; the Link and Secret exist;
-- refused by the grant (wrong code, expired, used up, invalid link back): Error with the granting site's message,
-  not retried (a changed token is tried again);
+- refused by the grant (wrong code, expired, used up): Error with the granting site's status and text, not
+  retried (a changed token is tried again);
 - the granting site unreachable, or not ready: Error saying so, retried with backoff (so a token applied while the
   other site is down is redeemed once it is up);
 - the server not trusted by the token's CA: Error, not retried.
@@ -21,7 +24,6 @@ redemption before it is sent. If creating the Link fails after its Secret was cr
 
 from __future__ import annotations
 
-import json
 import logging
 import ssl
 import time
@@ -36,13 +38,13 @@ from pydantic import ValidationError
 from operator_runtime.api import KubeApi
 from operator_runtime.errors import KubeError, NotFound
 from operator_runtime.kinds import SECRET
-from operator_runtime.objects import JsonDict, mapping, meta
+from operator_runtime.objects import mapping, meta
 from operator_runtime.reflector import Reflector
 
 from ..crd.models import AccessTokenSpec
 from ..kinds import LINK
 from .grant_io import SiteAccess
-from .grants import ANNOTATION_TOKEN, RedeemResponse, link_name_problem, link_objects
+from .grants import ANNOTATION_TOKEN, AnswerProblem, link_name_problem, link_names, link_objects, parse_answer
 from .resources import owner_references
 from .status import ConditionState, error, pending, ready
 from .validation import quoted
@@ -80,8 +82,15 @@ def client_context(ca_pem: str) -> ssl.SSLContext:
     return context
 
 
-async def post_redemption(url: str, ca_pem: str, body: JsonDict, limit: float = REDEEM_TIMEOUT) -> JsonDict:
-    """POST ``body`` to the grant ``url``; the JSON answer, or ``_Refused`` with what went wrong."""
+#: why a grant server refused, by its status (upstream's answers carry only a line of text)
+_REASONS = {400: "BadRequest", 403: "Refused", 404: "NotFound", 405: "Refused", 409: "GrantInvalid",
+            429: "Throttled"}
+
+
+async def post_redemption(url: str, ca_pem: str, code: str, name: str, subject: str,
+                          limit: float = REDEEM_TIMEOUT) -> str:
+    """POST ``code`` to the grant ``url`` as upstream's redeemer does; the answer's text (a YAML stream), or
+    ``_Refused`` with what went wrong."""
     where = quoted(url)
     parts = urlsplit(url)
     if parts.scheme != "https" or not parts.hostname:
@@ -93,7 +102,8 @@ async def post_redemption(url: str, ca_pem: str, body: JsonDict, limit: float = 
                        reason="InvalidToken") from None
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit)) as session, \
-                session.post(url, json=body, ssl=context) as response:
+                session.post(url, data=code.encode(), ssl=context,
+                             headers={"name": name, "subject": subject, "Content-Type": "text/plain"}) as response:
             raw = await response.content.read(MAX_ANSWER)
             status = response.status
     except aiohttp.ClientConnectorCertificateError as e:
@@ -106,20 +116,12 @@ async def post_redemption(url: str, ca_pem: str, body: JsonDict, limit: float = 
         detail = str(e) or type(e).__name__
         raise _Refused(f"could not reach the redemption server at {where}: {detail[:200]}", retry=True,
                        reason="Unreachable") from None
-    try:
-        answer = json.loads(raw)
-    except ValueError:
-        answer = None
+    text = raw.decode(errors="replace")
     if status != 200:
-        message = (str(answer.get("message")) if isinstance(answer, dict) and answer.get("message")
-                   else raw[:200].decode(errors="replace") or f"HTTP {status}")
-        raise _Refused(f"redemption refused by {parts.hostname}: {message[:500]}", retry=status >= 500,
-                       reason=str(answer.get("reason")) if isinstance(answer, dict) and answer.get("reason")
-                       else "Refused")
-    if not isinstance(answer, dict):
-        raise _Refused(f"the redemption server at {where} did not answer with JSON", retry=False,
-                       reason="BadAnswer")
-    return answer
+        message = " ".join(text.split())[:300] or f"HTTP {status}"
+        raise _Refused(f"redemption refused by {parts.hostname}: {message}", retry=status >= 500 or status == 429,
+                       reason=_REASONS.get(status, "SiteNotReady" if status >= 500 else "Refused"))
+    return text
 
 
 class TokenRedeemer:
@@ -188,50 +190,56 @@ class TokenRedeemer:
             return TokenOutcome(obj, pending("No active site in namespace"))
         site = access.site
         try:
-            request = self._request(obj, spec, site)
-            answer = await post_redemption(spec.url, spec.ca, request)
-            return await self._create(obj, spec, answer, site)
+            text = await post_redemption(spec.url, spec.ca, spec.code, name, meta(site).uid)
+            return await self._create(obj, spec, text, site)
         except _Refused as refused:
             log.info("AccessToken %s/%s: %s", namespace, name, refused)
             return TokenOutcome(obj, error(str(refused)), retry=refused.retry, reason=refused.reason, sent=True)
 
-    def _request(self, obj: Mapping[str, Any], spec: AccessTokenSpec, site: Mapping[str, Any]) -> JsonDict:
-        site_meta = meta(site)
-        return {"code": spec.code, "token": meta(obj).name, "cost": spec.link_cost or 1,
-                "site": {"id": site_meta.uid, "name": site_meta.name, "namespace": site_meta.namespace}}
-
-    async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, answer: JsonDict,
+    async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, text: str,
                       site: Mapping[str, Any]) -> TokenOutcome:
         token_meta = meta(obj)
         namespace, name = token_meta.namespace, token_meta.name
         try:
-            response = RedeemResponse.model_validate(answer)
-        except ValidationError as e:
-            first = e.errors(include_input=False)[0]
-            raise _Refused(f"the redemption answer is unusable: {'.'.join(str(p) for p in first['loc'])}: "
-                           f"{first['msg']}", retry=False, reason="BadAnswer") from None
-        if problem := response.problem():
+            answer = parse_answer(text)
+        except AnswerProblem as e:
+            raise _Refused(f"the redemption answer is unusable: {e}", retry=False, reason="BadAnswer") from None
+        if problem := answer.problem():
             raise _Refused(f"the redemption answer is unusable: {problem}", retry=False, reason="BadAnswer")
-        secret_body, link_body = link_objects(namespace, name, response.endpoints, response,
-                                              cost=spec.link_cost or 1, annotations={ANNOTATION_TOKEN: token_meta.uid},
-                                              owners=owner_references(site))
+        for link_name in link_names(name, len(answer.links))[1:]:
+            if self.links.get(f"{namespace}/{link_name}") is not None:
+                return TokenOutcome(obj, error(f"a Link named {link_name} already exists in namespace {namespace}: "
+                                               f"the token's Links take its name"), reason="NameTaken", sent=True)
+        secret_body, *link_bodies = link_objects(namespace, name, answer, cost=spec.link_cost or 1,
+                                                 annotations={ANNOTATION_TOKEN: token_meta.uid},
+                                                 owners=owner_references(site))
         try:
             secret = await self.api.create(SECRET, secret_body, namespace)
         except KubeError as failure:
             return TokenOutcome(obj, error(f"redeemed, but the Secret {name} could not be created: {failure}"),
                                 reason="CreateFailed")
+        created: list[str] = []
         try:
-            await self.api.create(LINK, link_body, namespace)
-        except KubeError as failure:
+            for link_body in link_bodies:
+                await self.api.create(LINK, link_body, namespace)
+                created.append(link_body["metadata"]["name"])
+        except KubeError as failure:     # nothing half made: the Links made so far and the Secret go
+            for link_name in created:
+                try:
+                    await self.api.delete(LINK, link_name, namespace)
+                except (NotFound, KubeError):
+                    pass
             try:
                 await self.api.delete(SECRET, name, namespace, uid=meta(secret).uid)
             except (NotFound, KubeError):
                 pass
             return TokenOutcome(obj, error(f"redeemed, but the Link {name} could not be created: {failure}"),
                                 reason="CreateFailed")
-        self._redeemed[token_meta.uid] = (token_meta.generation, response.site.name)
+        host = urlsplit(spec.url).hostname or "?"
+        self._redeemed[token_meta.uid] = (token_meta.generation, host)
         if len(self._redeemed) > 4096:
             self._redeemed.clear()
-        log.info("AccessToken %s/%s redeemed at site %s: Link %s created", namespace, name,
-                 response.site.name[:64], name)
-        return TokenOutcome(obj, ready(), redeemed=True, created=[f"Secret {name}", f"Link {name}"])
+        log.info("AccessToken %s/%s redeemed at %s: Links %s created", namespace, name, host[:64],
+                 ", ".join(created))
+        return TokenOutcome(obj, ready(), redeemed=True,
+                            created=[f"Secret {name}", *(f"Link {n}" for n in created)])
