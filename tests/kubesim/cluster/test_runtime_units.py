@@ -3,6 +3,7 @@ container environment, ConfigMap/Secret/projected volume files, node file system
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from pathlib import Path
@@ -200,3 +201,27 @@ def test_node_paths_map_to_each_nodes_directories(tmp_path: Path) -> None:
 def test_sidecar_flags_as_go_parses_them() -> None:
     assert parse_flags(["--csi-address=/csi/csi.sock", "-v", "5", "--leader-election", "--x", "--extra=a=b"]) == {
         "csi-address": "/csi/csi.sock", "v": "5", "leader-election": "true", "x": "true", "extra": "a=b"}
+
+
+async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_ends() -> None:
+    """A readiness loop whose library shrugs off one cancellation (Python 3.11's wait_for) must not hold its
+    container's shutdown: the runner cancels until the task is done."""
+    from kubesim.cluster.runtime.supervisor import _cancel_until_done  # the runner's helper
+
+    swallowed = 0
+
+    async def stubborn() -> None:
+        nonlocal swallowed
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if swallowed >= 2:
+                    raise
+                swallowed += 1
+                asyncio.current_task().uncancel()    # type: ignore[union-attr]
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(_cancel_until_done(task), 10)
+    assert task.cancelled() and swallowed == 2

@@ -70,7 +70,10 @@ async def tcp_accepts(host: str, port: int, seconds: float) -> ProbeResult:
     if refusal:
         return ProbeResult(False, f"not probed: {refusal}")
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), seconds)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives as the
+        # connection attempt ends, and a readiness loop cancelled that way never stops (nor its Pod's shutdown)
+        async with asyncio.timeout(seconds):
+            _, writer = await asyncio.open_connection(host, port)
     except (OSError, TimeoutError) as error:
         return ProbeResult(False, f"dial tcp {host}:{port}: {_describe(error)}")
     writer.close()

@@ -136,9 +136,7 @@ class ContainerRunner:
                 try:
                     code = await self._container.wait()
                 finally:
-                    readiness.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await readiness
+                    await _cancel_until_done(readiness)
                 self._container = None
                 reason = "Completed" if code == 0 else "Error"
             self.first_attempt.set()
@@ -210,6 +208,16 @@ class ContainerRunner:
         if self.state.ready != ready and self.state.state == "running":
             self.state.ready = ready
             self._changed()
+
+
+async def _cancel_until_done(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait for it, cancelling again should a library swallow a cancellation (a task that
+    shrugs one off would otherwise hold its container's shutdown forever)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        task.result()
 
 
 def _seconds(delay: float) -> str:
