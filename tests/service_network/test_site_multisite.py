@@ -78,7 +78,14 @@ async def test_west_listener_reaches_east_pods_and_statuses_follow(sites: MultiS
     assert answers == pods                                    # balanced over East's two Pods
     assert (await west.status("Listener", "backend"))["status"] == "Ready"     # traffic flows: matched
 
-    west_site = (await west.get("Site", "west"))["status"]
+    # the Site's network status follows the routers' advertisements (a second target can show a moment later)
+    async def both_targets() -> dict[str, Any] | None:
+        status = (await west.get("Site", "west"))["status"]
+        records = status.get("network") or []
+        services = records[1].get("services") or [] if len(records) > 1 else []
+        found = {c.split("@")[1] for c in services[0]["connectors"]} if services else set()
+        return status if found == pods else None
+    west_site = await west.wait_for(both_targets, 15, "West's Site status names both of East's Pods")
     assert west_site["sitesInNetwork"] == 2
     assert [s["name"] for s in west_site["network"]] == ["west", "east"]
     assert west_site["network"][0]["links"][0]["remoteSiteName"] == "east"
