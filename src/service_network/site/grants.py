@@ -295,14 +295,17 @@ def link_names(name: str, count: int) -> list[str]:
     return [name] + [f"{name[:63 - len(str(i)) - 1]}-{i}" for i in range(2, count + 1)]
 
 
-def answer_documents(name: str, redeemed: Redeemed) -> str:
-    """Upstream's answer: a YAML stream of the Secret ``name`` and one Link per endpoint group."""
+def _tls_data(credentials: _Credentials) -> dict[str, str]:
+    """A ``kubernetes.io/tls`` Secret's data: the certificate, its key and the CA, base64."""
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
+    return {"ca.crt": b64(credentials.ca), "tls.crt": b64(credentials.cert), "tls.key": b64(credentials.key)}
 
-    documents: list[JsonDict] = [{
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": name},
-        "data": {"ca.crt": b64(redeemed.ca), "tls.crt": b64(redeemed.cert), "tls.key": b64(redeemed.key)}}]
+
+def answer_documents(name: str, redeemed: Redeemed) -> str:
+    """Upstream's answer: a YAML stream of the Secret ``name`` and one Link per endpoint group."""
+    documents: list[JsonDict] = [{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                                  "metadata": {"name": name}, "data": _tls_data(redeemed)}]
     groups = _groups(redeemed.endpoints)
     for link_name, group in zip(link_names(name, len(groups)), groups, strict=True):
         documents.append({"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": {"name": link_name},
@@ -366,9 +369,6 @@ def link_objects(namespace: str, name: str, answer: RedeemAnswer, *, cost: int, 
                  owners: list[JsonDict] | None = None) -> list[JsonDict]:
     """The Secret ``name`` (client certificate, key, remote CA) and the Links that use it (``name``, ``name-2``,
     ...), all owned by ``owners`` (the redeeming Site: they go with it)."""
-    def b64(text: str) -> str:
-        return base64.b64encode(text.encode()).decode()
-
     def metadata(object_name: str) -> JsonDict:
         out: JsonDict = {"name": object_name, "namespace": namespace, "annotations": dict(annotations)}
         if owners:
@@ -376,7 +376,7 @@ def link_objects(namespace: str, name: str, answer: RedeemAnswer, *, cost: int, 
         return out
 
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": metadata(name),
-              "data": {"ca.crt": b64(answer.ca), "tls.crt": b64(answer.cert), "tls.key": b64(answer.key)}}
+              "data": _tls_data(answer)}
     links = [{"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": metadata(link_name),
               "spec": {"endpoints": [e.as_spec() for e in endpoints], "tlsCredentials": name, "cost": max(1, cost)}}
              for link_name, endpoints in zip(link_names(name, len(answer.links)), answer.links, strict=True)]
