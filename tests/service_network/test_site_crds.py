@@ -34,6 +34,12 @@ UPSTREAM = {
     "AccessGrant": ("accessgrants", ["grant", "gr"], ["Redemptions Allowed", "Redemptions Made", "Expiration",
                                                       "Status", "Message"]),
     "AccessToken": ("accesstokens", ["token", "to"], ["URL", "Redeemed", "Status", "Message"]),
+    "AttachedConnector": ("attachedconnectors", ["acnr"], ["Port", "Selector", "Site Namespace", "Status"]),
+    "AttachedConnectorBinding": ("attachedconnectorbindings", ["acnrb"], ["Routing Key", "Connector Namespace",
+                                                                          "Status", "Has Matching Listener"]),
+    "MultiKeyListener": ("multikeylisteners", [], ["Status", "Message", "HasDestination"]),
+    "Certificate": ("certificates", [], ["CA", "Server", "Client", "Signing", "Status", "Expiration", "Message"]),
+    "SecuredAccess": ("securedaccesses", [], ["Status", "Message"]),
 }
 
 MANIFESTS = """

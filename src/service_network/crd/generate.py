@@ -15,14 +15,24 @@ from .models import (
     AccessGrantStatus,
     AccessTokenSpec,
     AccessTokenStatus,
+    AttachedConnectorBindingSpec,
+    AttachedConnectorBindingStatus,
+    AttachedConnectorSpec,
+    AttachedConnectorStatus,
+    CertificateSpec,
+    CertificateStatus,
     ConnectorSpec,
     ConnectorStatus,
     LinkSpec,
     LinkStatus,
     ListenerSpec,
     ListenerStatus,
+    MultiKeyListenerSpec,
+    MultiKeyListenerStatus,
     RouterAccessSpec,
     RouterAccessStatus,
+    SecuredAccessSpec,
+    SecuredAccessStatus,
     SiteSpec,
     SiteStatus,
 )
@@ -113,10 +123,59 @@ def access_token_crd() -> dict[str, Any]:
                  _STATUS, _MESSAGE], ("token", "to"))
 
 
+def attached_connector_crd() -> dict[str, Any]:
+    return _crd("AttachedConnector", "attachedconnectors", "A connector in a workload's namespace, attached to the "
+                "site of another namespace by the AttachedConnectorBinding of the same name there.",
+                AttachedConnectorSpec, AttachedConnectorStatus,
+                [_column("Port", "integer", ".spec.port", "The port connected to"),
+                 _column("Selector", "string", ".spec.selector", "The Pods connected to"),
+                 _column("Site Namespace", "string", ".spec.siteNamespace", "The namespace of the site"),
+                 _STATUS], ("acnr",))
+
+
+def attached_connector_binding_crd() -> dict[str, Any]:
+    return _crd("AttachedConnectorBinding", "attachedconnectorbindings", "The site's side of an AttachedConnector "
+                "of the same name in another namespace: the routing key it serves under.",
+                AttachedConnectorBindingSpec, AttachedConnectorBindingStatus,
+                [_column("Routing Key", "string", ".spec.routingKey", "Matches listeners and connectors"),
+                 _column("Connector Namespace", "string", ".spec.connectorNamespace",
+                         "The namespace of the AttachedConnector"),
+                 _STATUS,
+                 _column("Has Matching Listener", "boolean", ".status.hasMatchingListener",
+                         "Whether a listener with the routing key exists")], ("acnrb",))
+
+
+def multi_key_listener_crd() -> dict[str, Any]:
+    return _crd("MultiKeyListener", "multikeylisteners", "Accepts connections from clients in this site and "
+                "forwards them to connectors of several routing keys, by priority or by weight.",
+                MultiKeyListenerSpec, MultiKeyListenerStatus,
+                [_STATUS, _MESSAGE,
+                 _column("HasDestination", "boolean", ".status.hasDestination",
+                         "Whether a connector of one of the routing keys is reachable")], spec_required=True)
+
+
+def certificate_crd() -> dict[str, Any]:
+    return _crd("Certificate", "certificates", "A certificate and key in the Secret of the same name, signed by a "
+                "CA, renewed before it expires.", CertificateSpec, CertificateStatus,
+                [_column("CA", "string", ".spec.ca", "The CA that signs the certificate"),
+                 _column("Server", "boolean", ".spec.server", "Valid for servers"),
+                 _column("Client", "boolean", ".spec.client", "Valid for clients"),
+                 _column("Signing", "boolean", ".spec.signing", "A CA"),
+                 _STATUS,
+                 _column("Expiration", "string", ".status.expiration", "When the certificate expires"),
+                 _MESSAGE])
+
+
+def secured_access_crd() -> dict[str, Any]:
+    return _crd("SecuredAccess", "securedaccesses", "Selected Pods' ports exposed through an access type with a "
+                "server certificate signed by a CA.", SecuredAccessSpec, SecuredAccessStatus, [_STATUS, _MESSAGE])
+
+
 def all_crds() -> list[dict[str, Any]]:
     """Every ``skupper.io`` CRD, Site first."""
     return [site_crd(), listener_crd(), connector_crd(), router_access_crd(), link_crd(), access_grant_crd(),
-            access_token_crd()]
+            access_token_crd(), attached_connector_crd(), attached_connector_binding_crd(), multi_key_listener_crd(),
+            certificate_crd(), secured_access_crd()]
 
 
 def crds_yaml() -> str:

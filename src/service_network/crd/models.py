@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -23,6 +23,12 @@ __all__ = [
     "AccessGrantStatus",
     "AccessTokenSpec",
     "AccessTokenStatus",
+    "AttachedConnectorBindingSpec",
+    "AttachedConnectorBindingStatus",
+    "AttachedConnectorSpec",
+    "AttachedConnectorStatus",
+    "CertificateSpec",
+    "CertificateStatus",
     "Condition",
     "ConnectorSpec",
     "ConnectorStatus",
@@ -31,8 +37,12 @@ __all__ = [
     "LinkStatus",
     "ListenerSpec",
     "ListenerStatus",
+    "MultiKeyListenerSpec",
+    "MultiKeyListenerStatus",
     "RouterAccessSpec",
     "RouterAccessStatus",
+    "SecuredAccessSpec",
+    "SecuredAccessStatus",
     "SiteSpec",
     "SiteStatus",
 ]
@@ -410,3 +420,233 @@ class AccessTokenStatus(_Status):
 
     redeemed: bool | None = None
     """True once redeemed; a token is used once."""
+
+
+# ---- part 4: AttachedConnector, AttachedConnectorBinding, MultiKeyListener, Certificate, SecuredAccess ------------
+
+class AttachedConnectorSpec(_Model):
+    """A connector declared in a workload's namespace and attached to the site of another namespace, which binds it
+    with an AttachedConnectorBinding of the same name: the workload joins the network without a site of its own."""
+
+    site_namespace: str
+    """The namespace of the site this connector is attached to (it holds the AttachedConnectorBinding)."""
+
+    port: int
+    """Port of the Pods to connect to."""
+
+    selector: str
+    """Label selector of the Pods (in this namespace) to connect to, e.g. app=backend."""
+
+    tls_credentials: str | None = None
+    """Secret in the site's namespace with the CA the server's certificate must be signed by (and a client
+    certificate for useClientCert): the router then connects with TLS."""
+
+    use_client_cert: bool | None = None
+    """Present the client certificate of tlsCredentials (mutual TLS; default false)."""
+
+    type: str | None = None
+    """Protocol: tcp (the default and the only one supported)."""
+
+    include_not_ready_pods: bool | None = None
+    """Also connect to Running Pods that are not Ready (default false)."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class AttachedConnectorStatus(_Status):
+    """Whether the site bound this connector, and the Pods it connects to."""
+
+    selected_pods: list[PodDetails] | None = None
+    """The Pods connected to."""
+
+
+class AttachedConnectorBindingSpec(_Model):
+    """The site's side of an AttachedConnector of the same name in another namespace: the routing key it serves
+    under. Only the site's namespace decides what joins its network."""
+
+    connector_namespace: str
+    """The namespace of the AttachedConnector."""
+
+    routing_key: str
+    """Connections of listeners with this routing key go to the AttachedConnector's Pods."""
+
+    expose_pods_by_name: bool | None = None
+    """Also register each Pod under routing key <routingKey>.<pod name>."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class AttachedConnectorBindingStatus(_Status):
+    """Whether the binding found its AttachedConnector, and whether a listener sends it connections."""
+
+    has_matching_listener: bool | None = None
+    """True when at least one listener in the network has this routing key."""
+
+
+_ONE_STRATEGY: dict[str, JsonValue] = {"message": "exactly one of the fields in [priority weighted] must be set",
+                 "rule": "[has(self.priority),has(self.weighted)].filter(x,x==true).size() == 1"}
+
+
+class PriorityStrategy(_Model):
+    """Every connection goes to the first routing key that has a reachable connector."""
+
+    routing_keys: list[str] = Field(min_length=1, max_length=256, json_schema_extra={"x-kubernetes-list-type": "set"})
+    """Routing keys, highest priority first."""
+
+
+class WeightedStrategy(_Model):
+    """Connections are spread over the reachable routing keys in proportion to their weights."""
+
+    routing_keys: dict[str, int] = Field(json_schema_extra={"minProperties": 1, "maxProperties": 256,
+                                                            "x-kubernetes-map-type": "granular"})
+    """Routing keys and their weights."""
+
+
+class MultiKeyStrategy(_Model):
+    """How connections are spread over routing keys: priority or weighted (exactly one; it cannot change)."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        {"message": "strategy is immutable",
+         "rule": "(!has(oldSelf.priority) || has(self.priority)) && (!has(oldSelf.weighted) || has(self.weighted))"},
+        _ONE_STRATEGY]})
+
+    priority: PriorityStrategy | None = None
+    """Failover: the first key with a reachable connector takes every connection."""
+
+    weighted: WeightedStrategy | None = None
+    """Spread by weight over the keys with a reachable connector."""
+
+
+class MultiKeyListenerSpec(_Model):
+    """Accepts client connections at host:port in this site and forwards each one to connectors of several routing
+    keys, chosen by a strategy."""
+
+    host: str
+    """The Service that clients connect to (a DNS-1035 label)."""
+
+    port: int
+    """The Service port clients connect to."""
+
+    strategy: MultiKeyStrategy
+    """How connections are spread over the routing keys."""
+
+    tls_credentials: str | None = None
+    """Secret (tls.crt, tls.key, optional ca.crt) with which the router terminates client TLS."""
+
+    require_client_cert: bool | None = None
+    """Clients must present a certificate signed by tlsCredentials' ca.crt."""
+
+    observer: Observer | None = None
+    """Protocol observer: auto (default), none, http1 or http2."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class PriorityStrategyStatus(_Model):
+    routing_keys_reachable: list[str]
+    """The routing keys with a reachable connector, highest priority first."""
+
+
+class WeightedStrategyStatus(_Model):
+    routing_keys_reachable: dict[str, int] = Field(json_schema_extra={"x-kubernetes-map-type": "granular"})
+    """The routing keys with a reachable connector, with their weights."""
+
+
+class MultiKeyStrategyStatus(_Model):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_ONE_STRATEGY]})
+
+    priority: PriorityStrategyStatus | None = None
+    weighted: WeightedStrategyStatus | None = None
+
+
+class MultiKeyListenerStatus(_Status):
+    """Whether the listener is configured and which of its routing keys can be reached."""
+
+    has_destination: bool | None = None
+    """True when at least one of the strategy's routing keys has a reachable connector."""
+
+    strategy: MultiKeyStrategyStatus | None = None
+    """The reachable routing keys."""
+
+
+class CertificateSpec(_Model):
+    """A certificate and key kept in the Secret of the same name, signed by a CA Secret (or self-signed)."""
+
+    ca: str
+    """Secret of the CA that signs the certificate (empty: self-signed)."""
+
+    subject: str
+    """The subject's common name."""
+
+    hosts: list[str] | None = None
+    """DNS names and IP addresses the certificate is valid for."""
+
+    client: bool | None = None
+    """Valid for TLS clients."""
+
+    server: bool | None = None
+    """Valid for TLS servers."""
+
+    signing: bool | None = None
+    """A CA that signs other certificates."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class CertificateStatus(_Status):
+    """Whether the Secret holds a certificate as specified, and when it expires."""
+
+    expiration: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    """When the certificate expires (it is renewed before)."""
+
+
+class SecuredAccessPort(_Model):
+    """A port exposed by a SecuredAccess."""
+
+    name: str
+    """The Service port's name."""
+
+    port: int
+    """The port clients connect to."""
+
+    target_port: int | None = None
+    """The Pods' port (default: port)."""
+
+    protocol: str | None = None
+    """TCP (default) or UDP."""
+
+
+class SecuredAccessSpec(_Model):
+    """Selected Pods' ports exposed through an access type, with a server certificate from a CA."""
+
+    selector: dict[str, str]
+    """Labels of the Pods exposed."""
+
+    ports: list[SecuredAccessPort]
+    """The ports exposed."""
+
+    issuer: str | None = None
+    """Secret of the CA that signs the server certificate (default: the site CA)."""
+
+    certificate: str | None = None
+    """The Certificate (and Secret) name of the server certificate (default: the SecuredAccess' name)."""
+
+    access_type: str | None = None
+    """How the ports are exposed: loadbalancer, nodeport, local, ... (default: the controller's)."""
+
+    settings: Settings | None = None
+    """Additional settings by name (not interpreted)."""
+
+
+class SecuredAccessStatus(_Status):
+    """Where the ports are reachable, and the CA their certificate is signed by."""
+
+    endpoints: list[Endpoint] | None = None
+    """The resolved endpoints."""
+
+    ca: str | None = None
+    """The CA certificate (PEM) clients verify the server with."""
