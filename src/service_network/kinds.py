@@ -13,3 +13,7 @@ ROUTER_ACCESS = ResourceInfo(GROUP_VERSION, "RouterAccess", "routeraccesses", na
 LINK = ResourceInfo(GROUP_VERSION, "Link", "links", namespaced=True)
 ACCESS_GRANT = ResourceInfo(GROUP_VERSION, "AccessGrant", "accessgrants", namespaced=True)
 ACCESS_TOKEN = ResourceInfo(GROUP_VERSION, "AccessToken", "accesstokens", namespaced=True)
+ATTACHED_CONNECTOR = ResourceInfo(GROUP_VERSION, "AttachedConnector", "attachedconnectors", namespaced=True)
+ATTACHED_CONNECTOR_BINDING = ResourceInfo(GROUP_VERSION, "AttachedConnectorBinding", "attachedconnectorbindings",
+                                          namespaced=True)
+MULTI_KEY_LISTENER = ResourceInfo(GROUP_VERSION, "MultiKeyListener", "multikeylisteners", namespaced=True)

@@ -35,7 +35,10 @@ ECHO_IMAGE = "sn-test/echo"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 RESOURCES = {"Site": "sites.skupper.io", "Listener": "listeners.skupper.io", "Connector": "connectors.skupper.io",
              "RouterAccess": "routeraccesses.skupper.io", "Link": "links.skupper.io",
-             "AccessGrant": "accessgrants.skupper.io", "AccessToken": "accesstokens.skupper.io"}
+             "AccessGrant": "accessgrants.skupper.io", "AccessToken": "accesstokens.skupper.io",
+             "AttachedConnector": "attachedconnectors.skupper.io",
+             "AttachedConnectorBinding": "attachedconnectorbindings.skupper.io",
+             "MultiKeyListener": "multikeylisteners.skupper.io"}
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 
 

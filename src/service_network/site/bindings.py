@@ -20,6 +20,7 @@ from operator_runtime.objects import JsonDict, items, mapping, meta
 
 from ..crd.models import ConnectorSpec, ListenerSpec
 from .selector import SelectorError, parse_selector
+from .status import ConditionState, error
 from .validation import (
     dns1035_label_problem,
     host_problem,
@@ -31,6 +32,7 @@ from .validation import (
 )
 
 __all__ = [
+    "Binding",
     "BindingError",
     "SecretInfo",
     "check_connector",
@@ -43,6 +45,27 @@ __all__ = [
 
 TLS_SECRET_TYPES = ("kubernetes.io/tls", "Opaque")
 M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class Binding:
+    """The state of one Listener or Connector."""
+
+    kind: str                  # Listener, Connector, AttachedConnector or AttachedConnectorBinding
+    obj: Mapping[str, Any]
+    configured: ConditionState
+    reason: str | None = None                  # the error's name, for its Event
+    matched: bool = False
+    host: str | None = None                    # Listener: the Service it is exposed on
+    selected_pods: list[JsonDict] | None = None
+
+    @property
+    def name(self) -> str:
+        return meta(self.obj).name
+
+    def fail(self, reason: str, message: str) -> None:
+        self.configured = error(message)
+        self.reason = reason
 
 
 class BindingError(Exception):

@@ -33,7 +33,9 @@ from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTE
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
 from .access import AccessInputs, AccessPlan, compose_access
+from .attached import BINDING, compose_attached
 from .bindings import (
+    Binding,
     BindingError,
     SecretInfo,
     check_connector,
@@ -85,27 +87,8 @@ class SiteInputs:
     links: Sequence[Mapping[str, Any]] = ()
     router_accesses: Sequence[Mapping[str, Any]] = ()  # RouterAccess objects of the namespace
     secret_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)   # Secret views by name
-
-
-@dataclass
-class Binding:
-    """The state of one Listener or Connector."""
-
-    kind: str                                  # "Listener" | "Connector"
-    obj: Mapping[str, Any]
-    configured: ConditionState
-    reason: str | None = None                  # the error's name, for its Event
-    matched: bool = False
-    host: str | None = None                    # Listener: the Service it is exposed on
-    selected_pods: list[JsonDict] | None = None
-
-    @property
-    def name(self) -> str:
-        return meta(self.obj).name
-
-    def fail(self, reason: str, message: str) -> None:
-        self.configured = error(message)
-        self.reason = reason
+    attached_bindings: Sequence[Mapping[str, Any]] = ()    # AttachedConnectorBindings of the namespace
+    attached_connectors: Sequence[Mapping[str, Any]] = ()  # AttachedConnectors naming it as spec.siteNamespace
 
 
 @dataclass
@@ -219,6 +202,8 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     if active is None:
         bindings = [Binding("Listener", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in listeners] + [
             Binding("Connector", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in connectors]
+        bindings += compose_attached(namespace, inputs.attached_bindings, inputs.attached_connectors,
+                                     site_active=False, secrets=inputs.secrets, select_pods=inputs.select_pods).states
         return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None,
                         links=compose_links(_live(inputs.links), inputs.secrets, no_site=NO_ACTIVE_SITE))
 
@@ -265,6 +250,12 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
                 continue
             profile = use_profile(cspec.tls_credentials)
         connector_docs += connector_entities(binding.name, cspec, targets, profile)
+
+    attached = compose_attached(namespace, inputs.attached_bindings, inputs.attached_connectors, site_active=True,
+                                secrets=inputs.secrets, select_pods=inputs.select_pods)
+    connector_docs += attached.connectors
+    for secret in attached.profiles:
+        use_profile(secret)
 
     # ---- Links -> router links -------------------------------------------------------------------------------
     link_states = compose_links(_live(inputs.links), inputs.secrets)
@@ -379,7 +370,7 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     snapshot = inputs.view.snapshot(namespace, record)
     for binding in listener_bindings:
         binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
-    for binding in connector_bindings:
+    for binding in connector_bindings + [b for b in attached.states if b.kind == BINDING]:
         binding.matched = snapshot.has_listener(str(mapping(binding.obj, "spec").get("routingKey") or ""))
 
     desired_services = service_bodies(active, exposures)
@@ -405,4 +396,4 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     objects += ha_router_objects(active, inputs.router, document_text, ports_text)
     return SitePlan(namespace, active, site_states, objects,
                     config_map(active, document_text, ports_text), desired_services, stale,
-                    listener_bindings + connector_bindings, record, notes, links=link_states, access=access)
+                    listener_bindings + connector_bindings + attached.states, record, notes, links=link_states, access=access)

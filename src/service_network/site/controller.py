@@ -72,7 +72,17 @@ from ..constants import (
     ROUTER_NAME,
     ROUTER_POD_LABELS,
 )
-from ..kinds import ACCESS_GRANT, ACCESS_TOKEN, CONNECTOR, LINK, LISTENER, ROUTER_ACCESS, SITE
+from ..kinds import (
+    ACCESS_GRANT,
+    ACCESS_TOKEN,
+    ATTACHED_CONNECTOR,
+    ATTACHED_CONNECTOR_BINDING,
+    CONNECTOR,
+    LINK,
+    LISTENER,
+    ROUTER_ACCESS,
+    SITE,
+)
 from .access import ANNOTATION_ACCESS, SITE_CA_SECRET
 from .access_io import AccessWriter, access_status
 from .bindings import secret_info
@@ -104,7 +114,8 @@ __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
 _KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
-              "AccessToken": ACCESS_TOKEN, "Link": LINK}
+              "AccessToken": ACCESS_TOKEN, "Link": LINK, "AttachedConnector": ATTACHED_CONNECTOR,
+              "AttachedConnectorBinding": ATTACHED_CONNECTOR_BINDING}
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,12 @@ def _now() -> str:
 
 def _namespace_of(obj: JsonDict) -> list[str]:
     return [meta(obj).namespace]
+
+
+def _site_namespace_of(obj: JsonDict) -> list[str]:
+    """An AttachedConnector's site namespace (where its binding and router are)."""
+    site_namespace = mapping(obj, "spec").get("siteNamespace")
+    return [site_namespace] if isinstance(site_namespace, str) and site_namespace else []
 
 
 def _retryable(failure: KubeError) -> bool:
@@ -173,6 +190,9 @@ class SiteController:
         self.access_grants = reflector("accessgrants", ACCESS_GRANT, BINDING_CACHE)
         self.access_tokens = reflector("accesstokens", ACCESS_TOKEN, BINDING_CACHE)
         self.links = reflector("links", LINK, BINDING_CACHE)
+        self.attached_bindings = reflector("attachedconnectorbindings", ATTACHED_CONNECTOR_BINDING, BINDING_CACHE)
+        self.attached_connectors = reflector("attachedconnectors", ATTACHED_CONNECTOR, BINDING_CACHE)
+        self.attached_connectors.add_index("siteNamespace", _site_namespace_of)
         self._site_access: dict[str, SiteAccess] = {}
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
@@ -201,7 +221,10 @@ class SiteController:
                                                                   ("Site", self.sites),
                                                                   ("RouterAccess", self.router_accesses),
                                                                   ("AccessToken", self.access_tokens),
-                                                                  ("Link", self.links))}
+                                                                  ("Link", self.links),
+                                                                  ("AttachedConnector", self.attached_connectors),
+                                                                  ("AttachedConnectorBinding",
+                                                                   self.attached_bindings))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -210,8 +233,9 @@ class SiteController:
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
         for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
-                  self.access_tokens, self.links, *self.router_caches.values()):
+                  self.access_tokens, self.links, self.attached_bindings, *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
+        self.controller.watches(self.attached_connectors, _site_namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
         self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
@@ -237,15 +261,25 @@ class SiteController:
         return self._selectors[text]
 
     def _pod_namespaces(self, pod: JsonDict) -> list[str]:
+        """The site namespaces a Pod matters to: its own (a router Pod, or a Connector selects it), and those of
+        the AttachedConnectors of its namespace that select it."""
         namespace, labels = meta(pod).namespace, meta(pod).labels
         if _labels_match(labels, ROUTER_POD_LABELS):
             return [namespace]
+        found: list[str] = []
         for connector in self.connectors.by_index("namespace", namespace):
-            text = mapping(connector, "spec").get("selector")
-            selector = self._selector(text) if isinstance(text, str) and text else None
-            if selector is not None and selector.matches(labels):
-                return [namespace]
-        return []
+            if self._selects(connector, labels):
+                found.append(namespace)
+                break
+        for attached in self.attached_connectors.by_index("namespace", namespace):
+            if self._selects(attached, labels):
+                found += _site_namespace_of(attached)
+        return found
+
+    def _selects(self, obj: JsonDict, labels: Mapping[str, str]) -> bool:
+        text = mapping(obj, "spec").get("selector")
+        selector = self._selector(text) if isinstance(text, str) and text else None
+        return selector is not None and selector.matches(labels)
 
     def _service_namespaces(self, service: JsonDict) -> list[str]:
         if (is_controlled(service) or ANNOTATION_ACCESS in meta(service).annotations
@@ -331,6 +365,8 @@ class SiteController:
             services={meta(s).name: s for s in self.services.by_index("namespace", namespace)},
             secrets={meta(s).name: secret_info(s) for s in self.secrets.by_index("namespace", namespace)},
             secret_objects={meta(s).name: s for s in self.secrets.by_index("namespace", namespace)},
+            attached_bindings=self.attached_bindings.by_index("namespace", namespace),
+            attached_connectors=self.attached_connectors.by_index("siteNamespace", namespace),
             router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
             router_pods=[p for p in self.pods.by_index("label", f"{namespace}/application=skupper-router")
@@ -349,6 +385,7 @@ class SiteController:
         grants_or_tokens = bool(self.access_grants.by_index("namespace", namespace)
                                 or self.access_tokens.by_index("namespace", namespace))
         if not (inputs.sites or inputs.listeners or inputs.connectors or inputs.links or grants_or_tokens
+                or inputs.attached_bindings or inputs.attached_connectors
                 or any(is_listener_service(s) for s in inputs.services.values())):
             self.view.publish(namespace, None)
             self._status_reader.forget(namespace)

@@ -127,23 +127,26 @@ def _start(previous: Mapping[str, Any] | None) -> dict[str, Any]:
 def binding_status(previous: Mapping[str, Any] | None, *, kind: str, configured: ConditionState, matched: bool,
                    generation: int | None, now: str, selected_pods: list[dict[str, str]] | None = None
                    ) -> dict[str, Any]:
-    """The status of a Listener (``kind="Listener"``) or Connector (``kind="Connector"``).
+    """The status of a Listener, Connector, AttachedConnectorBinding or AttachedConnector (``kind``).
 
     ``configured``: ready(), or error(...) with upstream's message; ``matched``: whether a counterpart with the
-    routing key exists in the network (network view). ``selected_pods`` (Connector with a selector) is set when
-    given and removed otherwise.
+    routing key exists in the network (network view; an AttachedConnector has no routing key of its own, its
+    binding has). ``selected_pods`` (Connector, AttachedConnector) is set when given and removed otherwise.
     """
     status = _start(previous)
-    field, missing = (("hasMatchingConnector", "No matching connectors") if kind == "Listener"
-                      else ("hasMatchingListener", "No matching listeners"))
     set_condition(status, CONFIGURED, configured, generation, now)
-    if matched:
-        status[field] = True
+    if kind == "AttachedConnector":
+        set_ready(status, (CONFIGURED,), generation, now)
     else:
-        status.pop(field, None)
-    set_condition(status, MATCHED, ready() if matched else pending(missing), generation, now)
-    set_ready(status, (CONFIGURED, MATCHED), generation, now)
-    if kind == "Connector":
+        field, missing = (("hasMatchingConnector", "No matching connectors") if kind == "Listener"
+                          else ("hasMatchingListener", "No matching listeners"))
+        if matched:
+            status[field] = True
+        else:
+            status.pop(field, None)
+        set_condition(status, MATCHED, ready() if matched else pending(missing), generation, now)
+        set_ready(status, (CONFIGURED, MATCHED), generation, now)
+    if kind in ("Connector", "AttachedConnector"):
         if selected_pods:
             status["selectedPods"] = selected_pods
         else:
