@@ -124,6 +124,41 @@ pub struct Listener {
     #[serde(default)]
     pub authenticate_peer: bool,
     pub observer: Option<String>,
+    /// Several routing keys instead of `routingKey` alone (a MultiKeyListener); `routingKey` then only labels
+    /// the listener's metrics.
+    #[serde(default)]
+    pub strategy: Option<Strategy>,
+}
+
+/// How a listener spreads its connections over several routing keys.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Strategy {
+    /// Every connection goes to the first key that has a reachable connector.
+    Priority(Vec<String>),
+    /// Connections are spread over the reachable keys in proportion to their weights.
+    Weighted(Vec<WeightedKey>),
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WeightedKey {
+    pub key: String,
+    pub weight: u32,
+}
+
+/// Most keys one listener may spread over (upstream's MultiKeyListener allows 256).
+pub const MAX_STRATEGY_KEYS: usize = 256;
+
+impl Listener {
+    /// The routing keys this listener sends connections to.
+    pub fn keys(&self) -> Vec<&str> {
+        match &self.strategy {
+            None => vec![self.routing_key.as_str()],
+            Some(Strategy::Priority(keys)) => keys.iter().map(String::as_str).collect(),
+            Some(Strategy::Weighted(keys)) => keys.iter().map(|k| k.key.as_str()).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -269,6 +304,17 @@ impl Document {
             }
             if !names.insert(&l.name) {
                 p.push(format!("listeners[{i}].name: duplicate listener {}", crate::truncate(&l.name, 200)));
+            }
+            if l.strategy.is_some() {
+                let keys = l.keys();
+                let distinct: HashSet<&str> = keys.iter().copied().collect();
+                if keys.is_empty() || keys.len() > MAX_STRATEGY_KEYS || keys.iter().any(|k| long(k)) {
+                    p.push(format!(
+                        "listeners[{i}].strategy: 1-{MAX_STRATEGY_KEYS} routing keys of 1-{MAX_NAME} bytes"
+                    ));
+                } else if distinct.len() != keys.len() {
+                    p.push(format!("listeners[{i}].strategy: a routing key is named twice"));
+                }
             }
             if self.router.reserved_ports.contains(&l.port) {
                 p.push(format!("listeners[{i}].port: port {} is reserved for the router", l.port));

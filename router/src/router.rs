@@ -101,6 +101,8 @@ pub struct Router {
     link_states: Mutex<BTreeMap<String, LinkState>>,
     changed: watch::Sender<u64>,
     rotate: AtomicUsize,
+    /// Counter of weighted listeners' key choices.
+    spread: AtomicUsize,
     buffer: AtomicUsize,
     connect_timeout_ms: AtomicU64,
     data_connections: AtomicUsize,
@@ -167,6 +169,7 @@ impl Router {
             link_states: Mutex::new(BTreeMap::new()),
             changed,
             rotate: AtomicUsize::new(0),
+            spread: AtomicUsize::new(0),
             buffer: AtomicUsize::new(64 * 1024),
             connect_timeout_ms: AtomicU64::new(10_000),
             data_connections: AtomicUsize::new(2),
@@ -476,6 +479,40 @@ impl Router {
         local || self.routes.read().unwrap().get(key).map(|r| !r.is_empty()).unwrap_or(false)
     }
 
+    /// Whether a listener should accept: one of its keys is reachable.
+    fn listener_reachable(&self, l: &config::Listener) -> bool {
+        l.keys().into_iter().any(|k| self.reachable(k))
+    }
+
+    /// The routing key of a listener's next connection: its own, or by its strategy among the reachable keys
+    /// (priority: the first; weighted: in proportion to the weights, by a counter of its own so that the spread
+    /// is exact over any run of connections). None when no key is reachable.
+    fn pick_key<'a>(&self, l: &'a config::Listener) -> Option<&'a str> {
+        match &l.strategy {
+            None => Some(l.routing_key.as_str()),
+            Some(config::Strategy::Priority(keys)) => keys.iter().map(String::as_str).find(|k| self.reachable(k)),
+            Some(config::Strategy::Weighted(keys)) => {
+                let live: Vec<&config::WeightedKey> = keys.iter().filter(|k| self.reachable(&k.key)).collect();
+                if live.is_empty() {
+                    return None;
+                }
+                let n = self.spread.fetch_add(1, Ordering::Relaxed) as u64;
+                let total: u64 = live.iter().map(|k| u64::from(k.weight)).sum();
+                if total == 0 {
+                    return Some(live[(n % live.len() as u64) as usize].key.as_str());
+                }
+                let mut at = n % total;
+                for k in &live {
+                    if at < u64::from(k.weight) {
+                        return Some(k.key.as_str());
+                    }
+                    at -= u64::from(k.weight);
+                }
+                None
+            }
+        }
+    }
+
     /// Picks the destination of a new connection as skupper-router's balanced distribution: the lowest open
     /// connections plus path cost; on a tie the lower cost (local first), then rotating.
     fn choose(&self, key: &str, from: Option<&str>) -> Option<Dest> {
@@ -533,7 +570,7 @@ impl Router {
         let _drop_conns = conns.clone().drop_guard();
         loop {
             // closed (connection refused) while the key has no target anywhere
-            while !self.reachable(&l.routing_key) {
+            while !self.listener_reachable(&l) {
                 self.metrics.listener_accepting.get_or_create(&labels).set(0);
                 tokio::select! {
                     r = changes.changed() => if r.is_err() { return },
@@ -566,7 +603,7 @@ impl Router {
                         Ok((stream, _)) => {
                             let slot = ClientSlot::new(&self);
                             let me = self.clone();
-                            let key = l.routing_key.clone();
+                            let key = me.pick_key(&l).unwrap_or(&l.routing_key).to_owned();
                             let series = series.clone();
                             let acceptor = acceptor.clone();
                             let conn_cancel = conns.child_token();
@@ -582,7 +619,7 @@ impl Router {
                     },
                     r = changes.changed() => {
                         if r.is_err() { return }
-                        if !self.reachable(&l.routing_key) { break }
+                        if !self.listener_reachable(&l) { break }
                     }
                     _ = cancel.cancelled() => {
                         self.bound.lock().unwrap().remove(&l.name);
@@ -1232,7 +1269,9 @@ impl Router {
             if let Some(doc) = &inner.doc {
                 for l in &doc.listeners {
                     if inner.listeners.contains_key(&l.name) {
-                        per_key.entry(l.routing_key.clone()).or_default().1.push(l.name.clone());
+                        for key in l.keys() {
+                            per_key.entry(key.to_owned()).or_default().1.push(l.name.clone());
+                        }
                     }
                 }
             }

@@ -216,7 +216,7 @@ def test_site_with_listener() -> None:
                                                    "name": "site", "uid": "uid-site"}]
     assert entities(plan, "listeners")["mylistener"] == {
         "name": "mylistener", "routingKey": "mylistener", "host": "", "port": 1024, "tlsProfile": None,
-        "authenticatePeer": False, "observer": None}
+        "authenticatePeer": False, "observer": None, "strategy": None}
     assert states(plan)[("Listener", "mylistener")] == ("Ready", "OK", False)    # configured, not matched
 
 

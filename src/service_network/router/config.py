@@ -12,9 +12,17 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError, truncate
@@ -125,8 +133,43 @@ class TlsProfile(_Model):
 Observer = Literal["auto", "none", "http1", "http2"]
 
 
+MAX_STRATEGY_KEYS = 256
+
+
+class WeightedKey(_Model):
+    key: str = Name
+    weight: int = Field(ge=0, le=2**32 - 1)
+
+
+class Strategy(_Model):
+    """Several routing keys for one listener (a MultiKeyListener): ``priority`` (the first key with a reachable
+    connector takes every connection) or ``weighted`` (spread over the reachable keys by weight); exactly one."""
+
+    priority: tuple[Annotated[str, Name], ...] | None = Field(default=None, min_length=1,
+                                                              max_length=MAX_STRATEGY_KEYS)
+    weighted: tuple[WeightedKey, ...] | None = Field(default=None, min_length=1, max_length=MAX_STRATEGY_KEYS)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Strategy:
+        if (self.priority is None) == (self.weighted is None):
+            raise ValueError("exactly one of priority and weighted must be set")
+        keys = self.keys
+        if len(set(keys)) != len(keys):
+            raise ValueError("a routing key is named twice")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _only_the_one_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}   # the router reads a tagged enum
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.priority if self.priority is not None else tuple(w.key for w in self.weighted or ())
+
+
 class Listener(_Model):
-    """A router frontend (Skupper ``tcpListener``): accepts connections for ``routingKey`` while it has a target."""
+    """A router frontend (Skupper ``tcpListener``): accepts connections for ``routingKey`` while it has a target;
+    with a ``strategy``, for its routing keys instead (``routingKey`` then only labels its metrics)."""
 
     name: str = Name
     routing_key: str = Name
@@ -135,6 +178,7 @@ class Listener(_Model):
     tls_profile: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     authenticate_peer: bool = False       # require a client certificate signed by the profile's CA
     observer: Observer | None = None      # accepted; HTTP observation is not implemented
+    strategy: Strategy | None = None
 
 
 class Target(_Model):
@@ -286,6 +330,8 @@ def _check_names(config: RouterConfig) -> list[str]:
         path = f"listeners[{i}]"
         encodable(f"{path}.name", lst.name)
         encodable(f"{path}.routingKey", lst.routing_key)
+        for j, key in enumerate(lst.strategy.keys if lst.strategy is not None else ()):
+            encodable(f"{path}.strategy[{j}]", key)
         if lst.host and not is_ip_address(lst.host):
             problems.append(f"{path}.host: {truncate(lst.host)} is not an IP address (use \"\" for all interfaces)")
         if lst.tls_profile is not None and lst.tls_profile not in profiles:

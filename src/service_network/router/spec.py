@@ -362,6 +362,10 @@ def compose(config: RouterConfig, profiles: Mapping[str, ProfileFiles], layout: 
         if lst.name in unavailable_binds:
             problems.append(f"{path} (listener {truncate(lst.name)}) withheld: {unavailable_binds[lst.name]}")
             continue
+        if lst.strategy is not None:
+            problems.append(f"{path} (listener {truncate(lst.name)}) withheld: a strategy over several routing "
+                            "keys needs the Rust router (--engine rust)")
+            continue
         ok, files = profile_for(path, f"listener {truncate(lst.name)}", lst.tls_profile, need_cert=True,
                                 need_ca=lst.authenticate_peer)
         if not ok:

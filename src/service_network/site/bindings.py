@@ -36,8 +36,10 @@ __all__ = [
     "BindingError",
     "SecretInfo",
     "check_connector",
+    "check_exposure",
     "check_listener",
     "connector_entities",
+    "parse_spec",
     "pod_targets",
     "secret_info",
     "tls_problem",
@@ -49,15 +51,16 @@ M = TypeVar("M", bound=BaseModel)
 
 @dataclass
 class Binding:
-    """The state of one Listener or Connector."""
+    """The state of one Listener, MultiKeyListener, Connector, AttachedConnector or AttachedConnectorBinding."""
 
-    kind: str                  # Listener, Connector, AttachedConnector or AttachedConnectorBinding
+    kind: str
     obj: Mapping[str, Any]
     configured: ConditionState
     reason: str | None = None                  # the error's name, for its Event
     matched: bool = False
     host: str | None = None                    # Listener: the Service it is exposed on
     selected_pods: list[JsonDict] | None = None
+    reachable: list[str] | None = None         # MultiKeyListener: its keys with a reachable connector
 
     @property
     def name(self) -> str:
@@ -90,7 +93,8 @@ def secret_info(secret: Mapping[str, Any]) -> SecretInfo:
     return SecretInfo(type=str(secret.get("type") or "Opaque"), keys=frozenset(str(k) for k in data))
 
 
-def _parse(model: type[M], obj: Mapping[str, Any]) -> M:
+def parse_spec(model: type[M], obj: Mapping[str, Any]) -> M:
+    """The object's spec as ``model``, or ``BindingError`` (InvalidSpec) naming the first bad field."""
     try:
         return model.model_validate(dict(mapping(obj, "spec")))
     except ValidationError as e:
@@ -103,23 +107,27 @@ def _parse(model: type[M], obj: Mapping[str, Any]) -> M:
 def check_listener(obj: Mapping[str, Any]) -> ListenerSpec:
     """The Listener's spec, or ``BindingError`` for what makes it unusable on its own (upstream reports none of
     these: an invalid host or port failed later, in the Service write, or not at all)."""
-    spec = _parse(ListenerSpec, obj)
+    spec = parse_spec(ListenerSpec, obj)
     if problem := type_problem(spec.type):
         raise BindingError("UnsupportedType", problem)
     if problem := routing_key_problem(spec.routing_key):
         raise BindingError("InvalidRoutingKey", problem)
-    if problem := dns1035_label_problem(spec.host):
-        raise BindingError("InvalidHost", f"host {quoted(spec.host)} cannot name a Service: {problem}")
-    if problem := port_problem(spec.port):
-        raise BindingError("InvalidPort", problem)
-    name = meta(obj).name
-    if problem := service_port_name_problem(name):
-        raise BindingError("InvalidName", f"Listener name {quoted(name)} cannot name a Service port: {problem}")
+    check_exposure("Listener", meta(obj).name, spec.host, spec.port)
     return spec
 
 
+def check_exposure(kind: str, name: str, host: str, port: int) -> None:
+    """``BindingError`` unless a Listener-like object can be a port (named ``name``) of the Service ``host``."""
+    if problem := dns1035_label_problem(host):
+        raise BindingError("InvalidHost", f"host {quoted(host)} cannot name a Service: {problem}")
+    if problem := port_problem(port):
+        raise BindingError("InvalidPort", problem)
+    if problem := service_port_name_problem(name):
+        raise BindingError("InvalidName", f"{kind} name {quoted(name)} cannot name a Service port: {problem}")
+
+
 def check_connector(obj: Mapping[str, Any]) -> ConnectorSpec:
-    spec = _parse(ConnectorSpec, obj)
+    spec = parse_spec(ConnectorSpec, obj)
     if problem := type_problem(spec.type):
         raise BindingError("UnsupportedType", problem)
     if problem := routing_key_problem(spec.routing_key):

@@ -46,6 +46,7 @@ from .bindings import (
 )
 from .ha import group_labels, ha_router_objects
 from .links import LinkState, compose_links, link_warnings, observe_links
+from .multikey import MultiKey, check_multi_key_listener, router_strategy
 from .netstatus import network_status_config_map
 from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
 from .ports import allocate
@@ -89,6 +90,7 @@ class SiteInputs:
     secret_objects: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)   # Secret views by name
     attached_bindings: Sequence[Mapping[str, Any]] = ()    # AttachedConnectorBindings of the namespace
     attached_connectors: Sequence[Mapping[str, Any]] = ()  # AttachedConnectors naming it as spec.siteNamespace
+    multi_key_listeners: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass
@@ -174,6 +176,7 @@ def _running(router_pods: Sequence[Mapping[str, Any]]) -> ConditionState:
 class _ListenerWork:
     binding: Binding
     spec: ListenerSpec
+    multi: MultiKey | None = None          # a MultiKeyListener's keys
 
 
 def _lead_order(group: list[_ListenerWork], service: Mapping[str, Any] | None, port: int) -> list[_ListenerWork]:
@@ -195,13 +198,15 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     sites = _live(inputs.sites)
     active = _active_site(sites, inputs.router_config_map)
     listeners = _live(inputs.listeners)
+    multi_key_listeners = _live(inputs.multi_key_listeners)
     connectors = _live(inputs.connectors)
     services = inputs.services
     stale = [s for name, s in sorted(services.items()) if is_listener_service(s)]
 
     if active is None:
         bindings = [Binding("Listener", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in listeners] + [
-            Binding("Connector", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in connectors]
+            Binding("Connector", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in connectors] + [
+            Binding("MultiKeyListener", o, error(NO_ACTIVE_SITE), "NoActiveSite") for o in multi_key_listeners]
         bindings += compose_attached(namespace, inputs.attached_bindings, inputs.attached_connectors,
                                      site_active=False, secrets=inputs.secrets, select_pods=inputs.select_pods).states
         return SitePlan(namespace, None, [], [], None, {}, stale, bindings, None,
@@ -273,26 +278,37 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
     # ---- Listeners: checks, conflicts, ports, Services -----------------------------------------------------
     listener_bindings: list[Binding] = []
     candidates: dict[tuple[str, int], list[_ListenerWork]] = {}
-    for obj in listeners:
-        binding = Binding("Listener", obj, ready())
+    listener_names = {meta(o).name for o in listeners}
+    for kind, obj in [("Listener", o) for o in listeners] + [("MultiKeyListener", o) for o in multi_key_listeners]:
+        binding = Binding(kind, obj, ready())
         listener_bindings.append(binding)
+        multi: MultiKey | None = None
         try:
-            lspec = check_listener(obj)
+            if kind == "Listener":
+                lspec = check_listener(obj)
+            else:
+                multi = check_multi_key_listener(obj)
+                lspec = multi.listener
         except BindingError as e:
             binding.fail(e.reason, str(e))
+            continue
+        if multi is not None and binding.name in listener_names:
+            binding.fail("NameConflict", f"Listener {binding.name} already exists in namespace (a MultiKeyListener's "
+                                         "Service port and router listener are named after it)")
             continue
         existing = services.get(lspec.host)
         if existing is not None and not is_controlled(existing):
             binding.fail("ServiceConflict", f"Service {lspec.host} already exists in namespace")
             continue
-        candidates.setdefault((lspec.host, lspec.port), []).append(_ListenerWork(binding, lspec))
+        candidates.setdefault((lspec.host, lspec.port), []).append(_ListenerWork(binding, lspec, multi))
 
     exposed: list[_ListenerWork] = []
     for (host, port), group in candidates.items():
         ordered = _lead_order(group, services.get(host), port)
         exposed.append(ordered[0])
         for loser in ordered[1:]:
-            loser.binding.fail("DuplicateHostPort", f"Listener {ordered[0].binding.name} with host {host} and "
+            loser.binding.fail("DuplicateHostPort", f"{ordered[0].binding.kind} {ordered[0].binding.name} with "
+                                                    f"host {host} and "
                                                     f"port {port} already exists in namespace")
     exposed.sort(key=lambda w: _age(w.binding.obj))
     hosts = {w.spec.host for w in exposed}
@@ -339,16 +355,21 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
             work.binding.host = service_name
         exposures.append(Exposure(service_name, work.binding.name, work.spec.port, ports[entity]))
         profile = None
+        authenticate = bool(work.multi and work.multi.require_client_cert)
         if work.spec.tls_credentials:
             problem = tls_problem(work.spec.tls_credentials, inputs.secrets.get(work.spec.tls_credentials),
-                                  need_cert=True, need_ca=False)
+                                  need_cert=True, need_ca=authenticate)
             if problem is not None:
                 if pod is None:
                     work.binding.fail(problem.reason, str(problem))
                 continue          # the entity is withheld until the Secret is usable; its Service and port stay
             profile = use_profile(work.spec.tls_credentials)
-        listener_docs.append({"name": entity, "routingKey": key, "host": "", "port": ports[entity],
-                              "tlsProfile": profile, "observer": work.spec.observer})
+        listener_doc: JsonDict = {"name": entity, "routingKey": key, "host": "", "port": ports[entity],
+                                  "tlsProfile": profile, "observer": work.spec.observer}
+        if work.multi is not None:
+            listener_doc["strategy"] = router_strategy(work.multi)
+            listener_doc["authenticatePeer"] = authenticate
+        listener_docs.append(listener_doc)
 
     document = parse_config(json.dumps({
         "version": CONFIG_VERSION,
@@ -369,7 +390,13 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
                                  links=tuple(r for state in link_states for r in state.records()))
     snapshot = inputs.view.snapshot(namespace, record)
     for binding in listener_bindings:
-        binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
+        if binding.kind == "MultiKeyListener":
+            keys = [str(k) for k in items(binding.obj, "spec", "strategy", "priority", "routingKeys")] or sorted(
+                str(k) for k in mapping(binding.obj, "spec", "strategy", "weighted", "routingKeys"))
+            binding.reachable = [k for k in keys if snapshot.has_connector(k)]
+            binding.matched = bool(binding.reachable)
+        else:
+            binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
     for binding in connector_bindings + [b for b in attached.states if b.kind == BINDING]:
         binding.matched = snapshot.has_listener(str(mapping(binding.obj, "spec").get("routingKey") or ""))
 

@@ -80,6 +80,7 @@ from ..kinds import (
     CONNECTOR,
     LINK,
     LISTENER,
+    MULTI_KEY_LISTENER,
     ROUTER_ACCESS,
     SITE,
 )
@@ -102,6 +103,7 @@ from .grants import token_status
 from .ha import unused_access_service, unused_router_objects
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
+from .multikey import reachable_status
 from .netstatus import RouterStatus, RouterStatusView, StatusReader
 from .network import NetworkView
 from .redeem import TokenRedeemer
@@ -115,7 +117,7 @@ __all__ = ["SiteController", "SiteControllerOptions"]
 log = logging.getLogger(__name__)
 _KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
               "AccessToken": ACCESS_TOKEN, "Link": LINK, "AttachedConnector": ATTACHED_CONNECTOR,
-              "AttachedConnectorBinding": ATTACHED_CONNECTOR_BINDING}
+              "AttachedConnectorBinding": ATTACHED_CONNECTOR_BINDING, "MultiKeyListener": MULTI_KEY_LISTENER}
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ class SiteController:
         self.attached_bindings = reflector("attachedconnectorbindings", ATTACHED_CONNECTOR_BINDING, BINDING_CACHE)
         self.attached_connectors = reflector("attachedconnectors", ATTACHED_CONNECTOR, BINDING_CACHE)
         self.attached_connectors.add_index("siteNamespace", _site_namespace_of)
+        self.multi_key_listeners = reflector("multikeylisteners", MULTI_KEY_LISTENER, BINDING_CACHE)
         self._site_access: dict[str, SiteAccess] = {}
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
@@ -211,6 +214,8 @@ class SiteController:
         self.connectors.add_index("tls", lambda o: self._secret_refs(o))
         self.links.add_index("tls", lambda o: self._secret_refs(o))
         self.listeners.add_index("host", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get('host')}"])
+        self.multi_key_listeners.add_index("host", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get('host')}"])
+        self.multi_key_listeners.add_index("tls", lambda o: self._secret_refs(o))
         self.router_accesses.add_index("tls", lambda o: [f"{meta(o).namespace}/{mapping(o, 'spec').get(k)}"
                                                          for k in ("tlsCredentials", "issuer")])
 
@@ -224,7 +229,8 @@ class SiteController:
                                                                   ("Link", self.links),
                                                                   ("AttachedConnector", self.attached_connectors),
                                                                   ("AttachedConnectorBinding",
-                                                                   self.attached_bindings))}
+                                                                   self.attached_bindings),
+                                                                  ("MultiKeyListener", self.multi_key_listeners))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -233,7 +239,8 @@ class SiteController:
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
         for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
-                  self.access_tokens, self.links, self.attached_bindings, *self.router_caches.values()):
+                  self.access_tokens, self.links, self.attached_bindings, self.multi_key_listeners,
+                  *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.attached_connectors, _site_namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
@@ -241,6 +248,7 @@ class SiteController:
         self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
             meta(s).name == SITE_CA_SECRET or self.router_accesses.by_index("tls", object_key(s))
             or self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))
+            or self.multi_key_listeners.by_index("tls", object_key(s))
             or self.links.by_index("tls", object_key(s))
         ) else [])
 
@@ -283,7 +291,8 @@ class SiteController:
 
     def _service_namespaces(self, service: JsonDict) -> list[str]:
         if (is_controlled(service) or ANNOTATION_ACCESS in meta(service).annotations
-                or self.listeners.by_index("host", object_key(service))):
+                or self.listeners.by_index("host", object_key(service))
+                or self.multi_key_listeners.by_index("host", object_key(service))):
             return [meta(service).namespace]
         return []
 
@@ -367,6 +376,7 @@ class SiteController:
             secret_objects={meta(s).name: s for s in self.secrets.by_index("namespace", namespace)},
             attached_bindings=self.attached_bindings.by_index("namespace", namespace),
             attached_connectors=self.attached_connectors.by_index("siteNamespace", namespace),
+            multi_key_listeners=self.multi_key_listeners.by_index("namespace", namespace),
             router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
             router_pods=[p for p in self.pods.by_index("label", f"{namespace}/application=skupper-router")
@@ -385,7 +395,7 @@ class SiteController:
         grants_or_tokens = bool(self.access_grants.by_index("namespace", namespace)
                                 or self.access_tokens.by_index("namespace", namespace))
         if not (inputs.sites or inputs.listeners or inputs.connectors or inputs.links or grants_or_tokens
-                or inputs.attached_bindings or inputs.attached_connectors
+                or inputs.attached_bindings or inputs.attached_connectors or inputs.multi_key_listeners
                 or any(is_listener_service(s) for s in inputs.services.values())):
             self.view.publish(namespace, None)
             self._status_reader.forget(namespace)
@@ -606,9 +616,10 @@ class SiteController:
 
     async def _write_binding_status(self, binding: Binding) -> bool:
         current = self._current_status(binding.kind, binding.obj)
+        strategy = (reachable_status(binding.obj, binding.reachable) if binding.reachable is not None else None)
         status = binding_status(current, kind=binding.kind, configured=binding.configured, matched=binding.matched,
                                 generation=meta(binding.obj).generation, now=_now(),
-                                selected_pods=binding.selected_pods)
+                                selected_pods=binding.selected_pods, strategy=strategy)
         written, retry = await self._write_status(binding.kind, binding.obj, current, status)
         if written and binding.reason is not None:
             await self.recorder.publish(binding.obj, type="Warning", reason=binding.reason,

@@ -21,6 +21,7 @@ from typing import Any
 __all__ = [
     "CONFIGURED",
     "MATCHED",
+    "OPERATIONAL",
     "READY",
     "RESOLVED",
     "RUNNING",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 CONFIGURED = "Configured"
+OPERATIONAL = "Operational"
+NO_DESTINATION = "No connector for any of the routing keys"
 MATCHED = "Matched"
 RUNNING = "Running"
 RESOLVED = "Resolved"
@@ -125,18 +128,30 @@ def _start(previous: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def binding_status(previous: Mapping[str, Any] | None, *, kind: str, configured: ConditionState, matched: bool,
-                   generation: int | None, now: str, selected_pods: list[dict[str, str]] | None = None
-                   ) -> dict[str, Any]:
-    """The status of a Listener, Connector, AttachedConnectorBinding or AttachedConnector (``kind``).
+                   generation: int | None, now: str, selected_pods: list[dict[str, str]] | None = None,
+                   strategy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The status of a Listener, MultiKeyListener, Connector, AttachedConnectorBinding or AttachedConnector
+    (``kind``).
 
     ``configured``: ready(), or error(...) with upstream's message; ``matched``: whether a counterpart with the
     routing key exists in the network (network view; an AttachedConnector has no routing key of its own, its
-    binding has). ``selected_pods`` (Connector, AttachedConnector) is set when given and removed otherwise.
+    binding has; a MultiKeyListener is matched when one of its keys is, its ``Operational`` condition and
+    ``hasDestination``, with the reachable keys in ``strategy``). ``selected_pods`` (Connector, AttachedConnector)
+    is set when given and removed otherwise.
     """
     status = _start(previous)
     set_condition(status, CONFIGURED, configured, generation, now)
     if kind == "AttachedConnector":
         set_ready(status, (CONFIGURED,), generation, now)
+    elif kind == "MultiKeyListener":
+        if matched:
+            status["hasDestination"] = True
+        else:
+            status.pop("hasDestination", None)
+        set_condition(status, OPERATIONAL, ready() if matched else pending(NO_DESTINATION), generation, now)
+        set_ready(status, (CONFIGURED, OPERATIONAL), generation, now)
+        if strategy is not None:
+            status["strategy"] = dict(strategy)
     else:
         field, missing = (("hasMatchingConnector", "No matching connectors") if kind == "Listener"
                           else ("hasMatchingListener", "No matching listeners"))
