@@ -17,3 +17,5 @@ ATTACHED_CONNECTOR = ResourceInfo(GROUP_VERSION, "AttachedConnector", "attachedc
 ATTACHED_CONNECTOR_BINDING = ResourceInfo(GROUP_VERSION, "AttachedConnectorBinding", "attachedconnectorbindings",
                                           namespaced=True)
 MULTI_KEY_LISTENER = ResourceInfo(GROUP_VERSION, "MultiKeyListener", "multikeylisteners", namespaced=True)
+CERTIFICATE = ResourceInfo(GROUP_VERSION, "Certificate", "certificates", namespaced=True)
+SECURED_ACCESS = ResourceInfo(GROUP_VERSION, "SecuredAccess", "securedaccesses", namespaced=True)

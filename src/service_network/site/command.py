@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import logging
 import os
 import signal
@@ -26,7 +27,9 @@ from operator_runtime.leader import LeadingWork, LeaseOptions
 from operator_runtime.observability import LOG_FORMATS, HealthServer, parse_http_address, setup_logging
 
 from ..constants import CONTROLLER_NAME, DEFAULT_LEASE_NAME, DEFAULT_ROUTER_IMAGE
+from .grants import parse_duration
 from .metrics import ControllerMetrics
+from .pki import LEAF_VALIDITY
 from .resources import RouterOptions
 
 __all__ = ["ControllerOptions", "SiteControllerProcess", "add_arguments", "run"]
@@ -46,6 +49,16 @@ def package_version() -> str:
 
 def _grant_address(text: str | None) -> tuple[str, int] | None:
     return parse_http_address(text) if text else None
+
+
+def _duration(text: str) -> datetime.timedelta:
+    try:
+        value = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if value.total_seconds() < 1:
+        raise argparse.ArgumentTypeError("must be at least 1s")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grant-server-url", default=_env("GRANT_SERVER_URL"),
                         help="the base URL AccessGrants publish, as other sites reach the grant server (default "
                              "https://HOST:PORT of --grant-server-address) [$GRANT_SERVER_URL]")
+    parser.add_argument("--certificate-validity", type=_duration, metavar="DURATION",
+                        default=_duration(_env("CERTIFICATE_VALIDITY", "43800h") or "43800h"),
+                        help="lifetime of the certificates Certificate resources get, a Go duration (default 43800h, "
+                             "five years, as upstream); renewed after two thirds [$CERTIFICATE_VALIDITY]")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=_env("CONSOLE_LOG_FORMAT", "plain"),
                         help="[$CONSOLE_LOG_FORMAT]")
     parser.add_argument("--log-level", default=_env("CONSOLE_LOG_LEVEL", "INFO"), help="[$CONSOLE_LOG_LEVEL]")
@@ -112,6 +129,7 @@ class ControllerOptions:
     retry_period: float = 2.0
     grant_server_address: tuple[str, int] | None = None
     grant_server_url: str | None = None
+    certificate_validity: datetime.timedelta = LEAF_VALIDITY
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ControllerOptions:
@@ -122,7 +140,7 @@ class ControllerOptions:
                    leader_election_namespace=args.leader_election_namespace, identity=args.identity,
                    http_address=args.http_address, workers=args.workers, resync_period=args.resync_period,
                    maintain_crds=not args.disable_crd_maintenance, grant_server_address=args.grant_server_address,
-                   grant_server_url=args.grant_server_url)
+                   grant_server_url=args.grant_server_url, certificate_validity=args.certificate_validity)
 
 
 class SiteControllerProcess:
@@ -155,7 +173,7 @@ class SiteControllerProcess:
             router=opts.router, workers=opts.workers, resync_seconds=opts.resync_period or None,
             watch_namespace=opts.watch_namespace, controller_namespace=opts.leader_election_namespace,
             version=package_version(), grant_server_address=opts.grant_server_address,
-            grant_server_url=opts.grant_server_url))
+            grant_server_url=opts.grant_server_url, certificate_validity=opts.certificate_validity))
         try:
             if opts.http_address is not None:
                 self.health = HealthServer(self.metrics, ready=self._ready, before_scrape=self.controller.observe)

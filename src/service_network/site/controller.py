@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from operator_runtime.api import KubeApi
@@ -77,6 +77,7 @@ from ..kinds import (
     ACCESS_TOKEN,
     ATTACHED_CONNECTOR,
     ATTACHED_CONNECTOR_BINDING,
+    CERTIFICATE,
     CONNECTOR,
     LINK,
     LISTENER,
@@ -96,6 +97,8 @@ from .caches import (
     SERVICE_CACHE,
     relevant_pod_change,
 )
+from .certificate_io import CertificateWriter, certificate_status
+from .certificates import plan_certificate, renewal_time, timestamp
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
 from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
@@ -106,18 +109,20 @@ from .metrics import ControllerMetrics
 from .multikey import reachable_status
 from .netstatus import RouterStatus, RouterStatusView, StatusReader
 from .network import NetworkView
+from .pki import LEAF_VALIDITY
 from .redeem import TokenRedeemer
 from .resources import RouterOptions
 from .selector import LabelSelector, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
-from .status import binding_status, error, site_status
+from .status import binding_status, error, ready, site_status
 
 __all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
 _KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
               "AccessToken": ACCESS_TOKEN, "Link": LINK, "AttachedConnector": ATTACHED_CONNECTOR,
-              "AttachedConnectorBinding": ATTACHED_CONNECTOR_BINDING, "MultiKeyListener": MULTI_KEY_LISTENER}
+              "AttachedConnectorBinding": ATTACHED_CONNECTOR_BINDING, "MultiKeyListener": MULTI_KEY_LISTENER,
+              "Certificate": CERTIFICATE}
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ class SiteControllerOptions:
     controller_namespace: str = ""           # reported in Site status.controller; holds the grant server's CA
     grant_server_address: tuple[str, int] | None = None     # where the redemption server listens (None: off)
     grant_server_url: str | None = None      # what grants publish (default https://<address>:<port>)
+    certificate_validity: timedelta = LEAF_VALIDITY   # of the certificates Certificate resources get
     version: str = ""
 
 
@@ -196,6 +202,10 @@ class SiteController:
         self.attached_connectors = reflector("attachedconnectors", ATTACHED_CONNECTOR, BINDING_CACHE)
         self.attached_connectors.add_index("siteNamespace", _site_namespace_of)
         self.multi_key_listeners = reflector("multikeylisteners", MULTI_KEY_LISTENER, BINDING_CACHE)
+        self.certificates = reflector("certificates", CERTIFICATE, BINDING_CACHE)
+        self.certificates.add_index("secret", lambda o: [f"{meta(o).namespace}/{n}" for n in (
+            meta(o).name, mapping(o, "spec").get("ca")) if isinstance(n, str) and n])
+        self.certificate_writer = CertificateWriter(api, self.options.certificate_validity)
         self._site_access: dict[str, SiteAccess] = {}
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
@@ -230,7 +240,8 @@ class SiteController:
                                                                   ("AttachedConnector", self.attached_connectors),
                                                                   ("AttachedConnectorBinding",
                                                                    self.attached_bindings),
-                                                                  ("MultiKeyListener", self.multi_key_listeners))}
+                                                                  ("MultiKeyListener", self.multi_key_listeners),
+                                                                  ("Certificate", self.certificates))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -239,7 +250,7 @@ class SiteController:
             "site", self.namespaces, self._reconcile_measured, error_policy, context=None,
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
         for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
-                  self.access_tokens, self.links, self.attached_bindings, self.multi_key_listeners,
+                  self.access_tokens, self.links, self.attached_bindings, self.multi_key_listeners, self.certificates,
                   *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.attached_connectors, _site_namespace_of)
@@ -249,6 +260,7 @@ class SiteController:
             meta(s).name == SITE_CA_SECRET or self.router_accesses.by_index("tls", object_key(s))
             or self.listeners.by_index("tls", object_key(s)) or self.connectors.by_index("tls", object_key(s))
             or self.multi_key_listeners.by_index("tls", object_key(s))
+            or self.certificates.by_index("secret", object_key(s))
             or self.links.by_index("tls", object_key(s))
         ) else [])
 
@@ -391,6 +403,7 @@ class SiteController:
         )
 
     async def reconcile(self, namespace: str) -> Action:
+        next_look, retry = await self._execute_certificates(namespace)
         inputs = self.inputs(namespace)
         grants_or_tokens = bool(self.access_grants.by_index("namespace", namespace)
                                 or self.access_tokens.by_index("namespace", namespace))
@@ -400,18 +413,57 @@ class SiteController:
             self.view.publish(namespace, None)
             self._status_reader.forget(namespace)
             self._site_access.pop(namespace, None)
-            return Action.await_change()
-        plan = compose_site(inputs)
-        self._site_access[namespace] = SiteAccess(plan.active, tuple(plan.access.endpoints) if plan.access else ())
-        retry = await self._execute(plan)
-        self.view.publish(namespace, plan.record)
-        next_expiry: float | None = None
-        if grants_or_tokens:
-            next_expiry, grant_retry = await self._execute_grants(namespace)
-            retry |= grant_retry
+        else:
+            plan = compose_site(inputs)
+            self._site_access[namespace] = SiteAccess(plan.active,
+                                                      tuple(plan.access.endpoints) if plan.access else ())
+            retry |= await self._execute(plan)
+            self.view.publish(namespace, plan.record)
+            if grants_or_tokens:
+                next_expiry, grant_retry = await self._execute_grants(namespace)
+                retry |= grant_retry
+                if next_expiry is not None:
+                    next_look = next_expiry if next_look is None else min(next_look, next_expiry)
         if retry:
             raise RetryLater(f"some writes in namespace {namespace} failed; retrying")
-        return Action.requeue(next_expiry + 0.5) if next_expiry is not None else Action.await_change()
+        return Action.requeue(next_look + 0.5) if next_look is not None else Action.await_change()
+
+    async def _execute_certificates(self, namespace: str) -> tuple[float | None, bool]:
+        """Certificates of ``namespace``: issue or renew into their Secrets, statuses; (seconds to the next renewal,
+        retry)."""
+        certificates = self.certificates.by_index("namespace", namespace)
+        if not certificates:
+            return None, False
+        secrets = {meta(s).name: s for s in self.secrets.by_index("namespace", namespace)}
+        now = datetime.now(UTC)
+        next_look: float | None = None
+        retry = False
+        for obj in certificates:
+            if meta(obj).deletion_timestamp:
+                continue
+            plan = plan_certificate(obj, secrets, now)
+            state, expiration, reason = plan.state, plan.expiration, plan.reason
+            renew_at = plan.renew_at
+            if plan.issue is not None:
+                not_after, failure = await self.certificate_writer.issue(namespace, plan.issue)
+                if failure is not None:
+                    state, reason = error(failure), "IssueFailed"
+                    retry = True
+                elif not_after is not None:
+                    self.metrics.writes.labels("Secret", "apply").inc()
+                    state, expiration = ready(), timestamp(not_after)
+                    renew_at = renewal_time(now, not_after)
+            if renew_at is not None:
+                left = max((renew_at - now).total_seconds(), 0.0)
+                next_look = left if next_look is None else min(next_look, left)
+            current = self._current_status("Certificate", obj)
+            status = certificate_status(current, state, expiration, meta(obj).generation, _now())
+            written, again = await self._write_status("Certificate", obj, current, status)
+            retry |= again
+            if written and reason is not None:
+                await self.recorder.publish(obj, type="Warning", reason=reason, note=state.message,
+                                            action="Reconcile")
+        return next_look, retry
 
     async def _execute_grants(self, namespace: str) -> tuple[float | None, bool]:
         """Grant statuses, token redemptions and their statuses; (seconds to the next grant expiry, retry)."""

@@ -32,6 +32,7 @@ __all__ = [
     "cert_info",
     "issue",
     "load_pair",
+    "make_certificate",
     "new_ca",
     "signed_by",
 ]
@@ -133,27 +134,55 @@ def issue(ca: KeyPair, common_name: str, *, dns: Iterable[str] = (), ips: Iterab
           client: bool = False, server: bool = False, validity: datetime.timedelta = LEAF_VALIDITY) -> KeyPair:
     """A certificate signed by ``ca`` for ``common_name`` with the given names; ``client``/``server`` set the
     extended key usages (both may be given)."""
-    ca_cert, ca_key = load_pair(ca, "CA")
-    if not cert_info(ca.cert).is_ca:
-        raise CertificateError("the CA certificate is not a CA (basicConstraints ca=false)")
-    key = _new_key()
+    return make_certificate(common_name, issuer=ca, dns=dns, ips=ips, client=client, server=server,
+                            validity=validity)
+
+
+def make_certificate(subject: str, *, issuer: KeyPair | None, dns: Iterable[str] = (), ips: Iterable[str] = (),
+                     client: bool = False, server: bool = False, signing: bool = False,
+                     validity: datetime.timedelta = LEAF_VALIDITY, key_pem: bytes | None = None) -> KeyPair:
+    """A certificate for a Certificate resource: signed by ``issuer`` (a CA), or self-signed when None; a CA when
+    ``signing``; with the given names and key usages; for the key ``key_pem`` (a renewed CA keeps its key, so that
+    what it signed and whoever trusts it stay valid), else a new one. Never valid longer than its issuer."""
+    key: CertificateIssuerPrivateKeyTypes = _new_key()
+    if key_pem is not None:
+        try:
+            loaded = serialization.load_pem_private_key(key_pem, password=None)
+        except (ValueError, TypeError) as e:
+            raise CertificateError(f"the key to keep is not a PEM private key: {str(e)[:200]}") from None
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey):
+            raise CertificateError("the key to keep is of an unsupported type")
+        key = loaded
     now = _now()
+    if issuer is not None:
+        issuer_cert, issuer_key = load_pair(issuer, "CA")
+        if not cert_info(issuer.cert).is_ca:
+            raise CertificateError("the CA certificate is not a CA (basicConstraints ca=false)")
+        issuer_name, not_after = issuer_cert.subject, min(now + validity, issuer_cert.not_valid_after_utc)
+        signer: CertificateIssuerPrivateKeyTypes = issuer_key
+    else:
+        issuer_name, not_after, signer = _name(subject), now + validity, key
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in sorted(set(dns))]
     sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in sorted(set(ips))]
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client
                                                                       else [])
-    builder = (x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(ca_cert.subject)
+    builder = (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(issuer_name)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - _BACKDATE)
-               .not_valid_after(min(now + validity, ca_cert.not_valid_after_utc))
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+               .not_valid_before(now - _BACKDATE).not_valid_after(not_after)
+               .add_extension(x509.BasicConstraints(ca=signing, path_length=None), critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()),
                               critical=False))
+    if signing:
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
+            critical=True)
     if usages:
         builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, _digest(ca_key))
+    cert = builder.sign(signer, _digest(signer))
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 

@@ -46,14 +46,16 @@ _READ = ["get", "list", "watch"]
 #: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
 CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors", "accessgrants", "accesstokens",
-                                                "attachedconnectors", "attachedconnectorbindings", "multikeylisteners"],
+                                                "attachedconnectors", "attachedconnectorbindings", "multikeylisteners",
+                                                "certificates"],
      "verbs": _READ},
     {"apiGroups": ["skupper.io"], "resources": ["routeraccesses", "links"],
      "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status",
                                                 "routeraccesses/status", "links/status", "accessgrants/status",
                                                 "accesstokens/status", "attachedconnectors/status",
-                                                "attachedconnectorbindings/status", "multikeylisteners/status"],
+                                                "attachedconnectorbindings/status", "multikeylisteners/status",
+                                                "certificates/status"],
      "verbs": ["get", "patch", "update"]},
     {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": _READ},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, "create", "patch", "delete"]},
