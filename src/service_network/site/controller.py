@@ -83,10 +83,11 @@ from ..kinds import (
     LISTENER,
     MULTI_KEY_LISTENER,
     ROUTER_ACCESS,
+    SECURED_ACCESS,
     SITE,
 )
-from .access import ANNOTATION_ACCESS, SITE_CA_SECRET
-from .access_io import AccessWriter, access_status
+from .access import ANNOTATION_ACCESS, SITE_CA_SECRET, AccessState
+from .access_io import AccessWriter, access_status, decode
 from .bindings import secret_info
 from .caches import (
     BINDING_CACHE,
@@ -112,9 +113,10 @@ from .network import NetworkView
 from .pki import LEAF_VALIDITY
 from .redeem import TokenRedeemer
 from .resources import RouterOptions
-from .selector import LabelSelector, SelectorError, parse_selector
+from .secured import ANNOTATION_SECURED_ACCESS, compose_secured_access
+from .selector import LabelSelector, Requirement, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
-from .status import binding_status, error, ready, site_status
+from .status import ConditionState, binding_status, error, pending, ready, site_status
 
 __all__ = ["SiteController", "SiteControllerOptions"]
 
@@ -122,7 +124,7 @@ log = logging.getLogger(__name__)
 _KIND_INFO = {"Listener": LISTENER, "Connector": CONNECTOR, "Site": SITE, "RouterAccess": ROUTER_ACCESS,
               "AccessToken": ACCESS_TOKEN, "Link": LINK, "AttachedConnector": ATTACHED_CONNECTOR,
               "AttachedConnectorBinding": ATTACHED_CONNECTOR_BINDING, "MultiKeyListener": MULTI_KEY_LISTENER,
-              "Certificate": CERTIFICATE}
+              "Certificate": CERTIFICATE, "SecuredAccess": SECURED_ACCESS}
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,13 @@ def _now() -> str:
 
 def _namespace_of(obj: JsonDict) -> list[str]:
     return [meta(obj).namespace]
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    """A label map from a spec (anything else selects nothing)."""
+    if not isinstance(value, Mapping) or not value:
+        return {"\0": "\0"}
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _site_namespace_of(obj: JsonDict) -> list[str]:
@@ -206,6 +215,8 @@ class SiteController:
         self.certificates.add_index("secret", lambda o: [f"{meta(o).namespace}/{n}" for n in (
             meta(o).name, mapping(o, "spec").get("ca")) if isinstance(n, str) and n])
         self.certificate_writer = CertificateWriter(api, self.options.certificate_validity)
+        self.secured_accesses = reflector("securedaccesses", SECURED_ACCESS, BINDING_CACHE)
+        self._secured_ca: dict[str, tuple[str, str]] = {}     # issuer Secret key -> (uid:resourceVersion, PEM)
         self._site_access: dict[str, SiteAccess] = {}
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
@@ -241,7 +252,8 @@ class SiteController:
                                                                   ("AttachedConnectorBinding",
                                                                    self.attached_bindings),
                                                                   ("MultiKeyListener", self.multi_key_listeners),
-                                                                  ("Certificate", self.certificates))}
+                                                                  ("Certificate", self.certificates),
+                                                                  ("SecuredAccess", self.secured_accesses))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
 
@@ -251,6 +263,7 @@ class SiteController:
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
         for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
                   self.access_tokens, self.links, self.attached_bindings, self.multi_key_listeners, self.certificates,
+                  self.secured_accesses,
                   *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.attached_connectors, _site_namespace_of)
@@ -294,6 +307,10 @@ class SiteController:
         for attached in self.attached_connectors.by_index("namespace", namespace):
             if self._selects(attached, labels):
                 found += _site_namespace_of(attached)
+        if namespace not in found and any(
+                _labels_match(labels, _string_map(mapping(sa, "spec").get("selector")))
+                for sa in self.secured_accesses.by_index("namespace", namespace)):
+            found.append(namespace)
         return found
 
     def _selects(self, obj: JsonDict, labels: Mapping[str, str]) -> bool:
@@ -303,6 +320,7 @@ class SiteController:
 
     def _service_namespaces(self, service: JsonDict) -> list[str]:
         if (is_controlled(service) or ANNOTATION_ACCESS in meta(service).annotations
+                or ANNOTATION_SECURED_ACCESS in meta(service).annotations
                 or self.listeners.by_index("host", object_key(service))
                 or self.multi_key_listeners.by_index("host", object_key(service))):
             return [meta(service).namespace]
@@ -403,7 +421,9 @@ class SiteController:
         )
 
     async def reconcile(self, namespace: str) -> Action:
-        next_look, retry = await self._execute_certificates(namespace)
+        retry = await self._execute_secured_accesses(namespace)
+        next_look, certificate_retry = await self._execute_certificates(namespace)
+        retry |= certificate_retry
         inputs = self.inputs(namespace)
         grants_or_tokens = bool(self.access_grants.by_index("namespace", namespace)
                                 or self.access_tokens.by_index("namespace", namespace))
@@ -427,6 +447,84 @@ class SiteController:
         if retry:
             raise RetryLater(f"some writes in namespace {namespace} failed; retrying")
         return Action.requeue(next_look + 0.5) if next_look is not None else Action.await_change()
+
+    async def _execute_secured_accesses(self, namespace: str) -> bool:
+        """SecuredAccesses of ``namespace``: their Services, Certificates and statuses; whether to retry."""
+        retry = False
+        services = {meta(s).name: s for s in self.services.by_index("namespace", namespace)}
+        for obj in self.secured_accesses.by_index("namespace", namespace):
+            if meta(obj).deletion_timestamp:
+                continue
+            selector = LabelSelector(tuple(Requirement(k, "=", (v,)) for k, v in sorted(
+                _string_map(mapping(obj, "spec").get("selector")).items())))
+            plan = compose_secured_access(obj, services, self.select_pods(namespace, selector))
+            configured = plan.configured
+            if plan.service is not None and (problem := await self.access.write_service(
+                    plan.service, services.get(meta(obj).name))):
+                configured, retry = error(problem), True
+            ca_pem: str | None = None
+            if plan.certificate is not None and configured.status == "True":
+                configured, again = await self._apply_certificate(plan.certificate, obj)
+                retry |= again
+                ca_pem, again = await self._issuer_ca(namespace, plan.issuer)
+                retry |= again
+            state = AccessState(obj, configured, plan.resolved, plan.endpoints)
+            current = self._current_status("SecuredAccess", obj)
+            status = access_status(current, state, meta(obj).generation, _now())
+            if ca_pem:
+                status["ca"] = ca_pem
+            written, again = await self._write_status("SecuredAccess", obj, current, status)
+            retry |= again
+            reason = plan.reason or ("WriteFailed" if configured.reason == "Error" else None)
+            if written and reason is not None:
+                await self.recorder.publish(obj, type="Warning", reason=reason, note=configured.message,
+                                            action="Reconcile")
+        return retry
+
+    async def _apply_certificate(self, body: JsonDict, owner: Mapping[str, Any]) -> tuple[ConditionState, bool]:
+        """Apply a Certificate a SecuredAccess wants; (the SecuredAccess's Configured, retry)."""
+        name = meta(body).name
+        live = self._written_status["Certificate"].get(f"{meta(body).namespace}/{name}")
+        if live is not None and not any(ref.uid == meta(owner).uid for ref in meta(live).owner_references):
+            return error(f"Certificate {name} already exists in namespace"), False
+        if live is None or mapping(live, "spec") != body["spec"]:
+            try:
+                result = await self.api.apply(CERTIFICATE, body, name=name, namespace=meta(body).namespace,
+                                              field_manager=FIELD_MANAGER, force=True)
+                self.metrics.writes.labels("Certificate", "apply").inc()
+                self._written_status["Certificate"].remember(result)
+            except KubeError as failure:
+                message, again = self._failed("Certificate", f"could not write Certificate {name}", failure)
+                return error(message), again
+            return pending(f"waiting for Certificate {name}"), False
+        if mapping(live, "status").get("status") != "Ready":
+            return pending(f"waiting for Certificate {name}: "
+                           f"{mapping(live, 'status').get('message') or 'not issued yet'}"), False
+        return ready(), False
+
+    async def _issuer_ca(self, namespace: str, issuer: str | None) -> tuple[str | None, bool]:
+        """The CA certificate (PEM) of the issuer Secret, read when it changed; (PEM or None, retry)."""
+        if not issuer:
+            return None, False
+        key = f"{namespace}/{issuer}"
+        view = self.secrets.get(key)
+        if view is None:
+            return None, False
+        version = f"{meta(view).uid}:{mapping(view, 'metadata').get('resourceVersion') or ''}"
+        known = self._secured_ca.get(key)
+        if known is not None and known[0] == version:
+            return known[1], False
+        try:
+            secret = await self.api.get(SECRET, issuer, namespace)
+        except NotFound:
+            return None, False
+        except KubeError as failure:
+            return None, self._failed("Secret", f"could not read the issuer Secret {issuer}", failure)[1]
+        pem = decode(secret, "tls.crt").decode("utf-8", "replace")
+        if len(self._secured_ca) > 4096:
+            self._secured_ca.clear()
+        self._secured_ca[key] = (version, pem)
+        return pem, False
 
     async def _execute_certificates(self, namespace: str) -> tuple[float | None, bool]:
         """Certificates of ``namespace``: issue or renew into their Secrets, statuses; (seconds to the next renewal,
