@@ -20,8 +20,6 @@ from operator_runtime.objects import meta
 from service_network.site import pki
 from service_network.site.access import (
     ANNOTATION_ACCESS,
-    ANNOTATION_CERT_ISSUER,
-    ANNOTATION_CERT_NAMES,
     AccessInputs,
     compose_access,
 )
@@ -105,18 +103,25 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def _grant(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A grant first processed at T0 with a 15 minute window (status.expirationTime written)."""
     return {"metadata": {"name": "g", "namespace": "west", "uid": "g-uid", "creationTimestamp": CREATED},
-            "spec": spec or {}, "status": status or {}}
+            "spec": spec or {}, "status": {"expirationTime": "2026-11-23T10:15:00Z", **(status or {})}}
 
 
-def test_grant_defaults_one_redemption_within_15_minutes_of_creation() -> None:
-    grant = grant_of(_grant(status={"code": "generated"}))
+def test_grant_defaults_one_redemption_within_10_minutes_of_first_processing() -> None:
+    fresh = _grant(status={"code": "generated"})
+    del fresh["status"]["expirationTime"]
+    later = T0 + datetime.timedelta(minutes=3)             # first processed three minutes after its creation
+    grant = grant_of(fresh, later)
     assert (grant.allowed, grant.redemptions, grant.remaining()) == (1, 0, 1)
-    assert grant.expires == T0 + datetime.timedelta(minutes=15)
+    assert grant.expires == later + datetime.timedelta(minutes=10)
     assert grant.code == "generated"
-    assert not grant.expired(T0 + datetime.timedelta(minutes=14, seconds=59))
-    assert grant.expired(T0 + datetime.timedelta(minutes=15))
+    assert not grant.expired(later + datetime.timedelta(minutes=9, seconds=59))
+    assert grant.expired(later + datetime.timedelta(minutes=10))
     assert grant_of(_grant({"code": MINE}, {"code": "generated"})).code == MINE
+    # once written, the expiration stays: a later change of the window does not move it (as upstream)
+    written = grant_of(_grant({"expirationWindow": "2h"}), T0 + datetime.timedelta(hours=1))
+    assert written.expires == T0 + datetime.timedelta(minutes=15)
 
 
 def test_remaining_redemptions_count_down_and_never_go_negative() -> None:
@@ -260,7 +265,10 @@ def _service(service_type: str, **status: Any) -> dict[str, Any]:
 
 def test_link_access_default_asks_for_the_ca_and_a_load_balanced_router_access() -> None:
     plan = compose_access(AccessInputs(_site("default"), [], {}, {}, []))
-    assert plan.ca_secret == "skupper-site-ca"
+    [ca] = plan.certificates                  # the site CA, as a Certificate owned by the Site
+    assert (ca["metadata"]["name"], ca["spec"]) == ("skupper-site-ca", {"ca": "", "subject": "skupper-site-ca",
+                                                                         "signing": True})
+    assert ca["metadata"]["ownerReferences"][0]["uid"] == "site-uid"
     assert plan.router_access is not None and plan.router_access["spec"]["accessType"] == "loadbalancer"
     assert plan.router_access["metadata"]["ownerReferences"][0]["uid"] == "site-uid"
     assert plan.resolved is not None and plan.resolved.reason == "Pending"
@@ -272,32 +280,23 @@ def test_resolved_load_balancer_gives_the_endpoint_the_document_entry_and_a_cert
                           {"skupper-router": _service("LoadBalancer", loadBalancer={"ingress": [{"ip": "127.1.3.1"}]})},
                           [])
     plan = compose_access(inputs)
-    assert plan.ca_secret is None
     assert plan.endpoints == [{"name": "inter-router", "host": "127.1.3.1", "port": "55671",
                                "group": "skupper-router"}]
     assert plan.services[0]["spec"]["type"] == "LoadBalancer"
-    [request] = plan.certificates                                  # the server Secret does not exist yet
-    assert "127.1.3.1" in request.ips and "*.key.service-network" in request.dns
+    server = {c["metadata"]["name"]: c for c in plan.certificates}["skupper-site-server"]
+    assert server["spec"]["ca"] == "skupper-site-ca" and server["spec"]["server"] is True
+    assert server["spec"]["subject"] == "site-uid"
+    assert "127.1.3.1" in server["spec"]["hosts"] and "*.key.service-network" in server["spec"]["hosts"]
+    assert server["metadata"]["ownerReferences"][0]["kind"] == "RouterAccess"
     assert plan.document_access == []                              # withheld until the Secret exists
     assert plan.states[0].configured.message.startswith("waiting for the TLS credentials Secret")
 
-    # With the Secret issued for exactly these names by this CA: nothing to issue, the access is in the document.
-    names = request.names
-    secrets = {"skupper-site-ca": _secret("skupper-site-ca"),
-               "skupper-site-server": _secret("skupper-site-server", **{
-                   ANNOTATION_CERT_NAMES: names, ANNOTATION_CERT_ISSUER: "skupper-site-ca-uid"})}
+    # With the Secret issued (by the Certificate reconcile): the access is in the document.
+    secrets = {"skupper-site-ca": _secret("skupper-site-ca"), "skupper-site-server": _secret("skupper-site-server")}
     plan = compose_access(AccessInputs(inputs.site, inputs.router_accesses, secrets, inputs.services, []))
-    assert plan.certificates == []
     assert plan.document_access == [{"name": "skupper-router", "role": "inter-router", "host": "", "port": 55671,
                                      "tlsProfile": "skupper-site-server"}]
     assert plan.resolved is not None and plan.resolved.reason == "Ready"
-    # A new CA (another uid) re-issues; a Secret a user wrote (no annotation) is never overwritten.
-    secrets["skupper-site-ca"] = _secret("skupper-site-ca", uid="new-ca")
-    assert compose_access(AccessInputs(inputs.site, inputs.router_accesses, secrets, inputs.services,
-                                       [])).certificates != []
-    secrets["skupper-site-server"] = _secret("skupper-site-server")
-    assert compose_access(AccessInputs(inputs.site, inputs.router_accesses, secrets, inputs.services,
-                                       [])).certificates == []
 
 
 def test_nodeport_endpoint_is_the_router_pods_node_and_the_node_port() -> None:

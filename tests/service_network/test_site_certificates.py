@@ -44,7 +44,7 @@ def secret_view(name: str, annotations: dict[str, str] | None = None, uid: str =
 # ---- pure ------------------------------------------------------------------------------------------------------
 
 def test_a_missing_secret_is_issued_and_a_current_one_left_alone() -> None:
-    cert = certificate("server", ca="site-ca", hosts=["router.example", "127.0.0.5"], server=True)
+    cert = certificate("server", ca="site-ca", hosts=["router.example", "127.0.0.5", "*.key.example"], server=True)
     waiting = plan_certificate(cert, {}, NOW)
     assert (waiting.state.reason, waiting.state.message, waiting.issue) == (
         "Pending", 'waiting for the CA Secret "site-ca"', None)
@@ -52,7 +52,7 @@ def test_a_missing_secret_is_issued_and_a_current_one_left_alone() -> None:
     plan = plan_certificate(cert, {"site-ca": ca}, NOW)
     assert plan.issue is not None and plan.issue.replace is False
     assert (plan.issue.dns, plan.issue.ips, plan.issue.server, plan.issue.client) == (
-        ("router.example",), ("127.0.0.5",), True, False)
+        ("*.key.example", "router.example"), ("127.0.0.5",), True, False)
     issued = secret_view("server", {
         "internal.skupper.io/certificate-names": plan.issue.marker,
         ANNOTATION_NOT_BEFORE: timestamp(NOW), ANNOTATION_NOT_AFTER: timestamp(NOW + datetime.timedelta(days=3))})
@@ -87,6 +87,7 @@ def test_an_owners_secret_is_used_as_it_is() -> None:
 @pytest.mark.parametrize(("spec", "message"), [
     ({"ca": "self"}, "Certificate self cannot be signed by its own Secret"),
     ({"hosts": ["bad host"]}, 'host "bad host" is neither an IP address nor a DNS name'),
+    ({"hosts": ["*.*.example"]}, 'host "*.*.example" is neither an IP address nor a DNS name'),
     ({"subject": "x" * 65}, "subject must be 1 to 64 characters (a certificate's common name)"),
     ({"hosts": "not-a-list"}, "spec.hosts: Input should be a valid list"),
 ])

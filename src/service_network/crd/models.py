@@ -7,8 +7,9 @@ fields are ``X | None = None`` and the CRDs are generated with ``optional_nullab
 and its documented default (``redemptionsAllowed`` 1, ``expirationWindow`` 15m, ``verifyHostname`` false, ...) is
 applied by the controller, not by the API server. Docstrings become the descriptions ``kubectl explain`` shows.
 
-Site, Listener and Connector are implemented (part 1); RouterAccess, Link, AccessGrant and AccessToken are defined
-so that their objects can be stored now, and are implemented by service network part 2.
+All twelve of upstream's kinds are here: Site, Listener, Connector (part 1); RouterAccess, Link, AccessGrant,
+AccessToken (part 2); AttachedConnector, AttachedConnectorBinding, MultiKeyListener, Certificate, SecuredAccess
+(part 4). ``tests/service_network/test_upstream_crds.py`` holds the generated CRDs to upstream's.
 """
 
 from __future__ import annotations

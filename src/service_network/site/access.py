@@ -2,7 +2,9 @@
 ``linkAccess``, the namespace's RouterAccess objects, Secrets, Services and router Pods.
 
 - The site CA (Secret ``skupper-site-ca``, upstream's name) is wanted for every active Site: it signs the router
-  access's server certificate and the client certificates issued to linking sites.
+  access's server certificate and the client certificates issued to linking sites. As upstream, it is a Certificate
+  resource of that name (signing, self-signed, owned by the Site), which the Certificate reconcile keeps in the
+  Secret (:mod:`.certificates`); a CA Secret that exists without being written by it is used as it is.
 - A Site with ``linkAccess`` other than none gets the RouterAccess ``skupper-router`` (role inter-router on 55671,
   ``generateTlsCredentials`` with the site CA as issuer, server Secret ``skupper-site-server``); RouterAccess objects
   written by users are honoured the same way. One RouterAccess per site is used (``skupper-router`` first, else the
@@ -12,12 +14,12 @@
   endpoint (the load balancer's address, the router Pod's node address and the node port, or the Service's DNS name)
   goes into the RouterAccess status, and the Site is ``Resolved`` once it is known.
 - The router binds its Pod IP (``host`` "" in the document): ``bindHost`` is not used.
-- The server certificate names ``*.key.service-network`` and ``control.service-network`` (what routers send in SNI),
-  the Service's DNS names and the resolved hosts; the controller re-issues it when the names it carries (recorded
-  in an annotation, as the controller's cache holds no Secret values) or its issuer change.
+- The server certificate (``generateTlsCredentials``) is the Certificate resource named after ``tlsCredentials``,
+  owned by the RouterAccess, signed by its issuer, valid for servers, for ``*.key.service-network`` and
+  ``control.service-network`` (what routers send in SNI), the Service's DNS names and the resolved hosts; the
+  Certificate reconcile reissues it when those change, and renews it.
 
-The controller executes the plan: creates the CA, issues certificates, applies the RouterAccess and the Service,
-writes statuses.
+The controller executes the plan: applies the Certificates, the RouterAccess and the Service, writes statuses.
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ __all__ = [
     "AccessInputs",
     "AccessPlan",
     "AccessState",
-    "CertificateRequest",
     "compose_access",
     "endpoint_hosts",
 ]
@@ -80,23 +81,6 @@ class AccessInputs:
     router_pods: Sequence[Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class CertificateRequest:
-    """A server certificate to (re)issue into ``secret``, signed by the CA in ``issuer``."""
-
-    secret: str
-    issuer: str
-    common_name: str
-    dns: tuple[str, ...]
-    ips: tuple[str, ...]
-    owner: Mapping[str, Any]
-
-    @property
-    def names(self) -> str:
-        """What the certificate must say (a change re-issues it): its names and its common name."""
-        return ",".join(sorted(self.dns + self.ips)) + f"|cn={self.common_name}"
-
-
 @dataclass
 class AccessState:
     """One RouterAccess's status."""
@@ -109,16 +93,29 @@ class AccessState:
 
 @dataclass
 class AccessPlan:
-    ca_secret: str | None = None                       # CA Secret to create (missing)
     router_access: JsonDict | None = None              # RouterAccess to apply (from the Site's linkAccess)
     stale_router_access: Mapping[str, Any] | None = None   # the Site's RouterAccess its linkAccess no longer asks for
     document_access: list[JsonDict] = field(default_factory=list)     # router document routerAccess[]
     profiles: list[JsonDict] = field(default_factory=list)            # its TLS profile
     services: list[JsonDict] = field(default_factory=list)            # access Services to write
-    certificates: list[CertificateRequest] = field(default_factory=list)
+    certificates: list[JsonDict] = field(default_factory=list)        # Certificate resources to apply
     states: list[AccessState] = field(default_factory=list)
     resolved: ConditionState | None = None             # the Site's Resolved (None: no linkAccess)
     endpoints: list[JsonDict] = field(default_factory=list)           # the used access's endpoints
+
+
+def certificate(name: str, namespace: str, owners: list[JsonDict], *, ca: str, subject: str,
+                hosts: Sequence[str] = (), server: bool = False, signing: bool = False) -> JsonDict:
+    """A Certificate resource (:mod:`.certificates` keeps its Secret)."""
+    spec: JsonDict = {"ca": ca, "subject": subject[:64]}
+    if hosts:
+        spec["hosts"] = list(hosts)
+    if server:
+        spec["server"] = True
+    if signing:
+        spec["signing"] = True
+    return {"apiVersion": GROUP_VERSION, "kind": "Certificate",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners}, "spec": spec}
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[int, str, str]:
@@ -197,8 +194,9 @@ def compose_access(inputs: AccessInputs) -> AccessPlan:
     namespace = meta(site).namespace
     plan = AccessPlan()
     issuer_default = str(mapping(site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
-    if issuer_default == SITE_CA_SECRET and SITE_CA_SECRET not in inputs.secrets:
-        plan.ca_secret = SITE_CA_SECRET
+    if issuer_default == SITE_CA_SECRET:
+        plan.certificates.append(certificate(SITE_CA_SECRET, namespace, owner_references(site),
+                                             ca="", subject=SITE_CA_SECRET, signing=True))
 
     link_access = str(mapping(site, "spec").get("linkAccess") or "")
     accesses = sorted((o for o in inputs.router_accesses if not meta(o).deletion_timestamp), key=_age)
@@ -285,24 +283,18 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
     secret = inputs.secrets.get(secret_name)
     if spec.generate_tls_credentials:
         issuer = spec.issuer or issuer_default
-        ca = inputs.secrets.get(issuer)
-        if ca is None:
-            if issuer != SITE_CA_SECRET:
-                state.configured = pending(f"waiting for the issuer Secret {quoted(issuer)}")
-                return state
-        else:
+        if issuer not in inputs.secrets and issuer != SITE_CA_SECRET:
+            state.configured = pending(f"waiting for the issuer Secret {quoted(issuer)}")
+            return state
+        if meta(obj).uid:
             dns = (KEY_SNI_WILDCARD, CONTROL_SNI, name, f"{name}.{namespace}", f"{name}.{namespace}.svc",
                    f"{name}.{namespace}.svc.cluster.local", *(spec.subject_alternative_names or []))
             extra_dns, ips = endpoint_hosts([e["host"] for e in state.endpoints])
+            owner = [{"apiVersion": GROUP_VERSION, "kind": "RouterAccess", "name": name, "uid": meta(obj).uid}]
             # the common name is the site's id: the routers of linking sites bind this site's router ids to it
-            request = CertificateRequest(secret_name, issuer, meta(inputs.site).uid or f"{name}.{namespace}",
-                                         tuple(sorted({*dns, *extra_dns})), ips, obj)
-            annotations = meta(secret).annotations if secret is not None else {}
-            if (secret is None or not _secret_usable(secret)
-                    or annotations.get(ANNOTATION_CERT_NAMES) != request.names
-                    or annotations.get(ANNOTATION_CERT_ISSUER) != meta(ca).uid):
-                if secret is None or ANNOTATION_CERT_NAMES in annotations:
-                    plan.certificates.append(request)   # ours, or missing; a Secret written by a user stays
+            plan.certificates.append(certificate(
+                secret_name, namespace, owner, ca=issuer, subject=meta(inputs.site).uid or f"{name}.{namespace}",
+                hosts=[*sorted({*dns, *extra_dns}), *ips], server=True))
     if not _secret_usable(secret):
         state.configured = pending(f"waiting for the TLS credentials Secret {quoted(secret_name)} (ca.crt, tls.crt, "
                                    f"tls.key)")

@@ -1,11 +1,6 @@
-"""Executes a site's router-access plan (:mod:`.access`) against the API (I/O): creates the site CA Secret when it
-is missing (never overwrites one), issues server certificates into their Secrets, applies the Site's RouterAccess,
-writes the access Services, and composes RouterAccess statuses.
-
-Secret values are read only here, with a GET of the issuer Secret when a certificate must be issued (rare); the
-controller's caches never hold them. A certificate issued and not yet seen by the watch is not issued again
-(``issued``), so a reconcile racing the watch does not make the router reload twice.
-"""
+"""The I/O half of a site's router access (:mod:`.access`): writes the access Services, composes RouterAccess
+statuses, and holds the helpers for ``kubernetes.io/tls`` Secrets (the certificates themselves are Certificate
+resources, :mod:`.certificate_io`)."""
 
 from __future__ import annotations
 
@@ -15,19 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from operator_runtime.api import KubeApi
-from operator_runtime.errors import AlreadyExists, KubeError, NotFound
-from operator_runtime.kinds import SECRET, SERVICE
+from operator_runtime.errors import KubeError
+from operator_runtime.kinds import SERVICE
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
 from ..constants import FIELD_MANAGER
 from . import pki
-from .access import (
-    ANNOTATION_CERT_ISSUER,
-    ANNOTATION_CERT_NAMES,
-    AccessState,
-    CertificateRequest,
-)
-from .resources import owner_references
+from .access import AccessState
 from .status import CONFIGURED, RESOLVED, set_condition, set_ready
 
 __all__ = ["AccessWriter", "access_status", "decode", "tls_secret"]
@@ -92,54 +81,6 @@ class AccessWriter:
 
     def __init__(self, api: KubeApi) -> None:
         self.api = api
-        self.issued: dict[str, str] = {}       # namespace/secret -> names|issuer uid issued, until the watch shows it
-
-    async def ensure_ca(self, site: Mapping[str, Any], name: str) -> str | None:
-        """Create the CA Secret ``name`` (kept when it exists); a failure message or None."""
-        namespace = meta(site).namespace
-        pair = pki.new_ca(f"{name}.{namespace}")
-        body = tls_secret(name, namespace, pair, pair.cert, owners=owner_references(site))
-        try:
-            await self.api.create(SECRET, body, namespace)
-        except AlreadyExists:
-            return None
-        except KubeError as failure:
-            return f"could not create the CA Secret {name}: {failure}"
-        log.info("created the site CA Secret %s/%s", namespace, name)
-        return None
-
-    async def issue(self, namespace: str, request: CertificateRequest) -> str | None:
-        """Issue ``request`` into its Secret; a failure message or None."""
-        try:
-            ca = await self.api.get(SECRET, request.issuer, namespace)
-        except NotFound:
-            return f"the issuer Secret {request.issuer} does not exist"
-        except KubeError as failure:
-            return f"could not read the issuer Secret {request.issuer}: {failure}"
-        marker = f"{request.names}|{meta(ca).uid}"
-        key = f"{namespace}/{request.secret}"
-        if self.issued.get(key) == marker:
-            return None
-        ca_pair = pki.KeyPair(decode(ca, "tls.crt"), decode(ca, "tls.key"))
-        try:
-            pair = pki.issue(ca_pair, request.common_name, dns=request.dns, ips=request.ips, server=True)
-        except pki.CertificateError as e:
-            return f"the issuer Secret {request.issuer} cannot issue certificates: {e}"
-        owner = request.owner
-        owners = [{"apiVersion": str(owner.get("apiVersion")), "kind": str(owner.get("kind")),
-                   "name": meta(owner).name, "uid": meta(owner).uid}]
-        body = tls_secret(request.secret, namespace, pair, ca_pair.cert, owners=owners, annotations={
-            ANNOTATION_CERT_NAMES: request.names, ANNOTATION_CERT_ISSUER: meta(ca).uid})
-        try:
-            await self.api.apply(SECRET, body, name=request.secret, namespace=namespace, field_manager=FIELD_MANAGER,
-                                 force=True)
-        except KubeError as failure:
-            return f"could not write the TLS Secret {request.secret}: {failure}"
-        self.issued[key] = marker
-        if len(self.issued) > 4096:
-            self.issued.clear()
-        log.info("issued the router access certificate %s (%s)", key, request.names)
-        return None
 
     async def write_service(self, body: JsonDict, live: Mapping[str, Any] | None) -> str | None:
         """Apply an access Service unless the live one already matches; a failure message or None."""

@@ -107,8 +107,10 @@ def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, 
     if len(hosts) > MAX_HOSTS:
         return CertificatePlan(obj, error(f"{len(hosts)} hosts: at most {MAX_HOSTS}"), reason="InvalidSpec")
     for host in hosts:
-        if problem := host_problem(host):
-            return CertificatePlan(obj, error(problem), reason="InvalidSpec")
+        # a wildcard covers one label: "*.example.com"
+        if host_problem(host[2:] if host.startswith("*.") else host):
+            return CertificatePlan(obj, error(f"host {quoted(host)} is neither an IP address nor a DNS name"),
+                                   reason="InvalidSpec")
     if not spec.subject or len(spec.subject) > 64:
         return CertificatePlan(obj, error("subject must be 1 to 64 characters (a certificate's common name)"),
                                reason="InvalidSpec")

@@ -464,7 +464,7 @@ class SiteController:
                 configured, retry = error(problem), True
             ca_pem: str | None = None
             if plan.certificate is not None and configured.status == "True":
-                configured, again = await self._apply_certificate(plan.certificate, obj)
+                configured, again = await self._apply_certificate(plan.certificate, meta(obj).uid)
                 retry |= again
                 ca_pem, again = await self._issuer_ca(namespace, plan.issuer)
                 retry |= again
@@ -481,11 +481,13 @@ class SiteController:
                                             action="Reconcile")
         return retry
 
-    async def _apply_certificate(self, body: JsonDict, owner: Mapping[str, Any]) -> tuple[ConditionState, bool]:
-        """Apply a Certificate a SecuredAccess wants; (the SecuredAccess's Configured, retry)."""
+    async def _apply_certificate(self, body: JsonDict, owner_uid: str) -> tuple[ConditionState, bool]:
+        """Apply a Certificate the controller wants (for a SecuredAccess, the site CA, a router access) unless it is
+        current; (its state for the owner's status: Ready once issued, Error for a Certificate of that name owned by
+        another object or one in Error, else Pending; retry)."""
         name = meta(body).name
         live = self._written_status["Certificate"].get(f"{meta(body).namespace}/{name}")
-        if live is not None and not any(ref.uid == meta(owner).uid for ref in meta(live).owner_references):
+        if live is not None and not any(ref.uid == owner_uid for ref in meta(live).owner_references):
             return error(f"Certificate {name} already exists in namespace"), False
         if live is None or mapping(live, "spec") != body["spec"]:
             try:
@@ -497,9 +499,11 @@ class SiteController:
                 message, again = self._failed("Certificate", f"could not write Certificate {name}", failure)
                 return error(message), again
             return pending(f"waiting for Certificate {name}"), False
-        if mapping(live, "status").get("status") != "Ready":
-            return pending(f"waiting for Certificate {name}: "
-                           f"{mapping(live, 'status').get('message') or 'not issued yet'}"), False
+        live_status = mapping(live, "status")
+        if live_status.get("status") == "Error":
+            return error(f"Certificate {name}: {live_status.get('message')}"), False
+        if live_status.get("status") != "Ready":
+            return pending(f"waiting for Certificate {name}: {live_status.get('message') or 'not issued yet'}"), False
         return ready(), False
 
     async def _issuer_ca(self, namespace: str, issuer: str | None) -> tuple[str | None, bool]:
@@ -637,9 +641,13 @@ class SiteController:
         access, site = plan.access, plan.active
         assert access is not None and site is not None
         failures: list[str] = []
-        if access.ca_secret is not None and (problem := await self.access.ensure_ca(site, access.ca_secret)):
-            failures.append(problem)
-        retry = bool(failures)
+        retry = False
+        for body in access.certificates:
+            owner_uid = str(body["metadata"]["ownerReferences"][0]["uid"])
+            certificate_state, again = await self._apply_certificate(body, owner_uid)
+            retry |= again
+            if certificate_state.reason == "Error":
+                failures.append(certificate_state.message)
         stale = access.stale_router_access
         if stale is not None:
             try:
@@ -667,10 +675,6 @@ class SiteController:
         services = {meta(s).name: s for s in self.services.by_index("namespace", plan.namespace)}
         for body in access.services:
             if problem := await self.access.write_service(body, services.get(meta(body).name)):
-                failures.append(problem)
-                retry = True
-        for request in access.certificates:
-            if problem := await self.access.issue(plan.namespace, request):
                 failures.append(problem)
                 retry = True
         for state in access.states:

@@ -37,6 +37,7 @@ from .access import SITE_CA_SECRET
 from .access_io import decode
 from .grant_server import GrantServer
 from .grants import (
+    DEFAULT_REDEMPTIONS,
     LinkEndpoint,
     Redeemed,
     RedeemRequest,
@@ -81,6 +82,7 @@ class GrantKeeper:
         self.site_access = site_access
         self.server: GrantServer | None = None
         self._codes: dict[str, str] = {}
+        self._first_seen: dict[str, datetime.datetime] = {}    # uid -> first processed, until the status shows it
         grants.add_index("uid", lambda o: [meta(o).uid])
 
     # ---- statuses -------------------------------------------------------------------------------------------------
@@ -94,12 +96,20 @@ class GrantKeeper:
             if meta(obj).deletion_timestamp:
                 continue
             previous = mapping(obj, "status")
-            grant = grant_of(obj)
+            uid = meta(obj).uid
+            if previous.get("expirationTime"):
+                self._first_seen.pop(uid, None)
+            if len(self._first_seen) > 4096:
+                self._first_seen.clear()     # bounded; a grant seen again just now starts its window a little later
+            first_seen = self._first_seen.setdefault(uid, now) if not previous.get("expirationTime") else None
+            grant = grant_of(obj, first_seen)
             if not grant.code:   # generated once: kept here until the watch shows it written
                 code = self._codes.setdefault(grant.uid, secrets.token_urlsafe(18))
-                grant = grant_of({**obj, "status": {**previous, "code": code}})
+                grant = grant_of({**obj, "status": {**previous, "code": code}}, first_seen)
             else:
                 self._codes.pop(grant.uid, None)
+            if "redemptionsAllowed" not in mapping(obj, "spec") and not grant.problem:
+                retry |= await self._write_default_redemptions(namespace, grant.name)
             site_problem = ("No active site in namespace" if access.site is None else
                             None if access.endpoints else
                             "waiting for the site's link access (Site linkAccess or a RouterAccess)")
@@ -125,6 +135,19 @@ class GrantKeeper:
                 log.warning("could not write the status of AccessGrant %s/%s: %s", namespace, grant.name, failure)
                 retry = True
         return next_expiry, retry
+
+    async def _write_default_redemptions(self, namespace: str, name: str) -> bool:
+        """Upstream writes the default ``redemptionsAllowed`` (1) into the grant's spec; whether to retry."""
+        try:
+            await self.api.merge_patch(ACCESS_GRANT, {"spec": {"redemptionsAllowed": DEFAULT_REDEMPTIONS}},
+                                       name=name, namespace=namespace)
+        except NotFound:
+            return False
+        except KubeError as failure:
+            log.warning("could not write the default redemptionsAllowed of AccessGrant %s/%s: %s", namespace, name,
+                        failure)
+            return True
+        return False
 
     # ---- redemption -----------------------------------------------------------------------------------------------
     async def redeem(self, uid: str, request: RedeemRequest) -> Redeemed | Refusal:

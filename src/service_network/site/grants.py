@@ -39,7 +39,9 @@ __all__ = ["ANNOTATION_GRANT", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW", 
            "parse_duration", "token_status"]
 
 DEFAULT_REDEMPTIONS = 1
-DEFAULT_EXPIRATION_WINDOW = datetime.timedelta(minutes=15)
+#: Upstream's controller: ten minutes from when it first processes the grant (its CRD's text says 15m; the code
+#: decides).
+DEFAULT_EXPIRATION_WINDOW = datetime.timedelta(minutes=10)
 #: On Links (and their Secrets) a redemption created: the token (redeeming site) or grant (link back) uid.
 ANNOTATION_TOKEN = "internal.skupper.io/access-token"
 ANNOTATION_GRANT = "internal.skupper.io/access-grant"
@@ -94,9 +96,10 @@ class Grant:
         return self.expires is not None and now >= self.expires
 
 
-def grant_of(obj: Mapping[str, Any]) -> Grant:
-    """The grant's state from its object (expiry = creation time + ``expirationWindow``, default 15 minutes;
-    ``redemptionsAllowed`` default 1)."""
+def grant_of(obj: Mapping[str, Any], first_seen: datetime.datetime | None = None) -> Grant:
+    """The grant's state from its object, as upstream: it expires at ``status.expirationTime``, set once when the
+    controller first processes it (``first_seen``) to that time + ``expirationWindow`` (default 10 minutes); a
+    later change of the window does not move it. ``redemptionsAllowed`` default 1."""
     obj_meta = meta(obj)
     status = mapping(obj, "status")
     redemptions = status.get("redemptions")
@@ -117,10 +120,12 @@ def grant_of(obj: Mapping[str, Any]) -> Grant:
     allowed = DEFAULT_REDEMPTIONS if spec.redemptions_allowed is None else spec.redemptions_allowed
     if allowed < 0:
         problem = problem or f"spec.redemptionsAllowed: {allowed} is negative"
-    created = _timestamp(str(mapping(obj, "metadata").get("creationTimestamp") or ""))
+    expires = _timestamp(str(status.get("expirationTime") or ""))
+    if expires is None and first_seen is not None and not problem:
+        expires = first_seen + window
     code = spec.code or str(status.get("code") or "")
-    return Grant(obj_meta.namespace, obj_meta.name, obj_meta.uid, code, allowed, count,
-                 created + window if created else None, spec.issuer, problem)
+    return Grant(obj_meta.namespace, obj_meta.name, obj_meta.uid, code, allowed, count, expires, spec.issuer,
+                 problem)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
                                                 "attachedconnectors", "attachedconnectorbindings", "multikeylisteners",
                                                 "securedaccesses"],
      "verbs": _READ},
+    # patch: the default redemptionsAllowed written into an AccessGrant's spec, as upstream
+    {"apiGroups": ["skupper.io"], "resources": ["accessgrants"], "verbs": ["patch"]},
     {"apiGroups": ["skupper.io"], "resources": ["routeraccesses", "links", "certificates"],
      "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": ["skupper.io"], "resources": ["sites/status", "listeners/status", "connectors/status",
