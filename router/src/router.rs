@@ -1514,6 +1514,8 @@ impl Router {
                 json!({"routingKey": k, "local": inner.targets.get(k).map(|t| !t.is_empty()).unwrap_or(false), "via": via})
             })
             .collect();
+        let mut listening: Vec<String> = self.bound_listeners().into_iter().map(|(name, _)| name).collect();
+        listening.sort();
         json!({
             "version": 1,
             "linksCarryBothWays": true,
@@ -1523,6 +1525,7 @@ impl Router {
             "links": link_list,
             "incoming": incoming,
             "routes": route_list,
+            "listening": listening,
         })
     }
 }

@@ -56,6 +56,7 @@ async fn priority_fails_over_to_the_next_key_and_back() {
     }
     // both keys are advertised with the listener (the other sites' connectors see a matching listener)
     let status = network(&r);
+    assert_eq!(status["listening"], json!(["l"]), "the bound listeners are reported");
     let text = status.to_string();
     assert!(text.contains("backend-secondary"), "{text}");
     stop(&r);

@@ -408,3 +408,23 @@ def test_pod_targets_from_the_network() -> None:
     assert snapshot.pod_targets("k") == ["pod-1", "pod-4"]
     assert snapshot.has_connector("k") and not snapshot.has_listener("k")
     assert not snapshot.has_connector("k.pod-2")
+
+
+def test_a_matched_listener_is_ready_only_when_a_client_of_its_service_gets_through() -> None:
+    """Ready waits for the router to listen and for the Service to route the port to a ready router Pod (a client
+    that waits for Ready is then never refused)."""
+    def plan_with(listening: frozenset[str] | None, ready_ports: dict[str, frozenset[str]] | None) -> SitePlan:
+        def select(namespace: str, selector: LabelSelector) -> list[dict[str, Any]]:
+            return []
+        return compose_site(SiteInputs(
+            namespace=NS, sites=[site()], listeners=[listener("l", "svc", 8080, "k")],
+            connectors=[connector("c", 9090, "k", host="10.0.0.1")], services={}, secrets={},
+            router_config_map=None, router_pods=[], select_pods=select, view=LocalNetworkView(),
+            listening=listening, ready_ports=ready_ports))
+
+    assert states(plan_with(frozenset(), {"svc": frozenset({"l"})}))[("Listener", "l")] == (
+        "Pending", "waiting for the router to listen", True)
+    assert states(plan_with(frozenset({"l"}), {}))[("Listener", "l")] == (
+        "Pending", "waiting for Service svc to route to a ready router Pod", True)
+    assert states(plan_with(frozenset({"l"}), {"svc": frozenset({"l"})}))[("Listener", "l")] == ("Ready", "OK", True)
+    assert states(plan_with(None, {"svc": frozenset({"l"})}))[("Listener", "l")] == ("Ready", "OK", True)

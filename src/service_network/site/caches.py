@@ -16,6 +16,7 @@ from ..constants import FIELD_MANAGER
 
 __all__ = [
     "BINDING_CACHE",
+    "ENDPOINT_SLICE_CACHE",
     "NAMESPACE_CACHE",
     "POD_CACHE",
     "ROUTER_OBJECT_CACHE",
@@ -38,6 +39,11 @@ POD_CACHE: Transform = project({"metadata": _METADATA, "status": {
 #: Services: ours or not (annotation), what we would change (labels, ownerReferences, type, selector, ports).
 SERVICE_CACHE: Transform = project({"metadata": _METADATA, "spec": {"type": KEEP, "selector": KEEP, "ports": KEEP},
                                     "status": {"loadBalancer": KEEP}})
+#: EndpointSlices of listener Services: which ports route to a ready endpoint (Listener readiness).
+ENDPOINT_SLICE_CACHE: Transform = project({"metadata": {k: KEEP for k in ("name", "namespace", "uid",
+                                                                          "resourceVersion", "labels")},
+                                           "endpoints": [{"conditions": {"ready": KEEP}}],
+                                           "ports": [{"name": KEEP, "port": KEEP}]})
 #: The router's Deployment, ServiceAccount, Role, RoleBinding and ConfigMap: whole (they are compared with what the
 #: controller applies), with our Apply entry of managedFields for the no-op check.
 ROUTER_OBJECT_CACHE: Transform = owned_fields_cache(FIELD_MANAGER, rest=intern_strings)

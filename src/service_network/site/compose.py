@@ -91,6 +91,10 @@ class SiteInputs:
     attached_bindings: Sequence[Mapping[str, Any]] = ()    # AttachedConnectorBindings of the namespace
     attached_connectors: Sequence[Mapping[str, Any]] = ()  # AttachedConnectors naming it as spec.siteNamespace
     multi_key_listeners: Sequence[Mapping[str, Any]] = ()
+    #: listeners the site's routers report bound (None: not reported, e.g. no router status yet and the HAProxy
+    #: baseline); Service name -> the port names its EndpointSlices route to a ready endpoint (None: not checked)
+    listening: frozenset[str] | None = None
+    ready_ports: Mapping[str, frozenset[str]] | None = None
 
 
 @dataclass
@@ -177,6 +181,17 @@ class _ListenerWork:
     binding: Binding
     spec: ListenerSpec
     multi: MultiKey | None = None          # a MultiKeyListener's keys
+
+
+def _carrying(name: str, host: str, inputs: SiteInputs) -> ConditionState:
+    """Whether a client of the Listener's Service gets through now: a router listens on its port, and the Service's
+    EndpointSlices route the port to a ready router Pod (kube-proxy programs from them). Until then the Listener is
+    not Ready, so that a client that waits for Ready is not refused."""
+    if inputs.listening is not None and name not in inputs.listening:
+        return pending("waiting for the router to listen")
+    if inputs.ready_ports is not None and name not in inputs.ready_ports.get(host, frozenset()):
+        return pending(f"waiting for Service {host} to route to a ready router Pod")
+    return ready()
 
 
 def _lead_order(group: list[_ListenerWork], service: Mapping[str, Any] | None, port: int) -> list[_ListenerWork]:
@@ -399,6 +414,9 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
             binding.matched = snapshot.has_connector(str(mapping(binding.obj, "spec").get("routingKey") or ""))
     for binding in connector_bindings + [b for b in attached.states if b.kind == BINDING]:
         binding.matched = snapshot.has_listener(str(mapping(binding.obj, "spec").get("routingKey") or ""))
+    for binding in listener_bindings:
+        if binding.matched and binding.host is not None and binding.configured.status == "True":
+            binding.configured = _carrying(binding.name, binding.host, inputs)
 
     desired_services = service_bodies(active, exposures)
     stale = [s for s in stale if meta(s).name not in desired_services]

@@ -46,6 +46,7 @@ from operator_runtime.events import EventRecorder
 from operator_runtime.kinds import (
     CONFIG_MAP,
     DEPLOYMENT,
+    ENDPOINT_SLICE,
     NAMESPACE,
     POD,
     ROLE,
@@ -55,7 +56,7 @@ from operator_runtime.kinds import (
     SERVICE_ACCOUNT,
     ResourceInfo,
 )
-from operator_runtime.objects import JsonDict, mapping, meta, object_key
+from operator_runtime.objects import JsonDict, items, mapping, meta, object_key
 from operator_runtime.projection import Transform
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
@@ -67,6 +68,7 @@ from ..constants import (
     FIELD_MANAGER_STATUS,
     GROUP_VERSION,
     LABEL_COMPONENT,
+    LABEL_LISTENER,
     LABEL_ROUTER_CONFIG,
     NETWORK_STATUS_NAME,
     ROUTER_NAME,
@@ -91,6 +93,7 @@ from .access_io import AccessWriter, access_status, decode
 from .bindings import secret_info
 from .caches import (
     BINDING_CACHE,
+    ENDPOINT_SLICE_CACHE,
     NAMESPACE_CACHE,
     POD_CACHE,
     ROUTER_OBJECT_CACHE,
@@ -146,6 +149,10 @@ class RetryLater(Exception):
 
 def error_policy(namespace: JsonDict, failure: Exception, context: object) -> Action:
     return Action.retry()
+
+
+#: The label an EndpointSlice names its Service with (discovery.k8s.io).
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 def _now() -> str:
@@ -221,6 +228,10 @@ class SiteController:
         self.pods = reflector("pods", POD, POD_CACHE)
         self.services = reflector("services", SERVICE, SERVICE_CACHE)
         self.secrets = reflector("secrets", SECRET, SECRET_CACHE)
+        self.endpoint_slices = reflector("endpointslices", ENDPOINT_SLICE, ENDPOINT_SLICE_CACHE,
+                                         label_selector=LABEL_LISTENER)
+        self.endpoint_slices.add_index("service", lambda o: [
+            f"{meta(o).namespace}/{meta(o).labels.get(SERVICE_NAME_LABEL, '')}"])
         self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access)
         self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
@@ -267,6 +278,7 @@ class SiteController:
                   *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.attached_connectors, _site_namespace_of)
+        self.controller.watches(self.endpoint_slices, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
         self.controller.watches(self.secrets, lambda s: [meta(s).namespace] if (
@@ -329,6 +341,23 @@ class SiteController:
     def router_statuses(self, namespace: str) -> list[RouterStatus]:
         """The network status the routers of ``namespace`` last wrote (parsed once per change)."""
         return self._status_reader.statuses(self.config_maps.get(f"{namespace}/{NETWORK_STATUS_NAME}"))
+
+    def _listening(self, namespace: str) -> frozenset[str] | None:
+        """The listeners any router of ``namespace`` reports bound (None when no router reports them)."""
+        reported = [s.listening for s in self.router_statuses(namespace) if s.listening is not None]
+        return frozenset().union(*reported) if reported else None
+
+    def _ready_ports(self, namespace: str) -> dict[str, frozenset[str]]:
+        """Listener Service -> the port names its EndpointSlices route to at least one ready endpoint."""
+        found: dict[str, set[str]] = {}
+        for item in self.endpoint_slices.by_index("namespace", namespace):
+            service = meta(item).labels.get(SERVICE_NAME_LABEL)
+            if not service or not any(isinstance(e, Mapping) and mapping(e, "conditions").get("ready") is True
+                                      for e in items(item, "endpoints")):
+                continue
+            names = {str(p.get("name")) for p in items(item, "ports") if isinstance(p, Mapping) and p.get("name")}
+            found.setdefault(service, set()).update(names)
+        return {k: frozenset(v) for k, v in found.items()}
 
     def select_pods(self, namespace: str, selector: LabelSelector) -> list[JsonDict]:
         """Pods of ``namespace`` matching ``selector``, narrowed through the label index when it can be."""
@@ -407,6 +436,8 @@ class SiteController:
             attached_bindings=self.attached_bindings.by_index("namespace", namespace),
             attached_connectors=self.attached_connectors.by_index("siteNamespace", namespace),
             multi_key_listeners=self.multi_key_listeners.by_index("namespace", namespace),
+            listening=self._listening(namespace),
+            ready_ports=self._ready_ports(namespace),
             router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
             router_pods=[p for p in self.pods.by_index("label", f"{namespace}/application=skupper-router")

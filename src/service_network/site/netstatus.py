@@ -92,6 +92,8 @@ class _Status(_In):
     links: tuple[_Link, ...] = Field(default=(), max_length=10_000)
     #: the Rust router's links carry connections both ways; HAProxy's (the baseline) only from the dialing side
     links_carry_both_ways: bool = False
+    #: the listeners whose sockets are bound now (the Rust router; None: not reported)
+    listening: tuple[str, ...] | None = Field(default=None, max_length=100_000)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class RouterStatus:
     sites: tuple[SiteRecord, ...]
     edges: frozenset[tuple[str, str]]
     links: tuple[LinkReport, ...]
+    listening: frozenset[str] | None = None     # listeners bound now (None: the router does not say)
 
 
 def parse_router_status(text: str) -> RouterStatus:
@@ -133,7 +136,8 @@ def parse_router_status(text: str) -> RouterStatus:
                                link.remote_site.name if link.remote_site else None, status.router,
                                tuple(w[:300] for w in link.warnings))
                     for link in status.links)
-    return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports)
+    listening = frozenset(status.listening) if status.listening is not None else None
+    return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening)
 
 
 def _reach(start: str, edges: Iterable[tuple[str, str]]) -> frozenset[str]:

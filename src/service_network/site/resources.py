@@ -65,6 +65,8 @@ CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": [*_READ, "create", "patch"]},
     # delete: the second router of a Site whose HA was turned off
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": [*_READ, "create", "patch", "delete"]},
+    # Listener readiness: whether its Service routes to a ready router Pod
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": _READ},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
      "verbs": [*_READ, "create", "patch"]},
