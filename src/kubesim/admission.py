@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import defaults, errors, validation
 from kubesim.resources import ResourceType, types_from_crd
+from kubesim.schema.cel import cel_causes, compile_causes
 from kubesim.schema.crd import structural_causes
 from kubesim.schema.defaulting import apply_defaults
 from kubesim.schema.pruning import prune
@@ -147,7 +148,7 @@ class Admission:
             validation.fold_string_data(new)
         causes = _metadata_causes(new) + validation.metadata_causes(new)
         if subresource is None:
-            causes += self._kind_causes(store, rt, new) + validation.builtin_causes(rt, new, old)
+            causes += self._kind_causes(store, rt, new, old) + validation.builtin_causes(rt, new, old)
             if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
                 for path in (("scope",), ("group",), ("names", "plural")):
                     before, after = _dig(old.get("spec"), path), _dig(new.get("spec"), path)
@@ -158,7 +159,7 @@ class Admission:
                             )
                         )
         elif rt.schema is not None:
-            causes += self._custom_causes(rt, new)
+            causes += self._custom_causes(rt, new, old)
         if causes:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "" and subresource is None:
@@ -184,15 +185,17 @@ class Admission:
 
     # Kinds ------------------------------------------------------------------------------------------------
 
-    def _kind_causes(self, store: Store, rt: ResourceType, obj: Obj) -> list[dict[str, Any]]:
+    def _kind_causes(self, store: Store, rt: ResourceType, obj: Obj, old: Obj | None = None
+                     ) -> list[dict[str, Any]]:
         if rt.crd_name is not None and rt.schema is not None:
-            return self._custom_causes(rt, obj)
+            return self._custom_causes(rt, obj, old)
         if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
             return self._crd_causes(store, obj)
         return []
 
-    def _custom_causes(self, rt: ResourceType, obj: Obj) -> list[dict[str, Any]]:
-        """Prune, default and validate a custom object against its CRD schema (in place)."""
+    def _custom_causes(self, rt: ResourceType, obj: Obj, old: Obj | None = None) -> list[dict[str, Any]]:
+        """Prune, default and validate a custom object against its CRD schema (in place), then its CEL rules
+        (``old``: the stored object, for transition rules)."""
         assert rt.schema is not None
         meta = obj.get("metadata")
         # Root metadata is the server's (neither pruned nor defaulted from the schema): left out of the copies.
@@ -202,7 +205,8 @@ class Admission:
         obj.update(result)
         if meta is not None:
             obj["metadata"] = meta
-        return validate(obj, rt.schema)
+        causes = validate(obj, rt.schema)
+        return causes or cel_causes(obj, old, rt.schema)
 
     def _crd_causes(self, store: Store, crd: Obj) -> list[dict[str, Any]]:
         causes = []
@@ -241,6 +245,10 @@ class Admission:
                 )
             )
         causes += structural_causes(crd)
+        for i, version in enumerate(versions):
+            schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema") if isinstance(version, dict) else None
+            if isinstance(schema, dict):
+                causes += compile_causes(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
         if not causes:
             existing = store.registry.by_key(f"{plural}.{group}")
             if existing is not None and existing.crd_name is None:

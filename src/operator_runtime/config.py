@@ -73,14 +73,17 @@ def load_config(kubeconfig: str | os.PathLike[str] | None = None, *,
 
 
 def make_api(config: str | os.PathLike[str] | KubeConfig | None = None, *, on_request: RequestHook | None = None,
-             timeout: float = DEFAULT_TIMEOUT) -> KubeApi:
+             timeout: float = DEFAULT_TIMEOUT, context: str | None = None) -> KubeApi:
     """The API client for a kubeconfig path (or an already loaded configuration; None: :func:`load_config`'s
-    search). Works with plain-http servers and bearer tokens (kubesim) as well as TLS clusters.
+    search), with its current context or ``context``. Works with plain-http servers and bearer tokens (kubesim) as
+    well as TLS clusters.
 
     The caller closes it with ``await api.close()``.
     """
     loaded = config if isinstance(config, KubeConfig) else load_config(config)
-    single = loaded.get()
+    if context is not None and context not in loaded.contexts:
+        raise ConfigError(f"context {context!r} does not exist in the kubeconfig")
+    single = loaded.get(context_name=context) if context is not None else loaded.get()
     if single is None:
         raise ConfigError("the kubeconfig has no current context")
     return KubeApi(HttpTransport.from_config(single, timeout=timeout), on_request=on_request)

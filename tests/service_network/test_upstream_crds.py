@@ -16,6 +16,7 @@ import pytest
 import yaml
 from crd_compare import Difference, differences
 
+from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
 
@@ -185,3 +186,25 @@ async def test_every_upstream_sample_is_accepted_or_refused_naming_upstreams_req
     assert sorted(out.split()) == sorted([
         "multikeylistener.skupper.io/backend-priority", "multikeylistener.skupper.io/backend-weighted",
         "attachedconnector.skupper.io/backend", "attachedconnectorbinding.skupper.io/backend"])
+
+
+async def test_the_multikeylistener_cel_rules_are_upstreams(sim: KubeSim) -> None:
+    """The CRD's CEL rules, evaluated by kubesim as an API server does: exactly one strategy, and its kind fixed."""
+    await sim.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "west"}})
+    resource = "multikeylisteners.skupper.io"
+
+    def mkl(name: str, strategy: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "skupper.io/v2alpha1", "kind": "MultiKeyListener",
+                "metadata": {"name": name, "namespace": "west"},
+                "spec": {"host": name, "port": 8080, "strategy": strategy}}
+
+    for strategy in ({}, {"priority": {"routingKeys": ["a"]}, "weighted": {"routingKeys": {"a": 1}}}):
+        with pytest.raises(ApiError) as refused:
+            await sim.api.create(resource, mkl("bad", strategy), "west")
+        assert [f"{c['field']}: {c['message']}" for c in refused.value.causes or []] == [
+            'spec.strategy: Invalid value: "object": exactly one of the fields in [priority weighted] must be set']
+    created = await sim.api.create(resource, mkl("good", {"priority": {"routingKeys": ["a", "b"]}}), "west")
+    created["spec"]["strategy"] = {"weighted": {"routingKeys": {"a": 1}}}
+    with pytest.raises(ApiError) as changed:
+        await sim.api.update(resource, created)
+    assert [c["message"] for c in changed.value.causes or []] == ['Invalid value: "object": strategy is immutable']

@@ -12,7 +12,8 @@ jsonschema counterpart, and clients see the apiserver's cause ``reason``/``messa
 (``Required value``, ``Unsupported value: ...``, ``Invalid value: "string": spec.x in body must be of type
 integer: "string"``), which would need a translation layer as long as this walker.
 
-Known differences from the real apiserver: no CEL (``x-kubernetes-validations``) and no validation ratcheting;
+Known differences from the real apiserver: CEL rules (``x-kubernetes-validations``, :mod:`.cel`) without cost
+budgets or the Kubernetes-only CEL functions, and no validation ratcheting;
 string formats limited to ``date-time``, ``date``, ``uuid``, ``ipv4``, ``ipv6``, ``cidr`` and ``byte``; list-type
 duplicates are reported in document order rather than after all schema errors; for a failed ``anyOf``/``oneOf`` the
 causes of the branch with the fewest errors are added (the apiserver picks the branch with the most passed checks);

@@ -5,8 +5,8 @@ Listeners' host+port conflicts; it differs in the router listener's ``strategy``
 weighted: spread by weight over the keys with a reachable connector), which the router applies per connection
 (docs/service-network-router.md, "Listeners over several keys").
 
-The CRD's CEL rules (exactly one of ``priority`` and ``weighted``; the strategy kind cannot change) are enforced by a
-real API server; kubesim does not evaluate CEL, so the first is checked here too.
+The CRD's CEL rules (exactly one of ``priority`` and ``weighted``; the strategy kind cannot change) are enforced by the
+API server (kubesim too); the first is checked here as well, for API servers that skip CEL.
 """
 
 from __future__ import annotations
