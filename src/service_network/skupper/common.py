@@ -1,0 +1,170 @@
+"""What every ``skupper`` verb shares: the global flags, the connection to the cluster, waiting for a resource's
+status, printing resources, and errors with their exit codes.
+
+Errors a user can act on are :class:`CliError` (printed as ``Error: <message>``, exit code 1, as upstream's cobra
+commands do); the API's refusals are turned into them with the server's own message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import time
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from operator_runtime.api import KubeApi
+from operator_runtime.config import ConfigError, load_config, make_api
+from operator_runtime.errors import ApiFailure, KubeError, NotFound
+from operator_runtime.kinds import ResourceInfo
+from operator_runtime.objects import JsonDict, mapping
+
+from ..constants import GROUP_VERSION
+from ..site.grants import parse_duration
+
+__all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "add_global_flags", "api_call",
+           "condition", "duration", "find", "list_kind", "resource", "wait_deleted", "wait_for_condition"]
+
+WAIT_CHOICES = ("configured", "ready", "none")
+
+
+class CliError(Exception):
+    """A failure the user can act on: printed as ``Error: <message>``; ``code`` is the exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def duration(text: str) -> datetime.timedelta:
+    """A Go duration flag value (``60s``, ``15m``, ``1h30m``)."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {e}") from None
+
+
+def add_global_flags(parser: argparse.ArgumentParser) -> None:
+    """``--namespace``/``-n``, ``--context``, ``--kubeconfig``, ``--platform`` (upstream's persistent flags)."""
+    group = parser.add_argument_group("global flags")
+    group.add_argument("-n", "--namespace", default=None, help="set the namespace (default: the context's)")
+    group.add_argument("-c", "--context", default=None, help="set the kubeconfig context")
+    group.add_argument("--kubeconfig", default=None, help="path to the kubeconfig file to use")
+    group.add_argument("-p", "--platform", default="kubernetes", choices=("kubernetes",),
+                       help="the platform of the site (only kubernetes here; system sites: skupper system)")
+
+
+def resource(kind: str, name: str, namespace: str | None, spec: Mapping[str, Any]) -> JsonDict:
+    """A ``skupper.io/v2alpha1`` resource as the CLI creates it."""
+    metadata: JsonDict = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": GROUP_VERSION, "kind": kind, "metadata": metadata, "spec": dict(spec)}
+
+
+@dataclass
+class Session:
+    """The cluster a command talks to, and the namespace it works in."""
+
+    api: KubeApi
+    namespace: str
+
+    @classmethod
+    def open(cls, args: argparse.Namespace) -> Session:
+        try:
+            config = load_config(args.kubeconfig)
+            single = config.get(context_name=args.context) if args.context else config.get()
+            api = make_api(config, context=args.context)
+        except (ConfigError, Exception) as e:   # lightkube raises its own ConfigError for an unknown context
+            raise CliError(str(e)) from None
+        namespace = args.namespace or (single.namespace if single is not None else None) or "default"
+        return cls(api, namespace)
+
+    async def close(self) -> None:
+        await self.api.close()
+
+
+T = TypeVar("T")
+
+
+async def api_call(what: str, call: Awaitable[T]) -> T:
+    """Run an API call; an API failure becomes a :class:`CliError` with the server's message (``what``: a prefix,
+    or "" for the message alone, as upstream prints API errors raw)."""
+    try:
+        return await call
+    except ApiFailure as e:
+        raise CliError(f"{what}: {e.message}" if what else e.message) from None
+    except KubeError as e:
+        raise CliError(f"{what}: {e}" if what else str(e)) from None
+
+
+CRD_MISSING = ('The Skupper CRDs are not yet installed. To install them, run\n'
+               '"kubectl apply -f https://skupper.io/v2/install.yaml"')
+
+
+class Invalid(CliError):
+    """Arguments or flags that cannot work (all problems found, one per line): exit code 2."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems), code=2)
+
+
+async def list_kind(session: Session, info: ResourceInfo) -> list[JsonDict]:
+    """The objects of ``info`` in the namespace; the CRDs-missing message when the kind is not served."""
+    try:
+        items, _ = await session.api.list(info, namespace=session.namespace)
+    except NotFound:
+        raise Invalid([CRD_MISSING]) from None
+    except KubeError as e:
+        raise Invalid([str(e)]) from None
+    return items
+
+
+async def find(session: Session, info: ResourceInfo, name: str) -> JsonDict | None:
+    try:
+        return await session.api.get(info, name, session.namespace)
+    except NotFound:
+        return None
+    except KubeError as e:
+        raise CliError(str(e)) from None
+
+
+def condition(obj: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in mapping(obj, "status").get("conditions") or []
+                 if isinstance(c, Mapping) and c.get("type") == type_), None)
+
+
+async def wait_for_condition(session: Session, info: ResourceInfo, name: str, wait: str,
+                             within: datetime.timedelta, *, success: str) -> None:
+    """Poll until the ``Configured`` (``wait`` configured) or ``Ready`` condition is True, then print ``success``;
+    else :class:`CliError` with upstream's words after ``within``. ``wait`` none: nothing."""
+    if wait == "none":
+        return
+    type_ = "Configured" if wait == "configured" else "Ready"
+    deadline = time.monotonic() + within.total_seconds()
+    seen: Mapping[str, Any] | None = None
+    while True:
+        obj = await find(session, info, name)
+        seen = condition(obj, type_) if obj is not None else None
+        if seen is not None and seen.get("status") == "True":
+            print(success)
+            return
+        if time.monotonic() >= deadline:
+            if seen is None:
+                raise CliError(f'{info.kind} "{name}" is not yet {wait}, check the status for more information\n')
+            raise CliError(f'{info.kind} "{name}" is not yet {wait}: {seen.get("message")}\n')
+        await asyncio.sleep(0.25)
+
+
+async def wait_deleted(session: Session, info: ResourceInfo, name: str, within: datetime.timedelta, *,
+                       success: str, failure: str) -> None:
+    deadline = time.monotonic() + within.total_seconds()
+    while True:
+        if await find(session, info, name) is None:
+            print(success)
+            return
+        if time.monotonic() >= deadline:
+            raise CliError(failure)
+        await asyncio.sleep(0.25)

@@ -1,0 +1,158 @@
+"""``skupper debug dump [fileName]``: a gzip'd tarball of what a support engineer needs about the namespace's site:
+every ``skupper.io`` object, the router's Deployment, Pods, ConfigMaps (its document and the network status),
+Services and Events, the router Pods' logs and metrics, and the site controller's logs when it runs in a Pod. Named
+as upstream's: ``<fileName or skupper-dump>-<namespace>-<YYYYMMDDhhmmss>`` plus ``.tar.gz`` when the name has no
+extension. Secrets are never included (only their names, in the objects that refer to them)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import io
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operator_runtime.errors import KubeError
+from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, SERVICE, ResourceInfo
+from operator_runtime.objects import JsonDict, mapping, meta
+
+from .. import kinds
+from ..constants import NETWORK_STATUS_NAME, ROUTER_NAME
+from .common import CliError, Invalid, Session
+from .validate import file_name_problem
+from .version import _components
+
+__all__ = ["add_commands", "dump_name"]
+
+SKUPPER_KINDS: tuple[ResourceInfo, ...] = (
+    kinds.SITE, kinds.LISTENER, kinds.CONNECTOR, kinds.LINK, kinds.ROUTER_ACCESS, kinds.ACCESS_GRANT,
+    kinds.ACCESS_TOKEN, kinds.ATTACHED_CONNECTOR, kinds.ATTACHED_CONNECTOR_BINDING, kinds.MULTI_KEY_LISTENER,
+    kinds.CERTIFICATE, kinds.SECURED_ACCESS)
+MAX_LOG = 8 * 1024 * 1024
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("dump", help="Create a tarball containing various files with the site details",
+                       description="Create a tarball containing various files with the site details")
+    p.add_argument("file", nargs="*", metavar="<fileName>")
+    p.set_defaults(_run=dump)
+
+
+def dump_name(base: str, namespace: str, when: datetime.datetime) -> str:
+    name = f"{base}-{namespace}-{when.strftime('%Y%m%d%H%M%S')}"
+    return name if Path(base).suffix else name + ".tar.gz"
+
+
+class _Tar:
+    def __init__(self, path: Path) -> None:
+        self.file = tarfile.open(path, "w:gz")
+
+    def add(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
+        self.file.addfile(info, io.BytesIO(data))
+
+    def add_object(self, name: str, obj: JsonDict) -> None:
+        self.add(f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False).encode())
+
+    def close(self) -> None:
+        self.file.close()
+
+
+async def _raw(session: Session, path: str, params: dict[str, str] | None = None) -> bytes:
+    status, body = await session.api.transport.request("GET", path, params=params)
+    if status >= 400:
+        raise KubeError(f"GET {path}: {status} {body[:200].decode('utf-8', 'replace')}")
+    return body[:MAX_LOG]
+
+
+async def _collect(session: Session, tar: _Tar) -> None:
+    ns = session.namespace
+    tar.add("/versions/skupper.yaml", yaml.safe_dump({"components": await _components(session)}).encode())
+    for info in SKUPPER_KINDS:
+        try:
+            objects, _ = await session.api.list(info, namespace=ns)
+        except KubeError:
+            continue
+        for obj in objects:
+            tar.add_object(f"/site-namespace/resources/{info.kind}-{meta(obj).name}", obj)
+    for name in (ROUTER_NAME, "skupper-router-2", NETWORK_STATUS_NAME):
+        try:
+            tar.add_object(f"/site-namespace/resources/Configmap-{name}",
+                           await session.api.get(CONFIG_MAP, name, ns))
+        except KubeError:
+            pass
+    services, _ = await session.api.list(SERVICE, namespace=ns)
+    for service in services:
+        if any(k.startswith("internal.skupper.io/") for k in meta(service).annotations):
+            tar.add_object(f"/site-namespace/resources/Services-{meta(service).name}", service)
+    deployments, _ = await session.api.list(DEPLOYMENT, namespace=ns, label_selector="skupper.io/component=router")
+    for deployment in deployments:
+        tar.add_object(f"/site-namespace/resources/Deployment-{meta(deployment).name}", deployment)
+    pods, _ = await session.api.list(POD, namespace=ns, label_selector="skupper.io/component=router")
+    for pod in pods:
+        await _pod(session, tar, pod, "/site-namespace")
+    try:
+        events, _ = await session.api.list(EVENT, namespace=ns)
+        lines = [f"{e.get('eventTime') or mapping(e, 'metadata').get('creationTimestamp')}\t{e.get('type')}\t"
+                 f"{e.get('reason')}\t{mapping(e, 'regarding').get('kind')}/{mapping(e, 'regarding').get('name')}\t"
+                 f"{e.get('note')}" for e in events]
+        tar.add("/site-namespace/events.txt", ("\n".join(lines) + "\n").encode())
+    except KubeError as e:
+        tar.add("/site-namespace/events.txt", f"events unavailable: {e}\n".encode())
+    await _controller(session, tar)
+
+
+async def _controller(session: Session, tar: _Tar) -> None:
+    """The site controller's Pods and logs, in the namespace the Sites' status names."""
+    sites, _ = await session.api.list(kinds.SITE, namespace=session.namespace)
+    namespaces = {str(mapping(s, "status", "controller").get("namespace") or "") for s in sites} - {""}
+    for ns in sorted(namespaces):
+        try:
+            pods, _ = await session.api.list(POD, namespace=ns,
+                                             label_selector="app.kubernetes.io/component=service-network")
+        except KubeError:
+            continue
+        for pod in pods:
+            await _pod(session, tar, pod, "/controller-namespace")
+
+
+async def _pod(session: Session, tar: _Tar, pod: JsonDict, prefix: str) -> None:
+    """A Pod and the logs of its containers."""
+    name, ns = meta(pod).name, meta(pod).namespace
+    tar.add_object(f"{prefix}/resources/Pod-{name}", pod)
+    for container in mapping(pod, "spec").get("containers") or []:
+        cname = str(container.get("name"))
+        try:
+            log = await _raw(session, f"/api/v1/namespaces/{ns}/pods/{name}/log", {"container": cname})
+        except KubeError as e:
+            log = f"logs unavailable: {e}\n".encode()
+        tar.add(f"{prefix}/logs/{name}-{cname}.txt", log)
+
+
+async def dump(args: argparse.Namespace, session: Session) -> None:
+    if len(args.file) > 1:
+        raise Invalid(["only one argument is allowed for this command"])
+    base = args.file[0] if args.file else "skupper-dump"
+    if not base:
+        raise Invalid(["filename must not be empty"])
+    if problem := file_name_problem(base):
+        raise Invalid([f"filename is not valid: {problem}"])
+    path = Path(dump_name(base, session.namespace, datetime.datetime.now()))
+    try:
+        tar = _Tar(path)
+    except OSError as e:
+        raise CliError(f"Unable to save skupper dump details: {e}") from None
+    try:
+        await _collect(session, tar)
+    except KubeError as e:
+        raise CliError(f"Unable to save skupper dump details: {e}") from None
+    finally:
+        tar.close()
+    print(f"Skupper dump details written to compressed archive:  {path}")
+
+
