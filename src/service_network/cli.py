@@ -1,6 +1,6 @@
 """Command line of the ``service-network`` binary.
 
-``service-network crd`` prints the CRDs; ``run controller`` runs the site controller; ``run router`` runs a site's
+``service-network <verb>`` runs upstream's ``skupper`` verbs (:mod:`.skupper`); ``service-network crd`` prints the CRDs; ``run controller`` runs the site controller; ``run router`` runs a site's
 router in its Pod (ConfigMap and Secrets from the API); ``router --config FILE`` runs a router from a file alone.
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``async def run(args) -> int``,
 imported only when its command runs.
@@ -43,8 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: upstream's ``skupper`` verbs, also served as ``service-network <verb>`` (for machines with upstream's binary too)
+SKUPPER_VERBS = ("site", "listener", "connector", "token", "link", "debug", "version")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in SKUPPER_VERBS:
+        from .skupper.main import main as skupper_main
+        return skupper_main(arguments, prog="service-network")
+    args = build_parser().parse_args(arguments)
     module = importlib.import_module(args._module)
     try:
         return int(asyncio.run(module.run(args)) or 0)

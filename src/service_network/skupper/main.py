@@ -50,10 +50,12 @@ def build_parser(prog: str = "skupper") -> argparse.ArgumentParser:
         module.add_commands(commands)
         for command in commands.choices.values():
             add_global_flags(command)
+            command.set_defaults(_parser=command)
     version_parser = verbs.add_parser("version", help="Display versions of Skupper components",
                                       description="Display versions of Skupper components")
     version.add_arguments(version_parser)
     add_global_flags(version_parser)
+    version_parser.set_defaults(_parser=version_parser)
     return parser
 
 
@@ -75,7 +77,11 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "skupper") -> int:
-    args: Any = build_parser(prog).parse_args(argv)
+    parser = build_parser(prog)
+    args: Any
+    args, extra = parser.parse_known_args(argv)
+    if extra:      # reported by the verb's parser, with its usage
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
