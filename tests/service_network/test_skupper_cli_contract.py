@@ -86,6 +86,7 @@ async def test_bad_input_gets_upstreams_words_and_exit_code(args: list[str], cod
 async def test_flag_errors_are_reported_as_cobra_does() -> None:
     code, out, err = await run("listener", "generate", "a", "1", "--no-such-flag")
     assert code == 1 and err.startswith("Error: unrecognized arguments: --no-such-flag\nusage: skupper listener")
+    assert out == "unrecognized arguments: --no-such-flag\n"          # cobra's message, printed again
     code, _, err = await run("site", "create", "west", "--timeout", "60")
     assert code == 1 and "invalid duration '60'" in err
 
