@@ -332,3 +332,16 @@ def test_check_material_and_content_addressed_files(tmp_path):
     rotated = write_material(tmp_path / "tls", "p", TlsMaterial(ca=good.ca, cert=other.cert.read_bytes(),
                                                                 key=other.key.read_bytes()))
     assert rotated.cert_file != first.cert_file, "new content, new path"
+
+
+def test_the_control_socket_of_a_deep_state_directory_fits_a_unix_socket_path(tmp_path: Path) -> None:
+    """A Unix socket path holds at most 107 bytes: a deep state directory (a system site under a long home) gets a
+    fixed-length path in the temporary directory instead, different per state directory."""
+    from service_network.router.dataplane import control_socket_path
+    short = tmp_path / "s"
+    assert control_socket_path(short) == short / "router.sock"
+    deep = tmp_path / ("x" * 60) / "runtime" / "router" / "state"
+    other = tmp_path / ("y" * 60) / "runtime" / "router" / "state"
+    path = control_socket_path(deep)
+    assert len(str(path)) <= 100 and path != control_socket_path(other)
+    assert path == control_socket_path(deep)

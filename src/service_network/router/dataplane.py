@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import shutil
 import signal
 import sysconfig
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,21 @@ BINARY = "service-network-router"
 STOP_GRACE = 2.0
 REQUEST_TIMEOUT = 30.0
 MAX_ANSWER = 64 * 1024 * 1024
+
+
+#: a Unix socket's path holds at most 107 bytes (sun_path)
+MAX_SOCKET_PATH = 100
+
+
+def control_socket_path(state_dir: Path) -> Path:
+    """``<state>/router.sock``, or, when that path is too long for a Unix socket (a deep state directory), a path
+    of the same length for every state directory under the temporary directory, named after a hash of the state
+    directory's absolute path (the router makes it private to its user)."""
+    preferred = state_dir / "router.sock"
+    if len(os.fsencode(str(preferred))) <= MAX_SOCKET_PATH:
+        return preferred
+    digest = hashlib.sha256(os.fsencode(str(state_dir.absolute()))).hexdigest()[:24]
+    return Path(tempfile.gettempdir()) / f"service-network-router-{digest}.sock"
 
 
 def router_binary(explicit: str | None = None) -> str:
@@ -63,7 +80,7 @@ class DataPlane:
     def __init__(self, state_dir: Path, binary: str | None = None, *, threads: int | None = None,
                  log_level: str = "info") -> None:
         self.state_dir = state_dir
-        self.socket_path = state_dir / "router.sock"
+        self.socket_path = control_socket_path(state_dir)
         self.binary = binary
         self.threads = threads
         #: the worker threads of the process running now (None: one per CPU)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from . import connector, debug, link, listener, site, version
+from . import connector, debug, link, listener, site, system, version
 from . import token as token_command
 from .common import CliError, Session, add_global_flags
 
@@ -28,6 +28,7 @@ VERBS = (
     ("token", token_command, "Issue or redeem tokens that create links between sites"),
     ("link", link, "Links from this site to remote sites"),
     ("debug", debug, "Debug tools: a dump of the site"),
+    ("system", system, "Sites on this Linux host, without Kubernetes"),
 )
 
 

@@ -1,0 +1,1 @@
+"""System sites: a service-network site on a Linux host without Kubernetes (``skupper system ...``)."""

@@ -1,0 +1,182 @@
+"""A system site (a site on a Linux host, no Kubernetes), composed (pure): its resources as read from
+``input/resources/`` (and the Links its redeemed tokens gave, in ``runtime/resources/``) -> the router document and
+each resource's status.
+
+The same checks as on Kubernetes apply (:mod:`service_network.site.bindings`, :mod:`service_network.site.links`);
+what differs is where things are: a Listener binds ``host:port`` on this host (``host`` an IP address, ``localhost``
+or ``0.0.0.0``), a Connector dials ``host:port`` (a selector means nothing without Pods), TLS material is files
+(``<certs>/<name>/ca.crt, tls.crt, tls.key``), and the site has no router access (it dials out: tokens and Links).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from operator_runtime.objects import JsonDict, mapping, meta
+
+from ..router.config import CONFIG_VERSION, parse_config
+from ..site.bindings import BindingError, SecretInfo, check_connector, check_listener
+from ..site.links import compose_links
+from ..site.status import ConditionState, error, ready
+
+__all__ = ["KINDS", "MAX_FILE", "ResourceFile", "SystemPlan", "compose_system", "load_resources"]
+
+KINDS = ("Site", "Listener", "Connector", "Link", "AccessToken")
+MAX_FILE = 1024 * 1024
+MAX_RESOURCES = 1000
+
+
+@dataclass(frozen=True)
+class ResourceFile:
+    """A resource read from a file, or why the file could not be used."""
+
+    path: Path
+    obj: JsonDict | None
+    problem: str | None = None
+
+
+def load_resources(path: Path, text: str) -> list[ResourceFile]:
+    """The resources of one YAML file (a stream of documents); a document that is not a ``skupper.io/v2alpha1``
+    resource of a kind a system site serves is reported with its file and field."""
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return [ResourceFile(path, None, f"{path.name}: not YAML{where}: {getattr(e, 'problem', e)}")]
+    out = []
+    for i, document in enumerate(documents[:MAX_RESOURCES]):
+        where = f"{path.name}[{i}]"
+        if not isinstance(document, dict):
+            out.append(ResourceFile(path, None, f"{where}: not a resource (a mapping with apiVersion and kind)"))
+        elif document.get("apiVersion") != "skupper.io/v2alpha1":
+            out.append(ResourceFile(path, None, f"{where}.apiVersion: must be skupper.io/v2alpha1"))
+        elif document.get("kind") not in KINDS:
+            out.append(ResourceFile(path, None, f"{where}.kind: {str(document.get('kind'))[:64]!r} is not one of "
+                                                f"{', '.join(KINDS)}"))
+        elif not isinstance(mapping(document, "metadata").get("name"), str) or not meta(document).name:
+            out.append(ResourceFile(path, None, f"{where}.metadata.name: required"))
+        elif not isinstance(document.get("spec"), dict):
+            out.append(ResourceFile(path, None, f"{where}.spec: required"))
+        else:
+            out.append(ResourceFile(path, document))
+    return out
+
+
+@dataclass
+class SystemPlan:
+    document: JsonDict | None                     # the router document (None: no Site)
+    states: dict[tuple[str, str], ConditionState] = field(default_factory=dict)    # (kind, name) -> state
+    problems: list[str] = field(default_factory=list)   # files that could not be used, a second Site, ...
+
+
+def _bind_host(host: str) -> str | None:
+    if host == "localhost":
+        return "127.0.0.1"
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
+
+
+def _profile(name: str, certs: Mapping[str, Path]) -> JsonDict:
+    directory = certs[name]
+    return {"name": name, "files": {"ca": str(directory / "ca.crt"), "cert": str(directory / "tls.crt"),
+                                    "key": str(directory / "tls.key")}}
+
+
+def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
+                   certs: Mapping[str, Path], cert_keys: Mapping[str, frozenset[str]]) -> SystemPlan:
+    """The router document of a system site. ``certs``: TLS credential name -> its directory; ``cert_keys``: the
+    files each holds (``ca.crt``, ``tls.crt``, ``tls.key``)."""
+    by_kind: dict[str, list[JsonDict]] = {k: [] for k in KINDS}
+    for obj in resources:
+        by_kind[str(obj.get("kind"))].append(obj)
+    plan = SystemPlan(None)
+    sites = by_kind["Site"]
+    if not sites:
+        plan.problems.append("no Site in input/resources: a system site needs one")
+        return plan
+    site = sites[0]
+    for extra in sites[1:]:
+        plan.states[("Site", meta(extra).name)] = error(f"An active site already exists ({meta(site).name})")
+    plan.states[("Site", meta(site).name)] = ready()
+    secrets = {name: SecretInfo("kubernetes.io/tls", keys) for name, keys in cert_keys.items()}
+    profiles: dict[str, JsonDict] = {}
+    listeners: list[JsonDict] = []
+    connectors: list[JsonDict] = []
+    ports: dict[tuple[str, int], str] = {}
+    for obj in by_kind["Listener"]:
+        name = meta(obj).name
+        try:
+            spec = check_listener({**obj, "spec": {**mapping(obj, "spec"), "host": "system"}})
+        except BindingError as e:
+            plan.states[("Listener", name)] = error(str(e))
+            continue
+        host = _bind_host(str(mapping(obj, "spec").get("host") or ""))
+        if host is None:
+            plan.states[("Listener", name)] = error("host must be an IP address of this host (or localhost) on a "
+                                                    "system site")
+            continue
+        if (host, spec.port) in ports:
+            plan.states[("Listener", name)] = error(f"Listener {ports[(host, spec.port)]} with host {host} and port "
+                                                    f"{spec.port} already exists")
+            continue
+        if spec.tls_credentials:
+            if spec.tls_credentials not in certs:
+                plan.states[("Listener", name)] = error(f"TLS credentials {spec.tls_credentials!r} not found in "
+                                                        f"input/certs")
+                continue
+            profiles[spec.tls_credentials] = _profile(spec.tls_credentials, certs)
+        ports[(host, spec.port)] = name
+        plan.states[("Listener", name)] = ready()
+        listeners.append({"name": name, "routingKey": spec.routing_key, "host": host, "port": spec.port,
+                          "tlsProfile": spec.tls_credentials or None})
+    for obj in by_kind["Connector"]:
+        name = meta(obj).name
+        try:
+            cspec = check_connector(obj)
+        except BindingError as e:
+            plan.states[("Connector", name)] = error(str(e))
+            continue
+        if not cspec.host:
+            plan.states[("Connector", name)] = error("a Connector of a system site needs spec.host (a selector "
+                                                     "selects Pods, which a host does not have)")
+            continue
+        if cspec.tls_credentials:
+            if cspec.tls_credentials not in certs:
+                plan.states[("Connector", name)] = error(f"TLS credentials {cspec.tls_credentials!r} not found in "
+                                                         f"input/certs")
+                continue
+            profiles[cspec.tls_credentials] = _profile(cspec.tls_credentials, certs)
+        plan.states[("Connector", name)] = ready()
+        connectors.append({"name": name, "routingKey": cspec.routing_key, "port": cspec.port,
+                           "tlsProfile": cspec.tls_credentials or None,
+                           "useClientCert": bool(cspec.use_client_cert and cspec.tls_credentials),
+                           "verifyHostname": bool(cspec.verify_hostname),
+                           "targets": [{"host": cspec.host, "name": cspec.host}]})
+    link_docs: list[JsonDict] = []
+    for state in compose_links(by_kind["Link"], secrets):
+        plan.states[("Link", meta(state.obj).name)] = state.configured
+        for entry in state.entries:
+            profiles[str(entry["tlsProfile"])] = _profile(str(entry["tlsProfile"]), certs)
+            link_docs.append(entry)
+    document = {
+        "version": CONFIG_VERSION,
+        "site": {"id": site_id, "name": meta(site).name, "namespace": namespace},
+        "tlsProfiles": [profiles[k] for k in sorted(profiles)],
+        "listeners": sorted(listeners, key=lambda d: str(d["name"])),
+        "connectors": sorted(connectors, key=lambda d: str(d["name"])),
+        "links": sorted(link_docs, key=lambda d: str(d["name"])),
+        "routerAccess": [],
+    }
+    parse_config(json.dumps(document))      # the router's own checks: a failure here is a bug of this module
+    plan.document = document
+    return plan
+

@@ -1,0 +1,112 @@
+"""A system site (this host, no Kubernetes) linked to a Kubernetes site with ``skupper`` commands only: the token
+issued in West is applied to the system site, which redeems it and dials West; a client in West reaches a server
+process on the host through the system site's Connector, and a client on the host reaches West's Pods through its
+Listener. ``stop``/``start`` keep resources and links, ``reload`` applies an edited file, a broken file is reported
+with its name while the site keeps serving, and ``uninstall`` leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e_support import greeting
+from multisite_support import MultiSite, multisite_environment
+from router_support import refused
+from site_support import ECHO_IMAGE, SiteEnv
+
+SKUPPER = Path(sys.executable).parent / "skupper"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def sites() -> AsyncIterator[MultiSite]:
+    async with multisite_environment("west") as environment:
+        await environment.start_controllers()
+        yield environment
+
+
+async def skupper(*args: str, cwd: Path, env: SiteEnv | None = None) -> str:
+    extra = ["-n", env.namespace, "--kubeconfig", str(env.sim.kubeconfig_path)] if env is not None else []
+    process = await asyncio.create_subprocess_exec(
+        str(SKUPPER), *args, *extra, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=cwd,
+        env={**os.environ, "HOME": str(cwd), "XDG_DATA_HOME": str(cwd / "data")})
+    out, _ = await process.communicate()
+    assert process.returncode == 0, f"skupper {' '.join(args)} -> {process.returncode}: {out.decode()}"
+    return out.decode()
+
+
+def resource(kind: str, name: str, spec: dict[str, object]) -> dict[str, object]:
+    return {"apiVersion": "skupper.io/v2alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSite, tmp_path: Path) -> None:
+    west = sites["west"]
+    await skupper("site", "create", "west", "--enable-link-access", cwd=tmp_path, env=west)
+    await skupper("token", "issue", "west.token", cwd=tmp_path, env=west)
+    await west.deployment("backend", ECHO_IMAGE, 1, {"app": "backend"})
+    await skupper("connector", "create", "backend", "7000", cwd=tmp_path, env=west)
+    pod = (await west.wait_ready_pods({"app": "backend"}, 1))[0]["metadata"]["name"]
+
+    # a server process on this host
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"host-server\n")
+        await writer.drain()
+        writer.close()
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    server_port = server.sockets[0].getsockname()[1]
+    listen_port = free_port()
+    (tmp_path / "laptop.yaml").write_text(yaml.safe_dump_all([
+        resource("Site", "laptop", {}),
+        resource("Connector", "host-echo", {"routingKey": "host-echo", "host": "127.0.0.1", "port": server_port}),
+        resource("Listener", "backend", {"routingKey": "backend", "host": "127.0.0.1", "port": listen_port})]))
+    try:
+        await skupper("system", "apply", "-f", "laptop.yaml", "-n", "laptop", cwd=tmp_path)
+        await skupper("system", "apply", "-f", "west.token", "-n", "laptop", cwd=tmp_path)
+        assert "its router runs" in await skupper("system", "setup", "-n", "laptop", cwd=tmp_path)
+
+        # West's client reaches the host's server; the host's client reaches West's Pod
+        await skupper("listener", "create", "host-echo", "7100", "--wait", "ready", "--timeout", "90s",
+                      cwd=tmp_path, env=west)
+        ip = (await west.service("host-echo"))["spec"]["clusterIP"]
+        assert await greeting(ip, 7100) == "host-server"
+        assert await west.wait_for(lambda: greeting("127.0.0.1", listen_port), 30, "the host's Listener") == pod
+
+        status = await skupper("system", "status", "-n", "laptop", cwd=tmp_path)
+        assert "Router: running" in status
+        rows = {tuple(c for c in line.split("\t") if c)[:3] for line in status.splitlines()}
+        assert ("AccessToken", next(r[1] for r in rows if r and r[0] == "AccessToken"), "Ready") in rows
+        assert ("Listener", "backend", "Ready") in rows and ("Connector", "host-echo", "Ready") in rows
+
+        # stop and start keep everything
+        await skupper("system", "stop", "-n", "laptop", cwd=tmp_path)
+        assert await west.wait_for(lambda: refused("127.0.0.1", listen_port), 10, "the host's Listener closed")
+        await skupper("system", "start", "-n", "laptop", cwd=tmp_path)
+        assert await west.wait_for(lambda: greeting("127.0.0.1", listen_port), 30, "back after start") == pod
+
+        # an edited file is applied by reload; a broken one is reported and the site keeps serving
+        moved = free_port()
+        listener_file = tmp_path / "data" / "skupper" / "namespaces" / "laptop" / "input" / "resources" / \
+            "Listener-backend.yaml"
+        listener_file.write_text(yaml.safe_dump(resource(
+            "Listener", "backend", {"routingKey": "backend", "host": "127.0.0.1", "port": moved})))
+        (listener_file.parent / "broken.yaml").write_text("kind: [unclosed\n")
+        reloaded = await skupper("system", "reload", "-n", "laptop", cwd=tmp_path)
+        assert "Warning: broken.yaml: not YAML" in reloaded
+        assert await west.wait_for(lambda: greeting("127.0.0.1", moved), 30, "the moved Listener") == pod
+        assert await greeting(ip, 7100) == "host-server"
+    finally:
+        await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
+        server.close()
+    assert not (tmp_path / "data" / "skupper" / "namespaces" / "laptop").exists()
+    assert await refused("127.0.0.1", moved)
