@@ -56,6 +56,10 @@ RESOURCES = {
     ("v1", "Pod"): "pods",
 }
 
+#: the scripts install the commands in the checkout's virtual environment, which a user's shell does not have yet
+_PATH_HINT = ("The commands (listener-operator, kubesim, skupper, service-network, kubectl, helm) are in .venv/bin: "
+              "run '. .venv/bin/activate' to have them on PATH.")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_local_arguments(parser)
@@ -329,9 +333,11 @@ async def run(args: argparse.Namespace) -> int:
                     return 1
             if args.once:
                 console.line("Everything came up, and every published address reached its Pods.")
+                console.line(_PATH_HINT)
                 return 0
             console.line(f"kubeconfig: {cluster.kubeconfig_path}")
             console.line(f"Try:   {cluster.kubectl_hint()}")
+            console.line(_PATH_HINT)
             console.line("Press Ctrl-C to stop.")
             await serve_until_stopped(cluster)
         return 0

@@ -127,6 +127,7 @@ def test_demo_once_from_a_deep_state_dir_shows_listeners_and_a_volume_tree_and_l
     # the volume is shown where a person finds it: through the state directory's run link
     assert f"{state}/run/cluster/kubelet/" in output, output
     assert "Everything came up, and every published address reached its Pods." in output
+    assert "run '. .venv/bin/activate' to have them on PATH." in output      # what a new user needs next
     # A real connection to each published address reaches the Pod behind it: each per-replica Listener its own
     # replica, the shared Listener both Deployment replicas, and the Pod-less ClusterIP Listener refuses.
     for replica in range(3):

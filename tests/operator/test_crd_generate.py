@@ -125,6 +125,8 @@ def test_printer_columns() -> None:
         ("Class", ".spec.className"),
         ("Service", ".status.serviceName"),
         ("Address", ".status.ingressAddresses[0].address"),
+        ("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+        ("Reason", '.status.conditions[?(@.type=="Ready")].reason'),
         ("Age", ".metadata.creationTimestamp"),
     ]
     class_columns = listener_class_crd()["spec"]["versions"][0]["additionalPrinterColumns"]

@@ -97,7 +97,9 @@ async def test_kubectl_get_listeners_shows_class_service_and_first_address(kubes
     listener = await kubesim.api.get("listeners.listeners.stackable.tech", "web", "default")
     listener["status"] = {"serviceName": "web", "ingressAddresses": [
         {"address": "192.0.2.10", "addressType": "IP", "ports": {"http": 31000}},
-        {"address": "192.0.2.11", "addressType": "IP", "ports": {"http": 31000}}]}
+        {"address": "192.0.2.11", "addressType": "IP", "ports": {"http": 31000}}],
+        "conditions": [{"type": "Ready", "status": "True", "reason": "AddressesPublished", "message": "ok",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
     await kubesim.api.update("listeners.listeners.stackable.tech", listener, subresource="status")
 
     venv_kubectl = Path(sys.executable).with_name("kubectl")
@@ -109,8 +111,8 @@ async def test_kubectl_get_listeners_shows_class_service_and_first_address(kubes
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     header, row = out.decode().splitlines()
-    assert header.split() == ["NAME", "CLASS", "SERVICE", "ADDRESS", "AGE"]
-    assert row.split()[:4] == ["web", "external-unstable", "web", "192.0.2.10"]
+    assert header.split() == ["NAME", "CLASS", "SERVICE", "ADDRESS", "READY", "REASON", "AGE"]
+    assert row.split()[:6] == ["web", "external-unstable", "web", "192.0.2.10", "True", "AddressesPublished"]
 
 
 def _kubectl() -> str:

@@ -60,6 +60,9 @@ def listener_crd() -> dict[str, Any]:
             {"name": "Class", "type": "string", "jsonPath": ".spec.className"},
             {"name": "Service", "type": "string", "jsonPath": ".status.serviceName"},
             {"name": "Address", "type": "string", "jsonPath": ".status.ingressAddresses[0].address"},
+            # a documented addition to upstream's columns: a Listener without an address says why
+            {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+            {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
             _AGE_COLUMN,
         ],
     )
