@@ -168,3 +168,44 @@ async def test_get_watch_of_services_keeps_the_service_columns(kubectl: Any) -> 
     await kubectl.make("Service", "second", "ws", spec=port)
     lines = await kubectl.read_until(watcher.stdout, lambda line: line.startswith("second"))
     assert lines[-1].split()[1] == "ClusterIP", f"watch rows are Table rows with the same columns: {lines}"
+
+
+async def test_events_and_daemonsets_print_the_apiservers_columns(kubectl: Any) -> None:
+    """``kubectl get events`` (also with a field selector) and ``get daemonsets`` print the real apiserver's
+    columns, not just NAME and AGE."""
+    await make_namespace(kubectl, "cols")
+    await kubectl.apply_text("""
+apiVersion: v1
+kind: Event
+metadata: {name: web.1, namespace: cols}
+involvedObject: {kind: Pod, name: web, namespace: cols}
+reason: Unhealthy
+type: Warning
+message: "Readiness probe failed: HTTP probe failed with statuscode: 503"
+source: {component: kubelet, host: node-1}
+count: 3
+firstTimestamp: "2026-01-01T00:00:00Z"
+lastTimestamp: "2026-01-01T00:00:00Z"
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: cols}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {kubernetes.io/os: linux}
+      containers: [{name: agent, image: registry.k8s.io/pause:3.10}]
+""")
+    for args in (("get", "events", "-n", "cols"),
+                 ("get", "events", "-n", "cols", "--field-selector", "involvedObject.name=web")):
+        header, row = (await kubectl.run(*args)).stdout.splitlines()[:2]
+        assert header.split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        assert row.split()[1:4] == ["Warning", "Unhealthy", "pod/web"]
+        assert row.endswith("Readiness probe failed: HTTP probe failed with statuscode: 503")
+    header = (await kubectl.run("get", "daemonsets", "-n", "cols")).stdout.splitlines()[0]
+    assert header.split() == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE", "SELECTOR",
+                              "AGE"]
+    row = (await kubectl.run("get", "daemonsets", "-n", "cols")).stdout.splitlines()[1]
+    assert row.split()[0] == "agent" and "kubernetes.io/os=linux" in row

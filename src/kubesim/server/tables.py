@@ -10,7 +10,7 @@ from aiohttp import web
 
 from kubesim import errors
 from kubesim.resources import ResourceType
-from kubesim.table.printers import builtin_columns
+from kubesim.table.printers import NAME_LAST_KINDS, builtin_columns
 from kubesim.table.render import render_table as render
 from kubesim.table.render import table_version
 
@@ -35,6 +35,7 @@ def render_table(
             now=datetime.now(UTC),
             list_meta=list_meta,
             api_version=f"meta.k8s.io/{version}",
+            name_first=bool(rt.printer_columns) or (rt.group, rt.kind) not in NAME_LAST_KINDS,
         )
     except ValueError as e:
         raise errors.bad_request(str(e)) from None

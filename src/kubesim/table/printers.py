@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from kubesim.table.cells import AGE_DESCRIPTION, CellFunction, Column, age_cell, col, dig, or_none
+from kubesim.table.cells import AGE_DESCRIPTION, CellFunction, Column, age, age_cell, col, dig, or_none
 from kubesim.table.pods import POD_COLUMNS
 
 
@@ -262,6 +262,80 @@ _LEASE_COLUMNS: list[Column] = [
     col("Age", age_cell, description=AGE_DESCRIPTION),
 ]
 
+def _ds_node_selector(obj: dict[str, Any], now: datetime) -> str:
+    selector = dig(obj, "spec", "template", "spec", "nodeSelector") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items())) if selector else "<none>"
+
+
+_DAEMONSET_COLUMNS: list[Column] = [
+    col("Desired", _int_at("status", "desiredNumberScheduled"), type_="integer",
+        description="The number of nodes that should be running the daemon pod."),
+    col("Current", _int_at("status", "currentNumberScheduled"), type_="integer",
+        description="The number of nodes running at least one daemon pod."),
+    col("Ready", _int_at("status", "numberReady"), type_="integer",
+        description="The number of nodes that should be running the daemon pod and have one ready."),
+    col("Up-to-date", _int_at("status", "updatedNumberScheduled"), type_="integer",
+        description="The number of nodes running the updated daemon pod."),
+    col("Available", _int_at("status", "numberAvailable"), type_="integer",
+        description="The number of nodes with a daemon pod available."),
+    col("Node Selector", _ds_node_selector, description="The node selector of the daemon pods."),
+    col("Age", age_cell, description=AGE_DESCRIPTION),
+    col("Containers", _containers("name"), priority=1, description="Container names."),
+    col("Images", _containers("image"), priority=1, description="Container images."),
+    col("Selector", _label_selector, priority=1, description="The pod selector."),
+]
+
+
+def _event_time(*fields: str) -> CellFunction:
+    """The first timestamp set among ``fields`` (core/v1 and events.k8s.io/v1 names), as a duration since."""
+    def cell(obj: dict[str, Any], now: datetime) -> str:
+        for name in fields:
+            value = obj.get(name)
+            if value:
+                return age(value, now)
+        return "<unknown>"
+    return cell
+
+
+def _event_object(obj: dict[str, Any], now: datetime) -> str:
+    involved = obj.get("involvedObject") or obj.get("regarding") or {}
+    return f"{str(involved.get('kind') or '').lower()}/{involved.get('name') or ''}"
+
+
+def _event_source(obj: dict[str, Any], now: datetime) -> str:
+    source = obj.get("source") or obj.get("deprecatedSource") or {}
+    component = source.get("component") or obj.get("reportingController") or ""
+    host = source.get("host") or obj.get("reportingInstance") or ""
+    return f"{component}, {host}" if component and host else str(component or host or "")
+
+
+def _event_count(obj: dict[str, Any], now: datetime) -> str:
+    series = obj.get("series") or {}
+    count = obj.get("count") or obj.get("deprecatedCount") or series.get("count") or 1
+    return str(count)
+
+
+#: Events, as the apiserver prints them: Name is not the first column (NAME_LAST_KINDS)
+_EVENT_COLUMNS: list[Column] = [
+    col("Last Seen", _event_time("lastTimestamp", "deprecatedLastTimestamp", "eventTime", "firstTimestamp"),
+        description="Time when this event was last seen."),
+    col("Type", lambda o, now: str(o.get("type") or ""), description="Normal or Warning."),
+    col("Reason", lambda o, now: str(o.get("reason") or ""), description="Why the event happened."),
+    col("Object", _event_object, description="The object the event is about."),
+    col("Subobject", lambda o, now: str((o.get("involvedObject") or o.get("regarding") or {}).get("fieldPath")
+                                        or ""), priority=1, description="The part of the object."),
+    col("Source", _event_source, priority=1, description="The component reporting the event."),
+    col("Message", lambda o, now: str(o.get("message") or o.get("note") or ""),
+        description="A human-readable description."),
+    col("First Seen", _event_time("firstTimestamp", "deprecatedFirstTimestamp", "eventTime"), priority=1,
+        description="Time when this event was first seen."),
+    col("Count", _event_count, priority=1, description="How often this event happened."),
+    col("Name", lambda o, now: str(dig(o, "metadata", "name") or ""), priority=1, description="The event's name."),
+]
+
+#: kinds whose table does not start with Name
+NAME_LAST_KINDS = frozenset({("", "Event"), ("events.k8s.io", "Event")})
+
 _BUILTIN_COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("", "Pod"): POD_COLUMNS,
     ("", "Service"): _SERVICE_COLUMNS,
@@ -273,6 +347,9 @@ _BUILTIN_COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("", "Namespace"): _NAMESPACE_COLUMNS,
     ("apps", "StatefulSet"): _STATEFULSET_COLUMNS,
     ("apps", "Deployment"): _DEPLOYMENT_COLUMNS,
+    ("apps", "DaemonSet"): _DAEMONSET_COLUMNS,
+    ("", "Event"): _EVENT_COLUMNS,
+    ("events.k8s.io", "Event"): _EVENT_COLUMNS,
     ("storage.k8s.io", "StorageClass"): _STORAGECLASS_COLUMNS,
     ("coordination.k8s.io", "Lease"): _LEASE_COLUMNS,
 }

@@ -47,6 +47,7 @@ def render_table(
     now: datetime,
     list_meta: Mapping[str, Any],
     api_version: str = "meta.k8s.io/v1",
+    name_first: bool = True,
 ) -> dict[str, Any]:
     """A ``Table`` for ``items``: ``Name`` followed by ``columns`` (or ``Age`` when there are none).
 
@@ -54,16 +55,18 @@ def render_table(
     ``priority``, ``jsonPath``) or ``builtin_columns(...)`` (which compute cells with a ``cell`` function).
     ``include_object``: ``None`` (row ``object`` is null), ``Metadata`` (a ``PartialObjectMetadata``, the default)
     or ``Object`` (the whole object). ``list_meta`` becomes the Table's ``metadata`` (resourceVersion, continue).
+    ``name_first`` False: no leading ``Name`` (Events, whose columns carry their own).
     """
     if include_object not in ("None", "Metadata", "Object", ""):
         raise ValueError(f"includeObject must be None, Metadata or Object, not {include_object!r}")
     chosen = list(columns) if columns else [_age_column()]
     prepared = [_prepare(column) for column in chosen]
-    definitions = [_NAME_COLUMN, *(_definition(column) for column in prepared)]
+    definitions = [_NAME_COLUMN] if name_first else []
+    definitions += [_definition(column) for column in prepared]
     rows = []
     for item in items:
         metadata = item.get("metadata") or {}
-        cells = [metadata.get("name", "")]
+        cells = [metadata.get("name", "")] if name_first else []
         for column in prepared:
             cell_fn = column.get("cell")
             cells.append(cell_fn(item, now) if callable(cell_fn) else _json_path_cell(column, item, now))

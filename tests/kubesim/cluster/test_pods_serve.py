@@ -153,6 +153,15 @@ async def test_readiness_probes_follow_the_server(sim: KubeSim) -> None:
     current = await sim.api.get("pods", "tcp-probed", NS)
     assert _condition(current, "Ready")["status"] == "False"
 
+    # an HTTP probe of a port nothing listens on: the kubelet's words, not the HTTP client's
+    http = container(ports=[9376], args=["serve-hostname"],
+                     readinessProbe={"httpGet": {"path": "/healthz", "port": 9998}, "periodSeconds": 1})
+    await sim.api.create("pods", pod("http-probed", http), NS)
+    message = await eventually(lambda: _unhealthy(sim, "http-probed"), what="Unhealthy event for http-probed")
+    ip = (await sim.api.get("pods", "http-probed", NS))["status"]["podIP"]
+    assert message == (f'Readiness probe failed: Get "http://{ip}:9998/healthz": dial tcp {ip}:9998: connect: '
+                       f"connection refused")
+
 
 async def _unhealthy(sim: KubeSim, name: str) -> str | None:
     events, _ = await sim.api.list("events", NS)

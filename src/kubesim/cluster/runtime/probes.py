@@ -100,7 +100,12 @@ async def http_get(
             session.get(url, headers=dict(headers), allow_redirects=False) as response,
         ):
             status = response.status
-    except (aiohttp.ClientError, OSError, TimeoutError) as error:
+    except aiohttp.ClientConnectorError as error:       # the kubelet's words: the dial that failed
+        return ProbeResult(False, f'Get "{url[:MAX_MESSAGE]}": dial tcp {host}:{port}: {_describe(error.os_error)}')
+    except TimeoutError:
+        return ProbeResult(False, f'Get "{url[:MAX_MESSAGE]}": context deadline exceeded (Client.Timeout exceeded '
+                                  f"while awaiting headers)")
+    except (aiohttp.ClientError, OSError) as error:
         return ProbeResult(False, f'Get "{url[:MAX_MESSAGE]}": {_describe(error)}')
     if 200 <= status < 400:
         return ProbeResult(True)
@@ -147,4 +152,6 @@ def _describe(error: BaseException) -> str:
         return "i/o timeout"
     if isinstance(error, ConnectionRefusedError):
         return "connect: connection refused"
+    if isinstance(error, ConnectionResetError):
+        return "read: connection reset by peer"
     return str(error)[:MAX_MESSAGE] or type(error).__name__
