@@ -239,7 +239,8 @@ class LocalCluster:
         )
 
         load_project_image(sim.cluster.runtime)
-        self.console.step(f"cluster addresses: {sim.address_block.describe()}")
+        external = bool(sim.cluster is not None and sim.cluster.ctx.options.node_external_ips)
+        self.console.step(f"cluster addresses: {sim.address_block.describe(node_external_ips=external)}")
 
     async def _install_operator(self) -> None:
         """The chart with the service network, as ``helm template`` renders it, applied to kubesim; kubesim runs its

@@ -108,11 +108,12 @@ class AddressBlock:
     def pod_cidr(self) -> str:
         return f"127.{self.index}.128.0/17"
 
-    def describe(self) -> str:
+    def describe(self, *, node_external_ips: bool = False) -> str:
+        """The block's ranges; node ExternalIPs only when the cluster gives its nodes some."""
+        external = f" (ExternalIP 127.{self.index}.2.x)" if node_external_ips else ""
         return (
-            f"address block {self.index} ({self.network}): nodes 127.{self.index}.1.x (ExternalIP "
-            f"127.{self.index}.2.x), load balancers 127.{self.index}.3.x, services {self.service_cidr}, "
-            f"pods {self.pod_cidr}"
+            f"address block {self.index} ({self.network}): nodes 127.{self.index}.1.x{external}, "
+            f"load balancers 127.{self.index}.3.x, services {self.service_cidr}, pods {self.pod_cidr}"
         )
 
 

@@ -120,7 +120,8 @@ async def serve(args: argparse.Namespace) -> int:
         **cluster_options(args),
     ) as sim:
         print(sim.url, flush=True)
-        print(f"kubesim: {sim.address_block.describe()}", file=sys.stderr, flush=True)
+        print(f"kubesim: {sim.address_block.describe(node_external_ips=bool(args.node_external_ips))}",
+              file=sys.stderr, flush=True)
         await stop.wait()
     return 0
 

@@ -79,6 +79,7 @@ async def test_serve_passes_cluster_options(tmp_path: Path) -> None:
         block_line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
         assert block_line.startswith("kubesim: address block "), block_line
         block = int(block_line.split()[3])
+        assert f"(ExternalIP 127.{block}.2.x)" in block_line       # promised: the nodes get it (below)
         from lightkube.models.core_v1 import ServicePort, ServiceSpec
         from lightkube.models.meta_v1 import ObjectMeta
         from lightkube.resources.core_v1 import Node, Service

@@ -236,3 +236,10 @@ def test_published_targets() -> None:
     assert published_targets(addresses) == [Target("127.3.1.2", "http", 30080), Target("127.3.1.2", "https", 31443),
                                             Target("node-3", "http", 30080)]
     assert str(Target("127.3.1.2", "http", 30080)) == "127.3.1.2:30080"
+
+
+def test_the_address_block_says_node_external_ips_only_when_nodes_get_them() -> None:
+    from kubesim.addresses import AddressBlock
+    block = AddressBlock(7)
+    assert "ExternalIP" not in block.describe()
+    assert "nodes 127.7.1.x (ExternalIP 127.7.2.x)," in block.describe(node_external_ips=True)
