@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from devenv.multicluster import LocalSites, SiteOptions, site_names
+from devenv.sysdemo import system_demo
 from devenv.up import Console, absolute, run_command
 from kubesim.errors import ApiError
 from kubesim.traffic import who_answers
@@ -58,6 +59,8 @@ T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--system", action="store_true",
+                        help="a local cluster and a system site on this host, linked with skupper commands")
     parser.add_argument("--sites", type=int, choices=[2, 3], default=2,
                         help="2: West and East; 3: West - Middle - East in a chain (default 2)")
     parser.add_argument("--once", action="store_true",
@@ -473,6 +476,13 @@ async def run(args: argparse.Namespace) -> int:
     state_dir = absolute(args.state_dir)
 
     async def body() -> int:
+        if args.system:
+            console.line("listener-operator network-demo --system: a local cluster (West) and a system site on this "
+                         "host, linked with skupper commands")
+            ok = await system_demo(state_dir, console)
+            console.line("")
+            console.line("Both clients got through." if ok else f"Not every client got through (logs: {state_dir}).")
+            return 0 if ok else 1
         names = site_names(args.sites)
         console.line(f"listener-operator network-demo: {len(names)} local clusters side by side as sites "
                      f"{' - '.join(names)}")

@@ -70,3 +70,25 @@ def test_network_demo_once_with_three_sites_goes_through_middle_and_leaves_only_
     assert re.search(r"client in west -> refused after", output), output
     for site in ("west", "middle", "east"):
         assert_clean(state / site, output)
+
+
+def test_network_demo_system_links_a_host_site_to_a_cluster_with_skupper_commands(
+        workdir: Path) -> None:  # noqa: F811
+    state = workdir / "sd"
+    result = subprocess.run(operator_command("network-demo", "--system", "--once", "--state-dir", str(state)),
+                            cwd=workdir, capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    # the walk as a user types it
+    for command in ("$ skupper site create west --enable-link-access -n west", "$ skupper token issue west.token",
+                    "$ skupper system apply -f west.token -n laptop", "$ skupper system setup -n laptop",
+                    "$ skupper system uninstall -n laptop"):
+        assert command in output, output
+    assert re.search(r"client in west -> host-greeter\.west:8080 \(127\.\d+\.16\.\d+:8080\) -> answered by: server "
+                     r"on this host", output), output
+    assert re.search(r"client on this host -> 127\.0\.0\.1:\d+ -> answered by Pod: backend-", output), output
+    assert "Both clients got through." in output
+    # uninstalled: the system site's files are gone and its router stopped
+    assert not (state / "system-demo" / "data" / "skupper" / "namespaces" / "laptop").exists()
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(state / "system-demo") not in processes, processes
