@@ -110,3 +110,52 @@ async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSi
         server.close()
     assert not (tmp_path / "data" / "skupper" / "namespaces" / "laptop").exists()
     assert await refused("127.0.0.1", moved)
+
+
+async def test_a_kubernetes_site_links_to_a_system_site_with_link_access(sites: MultiSite, tmp_path: Path) -> None:
+    """The other direction: the system site accepts links (a RouterAccess on 127.0.0.1); ``skupper system
+    generate-link --subject <West's site id>`` gives the Link and Secret West applies; West dials the host, and the
+    one link carries clients both ways."""
+    west = sites["west"]
+    await skupper("site", "create", "west", cwd=tmp_path, env=west)         # no link access: West only dials
+    await west.deployment("backend", ECHO_IMAGE, 1, {"app": "backend"})
+    await skupper("connector", "create", "backend", "7000", cwd=tmp_path, env=west)
+    pod = (await west.wait_ready_pods({"app": "backend"}, 1))[0]["metadata"]["name"]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"host-server\n")
+        await writer.drain()
+        writer.close()
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    server_port = server.sockets[0].getsockname()[1]
+    access_port, listen_port = free_port(), free_port()
+    (tmp_path / "laptop.yaml").write_text(yaml.safe_dump_all([
+        resource("Site", "laptop", {}),
+        resource("RouterAccess", "skupper-router", {"roles": [{"name": "inter-router", "port": access_port}],
+                                                    "bindHost": "127.0.0.1"}),
+        resource("Connector", "host-echo", {"routingKey": "host-echo", "host": "127.0.0.1", "port": server_port}),
+        resource("Listener", "backend", {"routingKey": "backend", "host": "127.0.0.1", "port": listen_port})]))
+    try:
+        await skupper("system", "apply", "-f", "laptop.yaml", "-n", "laptop", cwd=tmp_path)
+        await skupper("system", "setup", "-n", "laptop", cwd=tmp_path)
+        west_uid = (await west.get("Site", "west"))["metadata"]["uid"]
+        generated = await skupper("system", "generate-link", "--subject", west_uid, "-n", "laptop", cwd=tmp_path)
+        secret, link = list(yaml.safe_load_all(generated))
+        assert (secret["kind"], link["kind"]) == ("Secret", "Link")
+        assert link["spec"]["endpoints"] == [{"name": "inter-router", "host": "127.0.0.1", "port": str(access_port)}]
+        await west.api.create("secrets", {**secret, "metadata": {**secret["metadata"], "namespace": "west"}}, "west")
+        await west.create("Link", link["metadata"]["name"], link["spec"])
+        ready = await west.wait_status("Link", link["metadata"]["name"], "Ready", within=60)
+        assert ready["remoteSiteName"] == "laptop"
+
+        await skupper("listener", "create", "host-echo", "7100", "--wait", "ready", "--timeout", "90s",
+                      cwd=tmp_path, env=west)
+        ip = (await west.service("host-echo"))["spec"]["clusterIP"]
+        assert await greeting(ip, 7100) == "host-server"
+        assert await west.wait_for(lambda: greeting("127.0.0.1", listen_port), 30, "the host's Listener") == pod
+        status = await skupper("system", "status", "-n", "laptop", cwd=tmp_path)
+        assert ("RouterAccess", "skupper-router", "Ready") in {
+            tuple(c for c in line.split("\t") if c)[:3] for line in status.splitlines()}
+    finally:
+        await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
+        server.close()

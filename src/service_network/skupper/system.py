@@ -13,7 +13,8 @@ from operator_runtime.objects import mapping, meta
 from ..system.compose import KINDS
 from ..system.site import SystemSite
 from .common import CliError, Invalid
-from .formats import tab_table
+from .formats import encode, tab_table
+from .validate import name_problem
 
 __all__ = ["add_commands"]
 
@@ -33,6 +34,13 @@ def add_commands(sub: Any) -> None:
                                    "YAML file; a running site applies them at once")
     p.add_argument("-f", "--file", required=True, type=Path, help="the YAML file (one or more documents)")
     p.set_defaults(_run=apply, _offline=True)
+    p = sub.add_parser("generate-link", help="Print the Link and Secret a remote site applies to link to this one",
+                       description="Print the Link and Secret (YAML) a remote site applies to link to this site's "
+                                   "RouterAccess; the certificate names the remote site (--subject: its Site's "
+                                   "metadata.uid), as only that site's routers may use it")
+    p.add_argument("--subject", required=True, help="the id (Site metadata.uid) of the site that will link")
+    p.add_argument("--name", default="", help="the Link's and Secret's name (default link-<namespace>)")
+    p.set_defaults(_run=generate_link, _offline=True)
     p = sub.add_parser("delete", help="Delete a resource of the site", description="Delete a resource of the site")
     p.add_argument("kind", choices=KINDS)
     p.add_argument("name")
@@ -114,6 +122,21 @@ async def status(args: argparse.Namespace, session: None) -> None:
         for link in links:
             print(f"Link {link.get('name')}: {'up' if link.get('up') else 'down'}"
                   f"{' (' + str(link.get('reason')) + ')' if link.get('reason') else ''}")
+
+
+async def generate_link(args: argparse.Namespace, session: None) -> None:
+    site = _site(args)
+    name = args.name or f"link-{site.namespace}"
+    problems = [f"link name is not valid: {problem}"] if (problem := name_problem(name)) else []
+    if not args.subject or len(args.subject) > 64:
+        problems.append("subject is not valid: the remote Site's metadata.uid (1-64 characters)")
+    if problems:
+        raise Invalid(problems)
+    try:
+        documents = site.generate_link(args.subject, name)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    print("---\n".join(encode(d, "yaml") for d in documents), end="")
 
 
 async def uninstall(args: argparse.Namespace, session: None) -> None:

@@ -27,7 +27,10 @@ from ..site.status import ConditionState, error, ready
 
 __all__ = ["KINDS", "MAX_FILE", "ResourceFile", "SystemPlan", "compose_system", "load_resources"]
 
-KINDS = ("Site", "Listener", "Connector", "Link", "AccessToken")
+KINDS = ("Site", "Listener", "Connector", "Link", "AccessToken", "RouterAccess")
+#: where a system site's router access keeps its server certificate (unless the RouterAccess names its own)
+SERVER_CREDENTIALS = "skupper-site-server"
+INTER_ROUTER_PORT = 55671
 MAX_FILE = 1024 * 1024
 MAX_RESOURCES = 1000
 
@@ -69,11 +72,23 @@ def load_resources(path: Path, text: str) -> list[ResourceFile]:
     return out
 
 
+@dataclass(frozen=True)
+class AccessPlan:
+    """The router access a RouterAccess asks for: where it binds and the names its server certificate carries."""
+
+    name: str
+    host: str
+    port: int
+    credentials: str
+    names: tuple[str, ...]          # subjectAlternativeNames and the bind host (when not 0.0.0.0)
+
+
 @dataclass
 class SystemPlan:
     document: JsonDict | None                     # the router document (None: no Site)
     states: dict[tuple[str, str], ConditionState] = field(default_factory=dict)    # (kind, name) -> state
     problems: list[str] = field(default_factory=list)   # files that could not be used, a second Site, ...
+    access: AccessPlan | None = None
 
 
 def _bind_host(host: str) -> str | None:
@@ -89,6 +104,40 @@ def _profile(name: str, certs: Mapping[str, Path]) -> JsonDict:
     directory = certs[name]
     return {"name": name, "files": {"ca": str(directory / "ca.crt"), "cert": str(directory / "tls.crt"),
                                     "key": str(directory / "tls.key")}}
+
+
+def router_access(resources: Sequence[JsonDict]) -> tuple[AccessPlan | None, dict[tuple[str, str], ConditionState]]:
+    """The first RouterAccess (by name) as an :class:`AccessPlan`, and the states of all of them."""
+    states: dict[tuple[str, str], ConditionState] = {}
+    plan = None
+    for obj in sorted((r for r in resources if r.get("kind") == "RouterAccess"), key=lambda o: meta(o).name):
+        name = meta(obj).name
+        if plan is not None:
+            states[("RouterAccess", name)] = error(f"only one RouterAccess per site is supported; {plan.name} is "
+                                                   f"in use")
+            continue
+        spec = mapping(obj, "spec")
+        roles = [r for r in spec.get("roles") or [] if isinstance(r, Mapping)]
+        role = next((r for r in roles if r.get("name") == "inter-router"), None)
+        if role is None:
+            states[("RouterAccess", name)] = error("no role inter-router: only inter-router access is supported")
+            continue
+        port = role.get("port") or INTER_ROUTER_PORT
+        host = _bind_host(str(spec.get("bindHost") or "0.0.0.0"))
+        if host is None or not isinstance(port, int) or not 1 <= port <= 65535:
+            states[("RouterAccess", name)] = error("bindHost must be an IP address of this host (or localhost) and "
+                                                   "the inter-router port 1-65535")
+            continue
+        extra = [str(n) for n in spec.get("subjectAlternativeNames") or [] if isinstance(n, str) and n]
+        names = tuple(sorted({*extra, *([host] if host != "0.0.0.0" else [])}))
+        if not names:
+            states[("RouterAccess", name)] = error("a RouterAccess binding 0.0.0.0 needs subjectAlternativeNames: "
+                                                   "the names remote sites reach it by")
+            continue
+        credentials = str(spec.get("tlsCredentials") or SERVER_CREDENTIALS)
+        plan = AccessPlan(name, host, port, credentials, names)
+        states[("RouterAccess", name)] = ready()
+    return plan, states
 
 
 def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
@@ -167,6 +216,18 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
         for entry in state.entries:
             profiles[str(entry["tlsProfile"])] = _profile(str(entry["tlsProfile"]), certs)
             link_docs.append(entry)
+    access, access_states = router_access(resources)
+    plan.states.update(access_states)
+    access_docs: list[JsonDict] = []
+    if access is not None:
+        plan.access = access
+        if {"ca.crt", "tls.crt", "tls.key"} <= cert_keys.get(access.credentials, frozenset()):
+            profiles[access.credentials] = _profile(access.credentials, certs)
+            access_docs.append({"name": access.name, "role": "inter-router", "host": access.host,
+                                "port": access.port, "tlsProfile": access.credentials})
+        else:
+            plan.states[("RouterAccess", access.name)] = error(
+                f"TLS credentials {access.credentials!r} (ca.crt, tls.crt, tls.key) not found")
     document = {
         "version": CONFIG_VERSION,
         "site": {"id": site_id, "name": meta(site).name, "namespace": namespace},
@@ -174,7 +235,7 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
         "listeners": sorted(listeners, key=lambda d: str(d["name"])),
         "connectors": sorted(connectors, key=lambda d: str(d["name"])),
         "links": sorted(link_docs, key=lambda d: str(d["name"])),
-        "routerAccess": [],
+        "routerAccess": access_docs,
     }
     parse_config(json.dumps(document))      # the router's own checks: a failure here is a bug of this module
     plan.document = document

@@ -37,13 +37,25 @@ import yaml
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..crd.models import AccessTokenSpec
+from ..router.names import CONTROL_SNI, KEY_SNI_WILDCARD
+from ..site import pki
+from ..site.access import endpoint_hosts
 from ..site.grants import AnswerProblem, link_objects, parse_answer
 from ..site.redeem import post_redemption
-from .compose import MAX_FILE, ResourceFile, SystemPlan, compose_system, load_resources
+from .compose import (
+    MAX_FILE,
+    AccessPlan,
+    ResourceFile,
+    SystemPlan,
+    compose_system,
+    load_resources,
+    router_access,
+)
 
 __all__ = ["SystemSite", "data_home"]
 
 TLS_FILES = ("ca.crt", "tls.crt", "tls.key")
+SITE_CA = "skupper-site-ca"
 STOP_SECONDS = 10.0
 
 
@@ -176,6 +188,56 @@ class SystemSite:
             staging.rename(directory)
         return problems
 
+    # ---- link access ---------------------------------------------------------------------------------------------
+    def _write_pair(self, name: str, pair: pki.KeyPair, ca: bytes, marker: str = "") -> None:
+        directory = self.runtime / "certs" / name
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for key, data in (("ca.crt", ca), ("tls.crt", pair.cert), ("tls.key", pair.key)):
+            (directory / key).write_bytes(data)
+            (directory / key).chmod(0o600)
+        (directory / "names").write_text(marker, encoding="utf-8")
+
+    def site_ca(self) -> pki.KeyPair:
+        """The site CA: the user's (``input/certs/skupper-site-ca``) or the one this site made once."""
+        for directory in (self.input_certs / SITE_CA, self.runtime / "certs" / SITE_CA):
+            if (directory / "tls.crt").is_file() and (directory / "tls.key").is_file():
+                return pki.KeyPair((directory / "tls.crt").read_bytes(), (directory / "tls.key").read_bytes())
+        pair = pki.new_ca(SITE_CA)
+        self._write_pair(SITE_CA, pair, pair.cert)
+        return pair
+
+    def ensure_access_credentials(self, access: AccessPlan, site_id: str) -> None:
+        """The router access's server certificate (site CA, the site's id as common name, the SNI names routers
+        use and the access's names), issued again when those names change; a user's credentials are kept."""
+        if (self.input_certs / access.credentials).is_dir():
+            return
+        dns, ips = endpoint_hosts(access.names)
+        marker = ",".join(sorted({KEY_SNI_WILDCARD, CONTROL_SNI, *dns, *ips})) + f"|{site_id}"
+        names_file = self.runtime / "certs" / access.credentials / "names"
+        if names_file.is_file() and names_file.read_text(encoding="utf-8") == marker:
+            return
+        ca = self.site_ca()
+        pair = pki.issue(ca, site_id, dns=[KEY_SNI_WILDCARD, CONTROL_SNI, *dns], ips=ips, server=True)
+        self._write_pair(access.credentials, pair, ca.cert, marker)
+
+    def generate_link(self, subject: str, name: str) -> list[JsonDict]:
+        """The Link and Secret a remote site applies to link to this one: a client certificate for ``subject``
+        (the remote Site's id: its routers speak only as that) signed by the site CA."""
+        files = self.read_resources()
+        access, _ = router_access([r.obj for r in files if r.obj is not None])
+        if access is None:
+            raise ValueError("this site has no RouterAccess: remote sites cannot link to it")
+        ca = self.site_ca()
+        pair = pki.issue(ca, subject, client=True)
+        host = access.host if access.host != "0.0.0.0" else access.names[0]
+        link = {"apiVersion": "skupper.io/v2alpha1", "kind": "Link", "metadata": {"name": name},
+                "spec": {"endpoints": [{"name": "inter-router", "host": host, "port": str(access.port)}],
+                         "tlsCredentials": name, "cost": 1}}
+        secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": name},
+                  "data": {"ca.crt": base64.b64encode(ca.cert).decode(), "tls.crt": base64.b64encode(pair.cert).decode(),
+                           "tls.key": base64.b64encode(pair.key).decode()}}
+        return [secret, link]
+
     # ---- compose and statuses ------------------------------------------------------------------------------------
     async def refresh(self) -> SystemPlan:
         """Redeem new tokens, write the router document and the statuses; the plan."""
@@ -186,6 +248,9 @@ class SystemSite:
         token_problems = await self.redeem_tokens(resources, site_id)
         files = self.read_resources()
         resources = [r.obj for r in files if r.obj is not None]
+        access, _ = router_access(resources)
+        if access is not None:
+            self.ensure_access_credentials(access, site_id)
         certs, keys = self.certs()
         plan = compose_system(site_id, self.namespace, resources, certs, keys)
         plan.problems = [r.problem for r in files if r.problem] + plan.problems
