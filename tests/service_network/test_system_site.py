@@ -46,6 +46,16 @@ async def skupper(*args: str, cwd: Path, env: SiteEnv | None = None) -> str:
     return out.decode()
 
 
+async def host_server() -> tuple[asyncio.Server, int]:
+    """A server process of this host that greets with ``host-server``."""
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"host-server\n")
+        await writer.drain()
+        writer.close()
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, int(server.sockets[0].getsockname()[1])
+
+
 def resource(kind: str, name: str, spec: dict[str, object]) -> dict[str, object]:
     return {"apiVersion": "skupper.io/v2alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
@@ -58,13 +68,7 @@ async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSi
     await skupper("connector", "create", "backend", "7000", cwd=tmp_path, env=west)
     pod = (await west.wait_ready_pods({"app": "backend"}, 1))[0]["metadata"]["name"]
 
-    # a server process on this host
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"host-server\n")
-        await writer.drain()
-        writer.close()
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    server_port = server.sockets[0].getsockname()[1]
+    server, server_port = await host_server()       # a server process on this host
     listen_port = free_port()
     (tmp_path / "laptop.yaml").write_text(yaml.safe_dump_all([
         resource("Site", "laptop", {}),
@@ -121,13 +125,7 @@ async def test_a_kubernetes_site_links_to_a_system_site_with_link_access(sites: 
     await west.deployment("backend", ECHO_IMAGE, 1, {"app": "backend"})
     await skupper("connector", "create", "backend", "7000", cwd=tmp_path, env=west)
     pod = (await west.wait_ready_pods({"app": "backend"}, 1))[0]["metadata"]["name"]
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"host-server\n")
-        await writer.drain()
-        writer.close()
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    server_port = server.sockets[0].getsockname()[1]
+    server, server_port = await host_server()
     access_port, listen_port = free_port(), free_port()
     (tmp_path / "laptop.yaml").write_text(yaml.safe_dump_all([
         resource("Site", "laptop", {}),
