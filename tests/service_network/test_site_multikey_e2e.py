@@ -62,8 +62,9 @@ async def test_priority_fails_over_to_the_second_key_and_back(env: SiteEnv) -> N
     await env.create("MultiKeyListener", "backend-priority", {
         "host": "backend-priority", "port": 8080,
         "strategy": {"priority": {"routingKeys": ["backend-primary", "backend-secondary"]}}})
-    status = await reachable(env, "backend-priority", ["backend-primary", "backend-secondary"])
-    assert (status["status"], status["hasDestination"]) == ("Ready", True)
+    await reachable(env, "backend-priority", ["backend-primary", "backend-secondary"])
+    status = await env.wait_status("MultiKeyListener", "backend-priority", "Ready", within=30)
+    assert status["hasDestination"] is True
     ip = (await env.service("backend-priority"))["spec"]["clusterIP"]
     await env.wait_for(lambda: greeting(ip, 8080), 20, "the MultiKeyListener answers")
     assert {await greeting(ip, 8080) for _ in range(5)} == {primary}
