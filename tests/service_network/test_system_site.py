@@ -157,3 +157,64 @@ async def test_a_kubernetes_site_links_to_a_system_site_with_link_access(sites: 
     finally:
         await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
         server.close()
+
+
+async def test_install_bundle_and_uninstall_leave_nothing_behind(tmp_path: Path) -> None:
+    """``system install`` runs the router (a systemd user unit where systemd runs; here, without a user manager, a
+    process); ``generate-bundle`` writes an installer that sets the same site up on another host (another data
+    directory here); ``uninstall`` removes files, unit and process."""
+    from service_network.system.site import SystemSite
+
+    (tmp_path / "site.yaml").write_text(yaml.safe_dump_all([
+        resource("Site", "edge", {}),
+        resource("Listener", "db", {"routingKey": "db", "host": "127.0.0.1", "port": free_port()})]))
+    await skupper("system", "apply", "-f", "site.yaml", "-n", "edge", cwd=tmp_path)
+    certs = tmp_path / "data" / "skupper" / "namespaces" / "edge" / "input" / "certs" / "db-tls"
+    certs.mkdir(parents=True)
+    (certs / "ca.crt").write_text("not used by the Listener above\n")
+    installed = await skupper("system", "install", "-n", "edge", cwd=tmp_path)
+    assert "its router runs as a process started here" in installed or "systemd user unit" in installed
+    assert "Router: running" in await skupper("system", "status", "-n", "edge", cwd=tmp_path)
+
+    bundled = await skupper("system", "generate-bundle", "edge-bundle.tar.gz", "-n", "edge", cwd=tmp_path)
+    assert "edge-bundle.tar.gz written (4 files)" in bundled
+    other = tmp_path / "other-host"
+    other.mkdir()
+    process = await asyncio.create_subprocess_exec(
+        "tar", "-xzf", str(tmp_path / "edge-bundle.tar.gz"), cwd=other)
+    assert await process.wait() == 0
+    assert sorted(p.relative_to(other).as_posix() for p in other.rglob("*") if p.is_file()) == [
+        "certs/db-tls/ca.crt", "install.sh", "resources/Listener-db.yaml", "resources/Site-edge.yaml"]
+    env = {**os.environ, "HOME": str(other), "XDG_DATA_HOME": str(other / "data"), "SKUPPER": str(SKUPPER)}
+    process = await asyncio.create_subprocess_exec("sh", "install.sh", cwd=other, env=env,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await process.communicate()
+    assert process.returncode == 0 and 'Site "edge" is set up' in out.decode(), out.decode()
+    there = SystemSite("edge")
+    os.environ["XDG_DATA_HOME"], saved = str(other / "data"), os.environ.get("XDG_DATA_HOME")
+    try:
+        assert there.router_pid() is not None and (there.input_certs / "db-tls" / "ca.crt").is_file()
+        await there.uninstall()
+        assert not there.base.exists()
+    finally:
+        if saved is None:
+            del os.environ["XDG_DATA_HOME"]
+        else:
+            os.environ["XDG_DATA_HOME"] = saved
+
+    await skupper("system", "uninstall", "-n", "edge", cwd=tmp_path)
+    assert not (tmp_path / "data" / "skupper" / "namespaces" / "edge").exists()
+    processes = (await (await asyncio.create_subprocess_exec(
+        "ps", "-eo", "args", stdout=asyncio.subprocess.PIPE)).communicate())[0].decode()
+    assert str(tmp_path) not in processes
+
+
+def test_the_systemd_unit_runs_the_sites_router(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service_network.system.site import SystemSite
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    site = SystemSite("edge")
+    unit = site.systemd_unit()
+    assert site.unit_path == tmp_path / "config" / "systemd" / "user" / "skupper-edge.service"
+    assert f"-m service_network.cli router --config {site.router_config} --state-dir " in unit
+    assert "Restart=on-failure" in unit and "WantedBy=default.target" in unit

@@ -11,7 +11,7 @@ from typing import Any
 from operator_runtime.objects import mapping, meta
 
 from ..system.compose import KINDS
-from ..system.site import SystemSite
+from ..system.site import SystemSite, systemctl
 from .common import CliError, Invalid
 from .formats import encode, tab_table
 from .validate import name_problem
@@ -26,7 +26,9 @@ def add_commands(sub: Any) -> None:
             ("stop", stop, "Stop the site's router (resources and links are kept)"),
             ("reload", reload, "Read input/resources again and apply the changes to the running router"),
             ("status", status, "Display the site's resources with their status"),
-            ("uninstall", uninstall, "Stop the site and remove everything it made (its namespace directory)")):
+            ("install", install, "Run the site's router as a systemd user unit (where systemd runs; else as setup)"),
+            ("uninstall", uninstall, "Stop the site and remove everything it made (its namespace directory, its "
+                                     "systemd unit)")):
         p = sub.add_parser(name, help=text, description=text)
         p.set_defaults(_run=run, _offline=True)
     p = sub.add_parser("apply", help="Add or change resources of the site from a YAML file",
@@ -34,6 +36,11 @@ def add_commands(sub: Any) -> None:
                                    "YAML file; a running site applies them at once")
     p.add_argument("-f", "--file", required=True, type=Path, help="the YAML file (one or more documents)")
     p.set_defaults(_run=apply, _offline=True)
+    p = sub.add_parser("generate-bundle", help="Write a self-contained installer of this site for another host",
+                       description="Write a gzip'd tarball with install.sh, the site's resources and credentials "
+                                   "(input/): on another host, 'sh install.sh' sets the site up there")
+    p.add_argument("file", type=Path, help="the bundle to write (e.g. laptop-bundle.tar.gz)")
+    p.set_defaults(_run=generate_bundle, _offline=True)
     p = sub.add_parser("generate-link", help="Print the Link and Secret a remote site applies to link to this one",
                        description="Print the Link and Secret (YAML) a remote site applies to link to this site's "
                                    "RouterAccess; the certificate names the remote site (--subject: its Site's "
@@ -122,6 +129,35 @@ async def status(args: argparse.Namespace, session: None) -> None:
         for link in links:
             print(f"Link {link.get('name')}: {'up' if link.get('up') else 'down'}"
                   f"{' (' + str(link.get('reason')) + ')' if link.get('reason') else ''}")
+
+
+async def install(args: argparse.Namespace, session: None) -> None:
+    site = _site(args)
+    site.ensure()
+    await _refresh(site)
+    if await systemctl("show-environment"):
+        site.unit_path.parent.mkdir(parents=True, exist_ok=True)
+        site.unit_path.write_text(site.systemd_unit(), encoding="utf-8")
+        if await systemctl("daemon-reload") and await systemctl("enable", "--now", site.unit_name):
+            print(f"Site \"{site.namespace}\" is installed: systemd user unit {site.unit_name} ({site.unit_path}).")
+            return
+        raise CliError(f"systemctl --user enable --now {site.unit_name} failed (see journalctl --user -u "
+                       f"{site.unit_name})")
+    pid = site.start_router()
+    print(f'Site "{site.namespace}" is set up; systemd is not available for this user, so its router runs as a '
+          f"process started here (pid {pid}); skupper system start starts it again after a reboot.")
+
+
+async def generate_bundle(args: argparse.Namespace, session: None) -> None:
+    site = _site(args)
+    if not site.resources_dir.is_dir():
+        raise CliError(f"there is no site in namespace {site.namespace} ({site.base})")
+    try:
+        names = site.write_bundle(args.file)
+    except OSError as e:
+        raise CliError(f"could not write the bundle {args.file}: {e}") from None
+    print(f"Bundle {args.file} written ({len(names)} files). On the other host: tar -xzf {args.file.name} && "
+          f"sh install.sh")
 
 
 async def generate_link(args: argparse.Namespace, session: None) -> None:

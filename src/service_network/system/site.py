@@ -20,12 +20,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -55,8 +58,34 @@ from .compose import (
 __all__ = ["SystemSite", "data_home"]
 
 TLS_FILES = ("ca.crt", "tls.crt", "tls.key")
+#: the bundle's installer: copies what it carries into the site's input directory and sets the site up
+INSTALL_SCRIPT = """#!/bin/sh
+# Installs the skupper system site @NAMESPACE@ on this host: copies resources/ and certs/ into
+# ${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input/ and runs "skupper system setup".
+# Needs the skupper command (pip install listener-operator), or SKUPPER=/path/to/skupper.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+base="${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input"
+mkdir -p "$base/resources" "$base/certs"
+[ -d "$here/resources" ] && cp -R "$here/resources/." "$base/resources/"
+[ -d "$here/certs" ] && cp -R "$here/certs/." "$base/certs/"
+exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@
+"""
 SITE_CA = "skupper-site-ca"
 STOP_SECONDS = 10.0
+
+
+async def systemctl(*args: str) -> bool:
+    """``systemctl --user ARGS``; whether it succeeded (False where there is no systemd user manager)."""
+    if shutil.which("systemctl") is None:
+        return False
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "systemctl", "--user", *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        async with asyncio.timeout(30):
+            return await process.wait() == 0
+    except (OSError, TimeoutError):
+        return False
 
 
 def data_home() -> Path:
@@ -337,6 +366,50 @@ class SystemSite:
             return loaded if isinstance(loaded, dict) else None
         return None
 
+    # ---- systemd and bundles -------------------------------------------------------------------------------------
+    @property
+    def unit_name(self) -> str:
+        return f"skupper-{self.namespace}.service"
+
+    @property
+    def unit_path(self) -> Path:
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        return config / "systemd" / "user" / self.unit_name
+
+    def systemd_unit(self) -> str:
+        """A systemd user unit running this site's router (restarted when it fails)."""
+        command = " ".join(shlex.quote(part) for part in self.router_command())
+        return (f"[Unit]\nDescription=Skupper system site {self.namespace} (service network router)\n"
+                f"After=network-online.target\n\n[Service]\nType=simple\nExecStart={command}\n"
+                f"WorkingDirectory={self.runtime}\nRestart=on-failure\nRestartSec=2\n\n"
+                f"[Install]\nWantedBy=default.target\n")
+
+    def router_command(self) -> list[str]:
+        return [sys.executable, "-m", "service_network.cli", "router", "--config", str(self.router_config),
+                "--state-dir", str(self.runtime / "router" / "state")]
+
+    def write_bundle(self, target: Path) -> list[str]:
+        """A gzip'd tarball that sets this site up on another host: ``install.sh``, the resources and the
+        credentials of ``input/`` (the other host makes its own site id, CA and runtime); the names packed."""
+        names = []
+        with tarfile.open(target, "w:gz") as tar:
+            script = INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()
+            info = tarfile.TarInfo("install.sh")
+            info.size, info.mode = len(script), 0o755
+            tar.addfile(info, io.BytesIO(script))
+            names.append("install.sh")
+            for root in (self.resources_dir, self.input_certs):
+                for path in sorted(root.rglob("*")) if root.is_dir() else []:
+                    if path.is_file():
+                        arcname = f"{root.name}/{path.relative_to(root)}"
+                        tar.add(path, arcname=arcname, recursive=False)
+                        names.append(arcname)
+        return names
+
     async def uninstall(self) -> None:
         await self.stop_router()
+        if self.unit_path.exists():
+            await systemctl("disable", "--now", self.unit_name)
+            self.unit_path.unlink(missing_ok=True)
+            await systemctl("daemon-reload")
         shutil.rmtree(self.base, ignore_errors=True)
