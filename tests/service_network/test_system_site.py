@@ -105,8 +105,11 @@ async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSi
         listener_file.write_text(yaml.safe_dump(resource(
             "Listener", "backend", {"routingKey": "backend", "host": "127.0.0.1", "port": moved})))
         (listener_file.parent / "broken.yaml").write_text("kind: [unclosed\n")
+        (listener_file.parent / "bad-port.yaml").write_text(yaml.safe_dump(resource(
+            "Connector", "bad-port", {"routingKey": "x", "host": "127.0.0.1", "port": "eighty"})))
         reloaded = await skupper("system", "reload", "-n", "laptop", cwd=tmp_path)
         assert "Warning: broken.yaml: not YAML" in reloaded
+        assert "Warning: Connector bad-port: spec.port: Input should be a valid integer" in reloaded
         assert await west.wait_for(lambda: greeting("127.0.0.1", moved), 30, "the moved Listener") == pod
         assert await greeting(ip, 7100) == "host-server"
     finally:

@@ -62,6 +62,9 @@ async def _refresh(site: SystemSite) -> None:
     plan = await site.refresh()
     for problem in plan.problems:
         print(f"Warning: {problem}")
+    for (kind, name), state in sorted(plan.states.items()):
+        if state.reason == "Error":
+            print(f"Warning: {kind} {name}: {state.message}")
     if plan.document is None:
         raise CliError(f"the site in namespace {site.namespace} has no Site resource in {site.resources_dir}")
 
