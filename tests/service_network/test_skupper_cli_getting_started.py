@@ -86,3 +86,10 @@ async def test_getting_started_with_the_skupper_command(sites: MultiSite, tmp_pa
                  "/site-namespace/resources/Configmap-skupper-router.yaml", "/site-namespace/events.txt"):
         assert part.lstrip("/") in {n.lstrip("/") for n in names}, f"{part} missing from {sorted(names)}"
     assert any(n.lstrip("/").startswith("site-namespace/logs/skupper-router-") for n in names), sorted(names)
+    with tarfile.open(tmp_path / name) as tar:
+        metrics = [tar.extractfile(m) for m in tar.getmembers() if m.name.lstrip("/").startswith(
+            "site-namespace/metrics/skupper-router-")]
+        network = [tar.extractfile(m) for m in tar.getmembers() if m.name.lstrip("/").startswith(
+            "site-namespace/network/skupper-router-")]
+        assert metrics and b"service_network_listener_connections_total" in metrics[0].read()  # type: ignore[union-attr]
+        assert network and b'"sites"' in network[0].read()                                   # type: ignore[union-attr]

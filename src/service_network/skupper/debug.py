@@ -1,6 +1,7 @@
 """``skupper debug dump [fileName]``: a gzip'd tarball of what a support engineer needs about the namespace's site:
 every ``skupper.io`` object, the router's Deployment, Pods, ConfigMaps (its document and the network status),
-Services and Events, the router Pods' logs and metrics, and the site controller's logs when it runs in a Pod. Named
+Services and Events, the router Pods' logs, metrics and network status (``/metrics``, ``/network`` of their
+adaptor), and the site controller's logs when it runs in a Pod. Named
 as upstream's: ``<fileName or skupper-dump>-<namespace>-<YYYYMMDDhhmmss>`` plus ``.tar.gz`` when the name has no
 extension. Secrets are never included (only their names, in the objects that refer to them)."""
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 
 from operator_runtime.errors import KubeError
@@ -21,7 +23,7 @@ from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, SERVICE, 
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from .. import kinds
-from ..constants import NETWORK_STATUS_NAME, ROUTER_NAME
+from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_NAME
 from .common import CliError, Invalid, Session
 from .validate import file_name_problem
 from .version import _components
@@ -96,6 +98,9 @@ async def _collect(session: Session, tar: _Tar) -> None:
     pods, _ = await session.api.list(POD, namespace=ns, label_selector="skupper.io/component=router")
     for pod in pods:
         await _pod(session, tar, pod, "/site-namespace")
+        for path, name in (("metrics", f"/site-namespace/metrics/{meta(pod).name}.txt"),
+                           ("network", f"/site-namespace/network/{meta(pod).name}.json")):
+            tar.add(name, await _router_endpoint(session, pod, path))
     try:
         events, _ = await session.api.list(EVENT, namespace=ns)
         lines = [f"{e.get('eventTime') or mapping(e, 'metadata').get('creationTimestamp')}\t{e.get('type')}\t"
@@ -105,6 +110,25 @@ async def _collect(session: Session, tar: _Tar) -> None:
     except KubeError as e:
         tar.add("/site-namespace/events.txt", f"events unavailable: {e}\n".encode())
     await _controller(session, tar)
+
+
+async def _router_endpoint(session: Session, pod: JsonDict, path: str) -> bytes:
+    """``/metrics`` or ``/network`` of a router Pod's adaptor: through the API server's Pod proxy, or (a local
+    cluster, whose Pod IPs are loopback addresses of this machine) directly; else why not."""
+    name, ns = meta(pod).name, meta(pod).namespace
+    try:
+        return await _raw(session, f"/api/v1/namespaces/{ns}/pods/{name}:{ADAPTOR_PORT}/proxy/{path}")
+    except KubeError as e:
+        proxy_problem = str(e)
+    ip = str(mapping(pod, "status").get("podIP") or "")
+    if ip.startswith("127."):
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as client, \
+                    client.get(f"http://{ip}:{ADAPTOR_PORT}/{path}") as response:
+                return (await response.content.read(MAX_LOG))
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:
+            return f"{path} unavailable: {e}\n".encode()
+    return f"{path} unavailable through the API server's Pod proxy: {proxy_problem[:300]}\n".encode()
 
 
 async def _controller(session: Session, tar: _Tar) -> None:
