@@ -64,6 +64,7 @@ class LocalOptions:
     log_format: str = "plain"
     address_block: int | None = None  # None: the lowest block no other local cluster holds
     operator: bool = True  # False: only the service network (the chart's site controller), no listener operator
+    install: bool = True   # False (--no-operator): nothing installed, to rehearse helm install / upgrade / migration
     name: str = ""  # set when several clusters run side by side (the network demo): names the cluster in errors
 
     @property
@@ -73,6 +74,9 @@ class LocalOptions:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_local_arguments(parser)
+    parser.add_argument("--no-operator", action="store_true",
+                        help="start the cluster with nothing installed (the project's image is on the nodes), to "
+                             "rehearse helm install/upgrade/uninstall or a migration (docs/install.md)")
 
 
 def add_local_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +101,8 @@ def options_from_args(args: argparse.Namespace) -> LocalOptions:
         raise LocalError("--nodes must be at least 1")
     return LocalOptions(state_dir=args.state_dir.absolute(), nodes=args.nodes, preset=args.preset,
                         kubeconfig=args.kubeconfig.absolute() if args.kubeconfig else None,
-                        host=args.host, port=args.port, address_block=parse_address_block(args.address_block))
+                        host=args.host, port=args.port, address_block=parse_address_block(args.address_block),
+                        install=not getattr(args, "no_operator", False))
 
 
 def parse_address_block(text: str) -> int | None:
@@ -182,6 +187,10 @@ class LocalCluster:
                           f"{self.state.run_link} -> {self.run_dir})")
         await self._start_kubesim()
         self.console.step(f"kubesim API server at {self.sim.url} with {self.options.nodes} simulated nodes")
+        if not self.options.install:
+            self.console.step("nothing installed (--no-operator); the project's image is on the nodes: install with "
+                              "helm install (docs/install.md) or kubectl apply -f deploy/manifests/")
+            return
         await self._install_operator()
         await self._wait_healthy()
         if self.options.operator:

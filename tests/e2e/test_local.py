@@ -220,9 +220,9 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
             if "api.default.svc.cluster.local" in table:
                 break
             time.sleep(0.5)
-        # Printer columns of the Listener CRD: class, service, first address.
+        # Printer columns of the Listener CRD: class, service, first address, then ours: Ready and its reason.
         assert re.search(r"default\s+listener\.listeners\.stackable\.tech/api\s+cluster-internal\s+api\s+"
-                         r"api\.default\.svc\.cluster\.local\s+\d+s", table), table
+                         r"api\.default\.svc\.cluster\.local\s+\w+\s+\w+\s+\d+s", table), table
         assert re.search(r"listenerclass\.listeners\.stackable\.tech/external-stable\s+NodePort", table), table
         stop_cleanly(run, signal.SIGINT, state)
     finally:
