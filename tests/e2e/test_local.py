@@ -382,3 +382,34 @@ def test_local_up_refuses_a_bad_address_block(workdir: Path) -> None:
     assert result.returncode == 1
     assert "--address-block must be from 1 to 254" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_local_up_no_operator_lets_a_user_rehearse_helm_install(workdir: Path) -> None:
+    """``local up --no-operator``: nothing installed (no operator Pods, no CRDs); ``helm install`` of the chart then
+    runs the operator from the image on the nodes, and ListenerClasses appear as on a real cluster."""
+    state = deep_state_dir(workdir)
+    run = Background(operator_command("local", "up", "--no-operator", "--nodes", "1", "--state-dir", str(state)),
+                     workdir)
+    try:
+        kubeconfig = Path(run.wait_for(r"Ready\. kubeconfig: (\S+)").group(1))
+        assert "nothing installed (--no-operator)" in run.output()
+        assert kubectl_json(kubeconfig, workdir, "pods", "-A")["items"] == []
+        helm = str(Path(sys.executable).parent / "helm")
+        installed = subprocess.run(
+            [helm, "--kubeconfig", str(kubeconfig), "install", "listener-operator",
+             str(REPO / "deploy" / "helm" / "listener-operator"), "--namespace", "listener-operator",
+             "--create-namespace"], capture_output=True, text=True, timeout=120,
+            env={"HOME": str(workdir), "PATH": "/usr/bin:/bin"})
+        assert installed.returncode == 0 and "STATUS: deployed" in installed.stdout, installed.stderr
+        deadline = time.monotonic() + 120
+        classes: list[str] = []
+        while time.monotonic() < deadline and "external-stable" not in classes:
+            result = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache"),
+                                     "get", "listenerclasses", "-o", "name"], capture_output=True, text=True,
+                                    timeout=60)
+            classes = [line.split("/")[-1] for line in result.stdout.split()]
+            time.sleep(1)
+        assert "external-stable" in classes, run.output()
+        stop_cleanly(run, signal.SIGINT, state)
+    finally:
+        run.kill()
