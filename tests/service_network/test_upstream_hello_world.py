@@ -1,7 +1,8 @@
 """Upstream's hello-world, applied verbatim from the reference copy of upstream's repository
 (``shared/reference/upstream-skupper/e2e-hello-world/`` and ``controller-example/``, beside the checkout), on two
-clusters side by side with their namespaces as given (``west``, ``east``). Only the images differ: kubesim has no
-``quay.io/skupper/hello-world-*`` images yet, so agnhost ``serve-hostname`` stands in on the same port (8080).
+clusters side by side with their namespaces as given (``west``, ``east``), with upstream's images
+(``quay.io/skupper/hello-world-frontend`` and ``-backend``, kubesim's built-in stand-ins): West's frontend says hello
+to East's backend through the Listener.
 
 West (``linkAccess: default``) issues the grant; East, which has **no link access** (its Site is upstream's, without
 ``linkAccess``), redeems the token: East dials West, and that one link carries West's client to East's backend
@@ -10,10 +11,12 @@ in the accepting site (West)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from e2e_support import greeting, service_ip
@@ -34,20 +37,8 @@ def _manifests(*parts: str) -> list[dict[str, Any]]:
     return [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]
 
 
-def _stand_in(obj: dict[str, Any]) -> dict[str, Any]:
-    """Upstream's hello-world images -> agnhost serve-hostname on the container port they declare."""
-    if obj.get("kind") == "Deployment":
-        for c in obj["spec"]["template"]["spec"]["containers"]:
-            if c["image"].startswith("quay.io/skupper/hello-world-"):
-                port = c["ports"][0]["containerPort"]
-                c["image"] = AGNHOST
-                c["args"] = ["serve-hostname", f"--port={port}", "--http=false", "--tcp"]
-    return obj
-
-
 async def _apply(env: SiteEnv, objects: list[dict[str, Any]]) -> None:
     for obj in objects:
-        obj = _stand_in(obj)
         obj.setdefault("metadata", {})["namespace"] = env.namespace
         kind = obj["kind"]
         resource = "deployments.apps" if kind == "Deployment" else RESOURCES[kind]
@@ -101,8 +92,19 @@ async def test_upstream_hello_world_verbatim_east_without_link_access(sites: Mul
     assert not (await east.api.list("routeraccesses.skupper.io", "east"))[0]
     assert not (await west.api.list("links.skupper.io", "west"))[0]
     backends = {p["metadata"]["name"] for p in await east.wait_ready_pods({"app": "backend"}, 3, within=60)}
-    answered = {await _answers(west, "backend", 8080, backends) for _ in range(6)}
-    assert answered <= backends
+    frontend = (await west.wait_ready_pods({"app": "frontend"}, 1, within=60))[0]["status"]["podIP"]
+
+    async def hello() -> dict[str, Any] | None:
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as client, client.post(
+                    f"http://{frontend}:8080/api/hello", json={"name": "Tester", "text": "Hello!"}) as response:
+                return await response.json() if response.status == 200 else None
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            return None
+    answer = await west.wait_for(hello, 60, "West's frontend answered through East's backend")
+    # upstream's backend answer: "Hi, <name>.  I am <its name> (<its Pod>)." from one of East's Pods
+    match = re.fullmatch(r"Hi, Tester\.  I am [A-Z][a-z]+ [A-Z][a-z]+ \((\S+)\)\.", answer["text"])
+    assert match and match.group(1) in backends, answer
     await west.wait_status("Listener", "backend", "Ready", within=60)
     await east.wait_status("Connector", "backend", "Ready", within=60)
     assert (await west.status("Listener", "backend")).get("hasMatchingConnector") is True

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ from csi_proto import csi_pb2
 from kubesim.errors import ApiError
 from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS, ROOT_CA_CONFIGMAP
 
-from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, Context
+from . import dns
+from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, SERVICES, Context
 from .csi_client import grpc_error_text
 from .downward import write_downward_volume
 from .events import EventRecorder
@@ -183,6 +185,19 @@ class Kubelet:
             await containers.start()
         await self._report_running(pod, pod_ip, containers)
 
+    def _resolver(self, namespace: str) -> Callable[[str], str | None]:
+        """Cluster DNS for a Pod of ``namespace``: the name itself, then ``<name>.<namespace>.svc``, then
+        ``<name>.svc`` (a Pod's search path), from the informers' Nodes and Services."""
+        def resolve(name: str) -> str | None:
+            nodes = self.ctx.informer(NODES).items()
+            services = self.ctx.informer(SERVICES).items()
+            for candidate in (name, f"{name}.{namespace}.svc", f"{name}.svc"):
+                found = dns.resolve(candidate, nodes, services)
+                if found is not None:
+                    return found
+            return None
+        return resolve
+
     async def _environment(self, pod: Obj, container: dict[str, Any], pod_ip: str) -> dict[str, str]:
         """The container's environment; a missing ConfigMap or Secret is a ``Failed`` Event and a retry."""
         namespace = pod["metadata"].get("namespace", "")
@@ -237,6 +252,7 @@ class Kubelet:
                 log_path=self.root / "pods" / uid / "logs" / f"{container.get('name', '')}.log",
                 env=env,
                 run_dir=self._run_dir(state),
+                resolve=self._resolver(str(pod["metadata"].get("namespace", ""))),
             )
             specs.append((spec, self.runtime.lookup(spec.image)))
 

@@ -1,13 +1,13 @@
 """kubesim's container runtime: an image -> handler registry and the built-in in-process servers.
 
-``default_registry()`` knows ``agnhost`` (serve-hostname, netexec, pause), ``nginx`` / ``nginx-unprivileged``
-and ``pause``. Register more with ``cluster.runtime.register(image, handler)``; a handler only needs
+``default_registry()`` knows ``agnhost`` (serve-hostname, netexec, pause), ``nginx`` / ``nginx-unprivileged``,
+``pause`` and Skupper's ``hello-world-backend`` / ``hello-world-frontend``. Register more with ``cluster.runtime.register(image, handler)``; a handler only needs
 ``async start(ContainerSpec) -> Container`` (see ``registry.py``).
 """
 
 from __future__ import annotations
 
-from . import agnhost, nginx
+from . import agnhost, helloworld, nginx
 from .registry import Container, ContainerSpec, RuntimeHandler, RuntimeRegistry, parse_image
 
 
@@ -17,6 +17,8 @@ def default_registry() -> RuntimeRegistry:
     registry.register("pause", agnhost.pause_handler())
     registry.register("nginx", nginx.handler(80))
     registry.register("nginx-unprivileged", nginx.handler(8080))
+    registry.register("quay.io/skupper/hello-world-backend", helloworld.backend_handler())
+    registry.register("quay.io/skupper/hello-world-frontend", helloworld.frontend_handler())
     return registry
 
 

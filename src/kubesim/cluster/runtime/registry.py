@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import posixpath
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,6 +92,9 @@ class ContainerSpec:
     log_path: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     run_dir: Path | None = None
+    #: cluster DNS as the Pod's resolver sees it (search ``<namespace>.svc.cluster.local``): a name -> its
+    #: loopback address, or None (kubesim cannot change the machine's resolver)
+    resolve: Callable[[str], str | None] | None = None
 
     @property
     def name(self) -> str:
