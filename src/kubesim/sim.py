@@ -153,6 +153,7 @@ class KubeSim:
                 )
                 await self.cluster.start()
                 self.server.pod_logs = self.cluster.container_log_path
+                self.server.exec_command = self.cluster.exec_command
         except BaseException:
             await self.stop()
             raise
@@ -170,6 +171,7 @@ class KubeSim:
 
     async def stop(self) -> None:
         self.server.pod_logs = None
+        self.server.exec_command = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()

@@ -40,6 +40,7 @@ from .plugin_watch import SocketWatcher
 from .provisioner import Provisioner
 from .proxy import KubeProxy
 from .runtime import RuntimeRegistry, default_registry
+from .runtime.execution import ExecResult, run_command
 from .scheduler import Scheduler
 from .sidecars import sidecar_handlers
 from .statefulset import StatefulSetController
@@ -338,6 +339,22 @@ class Cluster:
             return None
         check_dns_subdomain(container, "container name")
         return self.ctx.kubelet_dir(node) / "pods" / found["metadata"]["uid"] / "logs" / f"{container}.log"
+
+    def exec_command(self, namespace: str, pod: str, container: str, argv: list[str]) -> ExecResult | str:
+        """``kubectl exec`` in a running container (:mod:`.runtime.execution`); the result, or why it cannot run
+        (no such Pod on a node, not running, no such container)."""
+        found = self.ctx.informer(PODS).get(namespace, pod)
+        node = (found or {}).get("spec", {}).get("nodeName")
+        kubelet = self._kubelets.get(node) if found is not None and node else None
+        if found is None or kubelet is None:
+            return f'pod {pod} does not have a host assigned'
+        running = kubelet.containers.get(found["metadata"]["uid"])
+        if running is None:
+            return f"container not found ({container!r}): the Pod is not running"
+        for runner in running.runners:
+            if runner.spec.name == container:
+                return run_command(runner.spec, argv)
+        return f'container {container} is not valid for pod {pod}'
 
     def resolve(self, name: str) -> str | None:
         """The loopback address behind a name the cluster publishes (node hostnames, Service DNS names,

@@ -23,6 +23,7 @@ from kubesim.resources import Registry
 from kubesim.server import discovery, objects
 from kubesim.server.admin import admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
+from kubesim.server.execstream import ExecCommand, pod_exec
 from kubesim.server.logs import LogPath, pod_log
 from kubesim.server.routing import Target, parse_target, verb_of
 from kubesim.server.tokens import token_request
@@ -79,6 +80,8 @@ class ApiServer:
         self.authorizer: Authorizer = authorizer or RbacAuthorizer(self.store)
         #: Where container logs are (``pods/<name>/log``); ``KubeSim`` connects it to its simulated cluster.
         self.pod_logs: LogPath | None = None
+        #: ``kubectl exec`` (``pods/<name>/exec``); ``KubeSim`` connects it to its simulated cluster.
+        self.exec_command: ExecCommand | None = None
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -182,4 +185,6 @@ class ApiServer:
             return await token_request(self, request, t)
         if t.subresource == "log":
             return await pod_log(self, request, t)
+        if t.subresource == "exec":
+            return await pod_exec(self, request, t)
         return await _HANDLERS[verb](self, request, t)
