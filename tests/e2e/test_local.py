@@ -194,6 +194,13 @@ def test_demo_objects_are_visible_to_kubectl_while_it_runs(workdir: Path) -> Non
                     kubectl_json(kubeconfig, workdir, "services", "-n", "default")["items"]}
         assert services["web"]["spec"]["type"] == "LoadBalancer"
         assert services["listener-broker-1"]["spec"]["type"] == "NodePort"
+        # What a Pod finds in its listener volume, as a platform engineer looks: kubectl exec
+        exec_result = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache"), "exec", "broker-0",
+             "-n", "default", "--", "cat", "/stackable/listener/default-address/address"],
+            capture_output=True, text=True, timeout=60)
+        published = by_name["listener-broker-0"]["status"]["ingressAddresses"][0]["address"]
+        assert (exec_result.returncode, exec_result.stdout.strip()) == (0, published), exec_result.stderr
         assert run.stop(signal.SIGINT) == 0, run.output()
     finally:
         run.kill()
