@@ -229,7 +229,7 @@ class LocalCluster:
             # Plugins register through the node-driver-registrar of the chart's DaemonSet, not by their sockets.
             sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
                           nodes=self.options.nodes, state_dir=self.cluster_dir, work_dir=self.run_dir,
-                          address_block=self.options.address_block, discover_plugins=False)
+                          address_block=self.options.address_block, discover_plugins=False, host_names=True)
         except AddressBlockError as error:
             raise LocalError(f"cannot start kubesim: {error}") from None
         try:
@@ -250,6 +250,10 @@ class LocalCluster:
         load_project_image(sim.cluster.runtime)
         external = bool(sim.cluster is not None and sim.cluster.ctx.options.node_external_ips)
         self.console.step(f"cluster addresses: {sim.address_block.describe(node_external_ips=external)}")
+        from kubesim.cli import host_name_lines
+
+        for line in host_name_lines(sim):
+            self.console.step(line)
 
     async def _install_operator(self) -> None:
         """The chart with the service network, as ``helm template`` renders it, applied to kubesim; kubesim runs its

@@ -7,6 +7,8 @@ machine's own loopback users such as 127.0.0.1 and 127.0.0.53):
 =====================  ==========================  =========================================
 range                  use                         example (block 5)
 =====================  ==========================  =========================================
+``127.N.0.10``         cluster DNS for the host    127.5.0.10 (``kubesim.cluster.hostnames``)
+``127.N.0.11``         SOCKS5 proxy for the host   127.5.0.11
 ``127.N.1.1-254``      node ``InternalIP``         node-2: 127.5.1.2
 ``127.N.2.1-254``      node ``ExternalIP``         node-2: 127.5.2.2
 ``127.N.3.1-254``      LoadBalancer ingress IPs    127.5.3.1
@@ -95,6 +97,16 @@ class AddressBlock:
     def client_ip(self, number: int) -> str:
         """A source address tests may bind for their clients (nothing in the cluster uses this range)."""
         return self._host(4, number, "client")
+
+    @property
+    def dns_ip(self) -> str:
+        """Where the cluster's DNS server answers the host (``kubesim.cluster.hostnames``)."""
+        return f"127.{self.index}.0.10"
+
+    @property
+    def proxy_ip(self) -> str:
+        """Where the SOCKS5 proxy that resolves cluster names listens."""
+        return f"127.{self.index}.0.11"
 
     @property
     def load_balancer_range(self) -> str:

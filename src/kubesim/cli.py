@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import signal
 import sys
@@ -61,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure-http", action="store_true", help="serve plain HTTP (kubectl then sends no token)"
     )
     serve.add_argument("--faults", default=None, help="fault settings as JSON (see kubesim.faults)")
+    serve.add_argument(
+        "--no-installed-images", action="store_true",
+        help="do not load the images installed packages provide (entry points 'kubesim.images') onto the nodes"
+    )
+    serve.add_argument(
+        "--no-host-names", action="store_true",
+        help="no DNS server and SOCKS5 proxy for cluster names on the block's 127.B.0.10 / 127.B.0.11"
+    )
     return parser
 
 
@@ -98,6 +107,32 @@ def cluster_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def load_installed_images(runtime: Any) -> list[str]:
+    """Run every ``kubesim.images`` entry point (``function(runtime)``: registers an image's handler on the nodes),
+    as ``kind load`` puts a project's image on kind's nodes; the names of those that loaded."""
+    loaded = []
+    for entry in importlib.metadata.entry_points(group="kubesim.images"):
+        try:
+            entry.load()(runtime)
+        except Exception as error:  # a broken plugin must not stop the cluster; say so
+            print(f"kubesim: image plugin {entry.name} failed: {type(error).__name__}: {str(error)[:200]}",
+                  file=sys.stderr, flush=True)
+            continue
+        loaded.append(entry.name)
+    return loaded
+
+
+def host_name_lines(sim: KubeSim) -> list[str]:
+    """How to reach cluster names from the host (when the cluster serves them)."""
+    if sim.dns_address is None or sim.proxy_address is None:
+        return []
+    (dns_host, dns_port), (proxy_host, proxy_port) = sim.dns_address, sim.proxy_address
+    port = "" if dns_port == 53 else f" -p {dns_port}"
+    return [f"cluster DNS at {dns_host}:{dns_port} (dig @{dns_host}{port} <service>.<namespace>.svc.cluster.local)",
+            f"SOCKS5 proxy resolving cluster names at {proxy_host}:{proxy_port} (curl --proxy "
+            f"socks5h://{proxy_host}:{proxy_port} http://<service>.<namespace>.svc.cluster.local:<port>)"]
+
+
 async def serve(args: argparse.Namespace) -> int:
     faults = json.loads(args.faults) if args.faults else None
     stop = asyncio.Event()
@@ -117,11 +152,18 @@ async def serve(args: argparse.Namespace) -> int:
         address_block=args.address_block,
         faults=faults,
         tls=not args.insecure_http,
+        host_names=bool(args.nodes) and not args.no_host_names,
         **cluster_options(args),
     ) as sim:
+        loaded = [] if sim.cluster is None or args.no_installed_images else load_installed_images(sim.cluster.runtime)
         print(sim.url, flush=True)
         print(f"kubesim: {sim.address_block.describe(node_external_ips=bool(args.node_external_ips))}",
               file=sys.stderr, flush=True)
+        if loaded:
+            print(f"kubesim: images on the nodes from installed packages: {', '.join(loaded)}", file=sys.stderr,
+                  flush=True)
+        for line in host_name_lines(sim):
+            print(f"kubesim: {line}", file=sys.stderr, flush=True)
         await stop.wait()
     return 0
 

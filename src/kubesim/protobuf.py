@@ -1,10 +1,11 @@
 """Decode the few Kubernetes protobuf request bodies kubectl and Helm send.
 
-`kubectl create namespace|configmap|secret|serviceaccount|token` and `kubectl auth can-i` post
-`application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415; Helm sends the `DeleteOptions` of a
-DELETE (purging a release's Secrets) as protobuf too. No protobuf package ships the
-Kubernetes `generated.proto` types, so this module carries the field numbers of just those kinds (facts from the
-Kubernetes API's generated.proto) and a small wire-format reader. Other kinds answer 415 with a hint to use `kubectl apply`/`create -f` (JSON).
+`kubectl create namespace|configmap|secret|serviceaccount|token|deployment|service`, `kubectl scale` and `kubectl
+auth can-i` post `application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415; Helm sends the
+`DeleteOptions` of a DELETE (purging a release's Secrets) as protobuf too. No protobuf package ships the Kubernetes
+`generated.proto` types, so :mod:`kubesim.protobuf_schemas` carries the field numbers of just those kinds (facts
+from the Kubernetes API's generated.proto) and this module a small wire-format reader. Other kinds, and fields of these
+kinds that the tables do not have, answer 415 with a hint to send JSON: nothing set is silently dropped.
 """
 
 from __future__ import annotations
@@ -14,101 +15,9 @@ import time
 from typing import Any
 
 from kubesim import errors
+from kubesim.protobuf_schemas import DELETE_OPTIONS, KINDS, TIME, Schema
 
 MAGIC = b"k8s\x00"
-
-# Field schema: number -> (json name, type). Types: "s" string, "b" bytes (base64 in JSON), "i" int, "?" bool,
-# "t" Time, ("m", type) map<string, type>, ("r", type) repeated, or a nested schema dict.
-Schema = dict[int, tuple[str, Any]]
-
-_TIME: Schema = {1: ("seconds", "i"), 2: ("nanos", "i")}
-_OWNER_REF: Schema = {
-    1: ("kind", "s"),
-    3: ("name", "s"),
-    4: ("uid", "s"),
-    5: ("apiVersion", "s"),
-    6: ("controller", "?"),
-    7: ("blockOwnerDeletion", "?"),
-}
-_OBJECT_META: Schema = {
-    1: ("name", "s"),
-    2: ("generateName", "s"),
-    3: ("namespace", "s"),
-    5: ("uid", "s"),
-    6: ("resourceVersion", "s"),
-    7: ("generation", "i"),
-    8: ("creationTimestamp", "t"),
-    10: ("deletionGracePeriodSeconds", "i"),
-    11: ("labels", ("m", "s")),
-    12: ("annotations", ("m", "s")),
-    13: ("ownerReferences", ("r", _OWNER_REF)),
-    14: ("finalizers", ("r", "s")),
-}
-_OBJECT_REF: Schema = {
-    1: ("kind", "s"),
-    2: ("namespace", "s"),
-    3: ("name", "s"),
-    4: ("uid", "s"),
-    5: ("apiVersion", "s"),
-}
-KINDS: dict[tuple[str, str], Schema] = {
-    ("v1", "Namespace"): {
-        1: ("metadata", _OBJECT_META),
-        2: ("spec", {1: ("finalizers", ("r", "s"))}),
-        3: ("status", {1: ("phase", "s")}),
-    },
-    ("v1", "ConfigMap"): {
-        1: ("metadata", _OBJECT_META),
-        2: ("data", ("m", "s")),
-        3: ("binaryData", ("m", "b")),
-        4: ("immutable", "?"),
-    },
-    ("v1", "Secret"): {
-        1: ("metadata", _OBJECT_META),
-        2: ("data", ("m", "b")),
-        3: ("type", "s"),
-        4: ("stringData", ("m", "s")),
-        5: ("immutable", "?"),
-    },
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
-        1: ("metadata", _OBJECT_META),
-        2: (
-            "spec",
-            {
-                1: (
-                    "resourceAttributes",
-                    {
-                        1: ("namespace", "s"),
-                        2: ("verb", "s"),
-                        3: ("group", "s"),
-                        4: ("version", "s"),
-                        5: ("resource", "s"),
-                        6: ("subresource", "s"),
-                        7: ("name", "s"),
-                    },
-                ),
-                2: ("nonResourceAttributes", {1: ("path", "s"), 2: ("verb", "s")}),
-            },
-        ),
-    },
-    ("authentication.k8s.io/v1", "TokenRequest"): {
-        1: ("metadata", _OBJECT_META),
-        2: (
-            "spec",
-            {
-                1: ("audiences", ("r", "s")),
-                3: ("boundObjectRef", {1: ("kind", "s"), 2: ("apiVersion", "s"), 3: ("name", "s"), 4: ("uid", "s")}),
-                4: ("expirationSeconds", "i"),
-            },
-        ),
-    },
-    ("v1", "ServiceAccount"): {
-        1: ("metadata", _OBJECT_META),
-        2: ("secrets", ("r", _OBJECT_REF)),
-        3: ("imagePullSecrets", ("r", {1: ("name", "s")})),
-        4: ("automountServiceAccountToken", "?"),
-    },
-}
 
 
 def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
@@ -151,7 +60,7 @@ def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
     return out
 
 
-def _scalar(kind: Any, value: Any) -> Any:
+def _scalar(kind: Any, value: Any, path: str) -> Any:
     if kind == "s":
         return bytes(value).decode()
     if kind == "b":
@@ -161,44 +70,65 @@ def _scalar(kind: Any, value: Any) -> Any:
     if kind == "?":
         return bool(value)
     if kind == "t":
-        seconds = _message(_TIME, value).get("seconds", 0)
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+        seconds = _message(TIME, value, path).get("seconds", 0)
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds)) if seconds else ""
+    if kind == "q":
+        return str(_message({1: ("string", "s")}, value, path).get("string", ""))
+    if kind == "io":
+        parts = _message({1: ("type", "i"), 2: ("intVal", "i"), 3: ("strVal", "s")}, value, path)
+        return parts.get("strVal", "") if parts.get("type") == 1 else parts.get("intVal", 0)
     if isinstance(kind, dict):
-        return _message(kind, value)
+        return _message(kind, value, path)
     raise ValueError(f"unknown field type {kind!r}")
 
 
-#: meta/v1 DeleteOptions: optional fields whose presence matters (gracePeriodSeconds 0 means "now").
-DELETE_OPTIONS: Schema = {
-    1: ("gracePeriodSeconds", "i"),
-    2: ("preconditions", {1: ("uid", "s"), 2: ("resourceVersion", "s")}),
-    3: ("orphanDependents", "?"),
-    4: ("propagationPolicy", "s"),
-    5: ("dryRun", ("r", "s")),
-    6: ("ignoreStoreReadErrorWithClusterBreakingPotential", "?"),
-}
+def _empty(wire: int, value: Any) -> bool:
+    """Whether an unknown field carries nothing: a zero, or a message whose fields are all zero (Go's protobuf
+    marshalling writes value fields even when they are zero, as JSON's ``omitempty`` would leave them out)."""
+    if wire == 0:
+        return bool(value == 0)
+    if wire in (1, 5):
+        return not any(value)
+    if not value:
+        return True
+    try:
+        return all(_empty(w, v) for _, w, v in _fields(bytes(value)))
+    except ValueError:
+        return False
 
 
-def _message(schema: Schema, buf: bytes, *, omit_empty: bool = True) -> dict[str, Any]:
+def _message(schema: Schema, buf: bytes, path: str = "", *, omit_empty: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for num, _, value in _fields(buf):
+    keep: set[str] = set()
+    for num, wire, value in _fields(buf):
         if num not in schema:
-            continue
+            if _empty(wire, value):
+                continue
+            raise errors.unsupported_media_type(
+                f"application/vnd.kubernetes.protobuf with field {num} of {path or 'the object'} set, which kubesim "
+                "does not decode from protobuf: send JSON (kubectl apply / create -f)")
         name, kind = schema[num]
+        if kind == "-":
+            continue
+        where = f"{path}.{name}" if path else name
+        if isinstance(kind, str) and kind.endswith("!"):
+            kind = kind[:-1]
+            keep.add(name)
         if isinstance(kind, tuple) and kind[0] == "m":
             entry = {k: v for k, _, v in _fields(value)}
             key = bytes(entry.get(1, b"")).decode()
             out.setdefault(name, {})[key] = _scalar(
-                kind[1], entry.get(2, b"" if kind[1] in ("s", "b") else 0)
+                kind[1], entry.get(2, 0 if kind[1] in ("i", "?") else b""), f"{where}[{key[:64]}]"
             )
         elif isinstance(kind, tuple) and kind[0] == "r":
-            out.setdefault(name, []).append(_scalar(kind[1], value))
+            out.setdefault(name, []).append(_scalar(kind[1], value, f"{where}[{len(out.get(name, []))}]"))
         else:
-            out[name] = _scalar(kind, value)
+            out[name] = _scalar(kind, value, where)
     if not omit_empty:
         return out
-    # Go's JSON encoding omits empty optional fields (omitempty); proto2 still sends them.
-    return {k: v for k, v in out.items() if v not in ("", 0, False, {}, [])}
+    # Go's JSON encoding omits empty optional fields (omitempty); protobuf still sends them. Pointer fields are
+    # sent only when set, so their zero values are kept.
+    return {k: v for k, v in out.items() if k in keep or v not in ("", 0, False, {}, [])}
 
 
 def _envelope(body: bytes) -> tuple[str, str, bytes]:
@@ -217,7 +147,7 @@ def decode_delete_options(body: bytes) -> dict[str, Any]:
         api_version, kind, raw = _envelope(body)
         if kind != "DeleteOptions":
             raise errors.bad_request(f"invalid DeleteOptions: the protobuf body is a {kind or 'message without kind'}")
-        options = _message(DELETE_OPTIONS, raw, omit_empty=False)
+        options = _message(DELETE_OPTIONS, raw, "DeleteOptions", omit_empty=False)
     except ValueError as e:
         raise errors.bad_request(f"invalid DeleteOptions: the protobuf body could not be decoded: {e}") from None
     return {"apiVersion": api_version or "v1", "kind": "DeleteOptions", **options}
@@ -231,9 +161,9 @@ def decode(body: bytes) -> dict[str, Any]:
         if schema is None:
             raise errors.unsupported_media_type(
                 f"application/vnd.kubernetes.protobuf ({api_version} {kind}); kubesim decodes protobuf only for "
-                "Namespace, ConfigMap, Secret, ServiceAccount, SelfSubjectAccessReview and TokenRequest: send JSON (kubectl apply / create -f)"
+                f"{', '.join(sorted(kind for _, kind in KINDS))}: send JSON (kubectl apply / create -f)"
             )
-        obj = _message(schema, raw)
+        obj = _message(schema, raw, kind)
     except ValueError as e:
         raise errors.bad_request(f"the protobuf body could not be decoded: {e}") from None
     return {"apiVersion": api_version, "kind": kind, **obj}

@@ -68,6 +68,7 @@ class KubeSim:
         namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
         work_dir: str | os.PathLike[str] | None = None,
+        host_names: bool = False,
         **cluster_options: Any,
     ) -> None:
         """`tls=True` (default) serves HTTPS with a fresh self-signed CA in the kubeconfig: kubectl only sends
@@ -82,6 +83,10 @@ class KubeSim:
 
         `work_dir`: where the server's own files (TLS keys, the default kubeconfig) are kept while it runs, in a
         fresh directory removed by `stop()`; default the system temporary directory.
+
+        `host_names`: with nodes, serve the cluster's names to the host (``kubesim.cluster.hostnames``): a DNS
+        server on the block's 127.B.0.10 (port 53, else a free port) and a SOCKS5 proxy on 127.B.0.11 (port 1080,
+        else a free port); `dns_address` and `proxy_address` say where.
 
         `service_node_port_range`: where nodePorts come from, ``(first, last)`` or ``"first-last"`` (default
         30000-32767, as the apiserver's ``--service-node-port-range``)."""
@@ -122,6 +127,11 @@ class KubeSim:
         self.url = ""
         self.tls = tls
         self.ca_pem: bytes | None = None
+        self._host_names = host_names
+        self._dns: Any = None
+        self._proxy: Any = None
+        self.dns_address: tuple[str, int] | None = None
+        self.proxy_address: tuple[str, int] | None = None
 
     async def start(self) -> KubeSim:
         try:
@@ -154,10 +164,20 @@ class KubeSim:
                 await self.cluster.start()
                 self.server.pod_logs = self.cluster.container_log_path
                 self.server.exec_command = self.cluster.exec_command
+                if self._host_names:
+                    await self._serve_host_names()
         except BaseException:
             await self.stop()
             raise
         return self
+
+    async def _serve_host_names(self) -> None:
+        from kubesim.cluster.hostnames import ClusterDns, SocksProxy
+
+        self._dns = ClusterDns(self.cluster.lookup)
+        self.dns_address = await self._dns.start(self.address_block.dns_ip, 53)
+        self._proxy = SocksProxy(self.cluster.lookup)
+        self.proxy_address = await self._proxy.start(self.address_block.proxy_ip, 1080)
 
     def _api_access(self) -> Any:
         """Where the simulated Pods reach this server: its loopback address and port, CA and token issuer."""
@@ -170,6 +190,11 @@ class KubeSim:
                          tokens=self.server.service_accounts)
 
     async def stop(self) -> None:
+        for service in (self._proxy, self._dns):
+            if service is not None:
+                await service.stop()
+        self._proxy = self._dns = None
+        self.dns_address = self.proxy_address = None
         self.server.pod_logs = None
         self.server.exec_command = None
         if self.cluster is not None:

@@ -11,6 +11,7 @@ from typing import Any
 from csi_support import KubeCsi, close_endpoint, listener_class_object, node_object, open_endpoint
 from test_node_kube import NS, files, make_volume, set_status
 
+from kubesim.patience import patience
 from listener_operator.constants import ANNOTATION_LISTENER_NAME
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
 from operator_runtime.kinds import EVENT, NODE
@@ -22,7 +23,7 @@ NEW_PORTS = {"serviceName": "shared", "ingressAddresses": [
 
 
 async def until(check: Callable[[], Awaitable[Any]], within: float = 10.0) -> Any:
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + patience(within)
     while True:
         value = await check()
         if value or time.monotonic() > deadline:

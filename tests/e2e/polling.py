@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubesim.errors import ApiError
+from kubesim.patience import patience
 
 
 async def poll_until(check: Callable[[], Awaitable[Any]], within: float, what: str = "") -> Any:
     """The first truthy result of ``check`` (a 404 counts as not yet); AssertionError after ``within`` seconds."""
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + patience(within)
     last: Any = None
     while time.monotonic() < deadline:
         try:

@@ -415,3 +415,30 @@ async def test_scale_uses_the_scale_subresource(kubectl: Any) -> None:
     after = (await kubectl.run("get", "deployment", "scaled", "-o", "json")).json()
     assert after["spec"]["replicas"] == 3
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+
+
+async def test_create_deployment_and_service_generators(kubectl: Any) -> None:
+    """`kubectl create deployment|service` send protobuf too: every field kubectl sets arrives (replicas 0 kept)."""
+    await kubectl.run("create", "deployment", "web", "--image=registry.k8s.io/e2e-test-images/agnhost:2.53",
+                      "--port=8080", "--replicas=0", "--", "/agnhost", "netexec", "--http-port=8080")
+    deployment = (await kubectl.run("get", "deployment", "web", "-o", "json")).json()
+    assert deployment["spec"]["replicas"] == 0
+    assert deployment["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    assert deployment["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.k8s.io/e2e-test-images/agnhost:2.53"
+    assert container["command"] == ["/agnhost", "netexec", "--http-port=8080"]
+    assert container["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+    await kubectl.run("create", "service", "nodeport", "web", "--tcp=80:http", "--node-port=30080")
+    service = (await kubectl.run("get", "service", "web", "-o", "json")).json()
+    assert service["spec"]["type"] == "NodePort" and service["spec"]["selector"] == {"app": "web"}
+    assert [(p["port"], p["targetPort"], p["nodePort"]) for p in service["spec"]["ports"]] == [(80, "http", 30080)]
+    await kubectl.run("create", "service", "clusterip", "db", "--tcp=5432:5432")
+    db = (await kubectl.run("get", "service", "db", "-o", "json")).json()
+    assert db["spec"]["ports"][0]["targetPort"] == 5432 and db["spec"]["clusterIP"]
+    await kubectl.run("create", "service", "externalname", "ext", "--external-name=db.example.test")
+    ext = (await kubectl.run("get", "service", "ext", "-o", "json")).json()
+    assert (ext["spec"]["type"], ext["spec"]["externalName"]) == ("ExternalName", "db.example.test")
+    assert (await kubectl.run("scale", "deployment", "web", "--replicas=2")).stdout.strip() == (
+        "deployment.apps/web scaled")
+    assert (await kubectl.run("get", "deployment", "web", "-o", "json")).json()["spec"]["replicas"] == 2

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
-from lightkube import AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import Namespace
+from lightkube import AsyncClient, KubeConfig, codecs
+from lightkube.resources.core_v1 import Namespace, Pod
 
 
 async def test_serve_prints_url_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -124,3 +126,43 @@ async def test_serve_rejects_bad_options_with_exit_2(tmp_path: Path) -> None:
     proc = await _serve("--port", "0", "--kubeconfig", str(tmp_path / "kc"), "--service-node-port-range", "9-1")
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and b"node port range" in err
+
+
+async def test_serve_with_nodes_runs_the_installed_image_and_says_how_to_reach_names(tmp_path: Path) -> None:
+    """As `kind load` puts a project's image on kind's nodes: this project's image runs on `kubesim serve`'s nodes
+    (a Pod of it runs `listener-operator crd` to completion), and the banner names the DNS server and SOCKS proxy."""
+    kubeconfig = tmp_path / "kc.yaml"
+    state = Path(tempfile.mkdtemp(prefix="kss-"))        # short: kubelet socket paths live under it
+    proc = await _serve("--nodes", "1", "--kubeconfig", str(kubeconfig), "--state-dir", str(state))
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        await asyncio.wait_for(proc.stdout.readline(), 60)
+        banner: list[str] = []
+        while not any("SOCKS5 proxy" in line for line in banner):
+            line = (await asyncio.wait_for(proc.stderr.readline(), 60)).decode()
+            assert line, f"kubesim serve ended: {''.join(banner)}"
+            banner.append(line)
+        text = "".join(banner)
+        assert "images on the nodes from installed packages: listener-operator" in text
+        assert "cluster DNS at 127." in text and "(dig @127." in text
+        client = AsyncClient(KubeConfig.from_file(str(kubeconfig)))
+        try:
+            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crd", "namespace": "default"},
+                    "spec": {"restartPolicy": "Never", "containers": [
+                        {"name": "main", "image": "localhost/listener-operator:0.1.0", "args": ["crd"]}]}}
+            await client.create(codecs.from_dict(body))
+            phase = ""
+            for _ in range(600):
+                found = await client.get(Pod, "crd", namespace="default")
+                phase = found.status.phase if found.status and found.status.phase else ""
+                if phase in ("Succeeded", "Failed"):
+                    break
+                await asyncio.sleep(0.1)
+            assert phase == "Succeeded", found.status
+        finally:
+            await client.close()
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 60)
+        shutil.rmtree(state, ignore_errors=True)

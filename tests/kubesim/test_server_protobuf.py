@@ -107,3 +107,23 @@ def test_delete_options_keep_zero_values() -> None:
     options = decode_delete_options(envelope("v1", "DeleteOptions", varint_field(1, 0) + varint_field(3, 0)))
     assert options == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                        "orphanDependents": False}
+
+
+async def test_a_field_kubesim_cannot_decode_is_refused_not_dropped(kubesim: KubeSim) -> None:
+    """A protobuf Deployment whose Pod template sets a field the tables lack (volumes, field 1 of the PodSpec)
+    answers 415 naming where it is; the same field left empty (as Go marshals zero values) is fine."""
+    volume = field(1, field(1, b"data"))
+    def deployment(pod_spec: bytes) -> bytes:
+        template = field(1, field(11, field(1, b"app") + field(2, b"d"))) + field(2, pod_spec)
+        spec = field(2, field(1, field(1, b"app") + field(2, b"d"))) + field(3, template)
+        return envelope("apps/v1", "Deployment", field(1, field(1, b"d")) + field(2, spec))
+    container = field(2, field(1, b"c") + field(2, b"img") + field(8, b"") + field(15, b""))
+    async with RawClient(kubesim) as c:
+        status, body = await c.post("/apis/apps/v1/namespaces/default/deployments",
+                                    deployment(container + volume), content_type=PROTOBUF)
+        assert status == 415, body
+        assert "field 1 of Deployment.spec.template.spec set" in body["message"]
+        status, body = await c.post("/apis/apps/v1/namespaces/default/deployments",
+                                    deployment(container + field(14, b"")), content_type=PROTOBUF)
+        assert status == 201, body
+        assert body["spec"]["template"]["spec"]["containers"][0]["image"] == "img"

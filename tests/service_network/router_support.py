@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from kubesim.patience import patience
 from service_network.router.config import parse_config
 from service_network.router.router import Router
 from service_network.router.spec import StateLayout
@@ -50,7 +51,7 @@ def refusing_port(host: str) -> int:
 
 async def wait_until(check: Callable[[], Any], within: float = 5.0, what: str = "") -> Any:
     """The first truthy result of ``check`` (sync or async); AssertionError after ``within`` seconds."""
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + patience(within)
     last: Any = None
     while time.monotonic() < deadline:
         last = check()

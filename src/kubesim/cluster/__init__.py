@@ -14,6 +14,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from .context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, ApiAccess, Conte
 from .csi_client import UNIX_PATH_MAX, socket_path_of
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
-from .dns import resolve
+from .dns import lookup, resolve
 from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
 from .indexes import PODS_BY_NODE, pod_node
@@ -48,6 +49,27 @@ from .statefulset import StatefulSetController
 log = logging.getLogger(__name__)
 
 __all__ = ["ApiAccess", "Cluster", "Options"]
+
+
+#: How long one component may take to stop before it is abandoned (each step bounded, so a teardown never hangs).
+STOP_STEP_SECONDS = 60.0
+
+
+class ClusterStopError(RuntimeError):
+    """Some component did not stop in time; the rest did (the message names the ones that did not)."""
+
+
+async def _bounded(what: str, step: Awaitable[None], stuck: list[str]) -> None:
+    """Await ``step`` for at most :data:`STOP_STEP_SECONDS`; past that, cancel it, note ``what`` and go on (a task
+    that swallows its cancellation is left behind rather than waited for)."""
+    task = asyncio.ensure_future(step)
+    done, _ = await asyncio.wait({task}, timeout=STOP_STEP_SECONDS)
+    if task in done:
+        task.result()
+        return
+    task.cancel()
+    stuck.append(what)
+    log.error("stopping %s did not finish within %.0fs; abandoned", what, STOP_STEP_SECONDS)
 
 
 class Cluster:
@@ -194,18 +216,22 @@ class Cluster:
         if self._controller_watcher is not None:
             self._controller_watcher.stop()
             self._controller_watcher = None
-        await self._background.cancel_all()
-        for kubelet in self._kubelets.values():
-            await kubelet.stop()
+        stuck: list[str] = []
+        await _bounded("background tasks", self._background.cancel_all(), stuck)
+        for name, kubelet in self._kubelets.items():
+            await _bounded(f"the kubelet of {name}", kubelet.stop(), stuck)
         for controller in self._controllers:
-            await controller.stop()
-        for informer in self.ctx.informers.values():
-            await informer.stop()
+            await _bounded(f"controller {type(controller).__name__}", controller.stop(), stuck)
+        for resource, informer in self.ctx.informers.items():
+            await _bounded(f"the {resource} informer", informer.stop(), stuck)
         if self._own_runtime_dir and self.ctx.runtime_dir is not None:
             shutil.rmtree(self.ctx.runtime_dir, ignore_errors=True)
             self.ctx.runtime_dir = None
         if self._own_claim:
             self._claim.release()
+        if stuck:
+            raise ClusterStopError(f"the cluster stopped, but these did not finish within {STOP_STEP_SECONDS:.0f}s "
+                                   f"and were abandoned: {', '.join(stuck)}")
 
     async def __aenter__(self) -> Cluster:
         await self.start()
@@ -361,6 +387,13 @@ class Cluster:
         load-balancer hostnames; see ``dns.resolve``), from the watch caches; None when unknown."""
         self._require_started()
         return resolve(name, self.ctx.informer(NODES).items(), self.ctx.informer(SERVICES).items())
+
+    def lookup(self, name: str) -> list[str] | None:
+        """Every address cluster DNS answers for ``name`` (``dns.lookup``: headless Services, Pod names too), from
+        the watch caches; None when the cluster does not know the name."""
+        self._require_started()
+        return lookup(name, self.ctx.informer(NODES).items(), self.ctx.informer(SERVICES).items(),
+                      self.ctx.informer(PODS).items())
 
     def _route_pod_event(self, event: str, pod: dict[str, Any], old: dict[str, Any] | None) -> None:
         node = pod.get("spec", {}).get("nodeName")

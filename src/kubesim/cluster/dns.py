@@ -8,6 +8,9 @@ here, to the loopback address that serves them:
 - a node's name and its ``Hostname`` / ``InternalDNS`` / ``ExternalDNS`` entries resolve to its ``InternalIP``;
 - ``<service>.<namespace>.svc[.<cluster domain>]`` resolves to the Service's ``clusterIP``;
 - a load-balancer ingress ``hostname`` resolves to the ingress IP of the same Service.
+
+:func:`lookup` answers as cluster DNS does (several addresses, headless Services, Pod names) for the DNS server
+the host can ask (:mod:`kubesim.cluster.hostnames`).
 """
 
 from __future__ import annotations
@@ -59,4 +62,63 @@ def resolve(
         ingress = ((service.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
         if any(str(e.get("hostname", "")).lower() == host for e in ingress):
             return next((str(e["ip"]) for e in ingress if e.get("ip")), None)
+    return None
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _selects(selector: dict[str, str], pod: Obj) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def lookup(
+    name: str, nodes: list[Obj], services: list[Obj], pods: list[Obj], cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> list[str] | None:
+    """Every IPv4 address cluster DNS answers for ``name``, as CoreDNS's kubernetes plugin does, or None when the
+    cluster does not know the name. Beyond :func:`resolve`:
+
+    - a headless Service (``clusterIP: None``) answers its selected Pods' IPs (ready ones, or all with
+      ``publishNotReadyAddresses``);
+    - ``<hostname>.<service>.<namespace>.svc`` answers the Pod with that ``hostname`` and ``subdomain``
+      (StatefulSet Pods behind their governing Service);
+    - ``<a-b-c-d>.<namespace>.pod`` answers ``a.b.c.d`` when a Pod of that namespace has that IP ("pods verified").
+    """
+    host = name.rstrip(".").lower()
+    for suffix in (f".{cluster_domain}", ""):
+        if suffix and not host.endswith(suffix):
+            continue
+        local = host[: len(host) - len(suffix)] if suffix else host
+        parts = local.split(".")
+        if len(parts) == 3 and parts[2] == "svc":
+            service = next((s for s in services if (s.get("metadata", {}).get("name"),
+                                                    s.get("metadata", {}).get("namespace")) == (parts[0], parts[1])),
+                           None)
+            if service is not None and (service.get("spec") or {}).get("clusterIP") == "None":
+                spec = service.get("spec") or {}
+                return sorted({str(p["status"]["podIP"]) for p in pods
+                               if p.get("metadata", {}).get("namespace") == parts[1]
+                               and (p.get("status") or {}).get("podIP")
+                               and _selects(spec.get("selector") or {}, p)
+                               and (spec.get("publishNotReadyAddresses") or _ready(p))}, key=ipaddress.ip_address)
+        if len(parts) == 4 and parts[3] == "svc":
+            found = [str(p["status"]["podIP"]) for p in pods
+                     if p.get("metadata", {}).get("namespace") == parts[2]
+                     and (p.get("spec") or {}).get("hostname") == parts[0]
+                     and (p.get("spec") or {}).get("subdomain") == parts[1]
+                     and (p.get("status") or {}).get("podIP")]
+            if found:
+                return found[:1]
+        if len(parts) == 3 and parts[2] == "pod":
+            ip = _ipv4(parts[0].replace("-", "."))
+            if ip is not None and any(p.get("metadata", {}).get("namespace") == parts[1]
+                                      and (p.get("status") or {}).get("podIP") == ip for p in pods):
+                return [ip]
+            return None
+    if _ipv4(host) is None:
+        found_one = resolve(host, nodes, services, cluster_domain)
+        return [found_one] if found_one else None
     return None

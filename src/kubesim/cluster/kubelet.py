@@ -268,6 +268,7 @@ class Kubelet:
             readiness_poll=self.ctx.options.readiness_poll,
             on_change=lambda: self.queue.add(key) if self.running else None,
             on_event=record,
+            images=self.runtime.images(),
         )
 
     async def _ensure_finalizer(self, pod: Obj) -> None:

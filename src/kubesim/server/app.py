@@ -25,6 +25,7 @@ from kubesim.server.admin import admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
 from kubesim.server.execstream import ExecCommand, pod_exec
 from kubesim.server.logs import LogPath, pod_log
+from kubesim.server.portforward import pod_port_forward
 from kubesim.server.routing import Target, parse_target, verb_of
 from kubesim.server.tokens import token_request
 from kubesim.server.watchstream import watch
@@ -187,4 +188,6 @@ class ApiServer:
             return await pod_log(self, request, t)
         if t.subresource == "exec":
             return await pod_exec(self, request, t)
+        if t.subresource == "portforward":
+            return await pod_port_forward(self, request, t)
         return await _HANDLERS[verb](self, request, t)

@@ -50,7 +50,7 @@ def parse_target(registry: Registry, group: str, version: str, rest: list[str]) 
         and not (sub == "scale" and rt.key in SCALABLE)
         and not (sub == "token" and rt.key == "serviceaccounts")
         and not (sub == "log" and rt.key == "pods")
-        and not (sub == "exec" and rt.key == "pods")
+        and not (sub in ("exec", "portforward") and rt.key == "pods")
     ):
         raise errors.no_such_resource()
     return Target(rt, ns, name, sub, watch_path)
@@ -58,7 +58,7 @@ def parse_target(registry: Registry, group: str, version: str, rest: list[str]) 
 
 def verb_of(method: str, t: Target, watch: bool) -> str:
     """The request's verb (``get``, ``list``, ``watch``, ``create``, ...); 405 where the method does not fit."""
-    if t.subresource == "exec":      # a WebSocket GET or a SPDY POST; RBAC asks for create on pods/exec
+    if t.subresource in ("exec", "portforward"):  # a WebSocket GET or a SPDY POST; RBAC asks for create
         if method not in ("GET", "POST"):
             raise errors.method_not_allowed()
         return "create"

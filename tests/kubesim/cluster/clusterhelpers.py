@@ -16,6 +16,7 @@ import pytest_asyncio
 from kubesim.cluster import Cluster
 from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
 from kubesim.errors import ApiError
+from kubesim.patience import patience
 from kubesim.sim import KubeSim
 
 TIMEOUT = 20.0
@@ -61,7 +62,7 @@ async def wait_for(
                     raise
 
     try:
-        return await asyncio.wait_for(run(), within)
+        return await asyncio.wait_for(run(), patience(within))
     except TimeoutError:
         items, _ = await api.list(resource, namespace)
         current = next((i for i in items if i["metadata"]["name"] == name), None)
@@ -84,7 +85,7 @@ async def wait_for_event(
         raise AssertionError("watch ended")
 
     try:
-        return await asyncio.wait_for(run(), within)
+        return await asyncio.wait_for(run(), patience(within))
     except TimeoutError:
         items, _ = await api.list("events", namespace)
         seen = [(e.get("reason"), e["involvedObject"]["name"], e.get("message")) for e in items]

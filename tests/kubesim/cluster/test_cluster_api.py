@@ -98,7 +98,7 @@ async def test_state_lives_under_state_dir_and_stop_is_clean() -> None:
                 "kind": "Pod",
                 "metadata": {"name": "p", "namespace": "default"},
                 "spec": {
-                    "containers": [{"name": "c", "image": "busybox"}],
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"]}],
                     "volumes": [
                         {"name": "tmp", "emptyDir": {}},
                         {

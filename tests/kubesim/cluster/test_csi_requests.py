@@ -29,7 +29,7 @@ def claim(name: str, storage_class: str, access_modes: list[str]) -> dict[str, A
 
 def pod(name: str, claim_name: str, fs_group: int | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "containers": [{"name": "main", "image": "busybox"}],
+        "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"]}],
         "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}],
     }
     if fs_group is not None:

@@ -33,7 +33,7 @@ async def _with_broker(sim: KubeSim) -> KubeSim:
     await sim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
                                         "metadata": {"name": "settings", "namespace": NS},
                                         "data": {"address": "broker-0.example:9092\n"}}, NS)
-    app = container("broker", image="busybox", env=[{"name": "ROLE", "value": "leader"}],
+    app = container("broker", image="busybox", command=["sleep", "infinity"], env=[{"name": "ROLE", "value": "leader"}],
                     volumeMounts=[{"name": "settings", "mountPath": "/stackable/config"},
                                   {"name": "scratch", "mountPath": "/tmp/scratch"}])
     await sim.api.create("pods", pod("broker-0", app, volumes=[

@@ -21,7 +21,7 @@ def _pod(name: str, volumes: list[dict[str, Any]], **spec: Any) -> dict[str, Any
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}], "volumes": volumes, **spec},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"]}], "volumes": volumes, **spec},
     }
 
 

@@ -51,7 +51,7 @@ async def test_sockets_appearing_register_node_and_controller_plugins() -> None:
                 "kind": "Pod",
                 "metadata": {"name": "p", "namespace": "default"},
                 "spec": {
-                    "containers": [{"name": "c", "image": "busybox"}],
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "infinity"]}],
                     "volumes": [
                         {
                             "name": "v",

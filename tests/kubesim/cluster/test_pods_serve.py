@@ -95,14 +95,18 @@ async def test_nginx_serves_its_volumes_and_the_pod_name(sim: KubeSim) -> None:
     assert await refuses(ip, 80)  # it listens on the declared port only
 
 
-async def test_unknown_image_runs_simulated_and_says_so(sim: KubeSim) -> None:
+async def test_unknown_image_waits_and_says_so(sim: KubeSim) -> None:
     await sim.api.create("pods", pod("mystery", container("main", image="example.com/broker:1.0", ports=[9092])), NS)
-    running = await ready_pod(sim.api, "mystery")
-    condition = _condition(running, SIMULATED_CONDITION)
+    waiting = await wait_for(sim.api, "pods", "mystery", NS, lambda p: bool(p) and _condition(p, SIMULATED_CONDITION)
+                             is not None)
+    assert waiting is not None
+    condition = _condition(waiting, SIMULATED_CONDITION)
     assert condition is not None and condition["status"] == "True" and condition["reason"] == "NoRuntimeHandler"
     assert "main (example.com/broker:1.0)" in condition["message"]
-    assert "nothing answers on the Pod IP" in condition["message"]
-    assert await refuses(running["status"]["podIP"], 9092)
+    assert "never run" in condition["message"]
+    assert waiting["status"]["phase"] == "Pending"
+    [status] = waiting["status"]["containerStatuses"]
+    assert status["state"]["waiting"]["reason"] == "ImagePullBackOff" and not status["ready"]
 
 
 async def test_readiness_without_probe_waits_for_declared_ports(sim: KubeSim) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,26 @@ async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_e
     await asyncio.sleep(0)
     await asyncio.wait_for(_cancel_until_done(task), 10)
     assert task.cancelled() and swallowed == 2
+
+
+async def test_a_stop_step_that_never_ends_is_abandoned_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A component whose stop swallows its cancellation cannot hang a teardown: the step is abandoned after the
+    bound and named in the error."""
+    import kubesim.cluster as cluster_module
+
+    monkeypatch.setattr(cluster_module, "STOP_STEP_SECONDS", 0.2)
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+
+    async def quick() -> None:
+        return None
+
+    stuck: list[str] = []
+    await cluster_module._bounded("the stubborn kubelet", stubborn(), stuck)
+    await cluster_module._bounded("a quick controller", quick(), stuck)
+    assert stuck == ["the stubborn kubelet"]
+    release.set()

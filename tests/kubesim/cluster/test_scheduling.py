@@ -15,7 +15,7 @@ def pod(name: str, **spec: Any) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
-        "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"]}], **spec},
     }
 
 

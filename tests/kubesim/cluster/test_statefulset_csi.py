@@ -24,7 +24,7 @@ def statefulset(name: str, replicas: int, storage_class: str = "sim") -> dict[st
             "template": {
                 "metadata": {"labels": {"app": name}},
                 "spec": {
-                    "containers": [{"name": "main", "image": "busybox", "ports": [{"containerPort": 80}]}]
+                    "containers": [{"name": "main", "image": "nginx", "ports": [{"containerPort": 80}]}]
                 },
             },
             "volumeClaimTemplates": [

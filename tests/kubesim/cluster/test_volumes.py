@@ -24,7 +24,7 @@ def ephemeral_pod(name: str) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS},
         "spec": {
-            "containers": [{"name": "main", "image": "busybox"}],
+            "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"]}],
             "volumes": [
                 {
                     "name": "scratch",
@@ -219,7 +219,7 @@ async def test_claim_for_unregistered_driver_waits(env: Env) -> None:
         "kind": "Pod",
         "metadata": {"name": "user", "namespace": NS},
         "spec": {
-            "containers": [{"name": "main", "image": "busybox"}],
+            "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"]}],
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "waiting"}}],
         },
     }

@@ -16,6 +16,7 @@ from typing import Any
 import pytest_asyncio
 from clusterhelpers import pod_ready, short_state_dir, wait_for
 
+from kubesim.patience import patience
 from kubesim.sim import KubeSim
 from kubesim.traffic import who_answers
 
@@ -85,7 +86,7 @@ def service(name: str, selector: dict[str, str] | None, ports: list[dict[str, An
 
 async def ready_pods(api: Any, app: str, count: int, within: float = 20.0) -> list[dict[str, Any]]:
     """The Pods labelled ``app`` once exactly ``count`` of them are Ready (following a watch)."""
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + patience(within)
     while True:
         items, version = await api.list("pods", NS, label_selector=f"app={app}")
         ready = [p for p in items if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
@@ -109,7 +110,7 @@ async def ready_pod(api: Any, name: str, within: float = 20.0) -> dict[str, Any]
 async def eventually(check: Callable[[], Awaitable[Any]], within: float = 10.0, what: str = "") -> Any:
     """The first truthy result of ``check``, polled every 20 ms; AssertionError with the last result after
     ``within`` seconds. Exceptions count as "not yet" (a listener not open yet refuses)."""
-    deadline = time.monotonic() + within
+    deadline = time.monotonic() + patience(within)
     last: Any = None
     while time.monotonic() < deadline:
         try:

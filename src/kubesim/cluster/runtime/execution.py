@@ -13,6 +13,7 @@ found", exit code 127, as a container runtime answers for a missing program. Out
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 import stat
 from collections.abc import Sequence
@@ -142,10 +143,44 @@ def _one(spec: ContainerSpec, argv: Sequence[str], result: ExecResult) -> None:
         result.code = 127
 
 
+_PARAMETER = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand_parameters(text: str, env: dict[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by the variable's value (empty when unset), except inside single quotes;
+    a value stays one word (quoted for the word splitting that follows)."""
+    out: list[str] = []
+    quote = ""
+    at = 0
+    while at < len(text):
+        char = text[at]
+        if char == "\\" and quote != "'" and at + 1 < len(text):
+            out.append(text[at:at + 2])
+            at += 2
+            continue
+        if char in "'\"" and quote in ("", char):
+            quote = "" if quote else char
+        elif char == "$" and quote != "'":
+            found = _PARAMETER.match(text, at)
+            if found is not None:
+                value = env.get(found.group(1) or found.group(2), "")
+                if quote == '"':
+                    out.append(re.sub(r'(["\\$`])', r"\\\1", value))
+                else:
+                    out.append(shlex.quote(value))
+                at = found.end()
+                continue
+        out.append(char)
+        at += 1
+    return "".join(out)
+
+
 def _script(spec: ContainerSpec, text: str, result: ExecResult) -> None:
-    """``sh -c TEXT``: commands chained with ``&&`` (stop at the first failure) or ``;``."""
+    """``sh -c TEXT``: commands chained with ``&&`` (stop at the first failure) or ``;``; ``$NAME`` expanded."""
+    env = dict(spec.env)
+    env.setdefault("HOSTNAME", spec.hostname)
     try:
-        words = shlex.split(text[:10_000], posix=True)
+        words = shlex.split(expand_parameters(text[:10_000], env), posix=True)
     except ValueError as e:
         result.err(f"sh: syntax error: {e}\n".encode())
         result.code = 2

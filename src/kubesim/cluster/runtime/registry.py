@@ -3,8 +3,9 @@
 The simulated kubelet asks ``RuntimeRegistry.lookup(image)`` for every container of a Pod it starts. A handler is
 anything with ``async start(spec: ContainerSpec) -> Container``: the built-in ones run small servers inside the
 kubesim process (``agnhost``, ``nginx``, ``pause``); a later handler may run a host process for an image (the
-project's own image, say) without the kubelet changing. Images without a handler run as today: simulated, without
-any process, and the Pod status says so.
+project's own image, say) without the kubelet changing. Containers of images without a handler never start: they
+wait with ``ImagePullBackOff``, a message listing the images that run here, and a Warning Event, so a Pod is never
+shown Running with nothing behind it.
 
 Images are matched by repository, never by tag or digest, from the most to the least specific form:
 ``registry.k8s.io/e2e-test-images/agnhost:2.53`` is looked up as ``registry.k8s.io/e2e-test-images/agnhost``, then
@@ -237,6 +238,5 @@ def describe_unhandled(containers: Iterable[Mapping[str, Any]], max_length: int 
     if len(text) > max_length:
         text = text[: max_length - 3] + "..."
     return (
-        f"no kubesim runtime handler for {text}: simulated as running without a process, "
-        "so nothing answers on the Pod IP for them"
+        f"no kubesim runtime handler for {text}: they wait (ImagePullBackOff) and never run"
     )

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,15 @@ def should_restart(policy: str, exit_code: int) -> bool:
     return True
 
 
+def missing_image_message(image: str, images: Sequence[str]) -> str:
+    """Why a container of ``image`` waits: no runtime here runs it, and which images do (all bounded)."""
+    known = ", ".join(images)
+    if len(known) > 400:
+        known = known[:397] + "..."
+    return (f'Back-off pulling image "{image[:200]}": kubesim runs no container images, only built-in programs '
+            f"for these: {known or 'none'} (docs/kubesim.md, \"Images\")")
+
+
 def backoff_delay(restarts_in_window: int, initial: float, maximum: float) -> float:
     """The kubelet's crash-loop back-off before restart number ``restarts_in_window + 1`` (first one at once)."""
     if restarts_in_window <= 0:
@@ -76,8 +85,10 @@ class ContainerRunner:
         readiness_poll: float,
         on_change: Callable[[], None],
         on_event: EventSink,
+        images: Sequence[str] = (),
     ) -> None:
         self.spec = spec
+        self.images = images
         self.handler = handler
         self.restart_policy = restart_policy
         self.backoff = backoff
@@ -86,14 +97,16 @@ class ContainerRunner:
         self.on_event = on_event
         self.state = ContainerState(spec.name, spec.image, simulated=handler is None)
         self.first_attempt = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Future[None] | None = None
         self._container: Container | None = None
 
     def start(self) -> None:
         if self.handler is None:
-            self.state.state, self.state.reason = "running", ""
-            self.state.started_at = now()
-            self.state.ready = self.state.ever_started = True
+            # No runtime runs this image: it waits, as a node that cannot pull an image does, and never shows
+            # Running with nothing behind it.
+            self.state.state, self.state.reason = "waiting", "ImagePullBackOff"
+            self.state.message = missing_image_message(self.spec.image, self.images)
+            self._task = asyncio.ensure_future(self.on_event("Warning", "Failed", self.state.message))
             self.first_attempt.set()
             return
         self._task = asyncio.create_task(self._run(), name=f"runner:{self.spec.pod_name}/{self.spec.name}")
