@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from rendered_install import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+# xdist_group: one worker builds the image for the whole module (pytest-xdist keeps a group on one worker).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.xdist_group("image-build")]
 
 LISTENER_OPERATOR = str(Path(sys.executable).parent / "listener-operator")
 
