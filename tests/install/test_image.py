@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 from rendered_install import REPO
 
-# xdist_group: one worker builds the image for the whole module (pytest-xdist keeps a group on one worker).
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.xdist_group("image-build")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 LISTENER_OPERATOR = str(Path(sys.executable).parent / "listener-operator")
 
