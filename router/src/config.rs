@@ -322,6 +322,9 @@ impl Document {
             if !host_ok(&l.host) {
                 p.push(format!("listeners[{i}].host: not an IP address"));
             }
+            if let Err(e) = crate::observe::Mode::parse(l.observer.as_deref()) {
+                p.push(format!("listeners[{i}].observer: {e}"));
+            }
         }
         let mut names = HashSet::new();
         for (i, c) in self.connectors.iter().enumerate() {

@@ -10,6 +10,7 @@ pub mod link;
 pub mod linkstate;
 pub mod metrics;
 pub mod mux;
+pub mod observe;
 pub mod pump;
 pub mod router;
 pub mod tls;

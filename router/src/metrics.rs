@@ -6,11 +6,31 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
+
+use crate::observe::{self, Exchange, Protocol, CODE_CLASSES, METHODS};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerLabels {
     pub listener: String,
     pub routing_key: String,
+}
+
+/// An HTTP request's series: bounded values only (methods and status classes from fixed lists).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub listener: String,
+    pub routing_key: String,
+    pub protocol: String,
+    pub method: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabels {
+    pub listener: String,
+    pub routing_key: String,
+    pub protocol: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -53,14 +73,72 @@ pub struct ListenerSeries {
     pub labels: ListenerLabels,
     pub open: Gauge,
     pub total: Counter,
+    pub closed: Counter,
     pub bytes_in: Counter,
     pub bytes_out: Counter,
+    pub duration: Histogram,
+    /// The listener's observer (`none`: no HTTP series are made).
+    pub mode: observe::Mode,
+    /// Connections by what the observer saw them as: HTTP/1, HTTP/2, plain TCP.
+    pub observed: [Counter; 3],
+    http: Option<HttpSeries>,
+}
+
+/// A Listener's HTTP series: request counters made on first use (so only methods and classes that occurred are
+/// exported), per-protocol latency and bytes looked up once.
+struct HttpSeries {
+    family: Family<HttpLabels, Counter>,
+    requests: Vec<OnceLock<Counter>>,
+    latency: [Histogram; 2],
+    request_bytes: [Counter; 2],
+    response_bytes: [Counter; 2],
+}
+
+const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
+
+impl ListenerSeries {
+    /// Counts one finished exchange.
+    pub fn exchange(&self, labels: &ListenerLabels, e: &Exchange) {
+        let Some(h) = &self.http else { return };
+        let p = e.protocol.index();
+        let class = observe::class_index(e.status);
+        let slot = (p * METHODS.len() + e.method as usize) * CODE_CLASSES.len() + class;
+        let counter = h.requests[slot].get_or_init(|| {
+            h.family
+                .get_or_create(&HttpLabels {
+                    listener: labels.listener.clone(),
+                    routing_key: labels.routing_key.clone(),
+                    protocol: e.protocol.as_str().into(),
+                    method: e.method_name().into(),
+                    code: CODE_CLASSES[class].into(),
+                })
+                .clone()
+        });
+        counter.inc();
+        h.latency[p].observe(e.latency.as_secs_f64());
+        h.request_bytes[p].inc_by(e.request_bytes);
+        h.response_bytes[p].inc_by(e.response_bytes);
+    }
+
+    /// Counts a connection that ended, as what it was observed to be.
+    pub fn ended(&self, protocol: Option<Protocol>, seconds: f64) {
+        self.closed.inc();
+        self.duration.observe(seconds);
+        self.observed[protocol.map_or(2, Protocol::index)].inc();
+    }
 }
 
 pub struct Metrics {
     pub registry: Registry,
     pub listener_open: Family<ListenerLabels, Gauge>,
     pub listener_total: Family<ListenerLabels, Counter>,
+    pub listener_closed: Family<ListenerLabels, Counter>,
+    pub listener_duration: Family<ListenerLabels, Histogram, fn() -> Histogram>,
+    pub listener_observed: Family<ProtocolLabels, Counter>,
+    pub http_requests: Family<HttpLabels, Counter>,
+    pub http_latency: Family<ProtocolLabels, Histogram, fn() -> Histogram>,
+    pub http_request_bytes: Family<ProtocolLabels, Counter>,
+    pub http_response_bytes: Family<ProtocolLabels, Counter>,
     pub listener_bytes_in: Family<ListenerLabels, Counter>,
     pub listener_bytes_out: Family<ListenerLabels, Counter>,
     pub listener_accepting: Family<ListenerLabels, Gauge>,
@@ -95,13 +173,30 @@ impl Metrics {
         }
     }
 
-    pub fn listener_series(&self, l: &ListenerLabels) -> ListenerSeries {
+    pub fn listener_series(&self, l: &ListenerLabels, mode: observe::Mode) -> ListenerSeries {
+        let by_protocol = |p: &str| ProtocolLabels {
+            listener: l.listener.clone(),
+            routing_key: l.routing_key.clone(),
+            protocol: p.into(),
+        };
+        let http = (mode != observe::Mode::None).then(|| HttpSeries {
+            family: self.http_requests.clone(),
+            requests: (0..PROTOCOLS.len() * METHODS.len() * CODE_CLASSES.len()).map(|_| OnceLock::new()).collect(),
+            latency: PROTOCOLS.map(|p| self.http_latency.get_or_create(&by_protocol(p.as_str())).clone()),
+            request_bytes: PROTOCOLS.map(|p| self.http_request_bytes.get_or_create(&by_protocol(p.as_str())).clone()),
+            response_bytes: PROTOCOLS.map(|p| self.http_response_bytes.get_or_create(&by_protocol(p.as_str())).clone()),
+        });
         ListenerSeries {
             labels: l.clone(),
             open: self.listener_open.get_or_create(l).clone(),
             total: self.listener_total.get_or_create(l).clone(),
+            closed: self.listener_closed.get_or_create(l).clone(),
             bytes_in: self.listener_bytes_in.get_or_create(l).clone(),
             bytes_out: self.listener_bytes_out.get_or_create(l).clone(),
+            duration: self.listener_duration.get_or_create(l).clone(),
+            mode,
+            observed: ["http1", "http2", "tcp"].map(|p| self.listener_observed.get_or_create(&by_protocol(p)).clone()),
+            http,
         }
     }
 
@@ -110,6 +205,13 @@ impl Metrics {
         let m = Metrics {
             listener_open: Family::default(),
             listener_total: Family::default(),
+            listener_closed: Family::default(),
+            listener_duration: Family::new_with_constructor(duration_buckets),
+            listener_observed: Family::default(),
+            http_requests: Family::default(),
+            http_latency: Family::new_with_constructor(latency_buckets),
+            http_request_bytes: Family::default(),
+            http_response_bytes: Family::default(),
             listener_bytes_in: Family::default(),
             listener_bytes_out: Family::default(),
             listener_accepting: Family::default(),
@@ -136,6 +238,25 @@ impl Metrics {
         let r = &mut registry;
         r.register("listener_connections_open", "Client connections open", m.listener_open.clone());
         r.register("listener_connections", "Client connections accepted", m.listener_total.clone());
+        r.register("listener_connections_closed", "Client connections ended", m.listener_closed.clone());
+        r.register(
+            "listener_connection_duration_seconds",
+            "How long client connections lasted",
+            m.listener_duration.clone(),
+        );
+        r.register(
+            "listener_connections_observed",
+            "Ended client connections by the protocol the observer saw (http1, http2, tcp)",
+            m.listener_observed.clone(),
+        );
+        r.register("http_requests", "HTTP requests by method and status class", m.http_requests.clone());
+        r.register(
+            "http_request_duration_seconds",
+            "Time from an HTTP request to the first byte of its response",
+            m.http_latency.clone(),
+        );
+        r.register("http_request_bytes", "Bytes of HTTP requests (heads and bodies)", m.http_request_bytes.clone());
+        r.register("http_response_bytes", "Bytes of HTTP responses (heads and bodies)", m.http_response_bytes.clone());
         r.register("listener_bytes_received", "Bytes received from clients", m.listener_bytes_in.clone());
         r.register("listener_bytes_sent", "Bytes sent to clients", m.listener_bytes_out.clone());
         r.register("listener_accepting", "1 while the listener's socket is open", m.listener_accepting.clone());
@@ -177,6 +298,16 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("metrics encode");
         out
     }
+}
+
+fn duration_buckets() -> Histogram {
+    // 1 ms to about 4.6 hours
+    Histogram::new(exponential_buckets(0.001, 4.0, 12))
+}
+
+fn latency_buckets() -> Histogram {
+    // 100 µs to about 52 s
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 20))
 }
 
 impl Default for Metrics {

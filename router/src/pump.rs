@@ -14,7 +14,88 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::frame::ResetReason;
+use crate::metrics::ListenerSeries;
 use crate::mux::{Inbound, StreamRx, StreamTx};
+use crate::observe::{Protocol, Session};
+
+/// A client connection's observer as the pumps see it: every chunk read from either side is shown to the session
+/// (a copy is never made, and nothing waits for it), and finished exchanges go to the listener's series at once.
+/// The lock is taken by one task at a time (a pump's two directions run in one task).
+pub struct Tap<'a> {
+    session: std::sync::Mutex<Session>,
+    series: &'a ListenerSeries,
+}
+
+impl<'a> Tap<'a> {
+    pub fn new(session: Session, series: &'a ListenerSeries) -> Self {
+        Tap { session: std::sync::Mutex::new(session), series }
+    }
+
+    fn show(&self, data: &[u8], from_client: bool) {
+        let mut s = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.active() || data.is_empty() {
+            return;
+        }
+        if from_client {
+            s.client(data, Instant::now());
+        } else {
+            s.server(data, Instant::now());
+        }
+        if s.has_exchanges() {
+            for e in s.take() {
+                self.series.exchange(&self.series.labels, &e);
+            }
+        }
+    }
+
+    /// Whether the session still wants bytes.
+    fn active(&self) -> bool {
+        self.session.lock().unwrap_or_else(|e| e.into_inner()).active()
+    }
+
+    /// The connection ended: counts what was still open, and returns the protocol seen.
+    pub fn finish(self, clean: bool) -> Option<Protocol> {
+        let mut s = self.session.into_inner().unwrap_or_else(|e| e.into_inner());
+        let protocol = s.protocol();
+        s.finish(Instant::now(), clean);
+        for e in s.take() {
+            self.series.exchange(&self.series.labels, &e);
+        }
+        protocol
+    }
+}
+
+/// An [`Io`] whose reads are shown to a [`Tap`] (the client's reads as the client's bytes, the target's as the
+/// server's); writes pass through.
+struct Tapped<'a, 't> {
+    io: &'a mut Io,
+    tap: Option<&'a Tap<'t>>,
+    from_client: bool,
+}
+
+impl AsyncRead for Tapped<'_, '_> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut *me.io).poll_read(cx, buf);
+        if let (Poll::Ready(Ok(())), Some(tap)) = (&r, me.tap) {
+            tap.show(&buf.filled()[before..], me.from_client);
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Tapped<'_, '_> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.get_mut().io).poll_shutdown(cx)
+    }
+}
 
 /// A client's or target's connection, with or without TLS.
 pub enum Io {
@@ -134,8 +215,16 @@ pub enum End {
     Cancelled,
 }
 
+/// What a pump reports to besides its byte counts: when this router opened the stream, the histogram of the time
+/// to the peer's OPENED; the connection's observer.
+#[derive(Default)]
+pub struct Watch<'a, 't> {
+    pub opened: Option<(Instant, &'a prometheus_client::metrics::histogram::Histogram)>,
+    pub tap: Option<&'a Tap<'t>>,
+}
+
 /// Pumps a socket and a stream into each other until both directions are closed, one side fails, or `cancel`.
-/// `opened`: when the stream was opened by this router, reports the time to the peer's OPENED.
+/// `watch`: what it reports to besides `counts`.
 pub async fn socket_stream(
     io: Io,
     tx: StreamTx,
@@ -143,8 +232,9 @@ pub async fn socket_stream(
     buffer: usize,
     counts: &Counts,
     cancel: Cancel,
-    mut opened: Option<(Instant, &prometheus_client::metrics::histogram::Histogram)>,
+    watch: Watch<'_, '_>,
 ) -> End {
+    let Watch { mut opened, tap } = watch;
     let local = CancellationToken::new();
     let (mut r, mut w) = tokio::io::split(io);
     let up = async {
@@ -160,6 +250,9 @@ pub async fn socket_stream(
                 }
                 Ok(n) => {
                     counts.up.fetch_add(n as u64, Ordering::Relaxed);
+                    if let Some(t) = tap {
+                        t.show(&buf[buf.len() - n..], true);
+                    }
                     if tx.send(buf.split().freeze()).await.is_err() {
                         return Err(None);
                     }
@@ -176,6 +269,9 @@ pub async fn socket_stream(
             match rx.recv().await {
                 Inbound::Data(b) => {
                     let n = b.len();
+                    if let Some(t) = tap {
+                        t.show(&b, false);
+                    }
                     if w.write_all(&b).await.is_err() {
                         tx.reset(ResetReason::Aborted).await;
                         return Err(None);
@@ -276,12 +372,13 @@ async fn relay(from: &mut StreamRx, to: &StreamTx, counter: &AtomicU64) -> Resul
 /// sockets go through [`Spliced`]: copied through a small buffer at first, then spliced (kernel pipes, no copy
 /// through user space) once a direction has carried [`SPLICE_AFTER`] bytes. Anything with TLS goes through
 /// `buffer`-sized copies.
-pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel: Cancel) -> End {
+/// With a `tap`, copied bytes are shown to it, and a direction splices only once the tap wants no more.
+pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel: Cancel, tap: Option<&Tap<'_>>) -> End {
     let (mut a, mut b) = (a, b);
     if let (Io::Plain(pa), Io::Plain(pb)) = (&mut a, &mut b) {
         let mut spliced = Spliced::new();
         let result = tokio::select! {
-            r = std::future::poll_fn(|cx| spliced.poll(cx, pa, pb)) => r,
+            r = std::future::poll_fn(|cx| spliced.poll(cx, pa, pb, tap)) => r,
             _ = cancel.cancelled() => Err(io::Error::other("cancelled")),
         };
         counts.up.fetch_add(spliced.forward.moved(), Ordering::Relaxed);
@@ -293,8 +390,10 @@ pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel:
         b.set_reset_on_close();
         return if cancel.is_cancelled() { End::Cancelled } else { End::Reset(None) };
     }
+    let mut ta = Tapped { io: &mut a, tap, from_client: true };
+    let mut tb = Tapped { io: &mut b, tap, from_client: false };
     let result = tokio::select! {
-        r = tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, buffer, buffer) => r,
+        r = tokio::io::copy_bidirectional_with_sizes(&mut ta, &mut tb, buffer, buffer) => r,
         _ = cancel.cancelled() => Err(io::Error::other("cancelled")),
     };
     match result {
@@ -358,6 +457,7 @@ impl Direction {
         r: &mut TcpStream,
         w: &mut TcpStream,
         other_done: bool,
+        tap: Option<(&Tap<'_>, bool)>,
     ) -> Poll<io::Result<()>> {
         loop {
             match self {
@@ -371,7 +471,7 @@ impl Direction {
                         *moved += n as u64;
                         continue;
                     }
-                    if *moved >= SPLICE_AFTER {
+                    if *moved >= SPLICE_AFTER && tap.is_none_or(|(t, _)| !t.active()) {
                         // No pipe (out of file descriptors, say): go on copying.
                         if let Ok(ctx) = tokio_splice2::SpliceIoCtx::prepare() {
                             *self = Direction::Splice { io: Box::pin(ctx.into_io()), before: *moved };
@@ -383,6 +483,9 @@ impl Direction {
                     *start = 0;
                     buf.reserve(COPY_BUFFER);
                     let n = std::task::ready!(tokio_util::io::poll_read_buf(Pin::new(&mut *r), cx, buf))?;
+                    if let Some((t, from_client)) = tap {
+                        t.show(&buf[..n], from_client);
+                    }
                     if n == 0 {
                         *self = if other_done {
                             Direction::Done { moved: *moved }
@@ -420,11 +523,17 @@ impl Spliced {
         Spliced { forward: Direction::new(), backward: Direction::new() }
     }
 
-    fn poll(&mut self, cx: &mut Context<'_>, a: &mut TcpStream, b: &mut TcpStream) -> Poll<io::Result<()>> {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        a: &mut TcpStream,
+        b: &mut TcpStream,
+        tap: Option<&Tap<'_>>,
+    ) -> Poll<io::Result<()>> {
         let backward_done = self.backward.is_done();
-        let forward = self.forward.poll(cx, a, b, backward_done);
+        let forward = self.forward.poll(cx, a, b, backward_done, tap.map(|t| (t, true)));
         let forward_done = self.forward.is_done();
-        let backward = self.backward.poll(cx, b, a, forward_done);
+        let backward = self.backward.poll(cx, b, a, forward_done, tap.map(|t| (t, false)));
         match (forward, backward) {
             (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),

@@ -557,7 +557,8 @@ impl Router {
             listener: crate::truncate(&l.name, 200),
             routing_key: crate::truncate(&l.routing_key, 200),
         };
-        let series = Arc::new(self.metrics.listener_series(&labels));
+        let mode = crate::observe::Mode::parse(l.observer.as_deref()).unwrap_or(crate::observe::Mode::Auto);
+        let series = Arc::new(self.metrics.listener_series(&labels, mode));
         let mut changes = self.changed.subscribe();
         let host = if l.host.is_empty() { "0.0.0.0" } else { l.host.as_str() };
         let addr: SocketAddr =
@@ -676,7 +677,10 @@ impl Router {
         };
         series.total.inc();
         series.open.inc();
+        let began = Instant::now();
         let counts = Counts::default();
+        let tap = crate::observe::Session::new(series.mode).map(|s| pump::Tap::new(s, &series));
+        let mut clean = false;
         match dest {
             Dest::Local(target) => {
                 let _load = LoadGuard::new(&target.open);
@@ -684,7 +688,8 @@ impl Router {
                     Some(t) => {
                         self.target_open(&target);
                         let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
-                        pump::socket_socket(client, t, self.buffer(), &counts, cancel).await;
+                        let end = pump::socket_socket(client, t, self.buffer(), &counts, cancel, tap.as_ref()).await;
+                        clean = end == End::Closed;
                         self.target_close(&target, &counts, false);
                     }
                     None => {
@@ -705,9 +710,13 @@ impl Router {
                             self.buffer(),
                             &counts,
                             pump::Cancel::new(cancel),
-                            Some((started, &self.metrics.stream_open_seconds)),
+                            pump::Watch {
+                                opened: Some((started, &self.metrics.stream_open_seconds)),
+                                tap: tap.as_ref(),
+                            },
                         )
                         .await;
+                        clean = end == End::Closed;
                         if let End::Reset(Some(reason)) = end {
                             if matches!(
                                 reason,
@@ -726,6 +735,8 @@ impl Router {
                 }
             }
         }
+        let protocol = tap.and_then(|t| t.finish(clean));
+        series.ended(protocol, began.elapsed().as_secs_f64());
         series.open.dec();
         series.bytes_in.inc_by(counts.up.load(Ordering::Relaxed));
         series.bytes_out.inc_by(counts.down.load(Ordering::Relaxed));
@@ -805,7 +816,7 @@ impl Router {
                             me.target_open(&target);
                             let counts = Counts::default();
                             let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
-                            pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, None).await;
+                            pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, pump::Watch::default()).await;
                             me.target_close(&target, &counts, true);
                         }
                     }

@@ -212,8 +212,8 @@ class ListenerSpec(_Model):
     """Protocol: tcp (the default and the only one supported)."""
 
     observer: Observer | None = None
-    """Protocol observer: auto (default), none, http1 or http2. Accepted; HTTP request observation is not
-    implemented."""
+    """Protocol observer: auto (default), none, http1 or http2. The router counts HTTP requests by method and status
+    class, their latency and bytes (docs/service-network-router.md, "Protocol observers")."""
 
     expose_pods_by_name: bool | None = None
     """Also expose each Pod behind the routing key as its own Service, named after the Pod."""

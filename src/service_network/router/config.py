@@ -177,7 +177,7 @@ class Listener(_Model):
     port: int = Field(ge=1, le=65535)
     tls_profile: str | None = Field(default=None, min_length=1, max_length=MAX_NAME)
     authenticate_peer: bool = False       # require a client certificate signed by the profile's CA
-    observer: Observer | None = None      # accepted; HTTP observation is not implemented
+    observer: Observer | None = None      # protocol observer (router: HTTP/1, HTTP/2 request metrics); None = auto
     strategy: Strategy | None = None
 
 
