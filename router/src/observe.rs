@@ -9,7 +9,8 @@
 //!
 //! - `auto` (upstream's default): the HTTP/2 connection preface from the client selects HTTP/2; anything else is
 //!   tried as HTTP/1.x. Bytes from the server before the client's first bytes are kept (up to 16 KiB) until the
-//!   client's bytes decide.
+//!   client's bytes decide (an HTTP/2 server may send its SETTINGS first; an HTTP/1 server never speaks first, so
+//!   with HTTP/1 they make the connection plain TCP).
 //! - `http1` / `http2`: that parser only. `none`: no session at all.
 //!
 //! HTTP/1 heads are parsed with `httparse`; body framing (Content-Length, chunked, read-until-close, HEAD,
@@ -130,6 +131,9 @@ type Step = Result<(), Off>;
 pub struct Session {
     state: State,
     out: Vec<Exchange>,
+    /// The protocol recognized (kept when the session goes off later: a tunnel after an upgrade is still an
+    /// HTTP connection).
+    recognized: Option<Protocol>,
 }
 
 enum State {
@@ -155,7 +159,7 @@ impl Session {
             Mode::Http2 => State::Sniff { matched: 0, only_http2: true, server: Vec::new(), server_first: None },
             Mode::Http1 => State::Http1(Box::default()),
         };
-        Some(Session { state, out: Vec::new() })
+        Some(Session { state, out: Vec::new(), recognized: None })
     }
 
     /// Whether the session still wants to see bytes (once off, a relay may stop showing them).
@@ -165,10 +169,16 @@ impl Session {
 
     /// The protocol recognized so far (`None` while deciding, or when the connection is plain TCP).
     pub fn protocol(&self) -> Option<Protocol> {
-        match &self.state {
-            State::Http1(h) if h.seen => Some(Protocol::Http1),
-            State::Http2(_) => Some(Protocol::Http2),
-            _ => None,
+        self.recognized
+    }
+
+    fn note_protocol(&mut self) {
+        if self.recognized.is_none() {
+            self.recognized = match &self.state {
+                State::Http1(h) if h.seen => Some(Protocol::Http1),
+                State::Http2(_) => Some(Protocol::Http2),
+                _ => None,
+            };
         }
     }
 
@@ -180,6 +190,26 @@ impl Session {
     /// Whether there are finished exchanges to take.
     pub fn has_exchanges(&self) -> bool {
         !self.out.is_empty()
+    }
+
+    /// How many of the next bytes from this side are body the observer only counts (an HTTP/1 body of known
+    /// length): a relay may move up to that many without showing them, and then reports them with
+    /// [`Session::skipped`].
+    pub fn opaque(&self, from_client: bool) -> u64 {
+        match &self.state {
+            State::Http1(h) => match if from_client { &h.request_body } else { &h.response_body } {
+                Body::Length(left) => *left,
+                _ => 0,
+            },
+            _ => 0,
+        }
+    }
+
+    /// `n` bytes (at most [`Session::opaque`]) went from this side without being shown.
+    pub fn skipped(&mut self, from_client: bool, n: u64, now: Instant) {
+        if let State::Http1(h) = &mut self.state {
+            h.skipped(from_client, n, now, &mut self.out);
+        }
     }
 
     /// Bytes the client sent.
@@ -197,16 +227,14 @@ impl Session {
                         self.state = State::Off;
                         return;
                     }
-                    // Not HTTP/2: replay what was held back to an HTTP/1 parser.
+                    // Not HTTP/2. An HTTP/1 server never speaks first: a server that did is another protocol.
+                    if !server.is_empty() {
+                        self.state = State::Off;
+                        return;
+                    }
                     let prefix = PREFACE[..*matched].to_vec();
-                    let held = std::mem::take(server);
-                    let first = *server_first;
                     let mut h1 = Box::<Http1>::default();
                     let r = h1.client(&prefix, now).and_then(|()| h1.client(data, now));
-                    let r = r.and_then(|()| match first {
-                        Some(at) if !held.is_empty() => h1.server(&held, at, &mut self.out),
-                        _ => Ok(()),
-                    });
                     self.state = State::Http1(h1);
                     r
                 } else if *matched + n < PREFACE.len() {
@@ -227,6 +255,7 @@ impl Session {
             State::Http1(h) => h.client(data, now),
             State::Http2(h) => h.client_frames(data, now, &mut self.out),
         };
+        self.note_protocol();
         if result.is_err() {
             self.state = State::Off;
         }
@@ -482,6 +511,22 @@ impl Http1 {
             }
         }
         Ok(())
+    }
+
+    fn skipped(&mut self, from_client: bool, n: u64, now: Instant, out: &mut Vec<Exchange>) {
+        let body = if from_client { &mut self.request_body } else { &mut self.response_body };
+        let Body::Length(left) = body else { return };
+        let n = n.min(*left);
+        *left -= n;
+        let done = *left == 0;
+        if from_client {
+            self.count_request(n);
+            if done {
+                self.request_body = Body::Head;
+            }
+        } else {
+            self.count_response(n, done, now, out);
+        }
     }
 
     fn count_request(&mut self, n: u64) {

@@ -53,6 +53,22 @@ impl<'a> Tap<'a> {
         self.session.lock().unwrap_or_else(|e| e.into_inner()).active()
     }
 
+    /// Bytes from this side the session would only count (see [`Session::opaque`]).
+    fn opaque(&self, from_client: bool) -> u64 {
+        self.session.lock().unwrap_or_else(|e| e.into_inner()).opaque(from_client)
+    }
+
+    /// `n` opaque bytes went by unseen.
+    fn skipped(&self, from_client: bool, n: u64) {
+        let mut s = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        s.skipped(from_client, n, Instant::now());
+        if s.has_exchanges() {
+            for e in s.take() {
+                self.series.exchange(&self.series.labels, &e);
+            }
+        }
+    }
+
     /// The connection ended: counts what was still open, and returns the protocol seen.
     pub fn finish(self, clean: bool) -> Option<Protocol> {
         let mut s = self.session.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -418,15 +434,20 @@ pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel:
 /// request and its answer) never pays for the two kernel pipes a spliced direction needs (creating, sizing and
 /// closing them cost more than copying a few kilobytes), a bulk transfer soon stops copying.
 pub const SPLICE_AFTER: u64 = 64 * 1024;
+/// An observed direction splices a body of known length when at least this long (the observer only counts it):
+/// an observed bulk transfer costs what an unobserved one does.
+pub const SPLICE_BODY_AFTER: u64 = 64 * 1024;
 /// The user-space buffer of a direction while it copies.
 const COPY_BUFFER: usize = 16 * 1024;
 
 type SpliceDir = std::pin::Pin<Box<tokio_splice2::SpliceIo<TcpStream, TcpStream>>>;
 
-/// One direction of a plain TCP relay: copying, spliced, shutting its writer down, or done.
+/// One direction of a plain TCP relay: copying, spliced, splicing an observed body (then copying again), shutting
+/// its writer down, or done.
 enum Direction {
     Copy { buf: BytesMut, start: usize, moved: u64 },
     Splice { io: SpliceDir, before: u64 },
+    SpliceBody { body: BodySplice, before: u64 },
     Shutdown { moved: u64 },
     Done { moved: u64 },
 }
@@ -441,6 +462,7 @@ impl Direction {
         match self {
             Direction::Copy { moved, .. } | Direction::Shutdown { moved } | Direction::Done { moved } => *moved,
             Direction::Splice { io, before } => before + io.has_written() as u64,
+            Direction::SpliceBody { body, before } => before + body.moved,
         }
     }
 
@@ -470,6 +492,16 @@ impl Direction {
                         *start += n;
                         *moved += n as u64;
                         continue;
+                    }
+                    if let Some((t, from_client)) = tap {
+                        let body = t.opaque(from_client);
+                        if body >= SPLICE_BODY_AFTER {
+                            // No pipe (out of file descriptors, say): go on copying.
+                            if let Ok(body) = BodySplice::new(body) {
+                                *self = Direction::SpliceBody { body, before: *moved };
+                                continue;
+                            }
+                        }
                     }
                     if *moved >= SPLICE_AFTER && tap.is_none_or(|(t, _)| !t.active()) {
                         // No pipe (out of file descriptors, say): go on copying.
@@ -501,11 +533,94 @@ impl Direction {
                     *self = Direction::Done { moved };
                     return Poll::Ready(result);
                 }
+                Direction::SpliceBody { body, before } => {
+                    let result = std::task::ready!(body.poll(cx, r, w));
+                    if let Some((t, from_client)) = tap {
+                        t.skipped(from_client, body.moved);
+                    }
+                    result?;
+                    let moved = *before + body.moved;
+                    *self = if !body.ended {
+                        Direction::Copy { buf: BytesMut::new(), start: 0, moved }
+                    } else if other_done {
+                        // The reader ended inside the body: as a copying direction that read its end.
+                        Direction::Done { moved }
+                    } else {
+                        Direction::Shutdown { moved }
+                    };
+                }
                 Direction::Shutdown { moved } => {
                     std::task::ready!(Pin::new(&mut *w).poll_shutdown(cx))?;
                     *self = Direction::Done { moved: *moved };
                 }
                 Direction::Done { .. } => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+}
+
+/// Splices a body of known length (or up to the reader's end) from one socket to the other through a pipe and
+/// leaves both sockets open, so the connection goes on as HTTP after it. Written here over rustix's safe `splice`:
+/// tokio-splice2 0.3 shuts its writer down when it reaches a target length. The pipe is filled only while empty, so
+/// `EAGAIN` from the reader means the socket has nothing (never "pipe full").
+struct BodySplice {
+    pipe_out: std::os::fd::OwnedFd,
+    pipe_in: std::os::fd::OwnedFd,
+    in_pipe: usize,
+    left: u64,
+    moved: u64,
+    ended: bool,
+    /// Bytes moved into the pipe at once: its capacity.
+    chunk: u64,
+}
+
+/// The pipe's capacity asked for (as tokio-splice2 does; the kernel may grant less: `fs.pipe-max-size`).
+const PIPE_CAPACITY: usize = 1 << 20;
+
+impl BodySplice {
+    fn new(len: u64) -> io::Result<Self> {
+        let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
+        let (pipe_out, pipe_in) = rustix::pipe::pipe_with(flags)?;
+        let chunk = match rustix::pipe::fcntl_setpipe_size(&pipe_in, PIPE_CAPACITY) {
+            Ok(n) => n,
+            Err(_) => rustix::pipe::fcntl_getpipe_size(&pipe_in)?,
+        } as u64;
+        Ok(BodySplice { pipe_out, pipe_in, in_pipe: 0, left: len, moved: 0, ended: false, chunk })
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>, r: &TcpStream, w: &TcpStream) -> Poll<io::Result<()>> {
+        use rustix::pipe::{splice, SpliceFlags};
+        use tokio::io::Interest;
+        let flags = SpliceFlags::NONBLOCK | SpliceFlags::MOVE;
+        loop {
+            if self.in_pipe > 0 {
+                std::task::ready!(w.poll_write_ready(cx))?;
+                let len = self.in_pipe;
+                let out = &self.pipe_out;
+                match w.try_io(Interest::WRITABLE, || Ok(splice(out, None, w, None, len, flags)?)) {
+                    Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Ok(n) => {
+                        self.in_pipe -= n;
+                        self.moved += n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            } else if self.left == 0 || self.ended {
+                return Poll::Ready(Ok(()));
+            } else {
+                std::task::ready!(r.poll_read_ready(cx))?;
+                let want = self.left.min(self.chunk) as usize;
+                let pipe_in = &self.pipe_in;
+                match r.try_io(Interest::READABLE, || Ok(splice(r, None, pipe_in, None, want, flags)?)) {
+                    Ok(0) => self.ended = true,
+                    Ok(n) => {
+                        self.in_pipe += n;
+                        self.left -= n as u64;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
             }
         }
     }

@@ -88,8 +88,9 @@ async fn read_responses(s: &mut TcpStream, n: usize) -> Vec<u16> {
     statuses
 }
 
-/// Sends a conversation through `port`: 20 keep-alive GETs (one of them a 100 kB answer, so the spliced path's
-/// threshold is passed), 5 POSTs with bodies answered 503, then 10 pipelined requests (GET 404 x4, DELETE x6).
+/// Sends a conversation through `port`: 20 keep-alive GETs (one of them a 100 kB answer: a body the relay splices
+/// past the observer), a 3 MB upload answered 201, 5 POSTs with bodies answered 503, then 10 pipelined requests
+/// (GET 404 x4, DELETE x6).
 async fn conversation(port: u16) {
     let mut s = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap();
     for i in 0..20 {
@@ -97,6 +98,12 @@ async fn conversation(port: u16) {
         s.write_all(format!("GET {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes()).await.unwrap();
         assert_eq!(read_responses(&mut s, 1).await, vec![200]);
     }
+    let upload = vec![b'u'; 3_000_000];
+    s.write_all(format!("PUT /status/201 HTTP/1.1\r\nContent-Length: {}\r\n\r\n", upload.len()).as_bytes())
+        .await
+        .unwrap();
+    s.write_all(&upload).await.unwrap();
+    assert_eq!(read_responses(&mut s, 1).await, vec![201]);
     for _ in 0..5 {
         s.write_all(b"POST /status/503 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello").await.unwrap();
         assert_eq!(read_responses(&mut s, 1).await, vec![503]);
@@ -134,6 +141,7 @@ fn assert_conversation_counted(m: &str, listener: &str) {
     assert_eq!(requests(m, listener, "POST", "5xx"), Some(5.0));
     assert_eq!(requests(m, listener, "GET", "4xx"), Some(4.0));
     assert_eq!(requests(m, listener, "DELETE", "2xx"), Some(6.0));
+    assert_eq!(requests(m, listener, "PUT", "2xx"), Some(1.0));
 }
 
 async fn wait_ended(r: &snrouter::api::Slot, listener: &str, protocol: &str, n: f64) -> String {
@@ -178,7 +186,9 @@ async fn http1_requests_through_a_local_target_are_counted_exactly() {
     let m = wait_ended(&r, "web", "http1", 1.0).await;
     assert_conversation_counted(&m, "web");
     let labels = "listener=\"web\",routing_key=\"k\",protocol=\"HTTP/1.1\"";
-    assert_eq!(series(&m, "service_network_http_request_duration_seconds_count", labels), Some(35.0));
+    assert_eq!(series(&m, "service_network_http_request_duration_seconds_count", labels), Some(36.0));
+    let request_bytes = series(&m, "service_network_http_request_bytes_total", labels).unwrap();
+    assert!((3_000_025.0..3_004_000.0).contains(&request_bytes), "{request_bytes}");
     // 100000 bytes of one body, plus every head: more than the body, less than the body and 35 heads of 100 bytes.
     let response_bytes = series(&m, "service_network_http_response_bytes_total", labels).unwrap();
     assert!((100_000.0..103_500.0).contains(&response_bytes), "{response_bytes}");
@@ -255,4 +265,53 @@ fn an_unknown_observer_refuses_the_document() {
         json!([{"name": "l", "routingKey": "k", "host": "127.0.0.1", "port": free_port(), "observer": "http3"}]);
     let problems = snrouter::config::Document::parse(&d.to_string()).unwrap_err();
     assert_eq!(problems, vec!["listeners[0].observer: observer \"http3\" is not one of auto, none, http1, http2"]);
+}
+
+/// A sink: reads to the end, answers with the byte count (8 bytes, big endian).
+async fn sink() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut total = 0u64;
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                }
+                let _ = s.write_all(&total.to_be_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observed_body_cut_short_by_the_client_still_half_closes() {
+    // The client announces more than it sends and half-closes: the spliced body ends with the client's end, the
+    // target sees the end, and its answer comes back.
+    let target = sink().await;
+    let port = free_port();
+    let mut d = doc("solo");
+    d["listeners"] = json!([{"name": "up", "routingKey": "k", "host": "127.0.0.1", "port": port}]);
+    d["connectors"] = json!([{"name": "c", "routingKey": "k", "port": target.port(),
+                              "targets": [{"host": "127.0.0.1", "name": "sink"}]}]);
+    let r = start(&d);
+    wait_listening(port).await;
+    let mut s = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap();
+    let head = b"POST /up HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n";
+    s.write_all(head).await.unwrap();
+    let body = vec![b'b'; 5_000_000];
+    s.write_all(&body).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(LIMIT, s.read_to_end(&mut answer)).await.expect("an answer in time").unwrap();
+    assert_eq!(answer, ((head.len() + body.len()) as u64).to_be_bytes());
+    // An HTTP/1 connection (the sink's answer is not HTTP: the observer went off without counting a request).
+    let m = wait_ended(&r, "up", "http1", 1.0).await;
+    assert!(!m.contains("service_network_http_requests_total{listener=\"up\""), "{m}");
+    stop(&r);
 }

@@ -109,21 +109,26 @@ async def test_indexes_stay_right_across_an_expired_watch_and_a_relist(api: ApiC
     informer.add_index(ACTIVE_PODS_BY_NODE, active_pod_node)
     informer.add_index(BY_CONTROLLER, controller_uid)
 
+    # The owner exists: the garbage collector would take Pods whose owner does not, at a moment of its choosing.
+    owner = await api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                            "metadata": {"name": "owner", "namespace": "a"}}, "a")
+    owner_uid = owner["metadata"]["uid"]
+
     def pod(name: str, node: str, owner: str | None = None) -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name, "namespace": "a"}
         if owner:
-            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "s", "uid": owner,
+            meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner,
                                         "controller": True}]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                 "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause"}]}}
 
     for i in range(6):
-        await api.create(PODS, pod(f"p{i}", f"n{i % 2}", "owner-1" if i < 3 else None), "a")
+        await api.create(PODS, pod(f"p{i}", f"n{i % 2}", owner_uid if i < 3 else None), "a")
     await informer.start()
     try:
         _assert_consistent(informer, ACTIVE_PODS_BY_NODE, active_pod_node)
         assert informer.count(ACTIVE_PODS_BY_NODE, "n0") == 3
-        assert {p["metadata"]["name"] for p in informer.by_index(BY_CONTROLLER, "owner-1")} == {"p0", "p1", "p2"}
+        assert {p["metadata"]["name"] for p in informer.by_index(BY_CONTROLLER, owner_uid)} == {"p0", "p1", "p2"}
 
         # The watch ends with 410: the informer lists again (and must not index twice what it already had).
         api.store.compact()
@@ -132,7 +137,7 @@ async def test_indexes_stay_right_across_an_expired_watch_and_a_relist(api: ApiC
         done = await api.get(PODS, "p1", "a")
         done["status"] = {"phase": "Succeeded"}
         await api.update(PODS, done, subresource="status")
-        await api.create(PODS, pod("p9", "n1", "owner-1"), "a")
+        await api.create(PODS, pod("p9", "n1", owner_uid), "a")
         await _until(lambda: ("a", "p9") in informer.cache and ("a", "p0") not in informer.cache
                      and informer.cache[("a", "p1")].get("status", {}).get("phase") == "Succeeded",
                      "the relist")
@@ -140,7 +145,7 @@ async def test_indexes_stay_right_across_an_expired_watch_and_a_relist(api: ApiC
         _assert_consistent(informer, BY_CONTROLLER, controller_uid)
         assert informer.count(ACTIVE_PODS_BY_NODE, "n0") == 2  # p0 gone, p2 and p4 left
         assert informer.count(ACTIVE_PODS_BY_NODE, "n1") == 3  # p1 finished; p3, p5 and p9
-        assert {p["metadata"]["name"] for p in informer.by_index(BY_CONTROLLER, "owner-1")} == {"p1", "p2", "p9"}
+        assert {p["metadata"]["name"] for p in informer.by_index(BY_CONTROLLER, owner_uid)} == {"p1", "p2", "p9"}
     finally:
         await informer.stop()
 
@@ -152,6 +157,6 @@ async def test_indexes_stay_right_across_an_expired_watch_and_a_relist(api: ApiC
         await _until(lambda: ("a", "p10") in informer.cache and ("a", "p2") not in informer.cache, "the relist")
         _assert_consistent(informer, ACTIVE_PODS_BY_NODE, active_pod_node)
         _assert_consistent(informer, BY_CONTROLLER, controller_uid)
-        assert {p["metadata"]["name"] for p in informer.by_index(BY_CONTROLLER, "owner-1")} == {"p1", "p9"}
+        assert {p["metadata"]["name"] for p in informer.by_index(BY_CONTROLLER, owner_uid)} == {"p1", "p9"}
     finally:
         await informer.stop()
