@@ -98,8 +98,9 @@ const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
 
 impl ListenerSeries {
     /// Counts one finished exchange.
-    pub fn exchange(&self, labels: &ListenerLabels, e: &Exchange) {
+    pub fn exchange(&self, e: &Exchange) {
         let Some(h) = &self.http else { return };
+        let labels = &self.labels;
         let p = e.protocol.index();
         let class = observe::class_index(e.status);
         let slot = (p * METHODS.len() + e.method as usize) * CODE_CLASSES.len() + class;

@@ -41,11 +41,7 @@ impl<'a> Tap<'a> {
         } else {
             s.server(data, Instant::now());
         }
-        if s.has_exchanges() {
-            for e in s.take() {
-                self.series.exchange(&self.series.labels, &e);
-            }
-        }
+        count(self.series, &mut s);
     }
 
     /// Whether the session still wants bytes.
@@ -62,11 +58,7 @@ impl<'a> Tap<'a> {
     fn skipped(&self, from_client: bool, n: u64) {
         let mut s = self.session.lock().unwrap_or_else(|e| e.into_inner());
         s.skipped(from_client, n, Instant::now());
-        if s.has_exchanges() {
-            for e in s.take() {
-                self.series.exchange(&self.series.labels, &e);
-            }
-        }
+        count(self.series, &mut s);
     }
 
     /// The connection ended: counts what was still open, and returns the protocol seen.
@@ -74,10 +66,17 @@ impl<'a> Tap<'a> {
         let mut s = self.session.into_inner().unwrap_or_else(|e| e.into_inner());
         let protocol = s.protocol();
         s.finish(Instant::now(), clean);
-        for e in s.take() {
-            self.series.exchange(&self.series.labels, &e);
-        }
+        count(self.series, &mut s);
         protocol
+    }
+}
+
+/// Counts the exchanges a session finished in its listener's series.
+fn count(series: &ListenerSeries, s: &mut Session) {
+    if s.has_exchanges() {
+        for e in s.take() {
+            series.exchange(&e);
+        }
     }
 }
 
