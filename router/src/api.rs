@@ -8,9 +8,10 @@
 //!     `{"op":"addresses"}` -> where the router access and each listener are bound right now;
 //!     `{"op":"metrics"}` -> `{"text"}` (Prometheus text); `{"op":"ready"}` -> `{"ready","reason"}`;
 //!     `{"op":"links"}` -> `{"links":[{"name","peer","dialed","connections","streams","openStreams"}]}` (exact
-//!     counters of the links up now);
+//!     counters of the links up now); `{"op":"observe"}` -> every known router's advertisement and traffic report
+//!     (`crate::report`) with its age, and the network status: what a network observer reads;
 //! - the **metrics endpoint** (HTTP/1.1, GET only): `/metrics` (Prometheus text), `/healthz`, `/readyz`,
-//!   `/network`. Hand-written: four fixed GET answers on a local port do not justify an HTTP stack in the data
+//!   `/network`, `/observe` (as the control op). Hand-written: four fixed GET answers on a local port do not justify an HTTP stack in the data
 //!   plane; requests are bounded (8 KiB head, 5 s) and anything else gets 404/405/400.
 
 use std::path::Path;
@@ -39,6 +40,7 @@ enum Request {
     Metrics,
     Ready,
     Links,
+    Observe,
 }
 
 /// Applies a document to the running router, or starts the router with it.
@@ -123,6 +125,10 @@ async fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
         Request::Status => match router {
             Some(r) => json!({"ok": true, "generation": r.generation(), "problems": r.problems()}),
             None => json!({"ok": true, "generation": 0, "problems": []}),
+        },
+        Request::Observe => match router {
+            Some(r) => r.observe(),
+            None => json!({"ok": false, "problems": ["no document applied yet"]}),
         },
         Request::Links => json!({"ok": true, "links": router.map(|r| r.link_counters()).unwrap_or_default()}),
         Request::Metrics => json!({"ok": true, "text": router.map(|r| r.metrics_text()).unwrap_or_default()}),
@@ -271,6 +277,10 @@ pub async fn serve_http(slot: Slot, listener: TcpListener) {
                     },
                     "/network" => match router {
                         Some(r) => ("200 OK", "application/json", r.network_status().to_string()),
+                        None => ("503 Service Unavailable", "text/plain", "no document applied yet\n".to_string()),
+                    },
+                    "/observe" => match router {
+                        Some(r) => ("200 OK", "application/json", r.observe().to_string()),
                         None => ("503 Service Unavailable", "text/plain", "no document applied yet\n".to_string()),
                     },
                     _ => ("404 Not Found", "text/plain", "not found\n".to_string()),

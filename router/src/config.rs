@@ -30,7 +30,7 @@ pub struct Document {
     pub remote_routes: Vec<serde_json::Value>,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Site {
     pub id: String,

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod mux;
 pub mod observe;
 pub mod pump;
+pub mod report;
 pub mod router;
 pub mod tls;
 

@@ -19,8 +19,17 @@ pub const MAX_SEQ_AHEAD_US: u64 = 60 * 1_000_000;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "t", rename_all = "lowercase")]
 pub enum Message {
-    Hello { router: String, site: Site },
-    Ad { ad: Advert },
+    Hello {
+        router: String,
+        site: Site,
+    },
+    Ad {
+        ad: Advert,
+    },
+    /// A router's traffic report (`crate::report`), flooded as advertisements are.
+    Report {
+        report: crate::report::Report,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

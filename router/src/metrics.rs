@@ -9,6 +9,7 @@ use prometheus_client::registry::Registry;
 use std::sync::OnceLock;
 
 use crate::observe::{self, Exchange, Protocol, CODE_CLASSES, METHODS};
+use crate::report::{HttpCount, HttpTotals};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ListenerLabels {
@@ -81,6 +82,8 @@ pub struct ListenerSeries {
     pub mode: observe::Mode,
     /// Connections by what the observer saw them as: HTTP/1, HTTP/2, plain TCP.
     pub observed: [Counter; 3],
+    /// Client connections refused (every reason), for the listener's traffic report.
+    pub refusals: Counter,
     http: Option<HttpSeries>,
 }
 
@@ -92,6 +95,8 @@ struct HttpSeries {
     latency: [Histogram; 2],
     request_bytes: [Counter; 2],
     response_bytes: [Counter; 2],
+    /// Summed latency per protocol in microseconds (the histogram does not give its sum back).
+    latency_us: [Counter; 2],
 }
 
 const PROTOCOLS: [Protocol; 2] = [Protocol::Http1, Protocol::Http2];
@@ -117,8 +122,42 @@ impl ListenerSeries {
         });
         counter.inc();
         h.latency[p].observe(e.latency.as_secs_f64());
+        h.latency_us[p].inc_by(e.latency.as_micros() as u64);
         h.request_bytes[p].inc_by(e.request_bytes);
         h.response_bytes[p].inc_by(e.response_bytes);
+    }
+
+    /// The listener's HTTP counts so far: requests by protocol, method and status class, and totals per protocol.
+    pub fn http_report(&self) -> (Vec<HttpCount>, Vec<HttpTotals>) {
+        let Some(h) = &self.http else { return (vec![], vec![]) };
+        let mut counts = vec![];
+        for (slot, c) in h.requests.iter().enumerate() {
+            let Some(c) = c.get() else { continue };
+            let class = slot % CODE_CLASSES.len();
+            let method = (slot / CODE_CLASSES.len()) % METHODS.len();
+            let p = slot / (CODE_CLASSES.len() * METHODS.len());
+            counts.push(HttpCount {
+                protocol: PROTOCOLS[p].as_str().into(),
+                method: METHODS[method].into(),
+                code: CODE_CLASSES[class].into(),
+                requests: c.get(),
+            });
+        }
+        let totals = PROTOCOLS
+            .iter()
+            .enumerate()
+            .filter_map(|(p, proto)| {
+                let requests: u64 = counts.iter().filter(|c| c.protocol == proto.as_str()).map(|c| c.requests).sum();
+                (requests > 0).then(|| HttpTotals {
+                    protocol: proto.as_str().into(),
+                    requests,
+                    latency_us: h.latency_us[p].get(),
+                    request_bytes: h.request_bytes[p].get(),
+                    response_bytes: h.response_bytes[p].get(),
+                })
+            })
+            .collect();
+        (counts, totals)
     }
 
     /// Counts a connection that ended, as what it was observed to be.
@@ -186,6 +225,7 @@ impl Metrics {
             latency: PROTOCOLS.map(|p| self.http_latency.get_or_create(&by_protocol(p.as_str())).clone()),
             request_bytes: PROTOCOLS.map(|p| self.http_request_bytes.get_or_create(&by_protocol(p.as_str())).clone()),
             response_bytes: PROTOCOLS.map(|p| self.http_response_bytes.get_or_create(&by_protocol(p.as_str())).clone()),
+            latency_us: [Counter::default(), Counter::default()],
         });
         ListenerSeries {
             labels: l.clone(),
@@ -197,6 +237,7 @@ impl Metrics {
             duration: self.listener_duration.get_or_create(l).clone(),
             mode,
             observed: ["http1", "http2", "tcp"].map(|p| self.listener_observed.get_or_create(&by_protocol(p)).clone()),
+            refusals: Counter::default(),
             http,
         }
     }

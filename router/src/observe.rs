@@ -42,6 +42,14 @@ impl Mode {
             other => Err(format!("observer {:?} is not one of auto, none, http1, http2", crate::truncate(other, 64))),
         }
     }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Http1 => "http1",
+            Mode::Http2 => "http2",
+            Mode::None => "none",
+        }
+    }
 }
 
 /// The application protocol an exchange was seen in.

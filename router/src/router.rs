@@ -22,6 +22,7 @@ use crate::metrics::{
 };
 use crate::mux::{Conn, OnOpen, Role, StreamRx, StreamTx};
 use crate::pump::{self, Counts, End, Io};
+use crate::report::{self, FlowRecord, FlowRing, ListenerReport, Origins, Report, Reports, Taken, TargetReport};
 use crate::tls;
 
 /// Hops a stream may take before it is reset (a loop while routes converge cannot go on).
@@ -54,6 +55,8 @@ pub struct Target {
     pub open: AtomicUsize,
     pub cancel: CancellationToken,
     series: TargetSeries,
+    /// Connections by the router where their client connected (for the traffic report).
+    origins: Mutex<Origins>,
 }
 
 struct ListenerRun {
@@ -118,6 +121,15 @@ pub struct Router {
     /// The document's `router.metrics` endpoint being served (its address, its stop).
     pub metrics_http: Mutex<Option<(String, CancellationToken)>>,
     started: Instant,
+    /// When this process started (microseconds since the epoch): the traffic report's instance.
+    instance: u64,
+    /// Each Listener's series, kept across re-runs of the listener so its counts carry on.
+    listener_series: Mutex<HashMap<String, Arc<ListenerSeries>>>,
+    /// The newest traffic report of every other known router, this router's recent connections, and the last
+    /// report this router sent.
+    reports: Mutex<Reports>,
+    flows: Mutex<FlowRing>,
+    sent_report: Mutex<Option<Report>>,
 }
 
 /// Where a new connection goes.
@@ -181,6 +193,11 @@ impl Router {
             bound: Mutex::new(HashMap::new()),
             metrics_http: Mutex::new(None),
             started: Instant::now(),
+            instance: now_us(),
+            listener_series: Mutex::new(HashMap::new()),
+            reports: Mutex::new(Reports::new(doc.router_id())),
+            flows: Mutex::new(FlowRing::default()),
+            sent_report: Mutex::new(None),
         })
     }
 
@@ -245,6 +262,17 @@ impl Router {
                     me.recompute();
                 }
                 me.refresh_link_metrics();
+            }
+        });
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(report::REPORT_INTERVAL);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = me.shutdown.cancelled() => return,
+                }
+                me.send_report().await;
             }
         });
     }
@@ -337,6 +365,7 @@ impl Router {
                                 target: crate::truncate(t.key(), 200),
                                 routing_key: crate::truncate(&c.routing_key, 200),
                             }),
+                            origins: Mutex::new(Origins::default()),
                         })
                     }
                 };
@@ -450,6 +479,7 @@ impl Router {
 
         inner.generation += 1;
         inner.problems = problems.clone();
+        self.listener_series.lock().unwrap().retain(|name, _| doc.listeners.iter().any(|l| &l.name == name));
         inner.doc = Some(doc);
         let generation = inner.generation;
         drop(inner);
@@ -558,7 +588,17 @@ impl Router {
             routing_key: crate::truncate(&l.routing_key, 200),
         };
         let mode = crate::observe::Mode::parse(l.observer.as_deref()).unwrap_or(crate::observe::Mode::Auto);
-        let series = Arc::new(self.metrics.listener_series(&labels, mode));
+        let series = {
+            let mut all = self.listener_series.lock().unwrap();
+            match all.get(&l.name) {
+                Some(s) if s.labels == labels && s.mode == mode => s.clone(),
+                _ => {
+                    let s = Arc::new(self.metrics.listener_series(&labels, mode));
+                    all.insert(l.name.clone(), s.clone());
+                    s
+                }
+            }
+        };
         let mut changes = self.changed.subscribe();
         let host = if l.host.is_empty() { "0.0.0.0" } else { l.host.as_str() };
         let addr: SocketAddr =
@@ -645,6 +685,7 @@ impl Router {
         let labels = &series.labels;
         let refuse = |reason: &str, stream: &TcpStream| {
             let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
+            series.refusals.inc();
             self.metrics
                 .listener_refused
                 .get_or_create(&RefusalLabels {
@@ -663,14 +704,7 @@ impl Router {
             Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(stream)).await {
                 Ok(Ok(s)) => Io::Tls(Box::new(tokio_rustls::TlsStream::Server(s))),
                 _ => {
-                    self.metrics
-                        .listener_refused
-                        .get_or_create(&RefusalLabels {
-                            listener: labels.listener.clone(),
-                            routing_key: labels.routing_key.clone(),
-                            reason: "tls".into(),
-                        })
-                        .inc();
+                    self.refused(&series, "tls");
                     return;
                 }
             },
@@ -678,6 +712,7 @@ impl Router {
         series.total.inc();
         series.open.inc();
         let began = Instant::now();
+        let start_us = now_us();
         let counts = Counts::default();
         let tap = crate::observe::Session::new(series.mode).map(|s| pump::Tap::new(s, &series));
         let mut clean = false;
@@ -686,15 +721,16 @@ impl Router {
                 let _load = LoadGuard::new(&target.open);
                 match self.dial(&target).await {
                     Some(t) => {
-                        self.target_open(&target);
+                        self.target_open(&target, &self.id);
                         let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
                         let end = pump::socket_socket(client, t, self.buffer(), &counts, cancel, tap.as_ref()).await;
                         clean = end == End::Closed;
-                        self.target_close(&target, &counts, false);
+                        self.target_close(&target, &counts, false, &self.id);
+                        self.record_target_flow(&target, &self.id, start_us, &counts, false, clean);
                     }
                     None => {
                         client.set_reset_on_close();
-                        self.refused(labels, "dial_failed");
+                        self.refused(&series, "dial_failed");
                     }
                 }
             }
@@ -722,7 +758,7 @@ impl Router {
                                 reason,
                                 ResetReason::NoRoute | ResetReason::DialFailed | ResetReason::TtlExpired
                             ) {
-                                self.refused(labels, reason.as_str());
+                                self.refused(&series, reason.as_str());
                             }
                         }
                         group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -730,19 +766,33 @@ impl Router {
                     }
                     None => {
                         client.set_reset_on_close();
-                        self.refused(labels, "link_down");
+                        self.refused(&series, "link_down");
                     }
                 }
             }
         }
         let protocol = tap.and_then(|t| t.finish(clean));
         series.ended(protocol, began.elapsed().as_secs_f64());
+        self.flows.lock().unwrap().push(FlowRecord {
+            key: key.clone(),
+            listener: Some(series.labels.listener.clone()),
+            origin: self.id.clone(),
+            start_us,
+            end_us: now_us(),
+            bytes_in: counts.up.load(Ordering::Relaxed),
+            bytes_out: counts.down.load(Ordering::Relaxed),
+            protocol: protocol.map_or("tcp", |p| p.as_str()).into(),
+            outcome: if clean { "closed" } else { "reset" }.into(),
+            ..Default::default()
+        });
         series.open.dec();
         series.bytes_in.inc_by(counts.up.load(Ordering::Relaxed));
         series.bytes_out.inc_by(counts.down.load(Ordering::Relaxed));
     }
 
-    fn refused(&self, labels: &ListenerLabels, reason: &str) {
+    fn refused(&self, series: &ListenerSeries, reason: &str) {
+        series.refusals.inc();
+        let labels = &series.labels;
         self.metrics
             .listener_refused
             .get_or_create(&RefusalLabels {
@@ -779,21 +829,45 @@ impl Router {
         r
     }
 
-    fn target_open(&self, target: &Target) {
+    fn target_open(&self, target: &Target, origin: &str) {
         target.series.total.inc();
         target.series.open.inc();
+        target.origins.lock().unwrap().opened(origin);
     }
 
     /// Books a finished connection to a target (`counts.up` went to the target when `reversed` is false).
-    fn target_close(&self, target: &Target, counts: &Counts, reversed: bool) {
+    fn target_close(&self, target: &Target, counts: &Counts, reversed: bool, origin: &str) {
         target.series.open.dec();
-        let (to_target, from_target) = if reversed {
-            (counts.down.load(Ordering::Relaxed), counts.up.load(Ordering::Relaxed))
-        } else {
-            (counts.up.load(Ordering::Relaxed), counts.down.load(Ordering::Relaxed))
-        };
+        let (to_target, from_target) = directed(counts, reversed);
         target.series.bytes_out.inc_by(to_target);
         target.series.bytes_in.inc_by(from_target);
+        target.origins.lock().unwrap().closed(origin, to_target, from_target);
+    }
+
+    /// Keeps a finished connection to a target in the ring of recent connections.
+    fn record_target_flow(
+        &self,
+        target: &Target,
+        origin: &str,
+        start_us: u64,
+        counts: &Counts,
+        reversed: bool,
+        clean: bool,
+    ) {
+        let (to_target, from_target) = directed(counts, reversed);
+        self.flows.lock().unwrap().push(FlowRecord {
+            key: target.key.clone(),
+            connector: Some(target.connector.clone()),
+            target: Some(target.name.clone()),
+            origin: origin.to_owned(),
+            start_us,
+            end_us: now_us(),
+            bytes_in: to_target,
+            bytes_out: from_target,
+            protocol: "tcp".into(),
+            outcome: if clean { "closed" } else { "reset" }.into(),
+            ..Default::default()
+        });
     }
 
     /// A stream a neighbour opened: to a local target, onward to the next hop, or reset.
@@ -813,11 +887,15 @@ impl Router {
                         None => tx.reset(ResetReason::DialFailed).await,
                         Some(io) => {
                             tx.opened().await;
-                            me.target_open(&target);
+                            let start_us = now_us();
+                            me.target_open(&target, &open.origin);
                             let counts = Counts::default();
                             let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
-                            pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, pump::Watch::default()).await;
-                            me.target_close(&target, &counts, true);
+                            let end =
+                                pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, pump::Watch::default())
+                                    .await;
+                            me.target_close(&target, &counts, true, &open.origin);
+                            me.record_target_flow(&target, &open.origin, start_us, &counts, true, end == End::Closed);
                         }
                     }
                 }
@@ -1157,11 +1235,19 @@ impl Router {
             LinkLabels { link: crate::truncate(&group.name, 200), remote_router: crate::truncate(&group.peer, 200) };
         self.metrics.link_up.get_or_create(&labels).set(1);
         self.readvertise();
-        // the whole database to the new neighbour
+        // the whole database to the new neighbour, then the traffic reports known
         let all: Vec<Advert> = self.db.lock().unwrap().adverts.values().cloned().collect();
         let control = group.control();
         for ad in all {
             control.send_control(encode(&Message::Ad { ad })).await;
+        }
+        let reports: Vec<Report> = {
+            let mine = self.sent_report.lock().unwrap().clone();
+            let others = self.reports.lock().unwrap();
+            mine.into_iter().chain(others.reports.values().map(|(r, _)| r.clone())).collect()
+        };
+        for report in reports {
+            control.send_control(encode(&Message::Report { report })).await;
         }
         let mut hello_tick = tokio::time::interval(HELLO_INTERVAL);
         let mut check = tokio::time::interval(LIVENESS_CHECK);
@@ -1223,6 +1309,24 @@ impl Router {
                     ));
                 }
             }
+            Message::Report { report } => {
+                let known: std::collections::HashSet<String> =
+                    self.db.lock().unwrap().adverts.keys().cloned().collect();
+                let mine = self.sent_report.lock().unwrap().as_ref().map_or(0, |r| r.seq);
+                let taken =
+                    self.reports.lock().unwrap().offer(report.clone(), payload.len(), &known, mine, now_us(), now_s());
+                match taken {
+                    Taken::Kept => {
+                        let payload = Bytes::copy_from_slice(payload);
+                        self.send_to_neighbours(payload, Some(group));
+                    }
+                    Taken::Ignored => {}
+                    Taken::Refused(why) => {
+                        self.metrics.link_refusals.get_or_create(&ReasonLabels { reason: "report".into() }).inc();
+                        group.warn(why);
+                    }
+                }
+            }
             Message::Ad { ad } => {
                 let result = self.db.lock().unwrap().offer(ad.clone(), &self.limits, now_us());
                 match result {
@@ -1251,7 +1355,11 @@ impl Router {
     }
 
     async fn flood(&self, ad: &Advert, except: Option<&Arc<LinkGroup>>) {
-        let payload = encode(&Message::Ad { ad: ad.clone() });
+        self.send_to_neighbours(encode(&Message::Ad { ad: ad.clone() }), except);
+    }
+
+    /// Sends a control message to every neighbour but `except`, without waiting for any.
+    fn send_to_neighbours(&self, payload: Bytes, except: Option<&Arc<LinkGroup>>) {
         let groups: Vec<Arc<LinkGroup>> = self.neighbours.lock().unwrap().values().flatten().cloned().collect();
         for g in groups {
             if except.map(|e| Arc::ptr_eq(e, &g)).unwrap_or(false) {
@@ -1339,9 +1447,118 @@ impl Router {
         self.recompute();
     }
 
+    /// This router's traffic report now: its Listeners, its connector targets, its recent connections.
+    pub fn build_report(&self) -> Report {
+        let inner = self.inner.read().unwrap();
+        let series = self.listener_series.lock().unwrap();
+        let bound = self.bound.lock().unwrap();
+        let mut listeners = vec![];
+        if let Some(doc) = &inner.doc {
+            for l in &doc.listeners {
+                let Some(s) = series.get(&l.name) else { continue };
+                let (http, totals) = s.http_report();
+                let bound = bound.get(&l.name);
+                listeners.push(ListenerReport {
+                    name: l.name.clone(),
+                    key: l.routing_key.clone(),
+                    observer: s.mode.as_str().into(),
+                    host: bound.map_or_else(|| l.host.clone(), |a| a.ip().to_string()),
+                    port: bound.map_or(l.port, |a| a.port()),
+                    opened: s.total.get(),
+                    closed: s.closed.get(),
+                    open: s.open.get().max(0) as u64,
+                    refused: s.refusals.get(),
+                    bytes_in: s.bytes_in.get(),
+                    bytes_out: s.bytes_out.get(),
+                    http,
+                    totals,
+                });
+            }
+        }
+        let mut targets: Vec<TargetReport> = inner
+            .targets
+            .values()
+            .flatten()
+            .map(|t| TargetReport {
+                connector: t.connector.clone(),
+                name: t.name.clone(),
+                key: t.key.clone(),
+                host: t.host.clone(),
+                port: t.port,
+                process_id: t.process_id.clone(),
+                opened: t.series.total.get(),
+                open: t.series.open.get().max(0) as u64,
+                errors: t.series.errors.get(),
+                bytes_out: t.series.bytes_out.get(),
+                bytes_in: t.series.bytes_in.get(),
+                origins: t.origins.lock().unwrap().report(),
+            })
+            .collect();
+        targets.sort_by(|a, b| (&a.connector, &a.name, &a.key).cmp(&(&b.connector, &b.name, &b.key)));
+        Report {
+            router: self.id.clone(),
+            site: self.site.clone(),
+            seq: 0,
+            instance: self.instance,
+            listeners,
+            targets,
+            flows: self.flows.lock().unwrap().recent(),
+        }
+    }
+
+    /// Sends this router's traffic report to every neighbour when it changed since the last one.
+    async fn send_report(&self) {
+        let fresh = self.build_report();
+        let changed = self.sent_report.lock().unwrap().as_ref().is_none_or(|last| !last.same_content(&fresh));
+        if !changed {
+            return;
+        }
+        let seq = {
+            let last = self.sent_report.lock().unwrap().as_ref().map_or(0, |r| r.seq);
+            now_us().max(last + 1)
+        };
+        let (report, _) = report::encode_bounded(Report { seq, ..fresh }, |r| {
+            serde_json::to_vec(&Message::Report { report: r.clone() }).expect("report serializes")
+        });
+        *self.sent_report.lock().unwrap() = Some(report.clone());
+        self.send_to_neighbours(encode(&Message::Report { report }), None);
+    }
+
+    /// What an observer needs from this router: every known router's advertisement and traffic report (this
+    /// router's own built now), and this router's network status.
+    pub fn observe(&self) -> serde_json::Value {
+        let adverts: Vec<Advert> = {
+            let db = self.db.lock().unwrap();
+            let mut v: Vec<Advert> = db.adverts.values().cloned().collect();
+            v.sort_by(|a, b| a.router.cmp(&b.router));
+            v
+        };
+        let now = now_s();
+        let mut reports =
+            vec![serde_json::json!({"report": Report { seq: now_us(), ..self.build_report() }, "age": 0.0})];
+        {
+            let others = self.reports.lock().unwrap();
+            let mut v: Vec<&(Report, f64)> = others.reports.values().collect();
+            v.sort_by(|a, b| a.0.router.cmp(&b.0.router));
+            for (r, at) in v {
+                reports.push(serde_json::json!({"report": r, "age": (now - at).max(0.0)}));
+            }
+        }
+        serde_json::json!({
+            "ok": true,
+            "router": self.id,
+            "site": self.site,
+            "adverts": adverts,
+            "reports": reports,
+            "network": self.network_status(),
+        })
+    }
+
     fn recompute(&self) {
         let routes = {
             let db = self.db.lock().unwrap();
+            let known: std::collections::HashSet<String> = db.adverts.keys().cloned().collect();
+            self.reports.lock().unwrap().retain_known(&known);
             linkstate::routes(&db.adverts, &self.id)
         };
         let changed = {
@@ -1543,6 +1760,16 @@ impl Router {
 
 /// Connector targets and listeners of one routing key at one site.
 type NamesPerKey = (std::collections::BTreeSet<String>, std::collections::BTreeSet<String>);
+
+/// Bytes (to the target, from the target) of a connection's counts.
+fn directed(counts: &Counts, reversed: bool) -> (u64, u64) {
+    let (up, down) = (counts.up.load(Ordering::Relaxed), counts.down.load(Ordering::Relaxed));
+    if reversed {
+        (down, up)
+    } else {
+        (up, down)
+    }
+}
 
 fn encode(m: &Message) -> Bytes {
     Bytes::from(serde_json::to_vec(m).expect("message serializes"))

@@ -313,6 +313,67 @@ async fn key_floods_and_impersonating_hellos_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_reports_cross_the_link_and_hostile_ones_are_refused() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let west = router(&s.west);
+    // West's observe answer carries East's report: East's target counted the connection that came from West
+    wait_for("East's report at West", LIMIT, || {
+        let o = west.observe();
+        o["reports"].as_array().unwrap().iter().any(|r| {
+            r["report"]["router"] == "east"
+                && r["report"]["targets"].as_array().is_some_and(|t| {
+                    t.iter().any(|t| t["origins"].as_array().unwrap().iter().any(|o| o["router"] == "west"))
+                })
+        })
+    })
+    .await;
+    let evil_cert = leaf(&s.west_ca, "evil", &[]);
+    let access = west.access_address().unwrap();
+    let mut evil = hostile::connect(access, &s.west_ca.pem, &evil_cert, "evil").await;
+    evil.hello("evil").await;
+    let report = |router: &str, seq: u64, flows: usize| {
+        let flows: Vec<Value> = (0..flows)
+            .map(|i| {
+                json!({"id": i, "key": "k", "origin": router, "startUs": 0,
+                                                          "endUs": 0, "bytesIn": 0, "bytesOut": 0,
+                                                          "protocol": "tcp", "outcome": "closed"})
+            })
+            .collect();
+        json!({"t": "report", "report": {"router": router, "site": {"id": router, "name": router}, "seq": seq,
+               "instance": 1, "listeners": [], "targets": [], "flows": flows}})
+    };
+    // in West's own name, and overfull: refused with warnings; about an unknown router: dropped
+    evil.control(&report("west", now_us(), 0)).await;
+    evil.control(&report("evil", now_us(), 100)).await;
+    evil.control(&report("nobody", now_us(), 1)).await;
+    wait_for("both refusals as warnings on the link", LIMIT, || {
+        let w = west.network_status()["incoming"].to_string();
+        w.contains("a report in this router's name") && w.contains("100 flows")
+    })
+    .await;
+    let routers: Vec<String> = west.observe()["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["report"]["router"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!routers.contains(&"nobody".to_string()) && !routers.contains(&"evil".to_string()), "{routers:?}");
+    // a report of its own within bounds is taken (the sender is a known router now)
+    evil.control(&json!({"t": "ad", "ad": {"router": "evil", "site": {"id": "evil", "name": "evil"},
+                         "seq": now_us(), "links": [], "peers": ["west"], "services": []}}))
+        .await;
+    evil.control(&report("evil", now_us(), 3)).await;
+    wait_for("the evil router's bounded report", LIMIT, || {
+        west.observe()["reports"].as_array().unwrap().iter().any(|r| r["report"]["router"] == "evil")
+    })
+    .await;
+    wait_answer(s.backend_port, "east-backend").await;
+    stop(&s.west);
+    stop(&s.east);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_connections_share_one_link() {
     let s = two_sites("east").await;
     wait_answer(s.backend_port, "east-backend").await;

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import yaml
 
 from devenv.network_demo import EXAMPLES_DIR as NETWORK_EXAMPLES_DIR
 from devenv.network_demo import format_network, probe_network, wait_network_ready
+from devenv.observer import show_observer
 from devenv.reach import format_reach, probe_listeners, unexpected
 from devenv.up import (
     Console,
@@ -33,6 +35,9 @@ from devenv.up import (
     serve_until_stopped,
 )
 from operator_runtime.objects import items, mapping
+
+#: The namespace of the service-network example (examples/service-network/).
+NETWORK_NAMESPACE = "hello-world"
 
 #: The ``listener-operator demo`` help line (a command of the ``listener_operator.commands`` entry-point group).
 HELP = "run the local cluster and the examples, then show the result"
@@ -64,6 +69,8 @@ _PATH_HINT = ("The commands (listener-operator, kubesim, skupper, service-networ
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_local_arguments(parser)
     parser.add_argument("--examples", type=Path, default=EXAMPLES_DIR, help="directory of example manifests")
+    parser.add_argument("--observer-port", type=int, default=0,
+                        help="loopback port of the network observer's console (default: any free port; printed)")
     parser.add_argument("--network-examples", type=Path, default=NETWORK_EXAMPLES_DIR,
                         help="directory of the service-network example manifests (Site, Listener, Connector)")
     parser.add_argument("--once", action="store_true", help="exit after the summary (exit code 0 only if everything "
@@ -309,7 +316,7 @@ async def run(args: argparse.Namespace) -> int:
         objects = load_examples(args.examples)
         network_objects = load_examples(args.network_examples)
         console.line(f"listener-operator demo: {options.nodes} simulated nodes, preset {options.preset}")
-        async with LocalCluster(options, console) as cluster:
+        async with LocalCluster(options, console) as cluster, contextlib.AsyncExitStack() as observers:
             await apply_examples(cluster, objects + network_objects)
             console.step(f"applied {len(objects)} example objects from {args.examples} and "
                          f"{len(network_objects)} from {args.network_examples}")
@@ -320,6 +327,9 @@ async def run(args: argparse.Namespace) -> int:
             if not network_ok:
                 console.line("The service-network example did not come up (see above).")
                 reachable = False
+            else:
+                await show_observer(cluster.sim.api, NETWORK_NAMESPACE, "the hello-world site", console, observers,
+                                    sites=1, port=args.observer_port)
             console.line()
             if progress.done and not reachable:
                 console.line("Some published addresses did not answer (see FAILED above).")

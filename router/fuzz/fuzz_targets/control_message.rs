@@ -1,5 +1,5 @@
 //! A CONTROL payload as a linked router could send it: parsed, checked against the limits and offered to a
-//! link-state database; never a panic.
+//! link-state database (an advertisement) or to the reports kept (a traffic report); never a panic.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use snrouter::config::{Limits, Site};
@@ -16,9 +16,18 @@ fuzz_target!(|data: &[u8]| {
         services: vec![],
     };
     let mut db = Db::new(me);
-    if let Message::Ad { ad } = message {
-        let _ = db.offer(ad, &Limits::default(), 1_000_000);
-        let _ = snrouter::linkstate::routes(&db.adverts, "me");
-        db.purge(100.0, 10.0);
+    match message {
+        Message::Ad { ad } => {
+            let _ = db.offer(ad, &Limits::default(), 1_000_000);
+            let _ = snrouter::linkstate::routes(&db.adverts, "me");
+            db.purge(100.0, 10.0);
+        }
+        Message::Report { report } => {
+            let mut reports = snrouter::report::Reports::new("me");
+            let known: std::collections::HashSet<String> = [report.router.clone()].into_iter().collect();
+            let _ = reports.offer(report, data.len(), &known, 5, 1_000_000, 0.0);
+            reports.retain_known(&std::collections::HashSet::new());
+        }
+        Message::Hello { .. } => {}
     }
 });
