@@ -32,6 +32,8 @@ pub const MAX_ORIGINS: usize = 64;
 pub const OTHER_ORIGIN: &str = "other";
 /// Listeners plus targets one report may list.
 pub const MAX_ENTRIES: usize = 8192;
+/// Links one report may list.
+pub const MAX_LINKS: usize = 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -107,6 +109,18 @@ pub struct TargetReport {
     pub origins: Vec<OriginCount>,
 }
 
+/// A link up at the reporting router, with the stream bytes it carried since the router started (dialer's view:
+/// `bytesOut` toward the peer).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkReport {
+    pub name: String,
+    pub peer: String,
+    pub dialed: bool,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+}
+
 /// One finished connection, as the router where it was seen tells it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
@@ -147,6 +161,8 @@ pub struct Report {
     pub targets: Vec<TargetReport>,
     #[serde(default)]
     pub flows: Vec<FlowRecord>,
+    #[serde(default)]
+    pub links: Vec<LinkReport>,
 }
 
 impl Report {
@@ -158,6 +174,7 @@ impl Report {
             && self.listeners == other.listeners
             && self.targets == other.targets
             && self.flows == other.flows
+            && self.links == other.links
     }
 }
 
@@ -204,6 +221,12 @@ pub fn check_report(r: &Report, encoded_len: usize) -> Result<(), String> {
         if t.origins.iter().any(|o| !short(&o.router)) {
             return Err("an origin of a report is malformed".into());
         }
+    }
+    if r.links.len() > MAX_LINKS {
+        return Err(format!("a report lists {} links (limit {MAX_LINKS})", r.links.len()));
+    }
+    if r.links.iter().any(|l| l.name.len() > MAX_NAME || !short(&l.peer)) {
+        return Err("a link entry of a report is malformed".into());
     }
     for f in &r.flows {
         let names = [Some(&f.key), f.listener.as_ref(), f.connector.as_ref(), f.target.as_ref()];
@@ -425,6 +448,9 @@ mod tests {
         long.listeners.push(ListenerReport { name: "x".repeat(3 * MAX_NAME), ..Default::default() });
         let why = check_report(&long, 10).unwrap_err();
         assert!(why.len() < 200);
+        let mut links = report("a", 1);
+        links.links = vec![LinkReport { name: "l".into(), peer: "p".into(), ..Default::default() }; MAX_LINKS + 1];
+        assert!(check_report(&links, 10).is_err());
         let mut origins = report("a", 1);
         origins.targets.push(TargetReport {
             origins: vec![OriginCount { router: "o".into(), ..Default::default() }; MAX_ORIGINS + 2],

@@ -22,7 +22,9 @@ use crate::metrics::{
 };
 use crate::mux::{Conn, OnOpen, Role, StreamRx, StreamTx};
 use crate::pump::{self, Counts, End, Io};
-use crate::report::{self, FlowRecord, FlowRing, ListenerReport, Origins, Report, Reports, Taken, TargetReport};
+use crate::report::{
+    self, FlowRecord, FlowRing, LinkReport, ListenerReport, Origins, Report, Reports, Taken, TargetReport,
+};
 use crate::tls;
 
 /// Hops a stream may take before it is reset (a loop while routes converge cannot go on).
@@ -1495,6 +1497,29 @@ impl Router {
             })
             .collect();
         targets.sort_by(|a, b| (&a.connector, &a.name, &a.key).cmp(&(&b.connector, &b.name, &b.key)));
+        drop((inner, series, bound));
+        let mut links: Vec<LinkReport> = {
+            let n = self.neighbours.lock().unwrap();
+            n.values()
+                .flatten()
+                .filter(|g| g.is_up())
+                .map(|g| {
+                    let labels = LinkLabels {
+                        link: crate::truncate(&g.name, 200),
+                        remote_router: crate::truncate(&g.peer, 200),
+                    };
+                    LinkReport {
+                        name: g.name.clone(),
+                        peer: g.peer.clone(),
+                        dialed: g.dialed,
+                        bytes_out: self.metrics.link_bytes_out.get_or_create(&labels).get(),
+                        bytes_in: self.metrics.link_bytes_in.get_or_create(&labels).get(),
+                    }
+                })
+                .collect()
+        };
+        links.sort_by(|a, b| (&a.name, &a.peer, a.dialed).cmp(&(&b.name, &b.peer, b.dialed)));
+        links.dedup();
         Report {
             router: self.id.clone(),
             site: self.site.clone(),
@@ -1503,6 +1528,7 @@ impl Router {
             listeners,
             targets,
             flows: self.flows.lock().unwrap().recent(),
+            links,
         }
     }
 

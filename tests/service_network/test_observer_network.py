@@ -135,6 +135,14 @@ async def test_the_observer_of_one_router_sees_the_whole_network_and_counts_exac
         links = (await get(s, f"{api}/routerlinks"))["results"]
         assert sorted((x["sourceSiteName"], x["destinationSiteName"], x["status"], x["cost"]) for x in links) == [
             ("middle", "east", "up", 1), ("west", "middle", "up", 1)]
+
+
+        async def links_carried() -> bool:
+            found = (await get(s, f"{api}/routerlinks"))["results"]
+            return len(found) == 2 and all(x["octetCount"] > 0 and x["octetReverseCount"] > 0 for x in found)
+
+        # the client's bytes crossed both links, each way (link counters are refreshed every second)
+        await wait_until(links_carried, within=10, what="both links' byte counts")
         [service] = (await get(s, f"{api}/services"))["results"]
         assert service["name"] == "backend" and service["isBound"] and service["observedApplicationProtocols"] == [
             "http1"]

@@ -33,7 +33,9 @@ def advert(router: str, links: list[dict[str, Any]] | None = None, peers: list[s
 
 
 def snapshot(*, west_opened: int = 5, instance: int = 1, flows: int = 2, requests: int = 7) -> dict[str, Any]:
-    west = {"router": "west", "site": site("west"), "seq": 2, "instance": instance, "listeners": [{
+    west = {"router": "west", "site": site("west"), "seq": 2, "instance": instance,
+            "links": [{"name": "to-middle", "peer": "middle", "dialed": True, "bytesOut": 300 * instance,
+                       "bytesIn": 600}], "listeners": [{
         "name": "backend", "key": "backend", "observer": "auto", "host": "127.0.0.1", "port": 8080,
         "opened": west_opened, "closed": west_opened, "open": 0, "refused": 1, "bytesIn": 100, "bytesOut": 200,
         "http": [{"protocol": "HTTP/1.1", "method": "GET", "code": "2xx", "requests": requests},
@@ -44,7 +46,7 @@ def snapshot(*, west_opened: int = 5, instance: int = 1, flows: int = 2, request
         {"connector": "backend", "name": "pod-1", "key": "backend", "host": "127.0.0.9", "port": 9376,
          "opened": 5, "open": 0, "errors": 0, "bytesOut": 100, "bytesIn": 200,
          "origins": [{"router": "west", "opened": 5, "closed": 5, "bytesOut": 100, "bytesIn": 200}]}],
-        "flows": [{"id": i + 1, "key": "backend", "connector": "backend", "target": "pod-1", "origin": "west",
+        "links": [], "flows": [{"id": i + 1, "key": "backend", "connector": "backend", "target": "pod-1", "origin": "west",
                    "startUs": NOW - 10, "endUs": NOW - 5, "bytesIn": 20, "bytesOut": 40, "protocol": "tcp",
                    "outcome": "closed"} for i in range(flows)]}
     return {
@@ -76,6 +78,8 @@ def test_sites_routers_and_links_in_upstreams_shape() -> None:
     assert {r["name"] for r in net.records["routers"]} == {"west", "middle", "east"}
     links = {(link["routerName"], link["name"]): link for link in net.records["routerlinks"]}
     assert links[("west", "to-middle")]["status"] == "up" and links[("west", "to-middle")]["cost"] == 1
+    assert (links[("west", "to-middle")]["octetCount"], links[("west", "to-middle")]["octetReverseCount"]) == (
+        300, 600)
     assert links[("middle", "to-east")]["destinationSiteName"] == "east"
     # a configured link that is down is known from the observed router's status
     assert links[("west", "to-nowhere")]["status"] == "down"

@@ -117,6 +117,10 @@ def counters_of(report: Mapping[str, Any]) -> dict[Key, int]:
         for o in tgt.get("origins") or []:
             for f in ("opened", "closed", "bytesOut", "bytesIn"):
                 out[("origin", conn, name, _str(o.get("router")), f)] = _int(o.get(f))
+    for link in report.get("links") or []:
+        if isinstance(link, dict) and link.get("dialed") is True:
+            for f in ("bytesOut", "bytesIn"):
+                out[("link", _str(link.get("name"), ""), _str(link.get("peer")), f)] = _int(link.get(f))
     return out
 
 
@@ -240,7 +244,8 @@ class _Builder:
                     **self.base(ident("link", router, _str(link.get("name")), to)),
                     "routerId": ident("router", router), "routerName": router, "name": _str(link.get("name")),
                     "cost": _int(link.get("cost")), "role": "inter-router", "status": "up" if up else "down",
-                    "octetCount": 0, "octetReverseCount": 0,
+                    "octetCount": self.total(router, "link", _str(link.get("name"), ""), to, "bytesOut"),
+                    "octetReverseCount": self.total(router, "link", _str(link.get("name"), ""), to, "bytesIn"),
                     "routerAccessId": ident("access", to) if to in self.router_site else None,
                     "destinationRouterId": ident("router", to) if to in self.router_site else None,
                     "destinationRouterName": to, "sourceSiteId": src_id, "sourceSiteName": src_name,
