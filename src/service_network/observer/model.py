@@ -177,6 +177,7 @@ class _Builder:
             if isinstance(site, dict) and isinstance(site.get("id"), str):
                 self.router_site.setdefault(source["router"], site)
         self.net = Network(time_us=now_us)
+        self._http_keys: dict[str, dict[str, list[Key]]] = {}
 
     def base(self, identity: str) -> dict[str, Any]:
         return {"identity": identity, "startTime": self.state._start(identity, self.now), "endTime": 0}
@@ -383,13 +384,13 @@ class _Builder:
                 for f in ("opened", "closed", "refused", "bytesIn", "bytesOut"):
                     t[f] += self.total(router, "listener", name, f)
                 t["open"] += _int(lst.get("open"))
-                for k in self.state.totals.keys(router):
-                    if k[0] == "http" and k[1] == name:
+                for k in self.http_keys(router).get(name, ()):
+                    if k[0] == "http":
                         n = self.state.totals.get(router, k)
                         t["requests"][k[4]] = t["requests"].get(k[4], 0) + n
                         t["methods"][k[3]] = t["methods"].get(k[3], 0) + n
                         t["httpRequests"] += n
-                    elif k[0] == "httptotal" and k[1] == name and k[3] == "latencyUs":
+                    elif k[3] == "latencyUs":
                         t["latencyUs"] += self.state.totals.get(router, k)
         return out
 
@@ -493,6 +494,17 @@ class _Builder:
         self.net.traffic["sitepairs"] = traffic
         self.net.traffic["flows"] = flows
 
+    def http_keys(self, router: str) -> dict[str, list[Key]]:
+        """A router's HTTP counter keys by listener name (grouped once per snapshot: cost flat per listener)."""
+        cached = self._http_keys.get(router)
+        if cached is None:
+            cached = {}
+            for k in self.state.totals.keys(router):
+                if k[0] in ("http", "httptotal"):
+                    cached.setdefault(k[1], []).append(k)
+            self._http_keys[router] = cached
+        return cached
+
     def requests(self) -> list[dict[str, Any]]:
         """HTTP requests per listener's site and routing key, by method and status class (the destination is
         not known where requests are observed: at the listener)."""
@@ -501,8 +513,8 @@ class _Builder:
             site_id, site_name = self.site_of(router)
             for lst in report.get("listeners") or []:
                 name, key = _str(lst.get("name"), ""), _str(lst.get("key"), "")
-                for k in sorted(self.state.totals.keys(router)):
-                    if k[0] != "http" or k[1] != name:
+                for k in sorted(self.http_keys(router).get(name, ())):
+                    if k[0] != "http":
                         continue
                     labels = flow_labels((site_id, site_name, CLIENTS_COMPONENT, f"{site_name} clients"),
                                          ("", "", "", ""), key, _PROTOCOLS.get(k[2], "unknown"))
