@@ -264,7 +264,8 @@ impl Reports {
     }
 
     /// Offers a report that arrived over a link. `mine` is the sequence number of the last report this router
-    /// sent: its own report flooded back is an echo (ignored); one in its name above that is a forgery (refused).
+    /// sent (at least when this process started): its own report flooded back, or one of its previous run that
+    /// neighbours still hold, is an echo (ignored); one in its name above that is a forgery (refused).
     pub fn offer(
         &mut self,
         r: Report,

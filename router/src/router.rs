@@ -1314,7 +1314,9 @@ impl Router {
             Message::Report { report } => {
                 let known: std::collections::HashSet<String> =
                     self.db.lock().unwrap().adverts.keys().cloned().collect();
-                let mine = self.sent_report.lock().unwrap().as_ref().map_or(0, |r| r.seq);
+                // this router's own report flooded back, or one of a previous run of this router, is an echo
+                let mine =
+                    self.sent_report.lock().unwrap().as_ref().map_or(self.instance, |r| r.seq.max(self.instance));
                 let taken =
                     self.reports.lock().unwrap().offer(report.clone(), payload.len(), &known, mine, now_us(), now_s());
                 match taken {

@@ -143,9 +143,12 @@ def test_published_addresses_validates_listener_status_shape() -> None:
 def test_reader_never_sees_a_half_written_tree(tmp_path: Path) -> None:
     """While one thread alternates between two complete trees, every version a reader finds published is complete.
 
-    The reader resolves ``..data`` once and reads everything through that version, checking afterwards that the
-    version was still the published one (same link, same directory inode): reads that overlapped a swap are
-    retried, as with any lock-free reader. An in-place or non-atomic writer fails this test, because the version
+    The reader resolves ``..data`` once and reads everything through that version (``default-address`` too: the
+    top-level link only names ``..data/default-address``, which resolves anew on each read), checking afterwards
+    that the version was still the published one (same link, same directory inode): reads that overlapped a swap
+    are retried, as with any lock-free reader. Versions are named by content, so a retired version can come back
+    under its name while a read is under way; it comes back complete (built aside, then renamed), which is what
+    makes reads through the version's name safe. An in-place or non-atomic writer fails this test, because the version
     it publishes is incomplete while it is current.
     """
     target = tmp_path / "mount"
@@ -178,7 +181,7 @@ def test_reader_never_sees_a_half_written_tree(tmp_path: Path) -> None:
             try:
                 before = published()
                 snapshot = read_tree(target / before[0])
-                default = (target / "default-address" / "address").read_text()
+                default = (target / before[0] / "default-address" / "address").read_text()
                 after = published()
             except FileNotFoundError:
                 continue  # the version was retired while reading: re-resolve
@@ -186,6 +189,7 @@ def test_reader_never_sees_a_half_written_tree(tmp_path: Path) -> None:
                 continue
             assert snapshot in expected
             assert default == next(iter(snapshot))  # default-address points into the same published version
+            assert os.readlink(target / "default-address") == "..data/default-address"
             consistent_reads += 1
     finally:
         stop.set()
