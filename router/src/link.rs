@@ -153,6 +153,14 @@ impl LinkGroup {
         out
     }
 
+    /// The link's metric labels (names cut to 200 bytes).
+    pub fn labels(&self) -> crate::metrics::LinkLabels {
+        crate::metrics::LinkLabels {
+            link: crate::truncate(&self.name, 200),
+            remote_router: crate::truncate(&self.peer, 200),
+        }
+    }
+
     pub fn control(&self) -> Conn {
         self.conns.read().unwrap()[0].clone()
     }

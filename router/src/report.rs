@@ -14,7 +14,7 @@
 //! objects, grow memory, or displace another router's report except by outbidding it with the same sequence rules
 //! that apply to advertisements.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -263,18 +263,11 @@ impl Reports {
         Reports { me: me.to_owned(), reports: HashMap::new() }
     }
 
-    /// Offers a report that arrived over a link. `mine` is the sequence number of the last report this router
-    /// sent (at least when this process started): its own report flooded back, or one of its previous run that
-    /// neighbours still hold, is an echo (ignored); one in its name above that is a forgery (refused).
-    pub fn offer(
-        &mut self,
-        r: Report,
-        encoded_len: usize,
-        known: &HashSet<String>,
-        mine: u64,
-        now_us: u64,
-        now: f64,
-    ) -> Taken {
+    /// Offers a report that arrived over a link; `known`: whether the link-state database knows its router. `mine`
+    /// is the sequence number of the last report this router sent (at least when this process started): its own
+    /// report flooded back, or one of its previous run that neighbours still hold, is an echo (ignored); one in its
+    /// name above that is a forgery (refused).
+    pub fn offer(&mut self, r: Report, encoded_len: usize, known: bool, mine: u64, now_us: u64, now: f64) -> Taken {
         if let Err(why) = check_report(&r, encoded_len) {
             return Taken::Refused(why);
         }
@@ -290,7 +283,7 @@ impl Reports {
                 crate::truncate(&r.router, 100)
             ));
         }
-        if !known.contains(&r.router) {
+        if !known {
             return Taken::Ignored;
         }
         if let Some((kept, _)) = self.reports.get(&r.router) {
@@ -303,9 +296,9 @@ impl Reports {
     }
 
     /// Forgets the reports of routers no longer known; true when one went.
-    pub fn retain_known(&mut self, known: &HashSet<String>) -> bool {
+    pub fn retain_known(&mut self, known: impl Fn(&str) -> bool) -> bool {
         let before = self.reports.len();
-        self.reports.retain(|router, _| known.contains(router));
+        self.reports.retain(|router, _| known(router));
         self.reports.len() != before
     }
 }
@@ -399,6 +392,7 @@ pub fn encode_bounded(mut r: Report, encode: impl Fn(&Report) -> Vec<u8>) -> (Re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     fn site(id: &str) -> Site {
         Site { id: id.into(), name: id.into(), namespace: None }
@@ -412,17 +406,23 @@ mod tests {
         names.iter().map(|s| s.to_string()).collect()
     }
 
+    /// Offers `r` as the router does: known when the database (`k`) has its router.
+    fn offer(db: &mut Reports, r: Report, k: &HashSet<String>, mine: u64) -> Taken {
+        let known = k.contains(&r.router);
+        db.offer(r, 10, known, mine, 100, 0.0)
+    }
+
     #[test]
     fn reports_of_known_routers_are_kept_when_newer() {
         let mut db = Reports::new("me");
         let k = known(&["a"]);
-        assert_eq!(db.offer(report("a", 5), 10, &k, 0, 100, 0.0), Taken::Kept);
-        assert_eq!(db.offer(report("a", 5), 10, &k, 0, 100, 0.0), Taken::Ignored);
-        assert_eq!(db.offer(report("a", 4), 10, &k, 0, 100, 0.0), Taken::Ignored);
-        assert_eq!(db.offer(report("a", 6), 10, &k, 0, 100, 0.0), Taken::Kept);
+        assert_eq!(offer(&mut db, report("a", 5), &k, 0), Taken::Kept);
+        assert_eq!(offer(&mut db, report("a", 5), &k, 0), Taken::Ignored);
+        assert_eq!(offer(&mut db, report("a", 4), &k, 0), Taken::Ignored);
+        assert_eq!(offer(&mut db, report("a", 6), &k, 0), Taken::Kept);
         assert_eq!(db.reports["a"].0.seq, 6);
         // unknown routers create nothing
-        assert_eq!(db.offer(report("b", 7), 10, &k, 0, 100, 0.0), Taken::Ignored);
+        assert_eq!(offer(&mut db, report("b", 7), &k, 0), Taken::Ignored);
         assert_eq!(db.reports.len(), 1);
     }
 
@@ -430,11 +430,11 @@ mod tests {
     fn reports_in_this_routers_name_or_from_the_future_are_refused() {
         let mut db = Reports::new("me");
         let k = known(&["me", "a"]);
-        assert!(matches!(db.offer(report("me", 5), 10, &k, 0, 100, 0.0), Taken::Refused(_)));
+        assert!(matches!(offer(&mut db, report("me", 5), &k, 0), Taken::Refused(_)));
         // its own report flooded back is an echo
-        assert_eq!(db.offer(report("me", 5), 10, &k, 5, 100, 0.0), Taken::Ignored);
+        assert_eq!(offer(&mut db, report("me", 5), &k, 5), Taken::Ignored);
         let far = 100 + MAX_SEQ_AHEAD_US + 1;
-        assert!(matches!(db.offer(report("a", far), 10, &k, 0, 100, 0.0), Taken::Refused(_)));
+        assert!(matches!(offer(&mut db, report("a", far), &k, 0), Taken::Refused(_)));
         assert!(db.reports.is_empty());
     }
 
@@ -463,10 +463,10 @@ mod tests {
     #[test]
     fn forgetting_routers_drops_their_reports() {
         let mut db = Reports::new("me");
-        db.offer(report("a", 1), 10, &known(&["a", "b"]), 0, 100, 0.0);
-        db.offer(report("b", 1), 10, &known(&["a", "b"]), 0, 100, 0.0);
-        assert!(db.retain_known(&known(&["b"])));
-        assert!(!db.retain_known(&known(&["b"])));
+        offer(&mut db, report("a", 1), &known(&["a", "b"]), 0);
+        offer(&mut db, report("b", 1), &known(&["a", "b"]), 0);
+        assert!(db.retain_known(|r| r == "b"));
+        assert!(!db.retain_known(|r| r == "b"));
         assert_eq!(db.reports.keys().collect::<Vec<_>>(), vec!["b"]);
     }
 

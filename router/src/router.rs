@@ -18,7 +18,7 @@ use crate::frame::{Open, ResetReason};
 use crate::link::{self, AcceptorHello, DialerHello, KeyLoad, LinkGroup};
 use crate::linkstate::{self, AdLink, Advert, Db, Message, Offer, Refusal, Service};
 use crate::metrics::{
-    LinkLabels, ListenerLabels, ListenerSeries, Metrics, ReasonLabels, RefusalLabels, TargetLabels, TargetSeries,
+    ListenerLabels, ListenerSeries, Metrics, ReasonLabels, RefusalLabels, TargetLabels, TargetSeries,
 };
 use crate::mux::{Conn, OnOpen, Role, StreamRx, StreamTx};
 use crate::pump::{self, Counts, End, Io};
@@ -684,21 +684,9 @@ impl Router {
         acceptor: Option<tokio_rustls::TlsAcceptor>,
         cancel: CancellationToken,
     ) {
-        let labels = &series.labels;
-        let refuse = |reason: &str, stream: &TcpStream| {
-            let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
-            series.refusals.inc();
-            self.metrics
-                .listener_refused
-                .get_or_create(&RefusalLabels {
-                    listener: labels.listener.clone(),
-                    routing_key: labels.routing_key.clone(),
-                    reason: reason.into(),
-                })
-                .inc();
-        };
         let Some(dest) = self.choose(&key, None) else {
-            refuse("no_route", &stream);
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+            self.refused(&series, "no_route");
             return;
         };
         let client = match acceptor {
@@ -727,8 +715,7 @@ impl Router {
                         let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
                         let end = pump::socket_socket(client, t, self.buffer(), &counts, cancel, tap.as_ref()).await;
                         clean = end == End::Closed;
-                        self.target_close(&target, &counts, false, &self.id);
-                        self.record_target_flow(&target, &self.id, start_us, &counts, false, clean);
+                        self.target_close(&target, &counts, false, &self.id, start_us, clean);
                     }
                     None => {
                         client.set_reset_on_close();
@@ -837,26 +824,14 @@ impl Router {
         target.origins.lock().unwrap().opened(origin);
     }
 
-    /// Books a finished connection to a target (`counts.up` went to the target when `reversed` is false).
-    fn target_close(&self, target: &Target, counts: &Counts, reversed: bool, origin: &str) {
+    /// Books a finished connection to a target (`counts.up` went to the target when `reversed` is false) and keeps
+    /// it in the ring of recent connections.
+    fn target_close(&self, target: &Target, counts: &Counts, reversed: bool, origin: &str, start_us: u64, clean: bool) {
         target.series.open.dec();
         let (to_target, from_target) = directed(counts, reversed);
         target.series.bytes_out.inc_by(to_target);
         target.series.bytes_in.inc_by(from_target);
         target.origins.lock().unwrap().closed(origin, to_target, from_target);
-    }
-
-    /// Keeps a finished connection to a target in the ring of recent connections.
-    fn record_target_flow(
-        &self,
-        target: &Target,
-        origin: &str,
-        start_us: u64,
-        counts: &Counts,
-        reversed: bool,
-        clean: bool,
-    ) {
-        let (to_target, from_target) = directed(counts, reversed);
         self.flows.lock().unwrap().push(FlowRecord {
             key: target.key.clone(),
             connector: Some(target.connector.clone()),
@@ -896,8 +871,7 @@ impl Router {
                             let end =
                                 pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, pump::Watch::default())
                                     .await;
-                            me.target_close(&target, &counts, true, &open.origin);
-                            me.record_target_flow(&target, &open.origin, start_us, &counts, true, end == End::Closed);
+                            me.target_close(&target, &counts, true, &open.origin, start_us, end == End::Closed);
                         }
                     }
                 }
@@ -1233,8 +1207,7 @@ impl Router {
     /// Runs a link's control channel until the link is lost; returns why.
     async fn run_group(self: Arc<Self>, group: Arc<LinkGroup>, mut ctl: mpsc::UnboundedReceiver<Bytes>) -> String {
         self.neighbours.lock().unwrap().entry(group.peer.clone()).or_default().push(group.clone());
-        let labels =
-            LinkLabels { link: crate::truncate(&group.name, 200), remote_router: crate::truncate(&group.peer, 200) };
+        let labels = group.labels();
         self.metrics.link_up.get_or_create(&labels).set(1);
         self.readvertise();
         // the whole database to the new neighbour, then the traffic reports known
@@ -1312,13 +1285,11 @@ impl Router {
                 }
             }
             Message::Report { report } => {
-                let known: std::collections::HashSet<String> =
-                    self.db.lock().unwrap().adverts.keys().cloned().collect();
+                let known = self.db.lock().unwrap().adverts.contains_key(&report.router);
                 // this router's own report flooded back, or one of a previous run of this router, is an echo
                 let mine =
                     self.sent_report.lock().unwrap().as_ref().map_or(self.instance, |r| r.seq.max(self.instance));
-                let taken =
-                    self.reports.lock().unwrap().offer(report.clone(), payload.len(), &known, mine, now_us(), now_s());
+                let taken = self.reports.lock().unwrap().offer(report, payload.len(), known, mine, now_us(), now_s());
                 match taken {
                     Taken::Kept => {
                         let payload = Bytes::copy_from_slice(payload);
@@ -1506,10 +1477,7 @@ impl Router {
                 .flatten()
                 .filter(|g| g.is_up())
                 .map(|g| {
-                    let labels = LinkLabels {
-                        link: crate::truncate(&g.name, 200),
-                        remote_router: crate::truncate(&g.peer, 200),
-                    };
+                    let labels = g.labels();
                     LinkReport {
                         name: g.name.clone(),
                         peer: g.peer.clone(),
@@ -1585,8 +1553,7 @@ impl Router {
     fn recompute(&self) {
         let routes = {
             let db = self.db.lock().unwrap();
-            let known: std::collections::HashSet<String> = db.adverts.keys().cloned().collect();
-            self.reports.lock().unwrap().retain_known(&known);
+            self.reports.lock().unwrap().retain_known(|router| db.adverts.contains_key(router));
             linkstate::routes(&db.adverts, &self.id)
         };
         let changed = {
@@ -1607,8 +1574,7 @@ impl Router {
     pub fn refresh_link_metrics(&self) {
         let n = self.neighbours.lock().unwrap();
         for g in n.values().flatten() {
-            let labels =
-                LinkLabels { link: crate::truncate(&g.name, 200), remote_router: crate::truncate(&g.peer, 200) };
+            let labels = g.labels();
             self.metrics.link_streams_open.get_or_create(&labels).set(g.open_streams() as i64);
             let rtt = g.control().rtt_us();
             if rtt > 0 {

@@ -4,7 +4,6 @@ mod support;
 
 use std::net::SocketAddr;
 
-use serde_json::json;
 use support::*;
 
 /// A Listener on this router whose routing key has one local target (the echo Pod); returns the router and the
@@ -12,11 +11,7 @@ use support::*;
 async fn local_listener() -> (snrouter::api::Slot, tokio::net::TcpStream) {
     let target = echo("local-pod").await;
     let port = free_port();
-    let mut d = doc("solo");
-    d["listeners"] = json!([{"name": "l", "routingKey": "k", "host": "127.0.0.1", "port": port}]);
-    d["connectors"] = json!([{"name": "c", "routingKey": "k", "port": target.port(),
-                              "targets": [{"host": "127.0.0.1", "name": "pod"}]}]);
-    let r = start(&d);
+    let r = start(&solo_doc("l", port, target, "pod"));
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let start_at = std::time::Instant::now();
     let conn = loop {

@@ -295,11 +295,7 @@ async fn an_observed_body_cut_short_by_the_client_still_half_closes() {
     // target sees the end, and its answer comes back.
     let target = sink().await;
     let port = free_port();
-    let mut d = doc("solo");
-    d["listeners"] = json!([{"name": "up", "routingKey": "k", "host": "127.0.0.1", "port": port}]);
-    d["connectors"] = json!([{"name": "c", "routingKey": "k", "port": target.port(),
-                              "targets": [{"host": "127.0.0.1", "name": "sink"}]}]);
-    let r = start(&d);
+    let r = start(&solo_doc("up", port, target, "sink"));
     wait_listening(port).await;
     let mut s = TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap();
     let head = b"POST /up HTTP/1.1\r\nContent-Length: 1000000000\r\n\r\n";

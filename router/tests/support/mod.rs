@@ -77,6 +77,16 @@ pub fn doc(id: &str) -> Value {
            "tlsProfiles": [], "listeners": [], "connectors": [], "routerAccess": [], "links": []})
 }
 
+/// A router `solo` with one Listener (`listener`, key `k`, on 127.0.0.1:`port`) and one connector `c` whose one
+/// target (`target_name`) is `target`.
+pub fn solo_doc(listener: &str, port: u16, target: SocketAddr, target_name: &str) -> Value {
+    let mut d = doc("solo");
+    d["listeners"] = json!([{"name": listener, "routingKey": "k", "host": "127.0.0.1", "port": port}]);
+    d["connectors"] = json!([{"name": "c", "routingKey": "k", "port": target.port(),
+                              "targets": [{"host": target.ip().to_string(), "name": target_name}]}]);
+    d
+}
+
 pub fn start(document: &Value) -> Slot {
     let slot: Slot = Arc::new(Mutex::new(None));
     let r = api::apply(&slot, Document::parse(&document.to_string()).expect("valid document"));
