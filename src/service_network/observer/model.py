@@ -178,6 +178,7 @@ class _Builder:
                 self.router_site.setdefault(source["router"], site)
         self.net = Network(time_us=now_us)
         self._http_keys: dict[str, dict[str, list[Key]]] = {}
+        self._target_processes: dict[str, dict[tuple[str, str], str]] = {}
 
     def base(self, identity: str) -> dict[str, Any]:
         return {"identity": identity, "startTime": self.state._start(identity, self.now), "endTime": 0}
@@ -366,6 +367,16 @@ class _Builder:
         given = tgt.get("processId")
         return ident("process", site_id, given if isinstance(given, str) and given else _str(tgt.get("name")))
 
+    def target_processes(self, router: str) -> dict[tuple[str, str], str]:
+        """A router's process identities by (connector, target name), made once per snapshot (not per flow)."""
+        cached = self._target_processes.get(router)
+        if cached is None:
+            cached = {}
+            for tgt in (self.reports.get(router) or {}).get("targets") or []:
+                cached.setdefault((_str(tgt.get("connector")), _str(tgt.get("name"))), self.process_id(router, tgt))
+            self._target_processes[router] = cached
+        return cached
+
     def clients_id(self, router: str) -> str:
         site_id, _ = self.site_of(router)
         return ident("process", site_id, "clients")
@@ -373,14 +384,15 @@ class _Builder:
     def service_traffic(self, keys: Iterable[str]) -> dict[str, Any]:
         """Per routing key, cumulative: connections and bytes through listeners, HTTP requests by status class
         and method, HTTP latency sum; what the console turns into rates."""
-        out: dict[str, Any] = {k: {"opened": 0, "closed": 0, "refused": 0, "bytesIn": 0, "bytesOut": 0, "open": 0,
-                                   "requests": {}, "methods": {}, "httpRequests": 0, "latencyUs": 0} for k in keys}
+        def empty() -> dict[str, Any]:
+            return {"opened": 0, "closed": 0, "refused": 0, "bytesIn": 0, "bytesOut": 0, "open": 0, "requests": {},
+                    "methods": {}, "httpRequests": 0, "latencyUs": 0}
+
+        out: dict[str, Any] = {k: empty() for k in keys}
         for router, report in self.reports.items():
             for lst in report.get("listeners") or []:
                 name, key = _str(lst.get("name"), ""), _str(lst.get("key"), "")
-                t = out.setdefault(key, {"opened": 0, "closed": 0, "refused": 0, "bytesIn": 0, "bytesOut": 0,
-                                         "open": 0, "requests": {}, "methods": {}, "httpRequests": 0,
-                                         "latencyUs": 0})
+                t = out.setdefault(key, empty())
                 for f in ("opened", "closed", "refused", "bytesIn", "bytesOut"):
                     t[f] += self.total(router, "listener", name, f)
                 t["open"] += _int(lst.get("open"))
@@ -421,11 +433,7 @@ class _Builder:
         dst_site, dst_name = self.site_of(router)
         component = _str(flow.get("connector"))
         target = _str(flow.get("target"))
-        dest_pid = self.process_id(router, {"name": target})
-        for tgt in (self.reports.get(router) or {}).get("targets") or []:
-            if tgt.get("connector") == component and tgt.get("name") == target:
-                dest_pid = self.process_id(router, tgt)
-                break
+        dest_pid = self.target_processes(router).get((component, target)) or self.process_id(router, {"name": target})
         start, end = _int(flow.get("startUs")), _int(flow.get("endUs"))
         src_pid = self.clients_id(origin)
         key = _str(flow.get("key"), "")
