@@ -8,6 +8,9 @@ from types import MappingProxyType
 API_GROUP = "skupper.io"
 API_VERSION = "v2alpha1"
 GROUP_VERSION = f"{API_GROUP}/{API_VERSION}"
+#: The group of upstream's NetworkObserver (its network-observer chart as a resource).
+OBSERVABILITY_GROUP = "observability.skupper.io"
+OBSERVABILITY_GROUP_VERSION = f"{OBSERVABILITY_GROUP}/{API_VERSION}"
 
 #: Deployment, ServiceAccount, Role, RoleBinding and ConfigMap of a site's router (one per site; HA is part 2).
 ROUTER_NAME = "skupper-router"

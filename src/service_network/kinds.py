@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from operator_runtime.kinds import ResourceInfo
 
-from .constants import GROUP_VERSION
+from .constants import GROUP_VERSION, OBSERVABILITY_GROUP_VERSION
 
 SITE = ResourceInfo(GROUP_VERSION, "Site", "sites", namespaced=True)
 LISTENER = ResourceInfo(GROUP_VERSION, "Listener", "listeners", namespaced=True)
@@ -19,3 +19,4 @@ ATTACHED_CONNECTOR_BINDING = ResourceInfo(GROUP_VERSION, "AttachedConnectorBindi
 MULTI_KEY_LISTENER = ResourceInfo(GROUP_VERSION, "MultiKeyListener", "multikeylisteners", namespaced=True)
 CERTIFICATE = ResourceInfo(GROUP_VERSION, "Certificate", "certificates", namespaced=True)
 SECURED_ACCESS = ResourceInfo(GROUP_VERSION, "SecuredAccess", "securedaccesses", namespaced=True)
+NETWORK_OBSERVER = ResourceInfo(OBSERVABILITY_GROUP_VERSION, "NetworkObserver", "networkobservers", namespaced=True)

@@ -24,7 +24,7 @@ from kubesim.cluster.runtime.registry import ContainerSpec
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from operator_runtime.api import WRITE_VERBS
-from service_network.crd.generate import all_crds
+from service_network.crd.generate import installed_crds
 from service_network.site.command import ControllerOptions, SiteControllerProcess
 from service_network.site.resources import RouterOptions
 
@@ -234,7 +234,7 @@ async def site_environment(namespace: str = NS) -> AsyncIterator[SiteEnv]:
     state = Path(tempfile.mkdtemp(prefix="sn", dir="/tmp"))
     try:
         async with KubeSim(nodes=1, state_dir=state) as sim:
-            for crd in all_crds():
+            for crd in installed_crds():
                 await sim.api.create(CRD_RESOURCE, crd)
             assert sim.cluster is not None
             load_project_image(sim.cluster.runtime)

@@ -15,11 +15,11 @@ import pytest
 from site_support import CRD_RESOURCE, NS, SiteEnv
 
 from kubesim.sim import KubeSim
-from service_network.crd.generate import all_crds
+from service_network.crd.generate import installed_crds
 from service_network.crd.maintenance import FIELD_MANAGER_CRDS, INSTALL_HINT
 from service_network.site.command import ControllerOptions, SiteControllerProcess, add_arguments
 
-NAMES = sorted(crd["metadata"]["name"] for crd in all_crds())
+NAMES = sorted(crd["metadata"]["name"] for crd in installed_crds())
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ async def test_with_maintenance_disabled_it_waits_for_the_administrator(
         assert await crd_names(bare) == []
         assert not process.crds_established.is_set() and process.controller.synced is False
 
-        for crd in all_crds():                   # `service-network crd | kubectl apply -f -`
+        for crd in installed_crds():             # `service-network crd | kubectl apply -f -`
             await bare.api.create(CRD_RESOURCE, crd)
         await bare.wait_for(lambda: _synced(process), 15, "the controller started")
         for name in NAMES:

@@ -18,7 +18,7 @@ import yaml
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from service_network.cli import main as cli_main
-from service_network.crd.generate import all_crds
+from service_network.crd.generate import all_crds, installed_crds, network_observer_crd
 
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 
@@ -196,4 +196,18 @@ def test_crd_command_prints_the_crds() -> None:
     out = io.StringIO()
     with redirect_stdout(out):
         assert cli_main(["crd"]) == 0
-    assert list(yaml.safe_load_all(out.getvalue())) == all_crds()
+    assert list(yaml.safe_load_all(out.getvalue())) == installed_crds() == [*all_crds(), network_observer_crd()]
+
+
+def test_the_network_observer_crd_is_upstreams() -> None:
+    crd = network_observer_crd()
+    assert crd["metadata"]["name"] == "networkobservers.observability.skupper.io"
+    assert (crd["spec"]["group"], crd["spec"]["scope"]) == ("observability.skupper.io", "Namespaced")
+    assert crd["spec"]["names"] == {"kind": "NetworkObserver", "plural": "networkobservers",
+                                    "singular": "networkobserver", "listKind": "NetworkObserverList"}
+    (version,) = crd["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"], version["subresources"]) == (
+        "v2alpha1", True, True, {"status": {}})
+    properties = version["schema"]["openAPIV3Schema"]["properties"]
+    for part in ("spec", "status"):
+        assert properties[part] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}

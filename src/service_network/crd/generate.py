@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from operator_runtime import crdgen
 
-from ..constants import API_GROUP, API_VERSION
+from ..constants import API_GROUP, API_VERSION, OBSERVABILITY_GROUP
 from .models import (
     AccessGrantSpec,
     AccessGrantStatus,
@@ -37,7 +37,7 @@ from .models import (
     SiteStatus,
 )
 
-__all__ = ["all_crds", "crds_yaml"]
+__all__ = ["all_crds", "crds_yaml", "installed_crds", "network_observer_crd"]
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -178,5 +178,22 @@ def all_crds() -> list[dict[str, Any]]:
             certificate_crd(), secured_access_crd()]
 
 
+def network_observer_crd() -> dict[str, Any]:
+    """``networkobservers.observability.skupper.io``, as upstream's: spec and status are free-form (the spec is the
+    values of upstream's network-observer chart; :mod:`service_network.networkobserver.values` checks them)."""
+    free = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = crdgen.object_schema("A network observer of the site in its namespace: the API, metrics and console of "
+                                  "the network the site's router sees. The spec takes the values of upstream's "
+                                  "network-observer chart.", {"spec": dict(free), "status": dict(free)}, ())
+    return crdgen.custom_resource_definition(group=OBSERVABILITY_GROUP, version=API_VERSION, kind="NetworkObserver",
+                                             plural="networkobservers", singular="networkobserver",
+                                             scope="Namespaced", schema=schema, status=True)
+
+
+def installed_crds() -> list[dict[str, Any]]:
+    """What an install applies: the ``skupper.io`` CRDs, then ``observability.skupper.io``'s NetworkObserver."""
+    return [*all_crds(), network_observer_crd()]
+
+
 def crds_yaml() -> str:
-    return crdgen.crds_yaml(all_crds())
+    return crdgen.crds_yaml(installed_crds())

@@ -23,9 +23,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from .access import Htpasswd, ServerTls
 from .metrics import metrics_text
 from .model import Network, ObserverState, SnapshotError, parse_snapshot
 from .query import QueryError, list_answer, run_query
+from .routers import FixedRouter, RouterSource
 
 __all__ = ["CONSOLE_DIR", "KINDS", "Observer", "make_app"]
 
@@ -53,45 +55,62 @@ def now_us() -> int:
 
 
 class Observer:
-    """Keeps the network as the router last told it, and how the last poll went."""
+    """Keeps the network as the router last told it, and how the last poll went. ``routers`` says where routers
+    answer (a fixed URL, or the site's router Pods); the one that answered last is asked first."""
 
-    def __init__(self, router_url: str, *, interval: float = 2.0) -> None:
-        self.router_url = router_url.rstrip("/")
+    def __init__(self, routers: str | RouterSource, *, interval: float = 2.0) -> None:
+        self.routers: RouterSource = FixedRouter(routers) if isinstance(routers, str) else routers
         self.interval = interval
         self.state = ObserverState(version=_version())
         self.error: str | None = "no answer from the router yet"
         self.polls = 0
         self.updated_us = 0
+        self.router_url = ""
+        self.refreshers: list[Callable[[], None]] = []    # run before each poll (files that may change)
 
     @property
     def network(self) -> Network:
         return self.state.last
 
+    async def _read(self, session: aiohttp.ClientSession, url: str) -> Any:
+        async with session.get(f"{url}/observe") as resp:
+            if resp.status != 200:
+                text = (await resp.content.read(300)).decode(errors="replace")
+                raise SnapshotError(f"the router answered {resp.status}: {text.strip()}")
+            body = await resp.content.read(MAX_SNAPSHOT_BYTES + 1)
+            if len(body) > MAX_SNAPSHOT_BYTES:
+                raise SnapshotError(f"the router's answer is longer than {MAX_SNAPSHOT_BYTES} bytes")
+        return parse_snapshot(json.loads(body))
+
     async def poll_once(self, session: aiohttp.ClientSession) -> None:
-        try:
-            async with session.get(f"{self.router_url}/observe") as resp:
-                if resp.status != 200:
-                    text = (await resp.content.read(300)).decode(errors="replace")
-                    raise SnapshotError(f"the router answered {resp.status}: {text.strip()}")
-                body = await resp.content.read(MAX_SNAPSHOT_BYTES + 1)
-                if len(body) > MAX_SNAPSHOT_BYTES:
-                    raise SnapshotError(f"the router's answer is longer than {MAX_SNAPSHOT_BYTES} bytes")
-            snapshot = parse_snapshot(json.loads(body))
-        except (aiohttp.ClientError, TimeoutError, SnapshotError, ValueError) as e:
-            message = str(e) or type(e).__name__
-            if message != self.error:
-                log.warning("observing %s: %s", self.router_url, message[:300])
-            self.error = message[:300]
+        urls = self.routers.urls()
+        if self.router_url in urls:
+            urls.remove(self.router_url)
+            urls.insert(0, self.router_url)
+        errors: list[str] = []
+        for url in urls[:8]:
+            try:
+                snapshot = await self._read(session, url)
+            except (aiohttp.ClientError, TimeoutError, SnapshotError, ValueError) as e:
+                errors.append(f"{url}: {str(e) or type(e).__name__}")
+                continue
+            self.state.take(snapshot, now_us())
+            self.error = None
+            self.router_url = url
+            self.polls += 1
+            self.updated_us = now_us()
             return
-        self.state.take(snapshot, now_us())
-        self.error = None
-        self.polls += 1
-        self.updated_us = now_us()
+        message = ("; ".join(errors) or "no router Pod is running yet")[:300]
+        if message != self.error:
+            log.warning("observing the network: %s", message)
+        self.error = message
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=max(5.0, self.interval * 2))
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
+                for refresh in self.refreshers:
+                    refresh()
                 await self.poll_once(session)
                 await asyncio.sleep(self.interval)
 
@@ -104,8 +123,22 @@ def _not_found() -> web.Response:
     return _json({"code": "ErrNotFound", "message": ""}, 404)
 
 
-def make_app(observer: Observer) -> web.Application:
-    app = web.Application()
+_UNAUTHORIZED = {"WWW-Authenticate": 'Basic realm="Skupper Network Observer", charset="UTF-8"'}
+
+
+def make_app(observer: Observer, users: Htpasswd | None = None) -> web.Application:
+    """The API, console and metrics; with ``users``, the API (``/api/``) asks for basic authentication, as
+    upstream's proxy does."""
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                           ) -> web.StreamResponse:
+        if users is not None and request.path.startswith("/api/") and not users.allows(
+                request.headers.get("Authorization")):
+            return web.json_response({"code": "ErrUnauthorized", "message": "sign in with a user of the "
+                                      "observer's htpasswd Secret"}, status=401, headers={**_HEADERS, **_UNAUTHORIZED})
+        return await handler(request)
+
+    app = web.Application(middlewares=[authenticate])
 
     def listing(records: list[dict[str, Any]], request: web.Request) -> web.Response:
         params = {k: request.query.getall(k) for k in request.query}
@@ -169,7 +202,11 @@ def make_app(observer: Observer) -> web.Application:
     app.router.add_get("/api/v2alpha1/{kind}", kind_list)
     app.router.add_get("/api/v2alpha1/{kind}/{id}", kind_one)
     app.router.add_get("/api/v2alpha1/{kind}/{id}/{sub}", sub_list)
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok", headers=_HEADERS)
+
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
     app.router.add_get("/", static("index.html"))
     for path in sorted(CONSOLE_DIR.iterdir()):
         if path.suffix in _TYPES:
@@ -177,25 +214,50 @@ def make_app(observer: Observer) -> web.Application:
     return app
 
 
-async def serve(router_url: str, host: str, port: int, *, interval: float = 2.0,
-                ready: Callable[[int], None] | None = None) -> None:
-    """Runs the observer until cancelled; ``ready`` gets the bound port."""
-    observer = Observer(router_url, interval=interval)
-    runner = web.AppRunner(make_app(observer), access_log=None)
+def metrics_app(observer: Observer) -> web.Application:
+    """``/metrics`` alone (upstream's ``-listen-metrics`` server)."""
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=metrics_text(lambda: observer.network),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+async def _start(app: web.Application, host: str, port: int, tls: ServerTls | None = None
+                 ) -> tuple[web.AppRunner, int]:
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=tls.context if tls is not None else None)
     await site.start()
     server = getattr(site, "_server", None)
     sockets = getattr(server, "sockets", None) or []
-    bound = sockets[0].getsockname()[1] if sockets else port
-    log.info("network observer on http://%s:%s/ (router %s)", host, bound, router_url)
-    if ready is not None:
-        ready(bound)
-    poller = asyncio.create_task(observer.run())
+    return runner, sockets[0].getsockname()[1] if sockets else port
+
+
+async def serve(routers: str | RouterSource, host: str, port: int, *, interval: float = 2.0,
+                ready: Callable[[int], None] | None = None, tls: ServerTls | None = None,
+                users: Htpasswd | None = None, metrics_address: tuple[str, int] | None = None) -> None:
+    """Runs the observer until cancelled; ``ready`` gets the bound port. ``tls``: serve HTTPS; ``users``: the API
+    asks for basic authentication; ``metrics_address``: also serve ``/metrics`` alone there."""
+    observer = Observer(routers, interval=interval)
+    observer.refreshers += [x.refresh for x in (tls, users) if x is not None]
+    runners: list[web.AppRunner] = []
+    poller: asyncio.Task[None] | None = None
     try:
+        runner, bound = await _start(make_app(observer, users), host, port, tls)
+        runners.append(runner)
+        if metrics_address is not None:
+            runners.append((await _start(metrics_app(observer), *metrics_address))[0])
+        log.info("network observer on %s://%s:%s/", "https" if tls else "http", host, bound)
+        if ready is not None:
+            ready(bound)
+        poller = asyncio.create_task(observer.run())
         await asyncio.Event().wait()
     finally:
-        poller.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await poller
-        await runner.cleanup()
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+        for runner in runners:
+            await runner.cleanup()

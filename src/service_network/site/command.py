@@ -155,6 +155,7 @@ class SiteControllerProcess:
         self.metrics = ControllerMetrics()
         self._on_request = on_request
         self.controller: Any = None
+        self.observers: Any = None
         self.leading: LeadingWork | None = None
         self.health: HealthServer | None = None
         self.crds_established = asyncio.Event()
@@ -162,6 +163,8 @@ class SiteControllerProcess:
     async def run(self, stop: asyncio.Event) -> int:
         from operator_runtime.config import make_api
 
+        from ..networkobserver.compose import ObserverOptions
+        from ..networkobserver.controller import NetworkObserverController
         from .controller import SiteController, SiteControllerOptions
 
         opts = self.options
@@ -174,6 +177,9 @@ class SiteControllerProcess:
             watch_namespace=opts.watch_namespace, controller_namespace=opts.leader_election_namespace,
             version=package_version(), grant_server_address=opts.grant_server_address,
             grant_server_url=opts.grant_server_url, certificate_validity=opts.certificate_validity))
+        self.observers = NetworkObserverController(
+            api, recorder=recorder, watch_namespace=opts.watch_namespace, resync_seconds=opts.resync_period or None,
+            options=ObserverOptions(image=opts.router.image, image_pull_policy=opts.router.image_pull_policy))
         try:
             if opts.http_address is not None:
                 self.health = HealthServer(self.metrics, ready=self._ready, before_scrape=self.controller.observe)
@@ -181,7 +187,7 @@ class SiteControllerProcess:
                 log.info("serving /metrics, /healthz, /readyz on %s:%d", opts.http_address[0], port)
             lease = LeaseOptions(opts.leader_election_name, opts.leader_election_namespace, opts.identity,
                                  opts.lease_duration, opts.renew_deadline, opts.retry_period) if opts.leader_elect else None
-            self.leading = LeadingWork(api, self.controller.run, lease, on_leading=self.metrics.is_leader.set)
+            self.leading = LeadingWork(api, self._reconcile_all, lease, on_leading=self.metrics.is_leader.set)
             # CRD requests are not the controller's (its request metrics and hook leave them out)
             control = asyncio.create_task(self._control(KubeApi(api.transport), self.leading), name="controller")
             return await self.leading.run_until(stop, control)
@@ -194,19 +200,33 @@ class SiteControllerProcess:
         """CRD maintenance and the Established wait, then the controller (behind the Lease if elected)."""
         from operator_runtime.crdmaintenance import ensure_crds
 
-        from ..crd.generate import all_crds
+        from ..crd.generate import installed_crds
         from ..crd.maintenance import MAINTENANCE
 
-        await ensure_crds(api, all_crds(), maintain=self.options.maintain_crds, how=MAINTENANCE)
+        await ensure_crds(api, installed_crds(), maintain=self.options.maintain_crds, how=MAINTENANCE)
         self.crds_established.set()
         await leading.start()
+
+    async def _reconcile_all(self) -> None:
+        """The site controller and the NetworkObserver controller, together (one ends: both end)."""
+        tasks = [asyncio.create_task(self.controller.run(), name="site-controller"),
+                 asyncio.create_task(self.observers.run(), name="networkobserver-controller")]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _ready(self) -> bool:
         if not self.crds_established.is_set():
             return False     # never ready while the CRDs are not served
         if self.leading is not None and self.leading.standing_by:
             return True      # a standby is healthy
-        return bool(self.controller is not None and self.controller.synced)
+        return bool(self.controller is not None and self.controller.synced and self.observers is not None
+                    and self.observers.synced)
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -59,6 +59,10 @@ CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
                                                 "attachedconnectorbindings/status", "multikeylisteners/status",
                                                 "certificates/status", "securedaccesses/status"],
      "verbs": ["get", "patch", "update"]},
+    # NetworkObservers (service_network.networkobserver): read, and their status
+    {"apiGroups": ["observability.skupper.io"], "resources": ["networkobservers"], "verbs": _READ},
+    {"apiGroups": ["observability.skupper.io"], "resources": ["networkobservers/status"],
+     "verbs": ["get", "patch", "update"]},
     {"apiGroups": [""], "resources": ["namespaces", "pods"], "verbs": _READ},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": [*_READ, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": [*_READ, "create", "patch", "delete"]},
