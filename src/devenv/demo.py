@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ RESOURCES = {
     ("skupper.io/v2alpha1", "Site"): "sites.skupper.io",
     ("skupper.io/v2alpha1", "Listener"): "listeners.skupper.io",
     ("skupper.io/v2alpha1", "Connector"): "connectors.skupper.io",
+    ("observability.skupper.io/v2alpha1", "NetworkObserver"): "networkobservers.observability.skupper.io",
     ("apps/v1", "StatefulSet"): "statefulsets.apps",
     ("apps/v1", "Deployment"): "deployments.apps",
     ("v1", "Service"): "services",
@@ -69,8 +69,6 @@ _PATH_HINT = ("The commands (listener-operator, kubesim, skupper, service-networ
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_local_arguments(parser)
     parser.add_argument("--examples", type=Path, default=EXAMPLES_DIR, help="directory of example manifests")
-    parser.add_argument("--observer-port", type=int, default=0,
-                        help="loopback port of the network observer's console (default: any free port; printed)")
     parser.add_argument("--network-examples", type=Path, default=NETWORK_EXAMPLES_DIR,
                         help="directory of the service-network example manifests (Site, Listener, Connector)")
     parser.add_argument("--once", action="store_true", help="exit after the summary (exit code 0 only if everything "
@@ -316,7 +314,7 @@ async def run(args: argparse.Namespace) -> int:
         objects = load_examples(args.examples)
         network_objects = load_examples(args.network_examples)
         console.line(f"listener-operator demo: {options.nodes} simulated nodes, preset {options.preset}")
-        async with LocalCluster(options, console) as cluster, contextlib.AsyncExitStack() as observers:
+        async with LocalCluster(options, console) as cluster:
             await apply_examples(cluster, objects + network_objects)
             console.step(f"applied {len(objects)} example objects from {args.examples} and "
                          f"{len(network_objects)} from {args.network_examples}")
@@ -328,8 +326,9 @@ async def run(args: argparse.Namespace) -> int:
                 console.line("The service-network example did not come up (see above).")
                 reachable = False
             else:
-                await show_observer(cluster.sim.api, NETWORK_NAMESPACE, "the hello-world site", console, observers,
-                                    sites=1, port=args.observer_port)
+                # the examples hold a NetworkObserver: the console of the hello-world site
+                await show_observer(cluster.sim.api, NETWORK_NAMESPACE, "the hello-world site", console, sites=1,
+                                    create=False)
             console.line()
             if progress.done and not reachable:
                 console.line("Some published addresses did not answer (see FAILED above).")

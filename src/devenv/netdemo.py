@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import os
 import time
@@ -70,9 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help=f"seconds to wait for the sites, the links and the first answer (default "
                              f"{DEFAULT_TIMEOUT:.0f})")
-    parser.add_argument("--observer-port", type=int, default=int(os.environ.get("NETWORK_DEMO_OBSERVER_PORT", "0")),
-                        help="loopback port of the network observer's console, attached to West's router "
-                             "(default: any free port; the URL is printed)")
     parser.add_argument("--state-dir", type=Path,
                         default=Path(os.environ.get("NETWORK_DEMO_STATE_DIR", ".state/network-demo")),
                         help="directory of each site's state, kubeconfig and logs: <dir>/<site> "
@@ -429,10 +425,9 @@ async def _sites_alone(demo: NetworkDemo) -> bool:
     return demo.west not in {str(s.get("name")) for s in items(site, "status", "network")}
 
 
-async def run_demo(sites: LocalSites, console: Console, limit_seconds: float,
-                   observers: contextlib.AsyncExitStack | None = None, observer_port: int = 0) -> bool:
-    """The demo's story on running sites; True when the client in West got through to East. With ``observers``,
-    a network observer attached to West's router runs until that stack closes and its console URL is printed."""
+async def run_demo(sites: LocalSites, console: Console, limit_seconds: float, observer: bool = True) -> bool:
+    """The demo's story on running sites; True when the client in West got through to East. With ``observer``, a
+    NetworkObserver in West, whose console URL and view of the network are printed."""
     demo = NetworkDemo(sites, console, limit_seconds)
     console.line()
     console.line("Sites:")
@@ -458,11 +453,10 @@ async def run_demo(sites: LocalSites, console: Console, limit_seconds: float,
     if ok:
         console.line(f"  path: client -> Service -> router in {' -> router in '.join(sites.names)} -> backend Pod "
                      f"(each link mutual TLS); East's backend Pods: {', '.join(sorted(east_pods))}")
-    if ok and observers is not None:
+    if ok and observer:
         # the connection that was answered first, and the CONNECTIONS after it
-        await show_observer(demo.api(demo.west), namespace_of(demo.west), "West", console, observers,
-                            sites=len(sites.names), connections=len(result.answered) + 1, port=observer_port,
-                            seconds=STATUS_SECONDS)
+        await show_observer(demo.api(demo.west), namespace_of(demo.west), "West", console,
+                            sites=len(sites.names), connections=len(result.answered) + 1, seconds=STATUS_SECONDS)
     ip = await demo.west_service_ip()
     if ok and ip is not None:
         a, b = sites.names[-2], sites.names[-1]
@@ -498,9 +492,8 @@ async def run(args: argparse.Namespace) -> int:
         names = site_names(args.sites)
         console.line(f"listener-operator network-demo: {len(names)} local clusters side by side as sites "
                      f"{' - '.join(names)}")
-        async with LocalSites(names, SiteOptions(state_dir=state_dir), console) as sites, \
-                contextlib.AsyncExitStack() as observers:
-            ok = await run_demo(sites, console, args.timeout, observers, args.observer_port)
+        async with LocalSites(names, SiteOptions(state_dir=state_dir), console) as sites:
+            ok = await run_demo(sites, console, args.timeout)
             console.line()
             if args.once:
                 console.line("The client in West reached the backend in East." if ok else

@@ -413,6 +413,9 @@ async def run(args: argparse.Namespace) -> int:
             console.line()
             console.line(f"Ready. kubeconfig: {cluster.kubeconfig_path}")
             console.line(f"Try:   {cluster.kubectl_hint()}")
+            console.line("The service network's site controller runs too: a Site, Listeners, Connectors and a "
+                         "NetworkObserver (its console) as in examples/service-network/ "
+                         "(docs/service-network-observer.md).")
             console.line("Press Ctrl-C to stop.")
             await serve_until_stopped(cluster)
         return 0

@@ -155,9 +155,10 @@ def test_demo_once_from_a_deep_state_dir_shows_listeners_and_a_volume_tree_and_l
     assert re.search(r"Listener\s+hello-world/backend\s+Ready\s+OK", output), output
     assert re.search(r"client -> backend\.hello-world:8080 -> router -> backend-\S+, backend-\S+, backend-\S+ "
                      r"\(6 connections\)", output), output
-    # ... and the network observer, attached to the site's router, sees the site, the service and its three Pods
-    assert re.search(r"Network observer \(on the hello-world site's router 127\.[\d.]+\): console "
-                     r"http://127\.0\.0\.1:\d+/\n  sees 1 sites \(\S+\), 0 links up, 1 services, 4 processes", output), output
+    # ... and the example's NetworkObserver sees the site, the service and its three Pods
+    assert re.search(r"Network observer \(NetworkObserver network-observer in hello-world, the hello-world site\): "
+                     r"console https://127\.[\d.]+:8443/ \(user skupper, password \S+; [^)]*\)\n.*\n"
+                     r"  sees 1 sites \(\S+\), 0 links up, 1 services, 4 processes", output), output
 
 
 def kubectl_json(kubeconfig: Path, workdir: Path, *args: str) -> dict:

@@ -48,13 +48,24 @@ async def test_controller_runs_with_its_cluster_role_only(tmp_path: Path) -> Non
             await env.wait_for(lambda: _no_service(env), 10, "Service db deleted")
             events, _ = await sim.api.list("events.events.k8s.io", NS)
             assert any(e.get("reason") == "TlsCredentialsNotFound" for e in events)
+            # a NetworkObserver: its objects, CA, password Secret and status (the Role it grants reads Pods)
+            await sim.api.create("networkobservers.observability.skupper.io", {
+                "apiVersion": "observability.skupper.io/v2alpha1", "kind": "NetworkObserver",
+                "metadata": {"name": "network-observer", "namespace": NS}, "spec": {}}, NS)
+            await env.wait_for(lambda: _deployed(env), 20, "the NetworkObserver Deployed")
         finally:
             await controller.stop()
         assert authorizer.denied == [], authorizer.denied
         used = {(resource, verb) for verb, _, resource in authorizer.used}
         assert {("services", "create"), ("services", "patch"), ("services", "delete"), ("configmaps", "patch"),
                 ("deployments", "patch"), ("roles", "patch"), ("listeners/status", "patch"),
-                ("links/status", "patch"), ("leases", "update"), ("customresourcedefinitions", "patch")} <= used
+                ("links/status", "patch"), ("leases", "update"), ("customresourcedefinitions", "patch"),
+                ("networkobservers/status", "patch"), ("certificates", "create"), ("secrets", "create")} <= used
+
+
+async def _deployed(env: SiteEnv) -> bool:
+    obj = await env.api.get("networkobservers.observability.skupper.io", "network-observer", NS)
+    return any(c["type"] == "Deployed" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
 
 
 def test_router_role_reads_its_configuration_and_writes_only_the_network_status() -> None:
