@@ -44,7 +44,7 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 MAX_EXTRA_ARGS = 32
 MAX_ARG_LENGTH = 1024
 MAX_MAP_ENTRIES = 64
-MAX_ANNOTATION_BYTES = 64 * 1024
+MAX_ANNOTATION_BYTES = 16 * 1024
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
