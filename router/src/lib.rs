@@ -15,6 +15,7 @@ pub mod pump;
 pub mod report;
 pub mod router;
 pub mod tls;
+pub mod workers;
 
 /// At most `max` bytes of `s` (cut at a character boundary, with "..." when cut): what goes into messages about
 /// input never echoes a huge input back.

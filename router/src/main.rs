@@ -24,6 +24,9 @@ struct Args {
     /// Worker threads (default: the --config document's router.threads, else one per CPU).
     #[arg(long, env = "ROUTER_THREADS")]
     threads: Option<usize>,
+    /// Threads on which Listeners accept and carry their clients (default: half the worker threads, rounded up).
+    #[arg(long, env = "ROUTER_ACCEPT_THREADS")]
+    accept_threads: Option<usize>,
     /// Exit (as on SIGTERM) once the process that started this router is gone (the adaptor passes it).
     #[arg(long)]
     exit_with_parent: bool,
@@ -53,6 +56,10 @@ fn main() {
     if let Some(n) = threads {
         rt.worker_threads(n.clamp(1, 64));
     }
+    // Listeners accept and carry their clients on accept workers (snrouter::workers): half as many as the
+    // runtime's threads, rounded up (docs/service-network-router.md, "Threads"), unless --accept-threads
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    snrouter::workers::start(args.accept_threads.unwrap_or(threads.unwrap_or(cpus).div_ceil(2)).clamp(1, 64));
     let rt = rt.enable_all().build().expect("tokio runtime");
     let code = rt.block_on(run(args, first));
     rt.shutdown_timeout(Duration::from_secs(2));
@@ -66,6 +73,7 @@ fn read_document(path: &PathBuf) -> Result<Document, Vec<String>> {
 
 async fn run(args: Args, first: Option<Result<Document, Vec<String>>>) -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
+    snrouter::workers::set_main(tokio::runtime::Handle::current());
     let slot: Slot = Arc::new(Mutex::new(None));
     if args.config.is_none() && args.control_socket.is_none() {
         eprintln!("service-network-router: give --config, --control-socket or both");

@@ -611,6 +611,7 @@ impl Router {
         let acceptor = server.map(tokio_rustls::TlsAcceptor::from);
         let conns = CancellationToken::new();
         let _drop_conns = conns.clone().drop_guard();
+        let workers = crate::workers::handles();
         loop {
             // closed (connection refused) while the key has no target anywhere
             while !self.listener_reachable(&l) {
@@ -620,7 +621,7 @@ impl Router {
                     _ = cancel.cancelled() => return,
                 }
             }
-            let socket = match bind(addr) {
+            let sockets = match bind_group(addr, workers.len().max(1)) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::warn!(listener = %labels.listener, "cannot listen on {addr}: {e}");
@@ -631,48 +632,94 @@ impl Router {
                     }
                 }
             };
-            if let Ok(a) = socket.local_addr() {
+            if let Ok(a) = sockets[0].local_addr() {
                 self.bound.lock().unwrap().insert(l.name.clone(), a);
             }
             self.metrics.listener_accepting.get_or_create(&labels).set(1);
-            loop {
-                let has_slot = self.clients.load(Ordering::Relaxed) < self.max_clients.load(Ordering::Relaxed);
+            // one accept loop per worker (each on its own socket of the group), stopped together
+            let stop = cancel.child_token();
+            let loops: Vec<tokio::task::JoinHandle<()>> = sockets
+                .into_iter()
+                .enumerate()
+                .map(|(i, socket)| {
+                    let run = self.clone().accept_loop(
+                        socket,
+                        l.clone(),
+                        series.clone(),
+                        acceptor.clone(),
+                        conns.clone(),
+                        stop.clone(),
+                    );
+                    match workers.get(i) {
+                        Some(worker) => worker.spawn(run),
+                        None => tokio::spawn(run),
+                    }
+                })
+                .collect();
+            let ended = loop {
                 tokio::select! {
-                    // at router.maxConnections: wait for a connection to end (the poll covers a wake-up missed
-                    // between the check and the wait)
-                    _ = self.client_slot_freed.notified(), if !has_slot => {}
-                    _ = tokio::time::sleep(Duration::from_millis(50)), if !has_slot => {}
-                    accepted = socket.accept(), if has_slot => match accepted {
-                        Ok((stream, _)) => {
-                            let slot = ClientSlot::new(&self);
-                            let me = self.clone();
-                            let key = me.pick_key(&l).unwrap_or(&l.routing_key).to_owned();
-                            let series = series.clone();
-                            let acceptor = acceptor.clone();
-                            let conn_cancel = conns.child_token();
-                            tokio::spawn(async move {
-                                me.serve_client(stream, key, series, acceptor, conn_cancel).await;
-                                drop(slot);
-                            });
-                        }
-                        Err(e) => {
-                            tracing::debug!("accept: {e}");
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    },
                     r = changes.changed() => {
-                        if r.is_err() { return }
-                        if !self.listener_reachable(&l) { break }
+                        if r.is_err() { break true }
+                        if !self.listener_reachable(&l) { break false }
                     }
-                    _ = cancel.cancelled() => {
-                        self.bound.lock().unwrap().remove(&l.name);
-                        self.metrics.listener_accepting.get_or_create(&labels).set(0);
-                        return;
-                    }
+                    _ = cancel.cancelled() => break true,
                 }
+            };
+            stop.cancel();
+            for run in loops {
+                let _ = run.await;
             }
             self.bound.lock().unwrap().remove(&l.name);
-            drop(socket);
+            if ended {
+                self.metrics.listener_accepting.get_or_create(&labels).set(0);
+                return;
+            }
+        }
+    }
+
+    /// Accepts on one socket of a Listener's group until `stop`; each client is served on this loop's runtime.
+    async fn accept_loop(
+        self: Arc<Self>,
+        socket: std::net::TcpListener,
+        l: config::Listener,
+        series: Arc<ListenerSeries>,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        conns: CancellationToken,
+        stop: CancellationToken,
+    ) {
+        let socket = match TcpListener::from_std(socket) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("listener {}: {e}", crate::truncate(&l.name, 100));
+                return;
+            }
+        };
+        loop {
+            let has_slot = self.clients.load(Ordering::Relaxed) < self.max_clients.load(Ordering::Relaxed);
+            tokio::select! {
+                // at router.maxConnections: wait for a connection to end (the poll covers a wake-up missed
+                // between the check and the wait)
+                _ = self.client_slot_freed.notified(), if !has_slot => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)), if !has_slot => {}
+                accepted = socket.accept(), if has_slot => match accepted {
+                    Ok((stream, _)) => {
+                        let slot = ClientSlot::new(&self);
+                        let me = self.clone();
+                        let key = me.pick_key(&l).unwrap_or(&l.routing_key).to_owned();
+                        let series = series.clone();
+                        let acceptor = acceptor.clone();
+                        let conn_cancel = conns.child_token();
+                        tokio::spawn(async move {
+                            me.serve_client(stream, key, series, acceptor, conn_cancel, slot).await;
+                        });
+                    }
+                    Err(e) => {
+                        tracing::debug!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                },
+                _ = stop.cancelled() => return,
+            }
         }
     }
 
@@ -683,12 +730,38 @@ impl Router {
         series: Arc<ListenerSeries>,
         acceptor: Option<tokio_rustls::TlsAcceptor>,
         cancel: CancellationToken,
+        slot: ClientSlot,
     ) {
         let Some(dest) = self.choose(&key, None) else {
             let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
             self.refused(&series, "no_route");
             return;
         };
+        // over a link: carried on the main runtime, beside the link's tasks (crate::workers)
+        if let (Dest::Remote(_), Some(main)) = (&dest, crate::workers::main_from_worker()) {
+            if let Ok(std) = stream.into_std() {
+                main.spawn(async move {
+                    if let Ok(stream) = TcpStream::from_std(std) {
+                        self.carry_client(stream, dest, key, series, acceptor, cancel).await;
+                    }
+                    drop(slot);
+                });
+            }
+            return;
+        }
+        self.carry_client(stream, dest, key, series, acceptor, cancel).await;
+        drop(slot);
+    }
+
+    async fn carry_client(
+        self: Arc<Self>,
+        stream: TcpStream,
+        dest: Dest,
+        key: String,
+        series: Arc<ListenerSeries>,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        cancel: CancellationToken,
+    ) {
         let client = match acceptor {
             None => Io::Plain(stream),
             Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(stream)).await {
@@ -1790,13 +1863,32 @@ fn profile_stamp(doc: &Document, name: Option<&str>) -> Vec<Option<SystemTime>> 
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    bind_socket(addr, false)?.listen(1024)
+}
+
+fn bind_socket(addr: SocketAddr, reuse_port: bool) -> std::io::Result<tokio::net::TcpSocket> {
     let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
     // Accepted sockets inherit TCP_NODELAY from the listening socket on Linux (one system call less per
     // connection).
     socket.set_nodelay(true)?;
     socket.bind(addr)?;
-    socket.listen(1024)
+    Ok(socket)
+}
+
+/// `n` listening sockets on `addr` (`SO_REUSEPORT` when more than one; port 0: the first one's port for all),
+/// detached from any runtime so that each accept worker takes one.
+fn bind_group(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let first = bind_socket(addr, n > 1)?.listen(1024)?;
+    let actual = first.local_addr()?;
+    let mut group = vec![first.into_std()?];
+    for _ in 1..n {
+        group.push(bind_socket(actual, true)?.listen(1024)?.into_std()?);
+    }
+    Ok(group)
 }
 
 /// One of `router.maxConnections`, held while a client connection is open.
