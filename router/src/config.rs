@@ -298,7 +298,22 @@ impl Document {
         }
         let long = |s: &str| s.is_empty() || s.len() > MAX_NAME;
         let mut names = HashSet::new();
+        let wildcard = |h: &str| h.is_empty() || h == "0.0.0.0" || h == "::";
         for (i, l) in self.listeners.iter().enumerate() {
+            // listeners bind with SO_REUSEPORT (one socket per accept thread): two on one address would share it
+            if l.port != 0 {
+                if let Some(other) = self.listeners[..i]
+                    .iter()
+                    .find(|o| o.port == l.port && (o.host == l.host || wildcard(&o.host) || wildcard(&l.host)))
+                {
+                    p.push(format!(
+                        "listeners[{i}].port: port {} on host '{}' is listener {}'s too",
+                        l.port,
+                        crate::truncate(&l.host, 100),
+                        crate::truncate(&other.name, 200)
+                    ));
+                }
+            }
             if long(&l.name) || long(&l.routing_key) {
                 p.push(format!("listeners[{i}]: name and routingKey must be 1-{MAX_NAME} bytes"));
             }
@@ -422,7 +437,9 @@ mod tests {
     fn problems_name_their_fields() {
         let err = Document::parse(
             r#"{"version":2,"site":{"id":"s","name":"w"},"router":{"reservedPorts":[80]},
-            "listeners":[{"name":"a","routingKey":"k","port":80},{"name":"a","routingKey":"k","port":81,"host":"x"}]}"#,
+            "listeners":[{"name":"a","routingKey":"k","port":80},{"name":"a","routingKey":"k","port":81,"host":"x"},
+                         {"name":"b","routingKey":"k","port":82,"host":"127.0.0.1"},
+                         {"name":"c","routingKey":"k","port":82}]}"#,
         )
         .unwrap_err();
         let all = err.join("\n");
@@ -430,6 +447,7 @@ mod tests {
         assert!(all.contains("listeners[0].port: port 80 is reserved"), "{all}");
         assert!(all.contains("listeners[1].name: duplicate listener a"), "{all}");
         assert!(all.contains("listeners[1].host: not an IP address"), "{all}");
+        assert!(all.contains("listeners[3].port: port 82 on host '' is listener b's too"), "{all}");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct Target {
 struct ListenerRun {
     fingerprint: String,
     cancel: CancellationToken,
+    /// Cancelled once the run has closed its sockets (a replacement binds only then).
+    closed: CancellationToken,
 }
 
 struct LinkRun {
@@ -118,8 +120,9 @@ pub struct Router {
     handshakes: Arc<Semaphore>,
     pub shutdown: CancellationToken,
     access_addr: Mutex<Option<SocketAddr>>,
-    /// Listener name -> the address it is bound to right now.
-    bound: Mutex<HashMap<String, SocketAddr>>,
+    /// Listener name -> the address it is bound to right now (and the bind that made the entry).
+    bound: Mutex<HashMap<String, (u64, SocketAddr)>>,
+    binds: AtomicU64,
     /// The document's `router.metrics` endpoint being served (its address, its stop).
     pub metrics_http: Mutex<Option<(String, CancellationToken)>>,
     started: Instant,
@@ -193,6 +196,7 @@ impl Router {
             shutdown: CancellationToken::new(),
             access_addr: Mutex::new(None),
             bound: Mutex::new(HashMap::new()),
+            binds: AtomicU64::new(0),
             metrics_http: Mutex::new(None),
             started: Instant::now(),
             instance: now_us(),
@@ -216,7 +220,7 @@ impl Router {
     }
 
     pub fn bound_listeners(&self) -> Vec<(String, SocketAddr)> {
-        let mut v: Vec<_> = self.bound.lock().unwrap().iter().map(|(k, a)| (k.clone(), *a)).collect();
+        let mut v: Vec<_> = self.bound.lock().unwrap().iter().map(|(k, (_, a))| (k.clone(), *a)).collect();
         v.sort();
         v
     }
@@ -402,11 +406,13 @@ impl Router {
             wanted.insert(l.name.clone(), (fp, l.clone(), server));
         }
         let names: Vec<String> = inner.listeners.keys().cloned().collect();
+        let mut replaced = HashMap::new();
         for name in names {
             let keep = wanted.get(&name).map(|(fp, _, _)| *fp == inner.listeners[&name].fingerprint).unwrap_or(false);
             if !keep {
                 if let Some(run) = inner.listeners.remove(&name) {
                     run.cancel.cancel();
+                    replaced.insert(name, run.closed);
                 }
             }
         }
@@ -415,9 +421,20 @@ impl Router {
                 continue;
             }
             let cancel = self.shutdown.child_token();
-            inner.listeners.insert(name, ListenerRun { fingerprint: fp, cancel: cancel.clone() });
+            let closed = CancellationToken::new();
+            let previous = replaced.remove(&name);
+            inner
+                .listeners
+                .insert(name, ListenerRun { fingerprint: fp, cancel: cancel.clone(), closed: closed.clone() });
             let me = self.clone();
-            tokio::spawn(async move { me.run_listener(l, server, cancel).await });
+            tokio::spawn(async move {
+                let _closed = closed.drop_guard();
+                // the run it replaces closes its sockets first (SO_REUSEPORT would let both groups take clients)
+                if let Some(previous) = previous {
+                    previous.cancelled().await;
+                }
+                me.run_listener(l, server, cancel).await
+            });
         }
 
         // ---- router access
@@ -632,12 +649,15 @@ impl Router {
                     }
                 }
             };
+            let bind = self.binds.fetch_add(1, Ordering::Relaxed);
             if let Ok(a) = sockets[0].local_addr() {
-                self.bound.lock().unwrap().insert(l.name.clone(), a);
+                self.bound.lock().unwrap().insert(l.name.clone(), (bind, a));
             }
             self.metrics.listener_accepting.get_or_create(&labels).set(1);
-            // one accept loop per worker (each on its own socket of the group), stopped together
+            // one accept loop per worker (each on its own socket of the group), stopped together, also when this
+            // run is dropped
             let stop = cancel.child_token();
+            let _stop_on_drop = stop.clone().drop_guard();
             let loops: Vec<tokio::task::JoinHandle<()>> = sockets
                 .into_iter()
                 .enumerate()
@@ -669,7 +689,12 @@ impl Router {
             for run in loops {
                 let _ = run.await;
             }
-            self.bound.lock().unwrap().remove(&l.name);
+            {
+                let mut bound = self.bound.lock().unwrap();
+                if bound.get(&l.name).is_some_and(|(b, _)| *b == bind) {
+                    bound.remove(&l.name);
+                }
+            }
             if ended {
                 self.metrics.listener_accepting.get_or_create(&labels).set(0);
                 return;
@@ -703,7 +728,12 @@ impl Router {
                 _ = tokio::time::sleep(Duration::from_millis(50)), if !has_slot => {}
                 accepted = socket.accept(), if has_slot => match accepted {
                     Ok((stream, _)) => {
-                        let slot = ClientSlot::new(&self);
+                        // other accept threads may have taken the last slots meanwhile
+                        let Some(slot) = ClientSlot::reserve(&self) else {
+                            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                            self.refused(&series, "max_connections");
+                            continue;
+                        };
                         let me = self.clone();
                         let key = me.pick_key(&l).unwrap_or(&l.routing_key).to_owned();
                         let series = series.clone();
@@ -739,13 +769,23 @@ impl Router {
         };
         // over a link: carried on the main runtime, beside the link's tasks (crate::workers)
         if let (Dest::Remote(_), Some(main)) = (&dest, crate::workers::main_from_worker()) {
-            if let Ok(std) = stream.into_std() {
-                main.spawn(async move {
-                    if let Ok(stream) = TcpStream::from_std(std) {
-                        self.carry_client(stream, dest, key, series, acceptor, cancel).await;
-                    }
-                    drop(slot);
-                });
+            match stream.into_std() {
+                Ok(std) => {
+                    main.spawn(async move {
+                        match TcpStream::from_std(std) {
+                            Ok(stream) => self.carry_client(stream, dest, key, series, acceptor, cancel).await,
+                            Err(e) => {
+                                tracing::debug!("handing a client to the main runtime: {e}");
+                                self.refused(&series, "handoff");
+                            }
+                        }
+                        drop(slot);
+                    });
+                }
+                Err(e) => {
+                    tracing::debug!("handing a client to the main runtime: {e}");
+                    self.refused(&series, "handoff");
+                }
             }
             return;
         }
@@ -1505,7 +1545,7 @@ impl Router {
             for l in &doc.listeners {
                 let Some(s) = series.get(&l.name) else { continue };
                 let (http, totals) = s.http_report();
-                let bound = bound.get(&l.name);
+                let bound = bound.get(&l.name).map(|(_, a)| a);
                 listeners.push(ListenerReport {
                     name: l.name.clone(),
                     key: l.routing_key.clone(),
@@ -1895,9 +1935,11 @@ fn bind_group(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::TcpLi
 struct ClientSlot(Arc<Router>);
 
 impl ClientSlot {
-    fn new(r: &Arc<Router>) -> Self {
-        r.clients.fetch_add(1, Ordering::Relaxed);
-        ClientSlot(r.clone())
+    /// A slot, unless `router.maxConnections` are open.
+    fn reserve(r: &Arc<Router>) -> Option<Self> {
+        let max = r.max_clients.load(Ordering::Relaxed);
+        r.clients.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| (n < max).then_some(n + 1)).ok()?;
+        Some(ClientSlot(r.clone()))
     }
 }
 

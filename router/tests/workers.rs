@@ -61,6 +61,48 @@ async fn listeners_accept_on_every_worker_and_follow_their_key() {
     wait_for("listeners bound again", LIMIT, || r.bound_listeners().len() == 2).await;
     let (name, _s) = greeting(SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap();
     assert_eq!(name, "echo-0");
-    tokio::time::sleep(Duration::from_millis(10)).await;
+
+    // a listener changed in place (same name and port): the old group closes before the new one binds, and the
+    // listener stays reported as bound
+    let mut changed = d.clone();
+    changed["listeners"][0]["observer"] = json!("none");
+    reapply(&slot, &changed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for("both listeners bound after the change", LIMIT, || r.bound_listeners().len() == 2).await;
+    let (name, _s2) = greeting(SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap();
+    assert_eq!(name, "echo-0");
+    stop(&slot);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_connections_holds_across_accept_workers() {
+    snrouter::workers::start(2);
+    snrouter::workers::set_main(tokio::runtime::Handle::current());
+    let target = echo("echo-0").await;
+    let port = free_port();
+    let mut d = solo_doc("l", port, target, "echo-0");
+    d["router"]["maxConnections"] = json!(3);
+    let slot = start(&d);
+    let r = router(&slot);
+    wait_for("bound", LIMIT, || r.bound_listeners().len() == 1).await;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(greeting(addr).await.unwrap().1);
+    }
+    // a fourth client is not served while three are open, whichever accept thread it reaches
+    let fourth = tokio::time::timeout(Duration::from_millis(500), greeting(addr)).await;
+    assert!(fourth.is_err() || fourth.unwrap().is_err(), "a fourth client was served");
+    drop(held.pop());
+    let (name, _s) = tokio::time::timeout(LIMIT, async {
+        loop {
+            if let Ok(Ok(answer)) = tokio::time::timeout(Duration::from_millis(500), greeting(addr)).await {
+                return answer;
+            }
+        }
+    })
+    .await
+    .expect("served once a slot is free");
+    assert_eq!(name, "echo-0");
     stop(&slot);
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,7 +24,7 @@ from kubesim.errors import ApiError
 from service_network.networkobserver.compose import ObserverOptions, conditions, manifest, observer_objects
 from service_network.networkobserver.values import ValuesError, parse_values
 from service_network.observer.access import Htpasswd, check_hash, parse_htpasswd
-from service_network.observer.routers import router_urls
+from service_network.observer.routers import parse_router_urls, router_urls
 
 NO = "networkobservers.observability.skupper.io"
 NO_GV = "observability.skupper.io/v2alpha1"
@@ -69,6 +70,11 @@ def test_upstream_sample_values_are_taken_with_the_charts_names() -> None:
     assert parse_values("x", {"fullnameOverride": "console"}).fullname == "console"
     assert parse_values("a" * 60, {}).fullname == "a" * 60 + "-ne"
     assert parse_values("x", None).auth_strategy == "basic"
+    # the release's name is a label value and part of every name
+    for bad in ("a" * 64, "with.dot", "Upper"):
+        with pytest.raises(ValuesError) as caught:
+            parse_values(bad, {})
+        assert caught.value.path == "metadata.name"
 
 
 def test_switched_on_features_it_does_not_provide_are_listed() -> None:
@@ -92,6 +98,10 @@ def test_switched_on_features_it_does_not_provide_are_listed() -> None:
     ({"auth": {"basic": {"secretName": "x" * 300}}}, "spec.auth.basic.secretName"),
     ({"commonLabels": {"app": "a b"}}, "spec.commonLabels.app"),
     ({"podLabels": {"-bad": "x"}}, "spec.podLabels"),
+    # labels that would put the observer Pod behind every Listener's Service (the router Pods' selector)
+    ({"podLabels": {"application": "skupper-router"}}, "spec.podLabels.application"),
+    ({"commonLabels": {"skupper.io/component": "router"}}, "spec.commonLabels.skupper.io/component"),
+    ({"podLabels": {"internal.skupper.io/listener": "x"}}, "spec.podLabels.internal.skupper.io/listener"),
     ({"podAnnotations": {f"k{i}": "v" for i in range(65)}}, "spec.podAnnotations"),
     ({"extraArgs": "--x"}, "spec.extraArgs"),
     ({"extraArgs": ["a"] * 33}, "spec.extraArgs"),
@@ -114,9 +124,10 @@ def test_objects_follow_the_chart_and_run_our_observer() -> None:
     obj = observer("obs", {"commonLabels": {"team": "a"}, "podAnnotations": {"note": "x"}, "extraArgs": ["--interval=1"],
                            "service": {"port": 8443, "type": "NodePort"}})
     objects = {(info.kind, body["metadata"]["name"]): body for info, body in
-               observer_objects(obj, parse_values("obs", obj["spec"]), OPTIONS)}
+               observer_objects(obj, parse_values("obs", obj["spec"]), OPTIONS, ["http://127.0.0.9:9090"])}
     assert list(objects) == [("ServiceAccount", "obs-network-observer"), ("Role", "obs-network-observer"),
-                             ("RoleBinding", "obs-network-observer"), ("Certificate", "obs-network-observer-tls"),
+                             ("RoleBinding", "obs-network-observer"), ("ConfigMap", "obs-network-observer-routers"),
+                             ("Certificate", "obs-network-observer-tls"),
                              ("Service", "obs-network-observer"), ("Service", "obs-network-observer-metrics"),
                              ("Deployment", "obs-network-observer")]
     for body in objects.values():
@@ -132,13 +143,18 @@ def test_objects_follow_the_chart_and_run_our_observer() -> None:
     container = pod["spec"]["containers"][0]
     assert container["command"] == ["service-network", "observer"]
     assert container["args"][-2:] == ["--htpasswd=/etc/network-observer/auth/htpasswd", "--interval=1"]
-    assert "--router-namespace=$(POD_NAMESPACE)" in container["args"]
+    assert container["args"][:6] == ["--routers-config-map=obs-network-observer-routers",
+                                     "--namespace=$(POD_NAMESPACE)", "--listen", "0.0.0.0:8443", "--listen-metrics",
+                                     "0.0.0.0:9000"]
+    assert json.loads(objects[("ConfigMap", "obs-network-observer-routers")]["data"]["routers.json"]) == [
+        "http://127.0.0.9:9090"]
     assert [v["secret"]["secretName"] for v in pod["spec"]["volumes"]] == [
         "obs-network-observer-tls", "obs-network-observer-auth"]
     assert pod["metadata"]["annotations"] == {"note": "x"}
-    # a Role that reads Pods and nothing else
+    # a Role that reads its one ConfigMap, by name, and nothing else
     role = objects[("Role", "obs-network-observer")]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["obs-network-observer-routers"], "verbs": ["get", "list", "watch"]}]
 
     none = observer("obs", {"auth": {"strategy": "none"}, "tls": {"secretName": "mine"}})
     bodies = observer_objects(none, parse_values("obs", none["spec"]), OPTIONS)
@@ -208,6 +224,12 @@ def test_router_pods_ready_first_then_oldest() -> None:
             pod("f", "127.0.0.7", True, deleting=True), pod("g", "fd00::1", False, created="2026-01-03T00:00:00Z")]
     assert router_urls(pods) == ["http://127.0.0.4:9090", "http://127.0.0.2:9090", "http://127.0.0.3:9090",
                                  "http://[fd00::1]:9090"]
+    # what the observer takes from its ConfigMap: IP URLs only, bounded
+    assert parse_router_urls(json.dumps(router_urls(pods))) == router_urls(pods)
+    assert parse_router_urls('["http://evil.example:9090", "file:///etc/passwd", "http://127.0.0.1:99999", 7, '
+                             '"http://127.0.0.1:9090"]') == ["http://127.0.0.1:9090"]
+    assert parse_router_urls("not json") == [] and parse_router_urls('{"a": 1}') == []
+    assert len(parse_router_urls(json.dumps(["http://127.0.0.1:9090"] * 100))) == 16
 
 
 # ---- end to end on kubesim ----------------------------------------------------------------------------------------
@@ -311,10 +333,26 @@ async def test_a_network_observer_deploys_an_observer_of_the_site(env: SiteEnv) 
                                                                server_hostname=full) as resp:
         assert resp.status == 200 and "<html" in (await resp.text()).lower()
 
-    # nothing is written when nothing changed
+    # nothing is written when nothing changed: a change that is not the spec's reconciles it, and writes nothing
     writes = len(env.controllers[0].writes())
-    await asyncio.sleep(3)
-    assert len(env.controllers[0].writes()) == writes
+    current = await env.api.get(NO, "networkobserver-sample", env.namespace)
+    current["metadata"].setdefault("annotations", {})["note"] = "reconcile me"
+    await env.api.update(NO, current)
+    await asyncio.sleep(2)
+    assert env.controllers[0].writes()[writes:] == []
+
+    # the password Secret deleted: made again, with a new password (the kubelet updates the Pod's file, which the
+    # observer re-reads: test_htpasswd_schemes_and_headers)
+    await env.api.delete("secrets", f"{full}-auth", env.namespace)
+
+    async def new_password() -> str | None:
+        try:
+            text = await _secret_text(env, f"{full}-auth", "htpasswd")
+        except ApiError:
+            return None
+        got = text.strip().partition(":")[2].removeprefix("{PLAIN}")
+        return got if got != password else None
+    assert await env.wait_for(new_password, 30, "a new password Secret")
 
     # values it cannot use: refused with the field, as status and Event; the running observer stays
     current = await env.api.get(NO, "networkobserver-sample", env.namespace)

@@ -5,22 +5,26 @@ The objects are those of upstream's ``network-observer`` chart, made for this op
 and reads the site's router through its metrics endpoint where upstream's reads AMQP):
 
 - Deployment ``<fullname>`` (container ``network-observer``: the API, console and ``/metrics`` on port ``https``
-  8443, ``/metrics`` alone on ``metrics`` 9000; it finds the site's router Pods through the API);
-- ServiceAccount, Role (read Pods: where the routers are) and RoleBinding ``<fullname>``;
+  8443, ``/metrics`` alone on ``metrics`` 9000);
+- ConfigMap ``<fullname>-routers``: where the site's routers answer (``routers.json``: their metrics URLs, ready
+  ones first), kept current by the controller from its watch of router Pods, so that the observer needs no access
+  to the namespace's Pods;
+- ServiceAccount, Role (read that one ConfigMap, by name) and RoleBinding ``<fullname>``;
 - Service ``<fullname>`` (``service.type``, ``service.port`` -> ``https``) and ``<fullname>-metrics`` (9000);
 - Certificate ``<fullname>-tls`` signed by ``skupper-local-ca`` (``tls.skupperIssued`` without ``tls.secretName``),
   as upstream's chart; and the ``skupper-local-ca`` Certificate itself when the namespace has none (upstream's site
   controller keeps one for the router's local AMQP; this operator's routers have none, so the CA is made when a
   NetworkObserver first needs it);
 - Secret ``<fullname>-auth`` (``auth.strategy: basic`` with ``auth.basic.create``): ``htpasswd`` with the user
-  ``skupper`` and a random password, made once and never rewritten.
+  ``skupper`` and a random password, made once (owned, so it goes with the NetworkObserver) and never rewritten.
 
-Every object but the CA and the Secret is owned by the NetworkObserver and applied whole (server-side apply); the
-controller deletes nothing by hand: switching off a part leaves it to garbage collection with its owner.
+Every object but the CA is owned by the NetworkObserver; all but the CA and the Secret are applied whole
+(server-side apply); the controller deletes nothing by hand: garbage collection removes them with their owner.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +32,7 @@ from typing import Any
 import yaml
 
 from operator_runtime.kinds import (
+    CONFIG_MAP,
     DEPLOYMENT,
     ROLE,
     ROLE_BINDING,
@@ -42,24 +47,12 @@ from ..constants import OBSERVABILITY_GROUP_VERSION
 from ..kinds import CERTIFICATE
 from .values import ObserverValues
 
-__all__ = [
-    "API_PORT",
-    "AUTH_DIR",
-    "LOCAL_CA",
-    "MANAGED_BY",
-    "METRICS_PORT",
-    "PART_OF",
-    "TLS_DIR",
-    "ObserverOptions",
-    "auth_secret",
-    "conditions",
-    "local_ca",
-    "manifest",
-    "observer_objects",
-    "selector_labels",
-]
+__all__ = ["API_PORT", "AUTH_DIR", "LOCAL_CA", "MANAGED_BY", "METRICS_PORT", "PART_OF", "ROUTERS_KEY", "TLS_DIR",
+           "ObserverOptions", "auth_secret", "conditions", "local_ca", "manifest", "observer_objects",
+           "routers_config_map", "routers_object", "selector_labels"]
 
 API_PORT = 8443
+ROUTERS_KEY = "routers.json"
 METRICS_PORT = 9000
 LOCAL_CA = "skupper-local-ca"
 TLS_DIR = "/etc/network-observer/tls"
@@ -105,9 +98,9 @@ def _metadata(observer: Mapping[str, Any], values: ObserverValues, name: str, *,
 
 
 def _args(values: ObserverValues) -> list[str]:
-    args = ["--router-namespace=$(POD_NAMESPACE)", f"--listen=$(POD_IP):{API_PORT}",
-            f"--listen-metrics=$(POD_IP):{METRICS_PORT}", f"--tls-cert={TLS_DIR}/tls.crt",
-            f"--tls-key={TLS_DIR}/tls.key"]
+    # every interface, as upstream's proxy (kubectl port-forward dials localhost in the Pod)
+    args = [f"--routers-config-map={routers_config_map(values)}", "--namespace=$(POD_NAMESPACE)", "--listen", f"0.0.0.0:{API_PORT}", "--listen-metrics",
+            f"0.0.0.0:{METRICS_PORT}", f"--tls-cert={TLS_DIR}/tls.crt", f"--tls-key={TLS_DIR}/tls.key"]
     if values.auth_strategy == "basic":
         args.append(f"--htpasswd={AUTH_DIR}/htpasswd")
     return args + list(values.extra_args)
@@ -128,7 +121,7 @@ def _deployment(observer: Mapping[str, Any], values: ObserverValues, options: Ob
         "imagePullPolicy": values.pull_policy or options.image_pull_policy,
         "command": ["service-network", "observer"],
         "args": _args(values),
-        "env": [field_env("POD_IP", "status.podIP"), field_env("POD_NAMESPACE", "metadata.namespace")],
+        "env": [field_env("POD_NAMESPACE", "metadata.namespace")],
         "ports": [{"name": "https", "containerPort": API_PORT, "protocol": "TCP"},
                   {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {"httpGet": {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
@@ -170,15 +163,20 @@ def _services(observer: Mapping[str, Any], values: ObserverValues) -> list[JsonD
     return [main, metrics]
 
 
+def routers_config_map(values: ObserverValues) -> str:
+    return f"{values.fullname}-routers"
+
+
 def _rbac(observer: Mapping[str, Any], values: ObserverValues) -> list[tuple[ResourceInfo, JsonDict]]:
     namespace, name = meta(observer).namespace, values.fullname
     return [
         (SERVICE_ACCOUNT, {"apiVersion": "v1", "kind": "ServiceAccount",
                            "metadata": _metadata(observer, values, name)}),
-        # where the site's routers are: Pods cannot be listed by name, so the observer reads the namespace's Pods
+        # where the site's routers are: one ConfigMap, by name, and nothing else
         (ROLE, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                 "metadata": _metadata(observer, values, name),
-                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                           "resourceNames": [routers_config_map(values)], "verbs": ["get", "list", "watch"]}]}),
         (ROLE_BINDING, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                         "metadata": _metadata(observer, values, name),
                         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
@@ -194,10 +192,19 @@ def _server_certificate(observer: Mapping[str, Any], values: ObserverValues) -> 
                      "hosts": [name, f"{name}.{namespace}", f"{name}.{namespace}.svc"]}}
 
 
-def observer_objects(observer: Mapping[str, Any], values: ObserverValues, options: ObserverOptions
-                     ) -> list[tuple[ResourceInfo, JsonDict]]:
-    """Every object the NetworkObserver owns, in the order they are applied (what the Pod needs first)."""
+def routers_object(observer: Mapping[str, Any], values: ObserverValues, urls: Sequence[str]) -> JsonDict:
+    """The ConfigMap telling the observer where the site's routers answer."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": _metadata(observer, values, routers_config_map(values)),
+            "data": {ROUTERS_KEY: json.dumps(list(urls))}}
+
+
+def observer_objects(observer: Mapping[str, Any], values: ObserverValues, options: ObserverOptions,
+                     routers: Sequence[str] = ()) -> list[tuple[ResourceInfo, JsonDict]]:
+    """Every object the NetworkObserver owns, in the order they are applied (what the Pod needs first);
+    ``routers``: the metrics URLs of the site's router Pods."""
     objects = _rbac(observer, values)
+    objects.append((CONFIG_MAP, routers_object(observer, values, routers)))
     if values.skupper_issued:
         objects.append((CERTIFICATE, _server_certificate(observer, values)))
     objects += [(SERVICE, body) for body in _services(observer, values)]

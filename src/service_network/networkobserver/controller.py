@@ -6,8 +6,9 @@ status a Helm operator would keep (``Initialized``, ``Deployed``, ``ReleaseFaile
   objects of the last good spec stay, ``ReleaseFailed`` says which field and why, with a Warning Event.
 - An object of the same name that is not this NetworkObserver's (a user's Service, another release's Deployment)
   is never taken over: ``ReleaseFailed`` names it, as Helm refuses a resource it does not own.
-- The basic-auth Secret and ``skupper-local-ca`` are created once (POST: one that appears meanwhile is kept) and
-  never rewritten; the password is made here, from the system's random source.
+- The basic-auth Secret and ``skupper-local-ca`` are created when missing (POST: one that appears meanwhile is
+  kept) and never rewritten; the password is made here, from the system's random source. Deleted, they are made
+  again (the Secret's owner and the CA's namespace are reconciled).
 - Failures a retry can fix (5xx, 429, conflicts, an unreachable API) are retried with backoff.
 
 Caches: NetworkObservers (spec and status), and what it writes, selected by ``app.kubernetes.io/part-of=
@@ -28,7 +29,9 @@ from operator_runtime.controller import Action, Controller
 from operator_runtime.errors import AlreadyExists, BadRequest, Invalid, KubeError, NotFound
 from operator_runtime.events import EventRecorder
 from operator_runtime.kinds import (
+    CONFIG_MAP,
     DEPLOYMENT,
+    POD,
     ROLE,
     ROLE_BINDING,
     SECRET,
@@ -43,8 +46,10 @@ from operator_runtime.written import Written
 
 from ..constants import FIELD_MANAGER, FIELD_MANAGER_STATUS, OBSERVABILITY_GROUP_VERSION
 from ..kinds import CERTIFICATE, NETWORK_OBSERVER
-from ..site.caches import BINDING_CACHE, SECRET_CACHE
+from ..observer.routers import ROUTER_POD_VIEW, ROUTER_SELECTOR, router_urls
+from ..site.caches import BINDING_CACHE, SECRET_CACHE, relevant_pod_change
 from .compose import (
+    LOCAL_CA,
     PART_OF,
     ObserverOptions,
     auth_secret,
@@ -59,7 +64,7 @@ __all__ = ["NetworkObserverController"]
 
 log = logging.getLogger(__name__)
 PART_OF_SELECTOR = f"app.kubernetes.io/part-of={PART_OF}"
-OWNED_KINDS = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING, SERVICE, DEPLOYMENT, CERTIFICATE)
+OWNED_KINDS = (SERVICE_ACCOUNT, ROLE, ROLE_BINDING, CONFIG_MAP, SERVICE, DEPLOYMENT, CERTIFICATE)
 
 
 class RetryLater(Exception):
@@ -104,9 +109,14 @@ class NetworkObserverController:
         self.secrets = Reflector("observer-secrets", ApiSource(api, SECRET, namespace=ns,
                                                                label_selector=PART_OF_SELECTOR),
                                  transform=SECRET_CACHE)
+        self.observers.add_index("namespace", lambda o: [meta(o).namespace])
+        # the site's router Pods: where the observers read the network (their ConfigMap <fullname>-routers)
+        self.router_pods = Reflector("observer-router-pods", ApiSource(api, POD, namespace=ns,
+                                                                       label_selector=ROUTER_SELECTOR),
+                                     transform=ROUTER_POD_VIEW)
+        self.router_pods.add_index("namespace", lambda o: [meta(o).namespace])
         self._written = {info: Written(r) for info, r in self.caches.items()}
         self._status = Written(self.observers)
-        self._existing: set[str] = set()           # namespace/name of a CA or Secret seen to exist
         self._warned: set[tuple[str, int, str]] = set()
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
         self.controller: Controller[None] = Controller(
@@ -114,6 +124,13 @@ class NetworkObserverController:
             workers=workers, queue=queue, resync_seconds=resync_seconds)
         for reflector in (*self.caches.values(), self.secrets):
             self.controller.watches(reflector, _owner_keys)
+        self.controller.watches(self.router_pods, self._observers_of_namespace, predicate=relevant_pod_change)
+        # skupper-local-ca is nobody's: its namespace's NetworkObservers make it again
+        self.controller.watches(self.caches[CERTIFICATE], lambda c: self._observers_of_namespace(c)
+                                if meta(c).name == LOCAL_CA else [])
+
+    def _observers_of_namespace(self, obj: JsonDict) -> list[str]:
+        return [f"{meta(o).namespace}/{meta(o).name}" for o in self.observers.by_index("namespace", meta(obj).namespace)]
 
     @property
     def synced(self) -> bool:
@@ -135,20 +152,22 @@ class NetworkObserverController:
             await self._finish(obj, None, str(problem), failure_reason)
             return Action.await_change()
         await self._warn_unsupported(obj, values)
-        objects = observer_objects(obj, values, self.options)
+        routers = router_urls(self.router_pods.by_index("namespace", m.namespace))
+        objects = observer_objects(obj, values, self.options, routers)
         failure, retry = await self._write_objects(obj, values, objects)
         await self._finish(obj, None if failure else manifest(objects), failure, failure_reason)
         if retry:
             raise RetryLater(failure)
-        return Action.await_change()
+        # a name held by another owner: nothing of ours triggers when it goes, so look again in a while
+        return Action.requeue(60.0) if failure else Action.await_change()
 
     async def _write_objects(self, obj: JsonDict, values: ObserverValues,
                              objects: list[tuple[ResourceInfo, JsonDict]]) -> tuple[str | None, bool]:
         namespace, uid = meta(obj).namespace, meta(obj).uid
         for info, body in objects:
-            problem = await self._foreign(info, body, uid)
+            problem, retry = await self._foreign(info, body, uid)
             if problem:
-                return problem, False
+                return problem, retry
         if values.skupper_issued:
             failure = await self._create_once(CERTIFICATE, local_ca(obj, values))
             if failure:
@@ -170,27 +189,29 @@ class NetworkObserverController:
             self._written[info].remember(result)
         return None, False
 
-    async def _foreign(self, info: ResourceInfo, body: JsonDict, uid: str) -> str | None:
-        """Why ``body`` must not be applied: an object of its name that another owner holds (None: ours or none)."""
+    async def _foreign(self, info: ResourceInfo, body: JsonDict, uid: str) -> tuple[str | None, bool]:
+        """Why ``body`` must not be applied: an object of its name that another owner holds (None: ours or none),
+        and whether to retry (the API could not say)."""
         key = f"{meta(body).namespace}/{meta(body).name}"
         live: Mapping[str, Any] | None = self._written[info].get(key)
         if live is None:
             try:
                 live = await self.api.get(info, meta(body).name, meta(body).namespace)
             except NotFound:
-                return None
-            except KubeError:
-                return None          # the apply that follows reports it
+                return None, False
+            except KubeError as e:
+                return f"could not read {info.kind} {meta(body).name}: {e}", _retryable(e)
         if _owned_by(live, uid):
-            return None
+            return None, False
         return (f"{info.kind} {meta(body).name} exists and does not belong to this NetworkObserver; delete it or "
-                f"set spec.fullnameOverride")
+                f"set spec.fullnameOverride"), False
 
     async def _create_once(self, info: ResourceInfo, body: JsonDict) -> tuple[str, bool] | None:
-        """Create ``body`` unless it exists (in the cache, or seen before); never replaces one."""
+        """Create ``body`` unless the cache holds it; never replaces one (one that is not ours, so not cached,
+        answers AlreadyExists and is kept)."""
         key = f"{meta(body).namespace}/{meta(body).name}"
         cache = self.secrets if info is SECRET else self.caches[info]
-        if key in self._existing or cache.get(key) is not None:
+        if cache.get(key) is not None:
             return None
         try:
             await self.api.create(info, body, namespace=meta(body).namespace)
@@ -198,7 +219,6 @@ class NetworkObserverController:
             pass
         except KubeError as e:
             return f"could not create {info.kind} {meta(body).name}: {e}", _retryable(e)
-        self._existing.add(key)
         return None
 
     async def _warn_unsupported(self, obj: JsonDict, values: ObserverValues) -> None:

@@ -144,6 +144,11 @@ def _key_problem(key: str) -> str | None:
     return None
 
 
+#: Label keys a spec may not set: the router Pods' selector (Listener Services select it) and Skupper's own.
+RESERVED_LABEL_KEYS = ("application",)
+RESERVED_LABEL_PREFIXES = ("skupper.io/", "internal.skupper.io/")
+
+
 def _string_map(spec: Mapping[str, Any], key: str, *, labels: bool) -> dict[str, str]:
     value = spec.get(key)
     if value is None:
@@ -159,6 +164,8 @@ def _string_map(spec: Mapping[str, Any], key: str, *, labels: bool) -> dict[str,
         problem = _key_problem(k)
         if problem:
             raise ValuesError(f"spec.{key}", f"key {_brief(k)}: {problem}")
+        if labels and (k in RESERVED_LABEL_KEYS or k.startswith(RESERVED_LABEL_PREFIXES)):
+            raise ValuesError(f"spec.{key}.{k}", "is reserved: router Pods and Skupper's objects carry it")
         if labels and (len(v) > 63 or not _LABEL_VALUE.fullmatch(v)):
             raise ValuesError(f"spec.{key}.{k}", f"{_brief(v)} is not a valid label value")
         result[k] = v
@@ -233,6 +240,9 @@ def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
 
 def parse_values(release: str, spec: Any) -> ObserverValues:
     """The values of NetworkObserver ``release`` from its ``spec`` (None or missing: every default)."""
+    if len(release) > 63 or not _DNS_LABEL.fullmatch(release):
+        raise ValuesError("metadata.name", f"{_brief(release)} must be a DNS label (at most 63 lowercase letters, "
+                                           "digits and '-'): it is the release's label value and part of its names")
     if spec is None:
         spec = {}
     if not isinstance(spec, Mapping):

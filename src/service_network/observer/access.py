@@ -23,6 +23,7 @@ __all__ = ["Htpasswd", "ServerTls", "check_hash", "parse_htpasswd"]
 log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 1024 * 1024
 SCHEMES = ("{PLAIN}", "{SHA}", "{SSHA}")
+_UNKNOWN_USER = "{SSHA}" + base64.b64encode(bytes(24)).decode()
 
 
 def parse_htpasswd(text: str) -> dict[str, str]:
@@ -38,10 +39,12 @@ def parse_htpasswd(text: str) -> dict[str, str]:
 
 
 def check_hash(hashed: str, password: str) -> bool:
-    """Whether ``password`` matches ``hashed`` (a scheme of :data:`SCHEMES`; any other never matches)."""
+    """Whether ``password`` matches ``hashed`` (a scheme of :data:`SCHEMES`; any other never matches). Digests are
+    compared in constant time, so the time taken says nothing of the password's length."""
     given = password.encode()
     if hashed.startswith("{PLAIN}"):
-        return hmac.compare_digest(hashed[len("{PLAIN}"):].encode(), given)
+        return hmac.compare_digest(hashlib.sha256(hashed[len("{PLAIN}"):].encode()).digest(),
+                                   hashlib.sha256(given).digest())
     try:
         if hashed.startswith("{SHA}"):
             return hmac.compare_digest(base64.b64decode(hashed[5:], validate=True), hashlib.sha1(given).digest())
@@ -91,21 +94,29 @@ class Htpasswd:
         except (binascii.Error, UnicodeDecodeError):
             return False
         hashed = self.users.get(user)
-        return bool(sep) and hashed is not None and check_hash(hashed, password)
+        # an unknown user costs a check too, so the time taken does not tell which users exist
+        matched = check_hash(hashed if hashed is not None else _UNKNOWN_USER, password)
+        return bool(sep) and hashed is not None and matched
+
+
+def _server_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    return context
 
 
 @dataclass
 class ServerTls:
-    """The server's certificate and key files, loaded into one context (TLS 1.3, as upstream's proxy) and loaded
-    again when they change; new connections get the new certificate."""
+    """The server's certificate and key files (TLS 1.3, as upstream's proxy), loaded again when they change: a new
+    pair is first loaded into a scratch context, and only a pair that loads there replaces the one in use (new
+    connections get it; one that does not load leaves the previous pair in use)."""
 
     cert: Path
     key: Path
 
     def __post_init__(self) -> None:
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_3
         self._stamp: tuple[int, ...] | None = None
+        self.context = _server_context()
         self.refresh()
 
     def refresh(self) -> None:
@@ -113,6 +124,7 @@ class ServerTls:
             stamp = tuple(x for p in (self.cert, self.key) for x in (p.stat().st_mtime_ns, p.stat().st_size))
             if stamp == self._stamp:
                 return
+            _server_context().load_cert_chain(self.cert, self.key)     # the pair loads: use it
             self.context.load_cert_chain(self.cert, self.key)
         except (OSError, ssl.SSLError) as e:
             if self._stamp is None:

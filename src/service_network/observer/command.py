@@ -1,6 +1,7 @@
 """``service-network observer``: the network observer (API, metrics and console) for the network a router sees,
-until SIGTERM/SIGINT. It reads one router (``--router URL``) or the site's router Pods of a namespace
-(``--router-namespace``, through the API: what a NetworkObserver's Pod runs); it serves HTTP, or HTTPS with
+until SIGTERM/SIGINT. It reads one router (``--router URL``), the routers a ConfigMap lists
+(``--routers-config-map``: what a NetworkObserver's Pod runs) or the site's router Pods of a namespace
+(``--router-namespace``), the last two through the API; it serves HTTP, or HTTPS with
 ``--tls-cert``/``--tls-key``, and asks for basic authentication on the API with ``--htpasswd``."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from operator_runtime.observability import parse_http_address
 
 from .access import Htpasswd, ServerTls
-from .routers import RouterPods
+from .routers import RouterConfigMap, RouterPods
 from .server import serve
 
 log = logging.getLogger("service_network.observer")
@@ -31,7 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--router-namespace", default=env("OBSERVER_ROUTER_NAMESPACE"),
                         help="read the router Pods of the site in this namespace instead, found through the "
                              "Kubernetes API (in-cluster, $KUBECONFIG or --kubeconfig); env OBSERVER_ROUTER_NAMESPACE")
-    parser.add_argument("--kubeconfig", default=None, help="with --router-namespace: the kubeconfig file")
+    parser.add_argument("--routers-config-map", default=env("OBSERVER_ROUTERS_CONFIG_MAP"),
+                        help="instead: the ConfigMap (in --namespace) whose routers.json lists the routers' metrics "
+                             "URLs, as a NetworkObserver's controller keeps it (read through the API; the observer "
+                             "needs to read that one ConfigMap only); env OBSERVER_ROUTERS_CONFIG_MAP")
+    parser.add_argument("--namespace", default=env("POD_NAMESPACE"),
+                        help="the namespace of --routers-config-map (default $POD_NAMESPACE)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="with --router-namespace or --routers-config-map: the kubeconfig file")
     parser.add_argument("--listen", type=parse_http_address, default=env("OBSERVER_LISTEN", "127.0.0.1:8080"),
                         help="HOST:PORT of the API, /metrics and the console (default 127.0.0.1:8080, as "
                              "upstream's); env OBSERVER_LISTEN")
@@ -53,7 +61,10 @@ def _fail(message: str) -> int:
 
 async def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.router_namespace and not args.router.startswith(("http://", "https://")):
+    if args.routers_config_map and not args.namespace:
+        return _fail("--routers-config-map needs --namespace (or $POD_NAMESPACE)")
+    if not args.router_namespace and not args.routers_config_map and not args.router.startswith(
+            ("http://", "https://")):
         return _fail(f"--router must be an http:// or https:// URL, not {args.router[:100]!r}")
     if args.interval <= 0:
         return _fail("--interval must be positive")
@@ -66,15 +77,16 @@ async def run(args: argparse.Namespace) -> int:
     users = Htpasswd(args.htpasswd) if args.htpasswd is not None else None
     tasks: list[asyncio.Task[None]] = []
     api = None
-    routers: str | RouterPods = args.router
-    if args.router_namespace:
+    routers: str | RouterPods | RouterConfigMap = args.router
+    if args.router_namespace or args.routers_config_map:
         from operator_runtime.config import ConfigError, make_api
         try:
             api = make_api(args.kubeconfig)
         except ConfigError as e:
             return _fail(str(e))
-        routers = RouterPods(api, args.router_namespace)
-        tasks.append(asyncio.create_task(routers.run(), name="router-pods"))
+        routers = (RouterConfigMap(api, args.namespace, args.routers_config_map) if args.routers_config_map
+                   else RouterPods(api, args.router_namespace))
+        tasks.append(asyncio.create_task(routers.run(), name="routers"))
     host, port = args.listen
     scheme = "https" if tls is not None else "http"
     tasks.append(asyncio.create_task(serve(

@@ -9,21 +9,25 @@ its metrics endpoint (``GET /observe``, port ``metrics`` 9090 of the router Pod)
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from operator_runtime.api import KubeApi
-from operator_runtime.kinds import POD
+from operator_runtime.kinds import CONFIG_MAP, POD
 from operator_runtime.objects import mapping, meta
 from operator_runtime.projection import KEEP, project
 from operator_runtime.reflector import ApiSource, Reflector
 
 from ..constants import ROUTER_METRICS_PORT, ROUTER_POD_LABELS
 
-__all__ = ["FixedRouter", "RouterPods", "RouterSource", "router_urls"]
+__all__ = ["ROUTER_POD_VIEW", "ROUTER_SELECTOR", "FixedRouter", "RouterConfigMap", "RouterPods", "RouterSource",
+           "parse_router_urls", "router_urls"]
 
 ROUTER_SELECTOR = ",".join(f"{k}={v}" for k, v in ROUTER_POD_LABELS.items())
-_POD_VIEW = project({"metadata": {k: KEEP for k in ("name", "namespace", "uid", "resourceVersion",
+#: What a watch of router Pods keeps of each: phase, IP, readiness, age.
+ROUTER_POD_VIEW = project({"metadata": {k: KEEP for k in ("name", "namespace", "uid", "resourceVersion",
                                                     "deletionTimestamp", "creationTimestamp")},
                      "status": {"phase": KEEP, "podIP": KEEP, "conditions": [{"type": KEEP, "status": KEEP}]}})
 
@@ -62,10 +66,50 @@ class RouterPods:
         self.api = api
         self.namespace = namespace
         self.reflector = Reflector("router-pods", ApiSource(api, POD, namespace=namespace,
-                                                            label_selector=ROUTER_SELECTOR), transform=_POD_VIEW)
+                                                            label_selector=ROUTER_SELECTOR), transform=ROUTER_POD_VIEW)
 
     def urls(self) -> list[str]:
         return router_urls(self.reflector.items())
+
+    async def run(self) -> None:
+        await self.reflector.run()
+
+
+#: The most router URLs a ConfigMap may name (a site has one or two routers).
+MAX_ROUTERS = 16
+
+
+def parse_router_urls(text: object) -> list[str]:
+    """The router URLs of a ``routers.json`` value: a JSON list of ``http://IP:PORT`` (anything else is dropped)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) and len(text) < 64 * 1024 else []
+    except ValueError:
+        return []
+    urls = []
+    for item in value[:MAX_ROUTERS] if isinstance(value, list) else []:
+        if not isinstance(item, str) or not item.startswith("http://"):
+            continue
+        host, _, port = item[len("http://"):].rpartition(":")
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            continue
+        if port.isdigit() and 0 < int(port) < 65536:
+            urls.append(item)
+    return urls
+
+
+class RouterConfigMap:
+    """The router URLs a NetworkObserver's controller keeps in one ConfigMap (``routers.json``), from a watch of
+    that ConfigMap alone (its Role names it)."""
+
+    def __init__(self, api: KubeApi, namespace: str, name: str) -> None:
+        self.key = f"{namespace}/{name}"
+        self.reflector = Reflector("router-config-map", ApiSource(api, CONFIG_MAP, namespace=namespace,
+                                                                  field_selector=f"metadata.name={name}"))
+
+    def urls(self) -> list[str]:
+        return parse_router_urls(mapping(self.reflector.get(self.key), "data").get("routers.json"))
 
     async def run(self) -> None:
         await self.reflector.run()
