@@ -77,6 +77,15 @@ def test_upstream_sample_values_are_taken_with_the_charts_names() -> None:
         assert caught.value.path == "metadata.name"
 
 
+def test_resource_quantities_as_the_api_server_writes_them() -> None:
+    values = parse_values("x", {"containerResources": {"networkObserver": {
+        "requests": {"cpu": 0.25, "memory": "256Mi"}, "limits": {"cpu": "1.5", "memory": 1073741824}}}})
+    assert values.resources == {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                "limits": {"cpu": "1500m", "memory": "1073741824"}}
+    # the deprecated key when containerResources says nothing
+    assert parse_values("x", {"resources": {"limits": {"cpu": 1}}}).resources == {"limits": {"cpu": "1"}}
+
+
 def test_switched_on_features_it_does_not_provide_are_listed() -> None:
     spec = {"ingress": {"enabled": True}, "route": {"enabled": True}, "tls": {"openshiftIssued": True},
             "prometheus": {"persistence": {"enabled": True}}}
@@ -109,6 +118,9 @@ def test_switched_on_features_it_does_not_provide_are_listed() -> None:
     ({"image": {"repository": "evil image"}}, "spec.image.repository"),
     ({"image": {"pullPolicy": "Sometimes"}}, "spec.image.pullPolicy"),
     ({"containerResources": {"networkObserver": {"cpu": "1"}}}, "spec.containerResources.networkObserver"),
+    ({"containerResources": {"networkObserver": {"limits": {"cpu": "lots"}}}},
+     "spec.containerResources.networkObserver.limits.cpu"),
+    ({"resources": {"requests": {"memory": True}}}, "spec.containerResources.networkObserver.requests.memory"),
     ([], "spec"),
 ])
 def test_bad_values_name_their_field_and_never_echo_much(spec: Any, path: str) -> None:

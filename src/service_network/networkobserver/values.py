@@ -221,12 +221,35 @@ def _extra_args(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(value)
 
 
+_QUANTITY = re.compile(r"([0-9]+(\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+
+
+def _quantity(value: object, path: str) -> str:
+    """A resource quantity as the API server writes it back for the plain forms (``1`` -> ``"1"``, ``0.5`` and
+    ``"0.5"`` -> ``"500m"``), so that what is applied compares equal to what is stored (no write per reconcile);
+    other valid forms are kept as written."""
+    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or len(text) > 64 or not _QUANTITY.fullmatch(text):
+        raise ValuesError(path, f"{_brief(value)} is not a resource quantity (e.g. 250m, 1, 512Mi)")
+    number, fraction, suffix = _QUANTITY.fullmatch(text).groups()  # type: ignore[union-attr]
+    if fraction and not suffix:
+        millis = round(float(number) * 1000)
+        if abs(float(number) * 1000 - millis) < 1e-9:
+            return f"{millis // 1000}" if millis % 1000 == 0 else f"{millis}m"
+    return text
+
+
 def _resources(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    path = "spec.containerResources.networkObserver"
     chosen = _section(spec, "containerResources.networkObserver") or _section(spec, "resources")
+    result: dict[str, dict[str, str]] = {}
     for key, value in chosen.items():
-        if key not in ("requests", "limits", "claims") or not isinstance(value, Mapping | list):
-            raise ValuesError("spec.containerResources.networkObserver", f"{_brief(key)} is not requests or limits")
-    return chosen
+        if key not in ("requests", "limits") or not isinstance(value, Mapping):
+            raise ValuesError(path, f"{_brief(key)} is not requests or limits")
+        if len(value) > 8 or not all(isinstance(k, str) and _key_problem(k) is None for k in value):
+            raise ValuesError(f"{path}.{key}", "must name at most 8 resources (cpu, memory, ...)")
+        result[key] = {k: _quantity(v, f"{path}.{key}.{k}") for k, v in value.items()}
+    return result
 
 
 def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
