@@ -156,6 +156,13 @@ pub async fn echo(name: &str) -> SocketAddr {
 
 /// Connects to `addr`, reads the greeting line: the name of the target that answered.
 pub async fn greeting(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
+    // bounded: a wait for a greeting that never comes fails (and a caller's wait retries) instead of hanging
+    tokio::time::timeout(Duration::from_secs(10), greeting_unbounded(addr))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no greeting within 10 s"))?
+}
+
+async fn greeting_unbounded(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
     let mut s = TcpStream::connect(addr).await?;
     let mut line = Vec::new();
     let mut b = [0u8; 1];
