@@ -133,7 +133,6 @@ async def observed_summary(access: ObserverAccess, sites: int, seconds: float, c
     text = (f"{len(names)} sites ({', '.join(names)}), {links_up} links up, "
             f"{len(seen.get('services', []))} services, {len(seen.get('processes', []))} processes"
             + (f"; {pairs}" if pairs else ""))
-    counted = sum(p["recordCount"] for p in seen.get("sitepairs", []))
     return len(names) >= sites and counted >= connections, text
 
 

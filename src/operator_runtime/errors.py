@@ -30,6 +30,7 @@ __all__ = [
     "Unauthorized",
     "failure",
     "failure_from_response",
+    "retryable",
 ]
 
 #: How much of a non-JSON error body goes into a message.
@@ -108,6 +109,12 @@ FAILURES_BY_CODE: Mapping[int, type[ApiFailure]] = {
     422: Invalid,
     429: TooManyRequests,
 }
+
+
+def retryable(error: KubeError) -> bool:
+    """Whether retrying the same request may succeed: anything but a request the server refused as wrong
+    (BadRequest, Invalid) or an answer about existence (NotFound, AlreadyExists)."""
+    return not isinstance(error, BadRequest | Invalid | NotFound | AlreadyExists)
 
 
 def failure(code: int, reason: str, message: str, body: Mapping[str, Any] | None = None) -> ApiFailure:

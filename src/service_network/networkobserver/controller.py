@@ -26,7 +26,7 @@ from typing import Any
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import SERVICE_ATOMIC_MAPS, apply_is_noop, owned_fields_cache
 from operator_runtime.controller import Action, Controller
-from operator_runtime.errors import AlreadyExists, BadRequest, Invalid, KubeError, NotFound
+from operator_runtime.errors import AlreadyExists, KubeError, NotFound, retryable
 from operator_runtime.events import EventRecorder
 from operator_runtime.kinds import (
     CONFIG_MAP,
@@ -80,10 +80,6 @@ def _owner_keys(obj: JsonDict) -> list[str]:
     return [f"{namespace}/{ref.get('name')}" for ref in mapping(obj, "metadata").get("ownerReferences") or []
             if isinstance(ref, Mapping) and ref.get("kind") == "NetworkObserver"
             and ref.get("apiVersion") == OBSERVABILITY_GROUP_VERSION]
-
-
-def _retryable(failure: KubeError) -> bool:
-    return not isinstance(failure, BadRequest | Invalid | NotFound | AlreadyExists)
 
 
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -185,7 +181,7 @@ class NetworkObserverController:
                 result = await self.api.apply(info, body, name=meta(body).name, namespace=namespace,
                                               field_manager=FIELD_MANAGER, force=True)
             except KubeError as e:
-                return f"could not write {info.kind} {meta(body).name}: {e}", _retryable(e)
+                return f"could not write {info.kind} {meta(body).name}: {e}", retryable(e)
             self._written[info].remember(result)
         return None, False
 
@@ -200,7 +196,7 @@ class NetworkObserverController:
             except NotFound:
                 return None, False
             except KubeError as e:
-                return f"could not read {info.kind} {meta(body).name}: {e}", _retryable(e)
+                return f"could not read {info.kind} {meta(body).name}: {e}", retryable(e)
         if _owned_by(live, uid):
             return None, False
         return (f"{info.kind} {meta(body).name} exists and does not belong to this NetworkObserver; delete it or "
@@ -218,7 +214,7 @@ class NetworkObserverController:
         except AlreadyExists:
             pass
         except KubeError as e:
-            return f"could not create {info.kind} {meta(body).name}: {e}", _retryable(e)
+            return f"could not create {info.kind} {meta(body).name}: {e}", retryable(e)
         return None
 
     async def _warn_unsupported(self, obj: JsonDict, values: ObserverValues) -> None:

@@ -185,10 +185,6 @@ def make_app(observer: Observer, users: Htpasswd | None = None) -> web.Applicati
         return _json({"time": net.time_us, "updated": observer.updated_us, "error": observer.error,
                       "polls": observer.polls, "router": observer.router_url, **net.traffic})
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=metrics_text(lambda: observer.network),
-                            headers={**_HEADERS, "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
-
     def static(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         path = CONSOLE_DIR / name
         body = path.read_bytes()   # a few small files, read once when the app is made
@@ -205,7 +201,7 @@ def make_app(observer: Observer, users: Htpasswd | None = None) -> web.Applicati
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok", headers=_HEADERS)
 
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", _metrics_handler(observer))
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", static("index.html"))
     for path in sorted(CONSOLE_DIR.iterdir()):
@@ -214,13 +210,17 @@ def make_app(observer: Observer, users: Htpasswd | None = None) -> web.Applicati
     return app
 
 
-def metrics_app(observer: Observer) -> web.Application:
-    """``/metrics`` alone (upstream's ``-listen-metrics`` server)."""
+def _metrics_handler(observer: Observer) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=metrics_text(lambda: observer.network),
-                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+                            headers={**_HEADERS, "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+    return metrics
+
+
+def metrics_app(observer: Observer) -> web.Application:
+    """``/metrics`` alone (upstream's ``-listen-metrics`` server)."""
     app = web.Application()
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", _metrics_handler(observer))
     return app
 
 

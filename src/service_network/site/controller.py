@@ -36,11 +36,10 @@ from operator_runtime.controller import Action, Controller
 from operator_runtime.errors import (
     AlreadyExists,
     ApiFailure,
-    BadRequest,
     Conflict,
-    Invalid,
     KubeError,
     NotFound,
+    retryable,
 )
 from operator_runtime.events import EventRecorder
 from operator_runtime.kinds import (
@@ -174,10 +173,6 @@ def _site_namespace_of(obj: JsonDict) -> list[str]:
     """An AttachedConnector's site namespace (where its binding and router are)."""
     site_namespace = mapping(obj, "spec").get("siteNamespace")
     return [site_namespace] if isinstance(site_namespace, str) and site_namespace else []
-
-
-def _retryable(failure: KubeError) -> bool:
-    return not isinstance(failure, BadRequest | Invalid | NotFound | AlreadyExists)
 
 
 def _labels_match(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
@@ -718,7 +713,7 @@ class SiteController:
         self.metrics.write_failures.labels(kind).inc()
         message = failure.message if isinstance(failure, ApiFailure) else str(failure)
         log.warning("%s: %s", what, message)
-        return f"{what}: {message}", _retryable(failure)
+        return f"{what}: {message}", retryable(failure)
 
     async def _apply(self, info: ResourceInfo, body: JsonDict) -> tuple[str, bool] | None:
         """Server-side apply ``body`` unless that would change nothing; the failure (message, retry) or None."""
