@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from devenv.up import Console
+from service_network.networkobserver.compose import API_PORT
 
 __all__ = ["OBSERVER_NAME", "ObserverAccess", "network_observer", "observed_summary", "observer_access",
            "show_observer"]
@@ -26,7 +27,6 @@ __all__ = ["OBSERVER_NAME", "ObserverAccess", "network_observer", "observed_summ
 #: The NetworkObserver's name: it holds the chart's name, so its objects are named the same (the chart's rule).
 OBSERVER_NAME = "network-observer"
 NETWORK_OBSERVERS = "networkobservers.observability.skupper.io"
-API_PORT = 8443
 
 
 def network_observer(namespace: str) -> dict[str, Any]:
