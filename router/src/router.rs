@@ -1077,8 +1077,8 @@ impl Router {
         self: &Arc<Self>,
         stream: TcpStream,
         acceptor: tokio_rustls::TlsAcceptor,
-    ) -> Result<(tokio_rustls::server::TlsStream<TcpStream>, DialerHello, String), (&'static str, String)> {
-        let mut tls = acceptor.accept(stream).await.map_err(|e| ("tls", e.to_string()))?;
+    ) -> Result<(tokio_rustls::server::TlsStream<LinkIo>, DialerHello, String), (&'static str, String)> {
+        let mut tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
         let cn = tls
             .get_ref()
             .1
@@ -1117,7 +1117,7 @@ impl Router {
         Ok((tls, hello, cn))
     }
 
-    fn accepted(self: &Arc<Self>, (tls, hello, cn): (tokio_rustls::server::TlsStream<TcpStream>, DialerHello, String)) {
+    fn accepted(self: &Arc<Self>, (tls, hello, cn): (tokio_rustls::server::TlsStream<LinkIo>, DialerHello, String)) {
         let peer = hello.router.clone();
         let key = (peer.clone(), hello.group.clone());
         if hello.index == 0 {
@@ -1234,7 +1234,7 @@ impl Router {
         group: &str,
         index: u32,
         count: u32,
-    ) -> Result<(tokio_rustls::client::TlsStream<TcpStream>, AcceptorHello), String> {
+    ) -> Result<(tokio_rustls::client::TlsStream<LinkIo>, AcceptorHello), String> {
         let work = async {
             let tcp = match l.host.parse::<std::net::IpAddr>() {
                 Ok(ip) => TcpStream::connect(SocketAddr::new(ip, l.port)).await,
@@ -1244,7 +1244,7 @@ impl Router {
             let _ = tcp.set_nodelay(true);
             let connector = tokio_rustls::TlsConnector::from(cfg.clone());
             let name = ServerName::try_from("control.service-network").expect("static name");
-            let mut tls = connector.connect(name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
+            let mut tls = connector.connect(name, link_io(tcp)).await.map_err(|e| format!("TLS: {e}"))?;
             let cn = tls
                 .get_ref()
                 .1
@@ -1900,6 +1900,16 @@ fn profile_stamp(doc: &Document, name: Option<&str>) -> Vec<Option<SystemTime>> 
         .iter()
         .map(|path| path.as_ref().and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok()))
         .collect()
+}
+
+/// A link's TCP connection under TLS: reads go through a 64 KiB buffer, since rustls asks its transport for at
+/// most 4 KiB at a time (a 16 KiB record would cost four or five `read` calls; this way one call fills the buffer
+/// and rustls copies out of it).
+type LinkIo = tokio::io::BufReader<TcpStream>;
+const LINK_READ_BUFFER: usize = 64 * 1024;
+
+fn link_io(tcp: TcpStream) -> LinkIo {
+    tokio::io::BufReader::with_capacity(LINK_READ_BUFFER, tcp)
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {

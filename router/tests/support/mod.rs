@@ -164,6 +164,11 @@ pub async fn greeting(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> 
 
 async fn greeting_unbounded(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
     let mut s = TcpStream::connect(addr).await?;
+    // while nothing listens on a port in the ephemeral range, a connect to it can pick that very port as its own
+    // and connect to itself (TCP simultaneous open): nobody would ever greet
+    if s.local_addr()? == s.peer_addr()? {
+        return Err(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connected to itself"));
+    }
     let mut line = Vec::new();
     let mut b = [0u8; 1];
     loop {
