@@ -225,10 +225,19 @@ def _rounds(args: argparse.Namespace, sides: dict[str, tuple[int, str, set[int]]
     out: dict[str, list[tuple[dict[str, Any], float]]] = {side: [] for side in sides}
     for _ in range(args.repeats):
         for side, (port, host, pids) in sides.items():
-            before = _cpu(pids)
+            before, machine = _cpu(pids), _machine()
             result = run(port, host)
+            after = _machine()
+            result["machine_busy_s"], result["machine_idle_s"] = (after[0] - machine[0], after[1] - machine[1])
             out[side].append((result, _cpu(pids) - before))
     return out
+
+
+def _machine() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine so far, every process and the kernel's own work included."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK"), idle / os.sysconf("SC_CLK_TCK")
 
 
 def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
@@ -249,7 +258,11 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
         for side, results in runs.items():
             gbit = [r["gbit_per_s"] for r, _ in results]
             gb = sum(r["bytes"] for r, _ in results) / 1e9
-            tp[side] = {"gbit_per_s": _median(gbit), "all_gbit_per_s": gbit}
+            busy = sum(r["machine_busy_s"] for r, _ in results)
+            idle = sum(r["machine_idle_s"] for r, _ in results)
+            tp[side] = {"gbit_per_s": _median(gbit), "all_gbit_per_s": gbit,
+                        "machine_cpu_seconds_per_gb": round(busy / gb, 3),
+                        "machine_idle_share": round(idle / max(busy + idle, 1e-9), 3)}
             if side != "direct":
                 tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / gb, 3)
         result["throughput"] = tp

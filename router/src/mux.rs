@@ -20,6 +20,10 @@ use crate::frame::{Frame, FrameError, Open, ResetReason, MAX_DATA};
 
 /// Bytes a stream may have in flight in each direction before the receiver gives credit back.
 pub const WINDOW: usize = 256 * 1024;
+/// Credit a receiver holds back before it sends it in one CREDIT frame (a quarter of the window: a bulk stream
+/// costs one CREDIT frame, a TLS record and a wake-up of the sender per 64 KiB, not per DATA frame; the sender
+/// still always has at least three quarters of the window to send into).
+pub const CREDIT_BATCH: usize = WINDOW / 4;
 /// Frames queued for one connection's writer (each at most one DATA frame of 64 KiB).
 const WRITE_QUEUE: usize = 64;
 /// Largest batch the writer hands to TLS in one write.
@@ -197,7 +201,7 @@ impl ConnShared {
         let guard = Arc::new(StreamGuard { id, conn: self.clone() });
         Some((
             StreamTx { id, conn: self.clone(), credit, _guard: guard.clone() },
-            StreamRx { id, conn: self.clone(), inbound: in_rx, unacked, _guard: guard },
+            StreamRx { id, conn: self.clone(), inbound: in_rx, unacked, held: 0, _guard: guard },
         ))
     }
 
@@ -290,6 +294,8 @@ pub struct StreamRx {
     conn: Arc<ConnShared>,
     inbound: mpsc::UnboundedReceiver<Inbound>,
     unacked: Arc<AtomicUsize>,
+    /// Consumed bytes not yet given back (less than [`CREDIT_BATCH`]).
+    held: usize,
     _guard: Arc<StreamGuard>,
 }
 
@@ -299,13 +305,19 @@ impl StreamRx {
         self.inbound.recv().await.unwrap_or(Inbound::Rst(ResetReason::Shutdown))
     }
 
-    /// Gives `n` bytes of credit back: they were written onward.
-    pub async fn consumed(&self, n: usize) {
+    /// Gives `n` bytes of credit back: they were written onward. Credit is sent once [`CREDIT_BATCH`] bytes have
+    /// been consumed (with a window of four batches, a sender never waits on credit held back here: everything it
+    /// has in flight is either on its way or consumed, and consuming it completes a batch).
+    pub async fn consumed(&mut self, n: usize) {
         if n == 0 {
             return;
         }
         self.unacked.fetch_sub(n, Ordering::AcqRel);
-        let _ = self.conn.tx.send(Frame::Credit { stream: self.id, bytes: n as u32 }).await;
+        self.held += n;
+        if self.held >= CREDIT_BATCH {
+            let bytes = std::mem::take(&mut self.held) as u32;
+            let _ = self.conn.tx.send(Frame::Credit { stream: self.id, bytes }).await;
+        }
     }
 }
 
@@ -607,17 +619,23 @@ mod tests {
         filler.abort();
     }
 
-    #[tokio::test]
-    async fn sending_beyond_credit_resets_the_stream() {
+    type Opened = (StreamTx, StreamRx, Open);
+
+    /// An accepting connection, and the raw end of its transport to play the dialing peer with.
+    fn raw_peer() -> (tokio::io::DuplexStream, Conn, mpsc::UnboundedReceiver<Opened>) {
         let (a, b) = tokio::io::duplex(4 * 1024 * 1024);
-        let (open_tx, mut open_rx) = mpsc::unbounded_channel();
+        let (open_tx, open_rx) = mpsc::unbounded_channel();
         let on_open: OnOpen = Arc::new(move |tx, rx, open| {
             let _ = open_tx.send((tx, rx, open));
         });
         let (ctl_tx, _c) = mpsc::unbounded_channel();
-        let _acceptor = Conn::start(b, Role::Acceptor, on_open, ctl_tx);
+        (a, Conn::start(b, Role::Acceptor, on_open, ctl_tx), open_rx)
+    }
+
+    #[tokio::test]
+    async fn sending_beyond_credit_resets_the_stream() {
         // a raw peer that ignores credit
-        let mut raw = a;
+        let (mut raw, _acceptor, mut open_rx) = raw_peer();
         let mut out = BytesMut::new();
         Frame::Open { stream: 1, open: open("k") }.encode(&mut out);
         for _ in 0..(WINDOW / MAX_DATA + 1) {
@@ -637,6 +655,44 @@ mod tests {
             }
         }
         assert!(data <= WINDOW);
+    }
+
+    #[tokio::test]
+    async fn credit_is_given_back_a_batch_at_a_time() {
+        let (raw, _acceptor, mut open_rx) = raw_peer();
+        let (mut raw_r, mut raw_w) = tokio::io::split(raw);
+        let mut out = BytesMut::new();
+        Frame::Open { stream: 1, open: open("k") }.encode(&mut out);
+        // a batch and a half, in frames of a sixteenth of a batch
+        let piece = CREDIT_BATCH / 16;
+        for _ in 0..24 {
+            Frame::Data { stream: 1, data: Bytes::from(vec![7u8; piece]) }.encode(&mut out);
+        }
+        raw_w.write_all(&out).await.unwrap();
+        let (_tx, mut rx, _) = open_rx.recv().await.unwrap();
+        let mut got = 0;
+        while got < 24 * piece {
+            match rx.recv().await {
+                Inbound::Data(d) => {
+                    got += d.len();
+                    rx.consumed(d.len()).await;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // the peer hears of one batch, in one CREDIT frame; the half batch stays held until more is consumed
+        let mut buf = BytesMut::new();
+        let mut credits = Vec::new();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(300);
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, raw_r.read_buf(&mut buf)).await {
+            assert!(n > 0);
+            while let Some(f) = Frame::decode(&mut buf).unwrap() {
+                if let Frame::Credit { stream, bytes } = f {
+                    credits.push((stream, bytes));
+                }
+            }
+        }
+        assert_eq!(credits, vec![(1, CREDIT_BATCH as u32)]);
     }
 
     #[tokio::test]
