@@ -1,0 +1,120 @@
+"""Two-hop throughput of several router variants side by side, in the same run, alternating; JSON on stdout.
+
+Each side is a whole two-hop network as ``dataplane_bench.py`` builds it (client -> West -> mutual TLS -> Middle ->
+mutual TLS -> East -> sink), on its own loopback addresses, all running throughout; one TCP stream per run, the
+sides in turn for ``--rounds`` rounds. A side is ``haproxy``, ``rust``, or ``rust`` with router settings and/or
+another binary: ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``,
+``rust:bin=/tmp/old-router,threads=1``. For each side: the median Gbit/s, every run, and the CPUs the whole machine
+left idle meanwhile (the share of the run's CPU time, every process and the kernel included).
+
+Meant for deciding between variants of the data plane on a noisy machine: a single run of a single stream moves by
+10-20 % here from one run to the next, so variants are compared only within one run, alternating, by their medians.
+Loopback only (127.0.80-87.x and the sink's 127.0.50.201); every run is bounded in time. Run it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import dataplane_bench as db
+import router_bench as rb
+
+from service_network.router.process import find_haproxy
+
+SETTINGS = {"threads": int, "bufferSize": int}
+
+
+def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
+    """(engine, binary, router settings) of a side's description; ValueError names what is wrong."""
+    engine, _, options = text.partition(":")
+    if engine not in db.ENGINES:
+        raise ValueError(f"{text!r}: the engine is haproxy or rust")
+    binary: str | None = None
+    settings: dict[str, int] = {}
+    for option in filter(None, options.split(",")):
+        key, sep, value = option.partition("=")
+        if not sep or engine != "rust":
+            raise ValueError(f"{text!r}: options are key=value, for rust only")
+        if key == "bin":
+            binary = value
+        elif key in SETTINGS:
+            settings[key] = SETTINGS[key](value)
+        else:
+            raise ValueError(f"{text!r}: unknown option {key!r} (bin, {', '.join(SETTINGS)})")
+    return engine, binary, settings
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    haproxy = find_haproxy()
+    state = Path(tempfile.mkdtemp(prefix="two-hop-ab-", dir="/tmp"))
+    backends = {k: rb._free_port(rb.BACKEND) for k in db.KINDS}
+    sink = rb._start_backend("sink", rb.BACKEND, backends["sink"])
+    runs: dict[str, list[tuple[float, float]]] = {side: [] for side in args.sides}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            nets: dict[str, tuple[int, str]] = {}
+            for i, side in enumerate(args.sides):
+                engine, binary, settings = parse_side(side)
+                hosts = {name: f"127.0.{80 + i}.{200 + j}" for j, name in enumerate(("west", "middle", "east"))}
+                docs = db._two_hop_documents(state / f"certs-{i}", hosts, backends)
+                for doc in docs.values():
+                    doc["router"].update(settings)
+                (state / f"net-{i}").mkdir()
+                previous = os.environ.get("ROUTER_BIN")
+                if binary:
+                    os.environ["ROUTER_BIN"] = binary      # read when each router process starts, just below
+                try:
+                    _, listeners = await stack.enter_async_context(
+                        db._network(state / f"net-{i}", engine, docs, haproxy))
+                finally:
+                    if previous is None:
+                        os.environ.pop("ROUTER_BIN", None)
+                    else:
+                        os.environ["ROUTER_BIN"] = previous
+                nets[side] = (listeners["sink"], hosts["west"])
+            for _ in range(args.rounds):
+                for side, (port, host) in nets.items():
+                    before = db._machine()
+                    result = await asyncio.to_thread(rb._throughput, port, host, args.seconds, 1 << 40)
+                    after = db._machine()
+                    busy, idle = after[0] - before[0], after[1] - before[1]
+                    runs[side].append((result["gbit_per_s"], idle / max(busy + idle, 1e-9)))
+    finally:
+        sink.kill()
+        sink.wait()
+    out: dict[str, Any] = {}
+    for side, values in runs.items():
+        out[side] = {"gbit_per_s": round(statistics.median(g for g, _ in values), 2),
+                     "all_gbit_per_s": [g for g, _ in values],
+                     "machine_idle_share": round(statistics.median(i for _, i in values), 3)}
+    return {"sides": out, "rounds": args.rounds, "seconds": args.seconds, "cpus": os.cpu_count()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sides", nargs="+", help="haproxy | rust[:bin=PATH][,threads=N][,bufferSize=BYTES]")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each run")
+    args = parser.parse_args()
+    try:
+        for side in args.sides:
+            parse_side(side)
+    except ValueError as e:
+        parser.error(str(e))
+    if len(set(args.sides)) != len(args.sides) or not 1 <= args.rounds <= 50 or not 0.5 <= args.seconds <= 60:
+        parser.error("sides are distinct, --rounds 1-50, --seconds 0.5-60")
+    json.dump(asyncio.run(_main(args)), sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
