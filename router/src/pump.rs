@@ -331,7 +331,7 @@ pub const READ_MAX: usize = 8 * crate::frame::MAX_DATA;
 
 /// How much a socket-to-stream pump reads at a time: `router.bufferSize` at first, doubled (up to [`READ_MAX`])
 /// while reads fill all there was room for (the sender is ahead: a bulk transfer then costs fewer reads, sends and
-/// wake-ups per byte; measured with two hops, 512 KiB reads carried 1.1x-1.2x the bytes of 64 KiB ones), halved
+/// wake-ups per byte; measured with two hops, 512 KiB reads carried 1.03x-1.18x the bytes of 64 KiB ones), halved
 /// back while reads bring less than half the configured size. A connection that never moves much never reads more
 /// than the configured size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
