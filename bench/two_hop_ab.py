@@ -1,14 +1,16 @@
 """Two-hop throughput of several router variants side by side, in the same run, alternating; JSON on stdout.
 
 Each side is a whole two-hop network as ``dataplane_bench.py`` builds it (client -> West -> mutual TLS -> Middle ->
-mutual TLS -> East -> sink), on its own loopback addresses, all running throughout; one TCP stream per run, the
-sides in turn for ``--rounds`` rounds. A side is ``haproxy``, ``rust``, or ``rust`` with router settings and/or
+mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run, the sides in turn, for
+``--rounds`` rounds. Every round builds every network afresh and starts with the next side: on two CPUs the five
+processes of a stream settle on the CPUs in a way that stays for the processes' life, and that alone moved the
+same binary's throughput by 10 % between two networks of one run. A side is ``haproxy``, ``rust``, or ``rust`` with router settings and/or
 another binary: ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``,
 ``rust:bin=/tmp/old-router,threads=1``. For each side: the median Gbit/s, every run, and the CPUs the whole machine
 left idle meanwhile (the share of the run's CPU time, every process and the kernel included).
 
 Meant for deciding between variants of the data plane on a noisy machine: a single run of a single stream moves by
-10-20 % here from one run to the next, so variants are compared only within one run, alternating, by their medians.
+10-20 % here from one run to the next, so variants are compared only within one run, by their medians over rounds.
 Loopback only (127.0.80-87.x and the sink's 127.0.50.201); every run is bounded in time. Run it alone.
 """
 
@@ -19,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -53,6 +56,40 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
     return engine, binary, settings
 
 
+async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int], haproxy: str, order: list[str],
+                 runs: dict[str, list[tuple[float, float]]]) -> None:
+    """Every side's network built afresh (new processes: the kernel places them anew), one run of each, in
+    ``order``, then all torn down."""
+    async with contextlib.AsyncExitStack() as stack:
+        nets: dict[str, tuple[int, str]] = {}
+        for side in order:
+            i = args.sides.index(side)
+            engine, binary, settings = parse_side(side)
+            hosts = {name: f"127.0.{80 + i}.{200 + j}" for j, name in enumerate(("west", "middle", "east"))}
+            where = Path(tempfile.mkdtemp(prefix=f"side-{i}-", dir=state))
+            docs = db._two_hop_documents(where / "certs", hosts, backends)
+            for doc in docs.values():
+                doc["router"].update(settings)
+            previous = os.environ.get("ROUTER_BIN")
+            if binary:
+                os.environ["ROUTER_BIN"] = binary      # read when each router process starts, just below
+            try:
+                _, listeners = await stack.enter_async_context(db._network(where, engine, docs, haproxy))
+            finally:
+                if previous is None:
+                    os.environ.pop("ROUTER_BIN", None)
+                else:
+                    os.environ["ROUTER_BIN"] = previous
+            nets[side] = (listeners["sink"], hosts["west"])
+        for side in order:
+            port, host = nets[side]
+            before = db._machine()
+            result = await asyncio.to_thread(rb._throughput, port, host, args.seconds, 1 << 40)
+            after = db._machine()
+            busy, idle = after[0] - before[0], after[1] - before[1]
+            runs[side].append((result["gbit_per_s"], idle / max(busy + idle, 1e-9)))
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     haproxy = find_haproxy()
     state = Path(tempfile.mkdtemp(prefix="two-hop-ab-", dir="/tmp"))
@@ -60,37 +97,14 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     sink = rb._start_backend("sink", rb.BACKEND, backends["sink"])
     runs: dict[str, list[tuple[float, float]]] = {side: [] for side in args.sides}
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            nets: dict[str, tuple[int, str]] = {}
-            for i, side in enumerate(args.sides):
-                engine, binary, settings = parse_side(side)
-                hosts = {name: f"127.0.{80 + i}.{200 + j}" for j, name in enumerate(("west", "middle", "east"))}
-                docs = db._two_hop_documents(state / f"certs-{i}", hosts, backends)
-                for doc in docs.values():
-                    doc["router"].update(settings)
-                (state / f"net-{i}").mkdir()
-                previous = os.environ.get("ROUTER_BIN")
-                if binary:
-                    os.environ["ROUTER_BIN"] = binary      # read when each router process starts, just below
-                try:
-                    _, listeners = await stack.enter_async_context(
-                        db._network(state / f"net-{i}", engine, docs, haproxy))
-                finally:
-                    if previous is None:
-                        os.environ.pop("ROUTER_BIN", None)
-                    else:
-                        os.environ["ROUTER_BIN"] = previous
-                nets[side] = (listeners["sink"], hosts["west"])
-            for _ in range(args.rounds):
-                for side, (port, host) in nets.items():
-                    before = db._machine()
-                    result = await asyncio.to_thread(rb._throughput, port, host, args.seconds, 1 << 40)
-                    after = db._machine()
-                    busy, idle = after[0] - before[0], after[1] - before[1]
-                    runs[side].append((result["gbit_per_s"], idle / max(busy + idle, 1e-9)))
+        for r in range(args.rounds):
+            # each round starts with the next side: no side always runs first or after the same one
+            shift = r % len(args.sides)
+            await _round(args, state, backends, haproxy, args.sides[shift:] + args.sides[:shift], runs)
     finally:
         sink.kill()
         sink.wait()
+        shutil.rmtree(state, ignore_errors=True)
     out: dict[str, Any] = {}
     for side, values in runs.items():
         out[side] = {"gbit_per_s": round(statistics.median(g for g, _ in values), 2),

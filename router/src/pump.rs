@@ -330,9 +330,9 @@ pub async fn socket_stream(
 pub const READ_MAX: usize = 8 * crate::frame::MAX_DATA;
 
 /// How much a socket-to-stream pump reads at a time: `router.bufferSize` at first, doubled (up to [`READ_MAX`])
-/// while reads fill all there was room for (the sender is ahead: a bulk transfer then costs fewer reads, sends and
-/// wake-ups per byte; measured with two hops, 512 KiB reads carried 1.03x-1.18x the bytes of 64 KiB ones), halved
-/// back while reads bring less than half the configured size. A connection that never moves much never reads more
+/// while reads fill all there was room for (the sender is ahead: a bulk transfer then costs one read, one hand-over
+/// to the link and one wake-up per 512 KiB instead of eight; on two hops its effect on one stream's throughput is
+/// within the bench machine's noise), halved back while reads bring less than half the configured size. A connection that never moves much never reads more
 /// than the configured size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadSize {
