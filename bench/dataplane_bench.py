@@ -234,10 +234,12 @@ def _rounds(args: argparse.Namespace, sides: dict[str, tuple[int, str, set[int]]
 
 
 def _machine() -> tuple[float, float]:
-    """(busy, idle) CPU seconds of the whole machine so far, every process and the kernel's own work included."""
-    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = ticks[3] + ticks[4]
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK"), idle / os.sysconf("SC_CLK_TCK")
+    """(busy, idle) CPU seconds of the whole machine so far, every process and the kernel's own work included (time
+    the hypervisor stole is neither)."""
+    user, nice, system, idle, iowait, irq, softirq = (
+        int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, (idle + iowait) / tick
 
 
 def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
@@ -261,10 +263,10 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
             busy = sum(r["machine_busy_s"] for r, _ in results)
             idle = sum(r["machine_idle_s"] for r, _ in results)
             tp[side] = {"gbit_per_s": _median(gbit), "all_gbit_per_s": gbit,
-                        "machine_cpu_seconds_per_gb": round(busy / gb, 3),
+                        "machine_cpu_seconds_per_gb": round(busy / max(gb, 1e-9), 3),
                         "machine_idle_share": round(idle / max(busy + idle, 1e-9), 3)}
             if side != "direct":
-                tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / gb, 3)
+                tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / max(gb, 1e-9), 3)
         result["throughput"] = tp
     if "connections" in args.only:
         _progress(f"{topology}: connections")

@@ -48,6 +48,8 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
         if not sep or engine != "rust":
             raise ValueError(f"{text!r}: options are key=value, for rust only")
         if key == "bin":
+            if not value:
+                raise ValueError(f"{text!r}: bin= names a router binary")
             binary = value
         elif key in SETTINGS:
             settings[key] = SETTINGS[key](value)

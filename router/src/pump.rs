@@ -253,20 +253,17 @@ pub async fn socket_stream(
     let local = CancellationToken::new();
     let (mut r, mut w) = tokio::io::split(io);
     let up = async {
-        let mut read = ReadSize::new(buffer);
         let mut buf = BytesMut::with_capacity(buffer);
         loop {
-            if buf.capacity() - buf.len() < read.size / 4 {
-                buf.reserve(read.size);
+            if buf.capacity() - buf.len() < buffer / 4 {
+                buf.reserve(buffer);
             }
-            let free = buf.capacity() - buf.len();
             match r.read_buf(&mut buf).await {
                 Ok(0) => {
                     tx.fin().await;
                     return Ok(());
                 }
                 Ok(n) => {
-                    read.after(n, free);
                     counts.up.fetch_add(n as u64, Ordering::Relaxed);
                     if let Some(t) = tap {
                         t.show(&buf[buf.len() - n..], true);
@@ -324,35 +321,6 @@ pub async fn socket_stream(
         io.set_reset_on_close();
     }
     end
-}
-
-/// Largest read from a socket into a stream: eight DATA frames' worth.
-pub const READ_MAX: usize = 8 * crate::frame::MAX_DATA;
-
-/// How much a socket-to-stream pump reads at a time: `router.bufferSize` at first, doubled (up to [`READ_MAX`])
-/// while reads fill all there was room for (the sender is ahead: a bulk transfer then costs one read, one hand-over
-/// to the link and one wake-up per 512 KiB instead of eight; on two hops its effect on one stream's throughput is
-/// within the bench machine's noise), halved back while reads bring less than half the configured size. A connection that never moves much never reads more
-/// than the configured size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadSize {
-    base: usize,
-    pub size: usize,
-}
-
-impl ReadSize {
-    pub fn new(base: usize) -> Self {
-        ReadSize { base, size: base }
-    }
-
-    /// After a read of `n` bytes into `free` bytes of room.
-    pub fn after(&mut self, n: usize, free: usize) {
-        if n >= free {
-            self.size = (self.size * 2).min(READ_MAX.max(self.base));
-        } else if n < self.base / 2 {
-            self.size = (self.size / 2).max(self.base);
-        }
-    }
 }
 
 /// Runs `fut`; when it fails, ends its sibling (through `local`); a cancelled router ends both.
@@ -685,39 +653,5 @@ impl Spliced {
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
             _ => Poll::Pending,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_grow_while_they_fill_the_room_and_shrink_back_when_they_do_not() {
-        let base = 64 * 1024;
-        let mut r = ReadSize::new(base);
-        // a trickle never grows it
-        for _ in 0..10 {
-            r.after(100, r.size);
-        }
-        assert_eq!(r.size, base);
-        // full reads double it, up to READ_MAX
-        let mut sizes = Vec::new();
-        for _ in 0..5 {
-            r.after(r.size, r.size);
-            sizes.push(r.size);
-        }
-        assert_eq!(sizes, vec![2 * base, 4 * base, READ_MAX, READ_MAX, READ_MAX]);
-        // a read that brings at least half the base keeps it; shorter ones halve it back to the base, never below
-        r.after(base / 2, READ_MAX);
-        assert_eq!(r.size, READ_MAX);
-        for _ in 0..5 {
-            r.after(10, r.size);
-        }
-        assert_eq!(r.size, base);
-        // a configured size above READ_MAX is kept as it is
-        let mut big = ReadSize::new(2 * READ_MAX);
-        big.after(2 * READ_MAX, 2 * READ_MAX);
-        assert_eq!(big.size, 2 * READ_MAX);
     }
 }
