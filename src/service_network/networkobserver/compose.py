@@ -45,6 +45,7 @@ from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import OBSERVABILITY_GROUP_VERSION
 from ..kinds import CERTIFICATE
+from ..observer.routers import ROUTERS_KEY
 from .values import ObserverValues
 
 __all__ = ["API_PORT", "AUTH_DIR", "LOCAL_CA", "MANAGED_BY", "METRICS_PORT", "PART_OF", "ROUTERS_KEY", "TLS_DIR",
@@ -52,7 +53,6 @@ __all__ = ["API_PORT", "AUTH_DIR", "LOCAL_CA", "MANAGED_BY", "METRICS_PORT", "PA
            "routers_config_map", "routers_object", "selector_labels"]
 
 API_PORT = 8443
-ROUTERS_KEY = "routers.json"
 METRICS_PORT = 9000
 LOCAL_CA = "skupper-local-ca"
 TLS_DIR = "/etc/network-observer/tls"

@@ -22,7 +22,7 @@ from operator_runtime.reflector import ApiSource, Reflector
 
 from ..constants import ROUTER_METRICS_PORT, ROUTER_POD_LABELS
 
-__all__ = ["ROUTER_POD_VIEW", "ROUTER_SELECTOR", "FixedRouter", "RouterConfigMap", "RouterPods", "RouterSource",
+__all__ = ["ROUTERS_KEY", "ROUTER_POD_VIEW", "ROUTER_SELECTOR", "FixedRouter", "RouterConfigMap", "RouterPods", "RouterSource",
            "parse_router_urls", "router_urls"]
 
 ROUTER_SELECTOR = ",".join(f"{k}={v}" for k, v in ROUTER_POD_LABELS.items())
@@ -75,6 +75,8 @@ class RouterPods:
         await self.reflector.run()
 
 
+#: The key of a routers ConfigMap that lists the router URLs (written by the NetworkObserver controller).
+ROUTERS_KEY = "routers.json"
 #: The most router URLs a ConfigMap may name (a site has one or two routers).
 MAX_ROUTERS = 16
 
@@ -109,7 +111,7 @@ class RouterConfigMap:
                                                                   field_selector=f"metadata.name={name}"))
 
     def urls(self) -> list[str]:
-        return parse_router_urls(mapping(self.reflector.get(self.key), "data").get("routers.json"))
+        return parse_router_urls(mapping(self.reflector.get(self.key), "data").get(ROUTERS_KEY))
 
     async def run(self) -> None:
         await self.reflector.run()
