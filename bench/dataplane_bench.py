@@ -176,9 +176,10 @@ def _rss(pids: set[int]) -> int:
 
 
 @contextlib.asynccontextmanager
-async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], haproxy: str
-                   ) -> AsyncIterator[tuple[dict[str, Adaptor], dict[str, int]]]:
-    """The routers of ``docs`` running with ``engine``, West's Listeners all routed."""
+async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], haproxy: str,
+                   router_binary: str | None = None) -> AsyncIterator[tuple[dict[str, Adaptor], dict[str, int]]]:
+    """The routers of ``docs`` running with ``engine`` (the Rust router: ``router_binary``, else the default one),
+    West's Listeners all routed."""
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     adaptors: dict[str, Adaptor] = {}
@@ -189,7 +190,7 @@ async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], ha
             path = state / f"{engine}-{name}.json"
             path.write_text(json.dumps(docs[name]))
             adaptor = make_adaptor(FileConfigSource(path), AdaptorOptions(
-                state_dir=state / f"{engine}-{name}", haproxy=haproxy, engine=engine))
+                state_dir=state / f"{engine}-{name}", haproxy=haproxy, engine=engine, router_binary=router_binary))
             adaptors[name] = adaptor
             tasks.append(asyncio.create_task(adaptor.run(stop)))
             await asyncio.wait_for(adaptor.applied.wait(), 30)

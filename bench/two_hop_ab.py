@@ -72,16 +72,7 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
             docs = db._two_hop_documents(where / "certs", hosts, backends)
             for doc in docs.values():
                 doc["router"].update(settings)
-            previous = os.environ.get("ROUTER_BIN")
-            if binary:
-                os.environ["ROUTER_BIN"] = binary      # read when each router process starts, just below
-            try:
-                _, listeners = await stack.enter_async_context(db._network(where, engine, docs, haproxy))
-            finally:
-                if previous is None:
-                    os.environ.pop("ROUTER_BIN", None)
-                else:
-                    os.environ["ROUTER_BIN"] = previous
+            _, listeners = await stack.enter_async_context(db._network(where, engine, docs, haproxy, binary))
             nets[side] = (listeners["sink"], hosts["west"])
         for side in order:
             port, host = nets[side]
