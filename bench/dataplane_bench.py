@@ -192,8 +192,9 @@ async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], ha
             adaptor = make_adaptor(FileConfigSource(path), AdaptorOptions(
                 state_dir=state / f"{engine}-{name}", haproxy=haproxy, engine=engine, router_binary=router_binary))
             adaptors[name] = adaptor
-            tasks.append(asyncio.create_task(adaptor.run(stop)))
-            await asyncio.wait_for(adaptor.applied.wait(), 30)
+            task = asyncio.create_task(adaptor.run(stop))
+            tasks.append(task)
+            await _started(task, adaptor, f"{engine} router {name!r}")
         listeners = {x["name"]: x["port"] for x in docs["west"]["listeners"]}
         host = docs["west"]["listeners"][0]["host"]
         deadline = time.monotonic() + 30
@@ -207,6 +208,22 @@ async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], ha
         for t in tasks:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(t, 30)
+
+
+async def _started(task: asyncio.Task[None], adaptor: Adaptor, what: str) -> None:
+    """Returns once ``adaptor`` has applied its first document; raises, naming ``what`` and the cause, when its task
+    ended first (the router could not start) or nothing was applied within 60 s."""
+    applied = asyncio.create_task(adaptor.applied.wait())
+    try:
+        await asyncio.wait({task, applied}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        applied.cancel()
+    if adaptor.applied.is_set():
+        return
+    if task.done():
+        cause = task.exception() if not task.cancelled() else None
+        raise RuntimeError(f"{what} did not start: {cause or 'it stopped'}") from cause
+    raise RuntimeError(f"{what}: no document applied after 60 s")
 
 
 def _listening(host: str, port: int) -> bool:

@@ -252,6 +252,15 @@ impl Frame {
         }
     }
 
+    /// The length on the wire of the frame whose head starts `buf`, head included (0 while the head is incomplete;
+    /// the length as the head says, checked by [`Frame::decode`] only).
+    pub fn announced_len(buf: &[u8]) -> usize {
+        match buf.get(6..HEADER_LEN) {
+            Some(l) => HEADER_LEN + u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize,
+            None => 0,
+        }
+    }
+
     /// Takes one whole frame from the front of `buf`: `Ok(None)` while it is incomplete (nothing is consumed),
     /// an error for a frame this protocol does not allow (the connection must then be closed).
     pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
@@ -274,7 +283,6 @@ impl Frame {
         }
         let total = HEADER_LEN + length as usize;
         if buf.len() < total {
-            buf.reserve(total - buf.len());
             return Ok(None);
         }
         buf.advance(HEADER_LEN);
@@ -364,6 +372,15 @@ mod tests {
         roundtrip(Frame::Control(Bytes::from_static(b"{}")));
         roundtrip(Frame::GoAway);
         roundtrip(Frame::Opened { stream: 9 });
+    }
+
+    #[test]
+    fn the_announced_length_is_read_from_a_head_alone() {
+        let mut whole = BytesMut::new();
+        Frame::Data { stream: 1, data: Bytes::from(vec![0u8; 1000]) }.encode(&mut whole);
+        assert_eq!(Frame::announced_len(&whole[..HEADER_LEN - 1]), 0);
+        assert_eq!(Frame::announced_len(&whole[..HEADER_LEN]), HEADER_LEN + 1000);
+        assert_eq!(Frame::announced_len(&whole), whole.len());
     }
 
     #[test]

@@ -343,9 +343,15 @@ pub async fn stream_stream(a: (StreamTx, StreamRx), b: (StreamTx, StreamRx), cou
     let local = CancellationToken::new();
     let (a_tx, mut a_rx) = a;
     let (b_tx, mut b_rx) = b;
+    // The links' readers hand DATA on themselves while they can (one hand-over fewer per frame); the relays below
+    // carry the rest, in order.
+    a_rx.forward_to(&b_tx);
+    b_rx.forward_to(&a_tx);
     let forward = async { relay(&mut a_rx, &b_tx, &counts.up).await };
     let backward = async { relay(&mut b_rx, &a_tx, &counts.down).await };
     let (x, y) = tokio::join!(guard(forward, &local, &cancel), guard(backward, &local, &cancel));
+    counts.up.fetch_add(a_rx.forwarded(), Ordering::Relaxed);
+    counts.down.fetch_add(b_rx.forwarded(), Ordering::Relaxed);
     match (x, y) {
         (Ok(()), Ok(())) => End::Closed,
         _ if cancel.is_cancelled() => {
