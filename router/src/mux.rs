@@ -34,11 +34,11 @@ const WRITE_QUEUE: usize = 64;
 /// Largest batch the writer hands to TLS in one write.
 const WRITE_BATCH: usize = 256 * 1024;
 /// What a connection's reader reads into; a buffer grown for a bulk stream goes back to this size once the
-/// connection has been quiet for [`QUIET_MS`].
+/// connection has been quiet for [`QUIET`].
 const READ_BUFFER: usize = 64 * 1024;
 /// The room a reader makes before it reads, at least.
 const MIN_READ: usize = 16 * 1024;
-const QUIET_MS: u64 = 500;
+const QUIET: std::time::Duration = std::time::Duration::from_millis(500);
 /// Streams one connection carries at most (a peer opening more gets them reset).
 pub const MAX_STREAMS: usize = 65_536;
 
@@ -77,6 +77,8 @@ struct RxState {
     queued: AtomicUsize,
     /// Where the reader may hand DATA straight on (a relayed stream, see [`StreamRx::forward_to`]).
     forward: OnceLock<Forward>,
+    /// The relay is over: the reader hands nothing on any more (see [`StreamRx::stop_forwarding`]).
+    forward_off: AtomicBool,
     /// Bytes the reader handed straight on.
     forwarded: AtomicU64,
 }
@@ -136,6 +138,8 @@ pub struct ConnShared {
     rtt_us: AtomicU32,
     /// When the last bytes arrived (milliseconds since `born`).
     last_read_ms: AtomicU64,
+    /// The reader's buffer was grown for large frames and not given back yet.
+    read_grown: AtomicBool,
     born: Instant,
 }
 
@@ -166,6 +170,7 @@ impl Conn {
             pings: Mutex::new(HashMap::new()),
             rtt_us: AtomicU32::new(0),
             last_read_ms: AtomicU64::new(0),
+            read_grown: AtomicBool::new(false),
             born: Instant::now(),
         });
         let (r, w) = tokio::io::split(io);
@@ -202,6 +207,11 @@ impl Conn {
     pub fn silent_for(&self) -> std::time::Duration {
         let last = std::time::Duration::from_millis(self.shared.last_read_ms.load(Ordering::Relaxed));
         self.shared.born.elapsed().saturating_sub(last)
+    }
+
+    /// Whether the reader holds a buffer grown for large frames (it gives it back once the connection is quiet).
+    pub fn read_buffer_grown(&self) -> bool {
+        self.shared.read_grown.load(Ordering::Relaxed)
     }
 
     pub fn rtt_us(&self) -> u32 {
@@ -279,7 +289,7 @@ impl ConnShared {
         let slots: Vec<Slot> = self.streams.lock().unwrap().drain().map(|(_, s)| s).collect();
         for slot in slots {
             slot.credit.close();
-            let _ = slot.inbound.send(Inbound::Rst(ResetReason::Shutdown));
+            queue(&slot, Inbound::Rst(ResetReason::Shutdown));
         }
         self.closed_notify.notify_waiters();
     }
@@ -400,13 +410,21 @@ impl StreamRx {
     /// connection's reader puts each DATA frame straight on `onward` and gives the credit back itself. Everything
     /// else (DATA that does not fit, OPENED, FIN, RST) still arrives through [`StreamRx::recv`], in order: once
     /// something waits in the queue, DATA queues behind it until the caller has relayed it and calls `recv` again.
-    /// Set once; later calls change nothing.
+    /// Set once; later calls change nothing. The caller keeps `onward` alive, or resets it (which closes its
+    /// credit), for as long as this stream may still receive DATA, and calls [`StreamRx::stop_forwarding`] when
+    /// the relay ends: the forwarding holds neither half of `onward` (with forwarding set both ways, that would
+    /// keep two connections' streams alive through each other).
     pub fn forward_to(&self, onward: &StreamTx) {
         let _ = self.state.forward.set(Forward {
             tx: onward.conn.tx.clone(),
             stream: onward.id,
             credit: onward.credit.clone(),
         });
+    }
+
+    /// Ends the forwarding set by [`StreamRx::forward_to`] at once: DATA arriving from now on waits in the queue.
+    pub fn stop_forwarding(&self) {
+        self.state.forward_off.store(true, Ordering::Release);
     }
 
     /// Bytes the reader put straight on the onward stream (see [`StreamRx::forward_to`]).
@@ -526,20 +544,29 @@ async fn reader<R: AsyncRead>(
     on_control: mpsc::UnboundedSender<Bytes>,
 ) {
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
-    let mut quiet = false;
+    // the buffer was grown past READ_BUFFER for large frames (it may still hold that allocation)
+    let mut grown = false;
     let result: Result<(), ReadEnd> = async {
         loop {
             while let Some(frame) = Frame::decode(&mut buf)? {
                 dispatch(&shared, frame, &on_open, &on_control)?;
             }
-            make_room(&mut buf, quiet);
+            if make_room(&mut buf) && !grown {
+                grown = true;
+                shared.read_grown.store(true, Ordering::Relaxed);
+            }
             tokio::select! {
                 n = r.read_buf(&mut buf) => {
                     if n.map_err(|_| ReadEnd::Io)? == 0 { return Err(ReadEnd::Eof) }
-                    let now = shared.born.elapsed().as_millis() as u64;
-                    quiet = now.saturating_sub(shared.last_read_ms.swap(now, Ordering::Relaxed)) >= QUIET_MS;
+                    shared.last_read_ms.store(shared.born.elapsed().as_millis() as u64, Ordering::Relaxed);
                 }
                 _ = wait_closed(&shared) => return Ok(()),
+                // quiet with nothing held: what a burst grew the buffer to is given back
+                _ = tokio::time::sleep(QUIET), if grown && buf.is_empty() => {
+                    buf = BytesMut::with_capacity(READ_BUFFER);
+                    grown = false;
+                    shared.read_grown.store(false, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -550,20 +577,20 @@ async fn reader<R: AsyncRead>(
     shared.shutdown();
 }
 
-/// Makes room in a connection reader's buffer before a read. A buffer that a burst grew is given back once the
-/// connection has been quiet (`quiet`: the last read came after [`QUIET_MS`] without one) and all of it was taken.
-/// When fewer than [`MIN_READ`] bytes are free, the frame partly received is copied into a new buffer with room
-/// for several frames of its size: a bulk stream's 64 KiB frames are then copied once every few frames, not
-/// nearly every one (which cost 10 % of a two-hop stream's throughput).
-fn make_room(buf: &mut BytesMut, quiet: bool) {
-    if quiet && buf.is_empty() && buf.capacity() > READ_BUFFER {
-        *buf = BytesMut::with_capacity(READ_BUFFER);
+/// Makes room in a connection reader's buffer before a read: when fewer than [`MIN_READ`] bytes are free, the
+/// frame partly received is copied into a new buffer with room for several frames of its size, so a bulk stream's
+/// 64 KiB frames are copied once every few frames, not nearly every one (which cost 10 % of a two-hop stream's
+/// throughput). Returns whether it made room for more than [`READ_BUFFER`] (the reader gives such a buffer back
+/// once the connection has been quiet for [`QUIET`] with nothing held).
+fn make_room(buf: &mut BytesMut) -> bool {
+    if buf.capacity() - buf.len() >= MIN_READ {
+        return false;
     }
-    if buf.capacity() - buf.len() < MIN_READ {
-        // the length a head announces is bounded by its type (checked by `Frame::decode` before this)
-        let frame = Frame::announced_len(buf).min(crate::frame::HEADER_LEN + MAX_DATA);
-        buf.reserve(READ_BUFFER.max(4 * frame));
-    }
+    // the length a head announces is bounded by its type (checked by `Frame::decode` before this)
+    let frame = Frame::announced_len(buf).min(crate::frame::HEADER_LEN + MAX_DATA);
+    let room = READ_BUFFER.max(4 * frame);
+    buf.reserve(room);
+    room > READ_BUFFER
 }
 
 enum ReadEnd {
@@ -605,8 +632,12 @@ fn dispatch(
                 let streams = shared.streams.lock().unwrap();
                 if let Some(slot) = streams.get(&stream) {
                     let n = data.len();
+                    // Bytes received and not credited back are those not consumed (`unacked`) and those consumed
+                    // but held back (`held`). `held` is read first: bytes consumed in between then count in
+                    // neither, never in both, so a peer within its credit is never taken for one beyond it.
+                    let held = slot.rx.held.load(Ordering::Acquire);
                     let now = slot.rx.unacked.fetch_add(n, Ordering::AcqRel) + n;
-                    if now > WINDOW {
+                    if now + held > WINDOW {
                         violation = true;
                     } else {
                         match forward(slot, data) {
@@ -655,6 +686,12 @@ fn dispatch(
 /// takes it now; gives the data back otherwise.
 fn forward(slot: &Slot, data: Bytes) -> Result<(), Bytes> {
     let Some(onward) = slot.rx.forward.get() else { return Err(data) };
+    if slot.rx.forward_off.load(Ordering::Acquire) {
+        return Err(data);
+    }
+    if data.is_empty() {
+        return Ok(());
+    }
     // Acquire: the relay counts an item off only after it has queued it onward, so DATA sent now follows it.
     if slot.rx.queued.load(Ordering::Acquire) != 0 {
         return Err(data);
@@ -763,7 +800,7 @@ mod tests {
     /// connection's reader hands DATA straight on while the onward stream takes it, the relay carries the rest.
     /// With a far reader that stops now and then (so the onward window fills and DATA has to wait in the queue),
     /// every byte arrives once and in order, both ways of carrying it were used, and credit keeps flowing back.
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_relayed_stream_is_handed_on_by_the_reader_and_stays_in_order() {
         const TOTAL: usize = 6 * WINDOW + 12_345;
         let (near, _m1, mut opens1) = pair();
@@ -827,27 +864,48 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_buffer_grows_for_large_frames_and_shrinks_when_quiet() {
+    fn a_reader_buffer_grows_for_large_frames_only() {
         // a 64 KiB DATA frame partly received, in a buffer with little room left
         let mut whole = BytesMut::new();
         Frame::Data { stream: 1, data: Bytes::from(vec![9u8; MAX_DATA]) }.encode(&mut whole);
         let mut buf = BytesMut::with_capacity(20_000);
         buf.extend_from_slice(&whole[..10_000]);
-        make_room(&mut buf, false);
+        assert!(make_room(&mut buf));
         assert!(buf.capacity() - buf.len() >= 3 * whole.len(), "room for several such frames");
         assert_eq!(&buf[..], &whole[..10_000], "the partial frame is kept");
-        // all of it was taken: the large buffer stays while traffic flows, and goes once the connection was quiet
-        let _ = buf.split();
-        make_room(&mut buf, false);
-        assert!(buf.capacity() > READ_BUFFER);
-        make_room(&mut buf, true);
-        assert_eq!(buf.capacity(), READ_BUFFER);
-        // small frames never grow it past the read size
+        // enough room: nothing changes
+        assert!(!make_room(&mut buf));
+        // a small frame's head (or less than a head) gets the usual room
         let mut small = BytesMut::with_capacity(READ_BUFFER);
         small.resize(READ_BUFFER - 100, 0);
         let _ = small.split_to(READ_BUFFER - 120);
-        make_room(&mut small, false);
-        assert!(small.capacity() >= READ_BUFFER && small.capacity() < 2 * READ_BUFFER);
+        assert!(!make_room(&mut small));
+        assert!(small.capacity() - small.len() >= READ_BUFFER);
+    }
+
+    /// A connection that carried large frames and went quiet gives the grown buffer back.
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_connection_gives_a_grown_buffer_back() {
+        let (d, a, mut opens) = pair();
+        let (tx, _rx) = d.open(open("k")).await.unwrap();
+        let (_ptx, mut prx, _) = opens.recv().await.unwrap();
+        tx.send(Bytes::from(vec![1u8; 3 * MAX_DATA])).await.unwrap();
+        let mut got = 0;
+        while got < 3 * MAX_DATA {
+            match prx.recv().await {
+                Inbound::Data(b) => got += b.len(),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(a.read_buffer_grown(), "64 KiB frames grew the reader's buffer");
+        tokio::time::sleep(QUIET * 2).await;
+        assert!(!a.read_buffer_grown(), "given back after a quiet spell");
+        // still carries traffic afterwards, from a fresh buffer
+        tx.send(Bytes::from_static(b"after")).await.unwrap();
+        match prx.recv().await {
+            Inbound::Data(b) => assert_eq!(&b[..], b"after"),
+            other => panic!("{other:?}"),
+        }
     }
 
     type Opened = (StreamTx, StreamRx, Open);
@@ -886,6 +944,43 @@ mod tests {
             }
         }
         assert!(data <= WINDOW);
+    }
+
+    /// Credit held back (consumed, not yet a batch) is not credit given: a peer that sends a whole window and then
+    /// one byte more, having received no CREDIT at all, is beyond its credit even though the receiver consumed
+    /// part of the window.
+    #[tokio::test]
+    async fn held_back_credit_does_not_widen_the_window() {
+        let (raw, _acceptor, mut open_rx) = raw_peer();
+        let (_raw_r, mut raw_w) = tokio::io::split(raw);
+        let mut out = BytesMut::new();
+        Frame::Open { stream: 1, open: open("k") }.encode(&mut out);
+        for _ in 0..WINDOW / MAX_DATA {
+            Frame::Data { stream: 1, data: Bytes::from(vec![3u8; MAX_DATA]) }.encode(&mut out);
+        }
+        raw_w.write_all(&out).await.unwrap();
+        let (_tx, mut rx, _) = open_rx.recv().await.unwrap();
+        let wait = std::time::Duration::from_secs(10);
+        match tokio::time::timeout(wait, rx.recv()).await.unwrap() {
+            Inbound::Data(d) => {
+                assert!(d.len() < CREDIT_BATCH);
+                rx.consumed(d.len()).await; // held back: less than a batch
+            }
+            other => panic!("{other:?}"),
+        }
+        out.clear();
+        Frame::Data { stream: 1, data: Bytes::from_static(b"!") }.encode(&mut out);
+        raw_w.write_all(&out).await.unwrap();
+        loop {
+            match tokio::time::timeout(wait, rx.recv()).await.expect("the stream was not reset") {
+                Inbound::Data(_) => {}
+                Inbound::Rst(reason) => {
+                    assert_eq!(reason, ResetReason::Protocol);
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[tokio::test]

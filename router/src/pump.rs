@@ -350,6 +350,9 @@ pub async fn stream_stream(a: (StreamTx, StreamRx), b: (StreamTx, StreamRx), cou
     let forward = async { relay(&mut a_rx, &b_tx, &counts.up).await };
     let backward = async { relay(&mut b_rx, &a_tx, &counts.down).await };
     let (x, y) = tokio::join!(guard(forward, &local, &cancel), guard(backward, &local, &cancel));
+    // before anything below waits: the readers hand nothing more on once the relay is over
+    a_rx.stop_forwarding();
+    b_rx.stop_forwarding();
     counts.up.fetch_add(a_rx.forwarded(), Ordering::Relaxed);
     counts.down.fetch_add(b_rx.forwarded(), Ordering::Relaxed);
     match (x, y) {
