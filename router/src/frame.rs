@@ -252,25 +252,26 @@ impl Frame {
         }
     }
 
+    /// The payload length the head at the start of `buf` announces (`None` while the head is incomplete; the
+    /// length as the head says, checked by [`Frame::decode`] only).
+    pub fn announced_payload(buf: &[u8]) -> Option<u32> {
+        let l = buf.get(6..HEADER_LEN)?;
+        Some(u32::from_be_bytes([l[0], l[1], l[2], l[3]]))
+    }
+
     /// The length on the wire of the frame whose head starts `buf`, head included (0 while the head is incomplete;
-    /// the length as the head says, checked by [`Frame::decode`] only).
+    /// see [`Frame::announced_payload`]).
     pub fn announced_len(buf: &[u8]) -> usize {
-        match buf.get(6..HEADER_LEN) {
-            Some(l) => HEADER_LEN + u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize,
-            None => 0,
-        }
+        Frame::announced_payload(buf).map_or(0, |l| HEADER_LEN + l as usize)
     }
 
     /// Takes one whole frame from the front of `buf`: `Ok(None)` while it is incomplete (nothing is consumed),
     /// an error for a frame this protocol does not allow (the connection must then be closed).
     pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        if buf.len() < HEADER_LEN {
-            return Ok(None);
-        }
+        let Some(length) = Frame::announced_payload(buf) else { return Ok(None) };
         let kind_byte = buf[0];
         let kind = FrameType::from_u8(kind_byte).ok_or(FrameError::UnknownType(kind_byte))?;
         let stream = u32::from_be_bytes([buf[2], buf[3], buf[4], buf[5]]);
-        let length = u32::from_be_bytes([buf[6], buf[7], buf[8], buf[9]]);
         let max = kind.max_payload();
         if length as usize > max {
             return Err(FrameError::TooLong { kind, length, max });

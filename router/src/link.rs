@@ -63,7 +63,7 @@ pub async fn send_hello<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, hello: &
 pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<T, String> {
     let mut header = [0u8; crate::frame::HEADER_LEN];
     r.read_exact(&mut header).await.map_err(describe_read)?;
-    let length = u32::from_be_bytes([header[6], header[7], header[8], header[9]]) as usize;
+    let length = Frame::announced_payload(&header).unwrap_or(0) as usize;
     if header[0] != crate::frame::FrameType::Hello as u8 || length > crate::frame::MAX_HELLO {
         return Err("the peer did not start with a HELLO frame".into());
     }

@@ -109,11 +109,8 @@ impl Forward {
     /// Queues `data` on the onward stream if its credit and its writer's queue both have room now; gives `data`
     /// back otherwise (nothing sent, no credit taken).
     fn try_send(&self, data: Bytes) -> Result<(), Bytes> {
-        let n = data.len();
-        let Ok(permit) = u32::try_from(n).map_err(|_| ()).and_then(|k| self.credit.try_acquire_many(k).map_err(|_| ()))
-        else {
-            return Err(data);
-        };
+        let Ok(n) = u32::try_from(data.len()) else { return Err(data) };
+        let Ok(permit) = self.credit.try_acquire_many(n) else { return Err(data) };
         match self.tx.try_send(Frame::Data { stream: self.stream, data: data.clone() }) {
             Ok(()) => {
                 permit.forget();
@@ -138,7 +135,7 @@ pub struct ConnShared {
     rtt_us: AtomicU32,
     /// When the last bytes arrived (milliseconds since `born`).
     last_read_ms: AtomicU64,
-    /// The reader's buffer was grown for large frames and not given back yet.
+    /// The reader's buffer was grown for large frames and not given back yet (written by the reader only).
     read_grown: AtomicBool,
     born: Instant,
 }
@@ -544,17 +541,16 @@ async fn reader<R: AsyncRead>(
     on_control: mpsc::UnboundedSender<Bytes>,
 ) {
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
-    // the buffer was grown past READ_BUFFER for large frames (it may still hold that allocation)
-    let mut grown = false;
     let result: Result<(), ReadEnd> = async {
         loop {
             while let Some(frame) = Frame::decode(&mut buf)? {
                 dispatch(&shared, frame, &on_open, &on_control)?;
             }
-            if make_room(&mut buf) && !grown {
-                grown = true;
+            if make_room(&mut buf) {
                 shared.read_grown.store(true, Ordering::Relaxed);
             }
+            // grown past READ_BUFFER for large frames (the buffer may still hold that allocation)
+            let grown = shared.read_grown.load(Ordering::Relaxed);
             tokio::select! {
                 n = r.read_buf(&mut buf) => {
                     if n.map_err(|_| ReadEnd::Io)? == 0 { return Err(ReadEnd::Eof) }
@@ -564,7 +560,6 @@ async fn reader<R: AsyncRead>(
                 // quiet with nothing held: what a burst grew the buffer to is given back
                 _ = tokio::time::sleep(QUIET), if grown && buf.is_empty() => {
                     buf = BytesMut::with_capacity(READ_BUFFER);
-                    grown = false;
                     shared.read_grown.store(false, Ordering::Relaxed);
                 }
             }
