@@ -1,6 +1,10 @@
-"""Our ``skupper.io`` CRDs against upstream's (``shared/reference/upstream-skupper/crds/``), keyword by keyword, with
-every deliberate difference listed in ``docs/service-network.md``; and every upstream sample applied with kubectl:
-accepted, or refused naming exactly the fields upstream's CRD requires."""
+"""Our ``skupper.io`` CRDs against upstream's, keyword by keyword, with every deliberate difference listed in
+``docs/service-network.md``; and every upstream sample applied with kubectl: accepted, or refused naming exactly the
+fields upstream's CRD requires.
+
+The comparison reads the facts of upstream's CRDs kept in this repository (``upstream_facts/crds.json``), so it runs
+in every clone; where upstream's files are present (``upstream_reference``), the facts are checked against them and
+the samples are applied."""
 
 from __future__ import annotations
 
@@ -15,32 +19,20 @@ from typing import Any
 import pytest
 import yaml
 from crd_compare import Difference, differences
+from upstream_reference import FACTS, facts_from, reference, reference_dir, upstream_crd_facts
 
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE = REPO.parent / "shared" / "reference" / "upstream-skupper"
 DOCS = REPO / "docs" / "service-network.md"
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 
 
-def _reference(*parts: str) -> Path:
-    path = REFERENCE.joinpath(*parts)
-    if not path.exists():
-        pytest.fail(f"upstream's files are read from {REFERENCE} (shared/reference beside the checkout); "
-                    f"{path} is missing", pytrace=False)
-    return path
-
-
 def upstream_crds() -> dict[str, dict[str, Any]]:
-    found = {}
-    for f in sorted(_reference("crds").glob("*.yaml")):
-        for doc in yaml.safe_load_all(f.read_text()):
-            if doc:
-                found[doc["spec"]["names"]["kind"]] = doc
-    return found
+    """Upstream's CRDs as facts (no prose), by kind."""
+    return upstream_crd_facts()
 
 
 def documented_differences() -> set[tuple[str, str, str]]:
@@ -76,6 +68,37 @@ def test_every_difference_from_upstreams_crds_is_documented_with_its_reason() ->
     stale = listed - {(d.kind, d.path, d.key) for d in found}
     assert not stale, f"listed in docs/service-network.md but no longer different: {sorted(stale)}"
     assert len(upstream_crds()) == 12
+
+
+def test_the_facts_kept_here_are_upstreams() -> None:
+    """``upstream_facts/crds.json`` is what ``scripts/upstream-facts`` writes from upstream's CRDs today."""
+    reference("crds")
+    assert facts_from(reference_dir()) == upstream_crds(), (
+        f"{FACTS} no longer matches {reference_dir()}: run scripts/upstream-facts and review the differences")
+
+
+def test_the_facts_are_read_without_prose_and_keep_every_keyword(tmp_path: Path) -> None:
+    """The facts keep every keyword the comparison looks at and drop only ``description`` (a field named so
+    stays): what the check above compares is what the comparison needs."""
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "things.example.com", "annotations": {"x": "y"}},
+           "spec": {"group": "example.com", "scope": "Namespaced", "conversion": {"strategy": "None"},
+                    "names": {"kind": "Thing", "plural": "things", "shortNames": ["th"]},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                                  "additionalPrinterColumns": [{"name": "A", "type": "string", "jsonPath": ".a",
+                                                                "description": "prose"}],
+                                  "schema": {"openAPIV3Schema": {"type": "object", "description": "prose",
+                                             "properties": {"description": {"type": "string", "enum": ["a"],
+                                                                            "description": "prose"}}}}}]}}
+    (tmp_path / "crds").mkdir()
+    (tmp_path / "crds" / "thing.yaml").write_text(yaml.safe_dump(crd))
+    facts = facts_from(tmp_path)["Thing"]
+    version = facts["spec"]["versions"][0]
+    assert version["schema"] == {"openAPIV3Schema": {"type": "object", "properties": {
+        "description": {"type": "string", "enum": ["a"]}}}}
+    assert version["additionalPrinterColumns"] == [{"name": "A", "type": "string", "jsonPath": ".a"}]
+    assert facts["spec"]["names"]["shortNames"] == ["th"] and facts["metadata"] == {"name": "things.example.com"}
+    assert differences(crd, facts) == []
 
 
 def test_the_comparison_finds_what_a_user_would_notice() -> None:
@@ -126,7 +149,7 @@ def _missing_required(value: Any, schema: Mapping[str, Any], path: str) -> Itera
 def _samples() -> list[tuple[str, dict[str, Any]]]:
     out = []
     for folder in ("samples", "controller-example"):
-        for f in sorted(_reference(folder).glob("*.yaml")):
+        for f in sorted(reference(folder).glob("*.yaml")):
             for i, doc in enumerate(yaml.safe_load_all(f.read_text())):
                 if doc:
                     out.append((f"{folder}/{f.name}#{i}", doc))

@@ -1,5 +1,5 @@
 """Upstream's hello-world, applied verbatim from the reference copy of upstream's repository
-(``shared/reference/upstream-skupper/e2e-hello-world/`` and ``controller-example/``, beside the checkout), on two
+(``e2e-hello-world/`` and ``controller-example/``, found by ``upstream_reference``), on two
 clusters side by side with their namespaces as given (``west``, ``east``), with upstream's images
 (``quay.io/skupper/hello-world-frontend`` and ``-backend``, kubesim's built-in stand-ins): West's frontend says hello
 to East's backend through the Listener.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -22,17 +21,14 @@ import yaml
 from e2e_support import greeting, service_ip
 from multisite_support import MultiSite, multisite_environment
 from site_support import AGNHOST, RESOURCES, SiteEnv
+from upstream_reference import reference
 
 pytestmark = pytest.mark.asyncio
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "upstream-skupper"
 
 
 def _manifests(*parts: str) -> list[dict[str, Any]]:
-    path = REFERENCE.joinpath(*parts)
-    if not path.exists():
-        pytest.fail(f"upstream's files are read from {REFERENCE} (shared/reference beside the checkout); "
-                    f"{path} is missing", pytrace=False)
+    path = reference(*parts)
     files = sorted(path.glob("*.y*ml")) if path.is_dir() else [path]
     return [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]
 
@@ -63,6 +59,7 @@ async def _token_from_grant(granting: SiteEnv, redeeming: SiteEnv, grant: str, t
 
 @pytest.fixture
 async def sites(haproxy: str) -> AsyncIterator[MultiSite]:
+    reference("e2e-hello-world"), reference("controller-example")   # skipped before two sites start for nothing
     async with multisite_environment("west", "east") as environment:
         await environment.start_controllers()
         yield environment
