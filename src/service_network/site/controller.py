@@ -107,6 +107,7 @@ from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
 from .ha import unused_access_service, unused_router_objects
+from .identities import IdentityRecord, known_ids, parse_identity
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .multikey import reachable_status
@@ -227,7 +228,8 @@ class SiteController:
                                          label_selector=LABEL_LISTENER)
         self.endpoint_slices.add_index("service", lambda o: [
             f"{meta(o).namespace}/{meta(o).labels.get(SERVICE_NAME_LABEL, '')}"])
-        self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access)
+        self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access, self._network_ids,
+                                  lambda namespace: len(self.identity_records(namespace)))
         self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
         self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
@@ -336,6 +338,21 @@ class SiteController:
     def router_statuses(self, namespace: str) -> list[RouterStatus]:
         """The network status the routers of ``namespace`` last wrote (parsed once per change)."""
         return self._status_reader.statuses(self.config_maps.get(f"{namespace}/{NETWORK_STATUS_NAME}"))
+
+    def _network_ids(self, namespace: str) -> frozenset[str]:
+        """The site and router identities the routers of ``namespace`` know in the network."""
+        statuses = self.router_statuses(namespace)
+        return known_ids((site.id for status in statuses for site in status.sites),
+                         (router for status in statuses for router in status.routers))
+
+    def identity_records(self, namespace: str) -> dict[str, IdentityRecord]:
+        """The link identities the site of ``namespace`` issued or bound (docs: "Trust"), from the cache."""
+        found = {}
+        for config_map in self.config_maps.by_index("namespace", namespace):
+            record = parse_identity(config_map)
+            if record is not None:
+                found[record.identity] = record
+        return found
 
     def _listening(self, namespace: str) -> frozenset[str] | None:
         """The listeners any router of ``namespace`` reports bound (None when no router reports them)."""

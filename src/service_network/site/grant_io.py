@@ -5,14 +5,20 @@ A redemption, in this order so that a refusal leaves nothing behind:
 
 1. the grant is read from the API server (not the cache: the count must be exact) and checked (code, expiry,
    redemptions left), and the site (active, its router access resolved);
-2. the client certificate for the redeeming site is issued (CN = its site id: the router binds the router ids
-   that site may speak as to it) by the grant's issuer (default the site CA);
-3. the redemption is counted: ``status.redemptions`` + 1 with the resourceVersion read in 1 as a precondition, so
-   two redemptions racing for the last one cannot both win (the loser starts again at 1);
-4. the answer carries the credentials and this site's access endpoints. Nothing is created here: the redeeming
-   site's one link carries connections both ways.
+2. the identity the redeemer asks for (``subject``, the client certificate's common name: the router binds the
+   router ids that site may speak as to it) is checked (:mod:`.identities`): not this site, not a site or router
+   its routers know in the network, not issued or bound here before;
+3. the client certificate for the redeeming site is issued by the grant's issuer (default the site CA), and its
+   identity recorded with the certificate's fingerprint (a ConfigMap per identity: its creation is the claim, so
+   two redemptions for one identity cannot both record it);
+4. the redemption is counted: ``status.redemptions`` + 1 with the resourceVersion read in 1 as a precondition, so
+   two redemptions racing for the last one cannot both win (the loser starts again at 1; a redemption that
+   finally fails takes its identity record back);
+5. the answer carries the credentials and this site's access endpoints. Nothing else is created here: the
+   redeeming site's one link carries connections both ways.
 
-If the answer is lost after step 3 (the redeeming site went away), the redemption stays counted, as upstream.
+If the answer is lost after step 4 (the redeeming site went away), the redemption stays counted, as upstream, and
+its identity stays issued.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from operator_runtime.api import KubeApi
-from operator_runtime.errors import Conflict, KubeError, NotFound
-from operator_runtime.kinds import SECRET
+from operator_runtime.errors import AlreadyExists, Conflict, KubeError, NotFound
+from operator_runtime.kinds import CONFIG_MAP, SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 from operator_runtime.reflector import Reflector
 
@@ -47,6 +53,14 @@ from .grants import (
     grant_of,
     grant_state,
     grant_status,
+)
+from .identities import (
+    IdentityRecord,
+    fingerprint,
+    identity_config_map,
+    identity_object_name,
+    identity_problem,
+    parse_identity,
 )
 
 __all__ = ["GrantKeeper", "SiteAccess"]
@@ -75,11 +89,17 @@ class GrantKeeper:
     """Grant statuses and redemptions for one controller."""
 
     def __init__(self, api: KubeApi, grants: Reflector, links: Reflector,
-                 site_access: Callable[[str], SiteAccess]) -> None:
+                 site_access: Callable[[str], SiteAccess],
+                 network_ids: Callable[[str], frozenset[str]] = lambda namespace: frozenset(),
+                 identity_count: Callable[[str], int] = lambda namespace: 0) -> None:
         self.api = api
         self.grants = grants
         self.links = links
         self.site_access = site_access
+        #: namespace -> the site and router identities its routers know in the network
+        self.network_ids = network_ids
+        #: namespace -> how many identity records its site keeps (from the cache)
+        self.identity_count = identity_count
         self.server: GrantServer | None = None
         self._codes: dict[str, str] = {}
         self._first_seen: dict[str, datetime.datetime] = {}    # uid -> first processed, until the status shows it
@@ -190,8 +210,9 @@ class GrantKeeper:
         if not access.endpoints:
             return Refusal(503, "SiteNotReady", f"site {meta(access.site).name} has no resolved link access yet")
         site_meta = meta(access.site)
-        if request.subject == site_meta.uid:
-            return Refusal(400, "SameSite", "a site cannot link to itself")
+        taken = await self._identity_refusal(namespace, site_meta.uid, request.subject)
+        if taken is not None:
+            return taken
         issuer = grant.issuer or str(mapping(access.site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
         try:
             ca_secret = await self.api.get(SECRET, issuer, namespace)
@@ -202,12 +223,74 @@ class GrantKeeper:
         except (KubeError, pki.CertificateError) as e:
             return Refusal(503, "SiteNotReady", f"the issuer Secret {issuer} cannot issue certificates: {e}")
 
-        if not await self._count(obj, +1):
+        certificate = fingerprint(issued.cert)
+        claimed = await self._claim(access.site, request.subject, certificate, f"AccessGrant {grant.name}")
+        if claimed is not None:
+            return claimed
+        try:
+            counted = await self._count(obj, +1)
+        except BaseException:
+            await self._release(namespace, request.subject, certificate)
+            raise
+        if not counted:
+            await self._release(namespace, request.subject, certificate)
             return None
         log.info("AccessGrant %s/%s redeemed for token %s of site %s", namespace, grant.name, request.name,
                  request.subject[:64])
         return Redeemed(endpoints=[LinkEndpoint.of(e) for e in access.endpoints],
                         ca=ca.cert.decode(), cert=issued.cert.decode(), key=issued.key.decode())
+
+    # ---- identities -----------------------------------------------------------------------------------------------
+    async def _record(self, namespace: str, identity: str) -> tuple[JsonDict | None, IdentityRecord | None]:
+        """The identity's record as stored now (not the cache: a claim must see every other claim)."""
+        try:
+            current = await self.api.get(CONFIG_MAP, identity_object_name(identity), namespace)
+        except NotFound:
+            return None, None
+        record = parse_identity(current)
+        # a ConfigMap of that name that is not a readable record still keeps the identity taken
+        return current, record or IdentityRecord(identity, "", "an unreadable record", "")
+
+    async def _identity_refusal(self, namespace: str, own_id: str, subject: str) -> Refusal | None:
+        try:
+            _, record = await self._record(namespace, subject)
+        except KubeError as failure:
+            return Refusal(503, "Unavailable", f"could not read the site's link identities: {failure}")
+        problem = identity_problem(subject, own_site_id=own_id, known=self.network_ids(namespace), record=record,
+                                   records=self.identity_count(namespace))
+        if problem is None:
+            return None
+        log.warning("redemption in namespace %s refused: identity %s: %s", namespace, subject[:64], problem)
+        return Refusal(400 if subject == own_id else 409, "SameSite" if subject == own_id else "IdentityTaken",
+                       problem)
+
+    async def _claim(self, site: Mapping[str, Any], subject: str, certificate: str, source: str) -> Refusal | None:
+        """Record ``subject`` as ``certificate``'s, unless another redemption recorded it first."""
+        namespace = meta(site).namespace
+        record = IdentityRecord(subject, certificate, source, _stamp())
+        try:
+            await self.api.create(CONFIG_MAP, identity_config_map(site, record), namespace)
+        except AlreadyExists:
+            _, taken = await self._record(namespace, subject)
+            problem = identity_problem(subject, own_site_id=meta(site).uid, known=frozenset(), record=taken,
+                                       records=0) or f"a link certificate for {subject} was just issued"
+            return Refusal(409, "IdentityTaken", problem)
+        except KubeError as failure:
+            return Refusal(503, "Unavailable", f"could not record the link identity: {failure}")
+        return None
+
+    async def _release(self, namespace: str, subject: str, certificate: str) -> None:
+        """Take back a claim whose redemption failed (only while it is still this certificate's)."""
+        try:
+            current, record = await self._record(namespace, subject)
+            if current is None or record is None or record.certificate != certificate:
+                return
+            await self.api.delete(CONFIG_MAP, meta(current).name, namespace, uid=meta(current).uid or None)
+        except (NotFound, Conflict):
+            return
+        except KubeError as failure:
+            log.warning("could not take back the link identity %s in namespace %s: %s", subject[:64], namespace,
+                        failure)
 
     async def _count(self, obj: JsonDict, delta: int) -> bool:
         """Add ``delta`` to ``status.redemptions`` if the grant is still at ``obj``'s resourceVersion."""

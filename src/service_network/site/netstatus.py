@@ -107,6 +107,7 @@ class RouterStatus:
     edges: frozenset[tuple[str, str]]
     links: tuple[LinkReport, ...]
     listening: frozenset[str] | None = None     # listeners bound now (None: the router does not say)
+    routers: frozenset[str] = frozenset()       # every router id it knows (its own and its link-state database's)
 
 
 def parse_router_status(text: str) -> RouterStatus:
@@ -137,7 +138,8 @@ def parse_router_status(text: str) -> RouterStatus:
                                tuple(w[:300] for w in link.warnings))
                     for link in status.links)
     listening = frozenset(status.listening) if status.listening is not None else None
-    return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening)
+    routers = frozenset({status.router, *(r for site in status.sites for r in site.routers)})
+    return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers)
 
 
 def _reach(start: str, edges: Iterable[tuple[str, str]]) -> frozenset[str]:
