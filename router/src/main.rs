@@ -9,6 +9,15 @@ use clap::Parser;
 use snrouter::api::{self, Slot};
 use snrouter::config::Document;
 
+/// mimalloc instead of glibc's malloc: with glibc, a router that carried many short connections kept the memory
+/// they used (its per-thread arenas fragment and are seldom trimmed): RSS grew with every round of 1,000
+/// connections, 19 -> 71 MiB in 20 rounds at the end of a two-hop chain. mimalloc gives freed pages back (after
+/// its purge delay); built without transparent huge pages (`no_thp`), which otherwise made each touched 2 MiB
+/// region resident as a whole (52 MiB for a router that needs 20). docs/service-network-router.md, "Memory";
+/// `bench/memory_bench.py`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(version, about = "The service network's router: listeners, connectors and multiplexed mutual-TLS links")]
 struct Args {

@@ -147,7 +147,7 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions, name: str = ROU
         ],
         "ports": [{"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"},
                   {"name": "adaptor", "containerPort": ADAPTOR_PORT, "protocol": "TCP"}],
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": ADAPTOR_PORT}, "periodSeconds": 2,
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": ADAPTOR_PORT}, "periodSeconds": 1,
                            "failureThreshold": 3},
         "volumeMounts": [{"name": "state", "mountPath": ROUTER_STATE_DIR}],
     }
