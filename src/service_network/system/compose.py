@@ -24,7 +24,7 @@ from ..site.links import LinkState, compose_links
 from ..site.status import ConditionState, error, ready
 from .resources import KINDS
 
-__all__ = ["AccessPlan", "SystemPlan", "bind_host", "compose_system", "router_access"]
+__all__ = ["AccessPlan", "SystemPlan", "compose_system", "router_access"]
 
 #: where a system site's router access keeps its server certificate (unless the RouterAccess names its own)
 SERVER_CREDENTIALS = "skupper-site-server"
@@ -52,7 +52,7 @@ class SystemPlan:
     site_name: str = ""
 
 
-def bind_host(host: str) -> str | None:
+def _bind_host(host: str) -> str | None:
     if host == "localhost":
         return "127.0.0.1"
     try:
@@ -84,7 +84,7 @@ def router_access(resources: Sequence[JsonDict]) -> tuple[AccessPlan | None, dic
             states[("RouterAccess", name)] = error("no role inter-router: only inter-router access is supported")
             continue
         port = role.get("port") or INTER_ROUTER_PORT
-        host = bind_host(str(spec.get("bindHost") or "0.0.0.0"))
+        host = _bind_host(str(spec.get("bindHost") or "0.0.0.0"))
         if host is None or not isinstance(port, int) or not 1 <= port <= 65535:
             states[("RouterAccess", name)] = error("bindHost must be an IP address of this host (or localhost) and "
                                                    "the inter-router port 1-65535")
@@ -130,7 +130,7 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
         except BindingError as e:
             plan.states[("Listener", name)] = error(str(e))
             continue
-        host = bind_host(str(mapping(obj, "spec").get("host") or ""))
+        host = _bind_host(str(mapping(obj, "spec").get("host") or ""))
         if host is None:
             plan.states[("Listener", name)] = error("host must be an IP address of this host (or localhost) on a "
                                                     "system site")

@@ -115,15 +115,16 @@ def split_documents(text: str) -> list[str]:
 
 
 def _documents(text: str) -> list[tuple[yaml.Node, Any]]:
-    """Each document of ``text`` as its node tree (for lines) and its value; ``yaml.YAMLError`` as PyYAML raises
-    it."""
+    """Each document of ``text`` as its node tree (for lines) and its value, empty documents left out (as kubectl
+    does: a stream may end with ``---``); ``yaml.YAMLError`` as PyYAML raises it."""
     loader = yaml.SafeLoader(text)
     out: list[tuple[yaml.Node, Any]] = []
     try:
         while loader.check_node() and len(out) <= MAX_RESOURCES:
             node = loader.get_node()
-            if node is not None:
-                out.append((node, loader.construct_document(node)))
+            value = loader.construct_document(node) if node is not None else None
+            if value is not None:
+                out.append((node, value))
     finally:
         loader.dispose()   # type: ignore[no-untyped-call]
     return out

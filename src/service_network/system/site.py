@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import io
 import itertools
 import json
@@ -168,6 +169,12 @@ def data_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
 
 
+def _fingerprint(token: JsonDict) -> str:
+    """What identifies a token's grant and code (a changed token of the same name is another token)."""
+    spec = mapping(token, "spec")
+    return hashlib.sha256(f"{spec.get('url')}\n{spec.get('code')}".encode()).hexdigest()
+
+
 def read_file(path: Path, shown: str) -> list[ResourceFile]:
     """The resources of one file, each naming the file as ``shown``; a file that cannot be read is one problem."""
     try:
@@ -278,38 +285,44 @@ class SystemSite:
     def _redemption_file(self, name: str) -> Path:
         return self.runtime / "redemptions" / f"{name}.json"
 
-    def token_record(self, name: str) -> TokenRecord:
-        """How this site's redemption of the AccessToken ``name`` went: redeemed, or the last failure."""
-        if (self.runtime / "certs" / name).is_dir():
-            return TokenRecord(True)
+    def token_record(self, token: JsonDict) -> TokenRecord:
+        """How this site's redemption of ``token`` went: redeemed, or the last failure (of this token: a changed
+        token under the same name has not been tried yet)."""
+        name, fingerprint = meta(token).name, _fingerprint(token)
+        redeemed = self.runtime / "certs" / name
+        with contextlib.suppress(OSError):
+            if redeemed.is_dir() and (not (redeemed / "token").exists()
+                                      or (redeemed / "token").read_text(encoding="utf-8") == fingerprint):
+                return TokenRecord(True)
         with contextlib.suppress(OSError, ValueError):
             loaded = json.loads(self._redemption_file(name).read_text(encoding="utf-8"))
-            if isinstance(loaded, dict):
+            if isinstance(loaded, dict) and loaded.get("token") == fingerprint:
                 return TokenRecord(False, str(loaded.get("problem") or "")[:1000] or None,
                                    bool(loaded.get("refused")))
         return TokenRecord(False)
 
-    def _record_failure(self, name: str, problem: str, refused: bool) -> None:
-        path = self._redemption_file(name)
+    def _record_failure(self, token: JsonDict, problem: str, refused: bool) -> None:
+        path = self._redemption_file(meta(token).name)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(json.dumps({"problem": problem, "refused": refused}), encoding="utf-8")
+        path.write_text(json.dumps({"problem": problem, "refused": refused, "token": _fingerprint(token)}),
+                        encoding="utf-8")
 
     async def redeem_tokens(self, resources: list[JsonDict], site_id: str) -> None:
         """Redeem the AccessTokens not redeemed yet (a token is used once); each failure is recorded with the
         grant server's words (:meth:`token_record`)."""
         for token in (r for r in resources if r.get("kind") == "AccessToken"):
             name = meta(token).name
-            if (self.runtime / "certs" / name).is_dir():
+            if self.token_record(token).redeemed:
                 continue
             try:
                 spec = AccessTokenSpec.model_validate(dict(mapping(token, "spec")))
                 text = await post_redemption(spec.url, spec.ca, spec.code, name, site_id)
                 answer = parse_grant_answer(text)
             except AnswerProblem as e:
-                self._record_failure(name, f"the answer of the grant server is not usable: {e}", False)
+                self._record_failure(token, f"the answer of the grant server is not usable: {e}", False)
                 continue
             except Exception as e:    # pydantic's ValidationError and the redeemer's refusals, with their words
-                self._record_failure(name, str(e)[:500], not getattr(e, "retry", True))
+                self._record_failure(token, str(e)[:500], not getattr(e, "retry", True))
                 continue
             objects = link_objects(self.namespace, name, answer, cost=spec.link_cost or 1, annotations={})
             secret, links = objects[0], objects[1:]
@@ -324,6 +337,9 @@ class SystemSite:
                         "spec": link["spec"]}
                 (self.runtime / "resources" / "links" / f"Link-{meta(link).name}.yaml").write_text(
                     yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+            (staging / "token").write_text(_fingerprint(token), encoding="utf-8")
+            if directory.exists():           # a changed token of the same name: its credentials replace the old
+                shutil.rmtree(directory)
             staging.rename(directory)
             self._redemption_file(name).unlink(missing_ok=True)
 
@@ -409,7 +425,7 @@ class SystemSite:
     async def view(self, loaded: Loaded) -> SiteView:
         """Each resource's state now, from the router process and what the router reports (an address the router
         should be bound to and is not is bound here for a moment, to tell why)."""
-        tokens = {r.name: self.token_record(r.name) for r in loaded.files if r.kind == "AccessToken"}
+        tokens = {r.name: self.token_record(r.obj) for r in loaded.files if r.kind == "AccessToken" and r.obj}
         process = self.process()
         answer: RouterAnswer | None = None
         problem: str | None = None
@@ -452,7 +468,7 @@ class SystemSite:
             status: JsonDict = {"status": state.reason if state else "Pending",
                                 "message": state.message if state else "no Site"}
             if resource.kind == "AccessToken":
-                status["redeemed"] = self.token_record(resource.name).redeemed
+                status["redeemed"] = self.token_record(resource.obj).redeemed
             (status_dir / f"{resource.kind}-{resource.name}.yaml").write_text(
                 yaml.safe_dump({**resource.obj, "status": status}, sort_keys=False), encoding="utf-8")
 
@@ -597,7 +613,7 @@ class SystemSite:
             resources = read_file(path, str(path)) if path.suffix in (".yaml", ".yml") else []
             broken += [str(r.problem) for r in resources if r.problem]
             used = {r.name: why for r in resources if r.kind == "AccessToken"
-                    and (why := self._used_token(r.name)) is not None}
+                    and r.obj is not None and (why := self._used_token(r.obj)) is not None}
             bundle.left_out += [f'AccessToken "{name}" ({path}) is not in the bundle: {why}'
                                 for name, why in used.items()]
             if not used:
@@ -614,8 +630,8 @@ class SystemSite:
                 bundle.members[f"certs/{path.relative_to(self.input_certs)}"] = path.read_bytes()
         return bundle
 
-    def _used_token(self, name: str) -> str | None:
-        record = self.token_record(name)
+    def _used_token(self, token: JsonDict) -> str | None:
+        record = self.token_record(token)
         if record.redeemed:
             return ("this site redeemed it, and a token is redeemed once (apply a token of its own on each host: "
                     "skupper token issue, once per host)")
