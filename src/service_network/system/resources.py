@@ -122,7 +122,9 @@ def _documents(text: str) -> list[tuple[yaml.Node, Any]]:
     try:
         while loader.check_node() and len(out) <= MAX_RESOURCES:
             node = loader.get_node()
-            value = loader.construct_document(node) if node is not None else None
+            if node is None:
+                break
+            value = loader.construct_document(node)
             if value is not None:
                 out.append((node, value))
     finally:
