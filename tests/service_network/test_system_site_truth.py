@@ -181,22 +181,6 @@ async def test_status_says_what_the_router_does(home: Path) -> None:
         assert table[("Connector", "echo")] == ("Ready", "OK")
         assert table[("Site", "here")] == ("Ready", "OK")
 
-        # the port is given back: the router binds it and the status follows
-        holder.close()
-        await wait_until(lambda: echoed(taken), 10, "the router binds the port once it is free")
-        assert (await status_of("default", home))[1][("Listener", "taken")] == ("Ready", "OK")
-
-        # kill -9 of the router process: the site's process starts it again
-        site_pid, router_pid = pids(text)
-        assert router_pid is not None
-        os.kill(router_pid, signal.SIGKILL)
-
-        async def restarted() -> bool:
-            text, table = await status_of("default", home)
-            return pids(text)[1] not in (None, router_pid) and table[("Listener", "served")] == ("Ready", "OK")
-        await wait_until(restarted, 20, "the router process started again")
-        assert await echoed(served)
-
         # stop: nothing is Ready, the ports are closed
         assert "Router stopped." in await ok("system", "stop", cwd=home)
         text, table = await status_of("default", home)
@@ -207,13 +191,30 @@ async def test_status_says_what_the_router_does(home: Path) -> None:
         assert table[("Connector", "echo")] == ("Pending", "the router is not running")
         assert await refused(HOST, served)
 
-        # start: exit code 0 now that every port is free
-        assert "Router started" in await ok("system", "start", cwd=home)
-        assert await echoed(served) and await echoed(taken)
+        # start: exit code 1 while the port is taken, and the rest is served
+        code, out = await skupper("system", "start", cwd=home)
+        assert code == 1 and "Router started" in out and f"cannot listen on 127.0.0.1:{taken}" in out, out
+        assert await echoed(served)
+
+        # the port is given back: the router binds it and the status follows
+        holder.close()
+        await wait_until(lambda: echoed(taken), 10, "the router binds the port once it is free")
+        text, table = await status_of("default", home)
+        assert table[("Listener", "taken")] == ("Ready", "OK")
+
+        # kill -9 of the router process: the site's process starts it again
+        _, router_pid = pids(text)
+        assert router_pid is not None
+        os.kill(router_pid, signal.SIGKILL)
+
+        async def restarted() -> bool:
+            text, table = await status_of("default", home)
+            return pids(text)[1] not in (None, router_pid) and table[("Listener", "served")] == ("Ready", "OK")
+        await wait_until(restarted, 20, "the router process started again")
+        assert await echoed(served)
 
         # kill -9 of the site's process: crashed, and the Listeners go with it
-        text, _ = await status_of("default", home)
-        site_pid, _ = pids(text)
+        site_pid, _ = pids((await status_of("default", home))[0])
         os.kill(site_pid, signal.SIGKILL)
         await wait_until(lambda: refused(HOST, served), 10, "the router goes with the site's process")
         text, table = await status_of("default", home)
@@ -221,8 +222,10 @@ async def test_status_says_what_the_router_does(home: Path) -> None:
         assert table[("Site", "here")] == (
             "Error", f"the router is not running: its process {site_pid} ended without skupper system stop")
         assert not [key for key, (state, _) in table.items() if state == "Ready"]
+
+        # start: exit code 0 now that every port is free
         assert "Router started" in await ok("system", "start", cwd=home)
-        await wait_until(lambda: echoed(served), 10, "served again after start")
+        assert await echoed(served) and await echoed(taken)
 
         log = (home / "data/skupper/namespaces/default/runtime/logs/router.log").read_bytes()
         assert b"cannot listen on" in log           # the router's own lines are there ...
@@ -472,7 +475,7 @@ async def test_bundles_never_ship_a_used_token(home: Path, hub: tuple[GrantServe
     assert re.search(r"AccessToken-to-hub\.yaml:\d+: AccessToken \"to-hub\": redemption refused by 127\.0\.0\.1: "
                      r"AccessGrant hub/to-hub has no redemptions left \(1 of 1 used\)", out), out
 
-    code, out = await skupper("system", "setup", "-n", "kit", cwd=home)   # this site is refused too
+    code, out = await skupper("system", "install", "-n", "kit", cwd=home)   # this site is refused too
     assert code == 1 and "has no redemptions left" in out, out
     assert (await status_of("kit", home))[1][("AccessToken", "to-hub")][0] == "Error"
     out = await ok("system", "generate-bundle", "kit-2.tar.gz", "-n", "kit", cwd=home)
