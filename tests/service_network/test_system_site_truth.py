@@ -23,7 +23,7 @@ import sys
 import tarfile
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +84,24 @@ async def skupper(*args: str, cwd: Path, env: dict[str, str] | None = None) -> t
     return process.returncode, out.decode()
 
 
+def router_logs(home: Path) -> str:
+    """The end of every site's router.log under ``home`` (for the message of a failed assertion)."""
+    return "".join(f"\n--- {log}:\n{log.read_text(errors='replace')[-3000:]}"
+                   for log in sorted(home.glob("data/skupper/namespaces/*/runtime/logs/router.log")))
+
+
 async def ok(*args: str, cwd: Path) -> str:
     code, out = await skupper(*args, cwd=cwd)
-    assert code == 0, f"skupper {' '.join(args)} -> {code}:\n{out}"
+    assert code == 0, f"skupper {' '.join(args)} -> {code}:\n{out}{router_logs(cwd)}"
     return out
+
+
+async def until(check: Callable[[], Awaitable[Any]], within: float, what: str, home: Path) -> None:
+    """``wait_until``, with the routers' logs in the message when it times out."""
+    try:
+        await wait_until(check, within, what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}{router_logs(home)}") from None
 
 
 def rows(status: str) -> dict[tuple[str, str], tuple[str, str]]:
@@ -198,7 +212,7 @@ async def test_status_says_what_the_router_does(home: Path) -> None:
 
         # the port is given back: the router binds it and the status follows
         holder.close()
-        await wait_until(lambda: echoed(taken), 10, "the router binds the port once it is free")
+        await until(lambda: echoed(taken), 10, "the router binds the port once it is free", home)
         text, table = await status_of("default", home)
         assert table[("Listener", "taken")] == ("Ready", "OK")
 
@@ -210,13 +224,13 @@ async def test_status_says_what_the_router_does(home: Path) -> None:
         async def restarted() -> bool:
             text, table = await status_of("default", home)
             return pids(text)[1] not in (None, router_pid) and table[("Listener", "served")] == ("Ready", "OK")
-        await wait_until(restarted, 20, "the router process started again")
+        await until(restarted, 20, "the router process started again", home)
         assert await echoed(served)
 
         # kill -9 of the site's process: crashed, and the Listeners go with it
         site_pid, _ = pids((await status_of("default", home))[0])
         os.kill(site_pid, signal.SIGKILL)
-        await wait_until(lambda: refused(HOST, served), 10, "the router goes with the site's process")
+        await until(lambda: refused(HOST, served), 10, "the router goes with the site's process", home)
         text, table = await status_of("default", home)
         assert f"Router: crashed (pid {site_pid} ended without skupper system stop" in text
         assert table[("Site", "here")] == (
@@ -406,7 +420,7 @@ async def test_a_redeemed_link_is_shown_both_ways_and_can_be_deleted(
     await ok("system", "apply", "-f", str(token), "-n", "edge", cwd=home)
     installed = await ok("system", "install", "-n", "edge", cwd=home)
     assert "runs as a process started here" in installed or "systemd user unit" in installed
-    await wait_until(lambda: echoed(port), 30, "the edge's Listener reaches the hub's echo server over the link")
+    await until(lambda: echoed(port), 30, "the edge's Listener reaches the hub's echo server over the link", home)
     _, table = await status_of("edge", home)
     assert table[("Link", "to-hub")] == ("Ready", "OK")
     assert table[("AccessToken", "to-hub")] == ("Ready", "OK")
@@ -424,12 +438,12 @@ async def test_a_redeemed_link_is_shown_both_ways_and_can_be_deleted(
         assert sorted(tar.getnames()) == ["install.sh", "resources/Listener-hub-echo.yaml", "resources/Site-edge.yaml"]
 
     assert 'Link "to-hub" deleted.' in await ok("system", "delete", "Link", "to-hub", "-n", "edge", cwd=home)
-    await wait_until(lambda: refused(HOST, port), 15, "the edge's Listener closes: no route left")
+    await until(lambda: refused(HOST, port), 15, "the edge's Listener closes: no route left", home)
 
     async def gone() -> bool:
         text, _ = await status_of("hub", home)
         return "There are no incoming link resources in the namespace" in text
-    await wait_until(gone, 15, "the hub no longer shows the incoming link")
+    await until(gone, 15, "the hub no longer shows the incoming link", home)
     _, table = await status_of("edge", home)
     assert ("Link", "to-hub") not in table
     assert table[("Listener", "hub-echo")] == ("Pending", "No matching connectors")

@@ -76,6 +76,8 @@ async def _report(site: SystemSite, loaded: Loaded, success: str, only: set[tupl
     view = await site.settle(loaded) if site.process().state == "running" else await site.view(loaded)
     site.write_statuses(loaded, view)
     print(success)
+    if waiting := [f'{o.kind} "{o.name}"' for o in view.observed if not o.settled]:
+        print(f"Not reported by the router yet: {', '.join(waiting)} (skupper system status shows them)")
     if problems := failures(view, loaded.files, loaded.plan.problems, only):
         raise _failed(problems)
 
