@@ -36,13 +36,13 @@ async def sites() -> AsyncIterator[MultiSite]:
         yield environment
 
 
-async def skupper(*args: str, cwd: Path, env: SiteEnv | None = None) -> str:
+async def skupper(*args: str, cwd: Path, env: SiteEnv | None = None, expect: int = 0) -> str:
     extra = ["-n", env.namespace, "--kubeconfig", str(env.sim.kubeconfig_path)] if env is not None else []
     process = await asyncio.create_subprocess_exec(
         str(SKUPPER), *args, *extra, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=cwd,
         env={**os.environ, "HOME": str(cwd), "XDG_DATA_HOME": str(cwd / "data")})
     out, _ = await process.communicate()
-    assert process.returncode == 0, f"skupper {' '.join(args)} -> {process.returncode}: {out.decode()}"
+    assert process.returncode == expect, f"skupper {' '.join(args)} -> {process.returncode}: {out.decode()}"
     return out.decode()
 
 
@@ -90,7 +90,7 @@ async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSi
         assert "Router: running" in status
         rows = {tuple(c for c in line.split("\t") if c)[:3] for line in status.splitlines()}
         assert ("AccessToken", next(r[1] for r in rows if r and r[0] == "AccessToken"), "Ready") in rows
-        assert ("Listener", "backend", "Ready") in rows and ("Connector", "host-echo", "Ready") in rows
+        assert ("Listener", "backend", "Ready") in rows and ("Connector", "host-echo", "Ready") in rows, status
 
         # stop and start keep everything
         await skupper("system", "stop", "-n", "laptop", cwd=tmp_path)
@@ -107,9 +107,10 @@ async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSi
         (listener_file.parent / "broken.yaml").write_text("kind: [unclosed\n")
         (listener_file.parent / "bad-port.yaml").write_text(yaml.safe_dump(resource(
             "Connector", "bad-port", {"routingKey": "x", "host": "127.0.0.1", "port": "eighty"})))
-        reloaded = await skupper("system", "reload", "-n", "laptop", cwd=tmp_path)
-        assert "Warning: broken.yaml: not YAML" in reloaded
-        assert "Warning: Connector bad-port: spec.port: Input should be a valid integer" in reloaded
+        reloaded = await skupper("system", "reload", "-n", "laptop", cwd=tmp_path, expect=1)
+        assert f"{listener_file.parent}/broken.yaml:2:1: not YAML" in reloaded
+        assert (f'{listener_file.parent}/bad-port.yaml:7: Connector "bad-port": spec.port: Invalid value: "string": '
+                f'spec.port in body must be of type integer: "string"') in reloaded
         assert await west.wait_for(lambda: greeting("127.0.0.1", moved), 30, "the moved Listener") == pod
         assert await greeting(ip, 7100) == "host-server"
     finally:

@@ -16,60 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..router.config import CONFIG_VERSION, parse_config
 from ..site.bindings import BindingError, SecretInfo, check_connector, check_listener
-from ..site.links import compose_links
+from ..site.links import LinkState, compose_links
 from ..site.status import ConditionState, error, ready
+from .resources import KINDS
 
-__all__ = ["KINDS", "MAX_FILE", "ResourceFile", "SystemPlan", "compose_system", "load_resources"]
+__all__ = ["AccessPlan", "SystemPlan", "compose_system", "router_access"]
 
-KINDS = ("Site", "Listener", "Connector", "Link", "AccessToken", "RouterAccess")
 #: where a system site's router access keeps its server certificate (unless the RouterAccess names its own)
 SERVER_CREDENTIALS = "skupper-site-server"
 INTER_ROUTER_PORT = 55671
-MAX_FILE = 1024 * 1024
-MAX_RESOURCES = 1000
-
-
-@dataclass(frozen=True)
-class ResourceFile:
-    """A resource read from a file, or why the file could not be used."""
-
-    path: Path
-    obj: JsonDict | None
-    problem: str | None = None
-
-
-def load_resources(path: Path, text: str) -> list[ResourceFile]:
-    """The resources of one YAML file (a stream of documents); a document that is not a ``skupper.io/v2alpha1``
-    resource of a kind a system site serves is reported with its file and field."""
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        return [ResourceFile(path, None, f"{path.name}: not YAML{where}: {getattr(e, 'problem', e)}")]
-    out = []
-    for i, document in enumerate(documents[:MAX_RESOURCES]):
-        where = f"{path.name}[{i}]"
-        if not isinstance(document, dict):
-            out.append(ResourceFile(path, None, f"{where}: not a resource (a mapping with apiVersion and kind)"))
-        elif document.get("apiVersion") != "skupper.io/v2alpha1":
-            out.append(ResourceFile(path, None, f"{where}.apiVersion: must be skupper.io/v2alpha1"))
-        elif document.get("kind") not in KINDS:
-            out.append(ResourceFile(path, None, f"{where}.kind: {str(document.get('kind'))[:64]!r} is not one of "
-                                                f"{', '.join(KINDS)}"))
-        elif not isinstance(mapping(document, "metadata").get("name"), str) or not meta(document).name:
-            out.append(ResourceFile(path, None, f"{where}.metadata.name: required"))
-        elif not isinstance(document.get("spec"), dict):
-            out.append(ResourceFile(path, None, f"{where}.spec: required"))
-        else:
-            out.append(ResourceFile(path, document))
-    return out
 
 
 @dataclass(frozen=True)
@@ -89,6 +48,8 @@ class SystemPlan:
     states: dict[tuple[str, str], ConditionState] = field(default_factory=dict)    # (kind, name) -> state
     problems: list[str] = field(default_factory=list)   # files that could not be used, a second Site, ...
     access: AccessPlan | None = None
+    links: list[LinkState] = field(default_factory=list)   # each Link's document entries
+    site_name: str = ""
 
 
 def _bind_host(host: str) -> str | None:
@@ -156,6 +117,7 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
     for extra in sites[1:]:
         plan.states[("Site", meta(extra).name)] = error(f"An active site already exists ({meta(site).name})")
     plan.states[("Site", meta(site).name)] = ready()
+    plan.site_name = meta(site).name
     secrets = {name: SecretInfo("kubernetes.io/tls", keys) for name, keys in cert_keys.items()}
     profiles: dict[str, JsonDict] = {}
     listeners: list[JsonDict] = []
@@ -211,7 +173,8 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
                            "verifyHostname": bool(cspec.verify_hostname),
                            "targets": [{"host": cspec.host, "name": cspec.host}]})
     link_docs: list[JsonDict] = []
-    for state in compose_links(by_kind["Link"], secrets):
+    plan.links = compose_links(by_kind["Link"], secrets)
+    for state in plan.links:
         plan.states[("Link", meta(state.obj).name)] = state.configured
         for entry in state.entries:
             profiles[str(entry["tlsProfile"])] = _profile(str(entry["tlsProfile"]), certs)

@@ -20,18 +20,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import io
+import itertools
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +43,27 @@ import yaml
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..crd.models import AccessTokenSpec
+from ..router.dataplane import control_socket_path
 from ..router.names import CONTROL_SNI, KEY_SNI_WILDCARD
 from ..site import pki
 from ..site.access import endpoint_hosts
-from ..site.grants import AnswerProblem, link_objects, parse_answer
+from ..site.grants import AnswerProblem, link_objects
+from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
-from .compose import (
-    MAX_FILE,
-    AccessPlan,
-    ResourceFile,
-    SystemPlan,
-    compose_system,
-    load_resources,
-    router_access,
+from .compose import AccessPlan, SystemPlan, compose_system, router_access
+from .resources import MAX_FILE, ResourceFile, load_resources, split_documents
+from .status import (
+    Key,
+    RouterAnswer,
+    RouterProcess,
+    SiteView,
+    TokenRecord,
+    observe,
+    parse_answer,
+    probe_targets,
 )
 
-__all__ = ["SystemSite", "data_home"]
+__all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home"]
 
 TLS_FILES = ("ca.crt", "tls.crt", "tls.key")
 #: the bundle's installer: copies what it carries into the site's input directory and sets the site up
@@ -73,6 +81,75 @@ exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@
 """
 SITE_CA = "skupper-site-ca"
 STOP_SECONDS = 10.0
+ASK_SECONDS = 2.0                 # how long the router's control socket may take to answer
+MAX_ANSWER = 16 * 1024 * 1024
+SETTLE_SECONDS = 10.0             # how long setup, start, reload and apply wait for the router's first report
+POLL_SECONDS = 0.2
+STARTED_SECONDS = 5.0             # how long a process just started may take to show its command line
+
+
+class RouterUnreachable(Exception):
+    """The router's control socket did not give an answer (the message says why)."""
+
+
+class BundleRefused(Exception):
+    """A bundle cannot be made of this site as it is (the message lists the files that cannot be used)."""
+
+
+@dataclass
+class Loaded:
+    """The site's files as read now, and what composing them gives."""
+
+    files: list[ResourceFile]
+    plan: SystemPlan
+
+    @property
+    def resources(self) -> list[JsonDict]:
+        return [f.obj for f in self.files if f.obj is not None]
+
+    def source(self, kind: str, name: str) -> ResourceFile | None:
+        return next((f for f in self.files if f.obj is not None and (f.kind, f.name) == (kind, name)), None)
+
+
+@dataclass
+class Bundle:
+    """What a bundle holds (archive name -> bytes) and the tokens left out of it, with why."""
+
+    members: dict[str, bytes] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
+
+
+def _proc_cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()[:65536]
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0")
+
+
+def _proc_parent(pid: int) -> int | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+        return int(text.rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def probe_bind(host: str, port: int) -> str | None:
+    """What binding ``host:port`` here (as the router binds: ``SO_REUSEADDR``) says: the error, or None when the
+    address could be bound (it is released at once)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
 
 
 async def systemctl(*args: str) -> bool:
@@ -90,6 +167,23 @@ async def systemctl(*args: str) -> bool:
 
 def data_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+
+
+def _fingerprint(token: JsonDict) -> str:
+    """What identifies a token's grant and code (a changed token of the same name is another token)."""
+    spec = mapping(token, "spec")
+    return hashlib.sha256(f"{spec.get('url')}\n{spec.get('code')}".encode()).hexdigest()
+
+
+def read_file(path: Path, shown: str) -> list[ResourceFile]:
+    """The resources of one file, each naming the file as ``shown``; a file that cannot be read is one problem."""
+    try:
+        if path.stat().st_size > MAX_FILE:
+            return [ResourceFile(path, None, f"{shown}: larger than {MAX_FILE} bytes", shown)]
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return [ResourceFile(path, None, f"{shown}: cannot be read: {e}", shown)]
+    return load_resources(path, text, shown)
 
 
 @dataclass
@@ -137,15 +231,7 @@ class SystemSite:
         out: list[ResourceFile] = []
         for directory in (self.resources_dir, self.runtime / "resources" / "links"):
             for path in sorted(directory.glob("*.y*ml")) if directory.is_dir() else []:
-                if path.stat().st_size > MAX_FILE:
-                    out.append(ResourceFile(path, None, f"{path.name}: larger than {MAX_FILE} bytes"))
-                    continue
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as e:
-                    out.append(ResourceFile(path, None, f"{path.name}: cannot be read: {e}"))
-                    continue
-                out += load_resources(path, text)
+                out += read_file(path, str(path))
         return out
 
     def certs(self) -> tuple[dict[str, Path], dict[str, frozenset[str]]]:
@@ -157,49 +243,86 @@ class SystemSite:
                     found[sub.name] = sub
         return found, {n: frozenset(f for f in TLS_FILES if (d / f).is_file()) for n, d in found.items()}
 
-    def apply_file(self, source: Path) -> list[str]:
-        """Copy the resources of ``source`` into ``input/resources`` (one file each, ``<Kind>-<name>.yaml``); the
-        problems of the documents that could not be used (nothing of those is written)."""
-        if source.stat().st_size > MAX_FILE:
-            return [f"{source.name}: larger than {MAX_FILE} bytes"]
-        loaded = load_resources(source, source.read_text(encoding="utf-8"))
+    def apply_file(self, source: Path, shown: str) -> tuple[list[Key], list[str]]:
+        """Copy the resources of ``source`` into ``input/resources`` (one file each, ``<Kind>-<name>.yaml``): the
+        resources written, or (nothing written) the problems of the documents that cannot be used, each naming
+        ``shown``, the line and the field."""
+        loaded = read_file(source, shown)
         problems = [r.problem for r in loaded if r.problem]
         if problems:
-            return problems
+            return [], problems
         self.ensure()
+        written = []
         for resource in loaded:
             assert resource.obj is not None
-            target = self.resources_dir / f"{resource.obj['kind']}-{meta(resource.obj).name}.yaml"
+            target = self.resources_dir / f"{resource.kind}-{resource.name}.yaml"
             target.write_text(yaml.safe_dump(resource.obj, sort_keys=False), encoding="utf-8")
-        return []
+            written.append((resource.kind, resource.name))
+        return written, []
 
-    def delete_resource(self, kind: str, name: str) -> bool:
-        found = False
-        for resource in self.read_resources():
-            if resource.obj is not None and resource.obj.get("kind") == kind and meta(resource.obj).name == name \
-                    and resource.path.parent == self.resources_dir:
-                resource.path.unlink(missing_ok=True)
-                found = True
-        (self.runtime / "resources" / "status" / f"{kind}-{name}.yaml").unlink(missing_ok=True)
-        return found
+    def delete_resource(self, kind: str, name: str) -> list[Path]:
+        """Remove the resource from the file that holds it (``input/resources``, or ``runtime/resources/links``
+        for the Links a redeemed token gave): the file goes when it held nothing else. The files changed."""
+        changed = []
+        for directory in (self.resources_dir, self.runtime / "resources" / "links"):
+            for path in sorted(directory.glob("*.y*ml")) if directory.is_dir() else []:
+                resources = read_file(path, str(path))
+                if not any(r.obj is not None and (r.kind, r.name) == (kind, name) for r in resources):
+                    continue
+                kept = [text for text, r in zip(split_documents(path.read_text(encoding="utf-8")), resources,
+                                                strict=False)
+                        if r.obj is None or (r.kind, r.name) != (kind, name)]
+                if kept:
+                    path.write_text("---\n".join(kept), encoding="utf-8")
+                else:
+                    path.unlink()
+                changed.append(path)
+        if changed:
+            (self.runtime / "resources" / "status" / f"{kind}-{name}.yaml").unlink(missing_ok=True)
+        return changed
 
     # ---- tokens ------------------------------------------------------------------------------------------------
-    async def redeem_tokens(self, resources: list[JsonDict], site_id: str) -> dict[str, str]:
-        """Redeem the AccessTokens not redeemed yet; token name -> the problem of those that failed."""
-        problems: dict[str, str] = {}
+    def _redemption_file(self, name: str) -> Path:
+        return self.runtime / "redemptions" / f"{name}.json"
+
+    def token_record(self, token: JsonDict) -> TokenRecord:
+        """How this site's redemption of ``token`` went: redeemed, or the last failure (of this token: a changed
+        token under the same name has not been tried yet)."""
+        name, fingerprint = meta(token).name, _fingerprint(token)
+        redeemed = self.runtime / "certs" / name
+        with contextlib.suppress(OSError):
+            if redeemed.is_dir() and (not (redeemed / "token").exists()
+                                      or (redeemed / "token").read_text(encoding="utf-8") == fingerprint):
+                return TokenRecord(True)
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(self._redemption_file(name).read_text(encoding="utf-8"))
+            if isinstance(loaded, dict) and loaded.get("token") == fingerprint:
+                return TokenRecord(False, str(loaded.get("problem") or "")[:1000] or None,
+                                   bool(loaded.get("refused")))
+        return TokenRecord(False)
+
+    def _record_failure(self, token: JsonDict, problem: str, refused: bool) -> None:
+        path = self._redemption_file(meta(token).name)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(json.dumps({"problem": problem, "refused": refused, "token": _fingerprint(token)}),
+                        encoding="utf-8")
+
+    async def redeem_tokens(self, resources: list[JsonDict], site_id: str) -> None:
+        """Redeem the AccessTokens not redeemed yet (a token is used once); each failure is recorded with the
+        grant server's words (:meth:`token_record`)."""
         for token in (r for r in resources if r.get("kind") == "AccessToken"):
             name = meta(token).name
-            if (self.runtime / "certs" / name).is_dir():
-                continue       # redeemed (a token is used once)
+            if self.token_record(token).redeemed:
+                continue
             try:
                 spec = AccessTokenSpec.model_validate(dict(mapping(token, "spec")))
                 text = await post_redemption(spec.url, spec.ca, spec.code, name, site_id)
-                answer = parse_answer(text)
+                answer = parse_grant_answer(text)
             except AnswerProblem as e:
-                problems[name] = f"the answer of the grant server is not usable: {e}"
+                self._record_failure(token, f"the answer of the grant server is not usable: {e}", False)
                 continue
             except Exception as e:    # pydantic's ValidationError and the redeemer's refusals, with their words
-                problems[name] = str(e)[:500]
+                self._record_failure(token, str(e)[:500], not getattr(e, "retry", True))
                 continue
             objects = link_objects(self.namespace, name, answer, cost=spec.link_cost or 1, annotations={})
             secret, links = objects[0], objects[1:]
@@ -214,8 +337,11 @@ class SystemSite:
                         "spec": link["spec"]}
                 (self.runtime / "resources" / "links" / f"Link-{meta(link).name}.yaml").write_text(
                     yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+            (staging / "token").write_text(_fingerprint(token), encoding="utf-8")
+            if directory.exists():           # a changed token of the same name: its credentials replace the old
+                shutil.rmtree(directory)
             staging.rename(directory)
-        return problems
+            self._redemption_file(name).unlink(missing_ok=True)
 
     # ---- link access ---------------------------------------------------------------------------------------------
     def _write_pair(self, name: str, pair: pki.KeyPair, ca: bytes, marker: str = "") -> None:
@@ -268,77 +394,169 @@ class SystemSite:
         return [secret, link]
 
     # ---- compose and statuses ------------------------------------------------------------------------------------
-    async def refresh(self) -> SystemPlan:
-        """Redeem new tokens, write the router document and the statuses; the plan."""
+    def load(self) -> Loaded:
+        """The site's files and the plan they make (no redemption, nothing written)."""
+        files = self.read_resources()
+        resources = [r.obj for r in files if r.obj is not None]
+        certs, keys = self.certs()
+        plan = compose_system(self.site_id(), self.namespace, resources, certs, keys)
+        return Loaded(files, plan)
+
+    async def refresh(self, *, redeem: bool = True) -> Loaded:
+        """Redeem new tokens (unless not ``redeem``), make the router access's certificate, write the router
+        document (the running router applies it); the files and the plan."""
         self.ensure()
         site_id = self.site_id()
+        if redeem:
+            await self.redeem_tokens([r.obj for r in self.read_resources() if r.obj is not None], site_id)
         files = self.read_resources()
-        resources = [r.obj for r in files if r.obj is not None]
-        token_problems = await self.redeem_tokens(resources, site_id)
-        files = self.read_resources()
-        resources = [r.obj for r in files if r.obj is not None]
-        access, _ = router_access(resources)
+        access, _ = router_access([r.obj for r in files if r.obj is not None])
         if access is not None:
             self.ensure_access_credentials(access, site_id)
-        certs, keys = self.certs()
-        plan = compose_system(site_id, self.namespace, resources, certs, keys)
-        plan.problems = [r.problem for r in files if r.problem] + plan.problems
-        if plan.document is not None:
-            text = json.dumps(plan.document, indent=2)
+        loaded = self.load()
+        if loaded.plan.document is not None:
+            text = json.dumps(loaded.plan.document, indent=2)
             if not self.router_config.exists() or self.router_config.read_text(encoding="utf-8") != text:
                 staging = self.router_config.with_suffix(".new")
                 staging.write_text(text, encoding="utf-8")
                 staging.replace(self.router_config)
+        return loaded
+
+    async def view(self, loaded: Loaded) -> SiteView:
+        """Each resource's state now, from the router process and what the router reports (an address the router
+        should be bound to and is not is bound here for a moment, to tell why)."""
+        tokens = {r.name: self.token_record(r.obj) for r in loaded.files if r.kind == "AccessToken" and r.obj}
+        process = self.process()
+        answer: RouterAnswer | None = None
+        problem: str | None = None
+        probes: dict[Key, str | None] = {}
+        if process.state == "running":
+            try:
+                answer = await self.router_answer()
+                targets = probe_targets(loaded.plan, answer)
+                probes = {(t.kind, t.name): probe_bind(t.host, t.port) for t in targets}
+                if any(probes.values()):      # bound by the router meanwhile? ask again before saying it failed
+                    answer = await self.router_answer()
+                    still = {(t.kind, t.name) for t in probe_targets(loaded.plan, answer)}
+                    probes = {k: v for k, v in probes.items() if k in still}
+            except RouterUnreachable as e:
+                answer, problem = None, str(e)
+        return observe(loaded.plan, loaded.resources, tokens, process, answer, router_problem=problem,
+                       probes=probes)
+
+    async def settle(self, loaded: Loaded, within: float = SETTLE_SECONDS) -> SiteView:
+        """:meth:`view`, again until every state has settled (the router answered, bound or failed to bind each
+        Listener it can, reported each Link) or ``within`` seconds passed."""
+        deadline = time.monotonic() + within
+        while True:
+            view = await self.view(loaded)
+            if view.settled or time.monotonic() >= deadline:
+                return view
+            await asyncio.sleep(POLL_SECONDS)
+
+    def write_statuses(self, loaded: Loaded, view: SiteView) -> None:
+        """``runtime/resources/status/<Kind>-<name>.yaml``: each resource with its status as of ``view``."""
         status_dir = self.runtime / "resources" / "status"
+        status_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        states = {(o.kind, o.name): o.state for o in view.observed}
         for stale in status_dir.glob("*.yaml"):
             stale.unlink()
-        for obj in resources:
-            kind, name = str(obj.get("kind")), meta(obj).name
-            if kind == "AccessToken":
-                redeemed = (self.runtime / "certs" / name).is_dir()
-                status = {"status": "Ready" if redeemed else "Error", "redeemed": redeemed,
-                          "message": "OK" if redeemed else token_problems.get(name, "not redeemed yet")}
-            else:
-                state = plan.states.get((kind, name))
-                status = {"status": state.reason if state else "Pending",
-                          "message": state.message if state else "no Site"}
-            (status_dir / f"{kind}-{name}.yaml").write_text(
-                yaml.safe_dump({**obj, "status": status}, sort_keys=False), encoding="utf-8")
-        return plan
-
-    def statuses(self) -> list[JsonDict]:
-        status_dir = self.runtime / "resources" / "status"
-        out = []
-        for path in sorted(status_dir.glob("*.yaml")) if status_dir.is_dir() else []:
-            with contextlib.suppress(OSError, yaml.YAMLError):
-                loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-                if isinstance(loaded, dict):
-                    out.append(loaded)
-        return out
+        for resource in loaded.files:
+            if resource.obj is None:
+                continue
+            state = states.get((resource.kind, resource.name))
+            status: JsonDict = {"status": state.reason if state else "Pending",
+                                "message": state.message if state else "no Site"}
+            if resource.kind == "AccessToken":
+                status["redeemed"] = self.token_record(resource.obj).redeemed
+            (status_dir / f"{resource.kind}-{resource.name}.yaml").write_text(
+                yaml.safe_dump({**resource.obj, "status": status}, sort_keys=False), encoding="utf-8")
 
     # ---- the router process ------------------------------------------------------------------------------------
+    def _ours(self, pid: int) -> bool:
+        """Whether ``pid`` runs this site's router (``service-network router --config <this site's document>``)."""
+        args = _proc_cmdline(pid)
+        return any(a == "--config" and b == str(self.router_config) for a, b in itertools.pairwise(args))
+
     def router_pid(self) -> int | None:
-        """The running router's pid (checked: the process runs our router with this site's state)."""
+        """The running router's pid: the one ``start`` recorded, else one a systemd unit runs (checked: the
+        process runs our router with this site's document)."""
+        with contextlib.suppress(OSError, ValueError):
+            recorded = int(self.pid_file.read_text(encoding="utf-8").strip())
+            if self._ours(recorded):
+                return recorded
+        return next((pid for pid in _pids() if pid != os.getpid() and self._ours(pid)), None)
+
+    def process(self) -> RouterProcess:
+        """The router process: running (with the pid of the ``service-network-router`` it runs), stopped, or
+        crashed (the pid ``start`` recorded is gone, and no ``stop`` removed it)."""
+        pid = self.router_pid()
+        if pid is not None:
+            inner = next((c for c in _pids() if _proc_parent(c) == pid and "--control-socket" in _proc_cmdline(c)),
+                         None)
+            return RouterProcess("running", pid, inner)
+        with contextlib.suppress(OSError, ValueError):
+            return RouterProcess("crashed", int(self.pid_file.read_text(encoding="utf-8").strip()))
+        return RouterProcess("stopped")
+
+    @property
+    def control_socket(self) -> Path:
+        """The router's control socket (as its adaptor places it: in the state directory unless that path is too
+        long for a Unix socket)."""
+        return control_socket_path(self.runtime / "router" / "state")
+
+    async def ask_router(self, op: str) -> dict[str, Any]:
+        """One request over the router's control socket; ``RouterUnreachable`` saying why there is no answer."""
         try:
-            pid = int(self.pid_file.read_text(encoding="utf-8").strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except (OSError, ValueError):
-            return None
-        return pid if str(self.router_config) in cmdline else None
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_unix_connection(str(self.control_socket), limit=MAX_ANSWER), ASK_SECONDS)
+        except TimeoutError:
+            raise RouterUnreachable(f"its control socket {self.control_socket} does not accept connections "
+                                    f"(timed out)") from None
+        except OSError as e:
+            raise RouterUnreachable(f"its control socket {self.control_socket} does not accept connections "
+                                    f"({e.strerror or e})") from None
+        try:
+            writer.write(json.dumps({"op": op}).encode() + b"\n")
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), ASK_SECONDS)
+            answer = json.loads(line)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise RouterUnreachable(f"no answer on its control socket: {str(e)[:200] or type(e).__name__}") from None
+        finally:
+            writer.close()
+        if not isinstance(answer, dict):
+            raise RouterUnreachable("its control socket answered something else than a JSON object")
+        if answer.get("ok") is False:
+            problems = answer.get("problems") or ["refused"]
+            raise RouterUnreachable("; ".join(str(p)[:200] for p in problems[:3]))
+        return answer
+
+    async def router_answer(self) -> RouterAnswer:
+        network = await self.ask_router("network")
+        addresses = await self.ask_router("addresses")
+        try:
+            return parse_answer(network, addresses)
+        except ValueError as e:
+            raise RouterUnreachable(str(e)) from None
 
     def start_router(self) -> int:
+        """Start the router process (unless it runs) and record its pid; returns once the process shows its
+        command line (a process just started shows none for a moment, and would not be recognised as ours)."""
         running = self.router_pid()
         if running is not None:
             return running
         log = (self.runtime / "logs" / "router.log").open("ab")
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "service_network.cli", "router", "--config", str(self.router_config),
-                 "--state-dir", str(self.runtime / "router" / "state")],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, cwd=self.runtime)
+                self.router_command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                cwd=self.runtime)
         finally:
             log.close()
         self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
+        deadline = time.monotonic() + STARTED_SECONDS
+        while process.poll() is None and not self._ours(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         return process.pid
 
     async def stop_router(self) -> bool:
@@ -358,13 +576,6 @@ class SystemSite:
                 os.killpg(pid, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)
         return True
-
-    def network(self) -> dict[str, Any] | None:
-        path = self.runtime / "router" / "state" / "network.json"
-        with contextlib.suppress(OSError, ValueError):
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            return loaded if isinstance(loaded, dict) else None
-        return None
 
     # ---- systemd and bundles -------------------------------------------------------------------------------------
     @property
@@ -388,23 +599,53 @@ class SystemSite:
         return [sys.executable, "-m", "service_network.cli", "router", "--config", str(self.router_config),
                 "--state-dir", str(self.runtime / "router" / "state")]
 
-    def write_bundle(self, target: Path) -> list[str]:
-        """A gzip'd tarball that sets this site up on another host: ``install.sh``, the resources and the
-        credentials of ``input/`` (the other host makes its own site id, CA and runtime); the names packed."""
-        names = []
+    def bundle(self) -> Bundle:
+        """What a bundle of this site holds: ``install.sh``, the files of ``input/resources`` and ``input/certs``,
+        without the AccessTokens this site redeemed (a token is redeemed once, so every host installing the bundle
+        would be refused) or whose redemption was refused here (used, expired or wrong): those are listed in
+        ``left_out``. ``BundleRefused`` when a file of ``input/resources`` cannot be used (it would fail on every
+        host too)."""
+        bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()})
+        broken = []
+        for path in sorted(self.resources_dir.glob("*")) if self.resources_dir.is_dir() else []:
+            if not path.is_file():
+                continue
+            resources = read_file(path, str(path)) if path.suffix in (".yaml", ".yml") else []
+            broken += [str(r.problem) for r in resources if r.problem]
+            used = {r.name: why for r in resources if r.kind == "AccessToken"
+                    and r.obj is not None and (why := self._used_token(r.obj)) is not None}
+            bundle.left_out += [f'AccessToken "{name}" ({path}) is not in the bundle: {why}'
+                                for name, why in used.items()]
+            if not used:
+                bundle.members[f"resources/{path.name}"] = path.read_bytes()
+                continue
+            kept = [text for text, r in zip(split_documents(path.read_text(encoding="utf-8")), resources,
+                                            strict=False) if not (r.kind == "AccessToken" and r.name in used)]
+            if kept:
+                bundle.members[f"resources/{path.name}"] = "---\n".join(kept).encode()
+        if broken:
+            raise BundleRefused("\n".join(broken))
+        for path in sorted(self.input_certs.rglob("*")) if self.input_certs.is_dir() else []:
+            if path.is_file():
+                bundle.members[f"certs/{path.relative_to(self.input_certs)}"] = path.read_bytes()
+        return bundle
+
+    def _used_token(self, token: JsonDict) -> str | None:
+        record = self.token_record(token)
+        if record.redeemed:
+            return ("this site redeemed it, and a token is redeemed once (apply a token of its own on each host: "
+                    "skupper token issue, once per host)")
+        if record.refused:
+            return f"its redemption was refused here: {record.problem}"
+        return None
+
+    def write_bundle(self, target: Path, bundle: Bundle) -> None:
+        """A gzip'd tarball of ``bundle`` (``install.sh`` executable)."""
         with tarfile.open(target, "w:gz") as tar:
-            script = INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()
-            info = tarfile.TarInfo("install.sh")
-            info.size, info.mode = len(script), 0o755
-            tar.addfile(info, io.BytesIO(script))
-            names.append("install.sh")
-            for root in (self.resources_dir, self.input_certs):
-                for path in sorted(root.rglob("*")) if root.is_dir() else []:
-                    if path.is_file():
-                        arcname = f"{root.name}/{path.relative_to(root)}"
-                        tar.add(path, arcname=arcname, recursive=False)
-                        names.append(arcname)
-        return names
+            for name, data in bundle.members.items():
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(data), 0o755 if name == "install.sh" else 0o600, time.time()
+                tar.addfile(info, io.BytesIO(data))
 
     async def uninstall(self) -> None:
         await self.stop_router()
