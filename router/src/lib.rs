@@ -4,37 +4,18 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod frame;
 pub mod link;
 pub mod linkstate;
+pub mod message;
 pub mod metrics;
 pub mod mux;
 pub mod observe;
 pub mod pump;
 pub mod report;
 pub mod router;
+pub mod text;
 pub mod tls;
 pub mod workers;
-
-/// At most `max` bytes of `s` (cut at a character boundary, with "..." when cut): what goes into messages about
-/// input never echoes a huge input back.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn truncate_cuts_at_characters() {
-        assert_eq!(super::truncate("abc", 5), "abc");
-        assert_eq!(super::truncate("☃☃", 4), "☃...");
-    }
-}

@@ -73,7 +73,7 @@ pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &
     whole.extend_from_slice(&body);
     match crate::frame::Frame::decode(&mut whole) {
         Ok(Some(Frame::Hello(payload))) => serde_json::from_slice(&payload)
-            .map_err(|e| format!("malformed HELLO: {}", crate::truncate(&e.to_string(), 200))),
+            .map_err(|e| format!("malformed HELLO: {}", crate::text::truncate(&e.to_string(), 200))),
         Ok(_) => Err("the peer did not start with a HELLO frame".into()),
         Err(e) => Err(format!("malformed HELLO: {e}")),
     }
@@ -84,7 +84,7 @@ pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &
 fn describe_read(e: std::io::Error) -> String {
     let text = e.to_string();
     if text.contains("alert") {
-        format!("TLS: {}", crate::truncate(&text, 200))
+        format!("TLS: {}", crate::text::truncate(&text, 200))
     } else {
         "closed by the remote router".to_string()
     }
@@ -156,8 +156,8 @@ impl LinkGroup {
     /// The link's metric labels (names cut to 200 bytes).
     pub fn labels(&self) -> crate::metrics::LinkLabels {
         crate::metrics::LinkLabels {
-            link: crate::truncate(&self.name, 200),
-            remote_router: crate::truncate(&self.peer, 200),
+            link: crate::text::truncate(&self.name, 200),
+            remote_router: crate::text::truncate(&self.peer, 200),
         }
     }
 
@@ -202,7 +202,7 @@ impl LinkGroup {
         if w.len() >= 8 {
             w.remove(0);
         }
-        w.push(crate::truncate(&message, 300));
+        w.push(crate::text::truncate(&message, 300));
     }
 
     /// Opens a stream on the connection with the fewest open streams (ties rotate).

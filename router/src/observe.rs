@@ -39,7 +39,9 @@ impl Mode {
             "http1" => Ok(Mode::Http1),
             "http2" => Ok(Mode::Http2),
             "none" => Ok(Mode::None),
-            other => Err(format!("observer {:?} is not one of auto, none, http1, http2", crate::truncate(other, 64))),
+            other => {
+                Err(format!("observer {:?} is not one of auto, none, http1, http2", crate::text::truncate(other, 64)))
+            }
         }
     }
     pub fn as_str(self) -> &'static str {

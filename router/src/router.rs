@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use rustls::pki_types::ServerName;
@@ -13,10 +13,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::{now_s, now_us};
 use crate::config::{self, Document, Limits, Site};
 use crate::frame::{Open, ResetReason};
 use crate::link::{self, AcceptorHello, DialerHello, KeyLoad, LinkGroup};
-use crate::linkstate::{self, AdLink, Advert, Db, Message, Offer, Refusal, Service};
+use crate::linkstate::{self, AdLink, Advert, Db, Offer, Refusal, Service};
+use crate::message::Message;
 use crate::metrics::{
     ListenerLabels, ListenerSeries, Metrics, ReasonLabels, RefusalLabels, TargetLabels, TargetSeries,
 };
@@ -35,14 +37,6 @@ pub const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 /// How often a link's silence is checked (the neighbour sends a hello and answers a PING every second).
 pub const LIVENESS_CHECK: Duration = Duration::from_millis(100);
 pub const PURGE_AFTER: f64 = 10.0;
-
-fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
-}
-
-fn now_s() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
 
 /// A connector target (one Pod or host) for a routing key.
 pub struct Target {
@@ -289,7 +283,7 @@ impl Router {
         if doc.router_id() != self.id || doc.site.id != self.site.id {
             problems.push(format!(
                 "router.id: this router runs as {} and cannot change its identity without a restart",
-                crate::truncate(&self.id, 100)
+                crate::text::truncate(&self.id, 100)
             ));
             let inner = self.inner.read().unwrap();
             return Applied { generation: inner.generation, problems, refused: true };
@@ -311,8 +305,8 @@ impl Router {
         let material = |name: &str| -> Result<tls::Material, String> {
             match materials.get(name) {
                 Some(Ok(m)) => Ok(m.clone()),
-                Some(Err(e)) => Err(format!("TLS profile '{}' {}", crate::truncate(name, 100), e)),
-                None => Err(format!("TLS profile '{}' does not exist", crate::truncate(name, 100))),
+                Some(Err(e)) => Err(format!("TLS profile '{}' {}", crate::text::truncate(name, 100), e)),
+                None => Err(format!("TLS profile '{}' does not exist", crate::text::truncate(name, 100))),
             }
         };
 
@@ -330,7 +324,7 @@ impl Router {
                         Err(e) => {
                             problems.push(format!(
                                 "connectors[{i}] (connector '{}') withheld: {e}",
-                                crate::truncate(&c.name, 100)
+                                crate::text::truncate(&c.name, 100)
                             ));
                             continue;
                         }
@@ -367,9 +361,9 @@ impl Router {
                             open: AtomicUsize::new(0),
                             cancel: CancellationToken::new(),
                             series: self.metrics.target_series(&TargetLabels {
-                                connector: crate::truncate(&c.name, 200),
-                                target: crate::truncate(t.key(), 200),
-                                routing_key: crate::truncate(&c.routing_key, 200),
+                                connector: crate::text::truncate(&c.name, 200),
+                                target: crate::text::truncate(t.key(), 200),
+                                routing_key: crate::text::truncate(&c.routing_key, 200),
                             }),
                             origins: Mutex::new(Origins::default()),
                         })
@@ -396,7 +390,7 @@ impl Router {
                     Err(e) => {
                         problems.push(format!(
                             "listeners[{i}] (listener '{}') withheld: {e}",
-                            crate::truncate(&l.name, 100)
+                            crate::text::truncate(&l.name, 100)
                         ));
                         continue;
                     }
@@ -452,9 +446,8 @@ impl Router {
                         let me = self.clone();
                         tokio::spawn(async move { me.run_access(a, cfg, cancel).await });
                     }
-                    Err(e) => {
-                        problems.push(format!("routerAccess[0] ('{}') withheld: {e}", crate::truncate(&a.name, 100)))
-                    }
+                    Err(e) => problems
+                        .push(format!("routerAccess[0] ('{}') withheld: {e}", crate::text::truncate(&a.name, 100))),
                 }
             }
         }
@@ -468,7 +461,7 @@ impl Router {
                     wanted.insert(l.name.clone(), (fp, l.clone(), cfg));
                 }
                 Err(e) => {
-                    problems.push(format!("links[{i}] (link '{}') withheld: {e}", crate::truncate(&l.name, 100)));
+                    problems.push(format!("links[{i}] (link '{}') withheld: {e}", crate::text::truncate(&l.name, 100)));
                     self.set_link_state(&l.name, l.effective_cost(), false, &format!("withheld: {e}"), None);
                 }
             }
@@ -603,8 +596,8 @@ impl Router {
         cancel: CancellationToken,
     ) {
         let labels = ListenerLabels {
-            listener: crate::truncate(&l.name, 200),
-            routing_key: crate::truncate(&l.routing_key, 200),
+            listener: crate::text::truncate(&l.name, 200),
+            routing_key: crate::text::truncate(&l.routing_key, 200),
         };
         let mode = crate::observe::Mode::parse(l.observer.as_deref()).unwrap_or(crate::observe::Mode::Auto);
         let series = {
@@ -715,7 +708,7 @@ impl Router {
         let socket = match TcpListener::from_std(socket) {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!("listener {}: {e}", crate::truncate(&l.name, 100));
+                tracing::warn!("listener {}: {e}", crate::text::truncate(&l.name, 100));
                 return;
             }
         };
@@ -1098,8 +1091,8 @@ impl Router {
                 "identity",
                 format!(
                     "a router with the certificate of {} claimed to be {}",
-                    crate::truncate(&cn, 100),
-                    crate::truncate(&hello.router, 100)
+                    crate::text::truncate(&cn, 100),
+                    crate::text::truncate(&hello.router, 100)
                 ),
             ));
         }
@@ -1277,8 +1270,8 @@ impl Router {
             if !tls::identity_allows(&cn, &hello.router) {
                 return Err(format!(
                     "the remote router calls itself {} but its certificate names {}",
-                    crate::truncate(&hello.router, 100),
-                    crate::truncate(&cn, 100)
+                    crate::text::truncate(&hello.router, 100),
+                    crate::text::truncate(&cn, 100)
                 ));
             }
             if hello.router == self.id {
@@ -1308,7 +1301,7 @@ impl Router {
         }
         e.up = up;
         e.cost = cost;
-        e.reason = crate::truncate(reason, 300);
+        e.reason = crate::text::truncate(reason, 300);
         if let Some((r, s)) = remote {
             e.remote_router = Some(r);
             e.remote_site = Some(s);
@@ -1327,7 +1320,7 @@ impl Router {
         let all: Vec<Advert> = self.db.lock().unwrap().adverts.values().cloned().collect();
         let control = group.control();
         for ad in all {
-            control.send_control(encode(&Message::Ad { ad })).await;
+            control.send_control(Message::Ad { ad }.encode()).await;
         }
         let reports: Vec<Report> = {
             let mine = self.sent_report.lock().unwrap().clone();
@@ -1335,7 +1328,7 @@ impl Router {
             mine.into_iter().chain(others.reports.values().map(|(r, _)| r.clone())).collect()
         };
         for report in reports {
-            control.send_control(encode(&Message::Report { report })).await;
+            control.send_control(Message::Report { report }.encode()).await;
         }
         let mut hello_tick = tokio::time::interval(HELLO_INTERVAL);
         let mut check = tokio::time::interval(LIVENESS_CHECK);
@@ -1343,7 +1336,7 @@ impl Router {
             tokio::select! {
                 _ = hello_tick.tick() => {
                     let hello = Message::Hello { router: self.id.clone(), site: self.site.clone() };
-                    control.send_control(encode(&hello)).await;
+                    control.send_control(hello.encode()).await;
                     control.ping().await;
                 }
                 _ = check.tick() => {
@@ -1392,8 +1385,8 @@ impl Router {
                     self.metrics.link_refusals.get_or_create(&ReasonLabels { reason: "identity".into() }).inc();
                     return Err(format!(
                         "the router linked as {} said hello as {}",
-                        crate::truncate(&group.peer, 100),
-                        crate::truncate(&router, 100)
+                        crate::text::truncate(&group.peer, 100),
+                        crate::text::truncate(&router, 100)
                     ));
                 }
             }
@@ -1443,7 +1436,7 @@ impl Router {
     }
 
     async fn flood(&self, ad: &Advert, except: Option<&Arc<LinkGroup>>) {
-        self.send_to_neighbours(encode(&Message::Ad { ad: ad.clone() }), except);
+        self.send_to_neighbours(Message::Ad { ad: ad.clone() }.encode(), except);
     }
 
     /// Sends a control message to every neighbour but `except`, without waiting for any.
@@ -1630,7 +1623,7 @@ impl Router {
             serde_json::to_vec(&Message::Report { report: r.clone() }).expect("report serializes")
         });
         *self.sent_report.lock().unwrap() = Some(report.clone());
-        self.send_to_neighbours(encode(&Message::Report { report }), None);
+        self.send_to_neighbours(Message::Report { report }.encode(), None);
     }
 
     /// What an observer needs from this router: every known router's advertisement and traffic report (this
@@ -1878,15 +1871,11 @@ fn directed(counts: &Counts, reversed: bool) -> (u64, u64) {
     }
 }
 
-fn encode(m: &Message) -> Bytes {
-    Bytes::from(serde_json::to_vec(m).expect("message serializes"))
-}
-
 fn describe_io(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
         std::io::ErrorKind::TimedOut => "timed out while connecting".into(),
-        _ => crate::truncate(&e.to_string(), 200),
+        _ => crate::text::truncate(&e.to_string(), 200),
     }
 }
 
