@@ -1,6 +1,12 @@
 //! The service network's router: listeners, connector targets and links that carry many streams both ways over a
 //! few mutual-TLS connections dialed by one side. The Python control plane drives it through one interface, the
 //! control socket (`api`); everything else is in `docs/service-network-router.md`.
+//!
+//! The modules form layers: pure pieces (`text`, `clock`, `frame`, `observe`, `config`, `linkstate`, `report`,
+//! `message`), I/O building blocks (`metrics`, `mux`, `link`, `tls`, `pump`, `workers`), the router (`router`: one
+//! module per job, composed by `router::Router`) and its doors (`api`). A module uses only modules of lower layers;
+//! `tests/module_graph.rs` checks that the graph has no cycle, and `docs/architecture.md` ("The router crate")
+//! gives each module's job and what it may use.
 #![forbid(unsafe_code)]
 
 pub mod api;
