@@ -110,7 +110,7 @@ async fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
     use serde_json::json;
     let req: Request = match serde_json::from_slice(line) {
         Ok(r) => r,
-        Err(e) => return json!({"ok": false, "problems": [crate::truncate(&e.to_string(), 300)]}),
+        Err(e) => return json!({"ok": false, "problems": [crate::text::truncate(&e.to_string(), 300)]}),
     };
     let router = slot.lock().unwrap().clone();
     match req {
@@ -205,7 +205,7 @@ pub async fn ready(slot: &Slot) -> Result<(), String> {
             return Err(format!(
                 "{} listener(s) waiting for a route, e.g. {}",
                 waiting.len(),
-                crate::truncate(&waiting[0], 100)
+                crate::text::truncate(&waiting[0], 100)
             ));
         }
     }

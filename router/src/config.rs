@@ -279,7 +279,7 @@ impl Document {
     /// Parses and checks a document: the shape, then what makes the whole document unusable (duplicate names,
     /// reserved ports, a newer version). One message per problem, each naming its field.
     pub fn parse(text: &str) -> Result<Document, Vec<String>> {
-        let doc: Document = serde_json::from_str(text).map_err(|e| vec![crate::truncate(&e.to_string(), 300)])?;
+        let doc: Document = serde_json::from_str(text).map_err(|e| vec![crate::text::truncate(&e.to_string(), 300)])?;
         let problems = doc.check();
         if problems.is_empty() {
             Ok(doc)
@@ -309,8 +309,8 @@ impl Document {
                     p.push(format!(
                         "listeners[{i}].port: port {} on host '{}' is listener {}'s too",
                         l.port,
-                        crate::truncate(&l.host, 100),
-                        crate::truncate(&other.name, 200)
+                        crate::text::truncate(&l.host, 100),
+                        crate::text::truncate(&other.name, 200)
                     ));
                 }
             }
@@ -318,7 +318,7 @@ impl Document {
                 p.push(format!("listeners[{i}]: name and routingKey must be 1-{MAX_NAME} bytes"));
             }
             if !names.insert(&l.name) {
-                p.push(format!("listeners[{i}].name: duplicate listener {}", crate::truncate(&l.name, 200)));
+                p.push(format!("listeners[{i}].name: duplicate listener {}", crate::text::truncate(&l.name, 200)));
             }
             if l.strategy.is_some() {
                 let keys = l.keys();
@@ -347,7 +347,7 @@ impl Document {
                 p.push(format!("connectors[{i}]: name and routingKey must be 1-{MAX_NAME} bytes"));
             }
             if !names.insert(&c.name) {
-                p.push(format!("connectors[{i}].name: duplicate connector {}", crate::truncate(&c.name, 200)));
+                p.push(format!("connectors[{i}].name: duplicate connector {}", crate::text::truncate(&c.name, 200)));
             }
             for (j, t) in c.targets.iter().enumerate() {
                 if t.host.is_empty() || t.host.len() > 253 {
@@ -361,7 +361,7 @@ impl Document {
                 p.push(format!("links[{i}].name: must be 1-{MAX_NAME} bytes"));
             }
             if !names.insert(&l.name) {
-                p.push(format!("links[{i}].name: duplicate link {}", crate::truncate(&l.name, 200)));
+                p.push(format!("links[{i}].name: duplicate link {}", crate::text::truncate(&l.name, 200)));
             }
             if l.tls_version != "1.3" && l.tls_version != "1.2" {
                 p.push(format!("links[{i}].tlsVersion: must be \"1.3\" or \"1.2\""));
@@ -381,7 +381,7 @@ impl Document {
         let mut names = HashSet::new();
         for (i, t) in self.tls_profiles.iter().enumerate() {
             if !names.insert(&t.name) {
-                p.push(format!("tlsProfiles[{i}].name: duplicate profile {}", crate::truncate(&t.name, 200)));
+                p.push(format!("tlsProfiles[{i}].name: duplicate profile {}", crate::text::truncate(&t.name, 200)));
             }
             if t.files.is_some() == t.secret.is_some() {
                 p.push(format!("tlsProfiles[{i}]: exactly one of files and secret must be set"));

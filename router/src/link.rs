@@ -7,7 +7,9 @@
 //!   closed.
 //!
 //! The router id each side claims must be allowed by the certificate it presented (`tls::identity_allows`); the
-//! acceptor also refuses a HELLO that does not arrive within the handshake timeout.
+//! acceptor also refuses a HELLO that does not arrive within the handshake timeout. A link connection runs over
+//! [`LinkIo`] (TCP read through a buffer, under TLS). Dialing, accepting and running links is the router's
+//! (`router::links`, `router::access`, `router::control`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -16,6 +18,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::config::Site;
 use crate::frame::{Frame, VERSIONS};
@@ -23,6 +26,17 @@ use crate::mux::{Conn, StreamRx, StreamTx};
 
 /// ALPN protocol id of the link protocol.
 pub const ALPN: &[u8] = b"sn-link/1";
+
+/// A link's TCP connection under TLS: reads go through a 64 KiB buffer, since rustls asks its transport for at
+/// most 4 KiB at a time (a 16 KiB record would cost four or five `read` calls; this way one call fills the buffer
+/// and rustls copies out of it).
+pub type LinkIo = tokio::io::BufReader<TcpStream>;
+const LINK_READ_BUFFER: usize = 64 * 1024;
+
+/// A link connection's transport over `tcp` (dialed or accepted).
+pub fn link_io(tcp: TcpStream) -> LinkIo {
+    tokio::io::BufReader::with_capacity(LINK_READ_BUFFER, tcp)
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -73,7 +87,7 @@ pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &
     whole.extend_from_slice(&body);
     match crate::frame::Frame::decode(&mut whole) {
         Ok(Some(Frame::Hello(payload))) => serde_json::from_slice(&payload)
-            .map_err(|e| format!("malformed HELLO: {}", crate::truncate(&e.to_string(), 200))),
+            .map_err(|e| format!("malformed HELLO: {}", crate::text::truncate(&e.to_string(), 200))),
         Ok(_) => Err("the peer did not start with a HELLO frame".into()),
         Err(e) => Err(format!("malformed HELLO: {e}")),
     }
@@ -84,7 +98,7 @@ pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &
 fn describe_read(e: std::io::Error) -> String {
     let text = e.to_string();
     if text.contains("alert") {
-        format!("TLS: {}", crate::truncate(&text, 200))
+        format!("TLS: {}", crate::text::truncate(&text, 200))
     } else {
         "closed by the remote router".to_string()
     }
@@ -156,8 +170,8 @@ impl LinkGroup {
     /// The link's metric labels (names cut to 200 bytes).
     pub fn labels(&self) -> crate::metrics::LinkLabels {
         crate::metrics::LinkLabels {
-            link: crate::truncate(&self.name, 200),
-            remote_router: crate::truncate(&self.peer, 200),
+            link: crate::text::truncate(&self.name, 200),
+            remote_router: crate::text::truncate(&self.peer, 200),
         }
     }
 
@@ -202,7 +216,7 @@ impl LinkGroup {
         if w.len() >= 8 {
             w.remove(0);
         }
-        w.push(crate::truncate(&message, 300));
+        w.push(crate::text::truncate(&message, 300));
     }
 
     /// Opens a stream on the connection with the fewest open streams (ties rotate).

@@ -1,4 +1,4 @@
-//! Link-state routing between routers (pure): the control messages, the database of every router's newest
+//! Link-state routing between routers (pure): advertisements, the database of every router's newest
 //! advertisement with the rules that keep a linked stranger from rewriting it, shortest paths by summed cost, and
 //! the next hops per routing key that follow.
 //!
@@ -10,27 +10,8 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::MAX_SEQ_AHEAD_US;
 use crate::config::{Limits, Site};
-
-/// Advertisements whose sequence number is further than this ahead of this router's clock are refused (sequence
-/// numbers are microseconds of the sender's clock, so this bounds clock skew, not the sender's restarts).
-pub const MAX_SEQ_AHEAD_US: u64 = 60 * 1_000_000;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "t", rename_all = "lowercase")]
-pub enum Message {
-    Hello {
-        router: String,
-        site: Site,
-    },
-    Ad {
-        ad: Advert,
-    },
-    /// A router's traffic report (`crate::report`), flooded as advertisements are.
-    Report {
-        report: crate::report::Report,
-    },
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AdLink {
@@ -88,7 +69,7 @@ pub fn check_advert(ad: &Advert, limits: &Limits) -> Result<(), String> {
     if ad.services.len() > limits.keys_per_router {
         return Err(format!(
             "advertisement of router {} refused: {} routing keys (limit {})",
-            crate::truncate(&ad.router, 100),
+            crate::text::truncate(&ad.router, 100),
             ad.services.len(),
             limits.keys_per_router
         ));
@@ -96,7 +77,7 @@ pub fn check_advert(ad: &Advert, limits: &Limits) -> Result<(), String> {
     if ad.links.len() > limits.links_per_router || ad.peers.len() > limits.links_per_router {
         return Err(format!(
             "advertisement of router {} refused: {} links and {} peers (limit {})",
-            crate::truncate(&ad.router, 100),
+            crate::text::truncate(&ad.router, 100),
             ad.links.len(),
             ad.peers.len(),
             limits.links_per_router
@@ -109,7 +90,7 @@ pub fn check_advert(ad: &Advert, limits: &Limits) -> Result<(), String> {
         if s.connectors.len() > limits.names_per_key || s.listeners.len() > limits.names_per_key {
             return Err(format!(
                 "advertisement of router {} refused: key with {} connectors and {} listeners (limit {})",
-                crate::truncate(&ad.router, 100),
+                crate::text::truncate(&ad.router, 100),
                 s.connectors.len(),
                 s.listeners.len(),
                 limits.names_per_key
@@ -164,7 +145,7 @@ impl Db {
         if ad.seq > now_us.saturating_add(MAX_SEQ_AHEAD_US) {
             return Err(Refusal::Invalid(format!(
                 "advertisement of router {} refused: sequence number {} is too far ahead",
-                crate::truncate(&ad.router, 100),
+                crate::text::truncate(&ad.router, 100),
                 ad.seq
             )));
         }
@@ -182,7 +163,7 @@ impl Db {
             None if self.adverts.len() >= limits.routers => {
                 return Err(Refusal::Invalid(format!(
                     "advertisement of router {} refused: this router already knows {} routers (limit {})",
-                    crate::truncate(&ad.router, 100),
+                    crate::text::truncate(&ad.router, 100),
                     self.adverts.len(),
                     limits.routers
                 )))
@@ -415,14 +396,5 @@ mod tests {
         assert!(d.purge(10.5, 10.0));
         assert!(!d.adverts.contains_key("gone"));
         assert!(d.adverts.contains_key("x"));
-    }
-
-    #[test]
-    fn messages_use_the_documented_json() {
-        let m = Message::Hello { router: "r".into(), site: site("s") };
-        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"t":"hello","router":"r","site":{"id":"s","name":"s"}}"#);
-        let parsed: Message =
-            serde_json::from_str(r#"{"t":"ad","ad":{"router":"r","site":{"id":"s","name":"s"},"seq":3}}"#).unwrap();
-        assert!(matches!(parsed, Message::Ad { ad } if ad.seq == 3));
     }
 }

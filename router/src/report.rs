@@ -18,8 +18,8 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::MAX_SEQ_AHEAD_US;
 use crate::config::{Site, MAX_NAME};
-use crate::linkstate::MAX_SEQ_AHEAD_US;
 
 /// How often a router sends its report (when it changed since the last one).
 pub const REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
@@ -191,7 +191,7 @@ pub fn check_report(r: &Report, encoded_len: usize) -> Result<(), String> {
     if r.listeners.len() + r.targets.len() > MAX_ENTRIES || r.flows.len() > MAX_FLOWS {
         return Err(format!(
             "report of router {} refused: {} listeners, {} targets, {} flows (limits {MAX_ENTRIES} entries, {MAX_FLOWS} flows)",
-            crate::truncate(&r.router, 100),
+            crate::text::truncate(&r.router, 100),
             r.listeners.len(),
             r.targets.len(),
             r.flows.len()
@@ -280,7 +280,7 @@ impl Reports {
         if r.seq > now_us.saturating_add(MAX_SEQ_AHEAD_US) {
             return Taken::Refused(format!(
                 "report of router {} refused: sequence number ahead of this router's clock",
-                crate::truncate(&r.router, 100)
+                crate::text::truncate(&r.router, 100)
             ));
         }
         if !known {

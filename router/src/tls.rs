@@ -72,7 +72,7 @@ fn describe(e: &rustls::pki_types::pem::Error) -> String {
     match e {
         rustls::pki_types::pem::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => "does not exist".into(),
         rustls::pki_types::pem::Error::NoItemsFound => "holds no PEM item of that kind".into(),
-        other => crate::truncate(&other.to_string(), 200),
+        other => crate::text::truncate(&other.to_string(), 200),
     }
 }
 

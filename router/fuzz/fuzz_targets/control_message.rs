@@ -3,7 +3,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use snrouter::config::{Limits, Site};
-use snrouter::linkstate::{Advert, Db, Message};
+use snrouter::linkstate::{Advert, Db};
+use snrouter::message::Message;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(message) = serde_json::from_slice::<Message>(data) else { return };

@@ -1,0 +1,197 @@
+//! The router access (accepting links): the document's `routerAccess[0]` bound, each connection's TLS handshake and
+//! HELLO within `handshakeTimeoutSeconds`, at most `handshakes` of them at once (beyond, a new connection is reset
+//! at once), the dialer's identity checked against its certificate. What passes is handed to [`Links::accepted`].
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, Document, Limits, Site};
+use crate::link::{self, link_io, AcceptorHello, DialerHello};
+use crate::metrics::{Metrics, ReasonLabels};
+use crate::router::links::{Accepted, Links};
+use crate::router::net::{self, RETRY_INTERVAL};
+use crate::router::profiles::Profiles;
+use crate::text::truncate;
+use crate::tls;
+
+pub struct Access {
+    id: String,
+    site: Site,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+    links: Arc<Links>,
+    shutdown: CancellationToken,
+    /// The router access running: its fingerprint and its stop.
+    run: Mutex<Option<(String, CancellationToken)>>,
+    /// Where it is bound right now.
+    addr: Mutex<Option<SocketAddr>>,
+    /// Connections that have not finished TLS and HELLO.
+    handshakes: Arc<Semaphore>,
+}
+
+impl Access {
+    pub fn new(
+        id: &str,
+        site: &Site,
+        limits: Limits,
+        metrics: Arc<Metrics>,
+        links: Arc<Links>,
+        shutdown: CancellationToken,
+    ) -> Access {
+        Access {
+            id: id.to_string(),
+            site: site.clone(),
+            handshakes: Arc::new(Semaphore::new(limits.handshakes.max(1))),
+            limits,
+            metrics,
+            links,
+            shutdown,
+            run: Mutex::new(None),
+            addr: Mutex::new(None),
+        }
+    }
+
+    /// Takes the document's router access: unchanged, it keeps running; changed, it is restarted; withheld when its
+    /// TLS profile cannot be used (a problem says why).
+    pub fn apply(self: &Arc<Self>, doc: &Document, profiles: &Profiles<'_>, problems: &mut Vec<String>) {
+        let access = doc.router_access.first().cloned();
+        let access_fp = access.as_ref().map(|a| profiles.fingerprint(a, Some(&a.tls_profile)));
+        let mut run = self.run.lock().unwrap();
+        if run.as_ref().map(|(fp, _)| fp) != access_fp.as_ref() {
+            if let Some((_, cancel)) = run.take() {
+                cancel.cancel();
+            }
+            if let (Some(a), Some(fp)) = (access, access_fp) {
+                match profiles.material(&a.tls_profile).and_then(|m| tls::access_server(&m, &a.min_tls_version)) {
+                    Ok(cfg) => {
+                        let cancel = self.shutdown.child_token();
+                        *run = Some((fp, cancel.clone()));
+                        let me = self.clone();
+                        tokio::spawn(async move { me.run(a, cfg, cancel).await });
+                    }
+                    Err(e) => problems.push(format!("routerAccess[0] ('{}') withheld: {e}", truncate(&a.name, 100))),
+                }
+            }
+        }
+    }
+
+    /// Whether the applied document has a router access that is not withheld.
+    pub fn wanted(&self) -> bool {
+        self.run.lock().unwrap().is_some()
+    }
+
+    /// Where the router access is bound right now.
+    pub fn address(&self) -> Option<SocketAddr> {
+        *self.addr.lock().unwrap()
+    }
+
+    async fn run(self: Arc<Self>, a: config::RouterAccess, cfg: Arc<rustls::ServerConfig>, cancel: CancellationToken) {
+        let Some(addr) = net::address(&a.host, a.port) else { return };
+        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+        loop {
+            let socket = match net::bind(addr) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!("router access cannot listen on {addr}: {e}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(RETRY_INTERVAL) => continue,
+                        _ = cancel.cancelled() => return,
+                    }
+                }
+            };
+            *self.addr.lock().unwrap() = socket.local_addr().ok();
+            loop {
+                tokio::select! {
+                    accepted = socket.accept() => {
+                        let Ok((stream, peer)) = accepted else {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        };
+                        // unauthenticated connections have their own budget: past it they are closed at once
+                        let Ok(permit) = self.handshakes.clone().try_acquire_owned() else {
+                            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                            self.rejected("handshake_budget");
+                            continue;
+                        };
+                        let me = self.clone();
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            let timeout = Duration::from_secs(me.limits.handshake_timeout_seconds.max(1));
+                            let r = tokio::time::timeout(timeout, me.handshake(stream, acceptor)).await;
+                            drop(permit);
+                            match r {
+                                Err(_) => {
+                                    me.rejected("handshake_timeout");
+                                    tracing::debug!(%peer, "link handshake timed out");
+                                }
+                                Ok(Err(reason)) => {
+                                    me.rejected(reason.0);
+                                    tracing::info!(%peer, "link refused: {}", reason.1);
+                                }
+                                Ok(Ok(accepted)) => me.links.accepted(accepted),
+                            }
+                        });
+                    }
+                    _ = cancel.cancelled() => {
+                        *self.addr.lock().unwrap() = None;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn rejected(&self, reason: &str) {
+        self.metrics.access_rejected.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+    }
+
+    /// TLS, then the dialer's HELLO (a version both speak, an identity its certificate allows, fields within
+    /// bounds), then this router's answer. `Err`: the rejection's reason label and what happened.
+    async fn handshake(
+        &self,
+        stream: TcpStream,
+        acceptor: tokio_rustls::TlsAcceptor,
+    ) -> Result<Accepted, (&'static str, String)> {
+        let mut tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
+        let cn = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(tls::common_name)
+            .ok_or(("identity", "the client certificate has no common name".to_string()))?;
+        let hello: DialerHello = link::read_hello(&mut tls).await.map_err(|e| ("hello", e))?;
+        let Some(version) = link::negotiate(&hello.versions) else {
+            return Err((
+                "version",
+                format!("no common protocol version in {:?}", &hello.versions[..hello.versions.len().min(8)]),
+            ));
+        };
+        if !tls::identity_allows(&cn, &hello.router) || hello.router == self.id {
+            return Err((
+                "identity",
+                format!(
+                    "a router with the certificate of {} claimed to be {}",
+                    truncate(&cn, 100),
+                    truncate(&hello.router, 100)
+                ),
+            ));
+        }
+        if hello.router.len() > 253
+            || hello.link.len() > config::MAX_NAME
+            || hello.site.id.len() > 253
+            || hello.site.name.len() > 253
+        {
+            return Err(("hello", "HELLO fields too long".into()));
+        }
+        link::send_hello(&mut tls, &AcceptorHello { version, router: self.id.clone(), site: self.site.clone() })
+            .await
+            .map_err(|e| ("hello", e.to_string()))?;
+        Ok((tls, hello, cn))
+    }
+}

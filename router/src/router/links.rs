@@ -1,0 +1,320 @@
+//! This router's links: the document's `links[]` dialed (a group of `router.dataConnections` mutual-TLS
+//! connections, HELLO on each, redialed every second while down) with each one's state for the network status,
+//! and the connections the router access accepted made into groups (the first of a group starts it, the others
+//! join it). A group that is up is handed to the control plane ([`Control::run_group`]) and its streams to
+//! [`Forward`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::now_s;
+use crate::config::{self, Document, Limits, Site};
+use crate::link::{self, link_io, AcceptorHello, DialerHello, LinkGroup, LinkIo};
+use crate::mux::{Conn, Role};
+use crate::router::control::Control;
+use crate::router::forward::Forward;
+use crate::router::net::{describe_io, RETRY_INTERVAL};
+use crate::router::profiles::Profiles;
+use crate::text::truncate;
+use crate::tls;
+
+/// A configured link's state, as reported in the network status.
+#[derive(Clone, Debug)]
+pub struct LinkState {
+    pub name: String,
+    pub cost: u32,
+    pub up: bool,
+    pub reason: String,
+    pub remote_router: Option<String>,
+    pub remote_site: Option<Site>,
+    pub since: f64,
+}
+
+/// A connection the router access accepted, after TLS and HELLO: the stream, the dialer's HELLO and the common
+/// name of its certificate.
+pub type Accepted = (tokio_rustls::server::TlsStream<LinkIo>, DialerHello, String);
+
+struct LinkRun {
+    fingerprint: String,
+    cancel: CancellationToken,
+}
+
+pub struct Links {
+    id: String,
+    site: Site,
+    limits: Limits,
+    control: Arc<Control>,
+    forward: Arc<Forward>,
+    shutdown: CancellationToken,
+    /// The dialed links running, by name.
+    runs: Mutex<HashMap<String, LinkRun>>,
+    /// Groups accepted whose first connection arrived, by (router, group id), for the others to join.
+    pending: Mutex<HashMap<(String, String), Weak<LinkGroup>>>,
+    states: Mutex<BTreeMap<String, LinkState>>,
+    data_connections: AtomicUsize,
+}
+
+impl Links {
+    pub fn new(
+        id: &str,
+        site: &Site,
+        limits: Limits,
+        control: Arc<Control>,
+        forward: Arc<Forward>,
+        shutdown: CancellationToken,
+    ) -> Links {
+        Links {
+            id: id.to_string(),
+            site: site.clone(),
+            limits,
+            control,
+            forward,
+            shutdown,
+            runs: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            states: Mutex::new(BTreeMap::new()),
+            data_connections: AtomicUsize::new(2),
+        }
+    }
+
+    /// TLS connections per dialed link (`router.dataConnections`), for links dialed from now on.
+    pub fn set_data_connections(&self, n: usize) {
+        self.data_connections.store(n, Ordering::Relaxed);
+    }
+
+    /// Takes the document's links: an unchanged link keeps running; a changed or removed one is closed; a new one
+    /// is dialed. A link whose TLS profile cannot be used is withheld (a problem, and its state, say why).
+    pub fn apply(self: &Arc<Self>, doc: &Document, profiles: &Profiles<'_>, problems: &mut Vec<String>) {
+        let mut wanted = HashMap::new();
+        for (i, l) in doc.links.iter().enumerate() {
+            match profiles.material(&l.tls_profile).and_then(|m| tls::link_client(&m, &l.tls_version)) {
+                Ok(cfg) => {
+                    let fp = profiles.fingerprint(l, Some(&l.tls_profile));
+                    wanted.insert(l.name.clone(), (fp, l.clone(), cfg));
+                }
+                Err(e) => {
+                    problems.push(format!("links[{i}] (link '{}') withheld: {e}", truncate(&l.name, 100)));
+                    self.set_state(&l.name, l.effective_cost(), false, &format!("withheld: {e}"), None);
+                }
+            }
+        }
+        let mut runs = self.runs.lock().unwrap();
+        let names: Vec<String> = runs.keys().cloned().collect();
+        for name in names {
+            let keep = wanted.get(&name).map(|(fp, _, _)| *fp == runs[&name].fingerprint).unwrap_or(false);
+            if !keep {
+                if let Some(run) = runs.remove(&name) {
+                    run.cancel.cancel();
+                }
+            }
+        }
+        self.states.lock().unwrap().retain(|name, _| doc.links.iter().any(|l| &l.name == name));
+        for (name, (fp, l, cfg)) in wanted {
+            if runs.contains_key(&name) {
+                continue;
+            }
+            let cancel = self.shutdown.child_token();
+            runs.insert(name, LinkRun { fingerprint: fp, cancel: cancel.clone() });
+            let me = self.clone();
+            tokio::spawn(async move { me.run_link(l, cfg, cancel).await });
+        }
+    }
+
+    /// The configured links' states, by name.
+    pub fn states(&self) -> Vec<LinkState> {
+        self.states.lock().unwrap().values().cloned().collect()
+    }
+
+    // ------------------------------------------------------------------ dialing
+
+    async fn run_link(self: Arc<Self>, l: config::Link, cfg: Arc<rustls::ClientConfig>, cancel: CancellationToken) {
+        let cost = l.effective_cost();
+        self.set_state(&l.name, cost, false, "not connected yet", None);
+        loop {
+            let group_id = link::group_id();
+            let count = self.data_connections.load(Ordering::Relaxed) as u32;
+            let dialed = tokio::select! {
+                r = self.dial(&l, &cfg, &group_id, 0, count) => r,
+                _ = cancel.cancelled() => return,
+            };
+            match dialed {
+                Err(reason) => self.set_state(&l.name, cost, false, &reason, None),
+                Ok((conn_io, hello)) => {
+                    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+                    let on_open = self.forward.on_open_for(hello.router.clone());
+                    let conn = Conn::start(conn_io, Role::Dialer, on_open, ctl_tx);
+                    let group =
+                        LinkGroup::new(hello.router.clone(), hello.site.clone(), l.name.clone(), cost, true, conn);
+                    self.set_state(&l.name, cost, true, "", Some((hello.router.clone(), hello.site.clone())));
+                    // the other connections of the group
+                    for index in 1..count {
+                        let me = self.clone();
+                        let (l2, cfg2, gid, g) = (l.clone(), cfg.clone(), group_id.clone(), group.clone());
+                        tokio::spawn(async move {
+                            if let Ok((io, h)) = me.dial(&l2, &cfg2, &gid, index, count).await {
+                                if h.router == g.peer {
+                                    let (t, _r) = mpsc::unbounded_channel();
+                                    g.add(Conn::start(io, Role::Dialer, me.forward.on_open_for(h.router.clone()), t));
+                                }
+                            }
+                        });
+                    }
+                    let run = self.control.clone().run_group(group.clone(), ctl_rx);
+                    tokio::pin!(run);
+                    let reason = tokio::select! {
+                        r = &mut run => r,
+                        _ = cancel.cancelled() => {
+                            // the link was removed or changed: close it and let its control loop withdraw it
+                            group.close();
+                            let _ = tokio::time::timeout(Duration::from_secs(2), run).await;
+                            return;
+                        }
+                    };
+                    self.set_state(&l.name, cost, false, &reason, Some((group.peer.clone(), group.peer_site.clone())));
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY_INTERVAL) => {}
+                _ = cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// Dials connection `index` of `count` of a link's group: TCP, TLS, HELLO both ways, the remote router's
+    /// identity checked against its certificate; within the handshake timeout.
+    async fn dial(
+        &self,
+        l: &config::Link,
+        cfg: &Arc<rustls::ClientConfig>,
+        group: &str,
+        index: u32,
+        count: u32,
+    ) -> Result<(tokio_rustls::client::TlsStream<LinkIo>, AcceptorHello), String> {
+        let work = async {
+            let tcp = match l.host.parse::<std::net::IpAddr>() {
+                Ok(ip) => TcpStream::connect(SocketAddr::new(ip, l.port)).await,
+                Err(_) => TcpStream::connect((l.host.as_str(), l.port)).await,
+            }
+            .map_err(|e| describe_io(&e))?;
+            let _ = tcp.set_nodelay(true);
+            let connector = tokio_rustls::TlsConnector::from(cfg.clone());
+            let name = ServerName::try_from("control.service-network").expect("static name");
+            let mut tls = connector.connect(name, link_io(tcp)).await.map_err(|e| format!("TLS: {e}"))?;
+            let cn = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(tls::common_name)
+                .ok_or("the remote access certificate has no common name")?;
+            link::send_hello(
+                &mut tls,
+                &DialerHello {
+                    versions: crate::frame::VERSIONS.to_vec(),
+                    router: self.id.clone(),
+                    site: self.site.clone(),
+                    link: l.name.clone(),
+                    cost: l.effective_cost(),
+                    group: group.to_string(),
+                    index,
+                    count,
+                },
+            )
+            .await
+            .map_err(|e| format!("closed by the remote router ({e})"))?;
+            let hello: AcceptorHello = link::read_hello(&mut tls).await.map_err(|e| {
+                if e.starts_with("TLS") {
+                    e
+                } else {
+                    format!("{e} (it refused this router's HELLO)")
+                }
+            })?;
+            if !tls::identity_allows(&cn, &hello.router) {
+                return Err(format!(
+                    "the remote router calls itself {} but its certificate names {}",
+                    truncate(&hello.router, 100),
+                    truncate(&cn, 100)
+                ));
+            }
+            if hello.router == self.id {
+                return Err("the link leads back to this router".into());
+            }
+            Ok((tls, hello))
+        };
+        match tokio::time::timeout(Duration::from_secs(self.limits.handshake_timeout_seconds.max(1)), work).await {
+            Ok(r) => r,
+            Err(_) => Err("timed out while connecting".into()),
+        }
+    }
+
+    fn set_state(&self, name: &str, cost: u32, up: bool, reason: &str, remote: Option<(String, Site)>) {
+        let mut states = self.states.lock().unwrap();
+        let e = states.entry(name.to_string()).or_insert_with(|| LinkState {
+            name: name.to_string(),
+            cost,
+            up: !up,
+            reason: String::new(),
+            remote_router: None,
+            remote_site: None,
+            since: now_s(),
+        });
+        if e.up != up || e.reason != reason {
+            e.since = now_s();
+        }
+        e.up = up;
+        e.cost = cost;
+        e.reason = truncate(reason, 300);
+        if let Some((r, s)) = remote {
+            e.remote_router = Some(r);
+            e.remote_site = Some(s);
+        }
+    }
+
+    // ------------------------------------------------------------------ accepted
+
+    /// A connection the router access accepted: connection 0 of a group starts the group (replacing an older link
+    /// of the same router under the same name) and runs its control channel; the others join their group.
+    pub fn accepted(&self, (tls, hello, cn): Accepted) {
+        let peer = hello.router.clone();
+        let key = (peer.clone(), hello.group.clone());
+        if hello.index == 0 {
+            let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+            let on_open = self.forward.on_open_for(peer.clone());
+            let conn = Conn::start(tls, Role::Acceptor, on_open, ctl_tx);
+            let group = LinkGroup::new(peer.clone(), hello.site.clone(), cn, hello.cost.max(1), false, conn);
+            {
+                let mut pending = self.pending.lock().unwrap();
+                pending.retain(|_, w| w.strong_count() > 0);
+                if pending.len() < self.limits.routers * 4 {
+                    pending.insert(key, Arc::downgrade(&group));
+                }
+            }
+            // an older link from the same router under the same name is replaced
+            let old: Vec<Arc<LinkGroup>> =
+                self.control.groups_of(&peer).into_iter().filter(|g| !g.dialed && g.name == group.name).collect();
+            for g in old {
+                g.close();
+            }
+            let control = self.control.clone();
+            tokio::spawn(async move { control.run_group(group, ctl_rx).await });
+        } else {
+            let group = self.pending.lock().unwrap().get(&key).and_then(|w| w.upgrade());
+            match group {
+                Some(g) if g.is_up() && g.connections() < 16 => {
+                    let (ctl_tx, _ctl_rx) = mpsc::unbounded_channel();
+                    let conn = Conn::start(tls, Role::Acceptor, self.forward.on_open_for(peer), ctl_tx);
+                    g.add(conn);
+                }
+                _ => drop(tls),
+            }
+        }
+    }
+}
