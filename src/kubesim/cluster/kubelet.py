@@ -265,7 +265,6 @@ class Kubelet:
             specs,
             restart_policy=pod.get("spec", {}).get("restartPolicy") or "Always",
             backoff=self.ctx.options.restart_backoff,
-            readiness_poll=self.ctx.options.readiness_poll,
             on_change=lambda: self.queue.add(key) if self.running else None,
             on_event=record,
             images=self.runtime.images(),
