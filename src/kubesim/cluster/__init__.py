@@ -32,6 +32,7 @@ from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
 from .indexes import PODS_BY_NODE, pod_node
 from .informer import Informer
+from .jobs import JobController
 from .kubelet import FINALIZER, Kubelet
 from .loadbalancer import LoadBalancerController
 from .nodefs import NodeFilesystem
@@ -40,6 +41,7 @@ from .objects import check_dns_subdomain, condition_true, name_of, set_condition
 from .plugin_watch import SocketWatcher
 from .provisioner import Provisioner
 from .proxy import KubeProxy
+from .replicaset import ReplicaSetController
 from .runtime import RuntimeRegistry, default_registry
 from .runtime.execution import ExecResult, run_command
 from .scheduler import Scheduler
@@ -83,7 +85,8 @@ class Cluster:
     ExternalIP 127.B.2.N), ``node_internal_dns`` (False: give every node InternalDNS ``<name>.kubesim.internal``),
     ``load_balancer_ips`` (IPs, ``a-b`` ranges or CIDRs; default 127.B.3.1-127.B.3.254),
     ``load_balancer_hostnames`` (default none), ``mount_backoff`` / ``provision_backoff`` ((initial, max)
-    seconds), ``restart_backoff`` (crash-loop back-off, default (10, 300) as the kubelet), ``readiness_poll``,
+    seconds), ``restart_backoff`` (crash-loop back-off, default (10, 300) as the kubelet), ``job_backoff`` (the Job
+    controller's wait before replacing a failed Pod, default (10, 360) as Kubernetes),
     ``rpc_timeout``, ``plugin_wait_timeout``, ``discover_plugins`` (True: plugins whose sockets appear
     at ``plugin_socket_path`` / ``controller_socket_path`` are registered without any call, as kubelet's plugin
     watcher and a co-located external-provisioner would), ``kubelet_root`` (the nodes' kubelet directory as Pods
@@ -184,6 +187,8 @@ class Cluster:
             self.provisioner,
             StatefulSetController(self.ctx),
             DeploymentController(self.ctx),
+            ReplicaSetController(self.ctx),
+            JobController(self.ctx),
             DaemonSetController(self.ctx),
             EphemeralVolumeController(self.ctx),
             EndpointsController(self.ctx),

@@ -30,6 +30,8 @@ CSI_DRIVERS = "csidrivers.storage.k8s.io"
 STATEFUL_SETS = "statefulsets.apps"
 DEPLOYMENTS = "deployments.apps"
 DAEMON_SETS = "daemonsets.apps"
+REPLICA_SETS = "replicasets.apps"
+JOBS = "jobs.batch"
 
 WATCHED = (
     PODS,
@@ -45,6 +47,8 @@ WATCHED = (
     STATEFUL_SETS,
     DEPLOYMENTS,
     DAEMON_SETS,
+    REPLICA_SETS,
+    JOBS,
 )
 
 
@@ -63,7 +67,7 @@ class Options:
     plugin_wait_timeout: float = 30.0
     discover_plugins: bool = True
     restart_backoff: tuple[float, float] = (10.0, 300.0)  # kubelet's crash-loop back-off (initial, max) seconds
-    readiness_poll: float = 0.1  # without a readinessProbe: seconds between checks that declared ports accept
+    job_backoff: tuple[float, float] = (10.0, 360.0)  # the Job controller's wait before replacing a failed Pod
     kubelet_root: str = DEFAULT_KUBELET_ROOT  # the kubelet directory's path on the simulated nodes (hostPath volumes)
     runtime_dir: str | None = None  # short directory for containers' run directories (default: a fresh temp dir)
 

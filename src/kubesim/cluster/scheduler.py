@@ -195,18 +195,15 @@ class Scheduler:
             )
 
     async def _bind(self, pod: Obj, node: str) -> None:
+        """``pods/<name>/binding``, as kube-scheduler binds: the API server sets nodeName and PodScheduled=True."""
         namespace = pod["metadata"].get("namespace", "")
         name = name_of(pod)
         try:
-            await self.ctx.api.patch(PODS, name, {"spec": {"nodeName": node}}, namespace=namespace)
+            await self.ctx.api.bind(namespace, name, node)
         except ApiError as error:
-            if error.code == 404:
+            if error.code in (404, 409):  # gone, bound by someone else, or being deleted
                 return
             raise
-        conditions = set_condition(
-            list(pod.get("status", {}).get("conditions") or []), "PodScheduled", "True"
-        )
-        await self.ctx.patch_status(PODS, pod, {"conditions": conditions})
         self._assumed[(namespace, name)] = node
         await self.events.record(
             pod, "Pod", "v1", "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"

@@ -23,6 +23,7 @@ from kubesim.resources import Registry
 from kubesim.server import discovery, objects
 from kubesim.server.admin import admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
+from kubesim.server.bindings import binding_request
 from kubesim.server.execstream import ExecCommand, pod_exec
 from kubesim.server.logs import LogPath, pod_log
 from kubesim.server.portforward import pod_port_forward
@@ -190,4 +191,6 @@ class ApiServer:
             return await pod_exec(self, request, t)
         if t.subresource == "portforward":
             return await pod_port_forward(self, request, t)
+        if t.subresource == "binding" or t.rt.key == "bindings":
+            return await binding_request(self, request, t)
         return await _HANDLERS[verb](self, request, t)

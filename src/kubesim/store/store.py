@@ -239,6 +239,8 @@ class Store:
             sent = (obj.get("metadata") or {}).get("managedFields")
             if not managed_fields and sent is not None:  # computed by server-side apply
                 meta["managedFields"] = json_clone(sent)
+        elif subresource == "binding" and rt.key == "pods":
+            pass  # kubesim.binding: spec.nodeName and the PodScheduled condition in one write
         elif subresource is not None:
             raise errors.no_such_resource(f"{rt.plural}/{subresource}")
         elif rt.has_status:
