@@ -178,6 +178,12 @@ class Admission:
         account = store.find(account_rt, namespace, name) if account_rt is not None and namespace else None
         add_token_volume(pod, account)
 
+    def restored(self, rt: ResourceType, obj: Obj) -> None:
+        """An object read back from the store file: what it holds is taken again (a Service's clusterIPs and
+        nodePorts), so nothing new is handed the same address."""
+        if rt.kind == "Service" and rt.group == "":
+            self._service_admission.adopt(obj)
+
     def released(self, store: Store, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: free what it held."""
         if rt.kind == "Service" and rt.group == "":

@@ -80,9 +80,9 @@ def deep_state_dir(workdir: Path) -> Path:
 
 
 def assert_clean(state: Path, output: str) -> None:
-    """After a run only its logs remain in the state directory, its run directory is gone, no operator process of
-    it is left, and no traceback was shown."""
-    assert sorted(os.listdir(state)) == ["logs"], os.listdir(state)
+    """After a run only its logs and the stored cluster remain in the state directory, its run directory is gone, no
+    operator process of it is left, and no traceback was shown."""
+    assert sorted(os.listdir(state)) == ["kubesim.db", "logs"], os.listdir(state)
     run_dirs = re.findall(r"/run -> (\S+)\)", output)
     assert run_dirs, output
     for run_dir in run_dirs:

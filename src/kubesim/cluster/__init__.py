@@ -207,8 +207,32 @@ class Cluster:
                 self.ctx.state_dir / "controller", self._controller_socket_added, lambda driver, socket: None
             )
             self._controller_watcher.start()
-        for _ in range(self._initial_nodes):
+        self._adopt_pod_ips()
+        for name, (internal_ip, external_ip, internal_dns) in self._stored_nodes():
+            await self.add_node(name, internal_ip=internal_ip, external_ip=external_ip, internal_dns=internal_dns)
+        while len(self._kubelets) < self._initial_nodes:
             await self.add_node()
+
+    def _adopt_pod_ips(self) -> None:
+        """Pod IPs stored Pods hold (a resumed cluster) are not handed out again; each Pod keeps its own."""
+        for pod in self.ctx.informer(PODS).items():
+            status = pod.get("status") or {}
+            if status.get("podIP") and (pod.get("spec") or {}).get("nodeName"):
+                self.ctx.pod_ips.adopt(pod["metadata"]["uid"], str(status["podIP"]))
+
+    def _stored_nodes(self) -> list[tuple[str, tuple[str, str | None, str | None]]]:
+        """Nodes of this cluster the API already has (a resumed cluster): name and (InternalIP, ExternalIP,
+        InternalDNS), by node number."""
+        found: list[tuple[int, str, tuple[str, str | None, str | None]]] = []
+        for node in self.ctx.informer(NODES).items():
+            addresses = {a.get("type"): a.get("address") for a in node.get("status", {}).get("addresses") or []}
+            internal = addresses.get("InternalIP")
+            number = self.ctx.block.node_number(str(internal)) if internal else None
+            if number is None:
+                continue
+            found.append((number, name_of(node), (str(internal), addresses.get("ExternalIP"),
+                                                  addresses.get("InternalDNS"))))
+        return [(name, addresses) for _, name, addresses in sorted(found)]
 
     async def stop(self) -> None:
         """Stop every component, servers and relayed connections included; Kubernetes objects stay as they are
@@ -269,7 +293,9 @@ class Cluster:
         """Add a Ready node with its kubelet; returns its name. Addresses default to the cluster options."""
         self._require_started()
         async with self._lock:
-            index = max(self._node_index.values(), default=0) + 1
+            stored = self.ctx.block.node_number(internal_ip) if internal_ip else None
+            index = stored if stored is not None and stored not in self._node_index.values() else \
+                max(self._node_index.values(), default=0) + 1
             if index > 254:
                 raise RuntimeError(f"no node address left in address block {self.ctx.block.index}")
             name = name or f"{self.ctx.options.node_name_prefix}-{index}"
@@ -295,6 +321,7 @@ class Cluster:
             raise
         kubelet = Kubelet(self.ctx, name, internal_ip, self.runtime)
         self._kubelets[name] = kubelet
+        await kubelet.take_up_pods()  # a resumed cluster's Pods on this node: gone with it, until started again
         kubelet.start()
         return name
 

@@ -12,6 +12,7 @@ containers through the runtime registry (``runtime/``): built-in servers bind th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -49,7 +50,7 @@ from .plugins import PluginRegistry
 from .provisioner import volume_capabilities
 from .runtime import ContainerSpec, RuntimeRegistry
 from .runtime.env import EnvError, container_env, referenced_objects
-from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, runtime_status
+from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, restarted_status, runtime_status
 from .runtime.supervisor import PodRuntime
 from .volumefiles import VolumeError, referenced, volume_files, write_files
 from .workqueue import Reconciler, Retry
@@ -84,6 +85,7 @@ class PodState:
     plain_dirs: set[str] = field(default_factory=set)
     volume_dirs: dict[str, Path] = field(default_factory=dict)  # pod volume name -> host directory
     run_dirs: list[Path] = field(default_factory=list)  # the containers' run directories
+    previous: dict[str, dict[str, Any]] = field(default_factory=dict)  # container statuses when taken up
 
 
 class MountWaiting(Exception):
@@ -102,6 +104,7 @@ class Kubelet:
         self.pods: dict[str, PodState] = {}  # by Pod uid
         self.containers: dict[str, PodRuntime] = {}  # by Pod uid: its running containers
         self.not_ready: set[str] = set()  # Pod uids forced NotReady by ``set_ready(..., False)``
+        self._taken_up: dict[str, dict[str, Any]] = {}  # Pod uid -> the status take_up_pods wrote
         self.events = EventRecorder(ctx.api, "kubelet", host=node)
         self.queue: Reconciler[Key] = Reconciler(
             f"kubelet-{node}", self._sync, workers=4, backoff=ctx.options.mount_backoff
@@ -112,6 +115,7 @@ class Kubelet:
 
     def start(self) -> None:
         (self.root / "pods").mkdir(parents=True, exist_ok=True)
+        self._remove_orphaned_pod_dirs()
         self.running = True
         self.queue.start()
         self.registry.start()
@@ -124,6 +128,15 @@ class Kubelet:
         await self.queue.stop()
         containers, self.containers = self.containers, {}
         await asyncio.gather(*(pod.stop(0) for pod in containers.values()))
+
+    def _remove_orphaned_pod_dirs(self) -> None:
+        """Directories of Pods no longer bound to this node (left by an earlier run) go, as the kubelet cleans up
+        orphaned Pods; those of its Pods stay and are set up again."""
+        ours = {uid_of(pod) for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, self.node)}
+        with contextlib.suppress(OSError):
+            for entry in (self.root / "pods").iterdir():
+                if entry.name not in ours and entry.name not in self.pods:
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def resync(self) -> None:
         if not self.running:
@@ -166,7 +179,12 @@ class Kubelet:
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return
         await self._ensure_finalizer(pod)
-        state = self.pods.setdefault(current_uid, PodState(key=key))
+        known = self.pods.get(current_uid)
+        if known is None:
+            known = self.pods[current_uid] = PodState(key=key)
+            taken_up = self._taken_up.pop(current_uid, None) or pod.get("status", {})  # the informer may lag
+            known.previous = {str(s.get("name")): s for s in taken_up.get("containerStatuses") or []}
+        state = known
         try:
             for volume in pod.get("spec", {}).get("volumes") or []:
                 await self._setup_volume(pod, volume, state)
@@ -184,6 +202,20 @@ class Kubelet:
             self.containers[current_uid] = containers
             await containers.start()
         await self._report_running(pod, pod_ip, containers)
+
+    async def take_up_pods(self) -> None:
+        """The node (re)starts: the Pods bound to it whose status says their containers run lost them with the node,
+        so they are shown not Ready, waiting to be created again (``runtime.status.restarted_status``) before this
+        kubelet starts them, and nothing routes to them until they are Ready again."""
+        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, self.node):
+            if uid_of(pod) in self.containers or is_terminating(pod):
+                continue
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            change = restarted_status(pod.get("status") or {}, now())
+            if change is not None:
+                await self.ctx.patch_status(PODS, pod, change)
+                self._taken_up[uid_of(pod)] = change
 
     def _resolver(self, namespace: str) -> Callable[[str], str | None]:
         """Cluster DNS for a Pod of ``namespace``: the name itself, then ``<name>.<namespace>.svc``, then
@@ -268,6 +300,7 @@ class Kubelet:
             on_change=lambda: self.queue.add(key) if self.running else None,
             on_event=record,
             images=self.runtime.images(),
+            previous=state.previous,
         )
 
     async def _ensure_finalizer(self, pod: Obj) -> None:

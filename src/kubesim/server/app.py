@@ -32,6 +32,7 @@ from kubesim.server.tokens import token_request
 from kubesim.server.watchstream import watch
 from kubesim.server.wire import bool_param, error_response, json_response
 from kubesim.serviceaccounts import ServiceAccountTokens
+from kubesim.store.persist import StoreFile
 from kubesim.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class ApiServer:
         authorizer: Authorizer | None = None,
         namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
+        persist: StoreFile | None = None,
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
         self.registry = Registry()
@@ -74,6 +76,7 @@ class ApiServer:
             watch_window=watch_window,
             namespace_cleanup_delay=namespace_cleanup_delay,
             gc_delay=gc_delay,
+            persist=persist,
         )
         self.faults = faults or Faults()
         self.service_accounts = ServiceAccountTokens(self.store)
@@ -95,6 +98,7 @@ class ApiServer:
     async def start(
         self, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
     ) -> str:
+        self.store.resume()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)

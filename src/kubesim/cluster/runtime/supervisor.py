@@ -85,6 +85,7 @@ class ContainerRunner:
         on_change: Callable[[], None],
         on_event: EventSink,
         images: Sequence[str] = (),
+        previous: dict[str, Any] | None = None,
     ) -> None:
         self.spec = spec
         self.images = images
@@ -94,6 +95,12 @@ class ContainerRunner:
         self.on_change = on_change
         self.on_event = on_event
         self.state = ContainerState(spec.name, spec.image, simulated=handler is None)
+        if previous is not None:
+            # The container has a history in the API (it ran before its node went down): counting goes on from it.
+            self.state.restart_count = int(previous.get("restartCount") or 0)
+            last = (previous.get("lastState") or {}).get("terminated")
+            if isinstance(last, dict):
+                self.state.last_terminated = dict(last)
         self.first_attempt = asyncio.Event()
         self._task: asyncio.Future[None] | None = None
         self._container: Container | None = None
@@ -232,8 +239,12 @@ def _seconds(delay: float) -> str:
 class PodRuntime:
     """The runners of one Pod's containers (init containers are not run)."""
 
-    def __init__(self, specs: list[tuple[ContainerSpec, RuntimeHandler | None]], **runner_options: Any) -> None:
-        self.runners = [ContainerRunner(spec, handler, **runner_options) for spec, handler in specs]
+    def __init__(self, specs: list[tuple[ContainerSpec, RuntimeHandler | None]], *,
+                 previous: dict[str, dict[str, Any]] | None = None, **runner_options: Any) -> None:
+        """``previous``: container name -> its status in the API when the kubelet took the Pod up (a node that came
+        back: restarts and the last state go on from there)."""
+        self.runners = [ContainerRunner(spec, handler, previous=(previous or {}).get(spec.name), **runner_options)
+                        for spec, handler in specs]
 
     async def start(self) -> None:
         """Start every container; returns once each has made its first start attempt."""
