@@ -1,4 +1,5 @@
-"""`kubesim serve --host H --port P --kubeconfig PATH`: run the API server until SIGINT/SIGTERM."""
+"""`kubesim serve --host H --port P --kubeconfig PATH`: run the API server until SIGINT/SIGTERM;
+`kubesim node stop|start|restart NODE` / `kubesim node list`: control the nodes of a running kubesim."""
 
 from __future__ import annotations
 
@@ -75,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-host-names", action="store_true",
         help="no DNS server and SOCKS5 proxy for cluster names on the block's 127.B.0.10 / 127.B.0.11"
     )
+    serve.add_argument(
+        "--default-toleration-seconds", type=int, default=300,
+        help="tolerationSeconds of the not-ready/unreachable NoExecute tolerations every Pod gets (default 300)"
+    )
+    node = sub.add_parser("node", help="stop, start or restart a simulated node of a running kubesim")
+    node.add_argument("action", choices=["stop", "start", "restart", "list"])
+    node.add_argument("node", nargs="?", help="the node (not for list)")
+    node.add_argument("--kubeconfig", type=Path, default=None,
+                      help="the running kubesim's kubeconfig (default $KUBECONFIG, else ~/.kube/config)")
     return parser
 
 
@@ -165,6 +175,7 @@ async def serve(args: argparse.Namespace) -> int:
         tls=not args.insecure_http,
         host_names=bool(args.nodes) and not args.no_host_names,
         store_path=args.store,
+        default_toleration_seconds=args.default_toleration_seconds,
         **cluster_options(args),
         **nodes_runtime,
     ) as sim:
@@ -183,8 +194,26 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def node_command(args: argparse.Namespace) -> int:
+    from kubesim.nodecli import NodeCommandError, run
+
+    if args.action != "list" and not args.node:
+        print(f"kubesim: node {args.action} needs the name of a node", file=sys.stderr)
+        return 2
+    try:
+        lines = asyncio.run(run(args.action, args.node, args.kubeconfig))
+    except NodeCommandError as error:
+        print(f"kubesim: {error}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "node":
+        return node_command(args)
     if args.command == "serve":
         try:
             return asyncio.run(serve(args))

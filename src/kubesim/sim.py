@@ -17,6 +17,7 @@ from kubesim.api import ApiClient
 from kubesim.faults import Faults
 from kubesim.server.app import ApiServer
 from kubesim.store.persist import StoreFile, StoreFileError
+from kubesim.taints import DEFAULT_TOLERATION_SECONDS
 from kubesim.tls import make_self_signed, server_context
 
 
@@ -71,6 +72,7 @@ class KubeSim:
         work_dir: str | os.PathLike[str] | None = None,
         host_names: bool = False,
         store_path: str | os.PathLike[str] | None = None,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
         **cluster_options: Any,
     ) -> None:
         """`tls=True` (default) serves HTTPS with a fresh self-signed CA in the kubeconfig: kubectl only sends
@@ -96,7 +98,11 @@ class KubeSim:
         `store_path`: keep the cluster in this SQLite file (``kubesim.store.persist``) and resume what it holds: the
         objects, revisions going on, the address block it had (so Node, Pod, Service and load-balancer addresses stay
         the same); the nodes' kubelets start the stored Pods again, as after a reboot. Default: in memory only.
-        `resumed` tells how many objects were read back."""
+        `resumed` tells how many objects were read back.
+
+        `default_toleration_seconds`: the DefaultTolerationSeconds admission plugin's ``tolerationSeconds`` for the
+        not-ready and unreachable ``NoExecute`` tolerations every Pod gets (300, as kube-apiserver's
+        ``--default-not-ready-toleration-seconds`` / ``--default-unreachable-toleration-seconds``)."""
         self.store_file = StoreFile(store_path) if store_path is not None else None
         try:
             address_block = self._stored_block(address_block)
@@ -127,6 +133,7 @@ class KubeSim:
             namespace_cleanup_delay=namespace_cleanup_delay,
             gc_delay=gc_delay,
             persist=self.store_file,
+            default_toleration_seconds=default_toleration_seconds,
         )
         self.resumed = self.server.store.resumed
         self.token = self.server.token
@@ -195,6 +202,7 @@ class KubeSim:
                 await self.cluster.start()
                 self.server.pod_logs = self.cluster.container_log_path
                 self.server.exec_command = self.cluster.exec_command
+                self.server.node_control = self.cluster
                 if self._host_names:
                     await self._serve_host_names()
         except BaseException:
@@ -228,6 +236,7 @@ class KubeSim:
         self.dns_address = self.proxy_address = None
         self.server.pod_logs = None
         self.server.exec_command = None
+        self.server.node_control = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()

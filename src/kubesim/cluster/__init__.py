@@ -14,6 +14,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
+import uuid
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,9 @@ from .jobs import JobController
 from .kubelet import FINALIZER, Kubelet
 from .loadbalancer import LoadBalancerController
 from .nodefs import NodeFilesystem
+from .nodelifecycle import NodeLifecycleController
 from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
-from .objects import check_dns_subdomain, condition_true, name_of, set_condition
+from .objects import check_dns_subdomain, name_of
 from .plugin_watch import SocketWatcher
 from .provisioner import Provisioner
 from .proxy import KubeProxy
@@ -47,6 +49,7 @@ from .runtime.execution import ExecResult, run_command
 from .scheduler import Scheduler
 from .sidecars import sidecar_handlers
 from .statefulset import StatefulSetController
+from .tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +196,8 @@ class Cluster:
             EphemeralVolumeController(self.ctx),
             EndpointsController(self.ctx),
             LoadBalancerController(self.ctx),
+            NodeLifecycleController(self.ctx),
+            TaintEvictionController(self.ctx),
             self.proxy,
         ]
         self.ctx.informer(PODS).add_handler(self._route_pod_event)
@@ -356,25 +361,67 @@ class Cluster:
         self._kubelet(name)
         await set_node_unschedulable(self.ctx.api, name, False)
 
-    async def fail_node(self, name: str) -> None:
-        """The node's kubelet stops; the node turns Ready=False and its Pods not ready."""
+    def node_running(self, name: str) -> bool:
+        """Whether the node's kubelet runs (False: stopped with ``stop_node``)."""
+        return self._kubelet(name).running
+
+    async def stop_node(self, name: str) -> None:
+        """The node goes down: its kubelet stops (no more Lease renewals or status reports), its Pods' containers stop
+        and nothing answers on its addresses. The API shows nothing of it at first; the node-lifecycle controller
+        marks it ``Unknown`` and taints it once its grace period is over, and its Pods are evicted when their
+        tolerations run out. Stopping a stopped node does nothing."""
         kubelet = self._kubelet(name)
+        if not kubelet.running:
+            return
         await kubelet.stop()
+        if self.proxy is not None:
+            self.proxy.node_running(name, False)
+
+    async def start_node(self, name: str) -> None:
+        """The node comes back (as after a reboot): a fresh kubelet reports it Ready, renews its Lease, finishes the
+        deletion of its Pods that were evicted meanwhile and starts the others again (volumes published anew, one
+        restart more each); the node-lifecycle controller removes its taints. Starting a running node does
+        nothing."""
+        old = self._kubelet(name)
+        if old.running:
+            return
+        node = await self.ctx.api.get(NODES, name)
+        await create_node(self.ctx.api, name, addresses=list(node.get("status", {}).get("addresses") or []),
+                          labels=None, boot_id=str(uuid.uuid4()))
+        kubelet = Kubelet(self.ctx, name, old.host_ip, self.runtime)
+        self._kubelets[name] = kubelet
+        await kubelet.take_up_pods()
+        kubelet.start()
+        if self.proxy is not None:
+            self.proxy.node_running(name, True)
+
+    async def restart_node(self, name: str) -> None:
+        await self.stop_node(name)
+        await self.start_node(name)
+
+    async def control_node(self, name: str, action: str) -> bool:
+        """``stop``, ``start`` or ``restart`` a node (the admin endpoint behind ``kubesim node``); whether it runs
+        afterwards. ``KeyError`` for a node this cluster does not have, ``ValueError`` for another action."""
+        actions = {"stop": self.stop_node, "start": self.start_node, "restart": self.restart_node}
+        if action not in actions:
+            raise ValueError(f"unknown node action {action!r}: stop, start or restart")
+        self._kubelet(name)
+        await actions[action](name)
+        return self.node_running(name)
+
+    def node_states(self) -> dict[str, bool]:
+        """Every node of this cluster and whether it runs."""
+        return {name: kubelet.running for name, kubelet in self._kubelets.items()}
+
+    async def fail_node(self, name: str) -> None:
+        """The node's kubelet stops after reporting the node ``Ready=False`` (not-ready rather than unreachable): the
+        node-lifecycle controller taints it and marks its Pods not Ready at once."""
+        await self.stop_node(name)
         await set_node_ready(self.ctx.api, name, False, "kubelet stopped posting node status")
-        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, name):
-            if not condition_true(pod, "Ready"):
-                continue
-            conditions = set_condition(
-                list(pod.get("status", {}).get("conditions") or []), "Ready", "False", "NodeNotReady"
-            )
-            with contextlib.suppress(ApiError):
-                await self.ctx.api.patch(
-                    PODS,
-                    name_of(pod),
-                    {"status": {"conditions": conditions}},
-                    namespace=pod["metadata"].get("namespace"),
-                    subresource="status",
-                )
+
+    async def recover_node(self, name: str) -> None:
+        """The counterpart of ``fail_node`` (and of ``stop_node``): the node starts again."""
+        await self.start_node(name)
 
     # -------------------------------------------------------------------- pods
 

@@ -32,6 +32,8 @@ DEPLOYMENTS = "deployments.apps"
 DAEMON_SETS = "daemonsets.apps"
 REPLICA_SETS = "replicasets.apps"
 JOBS = "jobs.batch"
+LEASES = "leases.coordination.k8s.io"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 WATCHED = (
     PODS,
@@ -49,6 +51,7 @@ WATCHED = (
     DAEMON_SETS,
     REPLICA_SETS,
     JOBS,
+    LEASES,
 )
 
 
@@ -68,6 +71,12 @@ class Options:
     discover_plugins: bool = True
     restart_backoff: tuple[float, float] = (10.0, 300.0)  # kubelet's crash-loop back-off (initial, max) seconds
     job_backoff: tuple[float, float] = (10.0, 360.0)  # the Job controller's wait before replacing a failed Pod
+    # node lifecycle (kubelet and kube-controller-manager defaults)
+    node_lease_duration: float = 40.0  # the kubelet's node Lease: leaseDurationSeconds
+    node_lease_renew: float | None = None  # seconds between renewals (None: a quarter of the duration, as the kubelet)
+    node_status_report: float = 300.0  # seconds between unchanged node status reports (nodeStatusReportFrequency)
+    node_monitor_period: float = 5.0  # how often the node-lifecycle controller looks at the nodes
+    node_monitor_grace: float = 50.0  # silence after which a node's Ready condition turns Unknown
     kubelet_root: str = DEFAULT_KUBELET_ROOT  # the kubelet directory's path on the simulated nodes (hostPath volumes)
     runtime_dir: str | None = None  # short directory for containers' run directories (default: a fresh temp dir)
 

@@ -26,12 +26,14 @@ import grpc
 from csi_proto import csi_pb2
 from kubesim.errors import ApiError
 from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS, ROOT_CA_CONFIGMAP
+from kubesim.store.store import KUBELET_FINALIZER
 
 from . import dns
 from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, SERVICES, Context
 from .csi_client import grpc_error_text
 from .downward import write_downward_volume
 from .events import EventRecorder
+from .heartbeat import NodeHeartbeat
 from .indexes import PODS_BY_NODE
 from .informer import Key
 from .nodefs import HostPathError, check_host_path_type
@@ -57,7 +59,7 @@ from .workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
 
-FINALIZER = "kubesim.io/kubelet"
+FINALIZER = KUBELET_FINALIZER
 NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid"
 POD_INFO = {
     "name": "csi.storage.k8s.io/pod.name",
@@ -109,6 +111,7 @@ class Kubelet:
         self.queue: Reconciler[Key] = Reconciler(
             f"kubelet-{node}", self._sync, workers=4, backoff=ctx.options.mount_backoff
         )
+        self.heartbeat = NodeHeartbeat(ctx, node)
         self.running = False
 
     # --------------------------------------------------------------- lifecycle
@@ -119,15 +122,22 @@ class Kubelet:
         self.running = True
         self.queue.start()
         self.registry.start()
+        self.heartbeat.start()
         self.resync()
 
     async def stop(self) -> None:
-        """Stop the kubelet and every container it runs (their Pods stay as they are in the API)."""
+        """Stop the kubelet, its heartbeats and every container it runs (their Pods stay as they are in the API,
+        as when a node goes down; the containers' run directories go with them)."""
         self.running = False
+        await self.heartbeat.stop()
         await self.registry.stop()
         await self.queue.stop()
         containers, self.containers = self.containers, {}
         await asyncio.gather(*(pod.stop(0) for pod in containers.values()))
+        for state in self.pods.values():
+            for directory in state.run_dirs:
+                await asyncio.to_thread(shutil.rmtree, directory, True)
+            state.run_dirs.clear()
 
     def _remove_orphaned_pod_dirs(self) -> None:
         """Directories of Pods no longer bound to this node (left by an earlier run) go, as the kubelet cleans up

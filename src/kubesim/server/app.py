@@ -21,7 +21,7 @@ from kubesim.faults import Faults
 from kubesim.rbac import RbacAuthorizer
 from kubesim.resources import Registry
 from kubesim.server import discovery, objects
-from kubesim.server.admin import admin, inject_faults
+from kubesim.server.admin import NodeControl, admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
 from kubesim.server.bindings import binding_request
 from kubesim.server.execstream import ExecCommand, pod_exec
@@ -34,6 +34,7 @@ from kubesim.server.wire import bool_param, error_response, json_response
 from kubesim.serviceaccounts import ServiceAccountTokens
 from kubesim.store.persist import StoreFile
 from kubesim.store.store import Store
+from kubesim.taints import DEFAULT_TOLERATION_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,13 @@ class ApiServer:
         namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
         persist: StoreFile | None = None,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
         self.registry = Registry()
-        self.admission = Admission(service_cidr=service_cidr, service_node_port_range=service_node_port_range)
+        self.admission = Admission(service_cidr=service_cidr, service_node_port_range=service_node_port_range,
+                                   default_not_ready_toleration_seconds=default_toleration_seconds,
+                                   default_unreachable_toleration_seconds=default_toleration_seconds)
         self.store = Store(
             self.registry,
             self.admission,
@@ -87,6 +91,8 @@ class ApiServer:
         self.pod_logs: LogPath | None = None
         #: ``kubectl exec`` (``pods/<name>/exec``); ``KubeSim`` connects it to its simulated cluster.
         self.exec_command: ExecCommand | None = None
+        #: stop/start/restart a node (``/kubesim/nodes/<name>/<action>``, ``kubesim node``); from ``KubeSim``.
+        self.node_control: NodeControl | None = None
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
+#: The finalizer the simulated kubelet keeps on the Pods it runs, standing in for graceful termination (the Pod goes
+#: once its containers stopped and its volumes are unpublished). A force deletion (``gracePeriodSeconds=0``) does not
+#: wait for it, as the apiserver removes such a Pod at once.
+KUBELET_FINALIZER = "kubesim.io/kubelet"
+
 
 class Store:
     """Objects of every resource, one global revision, the watch hub, the garbage collector and namespaces."""
@@ -394,8 +399,10 @@ class Store:
         propagation: str | None = None,
         preconditions: dict[str, Any] | None = None,
         dry_run: bool = False,
+        force: bool = False,
     ) -> tuple[Obj, bool]:
-        """Delete (or start deleting) an object; returns (object, removed_now)."""
+        """Delete (or start deleting) an object; returns (object, removed_now). ``force``: a Pod deleted with
+        ``gracePeriodSeconds=0`` does not wait for its kubelet."""
         if rt.storage is not None:
             gone, removed = self.delete(
                 self.registry.require(rt.storage),
@@ -404,6 +411,7 @@ class Store:
                 propagation=propagation,
                 preconditions=preconditions,
                 dry_run=dry_run,
+                force=force,
             )
             return views.to_view(rt, gone), removed
         ns = ns if rt.namespaced else None
@@ -417,6 +425,8 @@ class Store:
         if propagation == "Orphan":
             self.gc.orphan_dependents(meta.get("uid", ""))
         finalizers = list(meta.get("finalizers") or [])
+        if force and rt.key == "pods":
+            finalizers = [f for f in finalizers if f != KUBELET_FINALIZER]
         if (
             propagation == "Foreground"
             and self.objects.dependents(meta.get("uid", ""))
