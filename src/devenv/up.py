@@ -29,7 +29,7 @@ import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -70,6 +70,8 @@ class LocalOptions:
     name: str = ""  # set when several clusters run side by side (the network demo): names the cluster in errors
     persist: bool = True  # keep the cluster in <state-dir>/kubesim.db and resume it (False: in memory, gone at exit)
     fresh: bool = False   # discard a stored cluster first
+    #: further KubeSim options (tests scale the node-lifecycle durations down: node_monitor_grace, ...)
+    cluster_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -251,7 +253,7 @@ class LocalCluster:
             sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
                           nodes=self.options.nodes, state_dir=self.cluster_dir, work_dir=self.run_dir,
                           address_block=self.options.address_block, discover_plugins=False, host_names=True,
-                          store_path=self.options.store_path, runtime=runtime)
+                          store_path=self.options.store_path, runtime=runtime, **self.options.cluster_options)
         except AddressBlockError as error:
             raise LocalError(f"cannot start kubesim: {error}") from None
         except StoreFileError as error:
