@@ -25,8 +25,10 @@ from kubesim.sim import KubeSim
 from kubesim.traffic import who_answers
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
-GRACE = 1.0
-TOLERATION = 2
+# Scaled down (Kubernetes: 50 s and 300 s), and stretched on a loaded machine, so that heartbeats a busy event loop
+# delays are never taken for a silent node.
+GRACE = patience(1.0)
+TOLERATION = max(2, round(patience(2.0)))
 SCALED = {"node_lease_duration": 1.0, "node_lease_renew": 0.2, "node_monitor_grace": GRACE,
           "node_monitor_period": 0.2, "node_status_report": 5.0, "default_toleration_seconds": TOLERATION}
 
