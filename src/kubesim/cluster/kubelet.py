@@ -183,6 +183,8 @@ class Kubelet:
         if pod is None or current_uid is None:
             return
         if is_terminating(pod):
+            if current_uid not in self.pods:
+                self._reconstruct(current_uid, key)  # set up before this kubelet started: read back from disk
             await self._teardown(current_uid)
             await self._release(pod)
             return
@@ -645,6 +647,25 @@ class Kubelet:
         for directory in state.run_dirs:
             await asyncio.to_thread(shutil.rmtree, directory, True)
         del self.pods[uid]
+
+    def _reconstruct(self, uid: str, key: Key) -> None:
+        """The CSI volumes an earlier run of this node published for a Pod, read back from their ``vol_data.json``
+        (as the kubelet reconstructs volumes after a restart), so they are unpublished when the Pod goes."""
+        csi_dir = self.root / "pods" / uid / "volumes" / "kubernetes.io~csi"
+        if not csi_dir.is_dir():
+            return
+        state = PodState(key=key)
+        for data in sorted(csi_dir.glob("*/vol_data.json")):
+            try:
+                facts = json.loads(data.read_text())
+            except (OSError, ValueError):
+                continue
+            driver, volume_id = str(facts.get("driverName", "")), str(facts.get("volumeHandle", ""))
+            staging = (self.root / "plugins" / "kubernetes.io" / "csi" / driver / short_hash(volume_id, length=64)
+                       / "globalmount")
+            state.published[data.parent.name] = Published(driver, volume_id, str(data.parent / "mount"),
+                                                          str(staging) if staging.is_dir() else None)
+        self.pods[uid] = state
 
     def _staging_in_use(self, published: Published, except_uid: str) -> bool:
         return any(

@@ -3,7 +3,8 @@ grace period instead of 50 s, 2 s default tolerations instead of 300 s): kubelet
 a stopped node turns Unknown once its grace period is over (not before), is tainted unreachable, its Pods turn not
 Ready and are evicted when their tolerations run out (a ReplicaSet replaces its Pod on another node, a StatefulSet's
 stays Terminating until the node returns or the Pod is force-deleted); the scheduler keeps new Pods off it;
-started again, the node is Ready and untainted and its Pods run again. ``kubesim node`` does the same from a shell."""
+started again, the node is Ready and untainted, its Pods run again and the volumes of those evicted meanwhile are
+unpublished. ``kubesim node`` does the same from a shell."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from clusterhelpers import pod_ready, wait_for, wait_for_event
 from traffichelpers import FAST_RESTARTS, NS, container, eventually, pod, refuses, short_state_dir
 
+from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
 from kubesim.patience import patience
 from kubesim.sim import KubeSim
 from kubesim.traffic import who_answers
@@ -230,3 +232,26 @@ async def test_kubesim_node_stops_and_starts_a_node_from_a_shell(cluster: KubeSi
     code, _, err = await node("stop")
     assert code == 2 and "needs the name of a node" in err
     assert cluster.cluster.node_states() == {"node-1": True, "node-2": True}
+
+
+async def test_a_pod_evicted_while_its_node_was_down_has_its_volumes_unpublished_when_it_returns(
+        cluster: KubeSim) -> None:
+    driver = SimpleCsiDriver()
+    await deploy(cluster.cluster, driver)
+    try:
+        volume = {"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "sim", "resources": {"requests": {"storage": "1"}}}}}}
+        await cluster.api.create("pods", pod("stateful", container(args=["serve-hostname"]), volumes=[volume],
+                                             nodeSelector={"kubernetes.io/hostname": "node-1"}), NS)
+        running = await wait_for(cluster.api, "pods", "stateful", NS, pod_ready)
+        [published] = [c for c in driver.calls_of("NodePublishVolume") if running["metadata"]["uid"] in c.target_path]
+        await cluster.cluster.stop_node("node-1")
+        await wait_for(cluster.api, "pods", "stateful", NS,
+                       lambda p: bool(p) and bool(p["metadata"].get("deletionTimestamp")), within=15)
+        assert not driver.calls_of("NodeUnpublishVolume")  # nobody on the node to do it
+        await cluster.cluster.start_node("node-1")
+        await wait_for(cluster.api, "pods", "stateful", NS, lambda p: p is None)
+        [unpublished] = driver.calls_of("NodeUnpublishVolume")
+        assert (unpublished.volume_id, unpublished.target_path) == (published.volume_id, published.target_path)
+    finally:
+        await driver.stop()
