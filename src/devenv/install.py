@@ -98,12 +98,17 @@ def resource_key(registry: Any, api_version: str, kind: str) -> str:
 
 
 async def apply_objects(sim: Any, objects: list[dict[str, Any]], namespace: str) -> None:
-    """The namespace, then every object, server-side applied (what ``kubectl apply --server-side`` does)."""
+    """The namespace, then every object, server-side applied (what ``kubectl apply --server-side`` does). On a
+    resumed cluster they exist already: applying them again changes only what the chart now renders differently."""
     from kubesim.errors import ApiError
 
     api = sim.api
     try:
-        await api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        try:
+            await api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        except ApiError as error:
+            if error.code != 409:
+                raise
         for obj in objects:
             key = resource_key(sim.store.registry, str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
             metadata = obj.get("metadata") or {}
@@ -142,12 +147,16 @@ class Crash:
 
 
 def crashes(pod: Mapping[str, Any], log_path: Callable[[str, str], Path | None]) -> list[Crash]:
-    """The containers of ``pod`` that terminated with an error (now or in their last run)."""
+    """The containers of ``pod`` that terminated with an error (now or in their last run). A last run that ended
+    ``Unknown`` was stopped with its node (a restart of the local cluster), which is no crash."""
     found = []
     for status in items(pod, "status", "containerStatuses"):
         state = status.get("state") or {}
         waiting = state.get("waiting") or {}
-        terminated = state.get("terminated") or (status.get("lastState") or {}).get("terminated") or {}
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        if last.get("reason") == "Unknown":
+            last = {}
+        terminated = state.get("terminated") or last
         back_off = waiting.get("reason") == "CrashLoopBackOff"
         code = terminated.get("exitCode")
         if back_off or (isinstance(code, int) and code != 0):

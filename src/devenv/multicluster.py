@@ -69,8 +69,9 @@ class LocalSites:
     async def __aenter__(self) -> LocalSites:
         try:
             for name in self.names:
+                # each site starts new: the network demo tells its story from the beginning every time
                 cluster = LocalCluster(LocalOptions(state_dir=self.options.state_dir / name, nodes=self.options.nodes,
-                                                    host=self.options.host, operator=False, name=name),
+                                                    host=self.options.host, operator=False, name=name, persist=False),
                                        SiteConsole(name, self.console.stream))
                 await cluster.__aenter__()
                 self.clusters[name] = cluster

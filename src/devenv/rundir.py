@@ -8,7 +8,9 @@ and short) or the system temporary directory. The state directory keeps what a p
 - ``run``: a link to the current run directory (only while a run is active);
 - ``kubeconfig``: the kubeconfig of the running cluster (only while a run is active);
 - ``local-up.lock``: the lock of the active run, holding its pid (only while a run is active);
-- ``logs/``: the operator processes' logs of the current, or else the last, run.
+- ``logs/``: the operator processes' logs of the current, or else the last, run;
+- ``kubesim.db``: the stored cluster, which the next run resumes (never removed here; ``local up --fresh`` discards
+  it).
 
 A run removes its run directory, link, kubeconfig and lock when it ends (``--once``, SIGINT, SIGTERM, an error).
 A run killed with SIGKILL cannot; the next run on the state directory, once it holds the lock, removes what the

@@ -29,7 +29,7 @@ import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 HELP = "run kubesim with simulated nodes and the operator locally"
 
 HEALTHY_TIMEOUT = 60.0
+#: The stored cluster in the state directory (kubesim's SQLite store; ``--fresh`` discards it).
+STORE_NAME = "kubesim.db"
 #: The chart values of a local cluster beyond the preset: the service network's site controller too, with its grant
 #: server (redeeming AccessTokens) at its Pod IP, which the other local clusters of the network demo reach.
 CHART_VALUES = {"serviceNetwork.enabled": "true", "serviceNetwork.grantServer.enabled": "true"}
@@ -66,10 +68,18 @@ class LocalOptions:
     operator: bool = True  # False: only the service network (the chart's site controller), no listener operator
     install: bool = True   # False (--no-operator): nothing installed, to rehearse helm install / upgrade / migration
     name: str = ""  # set when several clusters run side by side (the network demo): names the cluster in errors
+    persist: bool = True  # keep the cluster in <state-dir>/kubesim.db and resume it (False: in memory, gone at exit)
+    fresh: bool = False   # discard a stored cluster first
+    #: further KubeSim options (tests scale the node-lifecycle durations down: node_monitor_grace, ...)
+    cluster_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def kubeconfig_path(self) -> Path:
         return self.kubeconfig or self.state_dir / "kubeconfig"
+
+    @property
+    def store_path(self) -> Path | None:
+        return self.state_dir / STORE_NAME if self.persist else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +103,10 @@ def add_local_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port kubesim listens on (default: any free port)")
     parser.add_argument("--address-block", default=os.environ.get("LOCAL_ADDRESS_BLOCK", "auto"),
                         help="loopback block 127.N.0.0/16 every cluster address comes from: 1-254, or auto (default: "
-                             "the lowest block no other local cluster holds)")
+                             "the lowest block no other local cluster holds; a stored cluster keeps its own)")
+    parser.add_argument("--fresh", action="store_true",
+                        help=f"discard the cluster stored in the state directory ({STORE_NAME}) and start a new one "
+                             "(default: resume it, with its objects and addresses)")
 
 
 def options_from_args(args: argparse.Namespace) -> LocalOptions:
@@ -102,7 +115,7 @@ def options_from_args(args: argparse.Namespace) -> LocalOptions:
     return LocalOptions(state_dir=args.state_dir.absolute(), nodes=args.nodes, preset=args.preset,
                         kubeconfig=args.kubeconfig.absolute() if args.kubeconfig else None,
                         host=args.host, port=args.port, address_block=parse_address_block(args.address_block),
-                        install=not getattr(args, "no_operator", False))
+                        install=not getattr(args, "no_operator", False), fresh=bool(getattr(args, "fresh", False)))
 
 
 def parse_address_block(text: str) -> int | None:
@@ -214,6 +227,8 @@ class LocalCluster:
             raise LocalError(f"another `local up` is already running on {self.state_dir} (pid {held.holder}); "
                              "stop it or use another --state-dir") from None
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.options.fresh and self.options.store_path is not None:
+            discard_store(self.options.store_path)
         try:
             self.run_dir = create_run_dir()
         except OSError as error:
@@ -222,16 +237,27 @@ class LocalCluster:
         self.state.link_run(self.run_dir)
 
     async def _start_kubesim(self) -> None:
+        from devenv.image import (
+            load_project_image,  # kubesim's runtime: not for every operator process's start
+        )
         from kubesim.addresses import AddressBlockError
+        from kubesim.cluster.runtime import default_registry
         from kubesim.sim import KubeSim
+        from kubesim.store.persist import StoreFileError
 
+        # The project's image is on the nodes before they start: a resumed cluster's Pods run at once.
+        runtime = default_registry()
+        load_project_image(runtime)
         try:
             # Plugins register through the node-driver-registrar of the chart's DaemonSet, not by their sockets.
             sim = KubeSim(host=self.options.host, port=self.options.port, kubeconfig_path=self.kubeconfig_path,
                           nodes=self.options.nodes, state_dir=self.cluster_dir, work_dir=self.run_dir,
-                          address_block=self.options.address_block, discover_plugins=False, host_names=True)
+                          address_block=self.options.address_block, discover_plugins=False, host_names=True,
+                          store_path=self.options.store_path, runtime=runtime, **self.options.cluster_options)
         except AddressBlockError as error:
             raise LocalError(f"cannot start kubesim: {error}") from None
+        except StoreFileError as error:
+            raise LocalError(f"cannot start kubesim: {error} (--fresh discards the stored cluster)") from None
         try:
             await sim.__aenter__()
         except OSError as error:
@@ -243,13 +269,14 @@ class LocalCluster:
             raise LocalError(f"cannot start kubesim: {error}") from None
         self.sim = sim
         self._server_url = sim.url
-        from devenv.image import (
-            load_project_image,  # kubesim's runtime: not for every operator process's start
-        )
-
-        load_project_image(sim.cluster.runtime)
         external = bool(sim.cluster is not None and sim.cluster.ctx.options.node_external_ips)
         self.console.step(f"cluster addresses: {sim.address_block.describe(node_external_ips=external)}")
+        store = self.options.store_path
+        if store is not None and sim.resumed:
+            self.console.step(f"resumed the cluster stored in {store} ({sim.resumed} objects; its Pods start again as "
+                              "after a reboot; --fresh starts a new cluster)")
+        elif store is not None:
+            self.console.step(f"the cluster is kept in {store}: `local up` on this state directory resumes it")
         from kubesim.cli import host_name_lines
 
         for line in host_name_lines(sim):
@@ -381,6 +408,13 @@ async def run_command(body: Callable[[], Awaitable[int]], console: Console, stat
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
+
+
+def discard_store(path: Path) -> None:
+    """Remove a stored cluster (the SQLite file and its journal files); nothing when there is none."""
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + suffix).unlink()
 
 
 def absolute(path: Path) -> Path:

@@ -94,6 +94,14 @@ class AddressBlock:
     def node_external_ip(self, number: int) -> str:
         return self._host(2, number, "node")
 
+    def node_number(self, internal_ip: str) -> int | None:
+        """The node number N of an InternalIP 127.B.1.N of this block (None for any other address)."""
+        parts = internal_ip.split(".")
+        if len(parts) != 4 or parts[:3] != ["127", str(self.index), "1"] or not parts[3].isdigit():
+            return None
+        number = int(parts[3])
+        return number if 1 <= number <= 254 else None
+
     def client_ip(self, number: int) -> str:
         """A source address tests may bind for their clients (nothing in the cluster uses this range)."""
         return self._host(4, number, "client")

@@ -20,6 +20,7 @@ from kubesim.schema.validation import validate
 from kubesim.serviceaccounts import add_token_volume
 from kubesim.services import ServiceAdmission, ServiceAllocator
 from kubesim.store.metadata import now_iso
+from kubesim.taints import DEFAULT_TOLERATION_SECONDS, default_tolerations
 
 if TYPE_CHECKING:
     from kubesim.store.store import Store
@@ -104,10 +105,14 @@ class Admission:
     """Defaulting/validation hooks called by the store before it commits a write."""
 
     def __init__(
-        self, *, service_cidr: str | None = None, service_node_port_range: tuple[int, int] | str | None = None
+        self, *, service_cidr: str | None = None, service_node_port_range: tuple[int, int] | str | None = None,
+        default_not_ready_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
+        default_unreachable_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
     ) -> None:
         self.services = ServiceAllocator(service_cidr, service_node_port_range)
         self._service_admission = ServiceAdmission(self.services)
+        # the DefaultTolerationSeconds plugin (kube-apiserver's --default-*-toleration-seconds)
+        self.toleration_seconds = (default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
 
     # Store hooks ---------------------------------------------------------------------------------------
 
@@ -133,6 +138,8 @@ class Admission:
         if rt.key == "pods":
             defaults.default_pod(obj)
             self._mount_service_account_token(store, obj)
+            if isinstance(obj.get("spec"), dict):
+                obj["spec"]["tolerations"] = default_tolerations(obj, *self.toleration_seconds)
         defaults.default_kind(rt, obj)
         if rt.key == "namespaces":
             spec = obj.setdefault("spec", {})
@@ -177,6 +184,12 @@ class Admission:
         name = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
         account = store.find(account_rt, namespace, name) if account_rt is not None and namespace else None
         add_token_volume(pod, account)
+
+    def restored(self, rt: ResourceType, obj: Obj) -> None:
+        """An object read back from the store file: what it holds is taken again (a Service's clusterIPs and
+        nodePorts), so nothing new is handed the same address."""
+        if rt.kind == "Service" and rt.group == "":
+            self._service_admission.adopt(obj)
 
     def released(self, store: Store, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: free what it held."""

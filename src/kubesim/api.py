@@ -145,6 +145,13 @@ class ApiClient:
         result: dict[str, Any] = _copy(obj)
         return result
 
+    async def bind(self, namespace: str, name: str, node: str) -> dict[str, Any]:
+        """Bind a Pod to ``node`` as ``pods/<name>/binding`` does (409 when it is bound or being deleted)."""
+        from kubesim.binding import bind_pod
+
+        result: dict[str, Any] = _copy(bind_pod(self.store, namespace, name, node))
+        return result
+
     async def delete(
         self, resource: str, name: str, namespace: str | None = None, *, propagation_policy: str | None = None
     ) -> dict[str, Any] | None:

@@ -1,4 +1,5 @@
-"""`kubesim serve --host H --port P --kubeconfig PATH`: run the API server until SIGINT/SIGTERM."""
+"""`kubesim serve --host H --port P --kubeconfig PATH`: run the API server until SIGINT/SIGTERM;
+`kubesim node stop|start|restart NODE` / `kubesim node list`: control the nodes of a running kubesim."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kubesim.addresses import AddressBlockError
 from kubesim.errors import ApiError
 from kubesim.services import parse_node_port_range
 from kubesim.sim import KubeSim
+from kubesim.store.persist import StoreFileError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", default=None, help="bearer token (random when omitted)")
     serve.add_argument("--nodes", type=int, default=0, help="simulated nodes (0 = API server only)")
     serve.add_argument("--state-dir", type=Path, default=None)
+    serve.add_argument(
+        "--store", type=Path, default=None, metavar="FILE",
+        help="keep the cluster in this SQLite file and resume what it holds when it exists (default: in memory)"
+    )
     serve.add_argument("--watch-window", type=int, default=10_000, help="retained watch events")
     serve.add_argument(
         "--address-block",
@@ -70,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-host-names", action="store_true",
         help="no DNS server and SOCKS5 proxy for cluster names on the block's 127.B.0.10 / 127.B.0.11"
     )
+    serve.add_argument(
+        "--default-toleration-seconds", type=int, default=300,
+        help="tolerationSeconds of the not-ready/unreachable NoExecute tolerations every Pod gets (default 300)"
+    )
+    node = sub.add_parser("node", help="stop, start or restart a simulated node of a running kubesim")
+    node.add_argument("action", choices=["stop", "start", "restart", "list"])
+    node.add_argument("node", nargs="?", help="the node (not for list)")
+    node.add_argument("--kubeconfig", type=Path, default=None,
+                      help="the running kubesim's kubeconfig (default $KUBECONFIG, else ~/.kube/config)")
     return parser
 
 
@@ -135,6 +150,12 @@ def host_name_lines(sim: KubeSim) -> list[str]:
 
 async def serve(args: argparse.Namespace) -> int:
     faults = json.loads(args.faults) if args.faults else None
+    from kubesim.cluster.runtime import default_registry
+
+    # images go on the nodes before they start, so the Pods of a resumed cluster run at once
+    runtime = default_registry()
+    loaded = [] if not args.nodes or args.no_installed_images else load_installed_images(runtime)
+    nodes_runtime: dict[str, Any] = {"runtime": runtime} if args.nodes else {}
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -153,12 +174,17 @@ async def serve(args: argparse.Namespace) -> int:
         faults=faults,
         tls=not args.insecure_http,
         host_names=bool(args.nodes) and not args.no_host_names,
+        store_path=args.store,
+        default_toleration_seconds=args.default_toleration_seconds,
         **cluster_options(args),
+        **nodes_runtime,
     ) as sim:
-        loaded = [] if sim.cluster is None or args.no_installed_images else load_installed_images(sim.cluster.runtime)
         print(sim.url, flush=True)
         print(f"kubesim: {sim.address_block.describe(node_external_ips=bool(args.node_external_ips))}",
               file=sys.stderr, flush=True)
+        if args.store is not None:
+            what = f"resumed {sim.resumed} objects from" if sim.resumed else "keeping the cluster in"
+            print(f"kubesim: {what} {args.store}", file=sys.stderr, flush=True)
         if loaded:
             print(f"kubesim: images on the nodes from installed packages: {', '.join(loaded)}", file=sys.stderr,
                   flush=True)
@@ -168,12 +194,30 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def node_command(args: argparse.Namespace) -> int:
+    from kubesim.nodecli import NodeCommandError, run
+
+    if args.action != "list" and not args.node:
+        print(f"kubesim: node {args.action} needs the name of a node", file=sys.stderr)
+        return 2
+    try:
+        lines = asyncio.run(run(args.action, args.node, args.kubeconfig))
+    except NodeCommandError as error:
+        print(f"kubesim: {error}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "node":
+        return node_command(args)
     if args.command == "serve":
         try:
             return asyncio.run(serve(args))
-        except (ValueError, ApiError, AddressBlockError) as e:
+        except (ValueError, ApiError, AddressBlockError, StoreFileError) as e:
             print(f"kubesim: {e}", file=sys.stderr)
             return 2
     return 2

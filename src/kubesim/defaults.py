@@ -48,8 +48,11 @@ def default_pod(pod: Obj) -> None:
 
 def _default_workload(spec: dict[str, Any], kind: str) -> None:
     spec.setdefault("replicas", 1)
-    spec.setdefault("revisionHistoryLimit", 10)
-    if kind == "DaemonSet":
+    if kind != "ReplicaSet":
+        spec.setdefault("revisionHistoryLimit", 10)
+    if kind == "ReplicaSet":
+        pass
+    elif kind == "DaemonSet":
         spec.pop("replicas", None)
         spec.setdefault(
             "updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
@@ -66,10 +69,48 @@ def _default_workload(spec: dict[str, Any], kind: str) -> None:
             "strategy",
             {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
         )
+    _default_template(spec.get("template"), restart_policy="Always")
+
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+
+def default_job(obj: Obj) -> None:
+    """A Job's defaults (also what an update is compared after, as the apiserver defaults before validating)."""
+    if isinstance(obj.get("spec"), dict):
+        _default_job(obj, obj["spec"])
+
+
+def _default_job(obj: Obj, spec: dict[str, Any]) -> None:
+    """The Job strategy's defaults: counts, modes, and unless ``manualSelector``, a selector on the Job's uid with
+    the labels it selects put into the template (the legacy ``job-name`` / ``controller-uid`` labels too)."""
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    meta = obj.get("metadata") or {}
+    uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
     template = spec.get("template")
+    if not spec.get("manualSelector") and uid and isinstance(template, dict):
+        spec.setdefault("selector", {"matchLabels": {JOB_UID_LABEL: uid}})
+        template_meta = template.setdefault("metadata", {})
+        labels = template_meta.setdefault("labels", {})
+        if isinstance(labels, dict):
+            for key, value in ((JOB_UID_LABEL, uid), (JOB_NAME_LABEL, name), ("controller-uid", uid),
+                               ("job-name", name)):
+                labels.setdefault(key, value)
+    _default_template(template, restart_policy=None)
+
+
+def _default_template(template: Any, restart_policy: str | None) -> None:
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         pod_spec = template["spec"]
-        pod_spec.setdefault("restartPolicy", "Always")
+        if restart_policy is not None:
+            pod_spec.setdefault("restartPolicy", restart_policy)
         pod_spec.setdefault("dnsPolicy", "ClusterFirst")
         pod_spec.setdefault("schedulerName", "default-scheduler")
         pod_spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -85,8 +126,10 @@ def default_kind(rt: ResourceType, obj: Obj) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
-    if rt.group == "apps" and rt.kind in ("StatefulSet", "Deployment", "DaemonSet"):
+    if rt.group == "apps" and rt.kind in ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet"):
         _default_workload(spec, rt.kind)
+    elif rt.key == "jobs.batch":
+        _default_job(obj, spec)
     elif rt.key == "persistentvolumeclaims":
         spec.setdefault("volumeMode", "Filesystem")
     elif rt.key == "persistentvolumes":

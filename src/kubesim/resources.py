@@ -74,7 +74,7 @@ class ResourceType:
         if self.categories:
             entry["categories"] = list(self.categories)
         out = [entry]
-        if self.key in ("deployments.apps", "statefulsets.apps"):
+        if self.key in ("deployments.apps", "statefulsets.apps", "replicasets.apps"):
             out.append(
                 {
                     "name": f"{self.plural}/scale",
@@ -86,6 +86,9 @@ class ResourceType:
                     "verbs": ["get", "patch", "update"],
                 }
             )
+        if self.key == "pods":
+            out.append({"name": "pods/binding", "singularName": "", "namespaced": True, "kind": "Binding",
+                        "verbs": ["create"]})
         if self.has_status:
             out.append(
                 {
@@ -132,11 +135,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("", "v1", "Secret", "secrets", True),
     _rt("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
     _rt("", "v1", "Event", "events", True, ("ev",)),
+    # Binding: answered (a Pod bound to a node, as ``pods/<name>/binding``), not stored
+    ResourceType("", "v1", "Binding", "bindings", "binding", True, verbs=("create",)),
     _rt("", "v1", "PersistentVolume", "persistentvolumes", False, ("pv",), True),
     _rt("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("pvc",), True),
     _rt("apps", "v1", "StatefulSet", "statefulsets", True, ("sts",), True, ("all",)),
     _rt("apps", "v1", "Deployment", "deployments", True, ("deploy",), True, ("all",)),
     _rt("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), True, ("all",)),
+    _rt("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), True, ("all",)),
+    _rt("batch", "v1", "Job", "jobs", True, (), True, ("all",)),
     _rt("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, ("sc",)),
     _rt("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
     _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),
@@ -171,6 +178,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
 _BUILTIN_GROUP_ORDER = [
     "apps",
     "events.k8s.io",
+    "batch",
     "rbac.authorization.k8s.io",
     "storage.k8s.io",
     "apiextensions.k8s.io",

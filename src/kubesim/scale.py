@@ -1,4 +1,4 @@
-"""The `scale` subresource of Deployments and StatefulSets (`autoscaling/v1` Scale), used by `kubectl scale`."""
+"""The `scale` subresource of Deployments, ReplicaSets and StatefulSets (`autoscaling/v1` Scale), used by `kubectl scale`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from kubesim import errors
 from kubesim.resources import ResourceType
 
-SCALABLE = {"deployments.apps", "statefulsets.apps"}
+SCALABLE = {"deployments.apps", "statefulsets.apps", "replicasets.apps"}
 
 
 def scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:

@@ -142,6 +142,13 @@ class ServiceAdmission:
     def released(self, svc: Obj) -> None:
         self._release(_service_ips(svc), _service_node_ports(svc))
 
+    def adopt(self, svc: Obj) -> None:
+        """A stored Service keeps what it was given: its clusterIPs and nodePorts are taken again."""
+        for ip in _service_ips(svc):
+            self.services.claim_ip(ip)
+        for port in _service_node_ports(svc):
+            self.services.claim_port(port)
+
     def _release(self, ips: Iterable[str], ports: Iterable[int]) -> None:
         for ip in ips:
             self.services.release_ip(ip)

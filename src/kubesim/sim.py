@@ -16,6 +16,8 @@ from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_blo
 from kubesim.api import ApiClient
 from kubesim.faults import Faults
 from kubesim.server.app import ApiServer
+from kubesim.store.persist import StoreFile, StoreFileError
+from kubesim.taints import DEFAULT_TOLERATION_SECONDS
 from kubesim.tls import make_self_signed, server_context
 
 
@@ -69,6 +71,8 @@ class KubeSim:
         gc_delay: float = 0.2,
         work_dir: str | os.PathLike[str] | None = None,
         host_names: bool = False,
+        store_path: str | os.PathLike[str] | None = None,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
         **cluster_options: Any,
     ) -> None:
         """`tls=True` (default) serves HTTPS with a fresh self-signed CA in the kubeconfig: kubectl only sends
@@ -89,12 +93,30 @@ class KubeSim:
         else a free port); `dns_address` and `proxy_address` say where.
 
         `service_node_port_range`: where nodePorts come from, ``(first, last)`` or ``"first-last"`` (default
-        30000-32767, as the apiserver's ``--service-node-port-range``)."""
-        if isinstance(address_block, AddressBlockClaim):
-            self._claim, self._own_claim = address_block, False
-        else:
-            self._claim, self._own_claim = claim_address_block(address_block), True
+        30000-32767, as the apiserver's ``--service-node-port-range``).
+
+        `store_path`: keep the cluster in this SQLite file (``kubesim.store.persist``) and resume what it holds: the
+        objects, revisions going on, the address block it had (so Node, Pod, Service and load-balancer addresses stay
+        the same); the nodes' kubelets start the stored Pods again, as after a reboot. Default: in memory only.
+        `resumed` tells how many objects were read back.
+
+        `default_toleration_seconds`: the DefaultTolerationSeconds admission plugin's ``tolerationSeconds`` for the
+        not-ready and unreachable ``NoExecute`` tolerations every Pod gets (300, as kube-apiserver's
+        ``--default-not-ready-toleration-seconds`` / ``--default-unreachable-toleration-seconds``)."""
+        self.store_file = StoreFile(store_path) if store_path is not None else None
+        try:
+            address_block = self._stored_block(address_block)
+            if isinstance(address_block, AddressBlockClaim):
+                self._claim, self._own_claim = address_block, False
+            else:
+                self._claim, self._own_claim = claim_address_block(address_block), True
+        except BaseException:
+            if self.store_file is not None:
+                self.store_file.close()
+            raise
         self.address_block: AddressBlock = self._claim.block
+        if self.store_file is not None:
+            self.store_file.set_fact("address_block", str(self.address_block.index))
         self.host = host
         self.port = port
         if isinstance(faults, dict):
@@ -110,7 +132,10 @@ class KubeSim:
             faults=faults,
             namespace_cleanup_delay=namespace_cleanup_delay,
             gc_delay=gc_delay,
+            persist=self.store_file,
+            default_toleration_seconds=default_toleration_seconds,
         )
+        self.resumed = self.server.store.resumed
         self.token = self.server.token
         self.faults = self.server.faults
         self.store = self.server.store
@@ -132,6 +157,19 @@ class KubeSim:
         self._proxy: Any = None
         self.dns_address: tuple[str, int] | None = None
         self.proxy_address: tuple[str, int] | None = None
+
+    def _stored_block(self, asked: int | AddressBlockClaim | None) -> int | AddressBlockClaim | None:
+        """The block of a stored cluster (its addresses are in its objects); a different one asked for is an
+        error, since every stored address would point elsewhere."""
+        stored = self.store_file.fact("address_block") if self.store_file is not None else None
+        if stored is None:
+            return asked
+        wanted = asked.block.index if isinstance(asked, AddressBlockClaim) else asked
+        if wanted is not None and wanted != int(stored):
+            raise StoreFileError(f"the cluster stored in {self.store_file.path if self.store_file else ''} uses "
+                                 f"address block {stored} (127.{stored}.0.0/16), not {wanted}: start it with that "
+                                 "block (or auto)")
+        return asked if isinstance(asked, AddressBlockClaim) else int(stored)
 
     async def start(self) -> KubeSim:
         try:
@@ -164,6 +202,7 @@ class KubeSim:
                 await self.cluster.start()
                 self.server.pod_logs = self.cluster.container_log_path
                 self.server.exec_command = self.cluster.exec_command
+                self.server.node_control = self.cluster
                 if self._host_names:
                     await self._serve_host_names()
         except BaseException:
@@ -197,12 +236,15 @@ class KubeSim:
         self.dns_address = self.proxy_address = None
         self.server.pod_logs = None
         self.server.exec_command = None
+        self.server.node_control = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()
             finally:
                 self.cluster = None
         await self.server.stop()
+        if self.store_file is not None:
+            self.store_file.close()
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
             self._own_dir = None

@@ -173,10 +173,75 @@ def builtin_causes(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
             out.append(cause("type", "Invalid value: field is immutable"))
         return out
     if key == "pods":
-        return _pod_spec_causes(obj.get("spec"), "spec")
+        return _pod_spec_causes(obj.get("spec"), "spec") + _pod_update_causes(obj, old)
     if key == "services":
         return _service_causes(obj)
-    if rt.group == "apps" and rt.kind in ("Deployment", "StatefulSet", "DaemonSet"):
+    if rt.group == "apps" and rt.kind in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"):
         template = (obj.get("spec") or {}).get("template") or {}
-        return _pod_spec_causes(template.get("spec"), "spec.template.spec")
+        out = _pod_spec_causes(template.get("spec"), "spec.template.spec")
+        if rt.kind == "ReplicaSet":
+            out += _selector_causes(obj)
+        return out
+    if key == "jobs.batch":
+        return _job_causes(obj, old)
     return []
+
+
+def _pod_update_causes(pod: Obj, old: Obj | None) -> list[Cause]:
+    """A Pod is bound to its node once, through ``pods/<name>/binding``: an update may not change ``nodeName``."""
+    if old is None:
+        return []
+    before = (old.get("spec") or {}).get("nodeName")
+    after = (pod.get("spec") or {}).get("nodeName") if isinstance(pod.get("spec"), dict) else None
+    if before == after:
+        return []
+    return [cause("spec", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                  "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations) and "
+                  "`spec.terminationGracePeriodSeconds`; spec.nodeName is set by binding the Pod "
+                  "(pods/<name>/binding)", "FieldValueForbidden")]
+
+
+def _selector_causes(obj: Obj) -> list[Cause]:
+    """``spec.selector`` is required, non-empty and selects the template's labels (ValidateReplicaSetSpec)."""
+    from kubesim.selectors import selector_from_label_selector_object
+
+    spec = obj.get("spec") or {}
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return [cause("spec.selector", "Required value", "FieldValueRequired")]
+    try:
+        parsed = selector_from_label_selector_object(selector)
+    except ValueError as error:
+        return [cause("spec.selector", f"Invalid value: {error}")]
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if not parsed.matches(labels):
+        return [cause("spec.template.metadata.labels", f"Invalid value: {labels!r}: `selector` does not match "
+                      "template `labels`")]
+    return []
+
+
+def _job_causes(job: Obj, old: Obj | None) -> list[Cause]:
+    """ValidateJob's checks that users meet: the template's restartPolicy, non-negative counts, and (on update)
+    the immutable selector and template."""
+    spec: dict[str, Any] = job["spec"] if isinstance(job.get("spec"), dict) else {}
+    template = spec.get("template") or {}
+    out = _pod_spec_causes(template.get("spec"), "spec.template.spec")
+    policy = (template.get("spec") or {}).get("restartPolicy") if isinstance(template.get("spec"), dict) else None
+    if policy not in ("OnFailure", "Never"):
+        out.append(cause("spec.template.spec.restartPolicy", f'Unsupported value: "{policy or ""}": supported values: '
+                         '"OnFailure", "Never"', "FieldValueNotSupported"))
+    for field in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"):
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            out.append(cause(f"spec.{field}", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+    if old is not None:
+        from kubesim.defaults import default_job
+        from kubesim.jsonvalues import json_clone
+
+        defaulted = json_clone(job)
+        default_job(defaulted)  # compared as stored: the apiserver defaults a body before it validates it
+        new_spec, old_spec = defaulted.get("spec") or {}, old.get("spec") or {}
+        for field in ("selector", "template", "completions"):
+            if new_spec.get(field) != old_spec.get(field):
+                out.append(cause(f"spec.{field}", "Invalid value: field is immutable"))
+    return out

@@ -79,10 +79,10 @@ def deep_state_dir(workdir: Path) -> Path:
     return path
 
 
-def assert_clean(state: Path, output: str) -> None:
-    """After a run only its logs remain in the state directory, its run directory is gone, no operator process of
-    it is left, and no traceback was shown."""
-    assert sorted(os.listdir(state)) == ["logs"], os.listdir(state)
+def assert_clean(state: Path, output: str, *, stored: bool = True) -> None:
+    """After a run only its logs and the stored cluster (``stored``: the run keeps one) remain in the state directory,
+    its run directory is gone, no operator process of it is left, and no traceback was shown."""
+    assert sorted(os.listdir(state)) == (["kubesim.db", "logs"] if stored else ["logs"]), os.listdir(state)
     run_dirs = re.findall(r"/run -> (\S+)\)", output)
     assert run_dirs, output
     for run_dir in run_dirs:
@@ -238,6 +238,64 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
         stop_cleanly(run, signal.SIGINT, state)
     finally:
         run.kill()
+
+
+def test_local_up_twice_on_a_state_dir_resumes_the_cluster_and_fresh_starts_over(workdir: Path) -> None:
+    """Stop the local cluster and start it again: its objects, and the address a Listener published, are there
+    again; --fresh discards them."""
+    state = workdir / "state"
+    kubectl = [KUBECTL, "--kubeconfig", str(state / "kubeconfig"), "--cache-dir", str(workdir / "cache")]
+    listener = {"apiVersion": "listeners.stackable.tech/v1alpha1", "kind": "Listener",
+                "metadata": {"name": "api", "namespace": "default"},
+                "spec": {"className": "external-stable", "ports": [{"name": "http", "port": 80}]}}
+    manifest = workdir / "listener.json"
+    manifest.write_text(json.dumps(listener))
+
+    def addresses() -> str:
+        deadline = time.monotonic() + 30
+        found = ""
+        while time.monotonic() < deadline:
+            found = subprocess.run([*kubectl, "get", "listener", "api", "-o",
+                                    "jsonpath={.status.ingressAddresses}"], capture_output=True, text=True,
+                                   timeout=60).stdout
+            if found:
+                return found
+            time.sleep(0.3)
+        raise AssertionError("the Listener got no address")
+
+    first = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
+    try:
+        first.wait_for(r"Ready\. kubeconfig: ")
+        assert "the cluster is kept in" in first.output()
+        subprocess.run([*kubectl, "apply", "-f", str(manifest)], check=True, capture_output=True, timeout=60)
+        published = addresses()
+        uid = subprocess.run([*kubectl, "get", "listener", "api", "-o", "jsonpath={.metadata.uid}"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        stop_cleanly(first, signal.SIGINT, state)
+    finally:
+        first.kill()
+
+    second = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state)), workdir)
+    try:
+        second.wait_for(r"Ready\. kubeconfig: ")
+        assert re.search(r"resumed the cluster stored in \S+kubesim\.db \(\d+ objects", second.output())
+        assert subprocess.run([*kubectl, "get", "listener", "api", "-o", "jsonpath={.metadata.uid}"],
+                              capture_output=True, text=True, timeout=60, check=True).stdout == uid
+        assert addresses() == published
+        stop_cleanly(second, signal.SIGINT, state)
+    finally:
+        second.kill()
+
+    fresh = Background(operator_command("local", "up", "--nodes", "2", "--state-dir", str(state), "--fresh"),
+                       workdir)
+    try:
+        fresh.wait_for(r"Ready\. kubeconfig: ")
+        assert "the cluster is kept in" in fresh.output() and "resumed" not in fresh.output()
+        gone = subprocess.run([*kubectl, "get", "listener", "api"], capture_output=True, text=True, timeout=60)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr
+        stop_cleanly(fresh, signal.SIGINT, state)
+    finally:
+        fresh.kill()
 
 
 def plant_leftovers(state: Path) -> tuple[Path, list[Path]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 from lightkube import AsyncClient, KubeConfig, codecs
-from lightkube.resources.core_v1 import Namespace, Pod
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod
 
 
 async def test_serve_prints_url_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -166,3 +166,31 @@ async def test_serve_with_nodes_runs_the_installed_image_and_says_how_to_reach_n
             proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 60)
         shutil.rmtree(state, ignore_errors=True)
+
+
+async def test_serve_with_a_store_resumes_what_the_last_run_stored(tmp_path: Path) -> None:
+    """`kubesim serve --store FILE` twice: a ConfigMap created through the first is served by the second, which says
+    it resumed; SIGTERM writes everything before the process ends."""
+    store, kubeconfig = tmp_path / "cluster.db", tmp_path / "kc.yaml"
+    for run in range(2):
+        proc = await _serve("--port", "0", "--kubeconfig", str(kubeconfig), "--store", str(store))
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            await asyncio.wait_for(proc.stdout.readline(), 20)
+            said = (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+            said += (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+            client = AsyncClient(KubeConfig.from_file(str(kubeconfig)))
+            if run == 0:
+                assert f"keeping the cluster in {store}" in said
+                await client.create(codecs.from_dict({"apiVersion": "v1", "kind": "ConfigMap",
+                                                      "metadata": {"name": "kept", "namespace": "default"},
+                                                      "data": {"a": "1"}}))
+            else:
+                assert "resumed" in said and str(store) in said
+                kept = await client.get(ConfigMap, "kept", namespace="default")
+                assert kept.data == {"a": "1"}
+            await client.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(proc.wait(), 20)
+        assert code == 0

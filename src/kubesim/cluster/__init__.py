@@ -14,6 +14,7 @@ import contextlib
 import logging
 import shutil
 import tempfile
+import uuid
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -32,19 +33,23 @@ from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
 from .indexes import PODS_BY_NODE, pod_node
 from .informer import Informer
+from .jobs import JobController
 from .kubelet import FINALIZER, Kubelet
 from .loadbalancer import LoadBalancerController
 from .nodefs import NodeFilesystem
+from .nodelifecycle import NodeLifecycleController
 from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
-from .objects import check_dns_subdomain, condition_true, name_of, set_condition
+from .objects import check_dns_subdomain, name_of
 from .plugin_watch import SocketWatcher
 from .provisioner import Provisioner
 from .proxy import KubeProxy
+from .replicaset import ReplicaSetController
 from .runtime import RuntimeRegistry, default_registry
 from .runtime.execution import ExecResult, run_command
 from .scheduler import Scheduler
 from .sidecars import sidecar_handlers
 from .statefulset import StatefulSetController
+from .tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +88,8 @@ class Cluster:
     ExternalIP 127.B.2.N), ``node_internal_dns`` (False: give every node InternalDNS ``<name>.kubesim.internal``),
     ``load_balancer_ips`` (IPs, ``a-b`` ranges or CIDRs; default 127.B.3.1-127.B.3.254),
     ``load_balancer_hostnames`` (default none), ``mount_backoff`` / ``provision_backoff`` ((initial, max)
-    seconds), ``restart_backoff`` (crash-loop back-off, default (10, 300) as the kubelet), ``readiness_poll``,
+    seconds), ``restart_backoff`` (crash-loop back-off, default (10, 300) as the kubelet), ``job_backoff`` (the Job
+    controller's wait before replacing a failed Pod, default (10, 360) as Kubernetes),
     ``rpc_timeout``, ``plugin_wait_timeout``, ``discover_plugins`` (True: plugins whose sockets appear
     at ``plugin_socket_path`` / ``controller_socket_path`` are registered without any call, as kubelet's plugin
     watcher and a co-located external-provisioner would), ``kubelet_root`` (the nodes' kubelet directory as Pods
@@ -184,10 +190,14 @@ class Cluster:
             self.provisioner,
             StatefulSetController(self.ctx),
             DeploymentController(self.ctx),
+            ReplicaSetController(self.ctx),
+            JobController(self.ctx),
             DaemonSetController(self.ctx),
             EphemeralVolumeController(self.ctx),
             EndpointsController(self.ctx),
             LoadBalancerController(self.ctx),
+            NodeLifecycleController(self.ctx),
+            TaintEvictionController(self.ctx),
             self.proxy,
         ]
         self.ctx.informer(PODS).add_handler(self._route_pod_event)
@@ -202,8 +212,32 @@ class Cluster:
                 self.ctx.state_dir / "controller", self._controller_socket_added, lambda driver, socket: None
             )
             self._controller_watcher.start()
-        for _ in range(self._initial_nodes):
+        self._adopt_pod_ips()
+        for name, (internal_ip, external_ip, internal_dns) in self._stored_nodes():
+            await self.add_node(name, internal_ip=internal_ip, external_ip=external_ip, internal_dns=internal_dns)
+        while len(self._kubelets) < self._initial_nodes:
             await self.add_node()
+
+    def _adopt_pod_ips(self) -> None:
+        """Pod IPs stored Pods hold (a resumed cluster) are not handed out again; each Pod keeps its own."""
+        for pod in self.ctx.informer(PODS).items():
+            status = pod.get("status") or {}
+            if status.get("podIP") and (pod.get("spec") or {}).get("nodeName"):
+                self.ctx.pod_ips.adopt(pod["metadata"]["uid"], str(status["podIP"]))
+
+    def _stored_nodes(self) -> list[tuple[str, tuple[str, str | None, str | None]]]:
+        """Nodes of this cluster the API already has (a resumed cluster): name and (InternalIP, ExternalIP,
+        InternalDNS), by node number."""
+        found: list[tuple[int, str, tuple[str, str | None, str | None]]] = []
+        for node in self.ctx.informer(NODES).items():
+            addresses = {a.get("type"): a.get("address") for a in node.get("status", {}).get("addresses") or []}
+            internal = addresses.get("InternalIP")
+            number = self.ctx.block.node_number(str(internal)) if internal else None
+            if number is None:
+                continue
+            found.append((number, name_of(node), (str(internal), addresses.get("ExternalIP"),
+                                                  addresses.get("InternalDNS"))))
+        return [(name, addresses) for _, name, addresses in sorted(found)]
 
     async def stop(self) -> None:
         """Stop every component, servers and relayed connections included; Kubernetes objects stay as they are
@@ -264,7 +298,9 @@ class Cluster:
         """Add a Ready node with its kubelet; returns its name. Addresses default to the cluster options."""
         self._require_started()
         async with self._lock:
-            index = max(self._node_index.values(), default=0) + 1
+            stored = self.ctx.block.node_number(internal_ip) if internal_ip else None
+            index = stored if stored is not None and stored not in self._node_index.values() else \
+                max(self._node_index.values(), default=0) + 1
             if index > 254:
                 raise RuntimeError(f"no node address left in address block {self.ctx.block.index}")
             name = name or f"{self.ctx.options.node_name_prefix}-{index}"
@@ -290,6 +326,7 @@ class Cluster:
             raise
         kubelet = Kubelet(self.ctx, name, internal_ip, self.runtime)
         self._kubelets[name] = kubelet
+        await kubelet.take_up_pods()  # a resumed cluster's Pods on this node: gone with it, until started again
         kubelet.start()
         return name
 
@@ -324,25 +361,67 @@ class Cluster:
         self._kubelet(name)
         await set_node_unschedulable(self.ctx.api, name, False)
 
-    async def fail_node(self, name: str) -> None:
-        """The node's kubelet stops; the node turns Ready=False and its Pods not ready."""
+    def node_running(self, name: str) -> bool:
+        """Whether the node's kubelet runs (False: stopped with ``stop_node``)."""
+        return self._kubelet(name).running
+
+    async def stop_node(self, name: str) -> None:
+        """The node goes down: its kubelet stops (no more Lease renewals or status reports), its Pods' containers stop
+        and nothing answers on its addresses. The API shows nothing of it at first; the node-lifecycle controller
+        marks it ``Unknown`` and taints it once its grace period is over, and its Pods are evicted when their
+        tolerations run out. Stopping a stopped node does nothing."""
         kubelet = self._kubelet(name)
+        if not kubelet.running:
+            return
         await kubelet.stop()
+        if self.proxy is not None:
+            self.proxy.node_running(name, False)
+
+    async def start_node(self, name: str) -> None:
+        """The node comes back (as after a reboot): a fresh kubelet reports it Ready, renews its Lease, finishes the
+        deletion of its Pods that were evicted meanwhile and starts the others again (volumes published anew, one
+        restart more each); the node-lifecycle controller removes its taints. Starting a running node does
+        nothing."""
+        old = self._kubelet(name)
+        if old.running:
+            return
+        node = await self.ctx.api.get(NODES, name)
+        await create_node(self.ctx.api, name, addresses=list(node.get("status", {}).get("addresses") or []),
+                          labels=None, boot_id=str(uuid.uuid4()))
+        kubelet = Kubelet(self.ctx, name, old.host_ip, self.runtime)
+        self._kubelets[name] = kubelet
+        await kubelet.take_up_pods()
+        kubelet.start()
+        if self.proxy is not None:
+            self.proxy.node_running(name, True)
+
+    async def restart_node(self, name: str) -> None:
+        await self.stop_node(name)
+        await self.start_node(name)
+
+    async def control_node(self, name: str, action: str) -> bool:
+        """``stop``, ``start`` or ``restart`` a node (the admin endpoint behind ``kubesim node``); whether it runs
+        afterwards. ``KeyError`` for a node this cluster does not have, ``ValueError`` for another action."""
+        actions = {"stop": self.stop_node, "start": self.start_node, "restart": self.restart_node}
+        if action not in actions:
+            raise ValueError(f"unknown node action {action!r}: stop, start or restart")
+        self._kubelet(name)
+        await actions[action](name)
+        return self.node_running(name)
+
+    def node_states(self) -> dict[str, bool]:
+        """Every node of this cluster and whether it runs."""
+        return {name: kubelet.running for name, kubelet in self._kubelets.items()}
+
+    async def fail_node(self, name: str) -> None:
+        """The node's kubelet stops after reporting the node ``Ready=False`` (not-ready rather than unreachable): the
+        node-lifecycle controller taints it and marks its Pods not Ready at once."""
+        await self.stop_node(name)
         await set_node_ready(self.ctx.api, name, False, "kubelet stopped posting node status")
-        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, name):
-            if not condition_true(pod, "Ready"):
-                continue
-            conditions = set_condition(
-                list(pod.get("status", {}).get("conditions") or []), "Ready", "False", "NodeNotReady"
-            )
-            with contextlib.suppress(ApiError):
-                await self.ctx.api.patch(
-                    PODS,
-                    name_of(pod),
-                    {"status": {"conditions": conditions}},
-                    namespace=pod["metadata"].get("namespace"),
-                    subresource="status",
-                )
+
+    async def recover_node(self, name: str) -> None:
+        """The counterpart of ``fail_node`` (and of ``stop_node``): the node starts again."""
+        await self.start_node(name)
 
     # -------------------------------------------------------------------- pods
 

@@ -30,6 +30,10 @@ CSI_DRIVERS = "csidrivers.storage.k8s.io"
 STATEFUL_SETS = "statefulsets.apps"
 DEPLOYMENTS = "deployments.apps"
 DAEMON_SETS = "daemonsets.apps"
+REPLICA_SETS = "replicasets.apps"
+JOBS = "jobs.batch"
+LEASES = "leases.coordination.k8s.io"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
 
 WATCHED = (
     PODS,
@@ -45,6 +49,9 @@ WATCHED = (
     STATEFUL_SETS,
     DEPLOYMENTS,
     DAEMON_SETS,
+    REPLICA_SETS,
+    JOBS,
+    LEASES,
 )
 
 
@@ -63,7 +70,13 @@ class Options:
     plugin_wait_timeout: float = 30.0
     discover_plugins: bool = True
     restart_backoff: tuple[float, float] = (10.0, 300.0)  # kubelet's crash-loop back-off (initial, max) seconds
-    readiness_poll: float = 0.1  # without a readinessProbe: seconds between checks that declared ports accept
+    job_backoff: tuple[float, float] = (10.0, 360.0)  # the Job controller's wait before replacing a failed Pod
+    # node lifecycle (kubelet and kube-controller-manager defaults)
+    node_lease_duration: float = 40.0  # the kubelet's node Lease: leaseDurationSeconds
+    node_lease_renew: float | None = None  # seconds between renewals (None: a quarter of the duration, as the kubelet)
+    node_status_report: float = 300.0  # seconds between unchanged node status reports (nodeStatusReportFrequency)
+    node_monitor_period: float = 5.0  # how often the node-lifecycle controller looks at the nodes
+    node_monitor_grace: float = 50.0  # silence after which a node's Ready condition turns Unknown
     kubelet_root: str = DEFAULT_KUBELET_ROOT  # the kubelet directory's path on the simulated nodes (hostPath volumes)
     runtime_dir: str | None = None  # short directory for containers' run directories (default: a fresh temp dir)
 

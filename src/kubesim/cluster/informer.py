@@ -82,6 +82,13 @@ class Informer:
     def get(self, namespace: str | None, name: str) -> Obj | None:
         return self.cache.get((namespace or "", name))
 
+    def has_seen(self, resource_version: str | None) -> bool:
+        """Whether this cache has taken in the change that produced ``resource_version`` (or a later one)."""
+        try:
+            return int(self._resource_version or 0) >= int(resource_version or 0)
+        except ValueError:
+            return True
+
     def items(self, namespace: str | None = None) -> list[Obj]:
         if namespace is None:
             return list(self.cache.values())

@@ -12,6 +12,7 @@ containers through the runtime registry (``runtime/``): built-in servers bind th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -25,12 +26,14 @@ import grpc
 from csi_proto import csi_pb2
 from kubesim.errors import ApiError
 from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS, ROOT_CA_CONFIGMAP
+from kubesim.store.store import KUBELET_FINALIZER
 
 from . import dns
 from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, SERVICES, Context
 from .csi_client import grpc_error_text
 from .downward import write_downward_volume
 from .events import EventRecorder
+from .heartbeat import NodeHeartbeat
 from .indexes import PODS_BY_NODE
 from .informer import Key
 from .nodefs import HostPathError, check_host_path_type
@@ -49,14 +52,14 @@ from .plugins import PluginRegistry
 from .provisioner import volume_capabilities
 from .runtime import ContainerSpec, RuntimeRegistry
 from .runtime.env import EnvError, container_env, referenced_objects
-from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, runtime_status
+from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, restarted_status, runtime_status
 from .runtime.supervisor import PodRuntime
 from .volumefiles import VolumeError, referenced, volume_files, write_files
 from .workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
 
-FINALIZER = "kubesim.io/kubelet"
+FINALIZER = KUBELET_FINALIZER
 NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid"
 POD_INFO = {
     "name": "csi.storage.k8s.io/pod.name",
@@ -84,6 +87,7 @@ class PodState:
     plain_dirs: set[str] = field(default_factory=set)
     volume_dirs: dict[str, Path] = field(default_factory=dict)  # pod volume name -> host directory
     run_dirs: list[Path] = field(default_factory=list)  # the containers' run directories
+    previous: dict[str, dict[str, Any]] = field(default_factory=dict)  # container statuses when taken up
 
 
 class MountWaiting(Exception):
@@ -102,28 +106,47 @@ class Kubelet:
         self.pods: dict[str, PodState] = {}  # by Pod uid
         self.containers: dict[str, PodRuntime] = {}  # by Pod uid: its running containers
         self.not_ready: set[str] = set()  # Pod uids forced NotReady by ``set_ready(..., False)``
+        self._taken_up: dict[str, dict[str, Any]] = {}  # Pod uid -> the status take_up_pods wrote
         self.events = EventRecorder(ctx.api, "kubelet", host=node)
         self.queue: Reconciler[Key] = Reconciler(
             f"kubelet-{node}", self._sync, workers=4, backoff=ctx.options.mount_backoff
         )
+        self.heartbeat = NodeHeartbeat(ctx, node)
         self.running = False
 
     # --------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
         (self.root / "pods").mkdir(parents=True, exist_ok=True)
+        self._remove_orphaned_pod_dirs()
         self.running = True
         self.queue.start()
         self.registry.start()
+        self.heartbeat.start()
         self.resync()
 
     async def stop(self) -> None:
-        """Stop the kubelet and every container it runs (their Pods stay as they are in the API)."""
+        """Stop the kubelet, its heartbeats and every container it runs (their Pods stay as they are in the API,
+        as when a node goes down; the containers' run directories go with them)."""
         self.running = False
+        await self.heartbeat.stop()
         await self.registry.stop()
         await self.queue.stop()
         containers, self.containers = self.containers, {}
         await asyncio.gather(*(pod.stop(0) for pod in containers.values()))
+        for state in self.pods.values():
+            for directory in state.run_dirs:
+                await asyncio.to_thread(shutil.rmtree, directory, True)
+            state.run_dirs.clear()
+
+    def _remove_orphaned_pod_dirs(self) -> None:
+        """Directories of Pods no longer bound to this node (left by an earlier run) go, as the kubelet cleans up
+        orphaned Pods; those of its Pods stay and are set up again."""
+        ours = {uid_of(pod) for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, self.node)}
+        with contextlib.suppress(OSError):
+            for entry in (self.root / "pods").iterdir():
+                if entry.name not in ours and entry.name not in self.pods:
+                    shutil.rmtree(entry, ignore_errors=True)
 
     def resync(self) -> None:
         if not self.running:
@@ -160,13 +183,20 @@ class Kubelet:
         if pod is None or current_uid is None:
             return
         if is_terminating(pod):
+            if current_uid not in self.pods:
+                self._reconstruct(current_uid, key)  # set up before this kubelet started: read back from disk
             await self._teardown(current_uid)
             await self._release(pod)
             return
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return
         await self._ensure_finalizer(pod)
-        state = self.pods.setdefault(current_uid, PodState(key=key))
+        known = self.pods.get(current_uid)
+        if known is None:
+            known = self.pods[current_uid] = PodState(key=key)
+            taken_up = self._taken_up.pop(current_uid, None) or pod.get("status", {})  # the informer may lag
+            known.previous = {str(s.get("name")): s for s in taken_up.get("containerStatuses") or []}
+        state = known
         try:
             for volume in pod.get("spec", {}).get("volumes") or []:
                 await self._setup_volume(pod, volume, state)
@@ -184,6 +214,20 @@ class Kubelet:
             self.containers[current_uid] = containers
             await containers.start()
         await self._report_running(pod, pod_ip, containers)
+
+    async def take_up_pods(self) -> None:
+        """The node (re)starts: the Pods bound to it whose status says their containers run lost them with the node,
+        so they are shown not Ready, waiting to be created again (``runtime.status.restarted_status``) before this
+        kubelet starts them, and nothing routes to them until they are Ready again."""
+        for pod in self.ctx.informer(PODS).by_index(PODS_BY_NODE, self.node):
+            if uid_of(pod) in self.containers or is_terminating(pod):
+                continue
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            change = restarted_status(pod.get("status") or {}, now())
+            if change is not None:
+                await self.ctx.patch_status(PODS, pod, change)
+                self._taken_up[uid_of(pod)] = change
 
     def _resolver(self, namespace: str) -> Callable[[str], str | None]:
         """Cluster DNS for a Pod of ``namespace``: the name itself, then ``<name>.<namespace>.svc``, then
@@ -265,10 +309,10 @@ class Kubelet:
             specs,
             restart_policy=pod.get("spec", {}).get("restartPolicy") or "Always",
             backoff=self.ctx.options.restart_backoff,
-            readiness_poll=self.ctx.options.readiness_poll,
             on_change=lambda: self.queue.add(key) if self.running else None,
             on_event=record,
             images=self.runtime.images(),
+            previous=state.previous,
         )
 
     async def _ensure_finalizer(self, pod: Obj) -> None:
@@ -603,6 +647,25 @@ class Kubelet:
         for directory in state.run_dirs:
             await asyncio.to_thread(shutil.rmtree, directory, True)
         del self.pods[uid]
+
+    def _reconstruct(self, uid: str, key: Key) -> None:
+        """The CSI volumes an earlier run of this node published for a Pod, read back from their ``vol_data.json``
+        (as the kubelet reconstructs volumes after a restart), so they are unpublished when the Pod goes."""
+        csi_dir = self.root / "pods" / uid / "volumes" / "kubernetes.io~csi"
+        if not csi_dir.is_dir():
+            return
+        state = PodState(key=key)
+        for data in sorted(csi_dir.glob("*/vol_data.json")):
+            try:
+                facts = json.loads(data.read_text())
+            except (OSError, ValueError):
+                continue
+            driver, volume_id = str(facts.get("driverName", "")), str(facts.get("volumeHandle", ""))
+            staging = (self.root / "plugins" / "kubernetes.io" / "csi" / driver / short_hash(volume_id, length=64)
+                       / "globalmount")
+            state.published[data.parent.name] = Published(driver, volume_id, str(data.parent / "mount"),
+                                                          str(staging) if staging.is_dir() else None)
+        self.pods[uid] = state
 
     def _staging_in_use(self, published: Published, except_uid: str) -> bool:
         return any(

@@ -51,8 +51,10 @@ async def create_node(
     *,
     addresses: list[dict[str, str]],
     labels: dict[str, str] | None = None,
+    boot_id: str | None = None,
 ) -> dict[str, Any]:
-    """Create (or take over) the Node object and publish its status as a starting kubelet does."""
+    """Create (or take over) the Node object and publish its status as a starting kubelet does (``boot_id``: a new
+    one for every start of the node, as after a reboot)."""
     body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -90,7 +92,7 @@ async def create_node(
             "containerRuntimeVersion": "kubesim://1",
             "machineID": name,
             "systemUUID": name,
-            "bootID": name,
+            "bootID": boot_id or name,
         },
     }
     return await api.patch("nodes", name, {"status": status}, subresource="status")

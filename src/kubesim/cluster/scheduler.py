@@ -1,7 +1,8 @@
 """The scheduler: binds Pending Pods to Ready nodes.
 
 Honours ``nodeSelector``, required node affinity, unschedulable (cordoned) nodes (unless the Pod tolerates
-``node.kubernetes.io/unschedulable``, as DaemonSet Pods do), the node affinity of bound
+``node.kubernetes.io/unschedulable``, as DaemonSet Pods do), ``NoSchedule`` and ``NoExecute`` taints the Pod does
+not tolerate (a node the node-lifecycle controller tainted not-ready or unreachable), the node affinity of bound
 PVs, and delayed binding: for unbound ``WaitForFirstConsumer`` claims it picks a node, writes
 ``volume.kubernetes.io/selected-node`` on the claims and binds the Pod only once the provisioner has bound them.
 Pods that fit nowhere get ``PodScheduled=False`` and a ``FailedScheduling`` Event saying why.
@@ -13,6 +14,7 @@ import logging
 from collections import Counter
 
 from kubesim.errors import ApiError
+from kubesim.taints import NOT_READY, UNREACHABLE, untolerated
 
 from .context import NODES, PODS, PVCS, PVS, STORAGE_CLASSES, Context
 from .events import EventRecorder
@@ -173,9 +175,18 @@ class Scheduler:
         if is_terminating(node):
             return "node(s) were being deleted"
         if not condition_true(node, "Ready"):
-            return "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+            # what the node-lifecycle controller's taint says (it may not be written yet)
+            unknown = (condition(node, "Ready") or {}).get("status", "Unknown") == "Unknown"
+            lifecycle_key = UNREACHABLE if unknown else NOT_READY
+            if not tolerates(pod, lifecycle_key, "NoSchedule"):
+                return f"node(s) had untolerated taint {{{lifecycle_key}: }}"
         if node.get("spec", {}).get("unschedulable") and not tolerates(pod, UNSCHEDULABLE_TAINT, "NoSchedule"):
             return "node(s) were unschedulable"
+        taints = [t for t in node.get("spec", {}).get("taints") or [] if t.get("key") != UNSCHEDULABLE_TAINT]
+        refused = untolerated(pod, taints)
+        if refused:
+            taint = refused[0]
+            return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
         reason = pod_fits_node(pod, node)
         if reason:
             return reason
@@ -195,18 +206,15 @@ class Scheduler:
             )
 
     async def _bind(self, pod: Obj, node: str) -> None:
+        """``pods/<name>/binding``, as kube-scheduler binds: the API server sets nodeName and PodScheduled=True."""
         namespace = pod["metadata"].get("namespace", "")
         name = name_of(pod)
         try:
-            await self.ctx.api.patch(PODS, name, {"spec": {"nodeName": node}}, namespace=namespace)
+            await self.ctx.api.bind(namespace, name, node)
         except ApiError as error:
-            if error.code == 404:
+            if error.code in (404, 409):  # gone, bound by someone else, or being deleted
                 return
             raise
-        conditions = set_condition(
-            list(pod.get("status", {}).get("conditions") or []), "PodScheduled", "True"
-        )
-        await self.ctx.patch_status(PODS, pod, {"conditions": conditions})
         self._assumed[(namespace, name)] = node
         await self.events.record(
             pod, "Pod", "v1", "Normal", "Scheduled", f"Successfully assigned {namespace}/{name} to {node}"

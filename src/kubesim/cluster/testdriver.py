@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 
 from csi_proto import csi_pb2, csi_pb2_grpc
+from kubesim.errors import ApiError
 
 from .csi_client import socket_path_of
 
@@ -253,9 +254,11 @@ async def deploy(
     binding_mode: str = "WaitForFirstConsumer",
     pod_info_on_mount: bool = True,
 ) -> None:
-    """Install the driver as its Helm chart would: CSIDriver, StorageClass, controller and one node plugin per node."""
+    """Install the driver as its Helm chart would: CSIDriver, StorageClass, controller and one node plugin per node.
+    Objects that exist already (a resumed cluster) stay as they are."""
     api = cluster.api
-    await api.create(
+    await _create_or_keep(
+        api,
         "csidrivers.storage.k8s.io",
         {
             "apiVersion": "storage.k8s.io/v1",
@@ -268,7 +271,8 @@ async def deploy(
             },
         },
     )
-    await api.create(
+    await _create_or_keep(
+        api,
         "storageclasses.storage.k8s.io",
         {
             "apiVersion": "storage.k8s.io/v1",
@@ -286,3 +290,11 @@ async def deploy(
         endpoint = f"unix://{cluster.plugin_socket_path(node, driver.name)}"
         await driver.serve_node(endpoint, node)
         await cluster.register_node_plugin(node, driver.name, endpoint)
+
+
+async def _create_or_keep(api: Any, resource: str, body: dict[str, Any]) -> None:
+    try:
+        await api.create(resource, body)
+    except ApiError as error:
+        if error.code != 409:
+            raise

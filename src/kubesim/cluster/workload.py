@@ -1,4 +1,4 @@
-"""What the StatefulSet and Deployment controllers share: one queue of workloads fed by two watches.
+"""What the workload controllers (StatefulSet, ReplicaSet, Deployment, Job) share: one queue of workloads fed by two watches.
 
 A change to a workload, or to any Pod that names a workload of that kind as its controller, queues the workload;
 the subclass reconciles it. Creating and deleting the workload's Pods and claims, with the Events Kubernetes'
@@ -12,21 +12,27 @@ from kubesim.errors import ApiError
 from .context import PODS, Context
 from .events import EventRecorder
 from .indexes import BY_CONTROLLER, controller_uid
-from .informer import Key
+from .informer import Informer, Key
 from .objects import Obj, controller_of, name_of
 from .workqueue import Reconciler
 
 
 class WorkloadController:
-    def __init__(self, ctx: Context, *, resource: str, kind: str, component: str) -> None:
+    """``children``: the resource whose objects the workload controls (Pods; a Deployment's ReplicaSets)."""
+
+    def __init__(self, ctx: Context, *, resource: str, kind: str, component: str, children: str = PODS,
+                 api_version: str = "apps/v1") -> None:
         self.ctx = ctx
         self.resource = resource
         self.kind = kind
+        self.api_version = api_version
+        self.children = children
         self.events = EventRecorder(ctx.api, component)
+        self.expectations = Expectations()
         self.queue: Reconciler[Key] = Reconciler(kind.lower(), self._reconcile, workers=2)
         ctx.informer(resource).add_handler(self._on_workload)
-        ctx.informer(PODS).add_handler(self._on_pod)
-        ctx.informer(PODS).add_index(BY_CONTROLLER, controller_uid)
+        ctx.informer(children).add_handler(self._on_pod)
+        ctx.informer(children).add_index(BY_CONTROLLER, controller_uid)
 
     def start(self) -> None:
         self.queue.start()
@@ -37,8 +43,11 @@ class WorkloadController:
         await self.queue.stop()
 
     def _on_workload(self, event: str, workload: Obj, old: Obj | None) -> None:
-        if event != "DELETED":
-            self.queue.add((workload["metadata"].get("namespace", ""), name_of(workload)))
+        key = (workload["metadata"].get("namespace", ""), name_of(workload))
+        if event == "DELETED":
+            self.expectations.forget(key)
+        else:
+            self.queue.add(key)
 
     def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
         owner = controller_of(pod)
@@ -49,21 +58,23 @@ class WorkloadController:
         raise NotImplementedError
 
     async def _record(self, workload: Obj, type_: str, reason: str, message: str) -> None:
-        await self.events.record(workload, self.kind, "apps/v1", type_, reason, message)
+        await self.events.record(workload, self.kind, self.api_version, type_, reason, message)
 
     async def _create_for(
         self, workload: Obj, resource: str, body: Obj, *, failed: str, created: str
-    ) -> None:
-        """Create a Pod or claim of the workload: one that already exists (409) is left as it is, silently;
-        any other failure is recorded as ``FailedCreate`` (``failed`` + the API message) and raised."""
+    ) -> Obj | None:
+        """Create a Pod or claim of the workload (None: one that already exists, 409, left as it is, silently);
+        any other failure is recorded as ``FailedCreate`` (``failed`` + the API message) and raised. ``created`` may
+        name the object with ``{name}`` (generated names are known once created)."""
         try:
-            await self.ctx.api.create(resource, body, namespace=body["metadata"]["namespace"])
+            made = await self.ctx.api.create(resource, body, namespace=body["metadata"]["namespace"])
         except ApiError as error:
             if error.code == 409:
-                return
+                return None
             await self._record(workload, "Warning", "FailedCreate", f"{failed}{error.message}")
             raise
-        await self._record(workload, "Normal", "SuccessfulCreate", created)
+        await self._record(workload, "Normal", "SuccessfulCreate", created.format(name=name_of(made)))
+        return made
 
     async def _delete_pod(self, workload: Obj, pod: Obj, deleted: str) -> None:
         """Delete one of the workload's Pods; one already gone is fine and records nothing."""
@@ -74,3 +85,43 @@ class WorkloadController:
                 raise
             return
         await self._record(workload, "Normal", "SuccessfulDelete", deleted)
+
+
+class Expectations:
+    """Writes a controller made that its informer has not shown yet (client-go's ControllerExpectations): Pods it
+    created (seen once the informer reached their resourceVersion) and Pods it deleted (seen once the informer shows
+    them gone or terminating). A workload with unseen writes is not reconciled again, so the same Pod is not made
+    twice because the cache lagged."""
+
+    def __init__(self) -> None:
+        self._created: dict[Key, list[str]] = {}  # workload -> resourceVersions of Pods it created
+        self._deleted: dict[Key, list[tuple[Key, str]]] = {}  # workload -> (Pod key, uid) it deleted
+
+    def written(self, workload: Key, obj: Obj) -> None:
+        """``obj`` was created or changed by this controller: wait until the informer has seen that write."""
+        self._created.setdefault(workload, []).append(str(obj.get("metadata", {}).get("resourceVersion") or "0"))
+
+    def deleted(self, workload: Key, pod: Obj) -> None:
+        key = (pod["metadata"].get("namespace", ""), name_of(pod))
+        self._deleted.setdefault(workload, []).append((key, str(pod["metadata"].get("uid", ""))))
+
+    def satisfied(self, workload: Key, informer: Informer) -> bool:
+        created = [rv for rv in self._created.get(workload, []) if not informer.has_seen(rv)]
+        deleted = []
+        for key, uid in self._deleted.get(workload, []):
+            pod = informer.get(*key)
+            if pod is not None and pod["metadata"].get("uid") == uid and not pod["metadata"].get("deletionTimestamp"):
+                deleted.append((key, uid))
+        if created:
+            self._created[workload] = created
+        else:
+            self._created.pop(workload, None)
+        if deleted:
+            self._deleted[workload] = deleted
+        else:
+            self._deleted.pop(workload, None)
+        return not created and not deleted
+
+    def forget(self, workload: Key) -> None:
+        self._created.pop(workload, None)
+        self._deleted.pop(workload, None)

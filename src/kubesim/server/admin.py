@@ -1,21 +1,34 @@
-"""kubesim's own admin endpoint (``/kubesim/faults``, ``/kubesim/expire-watches``, ``/kubesim/compact``) and the
-faults it configures, injected into resource requests (latency, error answers)."""
+"""kubesim's own admin endpoint (``/kubesim/faults``, ``/kubesim/expire-watches``, ``/kubesim/compact``,
+``/kubesim/nodes``) and the faults it configures, injected into resource requests (latency, error answers).
+
+``POST /kubesim/nodes/<node>/stop|start|restart`` stops, starts or restarts a simulated node (what ``kubesim node``
+sends); ``GET /kubesim/nodes`` lists the nodes and whether they run. Both need a member of ``system:masters`` (the
+kubeconfig's admin token), as they are no API of Kubernetes' that RBAC could grant."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
 from kubesim import errors
 from kubesim.faults import Faults
 from kubesim.server import wire
+from kubesim.server.authz import USER_KEY
 from kubesim.server.routing import Target
 
 if TYPE_CHECKING:
     from kubesim.server.app import ApiServer
+
+
+class NodeControl(Protocol):
+    """The simulated cluster's side of ``/kubesim/nodes`` (``kubesim.cluster.Cluster``)."""
+
+    async def control_node(self, name: str, action: str) -> bool: ...
+
+    def node_states(self) -> dict[str, bool]: ...
 
 
 async def admin(server: ApiServer, request: web.Request, parts: list[str]) -> web.Response:
@@ -41,7 +54,31 @@ async def admin(server: ApiServer, request: web.Request, parts: list[str]) -> we
     if parts == ["compact"] and request.method == "POST":
         server.store.compact()
         return wire.json_response({"compactedRevision": str(server.store.revision)})
+    if parts[:1] == ["nodes"]:
+        return await _nodes(server, request, parts[1:])
     raise errors.no_such_resource()
+
+
+async def _nodes(server: ApiServer, request: web.Request, rest: list[str]) -> web.Response:
+    user = request[USER_KEY]
+    if "system:masters" not in user.groups:
+        raise errors.forbidden(f'User "{user.name}" cannot control nodes: only system:masters may')
+    control = server.node_control
+    if control is None:
+        raise errors.ApiError(503, "ServiceUnavailable", "this kubesim runs no simulated nodes")
+    if rest == [] and request.method == "GET":
+        listed = control.node_states()
+        return wire.json_response({"nodes": [{"name": n, "running": r} for n, r in sorted(listed.items())]})
+    if len(rest) == 2 and request.method == "POST":
+        name, action = rest
+        try:
+            running = await control.control_node(name, action)
+        except KeyError:
+            raise errors.not_found("nodes", "", name) from None
+        except ValueError as error:
+            raise errors.bad_request(str(error)) from None
+        return wire.json_response({"name": name, "action": action, "running": running})
+    raise errors.method_not_allowed()
 
 
 async def inject_faults(faults: Faults, verb: str, t: Target) -> None:

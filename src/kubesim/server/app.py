@@ -21,8 +21,9 @@ from kubesim.faults import Faults
 from kubesim.rbac import RbacAuthorizer
 from kubesim.resources import Registry
 from kubesim.server import discovery, objects
-from kubesim.server.admin import admin, inject_faults
+from kubesim.server.admin import NodeControl, admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
+from kubesim.server.bindings import binding_request
 from kubesim.server.execstream import ExecCommand, pod_exec
 from kubesim.server.logs import LogPath, pod_log
 from kubesim.server.portforward import pod_port_forward
@@ -31,7 +32,9 @@ from kubesim.server.tokens import token_request
 from kubesim.server.watchstream import watch
 from kubesim.server.wire import bool_param, error_response, json_response
 from kubesim.serviceaccounts import ServiceAccountTokens
+from kubesim.store.persist import StoreFile
 from kubesim.store.store import Store
+from kubesim.taints import DEFAULT_TOLERATION_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +66,21 @@ class ApiServer:
         authorizer: Authorizer | None = None,
         namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
+        persist: StoreFile | None = None,
+        default_toleration_seconds: int = DEFAULT_TOLERATION_SECONDS,
     ) -> None:
         self.token = token or secrets.token_urlsafe(24)
         self.registry = Registry()
-        self.admission = Admission(service_cidr=service_cidr, service_node_port_range=service_node_port_range)
+        self.admission = Admission(service_cidr=service_cidr, service_node_port_range=service_node_port_range,
+                                   default_not_ready_toleration_seconds=default_toleration_seconds,
+                                   default_unreachable_toleration_seconds=default_toleration_seconds)
         self.store = Store(
             self.registry,
             self.admission,
             watch_window=watch_window,
             namespace_cleanup_delay=namespace_cleanup_delay,
             gc_delay=gc_delay,
+            persist=persist,
         )
         self.faults = faults or Faults()
         self.service_accounts = ServiceAccountTokens(self.store)
@@ -83,6 +91,8 @@ class ApiServer:
         self.pod_logs: LogPath | None = None
         #: ``kubectl exec`` (``pods/<name>/exec``); ``KubeSim`` connects it to its simulated cluster.
         self.exec_command: ExecCommand | None = None
+        #: stop/start/restart a node (``/kubesim/nodes/<name>/<action>``, ``kubesim node``); from ``KubeSim``.
+        self.node_control: NodeControl | None = None
         self.bookmark_interval = bookmark_interval
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -94,6 +104,7 @@ class ApiServer:
     async def start(
         self, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
     ) -> str:
+        self.store.resume()
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
@@ -190,4 +201,6 @@ class ApiServer:
             return await pod_exec(self, request, t)
         if t.subresource == "portforward":
             return await pod_port_forward(self, request, t)
+        if t.subresource == "binding" or t.rt.key == "bindings":
+            return await binding_request(self, request, t)
         return await _HANDLERS[verb](self, request, t)

@@ -111,6 +111,7 @@ async def patch_object(server: ApiServer, request: web.Request, t: Target) -> we
 async def delete(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None
     opts = await wire.delete_options(request)
+    grace = opts.get("gracePeriodSeconds")
     obj, removed = server.store.delete(
         t.rt,
         t.namespace,
@@ -118,6 +119,7 @@ async def delete(server: ApiServer, request: web.Request, t: Target) -> web.Stre
         propagation=opts.get("propagationPolicy"),
         preconditions=opts.get("preconditions"),
         dry_run=wire.dry_run(request),
+        force=isinstance(grace, int) and not isinstance(grace, bool) and grace == 0,
     )
     if not removed:
         return respond(server, request, t.rt, obj)

@@ -50,7 +50,7 @@ def parse_target(registry: Registry, group: str, version: str, rest: list[str]) 
         and not (sub == "scale" and rt.key in SCALABLE)
         and not (sub == "token" and rt.key == "serviceaccounts")
         and not (sub == "log" and rt.key == "pods")
-        and not (sub in ("exec", "portforward") and rt.key == "pods")
+        and not (sub in ("exec", "portforward", "binding") and rt.key == "pods")
     ):
         raise errors.no_such_resource()
     return Target(rt, ns, name, sub, watch_path)
@@ -74,14 +74,14 @@ def verb_of(method: str, t: Target, watch: bool) -> str:
         verb = "delete" if t.name else "deletecollection"
     else:
         raise errors.method_not_allowed()
-    creates_subresource = verb == "create" and t.subresource == "token"  # TokenRequest
+    creates_subresource = verb == "create" and t.subresource in ("token", "binding")  # TokenRequest, Binding
     if (verb == "create" and t.name is not None and not creates_subresource) or (
         verb in ("update", "patch") and t.name is None
     ):
         raise errors.method_not_allowed()
     if creates_subresource:
         return verb
-    if t.subresource == "token" or (t.subresource == "log" and verb != "get"):
+    if t.subresource in ("token", "binding") or (t.subresource == "log" and verb != "get"):
         raise errors.method_not_allowed()
     if verb not in t.rt.verbs:
         raise errors.method_not_allowed()

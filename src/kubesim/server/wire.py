@@ -129,6 +129,8 @@ async def delete_options(request: web.Request) -> dict[str, Any]:
     q = request.query
     if q.get("propagationPolicy"):
         opts["propagationPolicy"] = q["propagationPolicy"]
+    if q.get("gracePeriodSeconds", "").lstrip("-").isdigit():
+        opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
     if opts.get("orphanDependents") is True and not opts.get("propagationPolicy"):
         opts["propagationPolicy"] = "Orphan"
     return opts

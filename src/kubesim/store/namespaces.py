@@ -90,6 +90,11 @@ class Namespaces:
             self._clean(name)
         return self.store.objects.find(rt, None, name) or new, self.store.objects.find(rt, None, name) is None
 
+    def resume(self, name: str) -> None:
+        """A namespace that was terminating when the store was last stopped: its contents go, then it does."""
+        if not call_later(self.cleanup_delay, self._clean, name):
+            self._clean(name)
+
     def _clean(self, name: str) -> None:
         nso = self._find(name)
         if nso is None or not nso["metadata"].get("deletionTimestamp"):

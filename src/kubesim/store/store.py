@@ -1,6 +1,10 @@
 """``Store``: the read and write paths of the object store (get, list, watch, create, update, patch, delete) and
-the commit every change goes through: next revision, indexes, one watch event, then the garbage collector's and
-the namespace controller's follow-up.
+the commit every change goes through: next revision, indexes, the store file when there is one (``persist.py``), one
+watch event, then the garbage collector's and the namespace controller's follow-up.
+
+A store with a file resumes what the file holds: the objects, and revisions going on from the last one. The watch
+window starts empty, so a watch from a revision before the restart is expired (410), as after an etcd compaction,
+and clients relist.
 
 Objects served from another resource's storage (``events.k8s.io`` Events) are converted on the way in and out."""
 
@@ -19,6 +23,7 @@ from kubesim.store.index import ObjectIndex
 from kubesim.store.listing import ListResult, check_field_selector, continuation, page, snapshot
 from kubesim.store.namespaces import DEFAULT_NAMESPACES, Namespaces
 from kubesim.store.patching import check_apply_body, patched
+from kubesim.store.persist import StoreFile
 from kubesim.store.preconditions import check_delete, check_no_new_finalizers, check_update_target
 from kubesim.store.watchhub import WatchHub
 from kubesim.watch import Watcher, WatchEvent
@@ -28,6 +33,11 @@ if TYPE_CHECKING:
     from kubesim.selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
+
+#: The finalizer the simulated kubelet keeps on the Pods it runs, standing in for graceful termination (the Pod goes
+#: once its containers stopped and its volumes are unpublished). A force deletion (``gracePeriodSeconds=0``) does not
+#: wait for it, as the apiserver removes such a Pod at once.
+KUBELET_FINALIZER = "kubesim.io/kubelet"
 
 
 class Store:
@@ -41,6 +51,7 @@ class Store:
         watch_window: int = 10_000,
         namespace_cleanup_delay: float = 0.2,
         gc_delay: float = 0.2,
+        persist: StoreFile | None = None,
     ) -> None:
         self.registry = registry
         self.admission = admission
@@ -49,12 +60,52 @@ class Store:
         self.watches = WatchHub(watch_window)
         self.gc = GarbageCollector(self, delay=gc_delay)
         self.namespaces = Namespaces(self, cleanup_delay=namespace_cleanup_delay)
+        self.persist = persist
+        self.resumed = 0  # objects read back from the store file
+        if persist is not None:
+            self._load(persist)
         for ns in DEFAULT_NAMESPACES:
-            self.create(
-                self.registry.require(NAMESPACE_KEY),
-                None,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-            )
+            if self.objects.find(self.registry.require(NAMESPACE_KEY), None, ns) is None:
+                self.create(
+                    self.registry.require(NAMESPACE_KEY),
+                    None,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                )
+
+    def _load(self, persist: StoreFile) -> None:
+        """Take in what the store file holds: CRDs first (their resources must be served before their objects are
+        indexed), then every other object; what an allocator holds (clusterIPs, nodePorts) is claimed again."""
+        snapshot = persist.load()
+        if snapshot.empty:
+            return
+        self.revision = snapshot.revision
+        ordered = sorted(snapshot.objects, key=lambda row: row[0] != CRD_KEY)
+        for key, _ns, _name, obj in ordered:
+            if key == CRD_KEY:
+                self.registry.register_crd(types_from_crd(obj))
+            rt = self.registry.by_key(key)
+            if rt is None:
+                continue  # a resource this kubesim does not serve (its CRD is gone): left in the file
+            self.objects.put(rt, None, obj)
+            self.admission.restored(rt, obj)
+            self.resumed += 1
+        self.watches.compact(self.revision)
+
+    def resume(self) -> None:
+        """The background work a restart interrupted, once an event loop runs: terminating namespaces are
+        emptied, foreground deletions finish, objects whose owners are gone are collected."""
+        if not self.resumed:
+            return
+        ns_rt = self.registry.require(NAMESPACE_KEY)
+        for nso in list(self.objects.iter_objects(ns_rt)):
+            if nso["metadata"].get("deletionTimestamp"):
+                self.namespaces.resume(nso["metadata"]["name"])
+        for key in self.objects.resource_keys():
+            rt = self.registry.by_key(key)
+            if rt is None:
+                continue
+            for obj in list(self.objects.iter_objects(rt)):
+                self.gc.after_write(rt, obj)
 
     # ------------------------------------------------------------------------------------------------- reads
 
@@ -239,6 +290,8 @@ class Store:
             sent = (obj.get("metadata") or {}).get("managedFields")
             if not managed_fields and sent is not None:  # computed by server-side apply
                 meta["managedFields"] = json_clone(sent)
+        elif subresource == "binding" and rt.key == "pods":
+            pass  # kubesim.binding: spec.nodeName and the PodScheduled condition in one write
         elif subresource is not None:
             raise errors.no_such_resource(f"{rt.plural}/{subresource}")
         elif rt.has_status:
@@ -346,8 +399,10 @@ class Store:
         propagation: str | None = None,
         preconditions: dict[str, Any] | None = None,
         dry_run: bool = False,
+        force: bool = False,
     ) -> tuple[Obj, bool]:
-        """Delete (or start deleting) an object; returns (object, removed_now)."""
+        """Delete (or start deleting) an object; returns (object, removed_now). ``force``: a Pod deleted with
+        ``gracePeriodSeconds=0`` does not wait for its kubelet."""
         if rt.storage is not None:
             gone, removed = self.delete(
                 self.registry.require(rt.storage),
@@ -356,6 +411,7 @@ class Store:
                 propagation=propagation,
                 preconditions=preconditions,
                 dry_run=dry_run,
+                force=force,
             )
             return views.to_view(rt, gone), removed
         ns = ns if rt.namespaced else None
@@ -369,6 +425,8 @@ class Store:
         if propagation == "Orphan":
             self.gc.orphan_dependents(meta.get("uid", ""))
         finalizers = list(meta.get("finalizers") or [])
+        if force and rt.key == "pods":
+            finalizers = [f for f in finalizers if f != KUBELET_FINALIZER]
         if (
             propagation == "Foreground"
             and self.objects.dependents(meta.get("uid", ""))
@@ -401,6 +459,10 @@ class Store:
         self.revision += 1
         new["metadata"]["resourceVersion"] = str(self.revision)
         self.objects.put(rt, old, new)
+        if self.persist is not None:
+            meta = new["metadata"]
+            self.persist.put(rt.key, meta.get("namespace") if rt.namespaced else None, meta["name"], new,
+                             self.revision)
         self._publish("ADDED" if old is None else "MODIFIED", rt, new, old)
 
     def remove(self, rt: ResourceType, old: Obj, last: Obj | None = None) -> None:
@@ -410,6 +472,8 @@ class Store:
         uid = meta.get("uid", "")
         self.objects.drop(rt, old)
         self.revision += 1
+        if self.persist is not None:
+            self.persist.drop(rt.key, ns, meta["name"], self.revision)
         shown = last if last is not None else old
         gone = copy.copy(shown)
         gone["metadata"] = dict(shown["metadata"], resourceVersion=str(self.revision))

@@ -4,10 +4,20 @@ secrets, namespaces, workloads, storage classes, leases) and ``builtin_columns``
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from kubesim.table.cells import AGE_DESCRIPTION, CellFunction, Column, age, age_cell, col, dig, or_none
+from kubesim.table.cells import (
+    AGE_DESCRIPTION,
+    CellFunction,
+    Column,
+    age,
+    age_cell,
+    col,
+    dig,
+    human_duration,
+    or_none,
+)
 from kubesim.table.pods import POD_COLUMNS
 
 
@@ -247,6 +257,71 @@ _DEPLOYMENT_COLUMNS: list[Column] = [
     col("Selector", _label_selector, priority=1, description="The pod selector."),
 ]
 
+_REPLICASET_COLUMNS: list[Column] = [
+    col("Desired", _int_at("spec", "replicas"), type_="integer", description="Number of desired pods."),
+    col("Current", _int_at("status", "replicas"), type_="integer", description="Number of actually running pods."),
+    col("Ready", _int_at("status", "readyReplicas"), type_="integer", description="Number of ready pods."),
+    col("Age", age_cell, description=AGE_DESCRIPTION),
+    col("Containers", _containers("name"), priority=1, description="Container names."),
+    col("Images", _containers("image"), priority=1, description="Container images."),
+    col("Selector", _label_selector, priority=1, description="The pod selector."),
+]
+
+
+def _has_condition(obj: dict[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in dig(obj, "status", "conditions") or [])
+
+
+def _job_status(job: dict[str, Any], now: datetime) -> str:
+    if _has_condition(job, "Complete"):
+        return "Complete"
+    if _has_condition(job, "Failed"):
+        return "Failed"
+    if dig(job, "metadata", "deletionTimestamp"):
+        return "Terminating"
+    if _has_condition(job, "Suspended"):
+        return "Suspended"
+    if _has_condition(job, "FailureTarget"):
+        return "FailureTarget"
+    return "Running"
+
+
+def _job_completions(job: dict[str, Any], now: datetime) -> str:
+    succeeded = int(dig(job, "status", "succeeded") or 0)
+    completions = dig(job, "spec", "completions")
+    if isinstance(completions, int):
+        return f"{succeeded}/{completions}"
+    parallelism = dig(job, "spec", "parallelism") or 0
+    return f"{succeeded}/1 of {parallelism}" if isinstance(parallelism, int) and parallelism > 1 else f"{succeeded}/1"
+
+
+def _job_duration(job: dict[str, Any], now: datetime) -> str:
+    started = dig(job, "status", "startTime")
+    if not started:
+        return ""
+    finished = dig(job, "status", "completionTime")
+    end = _stamp(finished) if finished else now
+    begin = _stamp(started)
+    return human_duration((end - begin).total_seconds()) if begin is not None and end is not None else ""
+
+
+def _stamp(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+_JOB_COLUMNS: list[Column] = [
+    col("Status", _job_status, description="Status of the job."),
+    col("Completions", _job_completions, description="The completion status of the job."),
+    col("Duration", _job_duration, description="Time required to complete the job."),
+    col("Age", age_cell, description=AGE_DESCRIPTION),
+    col("Containers", _containers("name"), priority=1, description="Container names."),
+    col("Images", _containers("image"), priority=1, description="Container images."),
+    col("Selector", _label_selector, priority=1, description="The pod selector."),
+]
+
 _STORAGECLASS_COLUMNS: list[Column] = [
     col("Provisioner", lambda o, now: str(o.get("provisioner") or ""), description="The volume plugin."),
     col("ReclaimPolicy", lambda o, now: str(o.get("reclaimPolicy") or "Delete"), description="Reclaim policy."),
@@ -348,6 +423,8 @@ _BUILTIN_COLUMNS: dict[tuple[str, str], list[Column]] = {
     ("apps", "StatefulSet"): _STATEFULSET_COLUMNS,
     ("apps", "Deployment"): _DEPLOYMENT_COLUMNS,
     ("apps", "DaemonSet"): _DAEMONSET_COLUMNS,
+    ("apps", "ReplicaSet"): _REPLICASET_COLUMNS,
+    ("batch", "Job"): _JOB_COLUMNS,
     ("", "Event"): _EVENT_COLUMNS,
     ("events.k8s.io", "Event"): _EVENT_COLUMNS,
     ("storage.k8s.io", "StorageClass"): _STORAGECLASS_COLUMNS,

@@ -118,8 +118,9 @@ def volume_dir(sim: KubeSim, running: dict[str, Any], volume: str, plugin: str =
 async def test_a_host_process_sees_its_container_environment(sim: KubeSim) -> None:
     await settings(sim)
     await sim.api.create("pods", probe_pod("probe", "--out=$(DATA_DIR)/out.json", "--socket=/sock/app.sock",
-                                           "--listen=0.0.0.0:8080", "--name=$(POD_NAME)", "$$(POD_NAME)"), NS)
-    running = await ready_pod(sim.api, "probe")  # Ready: the declared port accepts on the Pod IP
+                                           "--listen=0.0.0.0:8080", "--name=$(POD_NAME)", "$$(POD_NAME)",
+                                           readinessProbe={"tcpSocket": {"port": "http"}, "periodSeconds": 1}), NS)
+    running = await ready_pod(sim.api, "probe")  # Ready: its readiness probe reached the port on the Pod IP
     pod_ip = running["status"]["podIP"]
     assert await who_answers(pod_ip, 8080) == "probe"  # HOSTNAME is the Pod's
     record = json.loads((volume_dir(sim, running, "data") / "out.json").read_text())

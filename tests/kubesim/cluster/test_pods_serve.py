@@ -109,19 +109,22 @@ async def test_unknown_image_waits_and_says_so(sim: KubeSim) -> None:
     assert status["state"]["waiting"]["reason"] == "ImagePullBackOff" and not status["ready"]
 
 
-async def test_readiness_without_probe_waits_for_declared_ports(sim: KubeSim) -> None:
-    # serve-hostname listens on 9376, the container declares 8080: nothing accepts there, so never Ready
-    wrong = container(args=["serve-hostname"], ports=[8080])
-    await sim.api.create("pods", pod("wrong-port", wrong), NS)
-    stuck = await wait_for(
-        sim.api, "pods", "wrong-port", NS,
-        lambda p: bool(p) and p["status"].get("phase") == "Running" and bool(p["status"].get("containerStatuses")),
-    )
-    assert stuck is not None
-    ready = _condition(stuck, "Ready")
-    assert ready is not None and ready["status"] == "False"
-    assert ready["message"] == "containers with unready status: [app]"
-    assert await who_answers(stuck["status"]["podIP"], 9376) == "wrong-port"  # running, just not ready
+async def test_without_a_probe_a_container_is_ready_once_started(sim: KubeSim) -> None:
+    # As the kubelet has it: no readinessProbe, Ready when the container started, whatever ports it declares. A
+    # busybox that sleeps serves nothing on its declared port, and is Ready all the same.
+    sleeper = container("sleeper", image="busybox:1.36", command=["sleep", "3600"], ports=[8080])
+    await sim.api.create("pods", pod("sleeper", sleeper), NS)
+    ready = await ready_pod(sim.api, "sleeper")
+    assert _condition(ready, "Ready")["status"] == "True"
+    [status] = ready["status"]["containerStatuses"]
+    assert status["ready"] and status["started"] and "running" in status["state"]
+    assert await refuses(ready["status"]["podIP"], 8080)  # Ready, though nothing listens there
+
+    # a built-in server is Ready once it started, and it started once it listens: the first connection is answered
+    served = container(args=["serve-hostname"], ports=[9376])
+    await sim.api.create("pods", pod("served", served), NS)
+    first = await ready_pod(sim.api, "served")
+    assert await who_answers(first["status"]["podIP"], 9376) == "served"
 
 
 async def test_readiness_probes_follow_the_server(sim: KubeSim) -> None:

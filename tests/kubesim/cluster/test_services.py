@@ -88,11 +88,16 @@ async def test_deployment_creates_owned_pods_and_scales(env: Env) -> None:
     api = env.api
     await api.create("deployments.apps", deployment("api", 3), namespace=NS)
     pods = await _running_pods(env, "api", 3)
+    [replica_set], _ = await api.list("replicasets.apps", NS)
+    [rs_owner] = replica_set["metadata"]["ownerReferences"]
+    assert rs_owner["kind"] == "Deployment" and rs_owner["name"] == "api"
+    pod_hash = replica_set["metadata"]["labels"]["pod-template-hash"]
+    assert replica_set["metadata"]["name"] == f"api-{pod_hash}"
     for pod in pods:
         [owner] = pod["metadata"]["ownerReferences"]
-        assert owner["kind"] == "Deployment" and owner["name"] == "api"
-        assert pod["metadata"]["name"].startswith("api-")
-        assert pod["metadata"]["labels"]["pod-template-hash"]
+        assert owner["kind"] == "ReplicaSet" and owner["name"] == f"api-{pod_hash}"
+        assert pod["metadata"]["name"].startswith(f"api-{pod_hash}-")
+        assert pod["metadata"]["labels"]["pod-template-hash"] == pod_hash
         assert pod["status"]["containerStatuses"][0]["ready"] is True
     await api.patch("deployments.apps", "api", {"spec": {"replicas": 1}}, namespace=NS)
     await wait_for(

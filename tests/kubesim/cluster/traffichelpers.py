@@ -22,7 +22,7 @@ from kubesim.traffic import who_answers
 
 NS = "default"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"
-FAST_RESTARTS: dict[str, Any] = {"restart_backoff": (0.2, 1.0), "readiness_poll": 0.05}
+FAST_RESTARTS: dict[str, Any] = {"restart_backoff": (0.2, 1.0)}
 
 
 def container(

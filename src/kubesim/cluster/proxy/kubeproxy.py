@@ -114,6 +114,7 @@ class KubeProxy:
         self._relay_owner: dict[Relay, Key] = {}
         self._reported: dict[Key, set[str]] = {}  # messages already sent as Events, per Service
         self._nodes: dict[str, Node] = {}
+        self._stopped: set[str] = set()  # nodes that are down: their addresses are not served
         self._background = BackgroundTasks()
         self._running = False
         ctx.informer(SERVICES).add_handler(self._on_service)
@@ -123,6 +124,20 @@ class KubeProxy:
         ctx.informer(NODES).add_handler(self._on_node)
 
     # ------------------------------------------------------------------ lifecycle
+
+    def node_running(self, name: str, running: bool) -> None:
+        """A node stopped (its kube-proxy with it: nothing answers on its addresses) or started again."""
+        if running:
+            self._stopped.discard(name)
+        elif name in self._stopped:
+            return
+        else:
+            self._stopped.add(name)
+        services = self.ctx.informer(SERVICES)
+        for service in services.by_index(SERVICES_BY_TYPE, "NodePort") + services.by_index(
+            SERVICES_BY_TYPE, "LoadBalancer"
+        ):
+            self.queue.add(_key(service))
 
     def start(self) -> None:
         self._running = True
@@ -188,7 +203,7 @@ class KubeProxy:
             await self._apply(key, {}, set())
             return
         slices = self.ctx.informer(ENDPOINT_SLICES).by_index(SLICES_BY_SERVICE, f"{namespace}/{name}")
-        nodes = sorted(self._nodes.values(), key=lambda n: n.name)
+        nodes = sorted((n for n in self._nodes.values() if n.name not in self._stopped), key=lambda n: n.name)
         rules = service_rules(service, slices, nodes)
         reported = self._reported.setdefault(key, set())
         for refusal in rules.refusals:

@@ -55,6 +55,7 @@ def program_for(spec: ContainerSpec) -> Program:
     argv = spec.command + spec.args
 
     async def run(ctx: ProgramContext) -> int:
+        ctx.mark_started()  # the shell runs; its script comes next
         first, seconds, waits = plan(argv)
         if first:
             result = run_command(spec, first)

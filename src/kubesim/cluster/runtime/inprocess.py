@@ -3,6 +3,12 @@
 A program is ``async def main(ctx: ProgramContext) -> int``: it binds its servers on the Pod IP, then waits until
 it is asked to exit (``ctx.exit(code)``, e.g. agnhost's ``/exit``) and returns the exit code. Cancelling it (the
 kubelet stopping the container) must close what it bound; ``ProgramContext.serve`` does both for servers.
+
+The container counts as started (the handler's ``start`` returns, as a runtime's StartContainer does once the
+process runs) when the program has bound its servers (``serve``), waits to be told to exit (``exited``), says so
+itself (``mark_started``: a shell running its script) or has already ended. A real process binds its ports a moment
+after it starts; a program here binds them before it counts as started, so a container without a readiness probe,
+Ready as soon as it started (as the kubelet has it), never refuses a first connection.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ class ProgramContext:
     def __init__(self, spec: ContainerSpec) -> None:
         self.spec = spec
         self._exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.started = asyncio.Event()
         self._log: IO[str] | None = None
         if spec.log_path is not None:
             spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +57,12 @@ class ProgramContext:
         if not self._exit.done():
             self._exit.set_result(code)
 
+    def mark_started(self) -> None:
+        """The program runs (for programs that bind nothing: a shell running its script)."""
+        self.started.set()
+
     async def exited(self) -> int:
+        self.started.set()  # waiting to be told to exit: up and running
         return await self._exit
 
     def close(self) -> None:
@@ -71,6 +83,7 @@ class ProgramContext:
                     self.log(f"{what}: {error.strerror or error}")
                     return 1
             self.log(started)
+            self.started.set()
             return await self.exited()
         finally:
             for server in servers:
@@ -100,7 +113,12 @@ class InProcessContainer(Container):
             log.debug("in-process container crashed", exc_info=True)
             return 1
         finally:
+            self._ctx.started.set()
             self._ctx.close()
+
+    async def started(self) -> None:
+        """Until the program runs (see the module's docstring) or has ended."""
+        await self._ctx.started.wait()
 
     async def wait(self) -> int:
         try:
@@ -123,4 +141,10 @@ class InProcessHandler:
         self._program_for = program_for
 
     async def start(self, spec: ContainerSpec) -> Container:
-        return InProcessContainer(spec, self._program_for(spec))
+        container = InProcessContainer(spec, self._program_for(spec))
+        try:
+            await container.started()
+        except asyncio.CancelledError:
+            await container.stop(0)
+            raise
+        return container

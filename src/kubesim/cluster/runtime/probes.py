@@ -1,5 +1,4 @@
-"""Readiness checks as the kubelet makes them: ``tcpSocket`` and ``httpGet`` probes against the Pod IP, and the
-"do the declared ports accept connections" check kubesim uses for containers without a probe.
+"""Readiness checks as the kubelet makes them: ``tcpSocket`` and ``httpGet`` probes against the Pod IP.
 
 Only loopback targets are ever dialled: a probe naming another ``host`` fails with a message saying why.
 ``exec`` probes cannot run (no process to exec in) and fail with a message saying so.

@@ -76,3 +76,34 @@ def runtime_status(
         container_statuses=statuses,
         simulated_message=describe_unhandled(simulated) if simulated else None,
     )
+
+
+def restarted_status(pod_status: dict[str, Any], finished_at: str) -> dict[str, Any] | None:
+    """The status a Pod shows once its node came back (after a stop, or a restart of the whole cluster): its
+    containers ran before and are gone, so they are not ready and wait to be created again, each counting one
+    restart more with a last state that ended ``Unknown`` (exit code 255), as the kubelet reports after a node
+    reboot. None when no container of it ran (nothing to report)."""
+    statuses = pod_status.get("containerStatuses") or []
+    ran = [s for s in statuses if (s.get("state") or {}).get("running") or s.get("ready")]
+    if not ran:
+        return None
+    restarted = []
+    for entry in statuses:
+        running = (entry.get("state") or {}).get("running")
+        if running is None and not entry.get("ready"):
+            restarted.append(entry)  # waiting or ended already: as it was
+            continue
+        restarted.append({
+            **entry, "ready": False, "started": False, "restartCount": int(entry.get("restartCount") or 0) + 1,
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+            "lastState": {"terminated": {"exitCode": 255, "reason": "Unknown",
+                                         "startedAt": (running or {}).get("startedAt"), "finishedAt": finished_at}},
+        })
+    names = " ".join(str(s.get("name")) for s in statuses)
+    conditions = []
+    for condition in pod_status.get("conditions") or []:
+        if condition.get("type") in ("Ready", "ContainersReady") and condition.get("status") != "False":
+            condition = {**condition, "status": "False", "reason": "ContainersNotReady",
+                         "message": f"containers with unready status: [{names}]", "lastTransitionTime": finished_at}
+        conditions.append(condition)
+    return {"containerStatuses": restarted, "conditions": conditions}

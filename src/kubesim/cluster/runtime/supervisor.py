@@ -1,14 +1,14 @@
 """Running the containers of one Pod: start through the registry's handler, readiness, restarts with back-off.
 
-Each container gets a ``ContainerRunner`` task that starts it, watches its readiness (its ``readinessProbe``, or
-without one: until every declared TCP port accepts a connection), waits for it to exit and restarts it per the
-Pod's ``restartPolicy`` with the kubelet's crash-loop back-off (the first restart at once, then
-``initial * 2**n`` up to ``max``; reset after a run longer than twice ``max``). Every change of a container's
-state calls ``on_change`` so the kubelet can publish the Pod status; the state itself is plain data
-(``ContainerState``) that ``status.py`` turns into the Pod status.
+Each container gets a ``ContainerRunner`` task that starts it, watches its readiness (its ``readinessProbe``; without
+one it is ready once started, as the kubelet has it), waits for it to exit and restarts it per the Pod's
+``restartPolicy`` with the kubelet's crash-loop back-off (the first restart at once, then ``initial * 2**n`` up to
+``max``; reset after a run longer than twice ``max``). Every change of a container's state calls ``on_change`` so the
+kubelet can publish the Pod status; the state itself is plain data (``ContainerState``) that ``status.py`` turns into
+the Pod status.
 
-A container whose image has no handler is *simulated*: running and ready at once, with no process (today's
-behaviour), and marked so in the Pod status.
+A container whose image has no handler never runs: it waits in ``ImagePullBackOff`` with a message naming the
+images that do run here (a ``Failed`` Event says the same), so its Pod stays Pending and not Ready.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..objects import now
-from .probes import ProbeResult, run_probe, tcp_accepts, timing
+from .probes import ProbeResult, run_probe, timing
 from .registry import Container, ContainerSpec, RuntimeHandler
 
 log = logging.getLogger(__name__)
@@ -82,20 +82,25 @@ class ContainerRunner:
         *,
         restart_policy: str,
         backoff: tuple[float, float],
-        readiness_poll: float,
         on_change: Callable[[], None],
         on_event: EventSink,
         images: Sequence[str] = (),
+        previous: dict[str, Any] | None = None,
     ) -> None:
         self.spec = spec
         self.images = images
         self.handler = handler
         self.restart_policy = restart_policy
         self.backoff = backoff
-        self.readiness_poll = readiness_poll
         self.on_change = on_change
         self.on_event = on_event
         self.state = ContainerState(spec.name, spec.image, simulated=handler is None)
+        if previous is not None:
+            # The container has a history in the API (it ran before its node went down): counting goes on from it.
+            self.state.restart_count = int(previous.get("restartCount") or 0)
+            last = (previous.get("lastState") or {}).get("terminated")
+            if isinstance(last, dict):
+                self.state.last_terminated = dict(last)
         self.first_attempt = asyncio.Event()
         self._task: asyncio.Future[None] | None = None
         self._container: Container | None = None
@@ -190,13 +195,7 @@ class ContainerRunner:
         if isinstance(probe, dict) and probe:
             await self._probe_loop(probe)
             return
-        ports = self.spec.declared_ports("TCP")
-        while ports:
-            results = [await tcp_accepts(self.spec.pod_ip, port, 1.0) for port in ports]
-            if all(r.ok for r in results):
-                break
-            await asyncio.sleep(self.readiness_poll)
-        self._set_ready(True)
+        self._set_ready(True)  # no probe: ready once started
 
     async def _probe_loop(self, probe: dict[str, Any]) -> None:
         times = timing(probe)
@@ -240,8 +239,12 @@ def _seconds(delay: float) -> str:
 class PodRuntime:
     """The runners of one Pod's containers (init containers are not run)."""
 
-    def __init__(self, specs: list[tuple[ContainerSpec, RuntimeHandler | None]], **runner_options: Any) -> None:
-        self.runners = [ContainerRunner(spec, handler, **runner_options) for spec, handler in specs]
+    def __init__(self, specs: list[tuple[ContainerSpec, RuntimeHandler | None]], *,
+                 previous: dict[str, dict[str, Any]] | None = None, **runner_options: Any) -> None:
+        """``previous``: container name -> its status in the API when the kubelet took the Pod up (a node that came
+        back: restarts and the last state go on from there)."""
+        self.runners = [ContainerRunner(spec, handler, previous=(previous or {}).get(spec.name), **runner_options)
+                        for spec, handler in specs]
 
     async def start(self) -> None:
         """Start every container; returns once each has made its first start attempt."""
