@@ -28,6 +28,22 @@ pub struct Document {
     pub links: Vec<Link>,
     #[serde(default)]
     pub remote_routes: Vec<serde_json::Value>,
+    /// Certificates that may link to the router access and the identity each speaks as (the site's records):
+    /// `router::identities`.
+    #[serde(default)]
+    pub peers: Vec<Peer>,
+}
+
+/// Peers a document may list.
+pub const MAX_PEERS: usize = 10_000;
+
+/// A certificate (`sha256:<hex>` of its DER) and the identity it speaks as; none: a credential not bound yet.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Peer {
+    pub certificate: String,
+    #[serde(default)]
+    pub identity: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq, Hash, Default, serde::Serialize)]
@@ -292,6 +308,22 @@ impl Document {
         let mut p = Vec::new();
         if self.version > CONFIG_VERSION {
             p.push(format!("version: {} is newer than this router supports ({CONFIG_VERSION})", self.version));
+        }
+        if self.peers.len() > MAX_PEERS {
+            p.push(format!("peers: {} entries (limit {MAX_PEERS})", self.peers.len()));
+        }
+        let mut certificates = HashSet::new();
+        for (i, peer) in self.peers.iter().enumerate() {
+            let hex = peer.certificate.strip_prefix("sha256:").unwrap_or("");
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                p.push(format!("peers[{i}].certificate: not sha256:<64 lowercase hex digits>"));
+            }
+            if peer.identity.as_ref().is_some_and(|id| id.is_empty() || id.len() > 253 || id.contains('/')) {
+                p.push(format!("peers[{i}].identity: must be 1-253 characters without '/'"));
+            }
+            if !certificates.insert(&peer.certificate) {
+                p.push(format!("peers[{i}].certificate: listed twice"));
+            }
         }
         if self.site.id.is_empty() || self.router_id().is_empty() || self.router_id().len() > 253 {
             p.push("router.id: must be 1-253 characters".into());

@@ -57,6 +57,10 @@ pub struct AcceptorHello {
     pub version: u32,
     pub router: String,
     pub site: Site,
+    /// Why the acceptor refuses this link (it closes the connection after this HELLO); absent when it accepts.
+    /// A dialer of an earlier version ignores it and sees the connection close.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// The highest protocol version both sides speak.
@@ -109,8 +113,10 @@ pub struct LinkGroup {
     /// The neighbour's router id (checked against its certificate).
     pub peer: String,
     pub peer_site: Site,
-    /// The link's name: ours when we dialed it, the dialer's when we accepted it.
+    /// The link's name: ours when we dialed it; when we accepted it, the identity the dialer speaks as.
     pub name: String,
+    /// When we accepted it: the fingerprint of the certificate it was accepted with ("" when we dialed it).
+    pub certificate: String,
     pub cost: u32,
     pub dialed: bool,
     pub conns: RwLock<Vec<Conn>>,
@@ -133,10 +139,24 @@ static SERIAL: AtomicU64 = AtomicU64::new(1);
 
 impl LinkGroup {
     pub fn new(peer: String, peer_site: Site, name: String, cost: u32, dialed: bool, control: Conn) -> Arc<LinkGroup> {
+        LinkGroup::accepted_with(peer, peer_site, name, String::new(), cost, dialed, control)
+    }
+
+    /// A group with the fingerprint of the certificate it was accepted with.
+    pub fn accepted_with(
+        peer: String,
+        peer_site: Site,
+        name: String,
+        certificate: String,
+        cost: u32,
+        dialed: bool,
+        control: Conn,
+    ) -> Arc<LinkGroup> {
         Arc::new(LinkGroup {
             peer,
             peer_site,
             name,
+            certificate,
             cost,
             dialed,
             conns: RwLock::new(vec![control]),
@@ -290,6 +310,7 @@ mod tests {
             version: 1,
             router: "r".into(),
             site: Site { id: "s".into(), name: "n".into(), namespace: None },
+            refused: None,
         };
         send_hello(&mut a, &hello).await.unwrap();
         let got: AcceptorHello = read_hello(&mut b).await.unwrap();

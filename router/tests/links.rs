@@ -136,9 +136,11 @@ async fn a_router_can_only_speak_as_its_certificate() {
     doc["router"]["id"] = json!("middle");
     let impostor = start(&doc);
     let r = router(&impostor);
+    // the dialer is told why (the acceptor's HELLO carries the refusal)
     wait_for("the link to be refused", LIMIT, || {
         let n = r.network_status();
-        n["links"][0]["reason"].as_str().map(|x| x.contains("closed by the remote router")).unwrap_or(false)
+        n["links"][0]["reason"].as_str()
+            == Some("refused by the remote router: a router with the certificate of east claimed to be middle")
     })
     .await;
     // West never counted it as a neighbour
@@ -148,6 +150,81 @@ async fn a_router_can_only_speak_as_its_certificate() {
     assert!(metrics.contains("service_network_access_rejected_total{reason=\"identity\"}"), "{metrics}");
     stop(&impostor);
     stop(&s.west);
+}
+
+/// A second site holding its own valid certificate for East's identity (issued by West's CA, as a grant server
+/// that did not keep records would have) and its own backend.
+async fn impostor(s: &TwoSites) -> (snrouter::api::Slot, Value) {
+    let stolen = leaf(&s.west_ca, "east", &[]);
+    let impostor_target = echo("impostor-backend").await;
+    let mut doc = s.east_doc.clone();
+    doc["tlsProfiles"] = json!([s.files.profile("link-west-2", &s.west_ca.pem, Some(&stolen))]);
+    doc["links"] = json!([{"name": "link-west", "host": "127.0.0.1", "port": s.west_doc["routerAccess"][0]["port"],
+                           "tlsProfile": "link-west-2", "cost": 1}]);
+    doc["listeners"] = json!([]);
+    doc["connectors"] = json!([{"name": "backend", "routingKey": "backend", "port": impostor_target.port(),
+                                "targets": [{"host": "127.0.0.1", "name": "impostor-backend-0"}]}]);
+    let slot = start(&doc);
+    (slot, doc)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_certificate_for_a_linked_identity_is_refused_and_diverts_nothing() {
+    let s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let (imp, _) = impostor(&s).await;
+    let r = router(&imp);
+    wait_for("the impostor's link to be refused", LIMIT, || {
+        r.network_status()["links"][0]["reason"].as_str()
+            == Some("refused by the remote router: east is linked already through another certificate")
+    })
+    .await;
+    // while it keeps trying, every new connection at West is still answered by East's backend
+    for _ in 0..50 {
+        assert_eq!(answered_by(s.backend_port).await.as_deref(), Some("east-backend"));
+    }
+    let net = network(&s.west);
+    let incoming = net["incoming"].as_array().unwrap();
+    assert_eq!(incoming.len(), 1, "{net}");
+    assert_eq!(incoming[0]["identity"], "east");
+    assert!(incoming[0]["certificate"].as_str().unwrap().starts_with("sha256:"), "{net}");
+    assert_eq!(net["refused"][0]["identity"], "east", "{net}");
+    assert_eq!(net["refused"][0]["reason"], "east is linked already through another certificate");
+    assert_ne!(net["refused"][0]["certificate"], incoming[0]["certificate"]);
+    let metrics = router(&s.west).metrics.encode();
+    assert!(metrics.contains("service_network_access_rejected_total{reason=\"identity_in_use\"}"), "{metrics}");
+    stop(&imp);
+    stop(&s.east);
+    stop(&s.west);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recorded_identity_speaks_only_with_its_certificate_even_when_its_site_is_away() {
+    let mut s = two_sites("east").await;
+    wait_answer(s.backend_port, "east-backend").await;
+    let east_fp = network(&s.west)["incoming"][0]["certificate"].as_str().unwrap().to_string();
+    // the site recorded East's certificate (what the site controller puts in the document), then West restarts
+    // and East is away: the impostor links first, and is refused
+    s.west_doc["peers"] = json!([{"certificate": east_fp, "identity": "east"}]);
+    stop(&s.west);
+    stop(&s.east);
+    let west = start(&s.west_doc);
+    let (imp, _) = impostor(&s).await;
+    let r = router(&imp);
+    wait_for("the impostor's link to be refused", LIMIT, || {
+        r.network_status()["links"][0]["reason"].as_str()
+            == Some("refused by the remote router: east presented a certificate other than the one recorded for it")
+    })
+    .await;
+    assert_eq!(answered_by(s.backend_port).await, None, "nobody may answer for East's backend");
+    let metrics = router(&west).metrics.encode();
+    assert!(metrics.contains("service_network_access_rejected_total{reason=\"identity_certificate\"}"), "{metrics}");
+    // East comes back with its own certificate: linked and serving
+    let east = start(&s.east_doc);
+    wait_answer(s.backend_port, "east-backend").await;
+    stop(&imp);
+    stop(&east);
+    stop(&west);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

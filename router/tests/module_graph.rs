@@ -36,6 +36,7 @@ const LAYERS: &[&str] = &[
     "pump",
     "router::net",
     "router::profiles",
+    "router::identities",
     "router::reports",
     "router::targets",
     "router::control",

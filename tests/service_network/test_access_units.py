@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Any
 
 import pytest
@@ -335,3 +336,60 @@ def test_the_sites_router_access_is_stale_once_link_access_is_none() -> None:
     users = _router_access("mine")                          # one a user wrote stays in use
     plan = compose_access(AccessInputs(_site("none"), [users], {}, {}, []))
     assert plan.stale_router_access is None and [meta(s.obj).name for s in plan.states] == ["mine"]
+
+
+# ---- link identities (docs/service-network-router.md, "Trust") -----------------------------------------------------
+
+def test_an_identity_is_issued_once_and_never_one_the_network_knows() -> None:
+    from service_network.site.identities import MAX_IDENTITIES, IdentityRecord, identity_problem, known_ids
+
+    known = known_ids(["west-uid", "east-uid"], ["west-uid", "east-uid/skupper-router-2", "middle-uid"])
+    assert known == {"west-uid", "east-uid", "middle-uid"}
+    record = IdentityRecord("east-uid", "sha256:" + "a" * 64, "AccessGrant g", "2026-11-27T10:00:00Z")
+
+    def problem(subject: str, *, record: IdentityRecord | None = None, records: int = 0) -> str | None:
+        return identity_problem(subject, own_site_id="west-uid", known=known, record=record, records=records)
+
+    assert problem("west-uid") == "a site cannot link to itself"
+    assert problem("east-uid", record=record) == (
+        "a link certificate for east-uid was already issued (AccessGrant g, 2026-11-27T10:00:00Z); an identity is "
+        "issued once: the site that holds it keeps using it")
+    # known in the network (a site, or the identity of one of its routers): refused even without a record
+    assert problem("middle-uid") == ("middle-uid is already a site or router of this network; an identity cannot "
+                                     "be issued twice")
+    assert problem("east-uid") is not None
+    assert problem("x" * 254) == "an identity is at most 253 characters (this one has 254)"
+    assert problem("newcomer", records=MAX_IDENTITIES) == (
+        f"this site already keeps {MAX_IDENTITIES} link identities (the limit)")
+    assert problem("newcomer", records=MAX_IDENTITIES - 1) is None
+
+
+def test_identity_records_are_configmaps_named_by_a_hash_and_unreadable_ones_keep_their_identity() -> None:
+    from service_network.site.identities import (
+        IdentityRecord,
+        first_link_records,
+        identity_config_map,
+        identity_object_name,
+        parse_identity,
+        peers,
+    )
+
+    site = {"apiVersion": "skupper.io/v2alpha1", "kind": "Site",
+            "metadata": {"name": "west", "namespace": "west", "uid": "west-uid"}}
+    record = IdentityRecord("east_uid.1", "sha256:" + "b" * 64, "AccessGrant g", "2026-11-27T10:00:00Z")
+    config_map = identity_config_map(site, record)
+    assert config_map["metadata"]["name"] == identity_object_name("east_uid.1")
+    assert re.fullmatch(r"skupper-link-identity-[0-9a-f]{32}", config_map["metadata"]["name"])
+    assert config_map["metadata"]["labels"] == {"internal.skupper.io/router-config": "link-identity"}
+    assert parse_identity(config_map) == record
+    damaged = {**config_map, "data": {**config_map["data"], "certificate": "garbage"}}
+    assert parse_identity(damaged) == IdentityRecord("east_uid.1", "", "AccessGrant g", "2026-11-27T10:00:00Z")
+    renamed = {**config_map, "metadata": {**config_map["metadata"], "name": "skupper-link-identity-0"}}
+    assert parse_identity(renamed) is None           # a ConfigMap claiming an identity it is not named after
+    assert peers([record, parse_identity(damaged) or record]) == [
+        {"certificate": "sha256:" + "b" * 64, "identity": "east_uid.1"}]
+    # first links: identities without a record are bound to the certificate their link came with, once
+    fresh = first_link_records([("east_uid.1", "sha256:" + "c" * 64), ("far", "sha256:" + "d" * 64),
+                                ("far", "sha256:" + "e" * 64), ("odd", "not-a-fingerprint")],
+                               {"east_uid.1": record}, "now")
+    assert fresh == [IdentityRecord("far", "sha256:" + "d" * 64, "first link", "now")]

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Document, Limits, Site};
 use crate::link::{self, link_io, AcceptorHello, DialerHello};
 use crate::metrics::{Metrics, ReasonLabels};
+use crate::router::identities;
 use crate::router::links::{Accepted, Links};
 use crate::router::net::{self, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
@@ -150,21 +151,22 @@ impl Access {
         self.metrics.access_rejected.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    /// TLS, then the dialer's HELLO (a version both speak, an identity its certificate allows, fields within
-    /// bounds), then this router's answer. `Err`: the rejection's reason label and what happened.
+    /// TLS, then the dialer's HELLO (a version both speak, fields within bounds, an identity its certificate may
+    /// speak as: [`Links::admit`]), then this router's answer, which carries the refusal when the identity is
+    /// refused. `Err`: the rejection's reason label and what happened.
     async fn handshake(
         &self,
         stream: TcpStream,
         acceptor: tokio_rustls::TlsAcceptor,
     ) -> Result<Accepted, (&'static str, String)> {
         let mut tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
-        let cn = tls
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first())
-            .and_then(tls::common_name)
-            .ok_or(("identity", "the client certificate has no common name".to_string()))?;
+        let (cn, certificate) = {
+            let leaf = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+            let cn = leaf
+                .and_then(tls::common_name)
+                .ok_or(("identity", "the client certificate has no common name".to_string()))?;
+            (cn, leaf.map(|c| identities::fingerprint(c.as_ref())).unwrap_or_default())
+        };
         let hello: DialerHello = link::read_hello(&mut tls).await.map_err(|e| ("hello", e))?;
         let Some(version) = link::negotiate(&hello.versions) else {
             return Err((
@@ -172,16 +174,6 @@ impl Access {
                 format!("no common protocol version in {:?}", &hello.versions[..hello.versions.len().min(8)]),
             ));
         };
-        if !tls::identity_allows(&cn, &hello.router) || hello.router == self.id {
-            return Err((
-                "identity",
-                format!(
-                    "a router with the certificate of {} claimed to be {}",
-                    truncate(&cn, 100),
-                    truncate(&hello.router, 100)
-                ),
-            ));
-        }
         if hello.router.len() > 253
             || hello.link.len() > config::MAX_NAME
             || hello.site.id.len() > 253
@@ -189,9 +181,20 @@ impl Access {
         {
             return Err(("hello", "HELLO fields too long".into()));
         }
-        link::send_hello(&mut tls, &AcceptorHello { version, router: self.id.clone(), site: self.site.clone() })
-            .await
-            .map_err(|e| ("hello", e.to_string()))?;
-        Ok((tls, hello, cn))
+        let admitted = if hello.router == self.id {
+            Err(("identity", format!("a router claimed to be this router ({})", truncate(&hello.router, 100))))
+        } else {
+            self.links.admit(&cn, &certificate, &hello.router)
+        };
+        let answer = AcceptorHello {
+            version,
+            router: self.id.clone(),
+            site: self.site.clone(),
+            refused: admitted.as_ref().err().map(|(_, words)| words.clone()),
+        };
+        let sent = link::send_hello(&mut tls, &answer).await.map_err(|e| ("hello", e.to_string()));
+        let claim = admitted?;
+        sent?;
+        Ok((tls, hello, claim))
     }
 }

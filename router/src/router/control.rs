@@ -117,6 +117,11 @@ impl Control {
         self.db.lock().unwrap().clone()
     }
 
+    /// Whether a router the link-state database knows matches `pred` (its id).
+    pub fn knows_router(&self, pred: impl Fn(&str) -> bool) -> bool {
+        self.db.lock().unwrap().adverts.keys().any(|r| pred(r))
+    }
+
     /// Every known router's advertisement, by router.
     pub fn adverts(&self) -> Vec<Advert> {
         let db = self.db.lock().unwrap();

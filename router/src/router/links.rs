@@ -21,6 +21,7 @@ use crate::link::{self, link_io, AcceptorHello, DialerHello, LinkGroup, LinkIo};
 use crate::mux::{Conn, Role};
 use crate::router::control::Control;
 use crate::router::forward::Forward;
+use crate::router::identities::{identity_of, Claim, Identities};
 use crate::router::net::{describe_io, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
 use crate::text::truncate;
@@ -38,9 +39,9 @@ pub struct LinkState {
     pub since: f64,
 }
 
-/// A connection the router access accepted, after TLS and HELLO: the stream, the dialer's HELLO and the common
-/// name of its certificate.
-pub type Accepted = (tokio_rustls::server::TlsStream<LinkIo>, DialerHello, String);
+/// A connection the router access accepted, after TLS and HELLO: the stream, the dialer's HELLO and the identity
+/// it speaks as, held for the link's life.
+pub type Accepted = (tokio_rustls::server::TlsStream<LinkIo>, DialerHello, Claim);
 
 struct LinkRun {
     fingerprint: String,
@@ -53,6 +54,7 @@ pub struct Links {
     limits: Limits,
     control: Arc<Control>,
     forward: Arc<Forward>,
+    identities: Arc<Identities>,
     shutdown: CancellationToken,
     /// The dialed links running, by name.
     runs: Mutex<HashMap<String, LinkRun>>,
@@ -69,6 +71,7 @@ impl Links {
         limits: Limits,
         control: Arc<Control>,
         forward: Arc<Forward>,
+        identities: Arc<Identities>,
         shutdown: CancellationToken,
     ) -> Links {
         Links {
@@ -77,6 +80,7 @@ impl Links {
             limits,
             control,
             forward,
+            identities,
             shutdown,
             runs: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
@@ -237,6 +241,9 @@ impl Links {
                     format!("{e} (it refused this router's HELLO)")
                 }
             })?;
+            if let Some(reason) = &hello.refused {
+                return Err(format!("refused by the remote router: {}", truncate(reason, 300)));
+            }
             if !tls::identity_allows(&cn, &hello.router) {
                 return Err(format!(
                     "the remote router calls itself {} but its certificate names {}",
@@ -280,16 +287,43 @@ impl Links {
 
     // ------------------------------------------------------------------ accepted
 
+    /// The identity a dialer with certificate `certificate` (common name `cn`) speaks as when it calls itself
+    /// `router`, held for its link ([`Identities::admit`]; "known" identities are those of the routers in the
+    /// link-state database), or why it is refused.
+    pub fn admit(&self, cn: &str, certificate: &str, router: &str) -> Result<Claim, (&'static str, String)> {
+        let known = |identity: &str| self.control.knows_router(|r| identity_of(r) == identity);
+        self.identities.admit(cn, certificate, router, &known)
+    }
+
+    /// Takes the document's `peers`.
+    pub fn apply_peers(&self, doc: &Document) {
+        self.identities.apply(doc);
+    }
+
+    /// The latest links refused for their identity (for the network status).
+    pub fn refusals(&self) -> Vec<serde_json::Value> {
+        self.identities.refusals()
+    }
+
     /// A connection the router access accepted: connection 0 of a group starts the group (replacing an older link
-    /// of the same router under the same name) and runs its control channel; the others join their group.
-    pub fn accepted(&self, (tls, hello, cn): Accepted) {
+    /// of the same router under the same name) and runs its control channel, holding the identity's claim while
+    /// it runs; the others join their group when they came with its certificate.
+    pub fn accepted(&self, (tls, hello, claim): Accepted) {
         let peer = hello.router.clone();
         let key = (peer.clone(), hello.group.clone());
         if hello.index == 0 {
             let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
             let on_open = self.forward.on_open_for(peer.clone());
             let conn = Conn::start(tls, Role::Acceptor, on_open, ctl_tx);
-            let group = LinkGroup::new(peer.clone(), hello.site.clone(), cn, hello.cost.max(1), false, conn);
+            let group = LinkGroup::accepted_with(
+                peer.clone(),
+                hello.site.clone(),
+                claim.identity.clone(),
+                claim.certificate.clone(),
+                hello.cost.max(1),
+                false,
+                conn,
+            );
             {
                 let mut pending = self.pending.lock().unwrap();
                 pending.retain(|_, w| w.strong_count() > 0);
@@ -304,11 +338,14 @@ impl Links {
                 g.close();
             }
             let control = self.control.clone();
-            tokio::spawn(async move { control.run_group(group, ctl_rx).await });
+            tokio::spawn(async move {
+                control.run_group(group, ctl_rx).await;
+                drop(claim);
+            });
         } else {
             let group = self.pending.lock().unwrap().get(&key).and_then(|w| w.upgrade());
             match group {
-                Some(g) if g.is_up() && g.connections() < 16 => {
+                Some(g) if g.is_up() && g.connections() < 16 && g.certificate == claim.certificate => {
                     let (ctl_tx, _ctl_rx) = mpsc::unbounded_channel();
                     let conn = Conn::start(tls, Role::Acceptor, self.forward.on_open_for(peer), ctl_tx);
                     g.add(conn);

@@ -17,6 +17,7 @@
 mod access;
 mod control;
 mod forward;
+mod identities;
 mod links;
 mod listeners;
 mod net;
@@ -40,6 +41,7 @@ use crate::report::{Report, REPORT_INTERVAL};
 use access::Access;
 use control::{Control, HELLO_INTERVAL};
 use forward::Forward;
+use identities::Identities;
 use links::Links;
 use listeners::Listeners;
 use observation::Observation;
@@ -95,8 +97,16 @@ impl Router {
         let control =
             Arc::new(Control::new(&id, &site, limits.clone(), metrics.clone(), traffic.clone(), shutdown.clone()));
         let forward = Arc::new(Forward::new(targets.clone(), control.clone(), shutdown.clone()));
-        let links =
-            Arc::new(Links::new(&id, &site, limits.clone(), control.clone(), forward.clone(), shutdown.clone()));
+        let identities = Arc::new(Identities::new());
+        let links = Arc::new(Links::new(
+            &id,
+            &site,
+            limits.clone(),
+            control.clone(),
+            forward.clone(),
+            identities.clone(),
+            shutdown.clone(),
+        ));
         let access =
             Arc::new(Access::new(&id, &site, limits.clone(), metrics.clone(), links.clone(), shutdown.clone()));
         let listeners = Arc::new(Listeners::new(
@@ -186,6 +196,7 @@ impl Router {
         let mut inner = self.inner.write().unwrap();
         self.targets.apply(&doc, &profiles, &mut problems);
         self.listeners.apply(&doc, &profiles, &mut problems);
+        self.links.apply_peers(&doc);
         self.access.apply(&doc, &profiles, &mut problems);
         self.links.apply(&doc, &profiles, &mut problems);
         inner.generation += 1;

@@ -176,7 +176,8 @@ impl Status {
             .filter(|g| !g.dialed && g.is_up())
             .map(|g| {
                 json!({"router": g.peer, "site": g.peer_site, "name": g.name, "cost": g.cost,
-                            "warnings": g.warnings.lock().unwrap().clone()})
+                       "identity": g.name, "certificate": g.certificate,
+                       "warnings": g.warnings.lock().unwrap().clone()})
             })
             .collect();
         let local = self.targets.keys();
@@ -216,6 +217,7 @@ impl Status {
             "incoming": incoming,
             "routes": route_list,
             "listening": listening,
+            "refused": self.links.refusals(),
         })
     }
 }

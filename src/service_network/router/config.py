@@ -34,6 +34,7 @@ __all__ = [
     "Link",
     "Listener",
     "MetricsEndpoint",
+    "Peer",
     "RemoteRoute",
     "RouterAccess",
     "RouterConfig",
@@ -239,6 +240,20 @@ class Link(_Model):
         return max(1, self.cost)
 
 
+#: peers a document may list (identities issued or bound by the site, and credentials not bound yet)
+MAX_PEERS = 10_000
+
+
+class Peer(_Model):
+    """A certificate that may link to this router's access, and the identity it speaks as (docs: "Trust"):
+    ``identity`` set: only as that identity (router ids ``identity`` or ``identity/<name>``), whatever its common
+    name; ``identity`` None: a credential not bound yet, which binds to the first router that links with it and is
+    not already known. A certificate not listed speaks as its common name."""
+
+    certificate: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")     # SHA-256 of the DER certificate
+    identity: str | None = Field(default=None, min_length=1, max_length=253)
+
+
 class RemoteRoute(_Model):
     """``routingKey`` is reachable through ``link`` at path cost ``cost`` (the summed link costs to the nearest
     router that has a connector for it). The adaptor's link-state routing adds these; a document may pin some."""
@@ -258,9 +273,13 @@ class RouterConfig(_Model):
     router_access: tuple[RouterAccess, ...] = ()
     links: tuple[Link, ...] = ()
     remote_routes: tuple[RemoteRoute, ...] = ()
+    peers: tuple[Peer, ...] = Field(default=(), max_length=MAX_PEERS)
 
     def to_json(self) -> str:
-        return self.model_dump_json(by_alias=True, exclude_defaults=False, indent=2)
+        # ``peers`` only when there are some: a document without them reads the same to a router of an earlier
+        # version (which refuses unknown fields)
+        return self.model_dump_json(by_alias=True, exclude_defaults=False, indent=2,
+                                    exclude=None if self.peers else {"peers"})
 
     @property
     def router_id(self) -> str:

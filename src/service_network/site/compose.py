@@ -45,6 +45,7 @@ from .bindings import (
     tls_problem,
 )
 from .ha import group_labels, ha_router_objects
+from .identities import IdentityRecord, peers
 from .links import LinkState, compose_links, link_warnings, observe_links
 from .multikey import MultiKey, check_multi_key_listener, router_strategy
 from .netstatus import network_status_config_map
@@ -95,6 +96,8 @@ class SiteInputs:
     #: baseline); Service name -> the port names its EndpointSlices route to a ready endpoint (None: not checked)
     listening: frozenset[str] | None = None
     ready_ports: Mapping[str, frozenset[str]] | None = None
+    #: the link identities the site issued or bound (docs: "Trust"), by identity
+    identities: Mapping[str, IdentityRecord] = field(default_factory=dict)
 
 
 @dataclass
@@ -396,6 +399,7 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         "connectors": sorted(connector_docs, key=lambda d: d["name"]),
         "links": sorted(link_docs, key=lambda d: d["name"]),
         "routerAccess": access.document_access,
+        "peers": peers(inputs.identities.values()),
     }))   # the router's own checks: a failure here is a bug of this module (raised, never sent)
     document_text = document.to_json()
     document_dict = json.loads(document_text)

@@ -107,7 +107,7 @@ from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
 from .ha import unused_access_service, unused_router_objects
-from .identities import IdentityRecord, known_ids, parse_identity
+from .identities import IdentityRecord, first_link_records, identity_config_map, known_ids, parse_identity
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .multikey import reachable_status
@@ -354,6 +354,41 @@ class SiteController:
                 found[record.identity] = record
         return found
 
+    async def _bind_first_links(self, site: Mapping[str, Any]) -> bool:
+        """Records for links the site's routers accepted from certificates it has no record of (issued elsewhere),
+        so the binding survives the routers; whether a failed write should be retried."""
+        namespace = meta(site).namespace
+        incoming = [pair for status in self.router_statuses(namespace) for pair in status.incoming]
+        retry = False
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for record in first_link_records(incoming, self.identity_records(namespace), stamp):
+            try:
+                await self.api.create(CONFIG_MAP, identity_config_map(site, record), namespace)
+            except AlreadyExists:
+                continue       # recorded meanwhile (a redemption, or another pass): that record holds
+            except KubeError as failure:
+                retry |= self._failed("ConfigMap", f"could not record the link identity {record.identity}",
+                                      failure)[1]
+                continue
+            log.info("link identity %s bound to certificate %s at its first link (namespace %s)",
+                     record.identity[:64], record.certificate[:23], namespace)
+        return retry
+
+    async def _warn_refused_links(self, site: Mapping[str, Any]) -> None:
+        """A Warning Event on the Site for each link its routers refused for its identity (once per refusal)."""
+        namespace = meta(site).namespace
+        for status in self.router_statuses(namespace):
+            for refusal in status.refused:
+                key = (namespace, f"{status.router}|{refusal.identity}|{refusal.certificate}|{refusal.at}")
+                if key in self._noted:
+                    continue
+                if len(self._noted) > 4096:
+                    self._noted.clear()
+                self._noted.add(key)
+                await self.recorder.publish(site, type="Warning", reason="LinkRefused", action="Link",
+                                            note=f"router {status.router[:100]} refused a link as "
+                                                 f"{refusal.identity[:100]}: {refusal.reason}")
+
     def _listening(self, namespace: str) -> frozenset[str] | None:
         """The listeners any router of ``namespace`` reports bound (None when no router reports them)."""
         reported = [s.listening for s in self.router_statuses(namespace) if s.listening is not None]
@@ -449,6 +484,7 @@ class SiteController:
             attached_connectors=self.attached_connectors.by_index("siteNamespace", namespace),
             multi_key_listeners=self.multi_key_listeners.by_index("namespace", namespace),
             listening=self._listening(namespace),
+            identities=self.identity_records(namespace),
             ready_ports=self._ready_ports(namespace),
             router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
@@ -481,6 +517,9 @@ class SiteController:
             self._site_access[namespace] = SiteAccess(plan.active,
                                                       tuple(plan.access.endpoints) if plan.access else ())
             retry |= await self._execute(plan)
+            if plan.active is not None:
+                retry |= await self._bind_first_links(plan.active)
+                await self._warn_refused_links(plan.active)
             self.view.publish(namespace, plan.record)
             if grants_or_tokens:
                 next_expiry, grant_retry = await self._execute_grants(namespace)

@@ -33,8 +33,9 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from ..constants import LABEL_ROUTER_CONFIG
 from .resources import owner_references
 
-__all__ = ["IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint", "identity_config_map",
-           "identity_object_name", "identity_problem", "is_identity_record", "known_ids", "parse_identity"]
+__all__ = ["IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint", "first_link_records",
+           "identity_config_map", "identity_object_name", "identity_problem", "is_identity_record", "known_ids",
+           "parse_identity", "peers"]
 
 #: the ``internal.skupper.io/router-config`` label value that marks an identity record
 IDENTITY_LABEL_VALUE = "link-identity"
@@ -117,3 +118,24 @@ def identity_config_map(site: Mapping[str, Any], record: IdentityRecord) -> Json
                          "ownerReferences": owner_references(site)},
             "data": {"identity": record.identity, "certificate": record.certificate, "source": record.source,
                      "since": record.since}}
+
+
+def peers(records: Iterable[IdentityRecord]) -> list[JsonDict]:
+    """The router document's ``peers``: each recorded certificate and the identity it speaks as (a record whose
+    certificate does not read lists nothing: its identity stays taken, and no certificate speaks as it)."""
+    return sorted(({"certificate": r.certificate, "identity": r.identity} for r in records if r.certificate),
+                  key=lambda p: (p["identity"], p["certificate"]))
+
+
+def first_link_records(incoming: Iterable[tuple[str, str]], records: Mapping[str, IdentityRecord],
+                       since: str) -> list[IdentityRecord]:
+    """Records to write for links the routers accepted from certificates this site has no record of (issued
+    elsewhere: by upstream's controller, or before records were kept): (identity, certificate) pairs as the
+    routers report them. An identity recorded already is never rebound (the router refused any other
+    certificate for it)."""
+    found: dict[str, IdentityRecord] = {}
+    for identity, certificate in incoming:
+        if identity in records or identity in found or not certificate.startswith("sha256:"):
+            continue
+        found[identity] = IdentityRecord(identity, certificate, "first link", since)
+    return [found[k] for k in sorted(found)]

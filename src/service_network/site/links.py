@@ -148,10 +148,15 @@ def observe_links(states: Sequence[LinkState], reports: Sequence[LinkReport]) ->
             _operational(state, reports)
 
 
+#: how a router's link reason starts when the remote router refused the link for its identity
+REFUSED_BY_REMOTE = "refused by the remote router: "
+
+
 def link_warnings(states: Sequence[LinkState], reports: Sequence[LinkReport]
                   ) -> list[tuple[Mapping[str, Any], str, str]]:
     """Warning Events for what a router refused or overrode of what came over a Link (an advertisement over the
-    limits or too far ahead, one about this router): (Link, reason, message)."""
+    limits or too far ahead, one about this router), and for a Link the remote router refused for its identity
+    (docs: "Trust"): (Link, reason, message)."""
     out: list[tuple[Mapping[str, Any], str, str]] = []
     for state in states:
         names = {e["name"] for e in state.entries}
@@ -161,6 +166,8 @@ def link_warnings(states: Sequence[LinkState], reports: Sequence[LinkReport]
             for warning in report.warnings:
                 reason = "AdvertisementOverridden" if "re-advertised" in warning else "AdvertisementRefused"
                 out.append((state.obj, reason, warning))
+            if not report.up and (report.reason or "").startswith(REFUSED_BY_REMOTE):
+                out.append((state.obj, "LinkRefused", str(report.reason)))
     return out
 
 

@@ -30,7 +30,7 @@ from ..constants import (
 from .network import LinkRecord, LinkReport, LocalNetworkView, NetworkSnapshot, ServiceRecord, SiteRecord
 from .resources import owner_references
 
-__all__ = ["MAX_STATUS_BYTES", "RouterStatus", "RouterStatusView", "StatusReader", "network_snapshot",
+__all__ = ["MAX_STATUS_BYTES", "LinkRefusal", "RouterStatus", "RouterStatusView", "StatusReader", "network_snapshot",
            "network_status_config_map", "parse_router_status", "status_key"]
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,24 @@ class _Link(_In):
     warnings: tuple[str, ...] = Field(default=(), max_length=16)
 
 
+class _Incoming(_In):
+    """A link another router dialed to this one: the identity it speaks as and its certificate's fingerprint."""
+
+    router: str = _ID
+    identity: str | None = Field(default=None, max_length=253)
+    certificate: str | None = Field(default=None, max_length=80)
+
+
+class _Refusal(_In):
+    """A link this router refused for its identity (a second certificate for a linked identity, a certificate
+    that is not the one recorded for it)."""
+
+    identity: str = _ID
+    certificate: str | None = Field(default=None, max_length=80)
+    reason: str = Field(min_length=1, max_length=300)
+    at: str | None = Field(default=None, max_length=64)
+
+
 class _Status(_In):
     version: int = Field(ge=1, le=1)
     router: str = _ID
@@ -94,6 +112,18 @@ class _Status(_In):
     links_carry_both_ways: bool = False
     #: the listeners whose sockets are bound now (the Rust router; None: not reported)
     listening: tuple[str, ...] | None = Field(default=None, max_length=100_000)
+    incoming: tuple[_Incoming, ...] = Field(default=(), max_length=10_000)
+    refused: tuple[_Refusal, ...] = Field(default=(), max_length=64)
+
+
+@dataclass(frozen=True)
+class LinkRefusal:
+    """A link a router refused for its identity."""
+
+    identity: str
+    certificate: str
+    reason: str
+    at: str
 
 
 @dataclass(frozen=True)
@@ -108,6 +138,9 @@ class RouterStatus:
     links: tuple[LinkReport, ...]
     listening: frozenset[str] | None = None     # listeners bound now (None: the router does not say)
     routers: frozenset[str] = frozenset()       # every router id it knows (its own and its link-state database's)
+    #: (identity, certificate fingerprint) of each link other routers dialed to it
+    incoming: tuple[tuple[str, str], ...] = ()
+    refused: tuple[LinkRefusal, ...] = ()
 
 
 def parse_router_status(text: str) -> RouterStatus:
@@ -139,7 +172,10 @@ def parse_router_status(text: str) -> RouterStatus:
                     for link in status.links)
     listening = frozenset(status.listening) if status.listening is not None else None
     routers = frozenset({status.router, *(r for site in status.sites for r in site.routers)})
-    return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers)
+    incoming = tuple((i.identity, i.certificate) for i in status.incoming if i.identity and i.certificate)
+    refused = tuple(LinkRefusal(r.identity, r.certificate or "", r.reason, r.at or "") for r in status.refused)
+    return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers,
+                        incoming, refused)
 
 
 def _reach(start: str, edges: Iterable[tuple[str, str]]) -> frozenset[str]:
