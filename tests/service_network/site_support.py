@@ -38,7 +38,7 @@ RESOURCES = {"Site": "sites.skupper.io", "Listener": "listeners.skupper.io", "Co
              "AccessGrant": "accessgrants.skupper.io", "AccessToken": "accesstokens.skupper.io",
              "AttachedConnector": "attachedconnectors.skupper.io",
              "AttachedConnectorBinding": "attachedconnectorbindings.skupper.io",
-             "MultiKeyListener": "multikeylisteners.skupper.io"}
+             "MultiKeyListener": "multikeylisteners.skupper.io", "Certificate": "certificates.skupper.io"}
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 
 

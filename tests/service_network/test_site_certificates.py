@@ -96,6 +96,20 @@ def test_bad_specs_are_errors(spec: dict[str, Any], message: str) -> None:
     assert (plan.state.reason, plan.state.message, plan.issue) == ("Error", message, None)
 
 
+def test_a_certificate_naming_no_ca_is_signed_by_the_sites_default_issuer() -> None:
+    """What upstream's ``skupper link generate`` writes when the Site publishes no ``defaultIssuer`` (``ca: ""``):
+    signed by the namespace's Site's default issuer; with no Site to say which, an error (never self-signed)."""
+    link = certificate("link-west", client=True)
+    plan = plan_certificate(link, {"skupper-site-ca": secret_view("skupper-site-ca")}, NOW, "skupper-site-ca")
+    assert plan.issue is not None and plan.issue.ca == "skupper-site-ca" and plan.issue.client
+    alone = plan_certificate(link, {}, NOW)
+    assert (alone.state.reason, alone.state.message, alone.issue) == (
+        "Error", "spec.ca is empty and no Site in the namespace has a default issuer: name the CA Secret that "
+                 "signs this certificate", None)
+    # a CA naming none is self-signed, as before
+    assert plan_certificate(certificate("root", signing=True), {}, NOW, "skupper-site-ca").issue.ca is None  # type: ignore[union-attr]
+
+
 def test_renewal_is_two_thirds_into_the_lifetime() -> None:
     assert renewal_time(NOW, NOW + datetime.timedelta(seconds=6)) == NOW + datetime.timedelta(seconds=4)
 

@@ -165,7 +165,10 @@ impl Access {
             let cn = leaf
                 .and_then(tls::common_name)
                 .ok_or(("identity", "the client certificate has no common name".to_string()))?;
-            (cn, leaf.map(|c| identities::fingerprint(c.as_ref())).unwrap_or_default())
+            let certificate = leaf
+                .and_then(|c| identities::fingerprint(c.as_ref()))
+                .ok_or(("identity", "the client certificate does not parse".to_string()))?;
+            (cn, certificate)
         };
         let hello: DialerHello = link::read_hello(&mut tls).await.map_err(|e| ("hello", e))?;
         let Some(version) = link::negotiate(&hello.versions) else {

@@ -235,9 +235,16 @@ impl Default for Identities {
     }
 }
 
-/// `sha256:<hex>` of a DER certificate: how the document's `peers` name certificates.
-pub fn fingerprint(der: &[u8]) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
+/// `sha256:<hex>` of a certificate's public key (its DER SubjectPublicKeyInfo): how the document's `peers` name
+/// certificates. The key, not the whole certificate, so that a certificate renewed with its key keeps its identity.
+/// None when the certificate does not parse.
+pub fn fingerprint(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    Some(spki_fingerprint(cert.tbs_certificate.subject_pki.raw))
+}
+
+fn spki_fingerprint(spki: &[u8]) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, spki);
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
     for b in digest.as_ref() {
@@ -326,6 +333,7 @@ mod tests {
     fn identities_are_the_first_part_of_a_router_id() {
         assert_eq!(identity_of("east/skupper-router-2"), "east");
         assert_eq!(identity_of("east"), "east");
-        assert_eq!(fingerprint(b"x"), "sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881");
+        assert_eq!(spki_fingerprint(b"x"), "sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881");
+        assert_eq!(fingerprint(b"not a certificate"), None);
     }
 }

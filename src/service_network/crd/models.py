@@ -577,7 +577,8 @@ class CertificateSpec(_Model):
     """A certificate and key kept in the Secret of the same name, signed by a CA Secret (or self-signed)."""
 
     ca: str
-    """Secret of the CA that signs the certificate (empty: self-signed)."""
+    """Secret of the CA that signs the certificate (empty: the Site's default issuer; a CA (signing) with none is
+    self-signed)."""
 
     subject: str
     """The subject's common name."""

@@ -250,7 +250,7 @@ class Peer(_Model):
     name; ``identity`` None: a credential not bound yet, which binds to the first router that links with it and is
     not already known. A certificate not listed speaks as its common name."""
 
-    certificate: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")     # SHA-256 of the DER certificate
+    certificate: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")     # SHA-256 of its public key (DER SPKI)
     identity: str | None = Field(default=None, min_length=1, max_length=253)
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "AccessPlan",
     "AccessState",
     "compose_access",
+    "default_issuer",
     "endpoint_hosts",
 ]
 
@@ -123,9 +124,15 @@ def _age(obj: Mapping[str, Any]) -> tuple[int, str, str]:
             str(mapping(obj, "metadata").get("creationTimestamp") or ""), meta(obj).name)
 
 
+def default_issuer(site: Mapping[str, Any]) -> str:
+    """The CA Secret that signs a Site's link credentials: ``spec.defaultIssuer``, else ``skupper-site-ca`` (what
+    upstream publishes as ``status.defaultIssuer``)."""
+    return str(mapping(site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
+
+
 def site_router_access(site: Mapping[str, Any], access_type: str) -> JsonDict:
     """The RouterAccess a Site's ``linkAccess`` asks for (owned by the Site)."""
-    issuer = str(mapping(site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
+    issuer = default_issuer(site)
     return {"apiVersion": GROUP_VERSION, "kind": "RouterAccess",
             "metadata": {"name": ROUTER_ACCESS_NAME, "namespace": meta(site).namespace,
                          "ownerReferences": owner_references(site)},
@@ -193,7 +200,7 @@ def compose_access(inputs: AccessInputs) -> AccessPlan:
     site = inputs.site
     namespace = meta(site).namespace
     plan = AccessPlan()
-    issuer_default = str(mapping(site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
+    issuer_default = default_issuer(site)
     if issuer_default == SITE_CA_SECRET:
         plan.certificates.append(certificate(SITE_CA_SECRET, namespace, owner_references(site),
                                              ca="", subject=SITE_CA_SECRET, signing=True))

@@ -22,6 +22,7 @@ from . import pki
 from .access import ANNOTATION_CERT_ISSUER, ANNOTATION_CERT_NAMES
 from .access_io import decode, tls_secret
 from .certificates import ANNOTATION_NOT_AFTER, ANNOTATION_NOT_BEFORE, IssueRequest, timestamp
+from .identities import ANNOTATION_KEY_FINGERPRINT, fingerprint
 from .status import CONFIGURED, ConditionState, set_condition, set_ready
 
 __all__ = ["CertificateWriter", "certificate_status"]
@@ -84,7 +85,8 @@ class CertificateWriter:
                           owners=owners, annotations={
                               ANNOTATION_CERT_NAMES: request.marker, ANNOTATION_CERT_ISSUER: issuer_uid,
                               ANNOTATION_NOT_BEFORE: timestamp(not_before),
-                              ANNOTATION_NOT_AFTER: timestamp(info.not_after)})
+                              ANNOTATION_NOT_AFTER: timestamp(info.not_after),
+                              ANNOTATION_KEY_FINGERPRINT: fingerprint(pair.cert)})
         try:
             if request.replace:
                 await self.api.apply(SECRET, body, name=request.secret, namespace=namespace,
@@ -97,3 +99,20 @@ class CertificateWriter:
             return None, f"could not write the Secret {request.secret}: {failure}"
         log.info("issued the certificate %s/%s (expires %s)", namespace, request.secret, timestamp(info.not_after))
         return info.not_after, None
+
+    async def note_fingerprint(self, namespace: str, name: str) -> str | None:
+        """Writes the key fingerprint onto a Secret issued before it was noted there (a client credential's
+        identity binds to its key, docs: "Trust"); None when done, else the failure."""
+        try:
+            secret = await self.api.get(SECRET, name, namespace)
+            cert = decode(secret, "tls.crt")
+            if not cert:
+                return None
+            await self.api.merge_patch(SECRET, {"metadata": {
+                "resourceVersion": meta(secret).resource_version,
+                "annotations": {ANNOTATION_KEY_FINGERPRINT: fingerprint(cert)}}}, name=name, namespace=namespace)
+        except NotFound:
+            return None
+        except (KubeError, ValueError) as failure:
+            return f"could not note the key fingerprint of Secret {name}: {str(failure)[:200]}"
+        return None

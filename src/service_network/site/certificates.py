@@ -92,14 +92,20 @@ def _has_pair(secret: Mapping[str, Any]) -> bool:
     return all(k in mapping(secret, "data") for k in ("tls.crt", "tls.key"))
 
 
-def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, Any]], now: datetime.datetime
-                     ) -> CertificatePlan:
-    """What one Certificate needs, given the namespace's Secret views (type, key names, metadata)."""
+def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, Any]], now: datetime.datetime,
+                     default_ca: str | None = None) -> CertificatePlan:
+    """What one Certificate needs, given the namespace's Secret views (type, key names, metadata). A certificate
+    that is not a CA and names no ``ca`` is signed by ``default_ca`` (the namespace's Site's default issuer, what
+    upstream's ``skupper link generate`` would have written there); without one it is an error."""
     name = meta(obj).name
     try:
         spec = parse_spec(CertificateSpec, obj)
     except BindingError as e:
         return CertificatePlan(obj, error(str(e)), reason=e.reason)
+    owners = secrets.get(name)
+    if owners is not None and ANNOTATION_CERT_NAMES not in meta(owners).annotations:
+        # the owner's Secret: used as it is
+        return CertificatePlan(obj, ready())
     if spec.ca == name:
         return CertificatePlan(obj, error(f"Certificate {name} cannot be signed by its own Secret"),
                                reason="InvalidSpec")
@@ -114,6 +120,12 @@ def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, 
     if not spec.subject or len(spec.subject) > 64:
         return CertificatePlan(obj, error("subject must be 1 to 64 characters (a certificate's common name)"),
                                reason="InvalidSpec")
+    if not spec.ca and not spec.signing:
+        if not default_ca:
+            return CertificatePlan(obj, error("spec.ca is empty and no Site in the namespace has a default issuer: "
+                                              "name the CA Secret that signs this certificate"),
+                                   reason="InvalidSpec")
+        spec = spec.model_copy(update={"ca": default_ca})
     ca_uid = ""
     if spec.ca:
         ca = secrets.get(spec.ca)

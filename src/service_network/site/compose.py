@@ -32,7 +32,7 @@ from operator_runtime.objects import JsonDict, items, mapping, meta
 from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_NAME, ROUTER_RESERVED_PORTS
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
-from .access import AccessInputs, AccessPlan, compose_access
+from .access import AccessInputs, AccessPlan, compose_access, default_issuer
 from .attached import BINDING, compose_attached
 from .bindings import (
     Binding,
@@ -98,6 +98,8 @@ class SiteInputs:
     ready_ports: Mapping[str, frozenset[str]] | None = None
     #: the link identities the site issued or bound (docs: "Trust"), by identity
     identities: Mapping[str, IdentityRecord] = field(default_factory=dict)
+    #: key fingerprints of the client certificates its Certificates issued (static links' credentials)
+    credentials: Sequence[str] = ()
 
 
 @dataclass
@@ -399,7 +401,7 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         "connectors": sorted(connector_docs, key=lambda d: d["name"]),
         "links": sorted(link_docs, key=lambda d: d["name"]),
         "routerAccess": access.document_access,
-        "peers": peers(inputs.identities.values()),
+        "peers": peers(inputs.identities.values(), inputs.credentials),
     }))   # the router's own checks: a failure here is a bug of this module (raised, never sent)
     document_text = document.to_json()
     document_dict = json.loads(document_text)
@@ -438,7 +440,9 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         "sitesInNetwork": len(network), "network": network,
         "controller": dict(inputs.controller) or None,
         # the link access endpoints, as upstream's CLI reads them (token issue, link generate)
-        "endpoints": [dict(e) for e in access.endpoints] or None}))
+        "endpoints": [dict(e) for e in access.endpoints] or None,
+        # the CA that signs this site's link credentials, as upstream publishes it (link generate's Certificate)
+        "defaultIssuer": default_issuer(active)}))
     secret_names = [p.secret.name for p in document.tls_profiles if p.secret is not None]
     objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME), secret_names)
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it

@@ -87,7 +87,7 @@ from ..kinds import (
     SECURED_ACCESS,
     SITE,
 )
-from .access import ANNOTATION_ACCESS, SITE_CA_SECRET, AccessState
+from .access import ANNOTATION_ACCESS, ANNOTATION_CERT_NAMES, SITE_CA_SECRET, AccessState, default_issuer
 from .access_io import AccessWriter, access_status, decode
 from .bindings import secret_info
 from .caches import (
@@ -107,7 +107,14 @@ from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
 from .ha import unused_access_service, unused_router_objects
-from .identities import IdentityRecord, first_link_records, identity_config_map, known_ids, parse_identity
+from .identities import (
+    ANNOTATION_KEY_FINGERPRINT,
+    IdentityRecord,
+    first_link_records,
+    identity_config_map,
+    known_ids,
+    parse_identity,
+)
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .multikey import reachable_status
@@ -178,6 +185,15 @@ def _site_namespace_of(obj: JsonDict) -> list[str]:
 
 def _labels_match(labels: Mapping[str, str], wanted: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _unnoted_credential(certificate: Mapping[str, Any], secret: Mapping[str, Any] | None) -> bool:
+    """A client Certificate whose Secret this controller issued before key fingerprints were noted on it."""
+    spec = mapping(certificate, "spec")
+    if secret is None or spec.get("client") is not True or spec.get("signing") is True:
+        return False
+    annotations = meta(secret).annotations
+    return ANNOTATION_CERT_NAMES in annotations and ANNOTATION_KEY_FINGERPRINT not in annotations
 
 
 class SiteController:
@@ -345,6 +361,20 @@ class SiteController:
         return known_ids((site.id for status in statuses for site in status.sites),
                          (router for status in statuses for router in status.routers))
 
+    def credentials(self, namespace: str) -> list[str]:
+        """Key fingerprints of the client certificates the namespace's Certificates issued (credentials for static
+        links: each binds to the first new identity that links with it)."""
+        found = []
+        for obj in self.certificates.by_index("namespace", namespace):
+            spec = mapping(obj, "spec")
+            if spec.get("client") is not True or spec.get("signing") is True or meta(obj).deletion_timestamp:
+                continue
+            secret = self.secrets.get(f"{namespace}/{meta(obj).name}")
+            noted = meta(secret).annotations.get(ANNOTATION_KEY_FINGERPRINT) if secret is not None else None
+            if noted:
+                found.append(noted)
+        return found
+
     def identity_records(self, namespace: str) -> dict[str, IdentityRecord]:
         """The link identities the site of ``namespace`` issued or bound (docs: "Trust"), from the cache."""
         found = {}
@@ -485,6 +515,7 @@ class SiteController:
             multi_key_listeners=self.multi_key_listeners.by_index("namespace", namespace),
             listening=self._listening(namespace),
             identities=self.identity_records(namespace),
+            credentials=self.credentials(namespace),
             ready_ports=self._ready_ports(namespace),
             router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
@@ -622,10 +653,19 @@ class SiteController:
         now = datetime.now(UTC)
         next_look: float | None = None
         retry = False
+        # the namespace's active Site (its one live Site, else the one its last reconcile chose) signs what names no CA
+        live = [s for s in self.sites.by_index("namespace", namespace) if not meta(s).deletion_timestamp]
+        active = live[0] if len(live) == 1 else self.site_access(namespace).site
+        default_ca = default_issuer(active) if active is not None else None
         for obj in certificates:
             if meta(obj).deletion_timestamp:
                 continue
-            plan = plan_certificate(obj, secrets, now)
+            plan = plan_certificate(obj, secrets, now, default_ca)
+            if plan.issue is None and _unnoted_credential(obj, secrets.get(meta(obj).name)):
+                failure = await self.certificate_writer.note_fingerprint(namespace, meta(obj).name)
+                if failure is not None:
+                    log.warning("%s", failure)
+                    retry = True
             state, expiration, reason = plan.state, plan.expiration, plan.reason
             renew_at = plan.renew_at
             if plan.issue is not None:

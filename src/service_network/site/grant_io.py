@@ -39,7 +39,7 @@ from operator_runtime.reflector import Reflector
 from ..constants import FIELD_MANAGER_STATUS, GROUP_VERSION
 from ..kinds import ACCESS_GRANT
 from . import pki
-from .access import SITE_CA_SECRET
+from .access import default_issuer
 from .access_io import decode
 from .grant_server import GrantServer
 from .grants import (
@@ -213,7 +213,7 @@ class GrantKeeper:
         taken = await self._identity_refusal(namespace, site_meta.uid, request.subject)
         if taken is not None:
             return taken
-        issuer = grant.issuer or str(mapping(access.site, "spec").get("defaultIssuer") or SITE_CA_SECRET)
+        issuer = grant.issuer or default_issuer(access.site)
         try:
             ca_secret = await self.api.get(SECRET, issuer, namespace)
             ca = pki.KeyPair(decode(ca_secret, "tls.crt"), decode(ca_secret, "tls.key"))

@@ -21,19 +21,20 @@ This module is the pure part: the record format, the decision on a subject, and 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import LABEL_ROUTER_CONFIG
 from .resources import owner_references
 
-__all__ = ["IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint", "first_link_records",
+__all__ = ["ANNOTATION_KEY_FINGERPRINT", "IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint", "first_link_records",
            "identity_config_map", "identity_object_name", "identity_problem", "is_identity_record", "known_ids",
            "parse_identity", "peers"]
 
@@ -42,6 +43,9 @@ IDENTITY_LABEL_VALUE = "link-identity"
 _PREFIX = "skupper-link-identity-"
 #: records one site keeps
 MAX_IDENTITIES = 2000
+_FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
+#: on a Secret a Certificate issued: the fingerprint of its key, for ``peers``
+ANNOTATION_KEY_FINGERPRINT = "internal.skupper.io/key-fingerprint"
 
 
 @dataclass(frozen=True)
@@ -49,15 +53,17 @@ class IdentityRecord:
     """One identity: the fingerprint of the certificate that speaks for it, and how it was bound."""
 
     identity: str
-    certificate: str            # "sha256:<hex>" of the DER certificate ("" when the record is unreadable)
+    certificate: str            # "sha256:<hex>" of the certificate's public key ("" when the record is unreadable)
     source: str                 # "AccessGrant <name>" (issued here), or "first link" (issued elsewhere)
     since: str                  # when it was bound (RFC 3339)
 
 
 def fingerprint(cert_pem: bytes) -> str:
-    """``sha256:<hex>`` of a PEM certificate's DER encoding (what the router computes from the TLS handshake)."""
+    """``sha256:<hex>`` of a PEM certificate's public key (its DER SubjectPublicKeyInfo), as the router computes it
+    from the TLS handshake: the key, so that a certificate renewed with its key keeps its identity."""
     cert = x509.load_pem_x509_certificate(cert_pem)
-    return "sha256:" + hashlib.sha256(cert.public_bytes(Encoding.DER)).hexdigest()
+    spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 def identity_object_name(identity: str) -> str:
@@ -120,11 +126,17 @@ def identity_config_map(site: Mapping[str, Any], record: IdentityRecord) -> Json
                      "since": record.since}}
 
 
-def peers(records: Iterable[IdentityRecord]) -> list[JsonDict]:
+def peers(records: Iterable[IdentityRecord], credentials: Iterable[str] = ()) -> list[JsonDict]:
     """The router document's ``peers``: each recorded certificate and the identity it speaks as (a record whose
-    certificate does not read lists nothing: its identity stays taken, and no certificate speaks as it)."""
-    return sorted(({"certificate": r.certificate, "identity": r.identity} for r in records if r.certificate),
-                  key=lambda p: (p["identity"], p["certificate"]))
+    certificate does not read lists nothing: its identity stays taken, and no certificate speaks as it), then the
+    site's own client credentials not bound yet (``credentials``: key fingerprints of the client certificates its
+    Certificates issued, e.g. for ``skupper link generate``): each binds to the first new identity that links with
+    it."""
+    bound = sorted(({"certificate": r.certificate, "identity": r.identity} for r in records if r.certificate),
+                   key=lambda p: (p["identity"], p["certificate"]))
+    taken = {p["certificate"] for p in bound}
+    unbound = [{"certificate": c} for c in sorted(set(credentials) - taken) if _FINGERPRINT.fullmatch(c)]
+    return bound + unbound
 
 
 def first_link_records(incoming: Iterable[tuple[str, str]], records: Mapping[str, IdentityRecord],
