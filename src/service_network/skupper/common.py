@@ -1,5 +1,6 @@
-"""What every ``skupper`` verb shares: the global flags, the connection to the cluster, waiting for a resource's
-status, printing resources, and errors with their exit codes.
+"""What every ``skupper`` verb shares: the connection to the cluster, waiting for a resource's status, and errors
+with their exit codes. Imported when a verb's flags are (``skupper site --help``), so what only a run needs (the
+API client, asyncio) is imported when it runs.
 
 Errors a user can act on are :class:`CliError` (printed as ``Error: <message>``, exit code 1, as upstream's cobra
 commands do); the API's refusals are turned into them with the server's own message.
@@ -8,26 +9,26 @@ commands do); the API's refusals are turned into them with the server's own mess
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from operator_runtime.api import KubeApi
-from operator_runtime.config import ConfigError, load_config, make_api
 from operator_runtime.errors import ApiFailure, KubeError, NotFound
 from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import JsonDict, mapping
 
 from ..constants import GROUP_VERSION
-from ..site.grants import parse_duration
 
-__all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "add_global_flags", "api_call",
-           "condition", "duration", "find", "list_kind", "resource", "wait_deleted", "wait_for_condition"]
+if TYPE_CHECKING:
+    from operator_runtime.api import KubeApi
 
-WAIT_CHOICES = ("configured", "ready", "none")
+__all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "api_call", "condition", "find",
+           "list_kind", "pause", "resource", "wait_deleted", "wait_for_condition"]
+
+#: upstream's order (its messages list them so)
+WAIT_CHOICES = ("ready", "configured", "none")
 
 
 class CliError(Exception):
@@ -36,24 +37,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
-
-
-def duration(text: str) -> datetime.timedelta:
-    """A Go duration flag value (``60s``, ``15m``, ``1h30m``)."""
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {e}") from None
-
-
-def add_global_flags(parser: argparse.ArgumentParser) -> None:
-    """``--namespace``/``-n``, ``--context``, ``--kubeconfig``, ``--platform`` (upstream's persistent flags)."""
-    group = parser.add_argument_group("global flags")
-    group.add_argument("-n", "--namespace", default=None, help="set the namespace (default: the context's)")
-    group.add_argument("-c", "--context", default=None, help="set the kubeconfig context")
-    group.add_argument("--kubeconfig", default=None, help="path to the kubeconfig file to use")
-    group.add_argument("-p", "--platform", default="kubernetes", choices=("kubernetes",),
-                       help="the platform of the site (only kubernetes here; system sites: skupper system)")
 
 
 def resource(kind: str, name: str, namespace: str | None, spec: Mapping[str, Any]) -> JsonDict:
@@ -73,14 +56,15 @@ class Session:
 
     @classmethod
     def open(cls, args: argparse.Namespace) -> Session:
+        from operator_runtime.api import KubeApi
+
+        from .kube import BlockingTransport, KubeconfigError, load
         try:
-            config = load_config(args.kubeconfig)
-            single = config.get(context_name=args.context) if args.context else config.get()
-            api = make_api(config, context=args.context)
-        except (ConfigError, Exception) as e:   # lightkube raises its own ConfigError for an unknown context
+            endpoint = load(args.kubeconfig or None, args.context or None)
+            transport = BlockingTransport(endpoint)
+        except (KubeconfigError, OSError, ValueError) as e:     # ssl: unreadable or invalid certificates
             raise CliError(str(e)) from None
-        namespace = args.namespace or (single.namespace if single is not None else None) or "default"
-        return cls(api, namespace)
+        return cls(KubeApi(transport), args.namespace or endpoint.namespace)
 
     async def close(self) -> None:
         await self.api.close()
@@ -155,7 +139,7 @@ async def wait_for_condition(session: Session, info: ResourceInfo, name: str, wa
             if seen is None:
                 raise CliError(f'{info.kind} "{name}" is not yet {wait}, check the status for more information\n')
             raise CliError(f'{info.kind} "{name}" is not yet {wait}: {seen.get("message")}\n')
-        await asyncio.sleep(0.25)
+        await pause()
 
 
 async def wait_deleted(session: Session, info: ResourceInfo, name: str, within: datetime.timedelta, *,
@@ -167,4 +151,9 @@ async def wait_deleted(session: Session, info: ResourceInfo, name: str, within: 
             return
         if time.monotonic() >= deadline:
             raise CliError(failure)
-        await asyncio.sleep(0.25)
+        await pause()
+
+
+async def pause() -> None:
+    import asyncio
+    await asyncio.sleep(0.25)

@@ -5,7 +5,6 @@ routing key the name), checks and messages; ``--expose-pods-by-name`` is ours (u
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from operator_runtime.errors import NotFound
 from operator_runtime.kinds import DEPLOYMENT, SERVICE, ResourceInfo
@@ -13,50 +12,60 @@ from operator_runtime.objects import JsonDict, mapping
 
 from ..kinds import CONNECTOR
 from .bindings import (
-    add_verbs,
     check_common,
     check_create,
     check_name_port,
+    commands,
     prepare_update,
     status,
     write_create,
     write_update,
 )
+from .cmdline import Command, Flag
 from .common import Invalid, Session, resource
 from .formats import encode
 from .options import check_output, check_timeout, check_wait
 from .validate import host_problem, selector_problem, workload_parts
 
-__all__ = ["add_commands", "connector_spec"]
+__all__ = ["command", "connector_spec"]
 
 DAEMON_SET = ResourceInfo("apps/v1", "DaemonSet", "daemonsets", namespaced=True)
 STATEFUL_SET = ResourceInfo("apps/v1", "StatefulSet", "statefulsets", namespaced=True)
 WORKLOADS = {"deployment": DEPLOYMENT, "daemonset": DAEMON_SET, "statefulset": STATEFUL_SET, "service": SERVICE}
+TLS_USAGE = "the name of a Kubernetes secret containing the generated or externally-supplied TLS credentials."
 
 
-def _flags(p: argparse.ArgumentParser, *, update: bool = False) -> None:
-    p.add_argument("-r", "--routing-key", default="",
-                   help="The identifier used to route traffic from listeners to connectors")
-    p.add_argument("--host", default="", help="The hostname or IP address of the local connector")
-    p.add_argument("--tls-credentials", default="", help="the name of a Kubernetes secret containing the generated "
-                   "or externally-supplied TLS credentials.")
-    p.add_argument("--type", default="tcp", help="The connector type. Choices: [tcp].")
-    p.add_argument("-i", "--include-not-ready", action="store_true",
-                   help="If true, include server pods that are not in the ready state.")
-    p.add_argument("-s", "--selector", default="",
-                   help="A Kubernetes label selector for specifying target server pods.")
-    p.add_argument("-w", "--workload", default="", help="A Kubernetes resource name that identifies a workload "
-                   "expressed like resource-type/resource-name. Expected resource types: service, daemonset, "
-                   "deployment, and statefulset.")
-    p.add_argument("--expose-pods-by-name", action="store_true",
-                   help="also expose each Pod as routing key <routing-key>.<pod> (this project's addition)")
-    if update:
-        p.add_argument("--port", default="0", help="The port of the target")
+def _flags(verb: str) -> tuple[Flag, ...]:
+    """Upstream's: ``-r`` for ``create`` and ``update`` only (not ``generate``)."""
+    return (
+        Flag("routing-key", "string", "", "The identifier used to route traffic from listeners to connectors",
+             short="" if verb == "generate" else "r"),
+        Flag("host", "string", "", "The hostname or IP address of the local connector"),
+        Flag("tls-credentials", "string", "", TLS_USAGE),
+        Flag("type", "string", "tcp", "The connector type. Choices: [tcp].", values=("tcp",)),
+        Flag("include-not-ready", "bool", False, "If true, include server pods that are not in the ready state."),
+        Flag("selector", "string", "", "A Kubernetes label selector for specifying target server pods."),
+        Flag("workload", "string", "", "A Kubernetes resource name that identifies a workload expressed like "
+             "resource-type/resource-name. Expected resource types: service, daemonset, deployment, and "
+             "statefulset."),
+        Flag("expose-pods-by-name", "bool", False, "also expose each Pod as routing key <routing-key>.<pod> (this "
+             "project's addition)"),
+    )
 
 
-def add_commands(sub: Any) -> None:
-    add_verbs(sub, CONNECTOR, "connector", _flags, {"create": create, "update": update, "status": _status,
-                                              "generate": generate}, "Create a connector; example: skupper connector create backend 8080 --workload deployment/backend")
+def command() -> Command:
+    return Command(
+        "connector", "Binds target workloads in the local site to listeners in remote sites",
+        long="A connector binds the workloads of the local site (Pods by selector or workload, or a host) to the "
+             "listeners of remote sites with the same routing key.",
+        example="skupper connector create my-connector 8080\nskupper connector status my-connector",
+        children=commands(CONNECTOR, "connector", _flags,
+                          {"create": create, "update": update, "status": _status, "generate": generate},
+                          {"create": "skupper connector create database 5432\n"
+                                     "skupper connector create backend 8080 --workload deployment/backend",
+                           "update": "skupper connector update database --host mysql --port 3306",
+                           "generate": "skupper connector generate database 5432\n"
+                                       "skupper connector generate backend 8080 --workload deployment/backend"}))
 
 
 def _target_problems(args: argparse.Namespace) -> list[str]:
@@ -142,7 +151,8 @@ async def _status(args: argparse.Namespace, session: Session) -> None:
     await status(CONNECTOR, "connector", args, session,
                  middle=[("ROUTING-KEY", "Routing key", "routingKey"), ("SELECTOR", "Selector", "selector"),
                          ("HOST", "Host", "host"), ("PORT", "Port", "port")],
-                 matched=("HAS MATCHING LISTENER", "Has Matching Listener", "hasMatchingListener"))
+                 matched=("HAS MATCHING LISTENER", "Has Matching Listener", "hasMatchingListener"),
+                 inline_matched=True)
 
 
 async def generate(args: argparse.Namespace, session: None) -> None:

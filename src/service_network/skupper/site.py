@@ -20,6 +20,7 @@ from ..kinds import (
     SECURED_ACCESS,
     SITE,
 )
+from .cmdline import Command, Flag
 from .common import (
     Invalid,
     Session,
@@ -30,59 +31,60 @@ from .common import (
     wait_for_condition,
 )
 from .formats import encode, tab_table
-from .options import add_output, add_wait, bool_flag, check_output, check_timeout, check_wait, duration
+from .options import (
+    check_output,
+    check_timeout,
+    check_wait,
+    delete_wait_flag,
+    output_flag,
+    timeout_flag,
+    wait_flag,
+)
 from .validate import name_problem, option_problem
 
-__all__ = ["LINK_ACCESS_TYPES", "add_commands", "site_object"]
+__all__ = ["LINK_ACCESS_TYPES", "command", "site_object"]
 
 #: upstream's choices, and the access types this controller also serves
 LINK_ACCESS_TYPES = ("route", "loadbalancer", "default", "nodeport", "local")
 
+LINK_FLAGS = (
+    Flag("enable-link-access", "bool", False, "allow access for incoming links from remote sites (default: false)"),
+    Flag("link-access-type", "string", "", "configure external access for links from remote sites.\n"
+         "Choices: [route|loadbalancer|default|nodeport|local]. Default: default (what the controller serves: a "
+         "LoadBalancer Service, else a Route)", values=LINK_ACCESS_TYPES),
+    Flag("enable-ha", "bool", False, "Configure the site for high availability (EnableHA). EnableHA sites have two "
+         "active routers"),
+)
 
-def add_commands(sub: Any) -> None:
-    def link_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--enable-link-access", action="store_true",
-                       help="allow access for incoming links from remote sites (default: false)")
-        p.add_argument("--link-access-type", default="",
-                       help="configure external access for links from remote sites. Choices: "
-                            "[route|loadbalancer|nodeport|local]. Default: loadbalancer")
-        p.add_argument("--enable-ha", action="store_true",
-                       help="Configure the site for high availability (EnableHA). EnableHA sites have two active "
-                            "routers")
 
-    p = sub.add_parser("create", help="Create a new site", description="Create a new site in the namespace")
-    p.add_argument("name", nargs="*", help="the site's name")
-    link_flags(p)
-    add_wait(p, "ready", "3m")
-    p.set_defaults(_run=create)
-
-    p = sub.add_parser("update", help="Change site settings", description="Change site settings")
-    p.add_argument("name", nargs="*", help="the site's name (needed when the namespace has several)")
-    link_flags(p)
-    add_wait(p, "ready", "30s")
-    p.set_defaults(_run=update)
-
-    p = sub.add_parser("delete", help="Delete a site", description="Delete a site")
-    p.add_argument("name", nargs="*")
-    p.add_argument("--all", action="store_true",
-                   help="delete all skupper resources associated with site in current namespace")
-    p.add_argument("--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.add_argument("--wait", type=bool_flag, nargs="?", const=True, default=True,
-                   help="Wait for deletion to complete before exiting")
-    p.set_defaults(_run=delete)
-
-    p = sub.add_parser("status", help="Get the site status", description="Display the current status of a site")
-    p.add_argument("name", nargs="*")
-    add_output(p, None)
-    p.set_defaults(_run=status)
-
-    p = sub.add_parser("generate", help="Generate a site resource and output it to a file or screen",
-                       description="Generate a site resource (no cluster access)")
-    p.add_argument("name", nargs="*")
-    link_flags(p)
-    add_output(p, "yaml")
-    p.set_defaults(_run=generate, _offline=True)
+def command() -> Command:
+    return Command(
+        "site", "A site is where skupper is deployed and your application's components run",
+        long="A site is a place where components of your application are running. Linked sites form an "
+             "application network.",
+        example="skupper site create my-site\nskupper site status",
+        children=[
+            Command("create <name>", "Create a new site",
+                    long="Create the site of this namespace (one per namespace).",
+                    example="skupper site create my-site --wait configured",
+                    flags=(*LINK_FLAGS, timeout_flag("3m"), wait_flag("ready")), run=create, positional="name"),
+            Command("update <name>", "Change site settings", long="Change the settings of the namespace's site.",
+                    example="skupper site update my-site --enable-link-access",
+                    flags=(*LINK_FLAGS, timeout_flag("30s"), wait_flag("ready")), run=update, positional="name"),
+            Command("status", "Get the site status", long="Display the current status of the namespace's site.",
+                    flags=(output_flag("", "print status of the site. Choices: json, yaml"),), run=status,
+                    positional="name"),
+            Command("delete", "Delete a site", long="Delete the namespace's site.",
+                    example="skupper site delete my-site\nskupper site delete my-site --wait=false\n"
+                            "skupper site delete --all",
+                    flags=(Flag("all", "bool", False, "delete all skupper resources associated with site in current "
+                                "namespace"), timeout_flag("60s"), delete_wait_flag()),
+                    run=delete, positional="name"),
+            Command("generate <name>", "Generate a site resource and output it to a file or screen",
+                    long="Print the Site resource the flags describe (no cluster is contacted).",
+                    example="skupper site generate my-site --enable-link-access",
+                    flags=(*LINK_FLAGS, output_flag("yaml")), run=generate, offline=True, positional="name"),
+        ])
 
 
 def _link_problems(args: argparse.Namespace) -> list[str]:

@@ -1,12 +1,10 @@
-"""``skupper version``: the versions of the command line, the site controller and the router of the namespace's
-site, as a ``COMPONENT VERSION`` table (``-o json|yaml``: ``{components: [{component, version}]}``). A cluster that
-cannot be reached is not an error: its components show as unknown."""
+"""``skupper version``: the version of this command line, alone on a line, as upstream 2.2.1 prints its own (no
+cluster is contacted; arguments are ignored, as upstream's). :func:`components` (the router's and the controller's
+versions of the namespace's site) is for ``debug dump``."""
 
 from __future__ import annotations
 
 import argparse
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as distribution_version
 from typing import Any
 
 from operator_runtime.errors import KubeError
@@ -15,27 +13,26 @@ from operator_runtime.objects import mapping
 
 from ..constants import ROUTER_NAME
 from ..kinds import SITE
-from .common import Invalid, Session
-from .formats import encode, tab_table
-from .options import check_output
+from .cmdline import Command
+from .common import Session
 
-__all__ = ["add_arguments", "cli_version", "run"]
+__all__ = ["cli_version", "command", "components"]
 
 
 def cli_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
     try:
-        return distribution_version("listener-operator")
+        return version("listener-operator")
     except PackageNotFoundError:
         return "unknown"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", default=None,
-                        help="print verbose output to the console. Choices: json, yaml")
-    parser.set_defaults(_run=run)
+def command() -> Command:
+    return Command("version", "Display the Skupper CLI version.", long="Print the version of this command line.",
+                   run=run, offline=True)
 
 
-async def _components(session: Session) -> list[dict[str, Any]]:
+async def components(session: Session) -> list[dict[str, Any]]:
     router = controller = "unknown"
     try:
         sites, _ = await session.api.list(SITE, namespace=session.namespace)
@@ -51,12 +48,5 @@ async def _components(session: Session) -> list[dict[str, Any]]:
             {"component": "cli", "version": cli_version()}]
 
 
-async def run(args: argparse.Namespace, session: Session) -> None:
-    if problems := check_output(args.output):
-        raise Invalid(problems)
-    components = await _components(session)
-    if args.output:
-        print(encode({"components": components}, args.output))
-        return
-    rows = [["COMPONENT", "VERSION"]] + [[c["component"], c["version"]] for c in components]
-    print(tab_table(rows, minwidth=8), end="")
+async def run(args: argparse.Namespace, session: None) -> None:
+    print(cli_version())

@@ -27,12 +27,11 @@ import yaml
 from operator_runtime.objects import JsonDict
 
 from ..crd.generate import all_crds
+from .names import API_VERSION, KINDS
 
 __all__ = ["KINDS", "MAX_FIELDS", "MAX_FILE", "MAX_RESOURCES", "FieldProblem", "ResourceFile", "field_problem", "load_resources",
            "split_documents"]
 
-KINDS = ("Site", "Listener", "Connector", "Link", "AccessToken", "RouterAccess")
-API_VERSION = "skupper.io/v2alpha1"
 MAX_FILE = 1024 * 1024
 MAX_RESOURCES = 1000
 MAX_FIELDS = 100_000

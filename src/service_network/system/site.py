@@ -247,7 +247,15 @@ class SystemSite:
         """Copy the resources of ``source`` into ``input/resources`` (one file each, ``<Kind>-<name>.yaml``): the
         resources written, or (nothing written) the problems of the documents that cannot be used, each naming
         ``shown``, the line and the field."""
-        loaded = read_file(source, shown)
+        return self._apply(read_file(source, shown))
+
+    def apply_text(self, text: str, shown: str) -> tuple[list[Key], list[str]]:
+        """As :meth:`apply_file`, for what standard input gave (``skupper system apply -f -``)."""
+        if len(text.encode()) > MAX_FILE:
+            return [], [f"{shown}: larger than {MAX_FILE} bytes"]
+        return self._apply(load_resources(Path(shown), text, shown))
+
+    def _apply(self, loaded: list[ResourceFile]) -> tuple[list[Key], list[str]]:
         problems = [r.problem for r in loaded if r.problem]
         if problems:
             return [], problems

@@ -1,0 +1,331 @@
+"""The command line's connection to the API server: a kubeconfig read as kubectl reads it, and requests over one
+kept-alive HTTP connection, with the standard library and PyYAML only.
+
+Why not the operators' client (:mod:`operator_runtime.transport`): it is built on aiohttp and lightkube, whose
+imports alone take longer than a whole ``skupper site status`` may (docs/skupper-cli.md, "Speed"). A command makes
+a handful of sequential requests, so one blocking connection is all it needs; the answers go through the same
+:class:`operator_runtime.api.KubeApi` (the same errors, the same paths) as the operators'.
+
+What a kubeconfig may hold, as kubectl: ``--kubeconfig``, else the first existing file of ``$KUBECONFIG``, else
+``~/.kube/config``, else the in-cluster service account; the current context or ``--context``; TLS from
+``certificate-authority`` (file, relative to the kubeconfig) or ``-data``, ``insecure-skip-tls-verify``,
+``tls-server-name``, client certificates from files or ``-data``; a bearer ``token`` or ``tokenFile``, an ``exec``
+credential plugin, or basic auth.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from operator_runtime.errors import ApiUnreachable
+
+__all__ = ["BlockingTransport", "Endpoint", "KubeconfigError", "load"]
+
+#: as :data:`operator_runtime.config.SERVICE_ACCOUNT_DIR_ENV` (kubesim's Pods are host processes)
+SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1",
+                     "client.authentication.k8s.io/v1alpha1")
+NO_CONFIGURATION = ("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER "
+                    "environment variable")
+DEFAULT_TIMEOUT = 10.0
+
+
+class KubeconfigError(Exception):
+    """The kubeconfig cannot be used (kubectl's words where it has them)."""
+
+
+class Credentials:
+    """The ``Authorization`` header of a kubeconfig user; ``refresh()`` after a 401 says whether to retry."""
+
+    def __init__(self, header: str | None = None, token_file: Path | None = None,
+                 plugin: Mapping[str, Any] | None = None) -> None:
+        self._header = header
+        self._token_file = token_file
+        self._plugin = plugin
+
+    def header(self) -> str | None:
+        if self._header is None and self._token_file is not None:
+            try:
+                self._header = "Bearer " + self._token_file.read_text(encoding="utf-8").strip()
+            except OSError as e:
+                raise KubeconfigError(f"cannot read the token file {self._token_file}: {e.strerror or e}") from None
+        if self._header is None and self._plugin is not None:
+            self._header = "Bearer " + _run_plugin(self._plugin)
+        return self._header
+
+    def refresh(self) -> bool:
+        if self._token_file is None and self._plugin is None:
+            return False
+        self._header = None
+        return True
+
+
+def _run_plugin(spec: Mapping[str, Any]) -> str:
+    version = str(spec.get("apiVersion") or "")
+    command = str(spec.get("command") or "")
+    if version not in EXEC_API_VERSIONS:
+        raise KubeconfigError(f"exec plugin: invalid apiVersion {version!r}")
+    env = dict(os.environ)
+    env.update({str(e.get("name")): str(e.get("value")) for e in spec.get("env") or [] if isinstance(e, dict)})
+    env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": version, "kind": "ExecCredential",
+                                              "spec": {"interactive": False}})
+    try:
+        done = subprocess.run([command, *[str(a) for a in spec.get("args") or []]], env=env, capture_output=True,
+                              stdin=subprocess.DEVNULL, check=False)
+    except OSError as e:
+        raise KubeconfigError(f"exec plugin {command!r} could not run: {e}") from None
+    if done.returncode != 0:
+        raise KubeconfigError(f"exec plugin {command!r} exited with {done.returncode}: "
+                              f"{done.stderr.decode(errors='replace')[:500]}")
+    try:
+        return str(json.loads(done.stdout)["status"]["token"])
+    except (ValueError, KeyError, TypeError):
+        raise KubeconfigError(f"exec plugin {command!r} returned no status.token") from None
+
+
+@dataclass
+class Endpoint:
+    """Where and how to reach the API server, and the namespace of the context."""
+
+    server: str
+    namespace: str
+    credentials: Credentials
+    tls: ssl.SSLContext | None = None
+    server_name: str | None = None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KubeconfigError(f"stat {path}: no such file or directory") from None
+    except OSError as e:
+        raise KubeconfigError(f"open {path}: {(e.strerror or str(e)).lower()}") from None
+    try:
+        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        raise KubeconfigError(f"error loading config file \"{path}\": {e}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise KubeconfigError(f"error loading config file \"{path}\": not a kubeconfig")
+    return loaded
+
+
+def _named(config: Mapping[str, Any], section: str, name: str) -> dict[str, Any] | None:
+    key = section[:-1]           # clusters -> cluster
+    for entry in config.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            value = entry.get(key)
+            return dict(value) if isinstance(value, dict) else {}
+    return None
+
+
+def _decode(data: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except ValueError:
+        raise KubeconfigError(f"{what} is not valid base64") from None
+
+
+def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl.SSLContext:
+    def local(name: str) -> str:
+        path = Path(os.path.expanduser(name))
+        return str(path if path.is_absolute() else base / path)
+
+    if cluster.get("insecure-skip-tls-verify"):
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cluster.get("certificate-authority-data"):
+        context = ssl.create_default_context(
+            cadata=_decode(str(cluster["certificate-authority-data"]), "certificate-authority-data").decode())
+    elif cluster.get("certificate-authority"):
+        context = ssl.create_default_context(cafile=local(str(cluster["certificate-authority"])))
+    else:
+        context = ssl.create_default_context()
+    cert_data, key_data = user.get("client-certificate-data"), user.get("client-key-data")
+    if cert_data or key_data:
+        if not (cert_data and key_data):
+            raise KubeconfigError("client-certificate-data and client-key-data must be given together")
+        with tempfile.TemporaryDirectory(prefix="skupper-cert-") as directory:   # ssl reads files only
+            cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+            for path, data, what in ((cert, cert_data, "client-certificate-data"),
+                                     (key, key_data, "client-key-data")):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(_decode(str(data), what))
+            context.load_cert_chain(cert, key)
+    elif user.get("client-certificate") or user.get("client-key"):
+        context.load_cert_chain(local(str(user.get("client-certificate") or "")),
+                                local(str(user.get("client-key") or "")))
+    return context
+
+
+def _credentials(user: Mapping[str, Any], base: Path) -> Credentials:
+    if user.get("tokenFile"):
+        path = Path(os.path.expanduser(str(user["tokenFile"])))
+        return Credentials(token_file=path if path.is_absolute() else base / path)
+    if user.get("token"):
+        return Credentials(header=f"Bearer {str(user['token']).strip()}")
+    if isinstance(user.get("exec"), dict):
+        return Credentials(plugin=user["exec"])
+    if user.get("username") and user.get("password"):
+        basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
+        return Credentials(header=f"Basic {basic}")
+    if user.get("auth-provider"):
+        raise KubeconfigError("kubeconfig auth-provider entries are not supported; use an exec credential plugin")
+    return Credentials()
+
+
+def _from_file(path: Path, context_name: str | None) -> Endpoint:
+    config = _read_yaml(path)
+    name = context_name or str(config.get("current-context") or "")
+    if not name:
+        raise KubeconfigError(NO_CONFIGURATION)
+    context = _named(config, "contexts", name)
+    if context is None:
+        raise KubeconfigError(f'context "{name}" does not exist')
+    cluster_name = str(context.get("cluster") or "")
+    cluster = _named(config, "clusters", cluster_name)
+    if cluster is None:
+        raise KubeconfigError(f'invalid configuration: cluster "{cluster_name}" not found')
+    user = _named(config, "users", str(context.get("user") or "")) or {}
+    server = str(cluster.get("server") or "")
+    if not server:
+        raise KubeconfigError(NO_CONFIGURATION)
+    base = path.parent
+    tls = _tls(cluster, user, base) if server.startswith("https:") else None
+    return Endpoint(server=server.rstrip("/"), namespace=str(context.get("namespace") or "default"),
+                    credentials=_credentials(user, base), tls=tls,
+                    server_name=str(cluster.get("tls-server-name") or "") or None)
+
+
+def _in_cluster() -> Endpoint | None:
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    directory = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
+    if not host or not port or not (directory / "token").is_file():
+        return None
+    namespace = ""
+    with contextlib.suppress(OSError):
+        namespace = (directory / "namespace").read_text(encoding="utf-8").strip()
+    context = ssl.create_default_context(cafile=str(directory / "ca.crt"))
+    shown = f"[{host}]" if ":" in host else host
+    return Endpoint(server=f"https://{shown}:{port}", namespace=namespace or "default",
+                    credentials=Credentials(token_file=directory / "token"), tls=context)
+
+
+def load(kubeconfig: str | None, context: str | None) -> Endpoint:
+    """The API server of ``--kubeconfig``/``--context`` (kubectl's search when not given)."""
+    if kubeconfig:
+        return _from_file(Path(kubeconfig).expanduser(), context)
+    listed = os.environ.get("KUBECONFIG")
+    if listed:
+        for candidate in listed.split(os.pathsep):
+            if candidate and Path(candidate).expanduser().is_file():
+                return _from_file(Path(candidate).expanduser(), context)
+    default = Path("~/.kube/config").expanduser()
+    if default.is_file():
+        return _from_file(default, context)
+    if context is None and (found := _in_cluster()) is not None:
+        return found
+    if context is not None:
+        raise KubeconfigError(f'context "{context}" does not exist')
+    raise KubeconfigError(NO_CONFIGURATION)
+
+
+class BlockingTransport:
+    """Requests to one API server over one kept-alive connection (what :class:`operator_runtime.api.KubeApi`
+    needs of a transport, without watches: a command does not watch)."""
+
+    def __init__(self, endpoint: Endpoint, timeout: float = DEFAULT_TIMEOUT) -> None:
+        parsed = urllib.parse.urlsplit(endpoint.server)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise KubeconfigError(f"API server URL {endpoint.server!r} is not an http(s) URL")
+        self.server = endpoint.server
+        self._endpoint = endpoint
+        self._parsed = parsed
+        self._prefix = parsed.path.rstrip("/")
+        self._timeout = timeout
+        self._connection: Any = None
+
+    def _connect(self) -> Any:
+        import http.client
+        host, port = self._parsed.hostname, self._parsed.port
+        if self._parsed.scheme == "https":
+            context: Any = self._endpoint.tls or ssl.create_default_context()
+            if self._endpoint.server_name:        # the certificate is checked for tls-server-name
+                context = _NamedContext(context, self._endpoint.server_name)
+            return http.client.HTTPSConnection(host or "", port, timeout=self._timeout, context=context)
+        return http.client.HTTPConnection(host or "", port, timeout=self._timeout)
+
+    def _exchange(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        for attempt in (1, 2):
+            if self._connection is None:
+                self._connection = self._connect()
+            try:
+                self._connection.request(method, target, body=body, headers=headers)
+                response = self._connection.getresponse()
+                return response.status, response.read()
+            except (OSError, ValueError) as e:
+                self._connection.close()
+                self._connection = None
+                import http.client
+                if attempt == 1 and isinstance(e, http.client.RemoteDisconnected | ConnectionResetError):
+                    continue              # a kept-alive connection the server closed meanwhile
+                raise ApiUnreachable(f"{method} {self.server}{target}: {e or type(e).__name__}") from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      body: bytes | None = None, content_type: str | None = None) -> tuple[int, bytes]:
+        target = self._prefix + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        for attempt in (1, 2):
+            headers = {"Accept": "application/json", "User-Agent": "skupper (service-network)"}
+            if body is not None:
+                headers["Content-Type"] = content_type or "application/json"
+            try:
+                authorization = self._endpoint.credentials.header()
+            except KubeconfigError as e:
+                raise ApiUnreachable(str(e)) from None
+            if authorization:
+                headers["Authorization"] = authorization
+            status, answer = self._exchange(method, target, body, headers)
+            if status == 401 and attempt == 1 and self._endpoint.credentials.refresh():
+                continue
+            return status, answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, params: Mapping[str, str] | None = None,
+                     read_timeout: float) -> AsyncIterator[Any]:
+        raise ApiUnreachable("the command line does not watch")
+        yield  # pragma: no cover
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+class _NamedContext:
+    """An SSL context whose sockets check the server's certificate for ``tls-server-name``."""
+
+    def __init__(self, context: ssl.SSLContext, name: str) -> None:
+        self._context = context
+        self._name = name
+
+    def wrap_socket(self, sock: Any, server_hostname: str | None = None, **kwargs: Any) -> Any:
+        return self._context.wrap_socket(sock, server_hostname=self._name, **kwargs)
