@@ -9,7 +9,6 @@ relist. Every call names the kind by a :class:`~operator_runtime.kinds.ResourceI
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -20,8 +19,6 @@ from .objects import JsonDict, mapping
 
 if TYPE_CHECKING:     # the transport module (aiohttp) is imported by whoever makes one, not by this module
     from .transport import StreamResponse
-
-log = logging.getLogger(__name__)
 
 __all__ = ["WRITE_VERBS", "JsonDict", "KubeApi", "RequestHook", "Transport"]
 
@@ -79,7 +76,8 @@ class KubeApi:
             try:
                 hook(verb, info.plural)
             except Exception:  # a metrics hook must never break a request
-                log.exception("request hook failed")
+                import logging  # only here: a command line that makes a few requests need not load logging
+                logging.getLogger(__name__).exception("request hook failed")
 
     async def _request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                        body: Any = None, content_type: str = JSON_CONTENT_TYPE) -> Any:

@@ -13,8 +13,7 @@ import argparse
 import datetime
 import importlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, NamedTuple, TextIO
 
 from . import durations
 
@@ -25,8 +24,7 @@ FlagKind = Literal["string", "bool", "int", "duration"]
 Run = Callable[[argparse.Namespace, Any], Awaitable[None]]
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """A flag as pflag defines it: long name, kind, default, usage text and an optional one-letter shorthand.
     ``values``: what shell completion offers for its value; ``files``: complete file names."""
 
@@ -97,24 +95,28 @@ GLOBAL_FLAGS = (
 )
 
 
-@dataclass
 class Command:
     """One command: ``use`` is its name and the arguments it takes (``create <name> <port>``); ``run`` is called
     with the parsed flags and positional arguments (in ``args.<positional>``) and the cluster session (None for an
-    ``offline`` command); a command with ``children`` and no ``run`` only groups them."""
+    ``offline`` command); a command with ``children`` and no ``run`` only groups them. ``run`` is a coroutine that
+    never suspends (blocking requests and pauses) unless ``event_loop``: then it runs in asyncio's loop."""
 
-    use: str
-    short: str
-    long: str = ""
-    example: str = ""
-    flags: tuple[Flag, ...] = ()
-    run: Run | None = None
-    offline: bool = False
-    positional: str = "args"
-    defaults: dict[str, Any] = field(default_factory=dict)
-    children: list[Command | Lazy] = field(default_factory=list)
-    hidden: bool = False
-    flags_in_use: bool = True
+    def __init__(self, use: str, short: str, *, long: str = "", example: str = "", flags: tuple[Flag, ...] = (),
+                 run: Run | None = None, offline: bool = False, positional: str = "args",
+                 children: list[Command | Lazy] | None = None, hidden: bool = False, flags_in_use: bool = True,
+                 event_loop: bool = False) -> None:
+        self.use = use
+        self.short = short
+        self.long = long
+        self.example = example
+        self.flags = flags
+        self.run = run
+        self.offline = offline
+        self.positional = positional
+        self.children: list[Command | Lazy] = children or []
+        self.hidden = hidden
+        self.flags_in_use = flags_in_use
+        self.event_loop = event_loop
 
     @property
     def name(self) -> str:
@@ -129,14 +131,14 @@ class Command:
         return None
 
 
-@dataclass
 class Lazy:
     """A command known by its name and one-line help until it is used: ``module.command()`` makes it."""
 
-    name: str
-    short: str
-    module: str
-    hidden: bool = False
+    def __init__(self, name: str, short: str, module: str, hidden: bool = False) -> None:
+        self.name = name
+        self.short = short
+        self.module = module
+        self.hidden = hidden
 
     def load(self) -> Command:
         made: Command = importlib.import_module(self.module).command()
@@ -155,8 +157,7 @@ class UnknownCommand(Exception):
     """An unknown command under the root: cobra's message with its suggestions."""
 
 
-@dataclass
-class Parsed:
+class Parsed(NamedTuple):
     """The command the arguments chose (``path``: from the root), its flags and positional arguments, and
     whether help was asked for (or the command only groups others)."""
 
@@ -270,7 +271,7 @@ def parse(root: Command, args: Sequence[str]) -> Parsed:
             more = "\n\nDid you mean this?\n" + "".join(f"\t{s}\n" for s in hint) if hint else ""
             raise UnknownCommand(f"unknown command {_quote(words[0])} for {_quote(command_path(path))}{more}")
     values, positional = _parse_flags(path, rest)
-    namespace = argparse.Namespace(**{f.dest: f.default for f in _all_flags(path)}, **command.defaults)
+    namespace = argparse.Namespace(**{f.dest: f.default for f in _all_flags(path)})
     for name, value in values.items():
         setattr(namespace, name, value)
     setattr(namespace, command.positional, positional)

@@ -12,7 +12,6 @@ import argparse
 import datetime
 import time
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from operator_runtime.errors import ApiFailure, KubeError, NotFound
@@ -47,12 +46,12 @@ def resource(kind: str, name: str, namespace: str | None, spec: Mapping[str, Any
     return {"apiVersion": GROUP_VERSION, "kind": kind, "metadata": metadata, "spec": dict(spec)}
 
 
-@dataclass
 class Session:
     """The cluster a command talks to, and the namespace it works in."""
 
-    api: KubeApi
-    namespace: str
+    def __init__(self, api: KubeApi, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
 
     @classmethod
     def open(cls, args: argparse.Namespace) -> Session:
@@ -155,5 +154,6 @@ async def wait_deleted(session: Session, info: ResourceInfo, name: str, within: 
 
 
 async def pause() -> None:
-    import asyncio
-    await asyncio.sleep(0.25)
+    """A quarter of a second between two polls. Blocking: a command's coroutines run without an event loop
+    (docs: :mod:`.main`), and nothing else runs meanwhile."""
+    time.sleep(0.25)  # noqa: ASYNC251

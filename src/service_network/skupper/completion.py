@@ -178,7 +178,7 @@ def _bash(prog: str, tree: list[Node]) -> str:
                 ((i++))
             fi
         elif {f}_has "$({f}_commands "$cmdpath")" "$word"; then
-            path="${{cmdpath:+$cmdpath }}$word"
+            cmdpath="${{cmdpath:+$cmdpath }}$word"
         fi
     done
     local prev="" flag="" value="$cur"
@@ -279,7 +279,7 @@ def _zsh(prog: str, tree: list[Node], descriptions: bool) -> str:
 {commands}            esac
             children=(${{items%%:*}})
             if (( ${{children[(Ie)$word]}} )); then
-                path="${{cmdpath:+$cmdpath }}$word"
+                cmdpath="${{cmdpath:+$cmdpath }}$word"
             fi
         fi
     done

@@ -43,7 +43,7 @@ def command() -> Command:
         children=[Command("dump <fileName>", "Create a tarball containing various files with the site details",
                           long="Write a tarball with the site's resources and statuses, component versions, "
                                "configuration, logs and metrics (never a Secret).",
-                          example="skupper debug dump <filename>", run=dump, positional="file")])
+                          example="skupper debug dump <filename>", run=dump, positional="file", event_loop=True)])
 
 
 def dump_name(base: str, namespace: str, when: datetime.datetime) -> str:

@@ -19,12 +19,10 @@ import base64
 import contextlib
 import json
 import os
+import socket
 import ssl
-import subprocess
-import tempfile
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,7 @@ EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k
 NO_CONFIGURATION = ("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER "
                     "environment variable")
 DEFAULT_TIMEOUT = 10.0
+MAX_LINE = 64 * 1024
 
 
 class KubeconfigError(Exception):
@@ -73,6 +72,7 @@ class Credentials:
 
 
 def _run_plugin(spec: Mapping[str, Any]) -> str:
+    import subprocess
     version = str(spec.get("apiVersion") or "")
     command = str(spec.get("command") or "")
     if version not in EXEC_API_VERSIONS:
@@ -95,15 +95,16 @@ def _run_plugin(spec: Mapping[str, Any]) -> str:
         raise KubeconfigError(f"exec plugin {command!r} returned no status.token") from None
 
 
-@dataclass
 class Endpoint:
     """Where and how to reach the API server, and the namespace of the context."""
 
-    server: str
-    namespace: str
-    credentials: Credentials
-    tls: ssl.SSLContext | None = None
-    server_name: str | None = None
+    def __init__(self, server: str, namespace: str, credentials: Credentials, tls: ssl.SSLContext | None = None,
+                 server_name: str | None = None) -> None:
+        self.server = server
+        self.namespace = namespace
+        self.credentials = credentials
+        self.tls = tls
+        self.server_name = server_name
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -147,18 +148,21 @@ def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl
         return str(path if path.is_absolute() else base / path)
 
     if cluster.get("insecure-skip-tls-verify"):
-        context = ssl.create_default_context()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    elif cluster.get("certificate-authority-data"):
-        context = ssl.create_default_context(
+    elif cluster.get("certificate-authority-data"):        # that CA only, as kubectl (no system trust store)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.load_verify_locations(
             cadata=_decode(str(cluster["certificate-authority-data"]), "certificate-authority-data").decode())
     elif cluster.get("certificate-authority"):
-        context = ssl.create_default_context(cafile=local(str(cluster["certificate-authority"])))
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.load_verify_locations(cafile=local(str(cluster["certificate-authority"])))
     else:
         context = ssl.create_default_context()
     cert_data, key_data = user.get("client-certificate-data"), user.get("client-key-data")
     if cert_data or key_data:
+        import tempfile
         if not (cert_data and key_data):
             raise KubeconfigError("client-certificate-data and client-key-data must be given together")
         with tempfile.TemporaryDirectory(prefix="skupper-cert-") as directory:   # ssl reads files only
@@ -222,7 +226,8 @@ def _in_cluster() -> Endpoint | None:
     namespace = ""
     with contextlib.suppress(OSError):
         namespace = (directory / "namespace").read_text(encoding="utf-8").strip()
-    context = ssl.create_default_context(cafile=str(directory / "ca.crt"))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(cafile=str(directory / "ca.crt"))
     shown = f"[{host}]" if ":" in host else host
     return Endpoint(server=f"https://{shown}:{port}", namespace=namespace or "default",
                     credentials=Credentials(token_file=directory / "token"), tls=context)
@@ -247,9 +252,73 @@ def load(kubeconfig: str | None, context: str | None) -> Endpoint:
     raise KubeconfigError(NO_CONFIGURATION)
 
 
+class _Connection:
+    """One HTTP/1.1 connection (TLS when ``tls``): a request, then its whole answer (``Content-Length``, chunked,
+    or up to the end of the connection)."""
+
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, server_name: str | None,
+                 timeout: float) -> None:
+        raw = socket.create_connection((host, port), timeout=timeout)
+        try:
+            self._socket = tls.wrap_socket(raw, server_hostname=server_name or host) if tls is not None else raw
+        except BaseException:
+            raw.close()
+            raise
+        self._reader = self._socket.makefile("rb")
+        self.reused = False
+        self.open = True
+
+    def exchange(self, head: bytes, body: bytes | None) -> tuple[int, bytes]:
+        self._socket.sendall(head + (body or b""))
+        status_line = self._reader.readline(MAX_LINE)
+        if not status_line:
+            raise ConnectionResetError("the server closed the connection")
+        parts = status_line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise ValueError(f"not an HTTP answer: {status_line[:80]!r}")
+        headers: dict[str, str] = {}
+        while (line := self._reader.readline(MAX_LINE)) not in (b"\r\n", b"\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            answer = self._chunked()
+        elif "content-length" in headers:
+            answer = self._exactly(int(headers["content-length"]))
+        else:
+            answer = self._reader.read()
+            self.open = False
+        if headers.get("connection", "").lower() == "close":
+            self.open = False
+        self.reused = True
+        return int(parts[1]), answer
+
+    def _exactly(self, size: int) -> bytes:
+        data = self._reader.read(size)
+        if len(data) != size:
+            raise ConnectionResetError("the answer ended early")
+        return data
+
+    def _chunked(self) -> bytes:
+        chunks: list[bytes] = []
+        while True:
+            size = int(self._reader.readline(MAX_LINE).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self._reader.readline(MAX_LINE) not in (b"\r\n", b"\n", b""):
+                    pass                                # trailers
+                return b"".join(chunks)
+            chunks.append(self._exactly(size))
+            self._reader.readline(MAX_LINE)
+
+    def close(self) -> None:
+        self.open = False
+        self._reader.close()
+        self._socket.close()
+
+
 class BlockingTransport:
     """Requests to one API server over one kept-alive connection (what :class:`operator_runtime.api.KubeApi`
-    needs of a transport, without watches: a command does not watch)."""
+    needs of a transport, without watches: a command does not watch). Its coroutines never suspend: the requests
+    block, as a command's requests are made one after the other."""
 
     def __init__(self, endpoint: Endpoint, timeout: float = DEFAULT_TIMEOUT) -> None:
         parsed = urllib.parse.urlsplit(endpoint.server)
@@ -257,34 +326,32 @@ class BlockingTransport:
             raise KubeconfigError(f"API server URL {endpoint.server!r} is not an http(s) URL")
         self.server = endpoint.server
         self._endpoint = endpoint
-        self._parsed = parsed
+        self._host = parsed.hostname
+        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self._authority = parsed.netloc.rpartition("@")[2]
+        self._https = parsed.scheme == "https"
         self._prefix = parsed.path.rstrip("/")
         self._timeout = timeout
-        self._connection: Any = None
-
-    def _connect(self) -> Any:
-        import http.client
-        host, port = self._parsed.hostname, self._parsed.port
-        if self._parsed.scheme == "https":
-            context: Any = self._endpoint.tls or ssl.create_default_context()
-            if self._endpoint.server_name:        # the certificate is checked for tls-server-name
-                context = _NamedContext(context, self._endpoint.server_name)
-            return http.client.HTTPSConnection(host or "", port, timeout=self._timeout, context=context)
-        return http.client.HTTPConnection(host or "", port, timeout=self._timeout)
+        self._connection: _Connection | None = None
 
     def _exchange(self, method: str, target: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._authority}",
+                 *(f"{k}: {v}" for k, v in headers.items()), f"Content-Length: {len(body or b'')}", "", ""]
+        head = "\r\n".join(lines).encode("latin-1")
         for attempt in (1, 2):
-            if self._connection is None:
-                self._connection = self._connect()
+            connection = self._connection
             try:
-                self._connection.request(method, target, body=body, headers=headers)
-                response = self._connection.getresponse()
-                return response.status, response.read()
+                if connection is None or not connection.open:
+                    tls = (self._endpoint.tls or ssl.create_default_context()) if self._https else None
+                    connection = self._connection = _Connection(self._host, self._port, tls,
+                                                                self._endpoint.server_name, self._timeout)
+                return connection.exchange(head, body)
             except (OSError, ValueError) as e:
-                self._connection.close()
+                reused = connection is not None and connection.reused
+                if connection is not None:
+                    connection.close()
                 self._connection = None
-                import http.client
-                if attempt == 1 and isinstance(e, http.client.RemoteDisconnected | ConnectionResetError):
+                if attempt == 1 and reused and isinstance(e, ConnectionError):
                     continue              # a kept-alive connection the server closed meanwhile
                 raise ApiUnreachable(f"{method} {self.server}{target}: {e or type(e).__name__}") from e
         raise AssertionError("unreachable")  # pragma: no cover
@@ -318,14 +385,3 @@ class BlockingTransport:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-
-
-class _NamedContext:
-    """An SSL context whose sockets check the server's certificate for ``tls-server-name``."""
-
-    def __init__(self, context: ssl.SSLContext, name: str) -> None:
-        self._context = context
-        self._name = name
-
-    def wrap_socket(self, sock: Any, server_hostname: str | None = None, **kwargs: Any) -> Any:
-        return self._context.wrap_socket(sock, server_hostname=self._name, **kwargs)

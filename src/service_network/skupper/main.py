@@ -9,14 +9,18 @@ standard error with the usage, and again on standard output (exit code 1). docs/
 and the differences.
 
 Only the verb that runs is imported (:class:`~.cmdline.Lazy`): ``skupper --help`` loads no verb, a status read no
-controller, router or grant server.
+controller, router or grant server. A Kubernetes verb's coroutine (the API client's interface is async) never
+suspends: its requests block (:mod:`.kube`), as do its pauses between polls, since a command makes its requests one
+after the other. It is therefore driven to its end without an event loop (asyncio alone takes longer to import
+than the rest of a status read); ``system`` and ``debug dump``, which run processes and connections side by side,
+run in asyncio's loop.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import cmdline
 from .cmdline import Command, Lazy, ParseError, UnknownCommand
@@ -24,7 +28,9 @@ from .cmdline import Command, Lazy, ParseError, UnknownCommand
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["main", "root_command", "run"]
+__all__ = ["drive", "main", "root_command", "run"]
+
+T = TypeVar("T")
 
 _PACKAGE = "service_network.skupper"
 
@@ -88,11 +94,23 @@ def main(argv: Sequence[str] | None = None, prog: str = "skupper") -> int:
     if parsed.help:
         cmdline.write(sys.stdout, cmdline.help_text(parsed.path))
         return 0
-    import asyncio
     try:
-        return asyncio.run(run(parsed.command, parsed.args))
+        if parsed.command.event_loop:
+            import asyncio
+            return asyncio.run(run(parsed.command, parsed.args))
+        return drive(run(parsed.command, parsed.args))
     except KeyboardInterrupt:
         return 130
+
+
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never suspends, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coroutine.close()
+    raise RuntimeError("a command without an event loop awaited something that suspends")
 
 
 if __name__ == "__main__":

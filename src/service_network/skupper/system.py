@@ -28,7 +28,7 @@ __all__ = ["command"]
 
 def command() -> Command:
     def plain(use: str, short: str, run: Run) -> Command:
-        return Command(use, short, long=short + ".", run=run, offline=True)
+        return Command(use, short, long=short + ".", run=run, offline=True, event_loop=True)
 
     return Command(
         "system", "Sites on this Linux host, without Kubernetes",
@@ -54,20 +54,21 @@ def command() -> Command:
                             "-f -",
                     flags=(Flag("filename", "string", "", "The name of the file with custom resources (- for "
                                 "standard input)", short="f", files=True),),
-                    run=apply, offline=True),
+                    run=apply, offline=True, event_loop=True),
             Command("generate-bundle <bundle-file>", "Generate a bundle",
                     long="Write a gzip'd tarball with install.sh, the site's resources and credentials (input/): "
                          "on another host, 'sh install.sh' sets the site up there.",
-                    run=generate_bundle, offline=True, positional="file"),
+                    run=generate_bundle, offline=True, positional="file", event_loop=True),
             Command("generate-link", "Print the Link and Secret a remote site applies to link to this one",
                     long="Print the Link and Secret (YAML) a remote site applies to link to this site's "
                          "RouterAccess; the certificate names the remote site (--subject: its Site's metadata.uid), "
                          "as only that site's routers may use it.",
                     flags=(Flag("subject", "string", "", "the id (Site metadata.uid) of the site that will link"),
                            Flag("name", "string", "", "the Link's and Secret's name (default link-<namespace>)")),
-                    run=generate_link, offline=True),
+                    run=generate_link, offline=True, event_loop=True),
             Command("delete <kind> <name>", "Delete a resource of the site",
-                    long=f"Delete a resource of the site ({', '.join(KINDS)}).", run=delete, offline=True),
+                    long=f"Delete a resource of the site ({', '.join(KINDS)}).", run=delete, offline=True,
+                    event_loop=True),
         ])
 
 
