@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..system.names import KINDS
+from ..system.names import KINDS, SECRET
 from .cmdline import Command, Flag, Run
 from .common import CliError, Invalid
 from .formats import encode, tab_table
@@ -67,7 +67,8 @@ def command() -> Command:
                            Flag("name", "string", "", "the Link's and Secret's name (default link-<namespace>)")),
                     run=generate_link, offline=True, event_loop=True),
             Command("delete <kind> <name>", "Delete a resource of the site",
-                    long=f"Delete a resource of the site ({', '.join(KINDS)}).", run=delete, offline=True,
+                    long=f"Delete a resource of the site ({', '.join((*KINDS, SECRET))}; a Secret's stored "
+                         "credential, input/certs/<name>, goes with it).", run=delete, offline=True,
                     event_loop=True),
         ])
 
@@ -165,8 +166,8 @@ async def delete(args: argparse.Namespace, session: None) -> None:
     if len(args.args) != 2:
         raise Invalid(["a kind and a name are needed: skupper system delete <kind> <name>"])
     kind, name = args.args
-    if kind not in KINDS:
-        raise Invalid([f"kind {kind!r} is not one of {', '.join(KINDS)}"])
+    if kind not in (*KINDS, SECRET):
+        raise Invalid([f"kind {kind!r} is not one of {', '.join((*KINDS, SECRET))}"])
     site = _site(args)
     if not site.delete_resource(kind, name):
         raise Invalid([f'{kind} "{name}" does not exist in {site.resources_dir} (nor, for a Link, in '
