@@ -28,7 +28,8 @@ HELP_STDLIB = frozenset({
 HELP_OURS = frozenset({"service_network", "service_network.skupper", "service_network.skupper.main",
                        "service_network.skupper.cmdline", "service_network.skupper.durations"})
 #: what no status read may import: the operators' HTTP stack and models, the controller, the router, system sites
-STATUS_FORBIDDEN = ("aiohttp", "lightkube", "httpx", "httpx2", "pydantic", "cryptography", "grpc", "asyncio",
+#: (and PyYAML, for a kubeconfig as kubesim writes it: the command line reads those itself)
+STATUS_FORBIDDEN = ("aiohttp", "lightkube", "httpx", "httpx2", "pydantic", "cryptography", "grpc", "asyncio", "yaml",
                     "http.client", "service_network.site", "service_network.router", "service_network.crd",
                     "service_network.system", "service_network.observer", "operator_runtime.transport",
                     "operator_runtime.config")
@@ -36,7 +37,8 @@ STATUS_FORBIDDEN = ("aiohttp", "lightkube", "httpx", "httpx2", "pydantic", "cryp
 STATUS_OURS = frozenset({
     "service_network", "service_network.constants", "service_network.kinds", "service_network.skupper",
     "service_network.skupper.main", "service_network.skupper.cmdline", "service_network.skupper.durations",
-    "service_network.skupper.common", "service_network.skupper.kube", "service_network.skupper.options",
+    "service_network.skupper.common", "service_network.skupper.kube", "service_network.skupper.blockyaml",
+    "service_network.skupper.options",
     "service_network.skupper.validate", "service_network.skupper.formats", "service_network.skupper.bindings",
     "service_network.skupper.listener", "service_network.skupper.site", "operator_runtime",
     "operator_runtime.api", "operator_runtime.errors", "operator_runtime.kinds", "operator_runtime.objects",

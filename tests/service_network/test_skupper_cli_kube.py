@@ -148,3 +148,79 @@ def test_a_kept_alive_connection_the_server_closed_is_opened_again(server_factor
     with pytest.raises(ApiUnreachable) as unreachable:
         drive(refused.request("GET", "/c"))
     assert str(unreachable.value).startswith(f"GET http://127.0.0.1:{port}/c: ")
+
+
+KUBECTL_CONFIG = """apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: LS0tLS1CRUdJTg==
+    server: https://127.0.0.1:6443
+  name: kind-kind
+contexts:
+- context:
+    cluster: kind-kind
+    namespace: team-a
+    user: kind-kind
+  name: kind-kind
+current-context: kind-kind
+kind: Config
+preferences: {}
+users:
+- name: kind-kind
+  user:
+    client-certificate-data: LS0tLS1CRUdJTg==
+    client-key-data: LS0tLS1CRUdJTg==
+"""
+HAND_WRITTEN = """# written by hand
+apiVersion: v1
+kind: "Config"
+current-context: 'it''s'
+clusters:
+  - name: c
+    cluster:
+      server: "https://example.com:443"
+      insecure-skip-tls-verify: true
+      proxy-url:
+users:
+  - name: u
+    user:
+      exec:
+        apiVersion: client.authentication.k8s.io/v1
+        command: /usr/bin/aws-iam
+        args:
+          - eks
+          - --cluster-name
+          - x-1
+        env:
+        - name: AWS_PROFILE
+          value: prod
+contexts:
+- name: "it's"
+  context: {}
+"""
+
+
+@pytest.mark.parametrize("text", [
+    KUBECTL_CONFIG, HAND_WRITTEN,
+    *(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "kubesim",
+                      "clusters": [{"name": "kubesim", "cluster": {"server": "https://127.0.0.1:43211",
+                                                                    "certificate-authority-data": "LS0tLS1C"}}],
+                      "users": [{"name": "kubesim", "user": {"token": "Zx9kLmN0-abc_DEF", "username": "a b"}}],
+                      "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim", "user": "kubesim"}}],
+                      "preferences": {}}, sort_keys=sort, indent=indent)
+      for sort in (True, False) for indent in (2, 4)),
+])
+def test_block_yaml_reads_kubeconfigs_as_pyyaml_does(text: str) -> None:
+    from service_network.skupper import blockyaml
+    assert blockyaml.read(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("text", [
+    "token: 3f2a\n", "a: 12:30\n", "a: 1.5\n", "a: 2001-12-14\n", "a: yes\n", "a: Off\n", "a: .inf\n", "a: -.5\n",
+    "a: &x 1\nb: *x\n", "a: !!str 1\n", "a: |\n  x\n", "a: >\n  x\n", "a: [1, 2]\n", "a: {b: 1}\n",
+    "a: b # comment\n", 'a: "x\\ny"\n', "a: b\n  c\n", "a:\n\t- b\n", "---\na: 1\n---\nb: 2\n", "a:b\n",
+    "- - a\n", "  a: 1\n", "",
+])
+def test_block_yaml_leaves_anything_else_to_pyyaml(text: str) -> None:
+    from service_network.skupper import blockyaml
+    assert blockyaml.read(text) is None

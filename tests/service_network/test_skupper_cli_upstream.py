@@ -6,6 +6,7 @@ around them are ours, in cobra's layout. Also: shell completion scripts complete
 
 from __future__ import annotations
 
+import importlib.metadata
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -123,6 +124,7 @@ async def test_flags_stand_anywhere_and_booleans_take_only_equals() -> None:
 
 
 async def test_version_prints_the_version_alone() -> None:
+    assert cli_version() == importlib.metadata.version("listener-operator")
     assert await skupper("version") == (0, cli_version() + "\n", "")
     assert await skupper("version", "extra") == (0, cli_version() + "\n", "")     # arguments ignored, as upstream
 

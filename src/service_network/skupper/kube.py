@@ -28,6 +28,8 @@ from typing import Any
 
 from operator_runtime.errors import ApiUnreachable
 
+from . import blockyaml
+
 __all__ = ["BlockingTransport", "Endpoint", "KubeconfigError", "load"]
 
 #: as :data:`operator_runtime.config.SERVICE_ACCOUNT_DIR_ENV` (kubesim's Pods are host processes)
@@ -108,17 +110,19 @@ class Endpoint:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise KubeconfigError(f"stat {path}: no such file or directory") from None
-    except OSError as e:
-        raise KubeconfigError(f"open {path}: {(e.strerror or str(e)).lower()}") from None
-    try:
-        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        raise KubeconfigError(f"error loading config file \"{path}\": {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KubeconfigError(f"open {path}: {str(getattr(e, 'strerror', None) or e).lower()}") from None
+    loaded = blockyaml.read(text)           # the usual kubeconfig, without PyYAML's import
+    if loaded is None:
+        import yaml
+        try:
+            loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as e:
+            raise KubeconfigError(f"error loading config file \"{path}\": {e}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
