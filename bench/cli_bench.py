@@ -26,6 +26,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -197,9 +198,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         async with _cluster(state) as sim:
             await _populate(sim)
             if args.hold:
-                print(f"kubeconfig: {sim.kubeconfig_path}  namespace: {NAMESPACE}  (Ctrl-C stops)", flush=True)
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.Event().wait()
+                stop = asyncio.Event()
+                for signal_number in (signal.SIGINT, signal.SIGTERM):
+                    asyncio.get_running_loop().add_signal_handler(signal_number, stop.set)
+                print(f"kubeconfig: {sim.kubeconfig_path}  namespace: {NAMESPACE}  (SIGINT or SIGTERM stops)",
+                      flush=True)
+                await stop.wait()
                 return {}
             return await _measure(args, Path(sim.kubeconfig_path))
     finally:
@@ -217,10 +221,9 @@ def main() -> None:
     unknown = [v for v in args.verbs if v not in VERBS]
     if unknown:
         parser.error(f"unknown verbs: {', '.join(unknown)}")
-    with contextlib.suppress(KeyboardInterrupt):
-        result = asyncio.run(_main(args))
-        if result:
-            print(json.dumps(result, indent=2))
+    result = asyncio.run(_main(args))
+    if result:
+        print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

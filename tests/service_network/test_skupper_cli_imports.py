@@ -37,7 +37,8 @@ STATUS_FORBIDDEN = ("aiohttp", "lightkube", "httpx", "httpx2", "pydantic", "cryp
 STATUS_OURS = frozenset({
     "service_network", "service_network.constants", "service_network.kinds", "service_network.skupper",
     "service_network.skupper.main", "service_network.skupper.cmdline", "service_network.skupper.durations",
-    "service_network.skupper.common", "service_network.skupper.kube", "service_network.skupper.blockyaml",
+    "service_network.skupper.common", "service_network.skupper.errors", "service_network.skupper.kube",
+    "service_network.skupper.blockyaml",
     "service_network.skupper.options",
     "service_network.skupper.validate", "service_network.skupper.formats", "service_network.skupper.bindings",
     "service_network.skupper.listener", "service_network.skupper.site", "operator_runtime",

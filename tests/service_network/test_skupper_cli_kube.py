@@ -134,7 +134,7 @@ def test_answers_with_a_length_chunked_or_until_the_connection_ends(server_facto
     drive(client.close())
 
 
-def test_a_kept_alive_connection_the_server_closed_is_opened_again(server_factory: list[Server]) -> None:
+def test_a_kept_alive_connection_the_server_closed_is_opened_again_and_a_refusal_is_said_as_kubectl(server_factory: list[Server]) -> None:
     server = Server([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", None,
                      b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nagain"])
     server_factory.append(server)
@@ -147,7 +147,8 @@ def test_a_kept_alive_connection_the_server_closed_is_opened_again(server_factor
     refused = BlockingTransport(Endpoint(f"http://127.0.0.1:{port}", "default", Credentials()))
     with pytest.raises(ApiUnreachable) as unreachable:
         drive(refused.request("GET", "/c"))
-    assert str(unreachable.value).startswith(f"GET http://127.0.0.1:{port}/c: ")
+    assert str(unreachable.value) == (f'Get "http://127.0.0.1:{port}/c": dial tcp 127.0.0.1:{port}: connect: '
+                                      "connection refused")          # client-go's words
 
 
 KUBECTL_CONFIG = """apiVersion: v1

@@ -2,8 +2,9 @@
 with their exit codes. Imported when a verb's flags are (``skupper site --help``), so what only a run needs (the
 API client, asyncio) is imported when it runs.
 
-Errors a user can act on are :class:`CliError` (printed as ``Error: <message>``, exit code 1, as upstream's cobra
-commands do); the API's refusals are turned into them with the server's own message.
+Errors a user can act on are :class:`~.errors.CliError` (the message on standard output, exit code 1) and
+:class:`~.errors.Invalid` (every problem of the arguments and flags, exit code 2); the API's refusals are turned
+into them with the server's own message.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import JsonDict, mapping
 
 from ..constants import GROUP_VERSION
+from .errors import CliError, Invalid
 
 if TYPE_CHECKING:
     from operator_runtime.api import KubeApi
@@ -28,14 +30,6 @@ __all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "api
 
 #: upstream's order (its messages list them so)
 WAIT_CHOICES = ("ready", "configured", "none")
-
-
-class CliError(Exception):
-    """A failure the user can act on: printed as ``Error: <message>``; ``code`` is the exit code."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def resource(kind: str, name: str, namespace: str | None, spec: Mapping[str, Any]) -> JsonDict:
@@ -87,21 +81,15 @@ CRD_MISSING = ('The Skupper CRDs are not yet installed. To install them, run\n'
                '"kubectl apply -f https://skupper.io/v2/install.yaml"')
 
 
-class Invalid(CliError):
-    """Arguments or flags that cannot work (all problems found, one per line): exit code 2."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems), code=2)
-
-
-async def list_kind(session: Session, info: ResourceInfo) -> list[JsonDict]:
-    """The objects of ``info`` in the namespace; the CRDs-missing message when the kind is not served."""
+async def list_kind(session: Session, info: ResourceInfo, *, code: int = 2) -> list[JsonDict]:
+    """The objects of ``info`` in the namespace; the CRDs-missing message when the kind is not served. A failure
+    exits with ``code``: 2 where upstream lists while it checks the arguments, 1 where it lists to run."""
     try:
         items, _ = await session.api.list(info, namespace=session.namespace)
     except NotFound:
-        raise Invalid([CRD_MISSING]) from None
+        raise CliError(CRD_MISSING, code) from None
     except KubeError as e:
-        raise Invalid([str(e)]) from None
+        raise CliError(str(e), code) from None
     return items
 
 

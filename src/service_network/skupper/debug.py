@@ -11,7 +11,7 @@ import argparse
 import datetime
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from operator_runtime.errors import KubeError
 from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, SERVICE, ResourceInfo
@@ -22,10 +22,7 @@ from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_NAME
 from .cmdline import Command
 from .common import CliError, Invalid, Session
 from .validate import file_name_problem
-from .version import components
-
-if TYPE_CHECKING:
-    import tarfile
+from .version import cli_version
 
 __all__ = ["command", "dump_name"]
 
@@ -34,6 +31,23 @@ SKUPPER_KINDS: tuple[ResourceInfo, ...] = (
     kinds.ACCESS_TOKEN, kinds.ATTACHED_CONNECTOR, kinds.ATTACHED_CONNECTOR_BINDING, kinds.MULTI_KEY_LISTENER,
     kinds.CERTIFICATE, kinds.SECURED_ACCESS)
 MAX_LOG = 8 * 1024 * 1024
+
+
+async def components(session: Session) -> list[dict[str, Any]]:
+    router = controller = "unknown"
+    try:
+        sites, _ = await session.api.list(kinds.SITE, namespace=session.namespace)
+        for site in sites:
+            controller = str(mapping(site, "status", "controller").get("version") or controller)
+        deployment = await session.api.get(DEPLOYMENT, ROUTER_NAME, session.namespace)
+        images = [str(c.get("image")) for c in mapping(deployment, "spec", "template", "spec").get("containers") or []
+                  if isinstance(c, dict)]
+        router = images[0].rpartition(":")[2] if images else router
+    except KubeError:
+        pass
+    return [{"component": "router", "version": router}, {"component": "controller", "version": controller},
+            {"component": "cli", "version": cli_version()}]
+
 
 
 def command() -> Command:
@@ -54,6 +68,7 @@ def dump_name(base: str, namespace: str, when: datetime.datetime) -> str:
 class _Tar:
     def __init__(self, path: Path) -> None:
         import tarfile
+        self.path = path
         self.file: tarfile.TarFile = tarfile.open(path, "w:gz")
 
     def add(self, name: str, data: bytes) -> None:
@@ -69,6 +84,10 @@ class _Tar:
 
     def close(self) -> None:
         self.file.close()
+
+    def discard(self) -> None:
+        self.file.close()
+        self.path.unlink(missing_ok=True)
 
 
 async def _raw(session: Session, path: str, params: dict[str, str] | None = None) -> bytes:
@@ -182,9 +201,9 @@ async def dump(args: argparse.Namespace, session: Session) -> None:
     try:
         await _collect(session, tar)
     except KubeError as e:
+        tar.discard()                          # no half-written archive left behind
         raise CliError(f"Unable to save skupper dump details: {e}") from None
-    finally:
-        tar.close()
+    tar.close()
     print(f"Skupper dump details written to compressed archive:  {path}")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -256,13 +257,34 @@ def load(kubeconfig: str | None, context: str | None) -> Endpoint:
     raise KubeconfigError(NO_CONFIGURATION)
 
 
+#: Go's words for the errors of a connection that could not be made
+_GO_DIAL_ERRORS = {errno.ECONNREFUSED: "connect: connection refused", errno.EHOSTUNREACH: "connect: no route to host",
+                   errno.ENETUNREACH: "connect: network is unreachable"}
+
+
+class DialError(OSError):
+    """A connection to the API server that could not be made; its text is Go's (``dial tcp 127.0.0.1:6443:
+    connect: connection refused``) where Go's words are known (``go_reason``)."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        self.go_reason = "i/o timeout" if isinstance(cause, TimeoutError) else _GO_DIAL_ERRORS.get(cause.errno or 0)
+        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        super().__init__(cause.errno, f"dial tcp {shown}: {self.go_reason}" if self.go_reason else str(cause))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class _Connection:
     """One HTTP/1.1 connection (TLS when ``tls``): a request, then its whole answer (``Content-Length``, chunked,
     or up to the end of the connection)."""
 
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None, server_name: str | None,
                  timeout: float) -> None:
-        raw = socket.create_connection((host, port), timeout=timeout)
+        try:
+            raw = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise DialError(host, port, e) from e
         try:
             self._socket = tls.wrap_socket(raw, server_hostname=server_name or host) if tls is not None else raw
         except BaseException:
@@ -357,6 +379,8 @@ class BlockingTransport:
                 self._connection = None
                 if attempt == 1 and reused and isinstance(e, ConnectionError):
                     continue              # a kept-alive connection the server closed meanwhile
+                if isinstance(e, DialError) and e.go_reason:           # as client-go says it
+                    raise ApiUnreachable(f'{method.title()} "{self.server}{target}": {e}') from e
                 raise ApiUnreachable(f"{method} {self.server}{target}: {e or type(e).__name__}") from e
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -59,13 +59,14 @@ def root_command(prog: str = "skupper") -> Command:
 
 async def run(command: Command, args: argparse.Namespace) -> int:
     """Run the parsed command; its exit code."""
-    from .common import CliError, Session
+    from .errors import CliError
     session = None
     try:
         if args.platform not in ("", "kubernetes"):
             raise CliError(f'platform "{args.platform}" is not served by this command line: it drives Kubernetes '
                            f'sites (sites on this host: skupper system)')
         if not command.offline:
+            from .common import Session
             session = Session.open(args)
         assert command.run is not None
         await command.run(args, session)

@@ -184,11 +184,11 @@ async def delete(args: argparse.Namespace, session: Session) -> None:
 
 
 async def status(args: argparse.Namespace, session: Session) -> None:
-    problems = ["this command does not need any arguments"] if args.name else []
-    problems += check_output(args.output)
-    if problems:
+    if args.name:
+        raise Invalid(["this command does not need any arguments"])
+    if problems := check_output(args.output):
         raise Invalid(problems)
-    sites = await list_kind(session, SITE)
+    sites = await list_kind(session, SITE, code=1)          # upstream lists when it runs
     if not sites:
         print("There is no existing Skupper site resource")
         return

@@ -1,22 +1,13 @@
 """``skupper version``: the version of this command line, alone on a line, as upstream 2.2.1 prints its own (no
-cluster is contacted; arguments are ignored, as upstream's). :func:`components` (the router's and the controller's
-versions of the namespace's site) is for ``debug dump``."""
+cluster is contacted; arguments are ignored, as upstream's)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from operator_runtime.errors import KubeError
-from operator_runtime.kinds import DEPLOYMENT
-from operator_runtime.objects import mapping
-
-from ..constants import ROUTER_NAME
-from ..kinds import SITE
 from .cmdline import Command
-from .common import Session
 
-__all__ = ["cli_version", "command", "components"]
+__all__ = ["cli_version", "command"]
 
 
 DISTRIBUTION = "listener_operator"
@@ -43,22 +34,6 @@ def cli_version() -> str:
 def command() -> Command:
     return Command("version", "Display the Skupper CLI version.", long="Print the version of this command line.",
                    run=run, offline=True)
-
-
-async def components(session: Session) -> list[dict[str, Any]]:
-    router = controller = "unknown"
-    try:
-        sites, _ = await session.api.list(SITE, namespace=session.namespace)
-        for site in sites:
-            controller = str(mapping(site, "status", "controller").get("version") or controller)
-        deployment = await session.api.get(DEPLOYMENT, ROUTER_NAME, session.namespace)
-        images = [str(c.get("image")) for c in mapping(deployment, "spec", "template", "spec").get("containers") or []
-                  if isinstance(c, dict)]
-        router = images[0].rpartition(":")[2] if images else router
-    except KubeError:
-        pass
-    return [{"component": "router", "version": router}, {"component": "controller", "version": controller},
-            {"component": "cli", "version": cli_version()}]
 
 
 async def run(args: argparse.Namespace, session: None) -> None:
