@@ -82,7 +82,8 @@ def _active(sites: list[JsonDict]) -> JsonDict | None:
 
 
 def link_objects(site: JsonDict, tls: str, cost: int) -> list[JsonDict]:
-    """The Links of ``site``'s endpoints: one per endpoint group (``link-<site>-<group>``), or ``link-<site>``."""
+    """The Links of ``site``'s endpoints: one per endpoint group, named ``link-<site>-<group>`` as upstream names
+    them (in the groups' order; upstream's order is its map's, random)."""
     endpoints = [dict(e) for e in mapping(site, "status").get("endpoints") or [] if isinstance(e, dict)]
     groups: dict[str, list[JsonDict]] = {}
     for endpoint in endpoints:
@@ -90,7 +91,7 @@ def link_objects(site: JsonDict, tls: str, cost: int) -> list[JsonDict]:
     base = f"link-{meta(site).name}"
     links = []
     for group, members in sorted(groups.items()):
-        name = base if len(groups) == 1 else f"{base}-{group}"
+        name = f"{base}-{group}"
         links.append(resource("Link", name, None, {"cost": cost, "tlsCredentials": tls, "endpoints": members}))
     return links
 
@@ -139,7 +140,10 @@ async def generate(args: argparse.Namespace, session: Session) -> None:
                           "metadata": {"name": tls},
                           "data": {k: v for k, v in mapping(secret, "data").items()
                                    if k in ("ca.crt", "tls.crt", "tls.key")}})
-    print(("---\n" if args.output == "yaml" else "").join(encode(d, args.output) for d in documents))
+    for index, document in enumerate(documents):       # as upstream: each printed with a newline, "---" between
+        print(encode(document, args.output))
+        if args.output == "yaml" and index < len(documents) - 1:
+            print("---")
 
 
 def _one(names: list[str], missing: str) -> tuple[list[str], str]:
