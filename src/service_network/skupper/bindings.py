@@ -3,14 +3,13 @@ and type checks, delete, and the status printing (upstream's texts, with the kin
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operator_runtime.kinds import SECRET, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping, meta
 
-from .cmdline import Command, Flag, Lazy
+from .cmdline import Args, Command, Flag, Lazy
 from .common import Invalid, Session, api_call, find, list_kind, wait_deleted, wait_for_condition
 from .formats import encode, tab_table, without_type
 from .options import (
@@ -66,7 +65,7 @@ def check_one_name(word: str, values: Sequence[str], missing: str) -> tuple[list
     return [], values[0]
 
 
-async def check_common(word: str, args: argparse.Namespace, session: Session | None) -> list[str]:
+async def check_common(word: str, args: Args, session: Session | None) -> list[str]:
     """Routing key, TLS Secret (exists; offline: a valid name), type."""
     problems = []
     if args.routing_key and (problem := name_problem(args.routing_key)):
@@ -82,7 +81,7 @@ async def check_common(word: str, args: argparse.Namespace, session: Session | N
     return problems
 
 
-async def check_create(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session
+async def check_create(info: ResourceInfo, word: str, args: Args, session: Session
                        ) -> tuple[list[str], str, int]:
     """The checks of ``<word> create`` shared by both kinds; (problems, name, port)."""
     await list_kind(session, info)
@@ -93,7 +92,7 @@ async def check_create(info: ResourceInfo, word: str, args: argparse.Namespace, 
 
 
 async def write_create(info: ResourceInfo, session: Session, name: str, spec: JsonDict,
-                       args: argparse.Namespace) -> None:
+                       args: Args) -> None:
     body = {"apiVersion": info.api_version, "kind": info.kind,
             "metadata": {"name": name, "namespace": session.namespace}, "spec": spec}
     await api_call("", session.api.create(info, body, session.namespace))
@@ -101,7 +100,7 @@ async def write_create(info: ResourceInfo, session: Session, name: str, spec: Js
                              success=f'{info.kind} "{name}" is {args.wait}.')
 
 
-async def prepare_update(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session,
+async def prepare_update(info: ResourceInfo, word: str, args: Args, session: Session,
                          more: Sequence[str] = ()) -> tuple[str, JsonDict, JsonDict]:
     """The checks of ``<word> update`` (``more``: the kind's own problems); (name, the object, its spec with the
     routing key, TLS Secret, type, port and exposePodsByName flags applied)."""
@@ -130,7 +129,7 @@ async def prepare_update(info: ResourceInfo, word: str, args: argparse.Namespace
 
 
 async def write_update(info: ResourceInfo, session: Session, current: JsonDict, spec: JsonDict,
-                       args: argparse.Namespace) -> None:
+                       args: Args) -> None:
     name = meta(current).name
     await api_call("", session.api.replace(info, {**current, "spec": spec}, name=name, namespace=session.namespace))
     await wait_for_condition(session, info, name, args.wait, args.timeout, success=f'{info.kind} "{name}" is updated')
@@ -162,7 +161,7 @@ def commands(info: ResourceInfo, word: str, flags: Callable[[str], tuple[Flag, .
     ]
 
 
-async def delete(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session) -> None:
+async def delete(info: ResourceInfo, word: str, args: Args, session: Session) -> None:
     await list_kind(session, info)
     problems, name = check_one_name(word, args.name, f"{word} name must be specified")
     if not problems and await find(session, info, name) is None:
@@ -186,7 +185,7 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-async def status(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session,
+async def status(info: ResourceInfo, word: str, args: Args, session: Session,
                  middle: Sequence[tuple[str, str, str]], matched: tuple[str, str, str],
                  inline_matched: bool = False) -> None:
     """``<word> status``: a table of all, or one object's fields; ``middle``: (column, label, spec key) after the

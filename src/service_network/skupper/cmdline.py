@@ -9,33 +9,39 @@ of help and its module) until the arguments select it (``skupper --help`` loads 
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import importlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, NamedTuple, TextIO
+from types import SimpleNamespace
+from typing import Any, Literal, TextIO
 
 from . import durations
 
-__all__ = ["GLOBAL_FLAGS", "Command", "Flag", "Lazy", "ParseError", "Parsed", "UnknownCommand", "help_text",
+__all__ = ["GLOBAL_FLAGS", "Args", "Command", "Flag", "Lazy", "ParseError", "Parsed", "UnknownCommand", "help_text",
            "parse", "usage_text"]
 
 FlagKind = Literal["string", "bool", "int", "duration"]
-Run = Callable[[argparse.Namespace, Any], Awaitable[None]]
+#: the parsed flags and arguments of a command (attributes named as the flags, ``-`` as ``_``)
+Args = SimpleNamespace
+Run = Callable[[Args, Any], Awaitable[None]]
 
 
-class Flag(NamedTuple):
+class Flag:
     """A flag as pflag defines it: long name, kind, default, usage text and an optional one-letter shorthand.
     ``values``: what shell completion offers for its value; ``files``: complete file names."""
 
-    name: str
-    kind: FlagKind
-    default: str | bool | int | datetime.timedelta
-    usage: str
-    short: str = ""
-    hidden: bool = False
-    values: tuple[str, ...] = ()
-    files: bool = False
+    __slots__ = ("default", "files", "hidden", "kind", "name", "short", "usage", "values")
+
+    def __init__(self, name: str, kind: FlagKind, default: str | bool | int | datetime.timedelta, usage: str, *,
+                 short: str = "", hidden: bool = False, values: tuple[str, ...] = (), files: bool = False) -> None:
+        self.name = name
+        self.kind = kind
+        self.default = default
+        self.usage = usage
+        self.short = short
+        self.hidden = hidden
+        self.values = values
+        self.files = files
 
     @property
     def dest(self) -> str:
@@ -157,13 +163,14 @@ class UnknownCommand(Exception):
     """An unknown command under the root: cobra's message with its suggestions."""
 
 
-class Parsed(NamedTuple):
+class Parsed:
     """The command the arguments chose (``path``: from the root), its flags and positional arguments, and
     whether help was asked for (or the command only groups others)."""
 
-    path: list[Command]
-    args: argparse.Namespace
-    help: bool = False
+    def __init__(self, path: list[Command], args: Args, help: bool = False) -> None:
+        self.path = path
+        self.args = args
+        self.help = help
 
     @property
     def command(self) -> Command:
@@ -271,7 +278,7 @@ def parse(root: Command, args: Sequence[str]) -> Parsed:
             more = "\n\nDid you mean this?\n" + "".join(f"\t{s}\n" for s in hint) if hint else ""
             raise UnknownCommand(f"unknown command {_quote(words[0])} for {_quote(command_path(path))}{more}")
     values, positional = _parse_flags(path, rest)
-    namespace = argparse.Namespace(**{f.dest: f.default for f in _all_flags(path)})
+    namespace = Args(**{f.dest: f.default for f in _all_flags(path)})
     for name, value in values.items():
         setattr(namespace, name, value)
     setattr(namespace, command.positional, positional)

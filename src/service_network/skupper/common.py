@@ -9,7 +9,6 @@ into them with the server's own message.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import time
 from collections.abc import Awaitable, Mapping
@@ -24,6 +23,8 @@ from .errors import CliError, Invalid
 
 if TYPE_CHECKING:
     from operator_runtime.api import KubeApi
+
+    from .cmdline import Args
 
 __all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "api_call", "condition", "find",
            "list_kind", "pause", "resource", "wait_deleted", "wait_for_condition"]
@@ -48,7 +49,7 @@ class Session:
         self.namespace = namespace
 
     @classmethod
-    def open(cls, args: argparse.Namespace) -> Session:
+    def open(cls, args: Args) -> Session:
         from operator_runtime.api import KubeApi
 
         from .kube import BlockingTransport, KubeconfigError, load

@@ -4,8 +4,6 @@ routing key the name), checks and messages; ``--expose-pods-by-name`` is ours (u
 
 from __future__ import annotations
 
-import argparse
-
 from operator_runtime.errors import NotFound
 from operator_runtime.kinds import DEPLOYMENT, SERVICE, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping
@@ -21,7 +19,7 @@ from .bindings import (
     write_create,
     write_update,
 )
-from .cmdline import Command, Flag
+from .cmdline import Args, Command, Flag
 from .common import Invalid, Session, resource
 from .formats import encode
 from .options import check_output, check_timeout, check_wait
@@ -68,7 +66,7 @@ def command() -> Command:
                                        "skupper connector generate backend 8080 --workload deployment/backend"}))
 
 
-def _target_problems(args: argparse.Namespace) -> list[str]:
+def _target_problems(args: Args) -> list[str]:
     """The three ways to name a target exclude each other; each is checked on its own, as upstream."""
     problems = []
     if args.host:
@@ -108,7 +106,7 @@ async def _workload_selector(session: Session, workload: str) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def connector_spec(name: str, port: int, args: argparse.Namespace, selector: str) -> JsonDict:
+def connector_spec(name: str, port: int, args: Args, selector: str) -> JsonDict:
     spec: JsonDict = {"routingKey": args.routing_key or name, "port": port, "type": args.type}
     if args.host:
         spec["host"] = args.host
@@ -123,7 +121,7 @@ def connector_spec(name: str, port: int, args: argparse.Namespace, selector: str
     return spec
 
 
-async def create(args: argparse.Namespace, session: Session) -> None:
+async def create(args: Args, session: Session) -> None:
     problems, name, port = await check_create(CONNECTOR, "connector", args, session)
     problems += _target_problems(args)
     if problems:
@@ -134,7 +132,7 @@ async def create(args: argparse.Namespace, session: Session) -> None:
     await write_create(CONNECTOR, session, name, connector_spec(name, port, args, selector), args)
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     _, current, spec = await prepare_update(CONNECTOR, "connector", args, session, _target_problems(args))
     if args.host:
         spec.pop("selector", None)
@@ -147,7 +145,7 @@ async def update(args: argparse.Namespace, session: Session) -> None:
     await write_update(CONNECTOR, session, current, spec, args)
 
 
-async def _status(args: argparse.Namespace, session: Session) -> None:
+async def _status(args: Args, session: Session) -> None:
     await status(CONNECTOR, "connector", args, session,
                  middle=[("ROUTING-KEY", "Routing key", "routingKey"), ("SELECTOR", "Selector", "selector"),
                          ("HOST", "Host", "host"), ("PORT", "Port", "port")],
@@ -155,7 +153,7 @@ async def _status(args: argparse.Namespace, session: Session) -> None:
                  inline_matched=True)
 
 
-async def generate(args: argparse.Namespace, session: None) -> None:
+async def generate(args: Args, session: None) -> None:
     problems, name, port = check_name_port("connector", args.args)
     problems += await check_common("connector", args, None) + _target_problems(args) + check_output(args.output)
     if args.workload and not problems:

@@ -7,7 +7,6 @@ extension. Secrets are never included (only their names, in the objects that ref
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from operator_runtime.objects import JsonDict, mapping, meta
 
 from .. import kinds
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_NAME
-from .cmdline import Command
+from .cmdline import Args, Command
 from .common import CliError, Invalid, Session
 from .validate import file_name_problem
 from .version import cli_version
@@ -185,7 +184,7 @@ async def _pod(session: Session, tar: _Tar, pod: JsonDict, prefix: str) -> None:
         tar.add(f"{prefix}/logs/{name}-{cname}.txt", log)
 
 
-async def dump(args: argparse.Namespace, session: Session) -> None:
+async def dump(args: Args, session: Session) -> None:
     if len(args.file) > 1:
         raise Invalid(["only one argument is allowed for this command"])
     base = args.file[0] if args.file else "skupper-dump"

@@ -24,7 +24,6 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from operator_runtime.errors import ApiUnreachable
@@ -51,7 +50,7 @@ class KubeconfigError(Exception):
 class Credentials:
     """The ``Authorization`` header of a kubeconfig user; ``refresh()`` after a 401 says whether to retry."""
 
-    def __init__(self, header: str | None = None, token_file: Path | None = None,
+    def __init__(self, header: str | None = None, token_file: str | None = None,
                  plugin: Mapping[str, Any] | None = None) -> None:
         self._header = header
         self._token_file = token_file
@@ -60,7 +59,7 @@ class Credentials:
     def header(self) -> str | None:
         if self._header is None and self._token_file is not None:
             try:
-                self._header = "Bearer " + self._token_file.read_text(encoding="utf-8").strip()
+                self._header = "Bearer " + _text(self._token_file).strip()
             except OSError as e:
                 raise KubeconfigError(f"cannot read the token file {self._token_file}: {e.strerror or e}") from None
         if self._header is None and self._plugin is not None:
@@ -110,9 +109,20 @@ class Endpoint:
         self.server_name = server_name
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _text(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _local(name: str, base: str) -> str:
+    """A path of the kubeconfig: ``~`` expanded, relative to the kubeconfig's directory (``base``)."""
+    path = os.path.expanduser(name)
+    return path if os.path.isabs(path) else os.path.join(base, path)
+
+
+def _read_yaml(path: str) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _text(path)
     except FileNotFoundError:
         raise KubeconfigError(f"stat {path}: no such file or directory") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -147,10 +157,9 @@ def _decode(data: str, what: str) -> bytes:
         raise KubeconfigError(f"{what} is not valid base64") from None
 
 
-def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl.SSLContext:
+def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: str) -> ssl.SSLContext:
     def local(name: str) -> str:
-        path = Path(os.path.expanduser(name))
-        return str(path if path.is_absolute() else base / path)
+        return _local(name, base)
 
     if cluster.get("insecure-skip-tls-verify"):
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -171,7 +180,7 @@ def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl
         if not (cert_data and key_data):
             raise KubeconfigError("client-certificate-data and client-key-data must be given together")
         with tempfile.TemporaryDirectory(prefix="skupper-cert-") as directory:   # ssl reads files only
-            cert, key = Path(directory, "tls.crt"), Path(directory, "tls.key")
+            cert, key = os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key")
             for path, data, what in ((cert, cert_data, "client-certificate-data"),
                                      (key, key_data, "client-key-data")):
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -184,10 +193,9 @@ def _tls(cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path) -> ssl
     return context
 
 
-def _credentials(user: Mapping[str, Any], base: Path) -> Credentials:
+def _credentials(user: Mapping[str, Any], base: str) -> Credentials:
     if user.get("tokenFile"):
-        path = Path(os.path.expanduser(str(user["tokenFile"])))
-        return Credentials(token_file=path if path.is_absolute() else base / path)
+        return Credentials(token_file=_local(str(user["tokenFile"]), base))
     if user.get("token"):
         return Credentials(header=f"Bearer {str(user['token']).strip()}")
     if isinstance(user.get("exec"), dict):
@@ -200,7 +208,7 @@ def _credentials(user: Mapping[str, Any], base: Path) -> Credentials:
     return Credentials()
 
 
-def _from_file(path: Path, context_name: str | None) -> Endpoint:
+def _from_file(path: str, context_name: str | None) -> Endpoint:
     config = _read_yaml(path)
     name = context_name or str(config.get("current-context") or "")
     if not name:
@@ -216,7 +224,7 @@ def _from_file(path: Path, context_name: str | None) -> Endpoint:
     server = str(cluster.get("server") or "")
     if not server:
         raise KubeconfigError(NO_CONFIGURATION)
-    base = path.parent
+    base = os.path.dirname(path)
     tls = _tls(cluster, user, base) if server.startswith("https:") else None
     return Endpoint(server=server.rstrip("/"), namespace=str(context.get("namespace") or "default"),
                     credentials=_credentials(user, base), tls=tls,
@@ -225,30 +233,30 @@ def _from_file(path: Path, context_name: str | None) -> Endpoint:
 
 def _in_cluster() -> Endpoint | None:
     host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
-    directory = Path(os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR)
-    if not host or not port or not (directory / "token").is_file():
+    directory = os.environ.get(SERVICE_ACCOUNT_DIR_ENV) or SERVICE_ACCOUNT_DIR
+    if not host or not port or not os.path.isfile(os.path.join(directory, "token")):
         return None
     namespace = ""
     with contextlib.suppress(OSError):
-        namespace = (directory / "namespace").read_text(encoding="utf-8").strip()
+        namespace = _text(os.path.join(directory, "namespace")).strip()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.load_verify_locations(cafile=str(directory / "ca.crt"))
+    context.load_verify_locations(cafile=os.path.join(directory, "ca.crt"))
     shown = f"[{host}]" if ":" in host else host
     return Endpoint(server=f"https://{shown}:{port}", namespace=namespace or "default",
-                    credentials=Credentials(token_file=directory / "token"), tls=context)
+                    credentials=Credentials(token_file=os.path.join(directory, "token")), tls=context)
 
 
 def load(kubeconfig: str | None, context: str | None) -> Endpoint:
     """The API server of ``--kubeconfig``/``--context`` (kubectl's search when not given)."""
     if kubeconfig:
-        return _from_file(Path(kubeconfig).expanduser(), context)
+        return _from_file(os.path.expanduser(kubeconfig), context)
     listed = os.environ.get("KUBECONFIG")
     if listed:
         for candidate in listed.split(os.pathsep):
-            if candidate and Path(candidate).expanduser().is_file():
-                return _from_file(Path(candidate).expanduser(), context)
-    default = Path("~/.kube/config").expanduser()
-    if default.is_file():
+            if candidate and os.path.isfile(os.path.expanduser(candidate)):
+                return _from_file(os.path.expanduser(candidate), context)
+    default = os.path.expanduser("~/.kube/config")
+    if os.path.isfile(default):
         return _from_file(default, context)
     if context is None and (found := _in_cluster()) is not None:
         return found

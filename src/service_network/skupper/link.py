@@ -8,14 +8,13 @@ the command says so and suggests ``skupper token issue`` (whose redemption names
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from operator_runtime.kinds import SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..kinds import CERTIFICATE, LINK, SITE
-from .cmdline import Command, Flag
+from .cmdline import Args, Command, Flag
 from .common import (
     CliError,
     Invalid,
@@ -96,7 +95,7 @@ def link_objects(site: JsonDict, tls: str, cost: int) -> list[JsonDict]:
     return links
 
 
-async def generate(args: argparse.Namespace, session: Session) -> None:
+async def generate(args: Args, session: Session) -> None:
     await list_kind(session, CERTIFICATE)
     sites = await list_kind(session, SITE)
     site = _active(sites)
@@ -154,7 +153,7 @@ def _one(names: list[str], missing: str) -> tuple[list[str], str]:
     return [], names[0]
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     await list_kind(session, LINK)
     if not await list_kind(session, SITE):
         raise Invalid(["there is no skupper site in this namespace"])
@@ -180,7 +179,7 @@ async def update(args: argparse.Namespace, session: Session) -> None:
     await wait_condition(session, LINK, name, args.wait, args.timeout, success=f'Link "{name}" is updated')
 
 
-async def delete(args: argparse.Namespace, session: Session) -> None:
+async def delete(args: Args, session: Session) -> None:
     await list_kind(session, LINK)
     if not await list_kind(session, SITE):
         raise Invalid(["there is no skupper site in this namespace"])
@@ -196,7 +195,7 @@ async def delete(args: argparse.Namespace, session: Session) -> None:
                            failure=f'Link "{name}" not deleted yet, check the status for more information\n')
 
 
-async def status(args: argparse.Namespace, session: Session) -> None:
+async def status(args: Args, session: Session) -> None:
     """Upstream 2.2.1's: the Links of this site (a table, or one link's fields); incoming links are not listed."""
     await list_kind(session, LINK)
     sites = await list_kind(session, SITE)

@@ -4,8 +4,6 @@ flags, defaults (host and routing key default to the name), checks and messages;
 
 from __future__ import annotations
 
-import argparse
-
 from operator_runtime.objects import JsonDict
 
 from ..kinds import LISTENER
@@ -19,7 +17,7 @@ from .bindings import (
     write_create,
     write_update,
 )
-from .cmdline import Command, Flag
+from .cmdline import Args, Command, Flag
 from .common import Invalid, Session, resource
 from .formats import encode
 from .options import check_output, check_timeout, check_wait
@@ -58,13 +56,13 @@ def command() -> Command:
                            "generate": "skupper listener generate database 5432"}))
 
 
-def _observer_problem(args: argparse.Namespace) -> list[str]:
+def _observer_problem(args: Args) -> list[str]:
     if args.observer and (problem := option_problem(args.observer, OBSERVERS)):
         return [f"observer is not valid: {problem}"]
     return []
 
 
-def listener_spec(name: str, port: int, args: argparse.Namespace) -> JsonDict:
+def listener_spec(name: str, port: int, args: Args) -> JsonDict:
     spec: JsonDict = {"routingKey": args.routing_key or name, "host": args.host or name, "port": port,
                       "type": args.type}
     if args.tls_credentials:
@@ -76,7 +74,7 @@ def listener_spec(name: str, port: int, args: argparse.Namespace) -> JsonDict:
     return spec
 
 
-async def create(args: argparse.Namespace, session: Session) -> None:
+async def create(args: Args, session: Session) -> None:
     problems, name, port = await check_create(LISTENER, "listener", args, session)
     problems += _observer_problem(args) + check_timeout(args.timeout) + check_wait(args.wait)
     if problems:
@@ -84,7 +82,7 @@ async def create(args: argparse.Namespace, session: Session) -> None:
     await write_create(LISTENER, session, name, listener_spec(name, port, args), args)
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     _, current, spec = await prepare_update(LISTENER, "listener", args, session, _observer_problem(args))
     for key, value in (("host", args.host), ("observer", args.observer)):
         if value:
@@ -92,14 +90,14 @@ async def update(args: argparse.Namespace, session: Session) -> None:
     await write_update(LISTENER, session, current, spec, args)
 
 
-async def _status(args: argparse.Namespace, session: Session) -> None:
+async def _status(args: Args, session: Session) -> None:
     await status(LISTENER, "listener", args, session,
                  middle=[("ROUTING-KEY", "Routing key", "routingKey"), ("HOST", "Host", "host"),
                          ("PORT", "Port", "port")],
                  matched=("MATCHING-CONNECTOR", "Has Matching Connector", "hasMatchingConnector"))
 
 
-async def generate(args: argparse.Namespace, session: None) -> None:
+async def generate(args: Args, session: None) -> None:
     problems, name, port = check_name_port("listener", args.args)
     problems += await check_common("listener", args, None) + _observer_problem(args) + check_output(args.output)
     if problems:

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from . import cmdline
-from .cmdline import Command, Lazy, ParseError, UnknownCommand
-
-if TYPE_CHECKING:
-    import argparse
+from .cmdline import Args, Command, Lazy, ParseError, UnknownCommand
 
 __all__ = ["drive", "main", "root_command", "run"]
 
@@ -57,7 +54,7 @@ def root_command(prog: str = "skupper") -> Command:
         children=[Lazy(name, short, f"{_PACKAGE}.{module}") for name, short, module in VERBS])
 
 
-async def run(command: Command, args: argparse.Namespace) -> int:
+async def run(command: Command, args: Args) -> int:
     """Run the parsed command; its exit code."""
     from .errors import CliError
     session = None

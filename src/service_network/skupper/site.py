@@ -3,7 +3,6 @@ messages."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from operator_runtime.objects import JsonDict, mapping, meta
@@ -20,7 +19,7 @@ from ..kinds import (
     SECURED_ACCESS,
     SITE,
 )
-from .cmdline import Command, Flag
+from .cmdline import Args, Command, Flag
 from .common import (
     Invalid,
     Session,
@@ -87,7 +86,7 @@ def command() -> Command:
         ])
 
 
-def _link_problems(args: argparse.Namespace) -> list[str]:
+def _link_problems(args: Args) -> list[str]:
     problems = []
     if args.link_access_type:
         if problem := option_problem(args.link_access_type, LINK_ACCESS_TYPES):
@@ -108,7 +107,7 @@ def _name_problems(names: list[str], *, period: bool) -> list[str]:
     return []
 
 
-def site_object(name: str, namespace: str | None, args: argparse.Namespace) -> JsonDict:
+def site_object(name: str, namespace: str | None, args: Args) -> JsonDict:
     spec: dict[str, Any] = {}
     if args.enable_link_access:
         spec["linkAccess"] = args.link_access_type or "default"
@@ -117,7 +116,7 @@ def site_object(name: str, namespace: str | None, args: argparse.Namespace) -> J
     return resource("Site", name, namespace, spec)
 
 
-async def create(args: argparse.Namespace, session: Session) -> None:
+async def create(args: Args, session: Session) -> None:
     sites = await list_kind(session, SITE)
     problems = []
     if sites:
@@ -147,7 +146,7 @@ def _pick(sites: list[JsonDict], names: list[str], verb: str) -> JsonDict:
     return sites[0]
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     site = _pick(await list_kind(session, SITE), args.name, "update")
     problems = _link_problems(args) + check_timeout(args.timeout) + check_wait(args.wait)
     if problems:
@@ -168,7 +167,7 @@ ALL_KINDS = (CONNECTOR, LISTENER, ACCESS_TOKEN, ACCESS_GRANT, ROUTER_ACCESS, SEC
              ATTACHED_CONNECTOR, ATTACHED_CONNECTOR_BINDING)
 
 
-async def delete(args: argparse.Namespace, session: Session) -> None:
+async def delete(args: Args, session: Session) -> None:
     site = _pick(await list_kind(session, SITE), args.name, "delete")
     if problems := check_timeout(args.timeout):
         raise Invalid(problems)
@@ -183,7 +182,7 @@ async def delete(args: argparse.Namespace, session: Session) -> None:
                            failure=f'Site "{name}" not deleted yet, check the status for more information\n')
 
 
-async def status(args: argparse.Namespace, session: Session) -> None:
+async def status(args: Args, session: Session) -> None:
     if args.name:
         raise Invalid(["this command does not need any arguments"])
     if problems := check_output(args.output):
@@ -202,7 +201,7 @@ async def status(args: argparse.Namespace, session: Session) -> None:
     print(tab_table(rows), end="")
 
 
-async def generate(args: argparse.Namespace, session: None) -> None:
+async def generate(args: Args, session: None) -> None:
     problems = _name_problems(args.name, period=True) + _link_problems(args)
     if args.output not in ("yaml", "json"):
         problems.append(f"format {option_problem(args.output or '', ('json', 'yaml'))}")

@@ -9,13 +9,12 @@ code 2 (docs/skupper-cli.md, "System sites")."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..system.names import KINDS, SECRET
-from .cmdline import Command, Flag, Run
+from .cmdline import Args, Command, Flag, Run
 from .common import CliError, Invalid
 from .formats import encode, tab_table
 from .validate import name_problem
@@ -73,7 +72,7 @@ def command() -> Command:
         ])
 
 
-def _site(args: argparse.Namespace) -> SystemSite:
+def _site(args: Args) -> SystemSite:
     from ..system.site import SystemSite
     return SystemSite(args.namespace or "default")
 
@@ -106,7 +105,7 @@ def _need_site(site: SystemSite, loaded: Loaded) -> None:
                                    f"{site.resources_dir}", *(f"  {p}" for p in problems)]))
 
 
-async def setup(args: argparse.Namespace, session: None) -> None:
+async def setup(args: Args, session: None) -> None:
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
@@ -114,7 +113,7 @@ async def setup(args: argparse.Namespace, session: None) -> None:
     await _report(site, loaded, f'Site "{site.namespace}" is set up; its router runs (pid {pid}).')
 
 
-async def start(args: argparse.Namespace, session: None) -> None:
+async def start(args: Args, session: None) -> None:
     site = _site(args)
     if not site.router_config.exists():
         raise CliError(f"the site in namespace {site.namespace} is not set up: run skupper system setup")
@@ -123,12 +122,12 @@ async def start(args: argparse.Namespace, session: None) -> None:
     await _report(site, loaded, f"Router started (pid {site.start_router()}).")
 
 
-async def stop(args: argparse.Namespace, session: None) -> None:
+async def stop(args: Args, session: None) -> None:
     site = _site(args)
     print("Router stopped." if await site.stop_router() else "The router was not running.")
 
 
-async def reload(args: argparse.Namespace, session: None) -> None:
+async def reload(args: Args, session: None) -> None:
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
@@ -136,7 +135,7 @@ async def reload(args: argparse.Namespace, session: None) -> None:
     await _report(site, loaded, "Reloaded." if running else "Reloaded (the router is not running).")
 
 
-def _apply_problems(args: argparse.Namespace) -> list[str]:
+def _apply_problems(args: Args) -> list[str]:
     problems = ["This command does not accept arguments"] if args.args else []
     if not args.filename:
         problems.append("You need to provide a file to apply or use standard input.\n Example: cat site.yaml | "
@@ -147,7 +146,7 @@ def _apply_problems(args: argparse.Namespace) -> list[str]:
     return problems
 
 
-async def apply(args: argparse.Namespace, session: None) -> None:
+async def apply(args: Args, session: None) -> None:
     if problems := _apply_problems(args):
         raise Invalid(problems)
     site = _site(args)
@@ -162,7 +161,7 @@ async def apply(args: argparse.Namespace, session: None) -> None:
     await _report(site, loaded, f"Resources of {shown} applied.", only=set(written))
 
 
-async def delete(args: argparse.Namespace, session: None) -> None:
+async def delete(args: Args, session: None) -> None:
     if len(args.args) != 2:
         raise Invalid(["a kind and a name are needed: skupper system delete <kind> <name>"])
     kind, name = args.args
@@ -178,7 +177,7 @@ async def delete(args: argparse.Namespace, session: None) -> None:
     print(f'{kind} "{name}" deleted.')
 
 
-async def status(args: argparse.Namespace, session: None) -> None:
+async def status(args: Args, session: None) -> None:
     site = _site(args)
     if not site.base.exists():
         raise CliError(f"there is no site in namespace {site.namespace} ({site.base})")
@@ -203,7 +202,7 @@ async def status(args: argparse.Namespace, session: None) -> None:
             print(f"  {problem}")
 
 
-async def install(args: argparse.Namespace, session: None) -> None:
+async def install(args: Args, session: None) -> None:
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
@@ -223,7 +222,7 @@ async def install(args: argparse.Namespace, session: None) -> None:
                                 f"starts it again after a reboot.")
 
 
-async def generate_bundle(args: argparse.Namespace, session: None) -> None:
+async def generate_bundle(args: Args, session: None) -> None:
     from ..system.site import BundleRefused
     if not args.file:
         raise Invalid(["You need to specify a name for the bundle file to generate."])
@@ -249,7 +248,7 @@ async def generate_bundle(args: argparse.Namespace, session: None) -> None:
           f"&& sh install.sh")
 
 
-async def generate_link(args: argparse.Namespace, session: None) -> None:
+async def generate_link(args: Args, session: None) -> None:
     if args.args:
         raise Invalid(["This command does not accept arguments"])
     site = _site(args)
@@ -266,7 +265,7 @@ async def generate_link(args: argparse.Namespace, session: None) -> None:
     print("---\n".join(encode(d, "yaml") for d in documents), end="")
 
 
-async def uninstall(args: argparse.Namespace, session: None) -> None:
+async def uninstall(args: Args, session: None) -> None:
     site = _site(args)
     await site.uninstall()
     print(f'Site "{site.namespace}" uninstalled.')

@@ -3,7 +3,6 @@ AccessToken file it writes, and its messages."""
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import tempfile
@@ -16,7 +15,7 @@ from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import GROUP_VERSION
 from ..kinds import ACCESS_GRANT, ACCESS_TOKEN, SITE
-from .cmdline import Command, Flag
+from .cmdline import Args, Command, Flag
 from .common import CliError, Invalid, Session, api_call, condition, find, list_kind, pause, resource
 from .formats import encode, go_duration
 from .options import check_timeout, timeout_flag
@@ -88,7 +87,7 @@ def token_document(name: str, grant_status: JsonDict, cost: int) -> JsonDict:
     return resource("AccessToken", name, None, spec)
 
 
-async def issue(args: argparse.Namespace, session: Session) -> None:
+async def issue(args: Args, session: Session) -> None:
     await list_kind(session, ACCESS_GRANT)
     problems = _file_problems(args.file, "file name must be configured")
     path = Path(args.file[0]) if not problems else Path()
@@ -141,7 +140,7 @@ async def issue(args: argparse.Namespace, session: Session) -> None:
           f"The token expires after {args.redemptions_allowed} use(s) or after {window}.")
 
 
-async def redeem(args: argparse.Namespace, session: Session) -> None:
+async def redeem(args: Args, session: Session) -> None:
     await list_kind(session, ACCESS_TOKEN)
     problems = _file_problems(args.file, "token file name must be configured")
     sites = await list_kind(session, SITE)

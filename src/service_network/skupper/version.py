@@ -3,9 +3,7 @@ cluster is contacted; arguments are ignored, as upstream's)."""
 
 from __future__ import annotations
 
-import argparse
-
-from .cmdline import Command
+from .cmdline import Args, Command
 
 __all__ = ["cli_version", "command"]
 
@@ -36,5 +34,5 @@ def command() -> Command:
                    run=run, offline=True)
 
 
-async def run(args: argparse.Namespace, session: None) -> None:
+async def run(args: Args, session: None) -> None:
     print(cli_version())
