@@ -20,10 +20,9 @@ from service_network.crd.generate import all_crds
 #: what ``skupper --help`` may import besides the interpreter's own start: the standard library modules (by
 #: top-level name) its parser and help need, and these modules of ours
 HELP_STDLIB = frozenset({
-    "__future__", "_collections", "_datetime", "_functools", "_operator", "_sre", "_typing", "argparse",
-    "collections", "contextlib", "copyreg", "datetime", "enum", "functools", "gettext", "importlib", "itertools",
-    "keyword", "math", "operator", "re", "reprlib", "sre_compile", "sre_constants", "sre_parse", "types", "typing",
-    "warnings",
+    "__future__", "_collections", "_datetime", "_functools", "_operator", "_sre", "_typing", "collections",
+    "contextlib", "copyreg", "datetime", "enum", "functools", "importlib", "itertools", "keyword", "math", "operator",
+    "re", "reprlib", "sre_compile", "sre_constants", "sre_parse", "types", "typing", "warnings",
 })
 HELP_OURS = frozenset({"service_network", "service_network.skupper", "service_network.skupper.main",
                        "service_network.skupper.cmdline", "service_network.skupper.durations"})
