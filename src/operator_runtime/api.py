@@ -9,18 +9,18 @@ relist. Every call names the kind by a :class:`~operator_runtime.kinds.ResourceI
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import failure_from_response
 from .kinds import ResourceInfo
 from .objects import JsonDict, mapping
-from .transport import HttpTransport
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:     # the transport module (aiohttp) is imported by whoever makes one, not by this module
+    from .transport import StreamResponse
 
-__all__ = ["WRITE_VERBS", "JsonDict", "KubeApi", "RequestHook"]
+__all__ = ["WRITE_VERBS", "JsonDict", "KubeApi", "RequestHook", "Transport"]
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
@@ -34,6 +34,21 @@ RequestHook = Callable[[str, str], None]
 WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
 
 
+class Transport(Protocol):
+    """What :class:`KubeApi` sends requests through (:class:`operator_runtime.transport.HttpTransport`; the
+    ``skupper`` command line has a lighter one)."""
+
+    server: str
+
+    async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                      body: bytes | None = None, content_type: str | None = None) -> tuple[int, bytes]: ...
+
+    def stream(self, path: str, *, params: Mapping[str, str] | None = None,
+               read_timeout: float) -> AbstractAsyncContextManager[StreamResponse]: ...
+
+    async def close(self) -> None: ...
+
+
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
     params: dict[str, str] = {}
     if label_selector:
@@ -44,9 +59,9 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict[s
 
 
 class KubeApi:
-    """List, watch, get, create, replace, merge patch, server-side apply and delete over one :class:`HttpTransport`."""
+    """List, watch, get, create, replace, merge patch, server-side apply and delete over one :class:`Transport`."""
 
-    def __init__(self, transport: HttpTransport, *, on_request: RequestHook | None = None) -> None:
+    def __init__(self, transport: Transport, *, on_request: RequestHook | None = None) -> None:
         self.transport = transport
         self._hooks: list[RequestHook] = [on_request] if on_request else []
 
@@ -61,7 +76,8 @@ class KubeApi:
             try:
                 hook(verb, info.plural)
             except Exception:  # a metrics hook must never break a request
-                log.exception("request hook failed")
+                import logging  # only here: a command line that makes a few requests need not load logging
+                logging.getLogger(__name__).exception("request hook failed")
 
     async def _request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                        body: Any = None, content_type: str = JSON_CONTENT_TYPE) -> Any:

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import SKUPPER, cli_env
 
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
 
-SKUPPER = Path(sys.executable).parent / "skupper"
 CRDS = "customresourcedefinitions.apiextensions.k8s.io"
 NAME_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])*)*$"
 
@@ -25,7 +25,7 @@ async def run(*args: str, sim: KubeSim | None = None, cwd: Path | None = None) -
     extra = ["-n", "west", "--kubeconfig", str(sim.kubeconfig_path)] if sim is not None else []
     process = await asyncio.create_subprocess_exec(
         str(SKUPPER), *args, *extra, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd,
-        env={"HOME": str(cwd or Path.cwd()), "KUBECONFIG": "/nonexistent"})
+        env=cli_env(HOME=str(cwd or Path.cwd()), KUBECONFIG="/nonexistent"))
     out, err = await process.communicate()
     return process.returncode or 0, out.decode(), err.decode()
 
@@ -49,7 +49,7 @@ async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
     (["listener", "generate", "backend", "8080"],
      "apiVersion: skupper.io/v2alpha1\nkind: Listener\nmetadata:\n  name: backend\nspec:\n  host: backend\n"
      "  port: 8080\n  routingKey: backend\n  type: tcp\n"),
-    (["connector", "generate", "backend", "8080", "-r", "be", "-i"],
+    (["connector", "generate", "backend", "8080", "--routing-key", "be", "--include-not-ready"],
      "apiVersion: skupper.io/v2alpha1\nkind: Connector\nmetadata:\n  name: backend\nspec:\n"
      "  includeNotReadyPods: true\n  port: 8080\n  routingKey: be\n  selector: app=backend\n  type: tcp\n"),
     (["connector", "generate", "db", "5432", "--host", "db.example", "-n", "east"],
@@ -71,7 +71,7 @@ async def test_generate_prints_upstreams_objects(args: list[str], expected: str)
     (["connector", "generate", "web", "80", "--host", "10.0.0.1", "--selector", "a=b"], 2,
      "If host is configured, cannot configure workload or selector\n"
      "If selector is configured, cannot configure workload or host\n"),
-    (["connector", "generate", "web", "80", "-w", "pod/web"], 2,
+    (["connector", "generate", "web", "80", "--workload", "pod/web"], 2,
      "workload is not valid: resource-type does not match expected value: deployment/service/daemonset/statefulset\n"),
     (["site", "generate", "west", "--link-access-type", "route"], 2,
      "for the site to work with this type of linkAccess, the --enable-link-access option must be set to true\n"),
@@ -85,10 +85,11 @@ async def test_bad_input_gets_upstreams_words_and_exit_code(args: list[str], cod
 
 async def test_flag_errors_are_reported_as_cobra_does() -> None:
     code, out, err = await run("listener", "generate", "a", "1", "--no-such-flag")
-    assert code == 1 and err.startswith("Error: unrecognized arguments: --no-such-flag\nusage: skupper listener")
-    assert out == "unrecognized arguments: --no-such-flag\n"          # cobra's message, printed again
-    code, _, err = await run("site", "create", "west", "--timeout", "60")
-    assert code == 1 and "invalid duration '60'" in err
+    assert code == 1 and err.startswith("Error: unknown flag: --no-such-flag\nUsage:\n"
+                                        "  skupper listener generate <name> <port> [flags]\n")
+    assert out == "unknown flag: --no-such-flag\n"                    # cobra's message, printed again
+    code, out, _ = await run("site", "create", "west", "--timeout", "60")
+    assert (code, out) == (1, 'invalid argument "60" for "--timeout" flag: time: missing unit in duration "60"\n')
 
 
 # ---- against the API ---------------------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ async def test_objects_created_for_the_flags(sim: KubeSim, tmp_path: Path) -> No
     code, out, _ = await run("connector", "create", "web", "80", "--workload", "deployment/nope", "--wait", "none",
                              sim=sim)
     assert code == 2 and out.startswith("failed trying to get Deployment specified by workload: ")
-    assert (await run("connector", "update", "db", "--selector", "app=db2", "-i", "--wait", "none",
+    assert (await run("connector", "update", "db", "--selector", "app=db2", "--include-not-ready", "--wait", "none",
                       sim=sim))[0] == 0
     spec = (await get("connectors", "db"))["spec"]
     assert (spec["selector"], spec["includeNotReadyPods"]) == ("app=db2", True)
@@ -164,6 +165,6 @@ async def test_without_the_crds_the_command_says_how_to_install_them(tmp_path: P
 async def test_service_network_serves_the_same_verbs() -> None:
     process = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "service-network"), "listener", "generate", "backend", "8080",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=cli_env())
     out, _ = await process.communicate()
     assert process.returncode == 0 and (await run("listener", "generate", "backend", "8080"))[1] == out.decode()

@@ -13,12 +13,14 @@ loopback addresses; every wait has a deadline."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import re
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tarfile
 import tempfile
@@ -525,3 +527,73 @@ def test_each_refusal_names_its_line_and_field() -> None:
         '"http1", "http2"',
         "site.yaml:32: kind: 'Lisener' is not one of Site, Listener, Connector, Link, AccessToken, RouterAccess",
         None]          # RouterAccess's tlsCredentials: the site makes its own
+
+
+SITE_WITHOUT_SPEC = "apiVersion: skupper.io/v2alpha1\nkind: Site\nmetadata:\n  name: {name}\n"
+
+
+async def test_upstreams_inputs_a_site_without_spec_and_a_link_with_its_secret(home: Path) -> None:
+    """What upstream's system sites take: a Site without ``spec``, and a Link with the Secret that holds its
+    credential (``kind: Secret``, as ``skupper link generate`` prints them), from a file given to ``apply`` (here on
+    standard input, ``-f -``) or a file put in ``input/resources`` by hand. The Secret is stored as
+    ``input/certs/<name>/`` (ca.crt, tls.crt, tls.key; not as a resource), and the Link dials with it: a client of
+    the linking site's Listener reaches the other site's Connector."""
+    server, echo_port = await echo_server()
+    access_port = free_port()
+    (home / "hub.yaml").write_text(SITE_WITHOUT_SPEC.format(name="hub") + "---\n" + yaml.safe_dump_all([
+        resource("RouterAccess", "skupper-router", {"roles": [{"name": "inter-router", "port": access_port}],
+                                                    "bindHost": HOST}),
+        resource("Connector", "hub-echo", {"routingKey": "hub-echo", "host": HOST, "port": echo_port})]))
+    namespaces = home / "data" / "skupper" / "namespaces"
+    try:
+        await ok("system", "apply", "-f", "hub.yaml", "-n", "hub", cwd=home)
+        await ok("system", "setup", "-n", "hub", cwd=home)
+        assert (await status_of("hub", home))[1][("Site", "hub")] == ("Ready", "OK")
+        for edge, by_hand in (("edge", False), ("desk", True)):
+            port = free_port()
+            (home / f"{edge}.yaml").write_text(SITE_WITHOUT_SPEC.format(name=edge) + "---\n" + yaml.safe_dump(
+                resource("Listener", "hub-echo", {"routingKey": "hub-echo", "host": HOST, "port": port})))
+            await ok("system", "apply", "-f", f"{edge}.yaml", "-n", edge, cwd=home)
+            site_id = (namespaces / edge / "runtime" / "site-id").read_text().strip()
+            link = await ok("system", "generate-link", "--subject", site_id, "--name", "to-hub", "-n", "hub",
+                            cwd=home)
+            secret = next(d for d in yaml.safe_load_all(link) if d["kind"] == "Secret")
+            if by_hand:
+                (namespaces / edge / "input" / "resources" / "link.yaml").write_text(link)
+                await ok("system", "setup", "-n", edge, cwd=home)
+            else:
+                process = await asyncio.create_subprocess_exec(
+                    str(SKUPPER), "system", "apply", "-f", "-", "-n", edge, cwd=home, stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+                out, _ = await process.communicate(link.encode())
+                assert process.returncode == 0 and "Resources of standard input applied." in out.decode(), out
+                assert not (namespaces / edge / "input" / "resources" / "Secret-to-hub.yaml").exists()
+                await ok("system", "setup", "-n", edge, cwd=home)
+            stored = namespaces / edge / "input" / "certs" / "to-hub"
+            assert {p.name: p.read_bytes() for p in stored.iterdir()} == {
+                k: base64.b64decode(v) for k, v in secret["data"].items()}
+            assert stat.S_IMODE((stored / "tls.key").stat().st_mode) == 0o600
+            await until(lambda port=port: echoed(port), 30, f"{edge}'s Listener reaches the hub over the link", home)
+            table = (await status_of(edge, home))[1]
+            assert table[("Site", edge)] == ("Ready", "OK") and table[("Link", "to-hub")] == ("Ready", "OK")
+            assert not any(kind == "Secret" for kind, _ in table)
+            await skupper("system", "uninstall", "-n", edge, cwd=home)
+    finally:
+        server.close()
+        await skupper("system", "uninstall", "-n", "hub", cwd=home)
+
+
+async def test_a_secret_that_is_no_tls_credential_is_refused_where_it_is_written(home: Path) -> None:
+    (home / "bad.yaml").write_text(
+        SITE_WITHOUT_SPEC.format(name="bad") + "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n"
+        "type: kubernetes.io/tls\ndata:\n  tls.crt: bm90IGEgY2VydA==\n  tls.key: '!!'\n"
+        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: Creds\ndata: {ca.crt: QQ==}\n")
+    code, out = await skupper("system", "apply", "-f", "bad.yaml", "-n", "bad", cwd=home)
+    assert code == 2
+    assert out.splitlines() == [
+        'bad.yaml:13: Secret "creds": data[tls.key]: Invalid value: not base64: Only base64 data is allowed',
+        'bad.yaml:18: Secret "Creds": metadata.name: Invalid value: "Creds": a lowercase RFC 1123 subdomain must '
+        "consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+    assert not (home / "data" / "skupper" / "namespaces" / "bad" / "input" / "certs" / "creds").exists()

@@ -3,19 +3,27 @@ and type checks, delete, and the status printing (upstream's texts, with the kin
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operator_runtime.kinds import SECRET, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping, meta
 
+from .cmdline import Args, Command, Flag, Lazy
 from .common import Invalid, Session, api_call, find, list_kind, wait_deleted, wait_for_condition
-from .formats import encode, tab_table
-from .options import add_output, add_wait, bool_flag, check_output, check_timeout, check_wait, duration
+from .formats import encode, tab_table, without_type
+from .options import (
+    check_output,
+    check_timeout,
+    check_wait,
+    delete_wait_flag,
+    output_flag,
+    timeout_flag,
+    wait_flag,
+)
 from .validate import name_problem, number_problem, option_problem
 
-__all__ = ["TYPES", "add_delete", "add_status", "check_common", "check_name_port", "delete", "prepare_update", "status",
+__all__ = ["TYPES", "check_common", "check_name_port", "commands", "delete", "prepare_update", "status",
            "write_update"]
 
 TYPES = ("tcp",)
@@ -57,7 +65,7 @@ def check_one_name(word: str, values: Sequence[str], missing: str) -> tuple[list
     return [], values[0]
 
 
-async def check_common(word: str, args: argparse.Namespace, session: Session | None) -> list[str]:
+async def check_common(word: str, args: Args, session: Session | None) -> list[str]:
     """Routing key, TLS Secret (exists; offline: a valid name), type."""
     problems = []
     if args.routing_key and (problem := name_problem(args.routing_key)):
@@ -73,7 +81,7 @@ async def check_common(word: str, args: argparse.Namespace, session: Session | N
     return problems
 
 
-async def check_create(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session
+async def check_create(info: ResourceInfo, word: str, args: Args, session: Session
                        ) -> tuple[list[str], str, int]:
     """The checks of ``<word> create`` shared by both kinds; (problems, name, port)."""
     await list_kind(session, info)
@@ -84,7 +92,7 @@ async def check_create(info: ResourceInfo, word: str, args: argparse.Namespace, 
 
 
 async def write_create(info: ResourceInfo, session: Session, name: str, spec: JsonDict,
-                       args: argparse.Namespace) -> None:
+                       args: Args) -> None:
     body = {"apiVersion": info.api_version, "kind": info.kind,
             "metadata": {"name": name, "namespace": session.namespace}, "spec": spec}
     await api_call("", session.api.create(info, body, session.namespace))
@@ -92,7 +100,7 @@ async def write_create(info: ResourceInfo, session: Session, name: str, spec: Js
                              success=f'{info.kind} "{name}" is {args.wait}.')
 
 
-async def prepare_update(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session,
+async def prepare_update(info: ResourceInfo, word: str, args: Args, session: Session,
                          more: Sequence[str] = ()) -> tuple[str, JsonDict, JsonDict]:
     """The checks of ``<word> update`` (``more``: the kind's own problems); (name, the object, its spec with the
     routing key, TLS Secret, type, port and exposePodsByName flags applied)."""
@@ -102,7 +110,7 @@ async def prepare_update(info: ResourceInfo, word: str, args: argparse.Namespace
     if not problems and current is None:
         problems.append(f"{word} {name} must exist in namespace {session.namespace} to be updated")
     problems += await check_common(word, args, session) + list(more)
-    port, problem = number_problem(args.port)
+    port, problem = number_problem(str(args.port)) if args.port else (0, None)
     if problem:
         problems.append(f"{word} port is not valid: {problem}")
     problems += check_timeout(args.timeout) + check_wait(args.wait)
@@ -121,46 +129,39 @@ async def prepare_update(info: ResourceInfo, word: str, args: argparse.Namespace
 
 
 async def write_update(info: ResourceInfo, session: Session, current: JsonDict, spec: JsonDict,
-                       args: argparse.Namespace) -> None:
+                       args: Args) -> None:
     name = meta(current).name
     await api_call("", session.api.replace(info, {**current, "spec": spec}, name=name, namespace=session.namespace))
     await wait_for_condition(session, info, name, args.wait, args.timeout, success=f'{info.kind} "{name}" is updated')
 
 
-def add_verbs(sub: Any, info: ResourceInfo, word: str, flags: Callable[..., None], runs: Mapping[str, Any],
-              create_description: str = "") -> None:
-    """create, update, delete, status and generate of a listener or connector (``runs``: their coroutines)."""
-    p = sub.add_parser("create", help=f"create a {word}", description=create_description or f"Create a {word}")
-    p.add_argument("args", nargs="*", metavar="<name> <port>")
-    flags(p)
-    add_wait(p, "configured", "60s")
-    p.set_defaults(_run=runs["create"])
-    p = sub.add_parser("update", help=f"update a {word}", description=f"Update a {word}")
-    p.add_argument("name", nargs="*")
-    flags(p, update=True)
-    add_wait(p, "configured", "60s")
-    p.set_defaults(_run=runs["update"])
-    add_delete(sub, word, lambda args, session: delete(info, word, args, session))
-    add_status(sub, word, runs["status"])
-    p = sub.add_parser("generate", help=f"generate a {word} resource",
-                       description=f"Generate a {word} resource (no cluster access)")
-    p.add_argument("args", nargs="*", metavar="<name> <port>")
-    flags(p)
-    add_output(p, "yaml")
-    p.set_defaults(_run=runs["generate"], _offline=True)
+def commands(info: ResourceInfo, word: str, flags: Callable[[str], tuple[Flag, ...]], runs: Mapping[str, Any],
+             examples: Mapping[str, str]) -> list[Command | Lazy]:
+    """create, update, delete, status and generate of a listener or connector (``flags``: the kind's own flags of
+    each verb; ``runs``: their coroutines; ``examples``: of each verb)."""
+    port = f"The port of the local {word}"
+    return [
+        Command("create <name> <port>", f"create a {word}", long=f"Create a {word}.", example=examples["create"],
+                flags=(*flags("create"), timeout_flag("60s"), wait_flag("configured")), run=runs["create"]),
+        Command("update <name>", f"update a {word}", long=f"Change the settings of a {word}.",
+                example=examples["update"],
+                flags=(*flags("update"), Flag("port", "int", 0, port), timeout_flag("60s"),
+                       wait_flag("configured")), run=runs["update"], positional="name"),
+        Command("delete <name>", f"delete a {word}", long=f"Delete a {word} <name>",
+                example=f"skupper {word} delete database", flags=(timeout_flag("60s"), delete_wait_flag()),
+                run=lambda args, session: delete(info, word, args, session), positional="name"),
+        Command("status <name>", f"get status of {word}s", long=f"Display status of all {word}s or a specific {word}",
+                example=f"skupper {word} status backend",
+                flags=(output_flag("", f"print status of {word}s Choices: json, yaml"),), run=runs["status"],
+                positional="name"),
+        Command("generate <name> <port>", f"generate a {word} resource and output it to a file or screen",
+                long=f"Print the {word.capitalize()} resource the arguments and flags describe (no cluster is "
+                     "contacted).", example=examples["generate"],
+                flags=(*flags("generate"), output_flag("yaml")), run=runs["generate"], offline=True),
+    ]
 
 
-def add_delete(sub: Any, word: str, run: Callable[..., Any]) -> None:
-    p = sub.add_parser("delete", help=f"delete a {word}", description=f"Delete a {word} <name>")
-    p.add_argument("name", nargs="*")
-    p.add_argument("-t", "--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.add_argument("--wait", type=bool_flag, nargs="?", const=True, default=True,
-                   help="Wait for deletion to complete before exiting")
-    p.set_defaults(_run=run)
-
-
-async def delete(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session) -> None:
+async def delete(info: ResourceInfo, word: str, args: Args, session: Session) -> None:
     await list_kind(session, info)
     problems, name = check_one_name(word, args.name, f"{word} name must be specified")
     if not problems and await find(session, info, name) is None:
@@ -175,14 +176,6 @@ async def delete(info: ResourceInfo, word: str, args: argparse.Namespace, sessio
                            failure=f'{title} "{name}" not deleted yet, check the status for more information\n')
 
 
-def add_status(sub: Any, word: str, run: Callable[..., Any]) -> None:
-    p = sub.add_parser("status", help=f"get status of {word}s",
-                       description=f"Display status of all {word}s or a specific {word}")
-    p.add_argument("name", nargs="*")
-    p.add_argument("-o", "--output", default=None, help=f"print status of {word}s Choices: json, yaml")
-    p.set_defaults(_run=run)
-
-
 Column = tuple[str, Callable[[JsonDict], Any]]
 
 
@@ -192,8 +185,9 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-async def status(info: ResourceInfo, word: str, args: argparse.Namespace, session: Session,
-                 middle: Sequence[tuple[str, str, str]], matched: tuple[str, str, str]) -> None:
+async def status(info: ResourceInfo, word: str, args: Args, session: Session,
+                 middle: Sequence[tuple[str, str, str]], matched: tuple[str, str, str],
+                 inline_matched: bool = False) -> None:
     """``<word> status``: a table of all, or one object's fields; ``middle``: (column, label, spec key) after the
     name and status; ``matched``: (column, label, status key) of the counterpart flag."""
     columns: list[Column] = [("NAME", name_of), ("STATUS", status_of("status"))]
@@ -215,9 +209,13 @@ async def status(info: ResourceInfo, word: str, args: argparse.Namespace, sessio
         if obj is None:
             raise Invalid([f"{word} {name} does not exist in namespace {session.namespace}"])
         if args.output:
-            print(encode(obj, args.output))
+            print(encode(without_type(obj), args.output))
             return
-        print(tab_table([[f"{label}:", _text(value(obj))] for label, value in details], minwidth=8))
+        rows = [[f"{label}:", _text(value(obj))] for label, value in details]
+        if inline_matched:          # upstream prints "Has Matching Listener:true", no TAB (and so ends the column)
+            index = len(details) - 2
+            rows[index] = ["".join(rows[index])]
+        print(tab_table(rows, minwidth=8))
         return
     objects = await list_kind(session, info)
     if not objects:

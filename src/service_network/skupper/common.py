@@ -1,59 +1,36 @@
-"""What every ``skupper`` verb shares: the global flags, the connection to the cluster, waiting for a resource's
-status, printing resources, and errors with their exit codes.
+"""What every ``skupper`` verb shares: the connection to the cluster, waiting for a resource's status, and errors
+with their exit codes. Imported when a verb's flags are (``skupper site --help``), so what only a run needs (the
+API client, asyncio) is imported when it runs.
 
-Errors a user can act on are :class:`CliError` (printed as ``Error: <message>``, exit code 1, as upstream's cobra
-commands do); the API's refusals are turned into them with the server's own message.
+Errors a user can act on are :class:`~.errors.CliError` (the message on standard output, exit code 1) and
+:class:`~.errors.Invalid` (every problem of the arguments and flags, exit code 2); the API's refusals are turned
+into them with the server's own message.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import datetime
 import time
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from operator_runtime.api import KubeApi
-from operator_runtime.config import ConfigError, load_config, make_api
 from operator_runtime.errors import ApiFailure, KubeError, NotFound
 from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import JsonDict, mapping
 
 from ..constants import GROUP_VERSION
-from ..site.grants import parse_duration
+from .errors import CliError, Invalid
 
-__all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "add_global_flags", "api_call",
-           "condition", "duration", "find", "list_kind", "resource", "wait_deleted", "wait_for_condition"]
+if TYPE_CHECKING:
+    from operator_runtime.api import KubeApi
 
-WAIT_CHOICES = ("configured", "ready", "none")
+    from .cmdline import Args
 
+__all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "api_call", "condition", "find",
+           "list_kind", "pause", "resource", "wait_deleted", "wait_for_condition"]
 
-class CliError(Exception):
-    """A failure the user can act on: printed as ``Error: <message>``; ``code`` is the exit code."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def duration(text: str) -> datetime.timedelta:
-    """A Go duration flag value (``60s``, ``15m``, ``1h30m``)."""
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: {e}") from None
-
-
-def add_global_flags(parser: argparse.ArgumentParser) -> None:
-    """``--namespace``/``-n``, ``--context``, ``--kubeconfig``, ``--platform`` (upstream's persistent flags)."""
-    group = parser.add_argument_group("global flags")
-    group.add_argument("-n", "--namespace", default=None, help="set the namespace (default: the context's)")
-    group.add_argument("-c", "--context", default=None, help="set the kubeconfig context")
-    group.add_argument("--kubeconfig", default=None, help="path to the kubeconfig file to use")
-    group.add_argument("-p", "--platform", default="kubernetes", choices=("kubernetes",),
-                       help="the platform of the site (only kubernetes here; system sites: skupper system)")
+#: upstream's order (its messages list them so)
+WAIT_CHOICES = ("ready", "configured", "none")
 
 
 def resource(kind: str, name: str, namespace: str | None, spec: Mapping[str, Any]) -> JsonDict:
@@ -64,23 +41,24 @@ def resource(kind: str, name: str, namespace: str | None, spec: Mapping[str, Any
     return {"apiVersion": GROUP_VERSION, "kind": kind, "metadata": metadata, "spec": dict(spec)}
 
 
-@dataclass
 class Session:
     """The cluster a command talks to, and the namespace it works in."""
 
-    api: KubeApi
-    namespace: str
+    def __init__(self, api: KubeApi, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
 
     @classmethod
-    def open(cls, args: argparse.Namespace) -> Session:
+    def open(cls, args: Args) -> Session:
+        from operator_runtime.api import KubeApi
+
+        from .kube import BlockingTransport, KubeconfigError, load
         try:
-            config = load_config(args.kubeconfig)
-            single = config.get(context_name=args.context) if args.context else config.get()
-            api = make_api(config, context=args.context)
-        except (ConfigError, Exception) as e:   # lightkube raises its own ConfigError for an unknown context
+            endpoint = load(args.kubeconfig or None, args.context or None)
+            transport = BlockingTransport(endpoint)
+        except (KubeconfigError, OSError, ValueError) as e:     # ssl: unreadable or invalid certificates
             raise CliError(str(e)) from None
-        namespace = args.namespace or (single.namespace if single is not None else None) or "default"
-        return cls(api, namespace)
+        return cls(KubeApi(transport), args.namespace or endpoint.namespace)
 
     async def close(self) -> None:
         await self.api.close()
@@ -104,21 +82,15 @@ CRD_MISSING = ('The Skupper CRDs are not yet installed. To install them, run\n'
                '"kubectl apply -f https://skupper.io/v2/install.yaml"')
 
 
-class Invalid(CliError):
-    """Arguments or flags that cannot work (all problems found, one per line): exit code 2."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems), code=2)
-
-
-async def list_kind(session: Session, info: ResourceInfo) -> list[JsonDict]:
-    """The objects of ``info`` in the namespace; the CRDs-missing message when the kind is not served."""
+async def list_kind(session: Session, info: ResourceInfo, *, code: int = 2) -> list[JsonDict]:
+    """The objects of ``info`` in the namespace; the CRDs-missing message when the kind is not served. A failure
+    exits with ``code``: 2 where upstream lists while it checks the arguments, 1 where it lists to run."""
     try:
         items, _ = await session.api.list(info, namespace=session.namespace)
     except NotFound:
-        raise Invalid([CRD_MISSING]) from None
+        raise CliError(CRD_MISSING, code) from None
     except KubeError as e:
-        raise Invalid([str(e)]) from None
+        raise CliError(str(e), code) from None
     return items
 
 
@@ -155,7 +127,7 @@ async def wait_for_condition(session: Session, info: ResourceInfo, name: str, wa
             if seen is None:
                 raise CliError(f'{info.kind} "{name}" is not yet {wait}, check the status for more information\n')
             raise CliError(f'{info.kind} "{name}" is not yet {wait}: {seen.get("message")}\n')
-        await asyncio.sleep(0.25)
+        await pause()
 
 
 async def wait_deleted(session: Session, info: ResourceInfo, name: str, within: datetime.timedelta, *,
@@ -167,4 +139,10 @@ async def wait_deleted(session: Session, info: ResourceInfo, name: str, within: 
             return
         if time.monotonic() >= deadline:
             raise CliError(failure)
-        await asyncio.sleep(0.25)
+        await pause()
+
+
+async def pause() -> None:
+    """A quarter of a second between two polls. Blocking: a command's coroutines run without an event loop
+    (docs: :mod:`.main`), and nothing else runs meanwhile."""
+    time.sleep(0.25)  # noqa: ASYNC251

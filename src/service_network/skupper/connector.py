@@ -4,62 +4,69 @@ routing key the name), checks and messages; ``--expose-pods-by-name`` is ours (u
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from operator_runtime.errors import NotFound
 from operator_runtime.kinds import DEPLOYMENT, SERVICE, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping
 
 from ..kinds import CONNECTOR
 from .bindings import (
-    add_verbs,
     check_common,
     check_create,
     check_name_port,
+    commands,
     prepare_update,
     status,
     write_create,
     write_update,
 )
+from .cmdline import Args, Command, Flag
 from .common import Invalid, Session, resource
 from .formats import encode
 from .options import check_output, check_timeout, check_wait
 from .validate import host_problem, selector_problem, workload_parts
 
-__all__ = ["add_commands", "connector_spec"]
+__all__ = ["command", "connector_spec"]
 
 DAEMON_SET = ResourceInfo("apps/v1", "DaemonSet", "daemonsets", namespaced=True)
 STATEFUL_SET = ResourceInfo("apps/v1", "StatefulSet", "statefulsets", namespaced=True)
 WORKLOADS = {"deployment": DEPLOYMENT, "daemonset": DAEMON_SET, "statefulset": STATEFUL_SET, "service": SERVICE}
+TLS_USAGE = "the name of a Kubernetes secret containing the generated or externally-supplied TLS credentials."
 
 
-def _flags(p: argparse.ArgumentParser, *, update: bool = False) -> None:
-    p.add_argument("-r", "--routing-key", default="",
-                   help="The identifier used to route traffic from listeners to connectors")
-    p.add_argument("--host", default="", help="The hostname or IP address of the local connector")
-    p.add_argument("--tls-credentials", default="", help="the name of a Kubernetes secret containing the generated "
-                   "or externally-supplied TLS credentials.")
-    p.add_argument("--type", default="tcp", help="The connector type. Choices: [tcp].")
-    p.add_argument("-i", "--include-not-ready", action="store_true",
-                   help="If true, include server pods that are not in the ready state.")
-    p.add_argument("-s", "--selector", default="",
-                   help="A Kubernetes label selector for specifying target server pods.")
-    p.add_argument("-w", "--workload", default="", help="A Kubernetes resource name that identifies a workload "
-                   "expressed like resource-type/resource-name. Expected resource types: service, daemonset, "
-                   "deployment, and statefulset.")
-    p.add_argument("--expose-pods-by-name", action="store_true",
-                   help="also expose each Pod as routing key <routing-key>.<pod> (this project's addition)")
-    if update:
-        p.add_argument("--port", default="0", help="The port of the target")
+def _flags(verb: str) -> tuple[Flag, ...]:
+    """Upstream's: ``-r`` for ``create`` and ``update`` only (not ``generate``)."""
+    return (
+        Flag("routing-key", "string", "", "The identifier used to route traffic from listeners to connectors",
+             short="" if verb == "generate" else "r"),
+        Flag("host", "string", "", "The hostname or IP address of the local connector"),
+        Flag("tls-credentials", "string", "", TLS_USAGE),
+        Flag("type", "string", "tcp", "The connector type. Choices: [tcp].", values=("tcp",)),
+        Flag("include-not-ready", "bool", False, "If true, include server pods that are not in the ready state."),
+        Flag("selector", "string", "", "A Kubernetes label selector for specifying target server pods."),
+        Flag("workload", "string", "", "A Kubernetes resource name that identifies a workload expressed like "
+             "resource-type/resource-name. Expected resource types: service, daemonset, deployment, and "
+             "statefulset."),
+        Flag("expose-pods-by-name", "bool", False, "also expose each Pod as routing key <routing-key>.<pod> (this "
+             "project's addition)"),
+    )
 
 
-def add_commands(sub: Any) -> None:
-    add_verbs(sub, CONNECTOR, "connector", _flags, {"create": create, "update": update, "status": _status,
-                                              "generate": generate}, "Create a connector; example: skupper connector create backend 8080 --workload deployment/backend")
+def command() -> Command:
+    return Command(
+        "connector", "Binds target workloads in the local site to listeners in remote sites",
+        long="A connector binds the workloads of the local site (Pods by selector or workload, or a host) to the "
+             "listeners of remote sites with the same routing key.",
+        example="skupper connector create my-connector 8080\nskupper connector status my-connector",
+        children=commands(CONNECTOR, "connector", _flags,
+                          {"create": create, "update": update, "status": _status, "generate": generate},
+                          {"create": "skupper connector create database 5432\n"
+                                     "skupper connector create backend 8080 --workload deployment/backend",
+                           "update": "skupper connector update database --host mysql --port 3306",
+                           "generate": "skupper connector generate database 5432\n"
+                                       "skupper connector generate backend 8080 --workload deployment/backend"}))
 
 
-def _target_problems(args: argparse.Namespace) -> list[str]:
+def _target_problems(args: Args) -> list[str]:
     """The three ways to name a target exclude each other; each is checked on its own, as upstream."""
     problems = []
     if args.host:
@@ -99,7 +106,7 @@ async def _workload_selector(session: Session, workload: str) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-def connector_spec(name: str, port: int, args: argparse.Namespace, selector: str) -> JsonDict:
+def connector_spec(name: str, port: int, args: Args, selector: str) -> JsonDict:
     spec: JsonDict = {"routingKey": args.routing_key or name, "port": port, "type": args.type}
     if args.host:
         spec["host"] = args.host
@@ -114,7 +121,7 @@ def connector_spec(name: str, port: int, args: argparse.Namespace, selector: str
     return spec
 
 
-async def create(args: argparse.Namespace, session: Session) -> None:
+async def create(args: Args, session: Session) -> None:
     problems, name, port = await check_create(CONNECTOR, "connector", args, session)
     problems += _target_problems(args)
     if problems:
@@ -125,7 +132,7 @@ async def create(args: argparse.Namespace, session: Session) -> None:
     await write_create(CONNECTOR, session, name, connector_spec(name, port, args, selector), args)
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     _, current, spec = await prepare_update(CONNECTOR, "connector", args, session, _target_problems(args))
     if args.host:
         spec.pop("selector", None)
@@ -138,14 +145,15 @@ async def update(args: argparse.Namespace, session: Session) -> None:
     await write_update(CONNECTOR, session, current, spec, args)
 
 
-async def _status(args: argparse.Namespace, session: Session) -> None:
+async def _status(args: Args, session: Session) -> None:
     await status(CONNECTOR, "connector", args, session,
                  middle=[("ROUTING-KEY", "Routing key", "routingKey"), ("SELECTOR", "Selector", "selector"),
                          ("HOST", "Host", "host"), ("PORT", "Port", "port")],
-                 matched=("HAS MATCHING LISTENER", "Has Matching Listener", "hasMatchingListener"))
+                 matched=("HAS MATCHING LISTENER", "Has Matching Listener", "hasMatchingListener"),
+                 inline_matched=True)
 
 
-async def generate(args: argparse.Namespace, session: None) -> None:
+async def generate(args: Args, session: None) -> None:
     problems, name, port = check_name_port("connector", args.args)
     problems += await check_common("connector", args, None) + _target_problems(args) + check_output(args.output)
     if args.workload and not problems:

@@ -7,16 +7,10 @@ extension. Secrets are never included (only their names, in the objects that ref
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import io
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
-
-import aiohttp
-import yaml
 
 from operator_runtime.errors import KubeError
 from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, SERVICE, ResourceInfo
@@ -24,11 +18,12 @@ from operator_runtime.objects import JsonDict, mapping, meta
 
 from .. import kinds
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_NAME
+from .cmdline import Args, Command
 from .common import CliError, Invalid, Session
 from .validate import file_name_problem
-from .version import _components
+from .version import cli_version
 
-__all__ = ["add_commands", "dump_name"]
+__all__ = ["command", "dump_name"]
 
 SKUPPER_KINDS: tuple[ResourceInfo, ...] = (
     kinds.SITE, kinds.LISTENER, kinds.CONNECTOR, kinds.LINK, kinds.ROUTER_ACCESS, kinds.ACCESS_GRANT,
@@ -37,11 +32,31 @@ SKUPPER_KINDS: tuple[ResourceInfo, ...] = (
 MAX_LOG = 8 * 1024 * 1024
 
 
-def add_commands(sub: Any) -> None:
-    p = sub.add_parser("dump", help="Create a tarball containing various files with the site details",
-                       description="Create a tarball containing various files with the site details")
-    p.add_argument("file", nargs="*", metavar="<fileName>")
-    p.set_defaults(_run=dump)
+async def components(session: Session) -> list[dict[str, Any]]:
+    router = controller = "unknown"
+    try:
+        sites, _ = await session.api.list(kinds.SITE, namespace=session.namespace)
+        for site in sites:
+            controller = str(mapping(site, "status", "controller").get("version") or controller)
+        deployment = await session.api.get(DEPLOYMENT, ROUTER_NAME, session.namespace)
+        images = [str(c.get("image")) for c in mapping(deployment, "spec", "template", "spec").get("containers") or []
+                  if isinstance(c, dict)]
+        router = images[0].rpartition(":")[2] if images else router
+    except KubeError:
+        pass
+    return [{"component": "router", "version": router}, {"component": "controller", "version": controller},
+            {"component": "cli", "version": cli_version()}]
+
+
+
+def command() -> Command:
+    return Command(
+        "debug", "debug site details", long="Tools to find out what a site is doing.",
+        example="skupper debug dump <filename>",
+        children=[Command("dump <fileName>", "Create a tarball containing various files with the site details",
+                          long="Write a tarball with the site's resources and statuses, component versions, "
+                               "configuration, logs and metrics (never a Secret).",
+                          example="skupper debug dump <filename>", run=dump, positional="file", event_loop=True)])
 
 
 def dump_name(base: str, namespace: str, when: datetime.datetime) -> str:
@@ -51,18 +66,27 @@ def dump_name(base: str, namespace: str, when: datetime.datetime) -> str:
 
 class _Tar:
     def __init__(self, path: Path) -> None:
-        self.file = tarfile.open(path, "w:gz")
+        import tarfile
+        self.path = path
+        self.file: tarfile.TarFile = tarfile.open(path, "w:gz")
 
     def add(self, name: str, data: bytes) -> None:
+        import io
+        import tarfile
         info = tarfile.TarInfo(name)
         info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
         self.file.addfile(info, io.BytesIO(data))
 
     def add_object(self, name: str, obj: JsonDict) -> None:
+        import yaml
         self.add(f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False).encode())
 
     def close(self) -> None:
         self.file.close()
+
+    def discard(self) -> None:
+        self.file.close()
+        self.path.unlink(missing_ok=True)
 
 
 async def _raw(session: Session, path: str, params: dict[str, str] | None = None) -> bytes:
@@ -74,7 +98,8 @@ async def _raw(session: Session, path: str, params: dict[str, str] | None = None
 
 async def _collect(session: Session, tar: _Tar) -> None:
     ns = session.namespace
-    tar.add("/versions/skupper.yaml", yaml.safe_dump({"components": await _components(session)}).encode())
+    import yaml
+    tar.add("/versions/skupper.yaml", yaml.safe_dump({"components": await components(session)}).encode())
     for info in SKUPPER_KINDS:
         try:
             objects, _ = await session.api.list(info, namespace=ns)
@@ -122,6 +147,7 @@ async def _router_endpoint(session: Session, pod: JsonDict, path: str) -> bytes:
         proxy_problem = str(e)
     ip = str(mapping(pod, "status").get("podIP") or "")
     if ip.startswith("127."):
+        import aiohttp
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as client, \
                     client.get(f"http://{ip}:{ADAPTOR_PORT}/{path}") as response:
@@ -158,7 +184,7 @@ async def _pod(session: Session, tar: _Tar, pod: JsonDict, prefix: str) -> None:
         tar.add(f"{prefix}/logs/{name}-{cname}.txt", log)
 
 
-async def dump(args: argparse.Namespace, session: Session) -> None:
+async def dump(args: Args, session: Session) -> None:
     if len(args.file) > 1:
         raise Invalid(["only one argument is allowed for this command"])
     base = args.file[0] if args.file else "skupper-dump"
@@ -174,9 +200,9 @@ async def dump(args: argparse.Namespace, session: Session) -> None:
     try:
         await _collect(session, tar)
     except KubeError as e:
+        tar.discard()                          # no half-written archive left behind
         raise CliError(f"Unable to save skupper dump details: {e}") from None
-    finally:
-        tar.close()
+    tar.close()
     print(f"Skupper dump details written to compressed archive:  {path}")
 
 

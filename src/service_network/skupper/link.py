@@ -8,55 +8,72 @@ the command says so and suggests ``skupper token issue`` (whose redemption names
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import time
-from typing import Any
 
 from operator_runtime.kinds import SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..kinds import CERTIFICATE, LINK, SITE
-from .common import CliError, Invalid, Session, api_call, condition, find, list_kind, resource, wait_deleted
+from .cmdline import Args, Command, Flag
+from .common import (
+    CliError,
+    Invalid,
+    Session,
+    api_call,
+    condition,
+    find,
+    list_kind,
+    pause,
+    resource,
+    wait_deleted,
+)
 from .common import wait_for_condition as wait_condition
-from .formats import encode, tab_table
-from .options import add_wait, bool_flag, check_output, check_timeout, check_wait, duration
+from .formats import encode, tab_table, without_type
+from .options import (
+    check_output,
+    check_timeout,
+    check_wait,
+    delete_wait_flag,
+    output_flag,
+    timeout_flag,
+    wait_flag,
+)
 from .validate import name_problem, number_problem
 
-__all__ = ["add_commands", "link_objects"]
+__all__ = ["command", "link_objects"]
+
+TLS_USAGE = "the name of a Kubernetes secret containing the generated or externally-supplied TLS credentials."
+COST_USAGE = 'the configured "expense" of sending traffic over the link.'
 
 
-def add_commands(sub: Any) -> None:
-    p = sub.add_parser("generate", help="Generate a new link resource in a yaml file",
-                       description="Generate the Link (and its credential) a remote site applies to link here")
-    p.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
-    p.add_argument("--tls-credentials", default="", help="the name of the Secret with the link's credential")
-    p.add_argument("--cost", default="1", help='the configured "expense" of sending traffic over the link.')
-    p.add_argument("-o", "--output", default="yaml", help="Choices: json, yaml (default yaml)")
-    p.add_argument("--generate-credential", type=bool_flag, nargs="?", const=True, default=True,
-                   help="generate the necessary credentials to create the link")
-    p.add_argument("--subject", default="", help="the id (Site metadata.uid) of the site that will apply the link: "
-                   "the credential names it (this project's addition)")
-    p.add_argument("--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.set_defaults(_run=generate)
-    p = sub.add_parser("update", help="Change link settings", description="Change link settings")
-    p.add_argument("name", nargs="*")
-    p.add_argument("--tls-credentials", default="", help="the name of the Secret with the link's credential")
-    p.add_argument("--cost", default="", help='the configured "expense" of sending traffic over the link.')
-    add_wait(p, "ready", "60s")
-    p.set_defaults(_run=update)
-    p = sub.add_parser("delete", help="Delete a link", description="Delete a link")
-    p.add_argument("name", nargs="*")
-    p.add_argument("--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.add_argument("--wait", type=bool_flag, nargs="?", const=True, default=True,
-                   help="Wait for deletion to complete before exiting")
-    p.set_defaults(_run=delete)
-    p = sub.add_parser("status", help="Display the link status", description="Display the status of links")
-    p.add_argument("name", nargs="*")
-    p.add_argument("-o", "--output", default=None, help="Choices: json, yaml")
-    p.set_defaults(_run=status)
+def command() -> Command:
+    return Command(
+        "link", "A site-to-site communication channel",
+        long="A site-to-site communication channel: links carry the connections between linked sites, which form "
+             "a network.",
+        example="skupper link generate\nskupper link status",
+        children=[
+            Command("generate", "Generate a new link resource as YAML (or JSON with --output)",
+                    long="Print the Links (and their credential) a remote site applies to link to this one.",
+                    flags=(Flag("tls-credentials", "string", "", TLS_USAGE), Flag("cost", "string", "1", COST_USAGE),
+                           output_flag("yaml"),
+                           Flag("generate-credential", "bool", True, "generate the necessary credentials to "
+                                "create the link"),
+                           timeout_flag("60s"),
+                           Flag("subject", "string", "", "the id (Site metadata.uid) of the site that will apply "
+                                "the link: the credential names it (this project's addition)")),
+                    run=generate, positional="extra"),
+            Command("update <name>", "Change link settings", long="Change the settings of a link.",
+                    flags=(Flag("tls-credentials", "string", "", TLS_USAGE),
+                           Flag("cost", "string", "", COST_USAGE + " (default: unchanged)"),
+                           timeout_flag("60s"), wait_flag("ready")),
+                    run=update, positional="name"),
+            Command("status", "Display the status", long="Display the status of the links of this site.",
+                    example="skupper link status", flags=(output_flag(""),), run=status, positional="name"),
+            Command("delete <name>", "Delete a link", long="Delete a link by name",
+                    example="skupper link delete my-link", flags=(timeout_flag("60s"), delete_wait_flag()),
+                    run=delete, positional="name"),
+        ])
 
 
 def _active(sites: list[JsonDict]) -> JsonDict | None:
@@ -64,7 +81,8 @@ def _active(sites: list[JsonDict]) -> JsonDict | None:
 
 
 def link_objects(site: JsonDict, tls: str, cost: int) -> list[JsonDict]:
-    """The Links of ``site``'s endpoints: one per endpoint group (``link-<site>-<group>``), or ``link-<site>``."""
+    """The Links of ``site``'s endpoints: one per endpoint group, named ``link-<site>-<group>`` as upstream names
+    them (in the groups' order; upstream's order is its map's, random)."""
     endpoints = [dict(e) for e in mapping(site, "status").get("endpoints") or [] if isinstance(e, dict)]
     groups: dict[str, list[JsonDict]] = {}
     for endpoint in endpoints:
@@ -72,12 +90,12 @@ def link_objects(site: JsonDict, tls: str, cost: int) -> list[JsonDict]:
     base = f"link-{meta(site).name}"
     links = []
     for group, members in sorted(groups.items()):
-        name = base if len(groups) == 1 else f"{base}-{group}"
+        name = f"{base}-{group}"
         links.append(resource("Link", name, None, {"cost": cost, "tlsCredentials": tls, "endpoints": members}))
     return links
 
 
-async def generate(args: argparse.Namespace, session: Session) -> None:
+async def generate(args: Args, session: Session) -> None:
     await list_kind(session, CERTIFICATE)
     sites = await list_kind(session, SITE)
     site = _active(sites)
@@ -116,12 +134,15 @@ async def generate(args: argparse.Namespace, session: Session) -> None:
         while (secret := await find(session, SECRET, tls)) is None:
             if time.monotonic() >= deadline:
                 raise CliError(f'TLS secret "{tls}" not ready yet, check the status for more information\n')
-            await asyncio.sleep(0.25)
+            await pause()
         documents.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
                           "metadata": {"name": tls},
                           "data": {k: v for k, v in mapping(secret, "data").items()
                                    if k in ("ca.crt", "tls.crt", "tls.key")}})
-    print(("---\n" if args.output == "yaml" else "").join(encode(d, args.output) for d in documents))
+    for index, document in enumerate(documents):       # as upstream: each printed with a newline, "---" between
+        print(encode(document, args.output))
+        if args.output == "yaml" and index < len(documents) - 1:
+            print("---")
 
 
 def _one(names: list[str], missing: str) -> tuple[list[str], str]:
@@ -132,16 +153,17 @@ def _one(names: list[str], missing: str) -> tuple[list[str], str]:
     return [], names[0]
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     await list_kind(session, LINK)
     if not await list_kind(session, SITE):
         raise Invalid(["there is no skupper site in this namespace"])
     problems, name = _one(args.name, "link name must not be empty")
     current = await find(session, LINK, name) if name else None
     if name and current is None:
-        problems.append(f'the link "{name}" is not available in the namespace')
+        problems.append(f'the link "{name}" is not available in the namespace: links.skupper.io "{name}" not found')
     if args.tls_credentials and await find(session, SECRET, args.tls_credentials) is None:
-        problems.append(f'the TLS secret "{args.tls_credentials}" is not available in the namespace')
+        problems.append(f'the TLS secret "{args.tls_credentials}" is not available in the namespace: secrets '
+                        f'"{args.tls_credentials}" not found')
     cost, problem = number_problem(args.cost) if args.cost else (None, None)
     if problem:
         problems.append(f"link cost is not valid: {problem}")
@@ -157,7 +179,7 @@ async def update(args: argparse.Namespace, session: Session) -> None:
     await wait_condition(session, LINK, name, args.wait, args.timeout, success=f'Link "{name}" is updated')
 
 
-async def delete(args: argparse.Namespace, session: Session) -> None:
+async def delete(args: Args, session: Session) -> None:
     await list_kind(session, LINK)
     if not await list_kind(session, SITE):
         raise Invalid(["there is no skupper site in this namespace"])
@@ -173,7 +195,8 @@ async def delete(args: argparse.Namespace, session: Session) -> None:
                            failure=f'Link "{name}" not deleted yet, check the status for more information\n')
 
 
-async def status(args: argparse.Namespace, session: Session) -> None:
+async def status(args: Args, session: Session) -> None:
+    """Upstream 2.2.1's: the Links of this site (a table, or one link's fields); incoming links are not listed."""
     await list_kind(session, LINK)
     sites = await list_kind(session, SITE)
     problems = [] if sites else ["there is no skupper site available"]
@@ -182,43 +205,33 @@ async def status(args: argparse.Namespace, session: Session) -> None:
     problems += check_output(args.output)
     if problems:
         raise Invalid(problems)
+    if args.name and args.name[0]:
+        link = await find(session, LINK, args.name[0])
+        if link is None:
+            raise CliError(f'links.skupper.io "{args.name[0]}" not found')
+        if args.output:
+            print(encode(without_type(link), args.output))
+            return
+        print(f"Name\t: {meta(link).name}\nStatus\t: {_status_type(link)}\nCost\t: {_cost(link)}\n"
+              f"Message\t: {mapping(link, 'status').get('message') or ''}")
+        return
     links = await list_kind(session, LINK)
-    if args.name:
-        links = [x for x in links if meta(x).name == args.name[0]]
-    site_name = meta(_active(sites) or sites[0]).name
-    incoming = [(str(record.get("name") or ""), link) for record in mapping(sites[0], "status").get("network") or []
-                if isinstance(record, dict) and record.get("name") != site_name
-                for link in record.get("links") or []
-                if isinstance(link, dict) and link.get("remoteSiteName") == site_name]
+    if not links:
+        print("There are no link resources in the namespace")
+        return
     if args.output:
         for link in links:
             print(encode(link, args.output))
         return
-    if args.name:
-        for link in links:
-            status_ = mapping(link, "status")
-            print(f"Name\t: {meta(link).name}\nStatus\t: {status_.get('status') or ''}\n"
-                  f"Cost\t: {mapping(link, 'spec').get('cost') or ''}\nMessage\t: {status_.get('message') or ''}")
-        for remote, link in incoming:
-            if link.get("name") == args.name[0]:
-                print(f"Name\t: {link.get('name')}\nStatus\t: {'Ready' if link.get('operational') else 'Error'}\n"
-                      f"Remote\t: {remote}")
-        if not links and not any(link.get("name") == args.name[0] for _, link in incoming):
-            raise CliError(f'links.skupper.io "{args.name[0]}" not found')
-        return
-    print("Outgoing link from this site:")
-    if links:
-        rows = [["NAME", "STATUS", "COST", "MESSAGE"]] + [
-            [meta(x).name, str(mapping(x, "status").get("status") or ""), str(mapping(x, "spec").get("cost") or ""),
-             str(mapping(x, "status").get("message") or "")] for x in links]
-        print(tab_table(rows), end="")
-    else:
-        print("There are no outgoing link resources in the namespace")
-    print("\nIncoming Links from remote sites: ")
-    if incoming:
-        rows = [["NAME", "STATUS", "REMOTE SITE"]] + [
-            [str(link.get("name") or ""), "Ready" if link.get("operational") else "Error", remote]
-            for remote, link in incoming]
-        print(tab_table(rows), end="")
-    else:
-        print("There are no incoming link resources in the namespace")
+    rows = [["NAME", "STATUS", "COST", "MESSAGE"]] + [
+        [meta(x).name, _status_type(x), _cost(x), str(mapping(x, "status").get("message") or "")] for x in links]
+    print(tab_table(rows), end="")
+
+
+def _status_type(link: JsonDict) -> str:
+    return str(mapping(link, "status").get("status") or "")
+
+
+def _cost(link: JsonDict) -> str:
+    cost = mapping(link, "spec").get("cost")
+    return str(cost) if isinstance(cost, int) else "0"

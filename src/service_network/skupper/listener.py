@@ -4,62 +4,65 @@ flags, defaults (host and routing key default to the name), checks and messages;
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from operator_runtime.objects import JsonDict
 
 from ..kinds import LISTENER
 from .bindings import (
-    add_verbs,
     check_common,
     check_create,
     check_name_port,
+    commands,
     prepare_update,
     status,
     write_create,
     write_update,
 )
+from .cmdline import Args, Command, Flag
 from .common import Invalid, Session, resource
 from .formats import encode
 from .options import check_output, check_timeout, check_wait
 from .validate import option_problem
 
-__all__ = ["add_commands", "listener_spec"]
+__all__ = ["command", "listener_spec"]
 
 OBSERVERS = ("auto", "none", "http1", "http2")
+TLS_USAGE = "the name of a Kubernetes secret containing the generated or externally-supplied TLS credentials."
 
 
-def _flags(p: argparse.ArgumentParser, *, update: bool = False) -> None:
-    p.add_argument("-r", "--routing-key", default="",
-                   help="The identifier used to route traffic from listeners to connectors")
-    p.add_argument("--host", default="", help="The hostname or IP address of the local listener. Clients at this "
-                   "site use the listener host and port to establish connections to the remote service.")
-    p.add_argument("-t" if update else "--tls-credentials", *(["--tls-credentials"] if update else []),
-                   dest="tls_credentials", default="",
-                   help="the name of a Kubernetes secret containing the generated or externally-supplied TLS "
-                        "credentials.")
-    p.add_argument("--type", default="tcp", help="The listener type. Choices: [tcp].")
-    p.add_argument("--expose-pods-by-name", action="store_true",
-                   help="also expose each Pod behind the routing key as its own Service (this project's addition)")
-    p.add_argument("--observer", default="", help="protocol observer: auto, none, http1, http2 (this project's "
-                   "addition)")
-    if update:
-        p.add_argument("--port", default="0", help="The port of the local listener")
+def _flags(verb: str) -> tuple[Flag, ...]:
+    return (
+        Flag("routing-key", "string", "", "The identifier used to route traffic from listeners to connectors"),
+        Flag("host", "string", "", "The hostname or IP address of the local listener. Clients at this site use the "
+             "listener host and port to establish connections to the remote service."),
+        Flag("tls-credentials", "string", "", TLS_USAGE),
+        Flag("type", "string", "tcp", "The listener type. Choices: [tcp].", values=("tcp",)),
+        Flag("expose-pods-by-name", "bool", False, "also expose each Pod behind the routing key as its own Service "
+             "(this project's addition)"),
+        Flag("observer", "string", "", "protocol observer: auto, none, http1, http2 (this project's addition)",
+             values=OBSERVERS),
+    )
 
 
-def add_commands(sub: Any) -> None:
-    add_verbs(sub, LISTENER, "listener", _flags, {"create": create, "update": update, "status": _status,
-                                              "generate": generate})
+def command() -> Command:
+    return Command(
+        "listener", "Binds a connection endpoint in the local site to workloads in remote sites",
+        long="A listener is a connection endpoint in the local site: clients connect to its host and port, and "
+             "reach the connectors of remote sites with the same routing key.",
+        example="skupper listener create my-listener 8080\nskupper listener status my-listener",
+        children=commands(LISTENER, "listener", _flags,
+                          {"create": create, "update": update, "status": _status, "generate": generate},
+                          {"create": "skupper listener create database 5432",
+                           "update": "skupper listener update database --host mysql --port 3306",
+                           "generate": "skupper listener generate database 5432"}))
 
 
-def _observer_problem(args: argparse.Namespace) -> list[str]:
+def _observer_problem(args: Args) -> list[str]:
     if args.observer and (problem := option_problem(args.observer, OBSERVERS)):
         return [f"observer is not valid: {problem}"]
     return []
 
 
-def listener_spec(name: str, port: int, args: argparse.Namespace) -> JsonDict:
+def listener_spec(name: str, port: int, args: Args) -> JsonDict:
     spec: JsonDict = {"routingKey": args.routing_key or name, "host": args.host or name, "port": port,
                       "type": args.type}
     if args.tls_credentials:
@@ -71,7 +74,7 @@ def listener_spec(name: str, port: int, args: argparse.Namespace) -> JsonDict:
     return spec
 
 
-async def create(args: argparse.Namespace, session: Session) -> None:
+async def create(args: Args, session: Session) -> None:
     problems, name, port = await check_create(LISTENER, "listener", args, session)
     problems += _observer_problem(args) + check_timeout(args.timeout) + check_wait(args.wait)
     if problems:
@@ -79,7 +82,7 @@ async def create(args: argparse.Namespace, session: Session) -> None:
     await write_create(LISTENER, session, name, listener_spec(name, port, args), args)
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     _, current, spec = await prepare_update(LISTENER, "listener", args, session, _observer_problem(args))
     for key, value in (("host", args.host), ("observer", args.observer)):
         if value:
@@ -87,14 +90,14 @@ async def update(args: argparse.Namespace, session: Session) -> None:
     await write_update(LISTENER, session, current, spec, args)
 
 
-async def _status(args: argparse.Namespace, session: Session) -> None:
+async def _status(args: Args, session: Session) -> None:
     await status(LISTENER, "listener", args, session,
                  middle=[("ROUTING-KEY", "Routing key", "routingKey"), ("HOST", "Host", "host"),
                          ("PORT", "Port", "port")],
                  matched=("MATCHING-CONNECTOR", "Has Matching Connector", "hasMatchingConnector"))
 
 
-async def generate(args: argparse.Namespace, session: None) -> None:
+async def generate(args: Args, session: None) -> None:
     problems, name, port = check_name_port("listener", args.args)
     problems += await check_common("listener", args, None) + _observer_problem(args) + check_output(args.output)
     if problems:

@@ -1,42 +1,39 @@
-"""Flags shared by several verbs (``--wait``, ``--timeout``, ``-o``) and their checks, with upstream's defaults and
-messages. Values are checked by the verbs (exit code 2 with every problem listed), not by the parser, as upstream."""
+"""Flags shared by several verbs (``--wait``, ``--timeout``, ``-o``) with upstream's kinds and defaults, and their
+checks with upstream's messages. Values are checked by the verbs (exit code 2 with every problem listed), not by
+the parser, as upstream."""
 
 from __future__ import annotations
 
-import argparse
 import datetime
 
-from .common import WAIT_CHOICES, duration
+from .cmdline import Flag
+from .common import WAIT_CHOICES
+from .durations import parse as duration
 from .validate import duration_at_least, option_problem
 
-__all__ = ["add_output", "add_wait", "bool_flag", "check_output", "check_timeout", "check_wait", "duration"]
+__all__ = ["OUTPUTS", "check_output", "check_timeout", "check_wait", "delete_wait_flag", "output_flag",
+           "timeout_flag", "wait_flag"]
 
 MIN_TIMEOUT = datetime.timedelta(seconds=10)
+OUTPUTS = ("json", "yaml")
+TIMEOUT_USAGE = "raise an error if the operation does not complete in the given period of time"
 
 
-def bool_flag(text: str) -> bool:
-    """``--wait=false`` as Go's flag parser reads booleans."""
-    lowered = text.lower()
-    if lowered in ("1", "t", "true"):
-        return True
-    if lowered in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f'invalid argument "{text[:32]}": parse error')
+def wait_flag(default: str) -> Flag:
+    return Flag("wait", "string", default, "Wait for the given status before exiting. Choices: configured, ready, "
+                "none", values=WAIT_CHOICES)
 
 
-def add_wait(parser: argparse.ArgumentParser, wait: str, timeout: str) -> None:
-    parser.add_argument("--wait", default=wait,
-                        help=f"Wait for the given status before exiting. Choices: configured, ready, none "
-                             f"(default {wait})")
-    parser.add_argument("--timeout", type=duration, default=duration(timeout),
-                        help=f"raise an error if the operation does not complete in the given period of time "
-                             f"(default {timeout})")
+def delete_wait_flag() -> Flag:
+    return Flag("wait", "bool", True, "Wait for deletion to complete before exiting")
 
 
-def add_output(parser: argparse.ArgumentParser, default: str | None) -> None:
-    parser.add_argument("-o", "--output", default=default,
-                        help="print status of resources. Choices: json, yaml" if default is None else
-                        f"print the resource. Choices: json, yaml (default {default})")
+def timeout_flag(default: str) -> Flag:
+    return Flag("timeout", "duration", duration(default), TIMEOUT_USAGE)
+
+
+def output_flag(default: str, usage: str = "print the resources to the console. Choices: json, yaml") -> Flag:
+    return Flag("output", "string", default, usage, short="o", values=OUTPUTS)
 
 
 def check_timeout(value: datetime.timedelta) -> list[str]:
@@ -50,7 +47,7 @@ def check_wait(value: str) -> list[str]:
 
 
 def check_output(value: str | None) -> list[str]:
-    if value is None:
+    if not value:
         return []
-    problem = option_problem(value, ("json", "yaml"))
+    problem = option_problem(value, OUTPUTS)
     return [f"output type is not valid: {problem}"] if problem else []

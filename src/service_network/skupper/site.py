@@ -3,7 +3,6 @@ messages."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from operator_runtime.objects import JsonDict, mapping, meta
@@ -20,6 +19,7 @@ from ..kinds import (
     SECURED_ACCESS,
     SITE,
 )
+from .cmdline import Args, Command, Flag
 from .common import (
     Invalid,
     Session,
@@ -30,62 +30,63 @@ from .common import (
     wait_for_condition,
 )
 from .formats import encode, tab_table
-from .options import add_output, add_wait, bool_flag, check_output, check_timeout, check_wait, duration
+from .options import (
+    check_output,
+    check_timeout,
+    check_wait,
+    delete_wait_flag,
+    output_flag,
+    timeout_flag,
+    wait_flag,
+)
 from .validate import name_problem, option_problem
 
-__all__ = ["LINK_ACCESS_TYPES", "add_commands", "site_object"]
+__all__ = ["LINK_ACCESS_TYPES", "command", "site_object"]
 
 #: upstream's choices, and the access types this controller also serves
 LINK_ACCESS_TYPES = ("route", "loadbalancer", "default", "nodeport", "local")
 
-
-def add_commands(sub: Any) -> None:
-    def link_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--enable-link-access", action="store_true",
-                       help="allow access for incoming links from remote sites (default: false)")
-        p.add_argument("--link-access-type", default="",
-                       help="configure external access for links from remote sites. Choices: "
-                            "[route|loadbalancer|nodeport|local]. Default: loadbalancer")
-        p.add_argument("--enable-ha", action="store_true",
-                       help="Configure the site for high availability (EnableHA). EnableHA sites have two active "
-                            "routers")
-
-    p = sub.add_parser("create", help="Create a new site", description="Create a new site in the namespace")
-    p.add_argument("name", nargs="*", help="the site's name")
-    link_flags(p)
-    add_wait(p, "ready", "3m")
-    p.set_defaults(_run=create)
-
-    p = sub.add_parser("update", help="Change site settings", description="Change site settings")
-    p.add_argument("name", nargs="*", help="the site's name (needed when the namespace has several)")
-    link_flags(p)
-    add_wait(p, "ready", "30s")
-    p.set_defaults(_run=update)
-
-    p = sub.add_parser("delete", help="Delete a site", description="Delete a site")
-    p.add_argument("name", nargs="*")
-    p.add_argument("--all", action="store_true",
-                   help="delete all skupper resources associated with site in current namespace")
-    p.add_argument("--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.add_argument("--wait", type=bool_flag, nargs="?", const=True, default=True,
-                   help="Wait for deletion to complete before exiting")
-    p.set_defaults(_run=delete)
-
-    p = sub.add_parser("status", help="Get the site status", description="Display the current status of a site")
-    p.add_argument("name", nargs="*")
-    add_output(p, None)
-    p.set_defaults(_run=status)
-
-    p = sub.add_parser("generate", help="Generate a site resource and output it to a file or screen",
-                       description="Generate a site resource (no cluster access)")
-    p.add_argument("name", nargs="*")
-    link_flags(p)
-    add_output(p, "yaml")
-    p.set_defaults(_run=generate, _offline=True)
+LINK_FLAGS = (
+    Flag("enable-link-access", "bool", False, "allow access for incoming links from remote sites (default: false)"),
+    Flag("link-access-type", "string", "", "configure external access for links from remote sites.\n"
+         "Choices: [route|loadbalancer|default|nodeport|local]. Default: default (what the controller serves: a "
+         "LoadBalancer Service, else a Route)", values=LINK_ACCESS_TYPES),
+    Flag("enable-ha", "bool", False, "Configure the site for high availability (EnableHA). EnableHA sites have two "
+         "active routers"),
+)
 
 
-def _link_problems(args: argparse.Namespace) -> list[str]:
+def command() -> Command:
+    return Command(
+        "site", "A site is where skupper is deployed and your application's components run",
+        long="A site is a place where components of your application are running. Linked sites form an "
+             "application network.",
+        example="skupper site create my-site\nskupper site status",
+        children=[
+            Command("create <name>", "Create a new site",
+                    long="Create the site of this namespace (one per namespace).",
+                    example="skupper site create my-site --wait configured",
+                    flags=(*LINK_FLAGS, timeout_flag("3m"), wait_flag("ready")), run=create, positional="name"),
+            Command("update <name>", "Change site settings", long="Change the settings of the namespace's site.",
+                    example="skupper site update my-site --enable-link-access",
+                    flags=(*LINK_FLAGS, timeout_flag("30s"), wait_flag("ready")), run=update, positional="name"),
+            Command("status", "Get the site status", long="Display the current status of the namespace's site.",
+                    flags=(output_flag("", "print status of the site. Choices: json, yaml"),), run=status,
+                    positional="name"),
+            Command("delete", "Delete a site", long="Delete the namespace's site.",
+                    example="skupper site delete my-site\nskupper site delete my-site --wait=false\n"
+                            "skupper site delete --all",
+                    flags=(Flag("all", "bool", False, "delete all skupper resources associated with site in current "
+                                "namespace"), timeout_flag("60s"), delete_wait_flag()),
+                    run=delete, positional="name"),
+            Command("generate <name>", "Generate a site resource and output it to a file or screen",
+                    long="Print the Site resource the flags describe (no cluster is contacted).",
+                    example="skupper site generate my-site --enable-link-access",
+                    flags=(*LINK_FLAGS, output_flag("yaml")), run=generate, offline=True, positional="name"),
+        ])
+
+
+def _link_problems(args: Args) -> list[str]:
     problems = []
     if args.link_access_type:
         if problem := option_problem(args.link_access_type, LINK_ACCESS_TYPES):
@@ -106,7 +107,7 @@ def _name_problems(names: list[str], *, period: bool) -> list[str]:
     return []
 
 
-def site_object(name: str, namespace: str | None, args: argparse.Namespace) -> JsonDict:
+def site_object(name: str, namespace: str | None, args: Args) -> JsonDict:
     spec: dict[str, Any] = {}
     if args.enable_link_access:
         spec["linkAccess"] = args.link_access_type or "default"
@@ -115,7 +116,7 @@ def site_object(name: str, namespace: str | None, args: argparse.Namespace) -> J
     return resource("Site", name, namespace, spec)
 
 
-async def create(args: argparse.Namespace, session: Session) -> None:
+async def create(args: Args, session: Session) -> None:
     sites = await list_kind(session, SITE)
     problems = []
     if sites:
@@ -145,7 +146,7 @@ def _pick(sites: list[JsonDict], names: list[str], verb: str) -> JsonDict:
     return sites[0]
 
 
-async def update(args: argparse.Namespace, session: Session) -> None:
+async def update(args: Args, session: Session) -> None:
     site = _pick(await list_kind(session, SITE), args.name, "update")
     problems = _link_problems(args) + check_timeout(args.timeout) + check_wait(args.wait)
     if problems:
@@ -166,7 +167,7 @@ ALL_KINDS = (CONNECTOR, LISTENER, ACCESS_TOKEN, ACCESS_GRANT, ROUTER_ACCESS, SEC
              ATTACHED_CONNECTOR, ATTACHED_CONNECTOR_BINDING)
 
 
-async def delete(args: argparse.Namespace, session: Session) -> None:
+async def delete(args: Args, session: Session) -> None:
     site = _pick(await list_kind(session, SITE), args.name, "delete")
     if problems := check_timeout(args.timeout):
         raise Invalid(problems)
@@ -181,12 +182,12 @@ async def delete(args: argparse.Namespace, session: Session) -> None:
                            failure=f'Site "{name}" not deleted yet, check the status for more information\n')
 
 
-async def status(args: argparse.Namespace, session: Session) -> None:
-    problems = ["this command does not need any arguments"] if args.name else []
-    problems += check_output(args.output)
-    if problems:
+async def status(args: Args, session: Session) -> None:
+    if args.name:
+        raise Invalid(["this command does not need any arguments"])
+    if problems := check_output(args.output):
         raise Invalid(problems)
-    sites = await list_kind(session, SITE)
+    sites = await list_kind(session, SITE, code=1)          # upstream lists when it runs
     if not sites:
         print("There is no existing Skupper site resource")
         return
@@ -200,7 +201,7 @@ async def status(args: argparse.Namespace, session: Session) -> None:
     print(tab_table(rows), end="")
 
 
-async def generate(args: argparse.Namespace, session: None) -> None:
+async def generate(args: Args, session: None) -> None:
     problems = _name_problems(args.name, period=True) + _link_problems(args)
     if args.output not in ("yaml", "json"):
         problems.append(f"format {option_problem(args.output or '', ('json', 'yaml'))}")

@@ -3,8 +3,6 @@ AccessToken file it writes, and its messages."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import datetime
 import os
 import tempfile
@@ -13,40 +11,44 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from operator_runtime.objects import JsonDict, mapping, meta
 
+from ..constants import GROUP_VERSION
 from ..kinds import ACCESS_GRANT, ACCESS_TOKEN, SITE
-from .common import CliError, Invalid, Session, api_call, condition, find, list_kind, resource
+from .cmdline import Args, Command, Flag
+from .common import CliError, Invalid, Session, api_call, condition, find, list_kind, pause, resource
 from .formats import encode, go_duration
-from .options import check_timeout, duration
+from .options import check_timeout, timeout_flag
 from .validate import duration_at_least, file_name_problem, number_problem
 
-__all__ = ["add_commands", "token_document"]
+__all__ = ["command", "token_document"]
 
 MIN_EXPIRATION = datetime.timedelta(minutes=1)
 MAX_TOKEN_FILE = 1024 * 1024
 
 
-def add_commands(sub: Any) -> None:
-    p = sub.add_parser("issue", help="issue a token",
-                       description="Issue a token file redeemable for a link to the current site.")
-    p.add_argument("file", nargs="*", metavar="<fileName>")
-    p.add_argument("-r", "--redemptions-allowed", type=int, default=1,
-                   help="The number of times an access token for this grant can be redeemed.")
-    p.add_argument("-e", "--expiration-window", type=duration, default=duration("15m"),
-                   help="The period of time in which an access token for this grant can be redeemed.")
-    p.add_argument("-t", "--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.add_argument("--cost", default="1", help='the configured "expense" of sending traffic over the link.')
-    p.set_defaults(_run=issue)
-    p = sub.add_parser("redeem", help="redeem a token",
-                       description="Redeem a token file in order to create a link to a remote site.")
-    p.add_argument("file", nargs="*", metavar="<filename>")
-    p.add_argument("-t", "--timeout", type=duration, default=duration("60s"),
-                   help="raise an error if the operation does not complete in the given period of time")
-    p.set_defaults(_run=redeem)
+def command() -> Command:
+    return Command(
+        "token", "Security mechanism for creating connections between Skupper sites",
+        long="A token holds what a remote site needs to link to this one (an address, a one-time code and a CA): "
+             "issued here, redeemed there.",
+        example="skupper token issue ~/token.yaml\nskupper token redeem ~/token.yaml",
+        children=[
+            Command("issue <fileName>", "issue a token",
+                    long="Issue a token file redeemable for a link to the current site.",
+                    example="skupper token issue ~/token1.yaml",
+                    flags=(Flag("redemptions-allowed", "int", 1, "The number of times an access token for this "
+                                "grant can be redeemed."),
+                           Flag("expiration-window", "duration", datetime.timedelta(minutes=15),
+                                "The period of time in which an access token for this grant can be redeemed."),
+                           timeout_flag("60s"),
+                           Flag("cost", "string", "1", 'the configured "expense" of sending traffic over the link.')),
+                    run=issue, positional="file"),
+            Command("redeem <filename>", "redeem a token",
+                    long="Redeem a token file in order to create a link to a remote site.",
+                    example="skupper token redeem ~/token1.yaml", flags=(timeout_flag("60s"),), run=redeem,
+                    positional="file"),
+        ])
 
 
 def _file_problems(files: list[str], missing: str) -> list[str]:
@@ -85,7 +87,7 @@ def token_document(name: str, grant_status: JsonDict, cost: int) -> JsonDict:
     return resource("AccessToken", name, None, spec)
 
 
-async def issue(args: argparse.Namespace, session: Session) -> None:
+async def issue(args: Args, session: Session) -> None:
     await list_kind(session, ACCESS_GRANT)
     problems = _file_problems(args.file, "file name must be configured")
     path = Path(args.file[0]) if not problems else Path()
@@ -130,7 +132,7 @@ async def issue(args: argparse.Namespace, session: Session) -> None:
                     raise CliError(f"could not write to file {path}:{e}") from None
         if time.monotonic() >= deadline:
             raise CliError(f'grant "{grant}" not ready yet, check the status for more information')
-        await asyncio.sleep(0.25)
+        await pause()
     print(f'\nGrant "{grant}" is ready\nToken file {path} created\n\n'
           f"Transfer this file to a remote site. At the remote site,\n"
           f'create a link to this site using the "skupper token redeem" command:\n\n'
@@ -138,7 +140,7 @@ async def issue(args: argparse.Namespace, session: Session) -> None:
           f"The token expires after {args.redemptions_allowed} use(s) or after {window}.")
 
 
-async def redeem(args: argparse.Namespace, session: Session) -> None:
+async def redeem(args: Args, session: Session) -> None:
     await list_kind(session, ACCESS_TOKEN)
     problems = _file_problems(args.file, "token file name must be configured")
     sites = await list_kind(session, SITE)
@@ -155,15 +157,11 @@ async def redeem(args: argparse.Namespace, session: Session) -> None:
     try:
         if path.stat().st_size > MAX_TOKEN_FILE:
             raise CliError(f"unable to read token file - larger than {MAX_TOKEN_FILE} bytes")
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise CliError(f"unable to read token file - {str(e)[:200]}") from None
-    if not isinstance(loaded, dict) or loaded.get("kind") != "AccessToken" or not isinstance(loaded.get("spec"),
-                                                                                            dict):
-        raise CliError(f"unable to read token file - {path} does not hold an AccessToken")
-    name = str(mapping(loaded, "metadata").get("name") or "")
-    body = resource("AccessToken", name, session.namespace, {
-        k: v for k, v in loaded["spec"].items() if k in ("url", "code", "ca", "linkCost", "settings")})
+        text = path.read_bytes()
+    except OSError as e:
+        raise CliError(f"unable to read token file - {e.strerror or e}") from None
+    body = token_from_file(text, session.namespace)
+    name = meta(body).name
     await api_call("", session.api.create(ACCESS_TOKEN, body, session.namespace))
     deadline = time.monotonic() + args.timeout.total_seconds()
     while True:
@@ -177,4 +175,25 @@ async def redeem(args: argparse.Namespace, session: Session) -> None:
             raise CliError(f'Token "{name}" redeem not ready yet: {redeemed.get("message")}\n')
         if time.monotonic() >= deadline:
             raise CliError(f'Token "{name}" redeem not ready yet, check the status for more information\n')
-        await asyncio.sleep(0.25)
+        await pause()
+
+
+def token_from_file(text: bytes, namespace: str) -> JsonDict:
+    """The AccessToken ``skupper token redeem`` creates from a token file, as upstream's: the file's AccessToken
+    (its name, labels, annotations and spec), or, when the file holds none, an AccessToken with no name and an
+    empty spec, which the API server refuses with its own words (what upstream prints for such a file)."""
+    import yaml
+    try:
+        loaded: Any = yaml.safe_load(text.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
+        loaded = None
+    if not isinstance(loaded, dict) or loaded.get("kind") != "AccessToken" \
+            or loaded.get("apiVersion") != GROUP_VERSION:
+        loaded = {}
+    metadata: JsonDict = {k: v for k, v in mapping(loaded, "metadata").items()
+                          if k in ("name", "generateName", "labels", "annotations")}
+    spec: JsonDict = {"url": "", "code": "", "ca": ""}
+    spec.update({k: v for k, v in mapping(loaded, "spec").items() if k in ("url", "code", "ca", "linkCost",
+                                                                          "settings")})
+    return {"apiVersion": GROUP_VERSION, "kind": "AccessToken", "metadata": {**metadata, "namespace": namespace},
+            "spec": spec}

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import re
 
 from .formats import go_duration
@@ -40,6 +39,7 @@ def file_name_problem(value: str) -> str | None:
 
 
 def host_problem(value: str) -> str | None:
+    import ipaddress
     try:
         ipaddress.ip_address(value)
         return None

@@ -27,12 +27,11 @@ import yaml
 from operator_runtime.objects import JsonDict
 
 from ..crd.generate import all_crds
+from .names import API_VERSION, KINDS, SECRET, TLS_FILES
 
-__all__ = ["KINDS", "MAX_FIELDS", "MAX_FILE", "MAX_RESOURCES", "FieldProblem", "ResourceFile", "field_problem", "load_resources",
-           "split_documents"]
+__all__ = ["KINDS", "MAX_FIELDS", "MAX_FILE", "MAX_RESOURCES", "FieldProblem", "ResourceFile", "field_problem",
+           "load_resources", "secret_files", "split_documents"]
 
-KINDS = ("Site", "Listener", "Connector", "Link", "AccessToken", "RouterAccess")
-API_VERSION = "skupper.io/v2alpha1"
 MAX_FILE = 1024 * 1024
 MAX_RESOURCES = 1000
 MAX_FIELDS = 100_000
@@ -298,10 +297,69 @@ def _limit(items: list[str]) -> list[str]:
 
 # ---- files ----------------------------------------------------------------------------------------------------------
 
+#: what a ``v1`` Secret may hold (the API server's Secret type), and the types that hold TLS credentials
+SECRET_FIELDS = frozenset({"apiVersion", "kind", "metadata", "data", "stringData", "type", "immutable"})
+SECRET_TYPES = ("kubernetes.io/tls", "Opaque")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1123_MESSAGE = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+                   "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+                   "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def secret_files(secret: Mapping[str, Any]) -> dict[str, bytes]:
+    """The TLS files (``ca.crt``, ``tls.crt``, ``tls.key``) a Secret that passed :func:`_secret_problem` holds:
+    from ``data`` (base64), ``stringData`` winning, as the API server merges them; other keys are not used."""
+    import base64
+    files = {k: base64.b64decode(str(v), validate=True) for k, v in (secret.get("data") or {}).items()
+             if k in TLS_FILES}
+    files.update({k: str(v).encode() for k, v in (secret.get("stringData") or {}).items() if k in TLS_FILES})
+    return files
+
+
+def _secret_problem(document: Mapping[str, Any]) -> FieldProblem | None:
+    """What the API server would refuse in a Secret, and what makes one no TLS credential."""
+    import base64
+    import binascii
+    unknown = [str(k) for k in document if k not in SECRET_FIELDS]
+    metadata = document.get("metadata")
+    if isinstance(metadata, dict):
+        unknown += [f"metadata.{k}" for k in metadata if k not in OBJECT_META]
+    if unknown:
+        return FieldProblem("strict decoding error: " + ", ".join(f'unknown field "{u}"' for u in unknown),
+                            unknown[0])
+    name = str(metadata.get("name") or "") if isinstance(metadata, dict) else ""
+    if len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
+        return FieldProblem(f"metadata.name: Invalid value: {_go_quoted(name)}: {DNS1123_MESSAGE}", "metadata.name")
+    kind = document.get("type", "Opaque")
+    if kind not in SECRET_TYPES:
+        return FieldProblem(f"type: Unsupported value: {_go_quoted(kind)}: supported values (a TLS credential): "
+                            + ", ".join(_go_quoted(t) for t in SECRET_TYPES), "type")
+    for section in ("data", "stringData"):
+        value = document.get(section)
+        if value is not None and not isinstance(value, dict):
+            return FieldProblem(f"{section}: Invalid value: must be a map of keys to values", section)
+    for key, value in (document.get("data") or {}).items():
+        try:
+            base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError) as e:
+            return FieldProblem(f"data[{key}]: Invalid value: not base64: {e}", f"data.{key}")
+    keys = set(document.get("data") or {}) | set(document.get("stringData") or {})
+    if kind == "kubernetes.io/tls":
+        for key in ("tls.crt", "tls.key"):
+            if key not in keys:
+                return FieldProblem(f"data[{key}]: Required value", "data")
+    elif not keys & set(TLS_FILES):
+        return FieldProblem(f"data: Required value: a TLS credential ({', '.join(TLS_FILES)})", "data")
+    return None
+
+
 def _shape_problem(document: Any) -> str | None:
-    """Why ``document`` is not a resource a system site serves, or None."""
+    """Why ``document`` is not a resource a system site serves, or None (a Secret's own checks: :func:`
+    _secret_problem`)."""
     if not isinstance(document, dict):
         return "not a resource (a mapping with apiVersion and kind)"
+    if document.get("kind") == SECRET and document.get("apiVersion") == "v1":
+        return None
     if document.get("apiVersion") != API_VERSION:
         return f"apiVersion: must be {API_VERSION} (is {_quoted(document.get('apiVersion'))})"
     if document.get("kind") not in KINDS:
@@ -310,6 +368,8 @@ def _shape_problem(document: Any) -> str | None:
     name = metadata.get("name") if isinstance(metadata, dict) else None
     if not isinstance(name, str) or not name:
         return "metadata.name: Required value"
+    if "spec" not in document and document.get("kind") == "Site":
+        return None                           # as the CRD: a Site's spec is optional (every field has a default)
     if not isinstance(document.get("spec"), dict):
         return "spec: Required value"
     return None
@@ -326,7 +386,11 @@ def _resource(path: Path, shown: str, node: yaml.Node, document: Any) -> Resourc
         if shape is not None:
             return ResourceFile(path, None, f"{shown}:{lines.get(shape.split(':')[0], start)}: {shape}", shown,
                                 start, lines)
-        problem = _field_problem(document, duplicates, budget)
+        if document.get("kind") == SECRET:
+            problem = (FieldProblem("strict decoding error: " + ", ".join(f'duplicate field "{d}"' for d in duplicates),
+                                    next(iter(duplicates))) if duplicates else _secret_problem(document))
+        else:
+            problem = _field_problem(document, duplicates, budget)
     except _TooLarge:
         return ResourceFile(path, None, f"{shown}:{start}: more than {MAX_FIELDS} fields (YAML aliases?)", shown,
                             start)

@@ -51,7 +51,15 @@ from ..site.grants import AnswerProblem, link_objects
 from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
 from .compose import AccessPlan, SystemPlan, compose_system, router_access
-from .resources import MAX_FILE, ResourceFile, load_resources, split_documents
+from .names import SECRET, TLS_FILES
+from .resources import (
+    DNS1123_SUBDOMAIN,
+    MAX_FILE,
+    ResourceFile,
+    load_resources,
+    secret_files,
+    split_documents,
+)
 from .status import (
     Key,
     RouterAnswer,
@@ -65,7 +73,6 @@ from .status import (
 
 __all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home"]
 
-TLS_FILES = ("ca.crt", "tls.crt", "tls.key")
 #: the bundle's installer: copies what it carries into the site's input directory and sets the site up
 INSTALL_SCRIPT = """#!/bin/sh
 # Installs the skupper system site @NAMESPACE@ on this host: copies resources/ and certs/ into
@@ -228,11 +235,39 @@ class SystemSite:
         return path.read_text(encoding="utf-8").strip()
 
     def read_resources(self) -> list[ResourceFile]:
+        """The resources of ``input/resources`` and of the Links redeemed tokens gave. A Secret document of
+        ``input/resources`` is a TLS credential: it is stored as ``input/certs/<name>/`` (:meth:`store_secret`) and
+        not listed (unless it cannot be used: then its problem is)."""
         out: list[ResourceFile] = []
         for directory in (self.resources_dir, self.runtime / "resources" / "links"):
             for path in sorted(directory.glob("*.y*ml")) if directory.is_dir() else []:
-                out += read_file(path, str(path))
+                for resource in read_file(path, str(path)):
+                    if resource.obj is not None and resource.kind == SECRET:
+                        if directory == self.resources_dir:
+                            self.store_secret(resource.obj)
+                        continue
+                    out.append(resource)
         return out
+
+    def store_secret(self, secret: JsonDict) -> Path:
+        """A Secret's TLS files as ``input/certs/<name>/`` (what Listeners', Connectors' and Links'
+        ``tlsCredentials`` name): the files that changed are written (keys readable by this user only), the TLS
+        files the Secret does not hold are removed."""
+        directory = self.input_certs / meta(secret).name
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        files = secret_files(secret)
+        for name in TLS_FILES:
+            path = directory / name
+            if name not in files:
+                path.unlink(missing_ok=True)
+            elif not path.is_file() or path.read_bytes() != files[name]:
+                staging = path.with_name(f".{name}.new")
+                staging.unlink(missing_ok=True)
+                fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(files[name])
+                staging.replace(path)
+        return directory
 
     def certs(self) -> tuple[dict[str, Path], dict[str, frozenset[str]]]:
         """TLS credentials by name (input first, then those redeemed tokens gave) and the files each has."""
@@ -247,7 +282,15 @@ class SystemSite:
         """Copy the resources of ``source`` into ``input/resources`` (one file each, ``<Kind>-<name>.yaml``): the
         resources written, or (nothing written) the problems of the documents that cannot be used, each naming
         ``shown``, the line and the field."""
-        loaded = read_file(source, shown)
+        return self._apply(read_file(source, shown))
+
+    def apply_text(self, text: str, shown: str) -> tuple[list[Key], list[str]]:
+        """As :meth:`apply_file`, for what standard input gave (``skupper system apply -f -``)."""
+        if len(text.encode()) > MAX_FILE:
+            return [], [f"{shown}: larger than {MAX_FILE} bytes"]
+        return self._apply(load_resources(Path(shown), text, shown))
+
+    def _apply(self, loaded: list[ResourceFile]) -> tuple[list[Key], list[str]]:
         problems = [r.problem for r in loaded if r.problem]
         if problems:
             return [], problems
@@ -255,6 +298,10 @@ class SystemSite:
         written = []
         for resource in loaded:
             assert resource.obj is not None
+            if resource.kind == SECRET:                 # a credential: stored where credentials are
+                self.store_secret(resource.obj)
+                written.append((resource.kind, resource.name))
+                continue
             target = self.resources_dir / f"{resource.kind}-{resource.name}.yaml"
             target.write_text(yaml.safe_dump(resource.obj, sort_keys=False), encoding="utf-8")
             written.append((resource.kind, resource.name))
@@ -262,8 +309,12 @@ class SystemSite:
 
     def delete_resource(self, kind: str, name: str) -> list[Path]:
         """Remove the resource from the file that holds it (``input/resources``, or ``runtime/resources/links``
-        for the Links a redeemed token gave): the file goes when it held nothing else. The files changed."""
+        for the Links a redeemed token gave): the file goes when it held nothing else; a Secret's stored
+        credential (``input/certs/<name>``) goes too. The files changed."""
         changed = []
+        if kind == SECRET and DNS1123_SUBDOMAIN.fullmatch(name) and (self.input_certs / name).is_dir():
+            shutil.rmtree(self.input_certs / name)
+            changed.append(self.input_certs / name)
         for directory in (self.resources_dir, self.runtime / "resources" / "links"):
             for path in sorted(directory.glob("*.y*ml")) if directory.is_dir() else []:
                 resources = read_file(path, str(path))
