@@ -11,11 +11,14 @@ is refused, with a Warning on its Link, and the first keeps all of its traffic."
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from e2e_support import echo_backend, greeting, greetings, service_ip
 from multisite_support import MultiSite, multisite_environment
+from test_skupper_cli_getting_started import ok
 
 pytestmark = pytest.mark.asyncio
 
@@ -50,6 +53,18 @@ async def _link_generate(sites: MultiSite, site: str) -> list[dict[str, Any]]:
     return [*links, printed_secret]
 
 
+async def _our_link_generate(sites: MultiSite, site: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """What this project's ``skupper link generate`` prints (no ``--subject``: upstream's flags)."""
+    env = sites[site]
+
+    async def ready_site() -> bool:
+        status = (await env.get("Site", site)).get("status") or {}
+        return bool(status.get("endpoints")) and status.get("status") == "Ready"
+    await env.wait_for(ready_site, 60, f"Site {site} Ready with link access")
+    out = await ok(env, "link", "generate", cwd=tmp_path)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
 async def _apply(sites: MultiSite, site: str, documents: list[dict[str, Any]]) -> None:
     env = sites[site]
     for doc in documents:
@@ -63,7 +78,9 @@ async def _link_status(sites: MultiSite, site: str, name: str) -> dict[str, Any]
     return status
 
 
-async def test_a_generated_link_works_once_and_a_second_site_with_it_is_refused(sites: MultiSite) -> None:
+@pytest.mark.parametrize("generator", ["upstream", "ours"])
+async def test_a_generated_link_works_once_and_a_second_site_with_it_is_refused(sites: MultiSite, tmp_path: Path,
+                                                                                 generator: str) -> None:
     west, east, rogue = sites["west"], sites["east"], sites["rogue"]
     for env in (west, east, rogue):
         await env.start_controller()
@@ -74,7 +91,8 @@ async def test_a_generated_link_works_once_and_a_second_site_with_it_is_refused(
     rogue_pods = await echo_backend(rogue, 1, key="backend", connector="backend")
     await east.create("Listener", "backend", {"routingKey": "backend", "host": "backend", "port": 7000})
 
-    documents = await _link_generate(sites, "west")
+    documents = (await _link_generate(sites, "west") if generator == "upstream"
+                 else await _our_link_generate(sites, "west", tmp_path))
     links = [d["metadata"]["name"] for d in documents if d["kind"] == "Link"]
     assert links == ["link-west-skupper-router"]
     certificate = (await west.get("Certificate", "link-west"))["spec"]

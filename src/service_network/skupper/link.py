@@ -2,9 +2,9 @@
 
 ``link generate`` prints the Links a remote site applies to link to this one (one per endpoint group, from this
 Site's ``status.endpoints``) and, with ``--generate-credential`` (default), the client certificate Secret, issued
-through a Certificate resource signed by the site's CA. Here a link certificate names the site that will dial (its
-routers speak only as that identity), so a generated credential needs ``--subject`` = that site's id; without it
-the command says so and suggests ``skupper token issue`` (whose redemption names the redeeming site itself)."""
+through a Certificate resource signed by the site's default issuer, whose subject is upstream's (the endpoints'
+hosts). The credential binds to the first site that links with it (docs/service-network-router.md, "Trust"):
+another site applying the same Link is refused."""
 
 from __future__ import annotations
 
@@ -59,9 +59,7 @@ def command() -> Command:
                            output_flag("yaml"),
                            Flag("generate-credential", "bool", True, "generate the necessary credentials to "
                                 "create the link"),
-                           timeout_flag("60s"),
-                           Flag("subject", "string", "", "the id (Site metadata.uid) of the site that will apply "
-                                "the link: the credential names it (this project's addition)")),
+                           timeout_flag("60s")),
                     run=generate, positional="extra"),
             Command("update <name>", "Change link settings", long="Change the settings of a link.",
                     flags=(Flag("tls-credentials", "string", "", TLS_USAGE),
@@ -114,10 +112,6 @@ async def generate(args: Args, session: Session) -> None:
     if problem:
         problems.append(f"link cost is not valid: {problem}")
     problems += check_output(args.output) + check_timeout(args.timeout)
-    if args.generate_credential and not args.subject:
-        problems.append("a generated credential names the site that will link (its routers speak only as that "
-                        "site): pass --subject <that Site's metadata.uid>, or use \"skupper token issue\" and "
-                        "\"skupper token redeem\", which name it themselves")
     if problems or site is None:
         raise Invalid(problems)
     if not mapping(site, "status").get("endpoints"):
@@ -128,8 +122,11 @@ async def generate(args: Args, session: Session) -> None:
     if args.generate_credential:
         if await find(session, CERTIFICATE, tls) is None:
             issuer = str(mapping(site, "status").get("defaultIssuer") or "skupper-site-ca")
+            # upstream's subject: the endpoints' hosts (the identity is bound at the first link, not named here)
+            subject = ",".join(str(e.get("host", "")) for e in mapping(site, "status").get("endpoints") or []
+                               if isinstance(e, dict))
             await api_call("", session.api.create(CERTIFICATE, resource("Certificate", tls, session.namespace, {
-                "ca": issuer, "client": True, "subject": args.subject}), session.namespace))
+                "ca": issuer, "client": True, "subject": subject}), session.namespace))
         deadline = time.monotonic() + args.timeout.total_seconds()
         while (secret := await find(session, SECRET, tls)) is None:
             if time.monotonic() >= deadline:
