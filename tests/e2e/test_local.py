@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from kubesim.patience import patience
+
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 
@@ -223,7 +225,7 @@ def test_local_up_serves_kubectl_and_stops_cleanly(workdir: Path) -> None:
         manifest.write_text(json.dumps(listener))
         kubectl = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache")]
         subprocess.run([*kubectl, "apply", "-f", str(manifest)], check=True, capture_output=True, timeout=60)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patience(30)
         table = ""
         while time.monotonic() < deadline:
             table = subprocess.run([*kubectl, "get", "listeners,listenerclasses,pods,pvc", "-A"], capture_output=True,
@@ -252,7 +254,7 @@ def test_local_up_twice_on_a_state_dir_resumes_the_cluster_and_fresh_starts_over
     manifest.write_text(json.dumps(listener))
 
     def addresses() -> str:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patience(30)
         found = ""
         while time.monotonic() < deadline:
             found = subprocess.run([*kubectl, "get", "listener", "api", "-o",
@@ -364,7 +366,7 @@ def test_local_up_reports_a_crashed_node_plugin(workdir: Path) -> None:
         os.kill(int(pids[0]), signal.SIGKILL)
         run.wait_for(r"warning: operator Pod listener-operator/listener-operator-csi-node-driver-\S+: container "
                      r"csi-node-service exited \(exit code 137\) after \d restart\(s\)")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patience(30)
         while (restarted := node_plugin_pids(run.process.pid)) == pids or len(restarted) != 2:
             assert time.monotonic() < deadline, restarted
             time.sleep(0.1)
@@ -470,7 +472,7 @@ def test_local_up_no_operator_lets_a_user_rehearse_helm_install(workdir: Path) -
              "--create-namespace"], capture_output=True, text=True, timeout=120,
             env={"HOME": str(workdir), "PATH": "/usr/bin:/bin"})
         assert installed.returncode == 0 and "STATUS: deployed" in installed.stdout, installed.stderr
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + patience(120)
         classes: list[str] = []
         while time.monotonic() < deadline and "external-stable" not in classes:
             result = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache"),

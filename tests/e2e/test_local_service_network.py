@@ -13,6 +13,7 @@ from typing import Any
 
 from test_local import KUBECTL, REPO, Background, operator_command, workdir  # noqa: F401 - fixture by name
 
+from kubesim.patience import patience
 from kubesim.traffic import who_answers
 
 
@@ -24,7 +25,7 @@ def test_kubectl_apply_of_the_skupper_example_works_on_local_up(workdir: Path) -
         kubectl = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache")]
         subprocess.run([*kubectl, "apply", "-f", str(REPO / "examples" / "service-network")], check=True,
                        capture_output=True, timeout=60)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + patience(60)
         table = ""
         while time.monotonic() < deadline:
             table = subprocess.run([*kubectl, "get", "sites,lnr,cnr", "-n", "hello-world"], capture_output=True,
@@ -63,7 +64,7 @@ def _json(kubectl: list[str], *args: str) -> dict[str, Any]:
 
 async def _ask(ip: str, port: int, count: int) -> list[str]:
     answers = []
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + patience(20)
     while len(answers) < count and time.monotonic() < deadline:
         try:
             answers.append(await who_answers(ip, port, seconds=3))

@@ -25,6 +25,7 @@ from rendered_install import CHART_DIR, one
 
 from devenv.image import load_project_image
 from kubesim.errors import ApiError
+from kubesim.patience import patience
 from kubesim.rbac import RbacAuthorizer, rules_allow
 from kubesim.sim import KubeSim
 from kubesim.traffic import published_targets, who_answers
@@ -52,8 +53,9 @@ async def _daemon_set_counts(sim: KubeSim, expected: tuple[int, int]) -> bool:
 
 
 async def until(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
-    """The first truthy result of ``check``; the state spans several objects, so it is polled with a deadline."""
-    deadline = time.monotonic() + within
+    """The first truthy result of ``check``; the state spans several objects, so it is polled with a deadline
+    (stretched on a busy machine: ``kubesim.patience``)."""
+    deadline = time.monotonic() + patience(within)
     last: Any = None
     while time.monotonic() < deadline:
         last = await check()
