@@ -301,7 +301,8 @@ def test_resolved_load_balancer_gives_the_endpoint_the_document_entry_and_a_cert
 
 
 def test_nodeport_endpoint_is_the_router_pods_node_and_the_node_port() -> None:
-    pod = {"metadata": {"name": "skupper-router-1"}, "status": {"hostIP": "127.1.1.1"}}
+    pod = {"metadata": {"name": "skupper-router-1", "labels": {"skupper.io/group": "skupper-router"}},
+           "status": {"hostIP": "127.1.1.1"}}
     plan = compose_access(AccessInputs(_site("nodeport"), [_router_access(access_type="nodeport")], {},
                                        {"skupper-router": _service("NodePort")}, [pod]))
     assert plan.endpoints[0]["host"] == "127.1.1.1" and plan.endpoints[0]["port"] == "31000"
