@@ -151,7 +151,8 @@ async def show_observer(api: Any, namespace: str, label: str, console: Console, 
         return False
     seen, summary = await observed_summary(access, sites, seconds, connections)
     console.line(f"Network observer (NetworkObserver {OBSERVER_NAME} in {namespace}, {label}): console {access.url}"
-                 f" (user {access.user}, password {access.password}; certificate from {namespace}'s skupper-local-ca)")
+                 f" (user {access.user}, password {access.password}; its certificate, from {namespace}'s "
+                 f"skupper-local-ca, names {access.server_name}: a browser that trusts that CA opens it by that name)")
     console.line(f"  or: kubectl -n {namespace} port-forward service/{OBSERVER_NAME} 8443:443, then "
                  f"https://127.0.0.1:8443/")
     console.line(f"  {'sees' if seen else 'sees only'} {summary}")

@@ -7,6 +7,7 @@ Not exhaustive (docs/kubesim.md lists what is not checked); each check here mirr
 from __future__ import annotations
 
 import base64
+import json
 import re
 from typing import Any
 
@@ -181,10 +182,30 @@ def builtin_causes(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
         out = _pod_spec_causes(template.get("spec"), "spec.template.spec")
         if rt.kind == "ReplicaSet":
             out += _selector_causes(obj)
-        return out
+        return out + _immutable_selector_causes(obj, old)
     if key == "jobs.batch":
         return _job_causes(obj, old)
     return []
+
+
+def _immutable_selector_causes(obj: Obj, old: Obj | None) -> list[Cause]:
+    """apps/v1 workloads: ``spec.selector`` cannot change once created (ValidateDeploymentUpdate and its kin)."""
+    if old is None:
+        return []
+    before = (old.get("spec") or {}).get("selector")
+    after = (obj.get("spec") or {}).get("selector") if isinstance(obj.get("spec"), dict) else None
+    if _normal_selector(before) == _normal_selector(after):
+        return []
+    return [cause("spec.selector", f"Invalid value: {json.dumps(after, sort_keys=True)}: field is immutable")]
+
+
+def _normal_selector(selector: Any) -> Any:
+    """A selector as compared for immutability: absent and empty parts are the same."""
+    if not isinstance(selector, dict):
+        return selector
+    return {k: v for k, v in selector.items() if v not in (None, {}, [])}
+
+
 
 
 def _pod_update_causes(pod: Obj, old: Obj | None) -> list[Cause]:

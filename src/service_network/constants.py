@@ -27,15 +27,27 @@ NETWORK_STATUS_NAME = "skupper-network-status"
 
 #: Labels of the router Pods; listener Services select them (upstream's selector).
 ROUTER_POD_LABELS = MappingProxyType({"application": "skupper-router", "skupper.io/component": "router"})
+#: Labels of the router Deployments and their Pods, as upstream's Deployment template has them (its tools select
+#: router Pods by each: ``debug dump`` by the name, scenarios by ``part-of``, its controller by component and type).
+ROUTER_LABELS = MappingProxyType({"app.kubernetes.io/name": "skupper-router", "app.kubernetes.io/part-of": "skupper",
+                                  "application": "skupper-router", "skupper.io/component": "router",
+                                  "skupper.io/type": "site"})
+#: On router Pods: which router of the site (its Deployment's name), as upstream; the router access of each router
+#: selects its Pods by it.
+LABEL_GROUP = "skupper.io/group"
 #: Label on every router object the controller creates (its caches select them by it).
 LABEL_COMPONENT = "skupper.io/component"
 COMPONENT_ROUTER = "router"
+#: The selector of a router Deployment the controller creates (upstream's; a Deployment created by an earlier
+#: version keeps the selector it has, which Kubernetes does not let change).
+ROUTER_SELECTOR = MappingProxyType({LABEL_COMPONENT: COMPONENT_ROUTER})
+#: Marks objects the controller keeps (upstream's annotation; on Services also what makes them ours, with an owner).
+ANNOTATION_CONTROLLED = "internal.skupper.io/controlled"
 #: Marks the router ConfigMap (upstream: value "").
 LABEL_ROUTER_CONFIG = "internal.skupper.io/router-config"
 #: Listener Services: the label names one Listener exposed by the Service; the annotation marks Services the
 #: controller owns (a Service without it is never modified or deleted).
 LABEL_LISTENER = "internal.skupper.io/listener"
-ANNOTATION_CONTROLLED = "internal.skupper.io/controlled"
 
 #: Ports of the router itself, never given to a Listener: amqps, amqp (upstream's, kept free for compatibility),
 #: HAProxy's metrics/health endpoint (as skupper-router's 9090), the adaptor's /metrics /healthz /readyz, and the

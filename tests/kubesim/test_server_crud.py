@@ -251,3 +251,40 @@ async def test_scale_subresource_of_deployments(kubesim: KubeSim) -> None:
         assert d["spec"]["replicas"] == 5 and d["metadata"]["generation"] == 2
         status, _ = await c.patch(f"{dep}/d/scale", {"spec": {"replicas": -1}})
         assert status == 422
+
+
+async def test_the_selector_of_a_deployment_is_immutable(kubesim: KubeSim) -> None:
+    """As Kubernetes (apps/v1 ValidateDeploymentUpdate): a changed ``spec.selector`` is refused, by an update, a
+    merge patch and a server-side apply alike; the rest of the spec still changes."""
+    dep = "/apis/apps/v1/namespaces/default/deployments"
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b", "c": "d"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    }
+    async with RawClient(kubesim) as c:
+        assert (await c.post(dep, body))[0] == 201
+        status, refused = await c.patch(f"{dep}/d", {"spec": {"selector": {"matchLabels": {"c": "d"}}}})
+        assert status == 422 and refused["reason"] == "Invalid"
+        assert "spec.selector" in refused["message"] and "field is immutable" in refused["message"]
+        _, live = await c.get(f"{dep}/d")
+        live["spec"]["selector"] = {"matchLabels": {"a": "b", "c": "d"}}
+        assert (await c.put(f"{dep}/d", live))[0] == 422
+        applied = {**body, "spec": {**body["spec"], "selector": {"matchLabels": {"c": "d"}}}}
+        status, _ = await c.patch(
+            f"{dep}/d",
+            applied,
+            content_type="application/apply-patch+yaml",
+            params={"fieldManager": "t", "force": "true"},
+        )
+        assert status == 422
+        # the same selector, the template's labels changed: accepted
+        status, changed = await c.patch(f"{dep}/d", {"spec": {"template": {"metadata": {"labels": {"e": "f"}}}}})
+        assert status == 200 and changed["spec"]["selector"] == {"matchLabels": {"a": "b"}}

@@ -1,6 +1,8 @@
 """Headless Chromium driven over the DevTools protocol (a websocket, aiohttp's client): navigate, evaluate
 JavaScript in the page, take a screenshot. Debian's ``chromium`` (``scripts/setup-system --image-tools`` installs
-it); started with a fresh profile and background networking off, so it talks to nothing but the page it is given.
+it); started with a fresh profile and background networking off, so it talks to nothing but the page it is given;
+a CA it should trust goes into the profile's NSS database, as a person imports one (never an
+``--ignore-certificate-errors``).
 A few CDP calls do not justify a browser-automation dependency (Playwright would bring its own Node driver)."""
 
 from __future__ import annotations
@@ -62,8 +64,18 @@ class Page:
         return result.get("result", {}).get("value")
 
     async def navigate(self, url: str) -> None:
+        """Open ``url``; an AssertionError with Chromium's reason when the page cannot be loaded (a TLS handshake
+        refused, an untrusted certificate: ``net::ERR_...``)."""
         await self.call("Page.enable")
-        await self.call("Page.navigate", url=url)
+        result = await self.call("Page.navigate", url=url)
+        if result.get("errorText"):
+            raise AssertionError(f"chromium could not open {url}: {result['errorText']}")
+
+    async def basic_auth(self, user: str, password: str) -> None:
+        """Send ``user`` and ``password`` with every request of the page (HTTP basic authentication)."""
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        await self.call("Network.enable")
+        await self.call("Network.setExtraHTTPHeaders", headers={"Authorization": f"Basic {token}"})
 
     async def wait_for(self, expression: str, within: float, what: str, show: str = "") -> Any:
         """The first truthy value of ``expression``; on time-out, the error says what ``show`` evaluates to."""
@@ -88,14 +100,42 @@ class Page:
         await asyncio.to_thread(write)
 
 
+async def trust_ca(home: Path, ca_pem: str) -> None:
+    """Make ``ca_pem`` a trusted CA for servers in the NSS database of ``home`` (``~/.pki/nssdb``, where Chromium
+    on Linux reads the CAs a user added: what "Manage certificates, Authorities, Import" does), with NSS's
+    ``certutil`` (Debian's libnss3-tools; scripts/setup-system --image-tools installs it)."""
+    certutil = shutil.which("certutil")
+    if certutil is None:
+        raise AssertionError("certutil is not installed: scripts/setup-system --image-tools installs it "
+                             "(apt-get install libnss3-tools)")
+    database = home / ".pki" / "nssdb"
+    database.mkdir(parents=True, exist_ok=True)
+    (home / "ca.pem").write_text(ca_pem)
+    for args in (["-N", "--empty-password"], ["-A", "-t", "C,,", "-n", "trusted-ca", "-i", str(home / "ca.pem")]):
+        proc = await asyncio.create_subprocess_exec(certutil, "-d", f"sql:{database}", *args,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, f"certutil {args[0]}: {(out + err).decode()[:500]}"
+
+
 @contextlib.asynccontextmanager
-async def browser_page() -> AsyncIterator[Page]:
+async def browser_page(*, trusted_ca: str | None = None, host_rules: str | None = None) -> AsyncIterator[Page]:
+    """A page of a fresh headless Chromium; ``trusted_ca``: a CA (PEM) its profile trusts, as a person who imported
+    it; ``host_rules``: Chromium's ``--host-resolver-rules`` (``MAP name address``: what an /etc/hosts line does)."""
     profile = Path(tempfile.mkdtemp(prefix="chromium-", dir="/tmp"))
+    env = dict(os.environ)
+    flags = list(FLAGS)
+    if trusted_ca is not None:
+        home = profile / "home"
+        await trust_ca(home, trusted_ca)
+        env["HOME"] = str(home)
+    if host_rules:
+        flags.append(f"--host-resolver-rules={host_rules}")
     proc = await asyncio.create_subprocess_exec(
-        chromium_path(), *FLAGS, f"--user-data-dir={profile}", "about:blank",
+        chromium_path(), *flags, f"--user-data-dir={profile / 'data'}", "about:blank", env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True)
     try:
-        port_file = profile / "DevToolsActivePort"
+        port_file = profile / "data" / "DevToolsActivePort"
         deadline = time.monotonic() + patience(30)
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
             if proc.returncode is not None or time.monotonic() > deadline:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import NameOID
 from pydantic import ValidationError
 
@@ -60,22 +60,39 @@ def test_issued_certificates_carry_their_names_and_are_signed_by_their_ca_only()
     assert info.not_after <= pki.cert_info(ca.cert).not_after      # never outlives its CA
 
 
-def test_new_keys_are_ed25519_and_a_p256_ca_made_before_still_issues() -> None:
+def _old_ca(key: Any, name_text: str) -> pki.KeyPair:
+    """A CA made by an earlier version (Ed25519) or by hand (RSA), with ``key``."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name_text)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, None if isinstance(key, ed25519.Ed25519PrivateKey) else hashes.SHA256()))
+    return pki.KeyPair(cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+
+def test_new_keys_are_p256_signed_with_sha256_and_older_cas_still_issue() -> None:
+    """Every new key is ECDSA P-256 and every new signature ECDSA with SHA-256 (browsers accept neither an Ed25519
+    leaf nor an Ed25519 CA); a CA an earlier version made (Ed25519) or an RSA one still issues, and a CA renewed
+    keeps its key, whatever its type."""
     ca = pki.new_ca("site-ca")
     leaf = pki.issue(ca, "link", client=True)
-    for pair in (ca, leaf):
-        assert isinstance(pki.load_pair(pair)[1], ed25519.Ed25519PrivateKey)
-    old_key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "old-ca")])
-    now = datetime.datetime.now(datetime.UTC)
-    old_cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(old_key.public_key())
-                .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .sign(old_key, hashes.SHA256()))
-    old_ca = pki.KeyPair(old_cert.public_bytes(serialization.Encoding.PEM), old_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    issued = pki.issue(old_ca, "link", client=True)
-    assert pki.signed_by(issued.cert, old_ca.cert) and not pki.signed_by(issued.cert, ca.cert)
+    server = pki.make_certificate("console", issuer=ca, dns=["console"], server=True)
+    for pair in (ca, leaf, server):
+        key = pki.load_pair(pair)[1]
+        assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
+        cert = x509.load_pem_x509_certificate(pair.cert)
+        assert cert.signature_algorithm_oid == x509.oid.SignatureAlgorithmOID.ECDSA_WITH_SHA256
+    for old_key in (ed25519.Ed25519PrivateKey.generate(), rsa.generate_private_key(65537, 2048)):
+        old_ca = _old_ca(old_key, "old-ca")
+        issued = pki.issue(old_ca, "link", client=True)
+        assert pki.signed_by(issued.cert, old_ca.cert) and not pki.signed_by(issued.cert, ca.cert)
+        assert isinstance(pki.load_pair(issued)[1], ec.EllipticCurvePrivateKey)    # the new leaf's own key
+        renewed = pki.make_certificate("old-ca", issuer=None, signing=True, key_pem=old_ca.key)
+        assert pki.load_pair(renewed)[1].public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo) == old_key.public_key(
+        ).public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
 def test_unusable_key_pairs_are_refused_with_a_reason() -> None:
@@ -301,7 +318,8 @@ def test_resolved_load_balancer_gives_the_endpoint_the_document_entry_and_a_cert
 
 
 def test_nodeport_endpoint_is_the_router_pods_node_and_the_node_port() -> None:
-    pod = {"metadata": {"name": "skupper-router-1"}, "status": {"hostIP": "127.1.1.1"}}
+    pod = {"metadata": {"name": "skupper-router-1", "labels": {"skupper.io/group": "skupper-router"}},
+           "status": {"hostIP": "127.1.1.1"}}
     plan = compose_access(AccessInputs(_site("nodeport"), [_router_access(access_type="nodeport")], {},
                                        {"skupper-router": _service("NodePort")}, [pod]))
     assert plan.endpoints[0]["host"] == "127.1.1.1" and plan.endpoints[0]["port"] == "31000"

@@ -20,7 +20,7 @@ from e2e_support import ECHO, link_with_token, service_ip, statuses
 from multisite_support import MultiSite, multisite_environment
 from site_support import ECHO_IMAGE, SiteEnv
 
-from service_network.site.ha import LABEL_ROUTER_GROUP
+from service_network.constants import LABEL_GROUP
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(900)]
 
@@ -89,9 +89,9 @@ class Load:
 
 
 async def _router_pods(env: SiteEnv) -> dict[str, dict]:  # type: ignore[type-arg]
-    """Ready router Pods by router group."""
+    """Ready router Pods by router group (upstream's label)."""
     pods = await env.ready_pods({"skupper.io/component": "router"})
-    return {p["metadata"]["labels"].get(LABEL_ROUTER_GROUP, ""): p for p in pods}
+    return {p["metadata"]["labels"].get(LABEL_GROUP, ""): p for p in pods}
 
 
 def _container_processes(pod: dict) -> list[int]:  # type: ignore[type-arg]

@@ -420,3 +420,75 @@ async def test_a_name_that_is_taken_is_never_taken_over(env: SiteEnv) -> None:
     assert service["spec"]["selector"] == {"app": "mine"} and not service["metadata"].get("ownerReferences")
     with pytest.raises(ApiError):
         await env.api.get("deployments.apps", "console", env.namespace)
+
+
+# ---- the console in a browser, as the demo prints it -------------------------------------------------------------
+
+async def _console_access(env: SiteEnv) -> Any:
+    """A site with a NetworkObserver of upstream's defaults, and what the demo prints of it (URL, user, password,
+    the CA and the name its certificate is for: devenv.observer, the demo's own code)."""
+    from devenv.observer import OBSERVER_NAME, network_observer, observer_access
+
+    await env.create("Site", "west", {})
+    await env.wait_status("Site", "west", "Ready", within=90)
+    await env.api.create(NO, network_observer(env.namespace), env.namespace)
+    access = await observer_access(env.api, env.namespace, 120)
+    assert not isinstance(access, str), access
+    assert access.url.startswith("https://") and access.server_name == OBSERVER_NAME
+    return access
+
+
+def _browser_url(access: Any) -> tuple[str, str]:
+    """(the console's URL by the name its certificate carries, the resolver rule mapping that name to the address
+    the demo prints: what an /etc/hosts line does)."""
+    from urllib.parse import urlsplit
+
+    printed = urlsplit(access.url)
+    return f"https://{access.server_name}:{printed.port}/", f"MAP {access.server_name} {printed.hostname}"
+
+
+async def test_the_console_opens_in_a_browser_that_trusts_the_observers_ca(env: SiteEnv) -> None:
+    """Chromium, with the NetworkObserver's CA imported into its profile (no certificate error ignored), opens the
+    console over HTTPS with the printed user and password, and draws the site: the certificate (ECDSA P-256, signed
+    by a P-256 skupper-local-ca) is one a browser accepts."""
+    from browser_support import browser_page
+    from test_observer_network import artifacts
+
+    access = await _console_access(env)
+    url, rule = _browser_url(access)
+    async with browser_page(trusted_ca=access.ca, host_rules=rule) as page:
+        await page.basic_auth(access.user, access.password)
+        await page.navigate(url)
+        assert await page.evaluate("location.protocol") == "https:"
+        await page.wait_for("document.querySelectorAll('#topology .site').length === 1", 60, "the site drawn",
+                            show="document.getElementById('status')?.textContent")
+        drawn = await page.evaluate("[...document.querySelectorAll('#topology .site')].map(g => g.dataset.site)")
+        assert drawn == ["west"]
+        await page.screenshot(artifacts() / "console-networkobserver.png")
+
+
+async def test_a_console_certificate_of_an_ed25519_key_is_refused_by_the_browser(
+        env: SiteEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the previous versions did (Ed25519 keys for every certificate, the observer's CA included): the browser
+    cannot open the console, while OpenSSL's clients (curl, Python) can. Its CA cannot even be imported into the
+    browser's certificate store (NSS refuses an Ed25519 certificate), and without it the TLS handshake itself fails
+    (not a mere untrusted certificate, which a person could accept: net::ERR_CERT_...)."""
+    from browser_support import browser_page
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from service_network.site import pki
+
+    monkeypatch.setattr(pki, "_new_key", ed25519.Ed25519PrivateKey.generate)
+    access = await _console_access(env)
+    url, rule = _browser_url(access)
+    status, _ = await _api(f"{access.url}api/v2alpha1/sites", access.ca, access.server_name,
+                           _basic(access.user, access.password))
+    assert status == 200                                      # OpenSSL takes it
+    with pytest.raises(AssertionError, match="SEC_ERROR_ADDING_CERT"):
+        async with browser_page(trusted_ca=access.ca, host_rules=rule):
+            pass
+    async with browser_page(host_rules=rule) as page:
+        await page.basic_auth(access.user, access.password)
+        with pytest.raises(AssertionError, match="net::ERR_") as refused:
+            await page.navigate(url)
+    assert "net::ERR_CERT_" not in str(refused.value), refused.value

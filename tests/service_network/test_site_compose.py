@@ -4,6 +4,7 @@ Secrets. The upstream test each case comes from is named in its docstring."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -70,14 +71,14 @@ def service(name: str, *, ours: bool, ports: Sequence[tuple[str, int, int]] = ()
 def compose(*, sites: Sequence[dict[str, Any]] = (), listeners: Sequence[dict[str, Any]] = (),
             connectors: Sequence[dict[str, Any]] = (), pods: Sequence[dict[str, Any]] = (),
             services: Sequence[dict[str, Any]] = (), secrets: dict[str, SecretInfo] | None = None,
-            config_map: dict[str, Any] | None = None) -> SitePlan:
+            config_map: dict[str, Any] | None = None, **inputs: Any) -> SitePlan:
     def select(namespace: str, selector: LabelSelector) -> list[dict[str, Any]]:
         return [p for p in pods if selector.matches(p["metadata"]["labels"])]
 
     return compose_site(SiteInputs(namespace=NS, sites=sites, listeners=listeners, connectors=connectors,
                                    services={s["metadata"]["name"]: s for s in services}, secrets=secrets or {},
                                    router_config_map=config_map, router_pods=[], select_pods=select,
-                                   view=LocalNetworkView()))
+                                   view=LocalNetworkView(), **inputs))
 
 
 def document(plan: SitePlan) -> dict[str, Any]:
@@ -380,8 +381,19 @@ def test_router_objects_of_the_site() -> None:
     assert container["command"] == ["service-network", "run", "router"]
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}} in \
         container["env"]
-    assert deployment["spec"]["template"]["metadata"]["labels"] == {"application": "skupper-router",
-                                                                    "skupper.io/component": "router"}
+    # upstream's Deployment template (internal/kube/site/resources/skupper-router-deployment.yaml, 2.2.1)
+    upstream = {"app.kubernetes.io/name": "skupper-router", "app.kubernetes.io/part-of": "skupper",
+                "application": "skupper-router", "skupper.io/component": "router", "skupper.io/type": "site"}
+    assert deployment["metadata"]["labels"] == upstream
+    assert deployment["spec"]["selector"] == {"matchLabels": {"skupper.io/component": "router"}}
+    assert deployment["spec"]["template"]["metadata"]["labels"] == {**upstream, "skupper.io/group": "skupper-router"}
+    assert deployment["spec"]["template"]["metadata"]["annotations"] == {
+        "prometheus.io/port": "9090", "prometheus.io/scrape": "true",
+        # upstream's configDigest of an interior site without settings: sha256("interior")
+        "skupper.io/config-digest": hashlib.sha256(b"interior").hexdigest()}
+    tuned = compose(sites=[site(settings={"router-logging": "debug", "router-data-connection-count": "4"})])
+    assert tuned.router_objects[-1][1]["spec"]["template"]["metadata"]["annotations"][
+        "skupper.io/config-digest"] == hashlib.sha256(b"interior4debug").hexdigest()
     own_account = compose(sites=[site(serviceAccount="mine")])
     assert [info.kind for info, _ in own_account.router_objects] == ["ConfigMap", "Deployment"]
     assert own_account.router_objects[-1][1]["spec"]["template"]["spec"]["serviceAccountName"] == "mine"

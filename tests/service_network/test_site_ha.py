@@ -14,12 +14,15 @@ from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT
 from service_network.site.access import ANNOTATION_ACCESS, AccessInputs, compose_access
 from service_network.site.grants import LinkEndpoint
 from service_network.site.ha import (
-    LABEL_ROUTER_GROUP,
+    LEGACY_GROUP_LABEL,
     unused_access_service,
     unused_router_objects,
 )
 
-ROUTER_LABELS = {"application": "skupper-router", "skupper.io/component": "router"}
+#: upstream's router Deployment template (internal/kube/site/resources/skupper-router-deployment.yaml)
+ROUTER_LABELS = {"app.kubernetes.io/name": "skupper-router", "app.kubernetes.io/part-of": "skupper",
+                 "application": "skupper-router", "skupper.io/component": "router", "skupper.io/type": "site"}
+GROUP = "skupper.io/group"
 
 
 def _objects(plan: Any, kind: str) -> dict[str, dict[str, Any]]:
@@ -32,13 +35,11 @@ def test_an_ha_site_has_two_routers_with_the_same_document_but_their_ids() -> No
     assert set(deployments) == {"skupper-router", "skupper-router-2"}
     for name, body in deployments.items():
         template = body["spec"]["template"]
-        assert template["metadata"]["labels"] == {**ROUTER_LABELS, LABEL_ROUTER_GROUP: name}
+        assert template["metadata"]["labels"] == {**ROUTER_LABELS, GROUP: name}
         env = {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
         assert env["ROUTER_CONFIG_MAP"] == name
-    # the first Deployment keeps its (immutable) selector; the second selects its own Pods only
-    assert deployments["skupper-router"]["spec"]["selector"] == {"matchLabels": ROUTER_LABELS}
-    assert deployments["skupper-router-2"]["spec"]["selector"] == {
-        "matchLabels": {**ROUTER_LABELS, LABEL_ROUTER_GROUP: "skupper-router-2"}}
+        # upstream's selector for both (its 2.2.1: the group is not in it, issue 2440)
+        assert body["spec"]["selector"] == {"matchLabels": {"skupper.io/component": "router"}}
     [second] = [b for b in _objects(plan, "ConfigMap").values() if b["metadata"]["name"] == "skupper-router-2"]
     first_doc = document(plan)
     second_doc = json.loads(second["data"]["router.json"])
@@ -51,12 +52,13 @@ def test_an_ha_site_has_two_routers_with_the_same_document_but_their_ids() -> No
     assert plan.active is not None and unused_router_objects(plan.active) == []
 
 
-def test_without_ha_one_router_unlabelled_and_the_second_is_removed() -> None:
+def test_without_ha_one_router_of_its_group_and_the_second_is_removed() -> None:
     plan = compose(sites=[site("west")])
     assert plan.active is not None
     deployments = _objects(plan, "Deployment")
     assert set(deployments) == {"skupper-router"}
-    assert deployments["skupper-router"]["spec"]["template"]["metadata"]["labels"] == ROUTER_LABELS
+    assert deployments["skupper-router"]["spec"]["template"]["metadata"]["labels"] == {
+        **ROUTER_LABELS, GROUP: "skupper-router"}
     assert "skupper-router-2" not in _objects(plan, "ConfigMap")
     assert unused_router_objects(plan.active) == [(DEPLOYMENT, "skupper-router-2"), (CONFIG_MAP, "skupper-router-2")]
     owner = {"apiVersion": "skupper.io/v2alpha1", "kind": "RouterAccess", "name": "skupper-router", "uid": "ra"}
@@ -96,8 +98,9 @@ def test_the_access_of_an_ha_site_is_exposed_per_router_with_its_group() -> None
     services = {"skupper-router": _lb("skupper-router", "127.1.3.1"), "skupper-router-2": _lb("skupper-router-2", None)}
     plan = compose_access(AccessInputs(_ha_site(), [_access()], {"skupper-site-ca": ca}, services, []))
     selectors = {s["metadata"]["name"]: s["spec"]["selector"] for s in plan.services}
-    assert selectors == {"skupper-router": {**ROUTER_LABELS, LABEL_ROUTER_GROUP: "skupper-router"},
-                         "skupper-router-2": {**ROUTER_LABELS, LABEL_ROUTER_GROUP: "skupper-router-2"}}
+    # upstream's SecuredAccess selector for a RouterAccess: the component and the group
+    assert selectors == {"skupper-router": {"skupper.io/component": "router", GROUP: "skupper-router"},
+                         "skupper-router-2": {"skupper.io/component": "router", GROUP: "skupper-router-2"}}
     # resolved only once both routers have their address
     assert plan.endpoints == [] and plan.states[0].resolved is not None
     assert plan.states[0].resolved.message == "waiting for a load balancer address of Service skupper-router-2"
@@ -119,3 +122,23 @@ def test_redeemed_links_keep_the_group_of_each_endpoint() -> None:
                                   "group": "skupper-router-2"}
     assert LinkEndpoint.of({"host": "127.1.3.1", "port": 55671}).as_spec() == {
         "name": "inter-router", "host": "127.1.3.1", "port": "55671"}
+
+
+def test_router_deployments_of_an_earlier_version_keep_their_selector_and_its_labels() -> None:
+    """A Deployment's selector is immutable: the ones an earlier version made keep theirs (with the label it needs
+    on the Pods), while their Pods gain upstream's labels (a rolling update, not a new Deployment)."""
+    old_first = {"matchLabels": {"application": "skupper-router", "skupper.io/component": "router"}}
+    old_second = {"matchLabels": {"application": "skupper-router", "skupper.io/component": "router",
+                                  LEGACY_GROUP_LABEL: "skupper-router-2"}}
+    plan = compose(sites=[site("west", ha=True)],
+                   router_selectors={"skupper-router": old_first, "skupper-router-2": old_second})
+    deployments = _objects(plan, "Deployment")
+    assert deployments["skupper-router"]["spec"]["selector"] == old_first
+    assert deployments["skupper-router-2"]["spec"]["selector"] == old_second
+    assert deployments["skupper-router"]["spec"]["template"]["metadata"]["labels"] == {
+        **ROUTER_LABELS, GROUP: "skupper-router"}
+    assert deployments["skupper-router-2"]["spec"]["template"]["metadata"]["labels"] == {
+        **ROUTER_LABELS, GROUP: "skupper-router-2", LEGACY_GROUP_LABEL: "skupper-router-2"}
+    for body in deployments.values():     # each selector still selects its Pods
+        labels = body["spec"]["template"]["metadata"]["labels"]
+        assert all(labels[k] == v for k, v in body["spec"]["selector"]["matchLabels"].items())

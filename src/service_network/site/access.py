@@ -33,10 +33,10 @@ from pydantic import ValidationError
 
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import GROUP_VERSION, INTER_ROUTER_PORT, ROUTER_NAME, ROUTER_POD_LABELS
+from ..constants import ANNOTATION_CONTROLLED, GROUP_VERSION, INTER_ROUTER_PORT, ROUTER_NAME
 from ..crd.models import RouterAccessSpec
 from ..router.names import CONTROL_SNI, KEY_SNI_WILDCARD
-from .ha import group_labels, router_groups
+from .ha import group_labels, group_selector, router_groups
 from .resources import owner_references
 from .status import ConditionState, error, pending, ready
 from .validation import quoted
@@ -66,6 +66,11 @@ ANNOTATION_CERT_NAMES = "internal.skupper.io/certificate-names"
 ANNOTATION_CERT_ISSUER = "internal.skupper.io/issuer-uid"
 #: On access Services: the RouterAccess they expose (a Service without it is never modified).
 ANNOTATION_ACCESS = "internal.skupper.io/routeraccess"
+#: Upstream's label on the Services its SecuredAccesses (and so its router accesses) make.
+LABEL_SECURED_ACCESS = "internal.skupper.io/secured-access"
+#: Upstream's marks on the Certificates its controller keeps (the label, and per owner uid the hosts it asked for).
+LABEL_CERTIFICATE = "internal.skupper.io/certificate"
+ANNOTATION_HOSTS_PREFIX = "internal.skupper.io/hosts-"
 #: access type -> Service type
 ACCESS_TYPES = {"loadbalancer": "LoadBalancer", "nodeport": "NodePort", "local": "ClusterIP"}
 #: ``linkAccess: default`` (and a RouterAccess without ``accessType``): a load balancer, as upstream on Kubernetes.
@@ -107,7 +112,8 @@ class AccessPlan:
 
 def certificate(name: str, namespace: str, owners: list[JsonDict], *, ca: str, subject: str,
                 hosts: Sequence[str] = (), server: bool = False, signing: bool = False) -> JsonDict:
-    """A Certificate resource (:mod:`.certificates` keeps its Secret)."""
+    """A Certificate resource (:mod:`.certificates` keeps its Secret), with upstream's label and annotations of a
+    Certificate its controller keeps (``controlled``, and per owner the hosts it asked for)."""
     spec: JsonDict = {"ca": ca, "subject": subject[:64]}
     if hosts:
         spec["hosts"] = list(hosts)
@@ -115,8 +121,11 @@ def certificate(name: str, namespace: str, owners: list[JsonDict], *, ca: str, s
         spec["server"] = True
     if signing:
         spec["signing"] = True
+    annotations = {ANNOTATION_CONTROLLED: "true",
+                   **{ANNOTATION_HOSTS_PREFIX + str(o.get("uid")): ",".join(sorted(hosts)) for o in owners}}
     return {"apiVersion": GROUP_VERSION, "kind": "Certificate",
-            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owners}, "spec": spec}
+            "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_CERTIFICATE: "true"},
+                         "annotations": annotations, "ownerReferences": owners}, "spec": spec}
 
 
 def _age(obj: Mapping[str, Any]) -> tuple[int, str, str]:
@@ -135,24 +144,26 @@ def site_router_access(site: Mapping[str, Any], access_type: str) -> JsonDict:
     issuer = default_issuer(site)
     return {"apiVersion": GROUP_VERSION, "kind": "RouterAccess",
             "metadata": {"name": ROUTER_ACCESS_NAME, "namespace": meta(site).namespace,
-                         "ownerReferences": owner_references(site)},
+                         "annotations": {ANNOTATION_CONTROLLED: "true"}, "ownerReferences": owner_references(site)},
             "spec": {"accessType": access_type, "generateTlsCredentials": True, "issuer": issuer,
                      "roles": [{"name": INTER_ROUTER, "port": INTER_ROUTER_PORT}],
                      "tlsCredentials": SITE_SERVER_SECRET}}
 
 
 def _access_service(obj: Mapping[str, Any], service_type: str, port: int, name: str | None = None,
-                    labels: Mapping[str, str] | None = None) -> JsonDict:
-    """The Service exposing the access (``name``, default the RouterAccess's) to the router Pods (with ``labels``:
-    one router of an HA site). It publishes router Pods that are not Ready yet: a router becomes Ready once its
-    Listeners have routes, which come over the links other sites dial to this access."""
+                    group: str = ROUTER_NAME) -> JsonDict:
+    """The Service exposing the access (``name``, default the RouterAccess's) to the router Pods of ``group`` (one
+    router of the site), labelled and selecting as the Service upstream's SecuredAccess makes. It publishes router
+    Pods that are not Ready yet: a router becomes Ready once its Listeners have routes, which come over the links
+    other sites dial to this access."""
     access_meta = meta(obj)
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": name or access_meta.name, "namespace": access_meta.namespace,
-                         "annotations": {ANNOTATION_ACCESS: access_meta.name},
+                         "labels": {LABEL_SECURED_ACCESS: "true"},
+                         "annotations": {ANNOTATION_CONTROLLED: "true", ANNOTATION_ACCESS: access_meta.name},
                          "ownerReferences": [{"apiVersion": GROUP_VERSION, "kind": "RouterAccess",
                                               "name": access_meta.name, "uid": access_meta.uid}]},
-            "spec": {"type": service_type, "selector": {**ROUTER_POD_LABELS, **(labels or {})},
+            "spec": {"type": service_type, "selector": group_selector(group),
                      "publishNotReadyAddresses": True,
                      "ports": [{"name": INTER_ROUTER, "port": port, "targetPort": port, "protocol": "TCP"}]}}
 
@@ -269,9 +280,9 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
     endpoints: list[JsonDict] = []
     awaiting: list[str] = []
     for group, service_name in groups.items():
-        labels = group_labels(inputs.site, group)
+        labels = group_labels(group)
         if meta(obj).uid:
-            plan.services.append(_access_service(obj, service_type, port, service_name, labels))
+            plan.services.append(_access_service(obj, service_type, port, service_name, group))
         pods = [p for p in inputs.router_pods if all(meta(p).labels.get(k) == v for k, v in labels.items())]
         host, resolved_port, awaited = _resolve(service_type, inputs.services.get(service_name), pods, service_name,
                                                 namespace, port)

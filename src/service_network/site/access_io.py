@@ -18,6 +18,7 @@ from ..constants import FIELD_MANAGER
 from . import pki
 from .access import AccessState
 from .status import CONFIGURED, RESOLVED, set_condition, set_ready
+from .templates import up_to_date
 
 __all__ = ["AccessWriter", "access_status", "decode", "tls_secret"]
 
@@ -64,7 +65,7 @@ def access_status(previous: Mapping[str, Any] | None, state: AccessState, genera
 
 
 def _service_differs(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
-    if live is None:
+    if live is None or not up_to_date(desired, live):
         return True
     spec, live_spec = mapping(desired, "spec"), mapping(live, "spec")
     if spec.get("type") != live_spec.get("type") or dict(mapping(spec, "selector")) != dict(

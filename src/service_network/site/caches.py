@@ -13,6 +13,7 @@ from operator_runtime.objects import JsonDict, mapping
 from operator_runtime.projection import KEEP, Transform, intern_strings, project
 
 from ..constants import FIELD_MANAGER
+from .templates import DATA_KEYS
 
 __all__ = [
     "BINDING_CACHE",
@@ -22,6 +23,7 @@ __all__ = [
     "ROUTER_OBJECT_CACHE",
     "SECRET_CACHE",
     "SERVICE_CACHE",
+    "TEMPLATE_CACHE",
     "relevant_pod_change",
     "secret_view",
 ]
@@ -55,6 +57,9 @@ def secret_view(obj: JsonDict) -> JsonDict:
             "metadata": {k: v for k, v in mapping(obj, "metadata").items() if k in _METADATA},
             "type": obj.get("type") or "Opaque", "data": dict.fromkeys((str(k) for k in mapping(obj, "data")), "")}
 
+
+#: Label template ConfigMaps: their labels and annotations (what they give) and the data keys that say to what.
+TEMPLATE_CACHE: Transform = project({"metadata": _METADATA, "data": dict.fromkeys(DATA_KEYS, KEEP)})
 
 #: Secrets: type and key names only.
 SECRET_CACHE: Transform = secret_view

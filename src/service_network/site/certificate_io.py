@@ -82,7 +82,8 @@ class CertificateWriter:
         owners = [{"apiVersion": str(owner.get("apiVersion")), "kind": str(owner.get("kind")),
                    "name": meta(owner).name, "uid": meta(owner).uid, "controller": True}]
         body = tls_secret(request.secret, namespace, pair, issuer.cert if issuer is not None else pair.cert,
-                          owners=owners, annotations={
+                          owners=owners, labels=request.labels, annotations={
+                              **request.annotations,
                               ANNOTATION_CERT_NAMES: request.marker, ANNOTATION_CERT_ISSUER: issuer_uid,
                               ANNOTATION_NOT_BEFORE: timestamp(not_before),
                               ANNOTATION_NOT_AFTER: timestamp(info.not_after),

@@ -14,6 +14,9 @@ signing CA's certificate, or the certificate itself when self-signed), owned by 
 - A Secret of that name that the controller did not write (no annotation) is the owner's: used as it is, never
   overwritten (upstream: "if a secret that the Skupper controller requires already exists ... Skupper will stop
   trying to manage that secret").
+- A Secret the controller writes carries upstream's annotations of such a Secret (``controlled``, ``certificate``,
+  ``hosts``) and what label templates give a ``Secret`` of its name (:mod:`.templates`); one written before, or
+  whose templates changed, gets them by a patch of its metadata (never a new certificate).
 """
 
 from __future__ import annotations
@@ -24,19 +27,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from operator_runtime.objects import mapping, meta
+from operator_runtime.objects import JsonDict, mapping, meta
 
+from ..constants import ANNOTATION_CONTROLLED
 from ..crd.models import CertificateSpec
-from .access import ANNOTATION_CERT_NAMES, endpoint_hosts
+from .access import ANNOTATION_CERT_NAMES, LABEL_CERTIFICATE, endpoint_hosts
 from .bindings import BindingError, parse_spec
 from .status import ConditionState, error, pending, ready
+from .templates import Template, metadata_patch, with_extra
 from .validation import host_problem, quoted
 
-__all__ = ["ANNOTATION_NOT_AFTER", "ANNOTATION_NOT_BEFORE", "CertificatePlan", "IssueRequest", "plan_certificate",
-           "renewal_time", "timestamp"]
+__all__ = ["ANNOTATION_HOSTS", "ANNOTATION_NOT_AFTER", "ANNOTATION_NOT_BEFORE", "CertificatePlan", "IssueRequest",
+           "plan_certificate", "renewal_time", "secret_metadata", "timestamp"]
 
 ANNOTATION_NOT_BEFORE = "internal.skupper.io/not-before"
 ANNOTATION_NOT_AFTER = "internal.skupper.io/not-after"
+#: Upstream's annotation of a certificate's Secret: the hosts it was issued for.
+ANNOTATION_HOSTS = "internal.skupper.io/hosts"
 MAX_HOSTS = 100
 
 
@@ -56,6 +63,8 @@ class IssueRequest:
     owner: Mapping[str, Any]          # the Certificate
     replace: bool = True              # False: the Secret does not exist (created, never taken over)
     keep_key: bool = False            # a CA renewed: the same key (what it signed, and its trusters, stay valid)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)        # the Secret's metadata besides the
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)   # certificate's own annotations
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class CertificatePlan:
     expiration: str | None = None
     renew_at: datetime.datetime | None = None     # when to look at it again
     reason: str | None = None                     # for a Warning Event
+    relabel: JsonDict | None = None               # a merge patch of the Secret's labels and annotations
 
 
 def timestamp(when: datetime.datetime) -> str:
@@ -92,11 +102,22 @@ def _has_pair(secret: Mapping[str, Any]) -> bool:
     return all(k in mapping(secret, "data") for k in ("tls.crt", "tls.key"))
 
 
+def secret_metadata(name: str, hosts: list[str], templates: tuple[Template, ...] = ()) -> JsonDict:
+    """The labels and annotations of the Secret ``name`` of a Certificate for ``hosts``, besides what says what
+    the certificate is (upstream's annotations, and what ``templates`` give a Secret of that name)."""
+    body: JsonDict = {"kind": "Secret", "metadata": {
+        "name": name, "annotations": {ANNOTATION_CONTROLLED: "true", LABEL_CERTIFICATE: "true",
+                                      ANNOTATION_HOSTS: ",".join(hosts)}}}
+    metadata = with_extra(body, templates)["metadata"]
+    return {"labels": dict(metadata.get("labels") or {}), "annotations": dict(metadata["annotations"])}
+
+
 def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, Any]], now: datetime.datetime,
-                     default_ca: str | None = None) -> CertificatePlan:
-    """What one Certificate needs, given the namespace's Secret views (type, key names, metadata). A certificate
-    that is not a CA and names no ``ca`` is signed by ``default_ca`` (the namespace's Site's default issuer, what
-    upstream's ``skupper link generate`` would have written there); without one it is an error."""
+                     default_ca: str | None = None, templates: tuple[Template, ...] = ()) -> CertificatePlan:
+    """What one Certificate needs, given the namespace's Secret views (type, key names, metadata) and the label
+    templates of the namespace. A certificate that is not a CA and names no ``ca`` is signed by ``default_ca``
+    (the namespace's Site's default issuer, what upstream's ``skupper link generate`` would have written there);
+    without one it is an error."""
     name = meta(obj).name
     try:
         spec = parse_spec(CertificateSpec, obj)
@@ -139,16 +160,15 @@ def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, 
     marker = (f"subject={spec.subject}|hosts={','.join(hosts)}|client={bool(spec.client)}|"
               f"server={bool(spec.server)}|signing={bool(spec.signing)}|ca={spec.ca}:{ca_uid}")
     dns, ips = endpoint_hosts(hosts)
+    metadata = secret_metadata(name, hosts, templates)
     request = IssueRequest(name, spec.ca or None, spec.subject, dns, ips, bool(spec.client), bool(spec.server),
-                           bool(spec.signing), marker, obj)
+                           bool(spec.signing), marker, obj, labels=metadata["labels"],
+                           annotations=metadata["annotations"])
     secret = secrets.get(name)
     if secret is None:
         return CertificatePlan(obj, pending(f"issuing the certificate into Secret {name}"),
                                issue=dataclasses.replace(request, replace=False))
     annotations = meta(secret).annotations
-    if ANNOTATION_CERT_NAMES not in annotations:
-        # the owner's Secret: used as it is
-        return CertificatePlan(obj, ready())
     not_before = _parse_time(annotations.get(ANNOTATION_NOT_BEFORE))
     not_after = _parse_time(annotations.get(ANNOTATION_NOT_AFTER))
     if annotations.get(ANNOTATION_CERT_NAMES) != marker or not_before is None or not_after is None:
@@ -159,4 +179,5 @@ def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, 
     if now >= renew_at:
         return CertificatePlan(obj, pending(f"renewing the certificate in Secret {name}"),
                                issue=dataclasses.replace(request, keep_key=request.signing))
-    return CertificatePlan(obj, ready(), expiration=timestamp(not_after), renew_at=renew_at)
+    return CertificatePlan(obj, ready(), expiration=timestamp(not_after), renew_at=renew_at,
+                           relabel=metadata_patch({"metadata": metadata}, secret))

@@ -29,7 +29,13 @@ from typing import Any
 from operator_runtime.kinds import ResourceInfo
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import PORTS_KEY, ROUTER_CONFIG_KEY, ROUTER_METRICS_PORT, ROUTER_NAME, ROUTER_RESERVED_PORTS
+from ..constants import (
+    LABEL_ROUTER_CONFIG,
+    PORTS_KEY,
+    ROUTER_CONFIG_KEY,
+    ROUTER_METRICS_PORT,
+    ROUTER_RESERVED_PORTS,
+)
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
 from .access import AccessInputs, AccessPlan, compose_access, default_issuer
@@ -44,7 +50,7 @@ from .bindings import (
     pod_targets,
     tls_problem,
 )
-from .ha import group_labels, ha_router_objects
+from .ha import ha_router_objects
 from .identities import IdentityRecord, peers
 from .links import LinkState, compose_links, link_warnings, observe_links
 from .multikey import MultiKey, check_multi_key_listener, router_strategy
@@ -55,6 +61,7 @@ from .resources import RouterOptions, config_map, router_objects
 from .selector import LabelSelector, parse_selector
 from .services import Exposure, is_controlled, is_listener_service, service_bodies
 from .status import ConditionState, error, pending, ready
+from .templates import DEPLOYMENT_NAME, Template, with_extra
 from .validation import dns1035_label_problem, quoted
 
 __all__ = ["Binding", "SiteInputs", "SitePlan", "SiteState", "compose_site", "recovered_ports"]
@@ -100,6 +107,10 @@ class SiteInputs:
     identities: Mapping[str, IdentityRecord] = field(default_factory=dict)
     #: key fingerprints of the client certificates its Certificates issued (static links' credentials)
     credentials: Sequence[str] = ()
+    #: the selectors of the router Deployments that exist, by name (immutable: kept as they are)
+    router_selectors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the label templates that apply in the namespace, in order (:mod:`.templates`)
+    templates: tuple[Template, ...] = ()
 
 
 @dataclass
@@ -135,6 +146,11 @@ def _age(obj: Mapping[str, Any]) -> tuple[str, str]:
 
 def _live(objects: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted((o for o in objects if not meta(o).deletion_timestamp), key=_age)
+
+
+def _router_config(body: Mapping[str, Any]) -> bool:
+    """A router's ConfigMap (its document): what upstream names a router config (not the network status)."""
+    return body.get("kind") == "ConfigMap" and meta(body).labels.get(LABEL_ROUTER_CONFIG) == ""
 
 
 def recovered_ports(config_map_obj: Mapping[str, Any] | None) -> dict[str, int]:
@@ -444,9 +460,17 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         # the CA that signs this site's link credentials, as upstream publishes it (link generate's Certificate)
         "defaultIssuer": default_issuer(active)}))
     secret_names = [p.secret.name for p in document.tls_profiles if p.secret is not None]
-    objects = router_objects(active, inputs.router, group_labels(active, ROUTER_NAME), secret_names)
+    objects = router_objects(active, inputs.router, secret_names, inputs.router_selectors)
     objects.insert(len(objects) - 1, network_status_config_map(active))    # before the Deployment: routers write it
-    objects += ha_router_objects(active, inputs.router, document_text, ports_text)
+    objects += ha_router_objects(active, inputs.router, document_text, ports_text, inputs.router_selectors)
+    templates = inputs.templates
+    if templates:     # upstream's objects get what label templates give them
+        objects = [(info, with_extra(body, templates, name=DEPLOYMENT_NAME) if info.kind == "Deployment"
+                    else with_extra(body, templates) if _router_config(body) else body) for info, body in objects]
+        desired_services = {name: with_extra(body, templates) for name, body in desired_services.items()}
+        access.services = [with_extra(body, templates) for body in access.services]
+        access.certificates = [with_extra(body, templates) for body in access.certificates]
+    router_config = config_map(active, document_text, ports_text)
     return SitePlan(namespace, active, site_states, objects,
-                    config_map(active, document_text, ports_text), desired_services, stale,
+                    (router_config[0], with_extra(router_config[1], templates)), desired_services, stale,
                     listener_bindings + connector_bindings + attached.states, record, notes, links=link_states, access=access)

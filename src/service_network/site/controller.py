@@ -98,6 +98,7 @@ from .caches import (
     ROUTER_OBJECT_CACHE,
     SECRET_CACHE,
     SERVICE_CACHE,
+    TEMPLATE_CACHE,
     relevant_pod_change,
 )
 from .certificate_io import CertificateWriter, certificate_status
@@ -106,7 +107,7 @@ from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
 from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
-from .ha import unused_access_service, unused_router_objects
+from .ha import HA_ROUTER_NAME, unused_access_service, unused_router_objects
 from .identities import (
     ANNOTATION_KEY_FINGERPRINT,
     IdentityRecord,
@@ -127,6 +128,7 @@ from .secured import ANNOTATION_SECURED_ACCESS, compose_secured_access
 from .selector import LabelSelector, Requirement, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
 from .status import ConditionState, binding_status, error, pending, ready, site_status
+from .templates import LABEL_TEMPLATE, Template, templates_for, up_to_date
 
 __all__ = ["SiteController", "SiteControllerOptions"]
 
@@ -249,6 +251,15 @@ class SiteController:
         self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
         self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
+        # label templates: in the watched namespaces, and in the controller's (for every site) when it is not one
+        self.label_templates = [reflector("labeltemplates", CONFIG_MAP, TEMPLATE_CACHE, label_selector=LABEL_TEMPLATE)]
+        own = self.options.controller_namespace
+        if ns and own and own != ns:
+            self.label_templates.append(Reflector(
+                "labeltemplates-controller", ApiSource(api, CONFIG_MAP, namespace=own, label_selector=LABEL_TEMPLATE),
+                transform=TEMPLATE_CACHE))
+        for templates in self.label_templates:
+            templates.add_index("namespace", _namespace_of)
         self.router_caches: dict[ResourceInfo, Reflector] = {
             info: reflector(info.plural, info, ROUTER_OBJECT_CACHE, label_selector=router_label)
             for info in (SERVICE_ACCOUNT, ROLE, ROLE_BINDING, DEPLOYMENT)}
@@ -291,6 +302,8 @@ class SiteController:
                   *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.attached_connectors, _site_namespace_of)
+        for templates in self.label_templates:
+            self.controller.watches(templates, self._template_namespaces)
         self.controller.watches(self.endpoint_slices, _namespace_of)
         self.controller.watches(self.pods, self._pod_namespaces, predicate=relevant_pod_change)
         self.controller.watches(self.services, self._service_namespaces)
@@ -342,6 +355,20 @@ class SiteController:
         text = mapping(obj, "spec").get("selector")
         selector = self._selector(text) if isinstance(text, str) and text else None
         return selector is not None and selector.matches(labels)
+
+    def _template_namespaces(self, config_map: JsonDict) -> list[str]:
+        """A label template matters to its namespace; one in the controller's namespace to every namespace."""
+        namespace = meta(config_map).namespace
+        if namespace == self.options.controller_namespace:
+            return list(self.namespaces.keys())
+        return [namespace]
+
+    def templates(self, namespace: str) -> tuple[Template, ...]:
+        """The label templates that apply in ``namespace`` (its own, then the controller namespace's), from the
+        caches."""
+        own = self.options.controller_namespace
+        found = [c for r in self.label_templates for n in {namespace, own} if n for c in r.by_index("namespace", n)]
+        return templates_for(namespace, own or None, {object_key(c): c for c in found}.values())
 
     def _service_namespaces(self, service: JsonDict) -> list[str]:
         if (is_controlled(service) or ANNOTATION_ACCESS in meta(service).annotations
@@ -516,6 +543,10 @@ class SiteController:
             listening=self._listening(namespace),
             identities=self.identity_records(namespace),
             credentials=self.credentials(namespace),
+            router_selectors={name: mapping(live, "spec", "selector") for name in (ROUTER_NAME, HA_ROUTER_NAME)
+                              if (live := self._written[DEPLOYMENT].get(f"{namespace}/{name}")) is not None
+                              and mapping(live, "spec", "selector")},
+            templates=self.templates(namespace),
             ready_ports=self._ready_ports(namespace),
             router_accesses=self.router_accesses.by_index("namespace", namespace),
             router_config_map=self._written[CONFIG_MAP].get(f"{namespace}/{ROUTER_NAME}"),
@@ -570,7 +601,8 @@ class SiteController:
                 continue
             selector = LabelSelector(tuple(Requirement(k, "=", (v,)) for k, v in sorted(
                 _string_map(mapping(obj, "spec").get("selector")).items())))
-            plan = compose_secured_access(obj, services, self.select_pods(namespace, selector))
+            plan = compose_secured_access(obj, services, self.select_pods(namespace, selector),
+                                          self.templates(namespace))
             configured = plan.configured
             if plan.service is not None and (problem := await self.access.write_service(
                     plan.service, services.get(meta(obj).name))):
@@ -602,7 +634,7 @@ class SiteController:
         live = self._written_status["Certificate"].get(f"{meta(body).namespace}/{name}")
         if live is not None and not any(ref.uid == owner_uid for ref in meta(live).owner_references):
             return error(f"Certificate {name} already exists in namespace"), False
-        if live is None or mapping(live, "spec") != body["spec"]:
+        if live is None or mapping(live, "spec") != body["spec"] or not up_to_date(body, live):
             try:
                 result = await self.api.apply(CERTIFICATE, body, name=name, namespace=meta(body).namespace,
                                               field_manager=FIELD_MANAGER, force=True)
@@ -657,10 +689,13 @@ class SiteController:
         live = [s for s in self.sites.by_index("namespace", namespace) if not meta(s).deletion_timestamp]
         active = live[0] if len(live) == 1 else self.site_access(namespace).site
         default_ca = default_issuer(active) if active is not None else None
+        templates = self.templates(namespace)
         for obj in certificates:
             if meta(obj).deletion_timestamp:
                 continue
-            plan = plan_certificate(obj, secrets, now, default_ca)
+            plan = plan_certificate(obj, secrets, now, default_ca, templates)
+            if plan.relabel is not None:
+                retry |= await self._relabel(SECRET, meta(obj).name, namespace, plan.relabel)
             if plan.issue is None and _unnoted_credential(obj, secrets.get(meta(obj).name)):
                 failure = await self.certificate_writer.note_fingerprint(namespace, meta(obj).name)
                 if failure is not None:
@@ -784,7 +819,8 @@ class SiteController:
                 retry |= again
         desired = access.router_access
         live = self.router_accesses.get(object_key(desired)) if desired is not None else None
-        if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]):
+        if desired is not None and (live is None or mapping(live, "spec") != desired["spec"]
+                                    or not up_to_date(desired, live)):
             try:
                 await self.api.apply(ROUTER_ACCESS, desired, name=meta(desired).name, namespace=plan.namespace,
                                      field_manager=FIELD_MANAGER, force=True)
@@ -804,6 +840,18 @@ class SiteController:
             status = access_status(current, state, meta(state.obj).generation, _now())
             retry |= (await self._write_status("RouterAccess", state.obj, current, status))[1]
         return failures, retry
+
+    async def _relabel(self, info: ResourceInfo, name: str, namespace: str, patch: JsonDict) -> bool:
+        """A merge patch of an object's labels and annotations (guarded by the resourceVersion it carries); whether
+        to retry (a conflict: the watch brings the newer object and the namespace is looked at again)."""
+        try:
+            await self.api.merge_patch(info, patch, name=name, namespace=namespace)
+        except (NotFound, Conflict):
+            return False
+        except KubeError as failure:
+            return self._failed(info.kind, f"could not label {info.kind} {name}", failure)[1]
+        self.metrics.writes.labels(info.kind, "patch").inc()
+        return False
 
     def _failed(self, kind: str, what: str, failure: KubeError) -> tuple[str, bool]:
         self.metrics.write_failures.labels(kind).inc()
@@ -836,7 +884,8 @@ class SiteController:
                 verb = "create"
             elif not is_controlled(current):
                 return f"Service {name} already exists in namespace", False
-            elif apply_is_noop(body, current, FIELD_MANAGER, atomic_maps=SERVICE_ATOMIC_MAPS):
+            elif (apply_is_noop(body, current, FIELD_MANAGER, atomic_maps=SERVICE_ATOMIC_MAPS)
+                  and up_to_date(body, current)):
                 return None
             else:
                 result = await self.api.merge_patch(SERVICE, service_patch(body, current), name=name,

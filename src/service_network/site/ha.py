@@ -5,12 +5,14 @@ Both routers get the same router document but for ``router.id`` (the first keeps
 ``<site uid>/skupper-router-2``: ids are unique network-wide), each from its own ConfigMap named after its
 Deployment; both carry every Listener, Connector, Link and the router access, so a Listener's Service (which
 selects every router Pod of the site) reaches either and remote sites route to either. Each router Pod is labelled
-with its router group (:data:`LABEL_ROUTER_GROUP`, the Deployment's name): the router access is exposed per group
-(one Service each), and its endpoints carry the group, so a linking site links to every router of this site (one
+with its router group (``skupper.io/group``, the Deployment's name, as upstream; with or without HA): the router
+access is exposed per group (one Service each, selecting ``skupper.io/component=router`` and the group, as
+upstream's), and its endpoints carry the group, so a linking site links to every router of this site (one
 ``links[]`` entry per group, see :mod:`.links`) and losing one router leaves a path to the other.
 
-Without HA nothing here applies: one router, unlabelled by group, as before. An edge site cannot be HA (upstream
-refuses it too; edge sites are not supported here anyway).
+Without HA: one router, one group. An edge site cannot be HA (upstream refuses it too; edge sites are not
+supported here anyway). (Router Pods of earlier versions were told apart by :data:`LEGACY_GROUP_LABEL`; a second
+router Deployment made then keeps it in its immutable selector, and so on its Pods: :mod:`.resources`.)
 """
 
 from __future__ import annotations
@@ -22,17 +24,17 @@ from typing import Any
 from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping, meta
 
-from ..constants import ROUTER_NAME
+from ..constants import LABEL_COMPONENT, LABEL_GROUP, ROUTER_NAME
 from ..router.config import parse_config
 from .resources import RouterOptions, config_map, deployment
 from .services import owned_by
 
-__all__ = ["HA_ROUTER_NAME", "LABEL_ROUTER_GROUP", "group_labels", "ha_enabled", "ha_router_objects",
-           "router_groups", "unused_access_service", "unused_router_objects"]
+__all__ = ["HA_ROUTER_NAME", "LEGACY_GROUP_LABEL", "group_labels", "group_selector", "ha_enabled",
+           "ha_router_objects", "router_groups", "unused_access_service", "unused_router_objects"]
 
 HA_ROUTER_NAME = "skupper-router-2"
-#: On router Pods of an HA site: which of its routers (Deployment) the Pod runs.
-LABEL_ROUTER_GROUP = "internal.skupper.io/router-group"
+#: What told the routers of an HA site apart before upstream's ``skupper.io/group`` (earlier versions).
+LEGACY_GROUP_LABEL = "internal.skupper.io/router-group"
 
 
 def ha_enabled(site: Mapping[str, Any] | None) -> bool:
@@ -44,9 +46,14 @@ def router_groups(site: Mapping[str, Any] | None) -> tuple[str, ...]:
     return (ROUTER_NAME, HA_ROUTER_NAME) if ha_enabled(site) else (ROUTER_NAME,)
 
 
-def group_labels(site: Mapping[str, Any] | None, group: str) -> dict[str, str]:
-    """The label telling a router Pod's group apart (HA only: a single router needs none)."""
-    return {LABEL_ROUTER_GROUP: group} if ha_enabled(site) else {}
+def group_labels(group: str) -> dict[str, str]:
+    """The label telling a router Pod's group apart."""
+    return {LABEL_GROUP: group}
+
+
+def group_selector(group: str) -> dict[str, str]:
+    """What the router access of one router selects (upstream's SecuredAccess selector for a RouterAccess)."""
+    return {LABEL_COMPONENT: "router", LABEL_GROUP: group}
 
 
 def second_document(document_text: str, site_uid: str) -> str:
@@ -57,12 +64,13 @@ def second_document(document_text: str, site_uid: str) -> str:
 
 
 def ha_router_objects(site: Mapping[str, Any], options: RouterOptions, document_text: str,
-                      ports_text: str) -> list[tuple[ResourceInfo, JsonDict]]:
-    """The second router's ConfigMap and Deployment (none without HA)."""
+                      ports_text: str, selectors: Mapping[str, Mapping[str, Any]] | None = None
+                      ) -> list[tuple[ResourceInfo, JsonDict]]:
+    """The second router's ConfigMap and Deployment (none without HA); ``selectors``: the live Deployments'."""
     if not ha_enabled(site):
         return []
     return [config_map(site, second_document(document_text, meta(site).uid), ports_text, HA_ROUTER_NAME),
-            deployment(site, options, HA_ROUTER_NAME, group_labels(site, HA_ROUTER_NAME))]
+            deployment(site, options, HA_ROUTER_NAME, (selectors or {}).get(HA_ROUTER_NAME))]
 
 
 def unused_router_objects(site: Mapping[str, Any]) -> list[tuple[ResourceInfo, str]]:

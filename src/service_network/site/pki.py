@@ -2,11 +2,16 @@
 the client certificates a site issues to the sites that link to it, and the checks the controller makes on them
 (which CA signed a certificate, which names it carries, when it expires).
 
-New keys are Ed25519: accepted by HAProxy 2.6 with OpenSSL 3 in TLS 1.3 and 1.2, and the cheapest for what a router
-does per new link connection: every resumed TLS session holds the peer's certificate, and OpenSSL 3.0 decodes an
-Ed25519 certificate in about 61 us against 98 us for ECDSA P-256 (docs/service-network-router.md, "Measurements").
-Certificates and keys made earlier (P-256, RSA) still load and verify. PEM in, PEM out. Nothing here reads or
-writes Kubernetes objects.
+New keys are ECDSA P-256, signed with SHA-256, for every certificate (site CAs, the router access's server
+certificate, link client certificates, the grant server's, the network observer's console): the one key type that
+every peer accepts in every place of a chain. Browsers do not accept Ed25519 anywhere in a chain (Chromium aborts
+the handshake), so a console or any other page a person opens needs ECDSA or RSA in its leaf and in the CA that
+signs it; upstream's Go controller (RSA 2048 keys of its own) verifies P-256 chains, as do skupper-router (OpenSSL)
+and this project's router (rustls with aws-lc-rs), so links keep working across versions and with upstream's sites.
+P-256 costs a full link handshake a little more than Ed25519 did and far less than RSA 2048 would
+(docs/service-network.md, "Key types"); links are multiplexed, so full handshakes are rare. Certificates and keys
+made earlier (Ed25519, RSA) still load, verify and sign: a CA renewed keeps its key, whatever its type. PEM in, PEM
+out. Nothing here reads or writes Kubernetes objects.
 """
 
 from __future__ import annotations
@@ -71,8 +76,8 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64] or "-")])
 
 
-def _new_key() -> ed25519.Ed25519PrivateKey:
-    return ed25519.Ed25519PrivateKey.generate()
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
 
 
 def _digest(signer: CertificateIssuerPrivateKeyTypes) -> hashes.SHA256 | None:

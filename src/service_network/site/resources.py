@@ -5,10 +5,18 @@ adaptor reads: the router ConfigMap and the TLS Secrets; and the one write it ma
 
 Every object is owned by the Site (deleted with it) and labelled ``skupper.io/component=router`` (the controller's
 caches select them by it). Bodies are complete server-side-apply configurations.
+
+The Deployments carry upstream's labels and its Pod template's labels and annotations (``ROUTER_LABELS``, the
+router's group ``skupper.io/group``, ``prometheus.io/*`` and ``skupper.io/config-digest``), so upstream's tools find
+the router Pods by any of its selectors. A Deployment's selector cannot change (Kubernetes refuses it): one created
+by this controller gets upstream's, ``skupper.io/component=router``; one that exists keeps the selector it has (an
+earlier version's), and its Pods keep the labels that selector needs, so an upgrade is a rolling update of the Pods
+and never a deleted Deployment.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,18 +30,20 @@ from ..constants import (
     DEFAULT_ROUTER_IMAGE,
     GROUP_VERSION,
     LABEL_COMPONENT,
+    LABEL_GROUP,
     LABEL_ROUTER_CONFIG,
     NETWORK_STATUS_NAME,
     PORTS_KEY,
     ROUTER_CONFIG_KEY,
+    ROUTER_LABELS,
     ROUTER_METRICS_PORT,
     ROUTER_NAME,
-    ROUTER_POD_LABELS,
+    ROUTER_SELECTOR,
     ROUTER_STATE_DIR,
 )
 
-__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_map", "controller_rules", "deployment", "owner_references",
-           "role_rules", "router_objects"]
+__all__ = ["CONTROLLER_RULES", "RouterOptions", "config_digest", "config_map", "controller_rules", "deployment",
+           "owner_references", "pod_annotations", "role_rules", "router_objects"]
 
 #: The ConfigMaps a router reads: its document (an HA site's second router: ``skupper-router-2``) and the network
 #: status it writes its key of. (``ha.HA_ROUTER_NAME``, which imports this module.)
@@ -126,10 +136,40 @@ def service_account_name(site: Mapping[str, Any]) -> str:
     return name if isinstance(name, str) and name else ROUTER_NAME
 
 
+def config_digest(site: Mapping[str, Any]) -> str:
+    """Upstream's ``skupper.io/config-digest`` of a router Pod: SHA-256 of what in the Site's spec needs a router
+    restart there (edge or interior, the ``router-data-connection-count`` and ``router-logging`` settings), so that
+    the same Site gives the same value as upstream's controller, and changing one of them rolls the router Pods."""
+    spec = site.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    settings = spec.get("settings")
+    settings = settings if isinstance(settings, Mapping) else {}
+    digest = hashlib.sha256(b"edge" if spec.get("edge") is True else b"interior")
+    for key in ("router-data-connection-count", "router-logging"):
+        value = settings.get(key)
+        if isinstance(value, str) and value:
+            digest.update(value.encode())
+    return digest.hexdigest()
+
+
+def pod_annotations(site: Mapping[str, Any]) -> dict[str, str]:
+    """The router Pod's annotations, upstream's: where Prometheus scrapes the router (its metrics port) and the
+    config digest."""
+    return {"prometheus.io/port": str(ROUTER_METRICS_PORT), "prometheus.io/scrape": "true",
+            "skupper.io/config-digest": config_digest(site)}
+
+
+def _match_labels(selector: Mapping[str, Any] | None) -> dict[str, str]:
+    labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+
 def _deployment(site: Mapping[str, Any], options: RouterOptions, name: str = ROUTER_NAME,
-                pod_labels: Mapping[str, str] | None = None) -> JsonDict:
-    """The router Deployment ``name`` reading the ConfigMap of the same name; its Pods carry the router labels
-    (which every listener Service selects) and ``pod_labels`` (HA: which router of the site)."""
+                selector: Mapping[str, Any] | None = None) -> JsonDict:
+    """The router Deployment ``name`` reading the ConfigMap of the same name. Its Pods carry upstream's labels (the
+    listener Services select them by ``application`` and ``skupper.io/component``) and their group (the Deployment's
+    name). ``selector``: the live Deployment's (immutable) selector, kept, with the labels it selects on the Pods;
+    None: upstream's."""
     def field_env(name: str, path: str) -> JsonDict:
         return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
@@ -151,14 +191,16 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions, name: str = ROU
                            "failureThreshold": 3},
         "volumeMounts": [{"name": "state", "mountPath": ROUTER_STATE_DIR}],
     }
+    kept = {k: dict(v) if isinstance(v, Mapping) else v for k, v in selector.items()} if selector else None
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": _metadata(site, name, dict(ROUTER_POD_LABELS)),
+        "metadata": _metadata(site, name, dict(ROUTER_LABELS)),
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": {**ROUTER_POD_LABELS, **((pod_labels or {}) if name != ROUTER_NAME else {})}},
+            "selector": kept or {"matchLabels": dict(ROUTER_SELECTOR)},
             "template": {
-                "metadata": {"labels": {**ROUTER_POD_LABELS, **(pod_labels or {})}},
+                "metadata": {"labels": {**_match_labels(kept), **ROUTER_LABELS, LABEL_GROUP: name},
+                             "annotations": pod_annotations(site)},
                 "spec": {"serviceAccountName": service_account_name(site), "containers": [container],
                          "volumes": [{"name": "state", "emptyDir": {}}]},
             },
@@ -167,16 +209,16 @@ def _deployment(site: Mapping[str, Any], options: RouterOptions, name: str = ROU
 
 
 def deployment(site: Mapping[str, Any], options: RouterOptions, name: str,
-               pod_labels: Mapping[str, str]) -> tuple[ResourceInfo, JsonDict]:
-    """A further router Deployment of the site (HA: ``skupper-router-2``)."""
-    return DEPLOYMENT, _deployment(site, options, name, pod_labels)
+               selector: Mapping[str, Any] | None = None) -> tuple[ResourceInfo, JsonDict]:
+    """A further router Deployment of the site (HA: ``skupper-router-2``); ``selector`` as :func:`_deployment`."""
+    return DEPLOYMENT, _deployment(site, options, name, selector)
 
 
-def router_objects(site: Mapping[str, Any], options: RouterOptions,
-                   pod_labels: Mapping[str, str] | None = None, secrets: Iterable[str] = ()
-                   ) -> list[tuple[ResourceInfo, JsonDict]]:
+def router_objects(site: Mapping[str, Any], options: RouterOptions, secrets: Iterable[str] = (),
+                   selectors: Mapping[str, Mapping[str, Any]] | None = None) -> list[tuple[ResourceInfo, JsonDict]]:
     """ServiceAccount, Role (reading the ``secrets`` the router document names) and RoleBinding (unless the Site
-    names its own service account), then the Deployment."""
+    names its own service account), then the Deployment; ``selectors``: the live router Deployments' selectors by
+    name (kept: they are immutable)."""
     objects: list[tuple[ResourceInfo, JsonDict]] = []
     spec = site.get("spec")
     if not (isinstance(spec, Mapping) and spec.get("serviceAccount")):
@@ -192,7 +234,7 @@ def router_objects(site: Mapping[str, Any], options: RouterOptions,
                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                         "name": ROUTER_NAME}}),
         ]
-    objects.append((DEPLOYMENT, _deployment(site, options, ROUTER_NAME, pod_labels)))
+    objects.append((DEPLOYMENT, _deployment(site, options, ROUTER_NAME, (selectors or {}).get(ROUTER_NAME))))
     return objects
 
 

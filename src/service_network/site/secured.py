@@ -7,7 +7,8 @@ For each SecuredAccess the controller keeps:
   that a Service it did not write is never taken over;
 - a Certificate named ``spec.certificate`` (default: the SecuredAccess's name), signed by ``spec.issuer`` (default:
   the site CA ``skupper-site-ca``), for the Service's DNS names and the resolved hosts, valid for servers; the
-  Certificate reconcile writes it into the Secret of that name;
+  Certificate reconcile writes it into the Secret of that name (the Service and the Certificate carry upstream's
+  labels and annotations of the objects its SecuredAccess manager makes);
 - its status: the resolved endpoints (one per port, named after it) and, once known, the CA certificate clients verify
   the server with (read from the issuer Secret by the I/O half, as the caches hold no values).
 """
@@ -20,11 +21,20 @@ from typing import Any
 
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import GROUP_VERSION
+from ..constants import ANNOTATION_CONTROLLED, GROUP_VERSION
 from ..crd.models import SecuredAccessSpec
-from .access import ACCESS_TYPES, DEFAULT_ACCESS_TYPE, SITE_CA_SECRET, endpoint_hosts
+from .access import (
+    ACCESS_TYPES,
+    ANNOTATION_HOSTS_PREFIX,
+    DEFAULT_ACCESS_TYPE,
+    LABEL_CERTIFICATE,
+    LABEL_SECURED_ACCESS,
+    SITE_CA_SECRET,
+    endpoint_hosts,
+)
 from .bindings import BindingError, parse_spec
 from .status import ConditionState, error, pending, ready
+from .templates import Template, with_extra
 from .validation import dns1035_label_problem, port_problem, quoted, service_port_name_problem
 
 __all__ = ["ANNOTATION_SECURED_ACCESS", "SecuredPlan", "compose_secured_access"]
@@ -104,8 +114,9 @@ def _check(obj: Mapping[str, Any]) -> tuple[SecuredAccessSpec, str]:
 
 
 def compose_secured_access(obj: Mapping[str, Any], services: Mapping[str, Mapping[str, Any]],
-                           pods: Sequence[Mapping[str, Any]]) -> SecuredPlan:
-    """One SecuredAccess: its Service, its Certificate and its state. ``pods``: the Pods its selector picks."""
+                           pods: Sequence[Mapping[str, Any]], templates: tuple[Template, ...] = ()) -> SecuredPlan:
+    """One SecuredAccess: its Service, its Certificate and its state. ``pods``: the Pods its selector picks;
+    ``templates``: the label templates of its namespace."""
     name, namespace = meta(obj).name, meta(obj).namespace
     try:
         spec, service_type = _check(obj)
@@ -118,10 +129,11 @@ def compose_secured_access(obj: Mapping[str, Any], services: Mapping[str, Mappin
                               "protocol": p.protocol or "TCP"} for p in spec.ports]
     service: JsonDict = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace, "annotations": {ANNOTATION_SECURED_ACCESS: name},
+        "metadata": {"name": name, "namespace": namespace, "labels": {LABEL_SECURED_ACCESS: "true"},
+                     "annotations": {ANNOTATION_CONTROLLED: "true", ANNOTATION_SECURED_ACCESS: name},
                      "ownerReferences": _owner(obj)},
         "spec": {"type": service_type, "selector": dict(spec.selector), "ports": ports}}
-    plan = SecuredPlan(obj, ready(), service=service, issuer=spec.issuer or SITE_CA_SECRET)
+    plan = SecuredPlan(obj, ready(), service=with_extra(service, templates), issuer=spec.issuer or SITE_CA_SECRET)
     awaiting: list[str] = []
     for port in ports:
         host, resolved_port, awaited = _resolve(service_type, live, pods, name, namespace, port)
@@ -135,8 +147,14 @@ def compose_secured_access(obj: Mapping[str, Any], services: Mapping[str, Mappin
     extra_dns, ips = endpoint_hosts(sorted({e["host"] for e in plan.endpoints}))
     dns = sorted({name, f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local",
                   *extra_dns})
+    hosts = [*dns, *ips]
     plan.certificate = {
         "apiVersion": GROUP_VERSION, "kind": "Certificate",
-        "metadata": {"name": spec.certificate or name, "namespace": namespace, "ownerReferences": _owner(obj)},
-        "spec": {"ca": plan.issuer, "subject": name, "hosts": [*dns, *ips], "server": True}}
+        "metadata": {"name": spec.certificate or name, "namespace": namespace,
+                     "labels": {LABEL_CERTIFICATE: "true"},
+                     "annotations": {ANNOTATION_CONTROLLED: "true",
+                                     ANNOTATION_HOSTS_PREFIX + meta(obj).uid: ",".join(sorted(hosts))},
+                     "ownerReferences": _owner(obj)},
+        "spec": {"ca": plan.issuer, "subject": name, "hosts": hosts, "server": True}}
+    plan.certificate = with_extra(plan.certificate, templates)
     return plan

@@ -28,6 +28,7 @@ from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import ANNOTATION_CONTROLLED, LABEL_LISTENER, ROUTER_POD_LABELS
 from .resources import owner_references
+from .templates import ANNOTATION_KEYS, recorded
 
 __all__ = ["Exposure", "is_controlled", "is_listener_service", "listener_service", "owned_by", "service_bodies",
            "service_patch"]
@@ -87,12 +88,18 @@ def service_bodies(site: Mapping[str, Any], exposures: Iterable[Exposure]) -> di
 
 def service_patch(desired: Mapping[str, Any], live: Mapping[str, Any]) -> JsonDict:
     """The merge patch turning ``live`` (one of ours) into ``desired``: ports and owner references replaced whole,
-    selector keys we do not want removed, our label and annotation set; guarded by ``live``'s resourceVersion."""
+    selector keys we do not want removed, our labels and annotations set and those label templates gave it and no
+    longer give removed (:mod:`.templates`); guarded by ``live``'s resourceVersion."""
     wanted_selector = dict(desired["spec"]["selector"])
     selector: JsonDict = {k: None for k in mapping(live, "spec", "selector") if k not in wanted_selector}
     selector.update(wanted_selector)
-    return {"metadata": {"resourceVersion": meta(live).resource_version,
-                         "labels": dict(desired["metadata"]["labels"]),
-                         "annotations": dict(desired["metadata"]["annotations"]),
+    given_labels, given_annotations = recorded(live)
+    labels: JsonDict = {k: None for k in given_labels if k not in desired["metadata"]["labels"]}
+    labels.update(desired["metadata"]["labels"])
+    annotations: JsonDict = {k: None for k in given_annotations | {ANNOTATION_KEYS}
+                             if k not in desired["metadata"]["annotations"]}
+    annotations.update(desired["metadata"]["annotations"])
+    return {"metadata": {"resourceVersion": meta(live).resource_version, "labels": labels,
+                         "annotations": annotations,
                          "ownerReferences": list(desired["metadata"]["ownerReferences"])},
             "spec": {"type": desired["spec"]["type"], "selector": selector, "ports": list(desired["spec"]["ports"])}}
