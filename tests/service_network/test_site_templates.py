@@ -146,11 +146,13 @@ def test_listener_services_are_patched_with_the_keys_taken_away() -> None:
 def test_the_secret_of_a_certificate_is_relabelled_without_a_new_certificate() -> None:
     certificate = {"apiVersion": "skupper.io/v2alpha1", "kind": "Certificate",
                    "metadata": {"name": "tls", "namespace": "west", "uid": "c1"},
-                   "spec": {"ca": "", "subject": "tls", "hosts": ["b.example", "a.example"], "server": True}}
+                   "spec": {"ca": "site-ca", "subject": "tls", "hosts": ["b.example", "a.example"], "server": True}}
     import datetime
 
     now = datetime.datetime.now(datetime.UTC)
-    first = plan_certificate(certificate, {}, now)
+    ca = {"metadata": {"name": "site-ca", "uid": "ca1", "resourceVersion": "1", "annotations": {}},
+          "data": {"tls.crt": "", "tls.key": ""}}
+    first = plan_certificate(certificate, {"site-ca": ca}, now)
     assert first.issue is not None and first.issue.annotations == {
         "internal.skupper.io/controlled": "true", "internal.skupper.io/certificate": "true",
         "internal.skupper.io/hosts": "a.example,b.example"}
@@ -160,11 +162,11 @@ def test_the_secret_of_a_certificate_is_relabelled_without_a_new_certificate() -
         "internal.skupper.io/certificate-names": marker, "internal.skupper.io/not-before": stamp,
         "internal.skupper.io/not-after": "2099-01-01T00:00:00Z"}}, "data": {"tls.crt": "", "tls.key": ""}}
     # issued by an earlier version: upstream's annotations by a metadata patch, no new certificate
-    plan = plan_certificate(certificate, {"tls": secret}, now)
+    plan = plan_certificate(certificate, {"tls": secret, "site-ca": ca}, now)
     assert plan.issue is None and plan.relabel is not None
     assert plan.relabel["metadata"]["annotations"]["internal.skupper.io/controlled"] == "true"
     templates = templates_for("west", None, [template("t", labels={"team": "a"}, kind="Secret")])
-    plan = plan_certificate(certificate, {"tls": secret}, now, templates)
+    plan = plan_certificate(certificate, {"tls": secret, "site-ca": ca}, now, templates=templates)
     assert plan.issue is None and plan.relabel is not None and plan.relabel["metadata"]["labels"] == {"team": "a"}
 
 
