@@ -2,9 +2,9 @@
 the client certificates a site issues to the sites that link to it, and the checks the controller makes on them
 (which CA signed a certificate, which names it carries, when it expires).
 
-New keys are Ed25519: accepted by HAProxy 2.6 with OpenSSL 3 in TLS 1.3 and 1.2, and the cheapest for what a router
-does per new link connection: every resumed TLS session holds the peer's certificate, and OpenSSL 3.0 decodes an
-Ed25519 certificate in about 61 us against 98 us for ECDSA P-256 (docs/service-network-router.md, "Measurements").
+New keys are Ed25519: the router (rustls) accepts them in TLS 1.3 and 1.2, and they are cheap to verify at each new
+link connection. (They were chosen for the earlier HAProxy data plane, which resumed a TLS session per client
+connection and hop: OpenSSL 3.0 decodes an Ed25519 certificate in about 61 us against 98 us for ECDSA P-256.)
 Certificates and keys made earlier (P-256, RSA) still load and verify. PEM in, PEM out. Nothing here reads or
 writes Kubernetes objects.
 """
