@@ -200,9 +200,9 @@ class KubeSim:
                     **options,
                 )
                 await self.cluster.start()
-                self.server.pod_logs = self.cluster.container_log_path
-                self.server.exec_command = self.cluster.exec_command
-                self.server.node_control = self.cluster
+                self.server.context.pod_logs = self.cluster.container_log_path
+                self.server.context.exec_command = self.cluster.exec_command
+                self.server.context.node_control = self.cluster
                 if self._host_names:
                     await self._serve_host_names()
         except BaseException:
@@ -234,9 +234,9 @@ class KubeSim:
                 await service.stop()
         self._proxy = self._dns = None
         self.dns_address = self.proxy_address = None
-        self.server.pod_logs = None
-        self.server.exec_command = None
-        self.server.node_control = None
+        self.server.context.pod_logs = None
+        self.server.context.exec_command = None
+        self.server.context.node_control = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()
