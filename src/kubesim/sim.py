@@ -186,7 +186,7 @@ class KubeSim:
             self.kubeconfig_path = self._kubeconfig_arg or self._own_dir / "kubeconfig"
             write_kubeconfig(self.kubeconfig_path, self.url, self.token, self.ca_pem)
             if self._nodes or self._cluster_options:
-                from kubesim.cluster import Cluster
+                from kubesim.cluster.cluster import Cluster
 
                 assert self.state_dir is not None
                 # Containers' run directories (with socket paths in them) go into the short private directory.
@@ -222,7 +222,7 @@ class KubeSim:
         """Where the simulated Pods reach this server: its loopback address and port, CA and token issuer."""
         from urllib.parse import urlsplit
 
-        from kubesim.cluster import ApiAccess
+        from kubesim.cluster.context import ApiAccess
 
         parts = urlsplit(self.url)
         return ApiAccess(host=parts.hostname or self.host, port=parts.port or 443, ca_pem=self.ca_pem,
