@@ -5,8 +5,9 @@ Two topologies, each built twice (once per engine, on its own loopback addresses
 - ``one_hop``: client -> West -> backend (a Listener and a local Connector, no TLS);
 - ``two_hops``: client -> West -> (mutual TLS) -> Middle -> (mutual TLS) -> East -> backend, Middle and East with a
   router access, West dialing Middle and Middle dialing East (certificates as the site controller issues them).
-Every router runs with its adaptor (this process) as in a router Pod; "router CPU" is what the data-plane processes
-used (the Rust router process, or HAProxy's process group), read from ``/proc``.
+Every Rust router runs with its adaptor (this process) as in a router Pod; HAProxy runs as the baseline that
+``haproxy_baseline.py`` renders from the same documents (static routes, no adaptor). "router CPU" is what the
+data-plane processes used (the Rust router processes, or the HAProxy processes), read from ``/proc``.
 
 Measured, each as ``--repeats`` rounds of direct, HAProxy and Rust runs in turn (medians reported, all values
 kept): ``throughput`` (one TCP stream to a sink, Gbit/s, router CPU-seconds per GB), ``connections`` (new
@@ -40,12 +41,11 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import haproxy_baseline as hb
 import router_bench as rb
 
-from service_network.router.adaptor import AdaptorOptions, RouterAdaptor, make_adaptor
 from service_network.router.dataplane import router_binary
 from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
-from service_network.router.process import find_haproxy
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
 from service_network.site import pki
@@ -85,7 +85,8 @@ def _progress(text: str) -> None:
 #: loopback addresses per engine: West, Middle, East
 HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
          "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"}}
-Adaptor = RouterAdaptor | RustAdaptor
+#: a running router: the Rust router's adaptor, or an HAProxy process of the baseline
+Router = RustAdaptor | hb.Baseline
 
 
 class _CA:
@@ -150,21 +151,10 @@ def _stat(pid: int) -> tuple[int, int, int] | None:
     return int(fields[2]), int(fields[11]) + int(fields[12]), int(fields[21])
 
 
-def _router_pids(adaptors: dict[str, Adaptor]) -> set[int]:
-    """The data-plane processes: each Rust router, or every process of each HAProxy's process group."""
-    pids: set[int] = set()
-    groups: set[int] = set()
-    for a in adaptors.values():
-        if isinstance(a, RustAdaptor):
-            if a.plane.pid is not None:
-                pids.add(a.plane.pid)
-        elif a.router.process.pid is not None:
-            groups.add(a.router.process.pid)
-    if groups:
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None and st[0] in groups:
-                pids.add(int(entry.name))
-    return pids
+def _router_pids(routers: dict[str, Router]) -> set[int]:
+    """The data-plane processes: each Rust router process, or each HAProxy process."""
+    pids = {r.plane.pid if isinstance(r, RustAdaptor) else r.pid for r in routers.values()}
+    return {pid for pid in pids if pid is not None}
 
 
 def _cpu(pids: set[int]) -> float:
@@ -177,24 +167,16 @@ def _rss(pids: set[int]) -> int:
 
 @contextlib.asynccontextmanager
 async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], haproxy: str,
-                   router_binary: str | None = None) -> AsyncIterator[tuple[dict[str, Adaptor], dict[str, int]]]:
-    """The routers of ``docs`` running with ``engine`` (the Rust router: ``router_binary``, else the default one),
-    West's Listeners all routed."""
-    stop = asyncio.Event()
-    tasks: list[asyncio.Task[None]] = []
-    adaptors: dict[str, Adaptor] = {}
-    try:
-        for name in ("east", "middle", "west"):
-            if name not in docs:
-                continue
-            path = state / f"{engine}-{name}.json"
-            path.write_text(json.dumps(docs[name]))
-            adaptor = make_adaptor(FileConfigSource(path), AdaptorOptions(
-                state_dir=state / f"{engine}-{name}", haproxy=haproxy, engine=engine, router_binary=router_binary))
-            adaptors[name] = adaptor
-            task = asyncio.create_task(adaptor.run(stop))
-            tasks.append(task)
-            await _started(task, adaptor, f"{engine} router {name!r}")
+                   router_binary: str | None = None) -> AsyncIterator[tuple[dict[str, Router], dict[str, int]]]:
+    """The routers of ``docs`` running: ``engine`` ``rust`` (each with its adaptor; ``router_binary``, else the
+    default one) or ``haproxy`` (the baseline), West's Listeners all routed."""
+    await asyncio.to_thread(state.mkdir, parents=True, exist_ok=True)
+    async with contextlib.AsyncExitStack() as stack:
+        if engine == "haproxy":
+            routers: dict[str, Router] = dict(await asyncio.to_thread(
+                stack.enter_context, hb.network(haproxy, state / "haproxy", docs)))
+        else:
+            routers = dict(await stack.enter_async_context(_rust_routers(state, docs, router_binary)))
         listeners = {x["name"]: x["port"] for x in docs["west"]["listeners"]}
         host = docs["west"]["listeners"][0]["host"]
         deadline = time.monotonic() + 30
@@ -202,7 +184,28 @@ async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], ha
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{engine}: West's Listeners not all accepting after 30 s")
             await asyncio.sleep(0.05)
-        yield adaptors, listeners
+        yield routers, listeners
+
+
+@contextlib.asynccontextmanager
+async def _rust_routers(state: Path, docs: dict[str, dict[str, Any]], router_binary: str | None
+                        ) -> AsyncIterator[dict[str, RustAdaptor]]:
+    """A Rust router with its adaptor per document, East first (so that links find their far end)."""
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    adaptors: dict[str, RustAdaptor] = {}
+    try:
+        for name in ("east", "middle", "west"):
+            if name not in docs:
+                continue
+            path = state / f"rust-{name}.json"
+            path.write_text(json.dumps(docs[name]))
+            adaptor = RustAdaptor(FileConfigSource(path), state / f"rust-{name}", router_binary=router_binary)
+            adaptors[name] = adaptor
+            task = asyncio.create_task(adaptor.run(stop))
+            tasks.append(task)
+            await _started(task, adaptor, f"rust router {name!r}")
+        yield adaptors
     finally:
         stop.set()
         for t in tasks:
@@ -210,7 +213,7 @@ async def _network(state: Path, engine: str, docs: dict[str, dict[str, Any]], ha
                 await asyncio.wait_for(t, 30)
 
 
-async def _started(task: asyncio.Task[None], adaptor: Adaptor, what: str) -> None:
+async def _started(task: asyncio.Task[None], adaptor: RustAdaptor, what: str) -> None:
     """Returns once ``adaptor`` has applied its first document; raises, naming ``what`` and the cause, when its task
     ended first (the router could not start) or nothing was applied within 60 s."""
     applied = asyncio.create_task(adaptor.applied.wait())
@@ -261,7 +264,7 @@ def _machine() -> tuple[float, float]:
 
 
 def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
-             nets: dict[str, tuple[dict[str, Adaptor], dict[str, int]]], topology: str) -> dict[str, Any]:
+             nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str) -> dict[str, Any]:
     max_bytes = int(args.max_gib * 1024**3)
     result: dict[str, Any] = {}
 
@@ -316,7 +319,7 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
     return result
 
 
-def _idle_connections(args: argparse.Namespace, adaptors: dict[str, Adaptor], port: int, host: str
+def _idle_connections(args: argparse.Namespace, adaptors: dict[str, Router], port: int, host: str
                       ) -> dict[str, Any]:
     """RSS the three routers add per open connection: ``--idle`` connections opened through them, each answered
     (the echo backend's greeting passes every hop), held, then closed."""
@@ -430,10 +433,8 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    haproxy = find_haproxy()
-    wrk = shutil.which("wrk")
-    if wrk is None:
-        raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
+    haproxy = hb.find_haproxy()
+    wrk = hb.find_wrk()
     state = Path(tempfile.mkdtemp(prefix="dp-bench-", dir="/tmp"))
     backends = {k: rb._free_port(rb.BACKEND) for k in KINDS}
     procs: list[subprocess.Popen[Any]] = []
@@ -441,7 +442,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     try:
         procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
         procs.append(rb._start_backend("echo", rb.BACKEND, backends["echo"]))
-        procs.append(rb._http_backend(haproxy, rb.BACKEND, backends["http"], state))
+        procs.append(hb.http_responder(haproxy, rb.BACKEND, backends["http"], state))
         procs.append(_concurrent_echo(rb.BACKEND, backends["idle"]))
         for topology in args.topologies:
             async with contextlib.AsyncExitStack() as stack:
@@ -449,14 +450,15 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 for engine in ENGINES:
                     docs = (_two_hop_documents(state / f"{topology}-{engine}", HOSTS[engine], backends)
                             if topology == "two_hops" else _one_hop_documents(HOSTS[engine], backends))
-                    nets[engine] = await stack.enter_async_context(_network(state, engine, docs, haproxy))
+                    nets[engine] = await stack.enter_async_context(
+                        _network(state / f"{topology}-{engine}", engine, docs, haproxy))
                 result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology)
         if "memory" in args.only:
             _progress("memory per idle link")
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)
         result.update(_ratios(result))
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "haproxy": rb._version(haproxy), "load_average": os.getloadavg(),
+                             "haproxy": hb.version(haproxy), "load_average": os.getloadavg(),
                              "repeats": args.repeats, "seconds": args.seconds}
         return result
     finally:

@@ -4,9 +4,9 @@ the same run; JSON on stdout.
 Each round opens ``--connections`` (1,000) connections through West's Listener to a concurrent echo backend, sends
 a byte on each and reads it back (so every hop carries each of them), holds them all, then closes them all. After
 every round, once the routers had ``--settle`` seconds to tear the connections down, the RSS of each router
-process (the Rust router; HAProxy's process group) is read from ``/proc``. Topologies as ``dataplane_bench.py``:
-``one_hop`` (client -> West -> backend) and ``two_hops`` (client -> West -> Middle -> East -> backend over mutual
-TLS links).
+process (the Rust router, or the HAProxy baseline's process: ``haproxy_baseline.py``) is read from ``/proc``.
+Topologies as ``dataplane_bench.py``: ``one_hop`` (client -> West -> backend) and ``two_hops`` (client -> West ->
+Middle -> East -> backend over mutual TLS links).
 
 Goal (issue 35): after ``--rounds`` (100) rounds, each router's RSS is at most 1.2x its RSS after round 10. Reported
 per engine, topology and router: RSS after rounds 1, 10 and the last, the ratio last / round 10, and the series.
@@ -32,15 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import dataplane_bench as dp
+import haproxy_baseline as hb
 import router_bench as rb
-
-from service_network.router.process import find_haproxy
 
 GOAL_RATIO = 1.2
 
 
 def _router_rss(adaptors: dict[str, Any]) -> dict[str, int]:
-    """RSS per router (name -> bytes): the Rust router process, or HAProxy's whole process group."""
+    """RSS per router (name -> bytes): the Rust router process, or the HAProxy process."""
     return {name: dp._rss(dp._router_pids({name: adaptor})) for name, adaptor in adaptors.items()}
 
 
@@ -84,7 +83,7 @@ def _series(args: argparse.Namespace, adaptors: dict[str, Any], host: str, port:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    haproxy = find_haproxy()
+    haproxy = hb.find_haproxy()
     state = Path(tempfile.mkdtemp(prefix="mem-bench-", dir="/tmp"))
     backends = {k: rb._free_port(rb.BACKEND) for k in dp.KINDS}
     echo: subprocess.Popen[str] | None = None
@@ -95,7 +94,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             for engine in args.engines:
                 docs = (dp._two_hop_documents(state / f"{topology}-{engine}", dp.HOSTS[engine], backends)
                         if topology == "two_hops" else dp._one_hop_documents(dp.HOSTS[engine], backends))
-                async with dp._network(state, engine, docs, haproxy) as (adaptors, listeners):
+                async with dp._network(state / f"{topology}-{engine}-routers", engine, docs, haproxy) as (
+                        adaptors, listeners):
                     dp._progress(f"{topology} {engine}: {args.rounds} rounds of {args.connections} connections")
                     host = docs["west"]["listeners"][0]["host"]
                     measured = await asyncio.to_thread(_series, args, adaptors, host, listeners["idle"])
@@ -105,7 +105,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                           "rust_worst": max((r for r in rust if r is not None), default=None),
                           "met": bool(rust) and all(r is not None and r <= GOAL_RATIO for r in rust)}
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "haproxy": rb._version(haproxy), "load_average": os.getloadavg(),
+                             "haproxy": hb.version(haproxy), "load_average": os.getloadavg(),
                              "rounds": args.rounds, "connections": args.connections}
         return result
     finally:

@@ -4,7 +4,8 @@ the reference; JSON on stdout.
 
 Measured, each as ``--repeats`` rounds of direct, none, http1 and auto in turn (medians reported, all values kept):
 - ``requests``: HTTP/1 requests per second on kept-alive connections (wrk, ``--clients`` connections, an HAProxy
-  that answers every request itself): the observer parses every request and response head;
+  that answers every request itself: ``haproxy_baseline.http_responder``): the observer parses every request and
+  response head;
 - ``connections``: new connections per second (wrk with ``Connection: close``): a session per connection;
 - ``upload``: one HTTP/1 POST whose body streams to a sink, Gbit/s: an observed connection is copied through user
   space for its whole life (``none`` may splice after 64 KiB);
@@ -34,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import dataplane_bench as dp
+import haproxy_baseline as hb
 import router_bench as rb
-
-from service_network.router.process import find_haproxy
 
 HOST = "127.0.76.200"
 MODES = ("none", "http1", "auto")
@@ -150,18 +150,16 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    haproxy = find_haproxy()
-    wrk = shutil.which("wrk")
-    if wrk is None:
-        raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
+    haproxy = hb.find_haproxy()
+    wrk = hb.find_wrk()
     state = Path(tempfile.mkdtemp(prefix="observer-bench-", dir="/tmp"))
     backends = {k: rb._free_port(rb.BACKEND) for k in ("http", "sink")}
     procs: list[subprocess.Popen[Any]] = []
     try:
-        procs.append(rb._http_backend(haproxy, rb.BACKEND, backends["http"], state))
+        procs.append(hb.http_responder(haproxy, rb.BACKEND, backends["http"], state))
         procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
         docs = {"west": _document(backends)}
-        async with dp._network(state, "rust", docs, haproxy) as (adaptors, listeners):
+        async with dp._network(state / "routers", "rust", docs, haproxy) as (adaptors, listeners):
             pids = dp._router_pids(adaptors)
             result = await asyncio.to_thread(_measure, args, wrk, backends, listeners, pids)
         result.update(_ratios(result))

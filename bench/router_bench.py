@@ -1,7 +1,7 @@
-"""Service-network router (HAProxy driven by ``service_network.router``) against direct connections, in the same
-run; JSON on stdout.
+"""Service-network router (the Rust router with its adaptor) against direct connections and the HAProxy baseline
+(``haproxy_baseline.py``, from the same document), in the same run; JSON on stdout.
 
-Measured, each through the router and directly to the backend:
+Measured, each through the router, through HAProxy and directly to the backend:
 - ``throughput``: one TCP stream, bytes pushed by a blocking-socket sender to a sink in another process (the sink
   reports what it received); Gbit/s over ``--seconds`` (at most ``--max-gib`` GiB).
 - ``connections``: new connections per second with 50 concurrent clients: ``wrk`` (Debian package, C, two threads)
@@ -11,19 +11,20 @@ Measured, each through the router and directly to the backend:
 - ``latency``: round trips of 64 bytes on one established connection to an echo server in another process;
   p50/p99 in microseconds, and the router's added p50/p99.
 
-Each measurement alternates direct and router runs ``--repeats`` times (the machine is shared) and reports the
-median run with all values.
+Each measurement alternates direct, HAProxy and router runs ``--repeats`` times (the machine is shared) and reports
+the median run of each with all values, and the router's ratio to HAProxy.
 
 Goals (issue 11): throughput >= 50 % of direct, >= 3,400 new connections/s through the router, p99 added latency
 <= 1 ms. Every address is on loopback; every loop is bounded in count and time. Run it alone:
 ``flock /tmp/heavy.lock python bench/router_bench.py``.
 
-``--on-kubesim``: the router is a site's router Pod on kubesim instead of a ``Router`` driven directly: kubesim with
+``--on-kubesim``: the router is a site's router Pod on kubesim instead of one started from a document: kubesim with
 one node runs in this process with the site controller; a Site, one Connector per backend (``host`` = the backend's
 address in the cluster's loopback block) and one Listener each are applied; the router Pod runs ``service-network run
 router`` as a host process bound to its Pod IP (kubesim's host-process runtime, ``devenv.image``). "router" then means client -> router Pod
 IP and the Listener's router port (the endpoint its Service forwards to; kubesim's user-space kube-proxy, a test relay
-and not a data plane, is left out) -> backend; "direct" means client -> backend, both on the block's addresses.
+and not a data plane, is left out) -> backend; "direct" means client -> backend, both on the block's addresses. The
+HAProxy baseline runs on this host either way (listeners on 127.0.50.202), in front of the same backends.
 """
 
 from __future__ import annotations
@@ -42,17 +43,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from service_network.router.config import parse_config
-from service_network.router.process import find_haproxy
-from service_network.router.router import Router
-from service_network.router.spec import StateLayout
+import haproxy_baseline as hb
+
+from service_network.router.rust_adaptor import RustAdaptor
+from service_network.router.sources import FileConfigSource
 
 HOST = "127.0.50.200"       # router listeners
 BACKEND = "127.0.50.201"    # sink, echo, HTTP backend
+BASELINE_HOST = "127.0.50.202"   # the HAProxy baseline's listeners
 CHUNK = 1024 * 1024
 KINDS = ("sink", "echo", "http")
 
@@ -93,24 +95,6 @@ def _start_backend(kind: str, host: str, port: int) -> subprocess.Popen[str]:
     if proc.stdout.readline().strip() != "ready":
         raise RuntimeError(f"{kind} backend did not start")
     return proc
-
-
-def _http_backend(haproxy: str, host: str, port: int, state: Path) -> subprocess.Popen[bytes]:
-    """An HAProxy that answers every HTTP request itself (the connection-rate backend)."""
-    cfg = state / "http-backend.cfg"
-    cfg.write_text(
-        "global\n    maxconn 5000\n"
-        "defaults\n    mode http\n    timeout client 10s\n    timeout server 10s\n    timeout connect 5s\n"
-        f"frontend ok\n    bind {host}:{port}\n    http-request return status 200 content-type text/plain "
-        "string ok\n")
-    proc = subprocess.Popen([haproxy, "-db", "-f", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("HTTP backend did not start")
 
 
 # --- measurements --------------------------------------------------------------------------------------------------
@@ -166,27 +150,59 @@ def _wrk(wrk: str, port: int, host: str, seconds: float, clients: int) -> dict[s
             "non_2xx": int(non2xx[1]) if non2xx else 0}
 
 
-def _version(haproxy: str) -> str:
-    return subprocess.run([haproxy, "-v"], capture_output=True, text=True).stdout.splitlines()[0]
-
-
 Endpoints = dict[str, tuple[str, int]]     # kind -> (host, port)
 
 
-@contextlib.asynccontextmanager
-async def _bare_router(haproxy: str, state: Path, direct: Endpoints) -> AsyncIterator[Endpoints]:
-    """A ``Router`` started from a document: one Listener per backend on ``HOST``."""
-    router_ports = {k: _free_port(HOST) for k in direct}
+def _document(host: str, direct: Endpoints) -> tuple[dict[str, Any], Endpoints]:
+    """A router document with one Listener on ``host`` per backend, and where each Listener is."""
+    ports = {k: _free_port(host) for k in direct}
     doc = {"version": 1, "site": {"id": "bench", "name": "bench"},
-           "listeners": [{"name": k, "routingKey": k, "host": HOST, "port": router_ports[k]} for k in direct],
-           "connectors": [{"name": k, "routingKey": k, "port": port, "targets": [{"host": host}]}
-                          for k, (host, port) in direct.items()]}
-    router = Router(StateLayout(state / "router"), haproxy=haproxy)
-    await router.start(parse_config(json.dumps(doc)))
+           "listeners": [{"name": k, "routingKey": k, "host": host, "port": ports[k]} for k in direct],
+           "connectors": [{"name": k, "routingKey": k, "port": port, "targets": [{"host": backend}]}
+                          for k, (backend, port) in direct.items()]}
+    return doc, {k: (host, p) for k, p in ports.items()}
+
+
+async def _accepting(endpoints: Endpoints, seconds: float = 30) -> None:
+    """Returns once every endpoint accepts a connection (its router applied the document)."""
+    deadline = time.monotonic() + seconds
+    for host, port in endpoints.values():
+        while True:
+            try:
+                _, writer = await asyncio.open_connection(host, port)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"nothing accepts on {host}:{port} after {seconds:g} s") from None
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            break
+
+
+@contextlib.asynccontextmanager
+async def _bare_router(state: Path, direct: Endpoints) -> AsyncIterator[Endpoints]:
+    """The Rust router with its adaptor, started from a document: one Listener per backend on ``HOST``."""
+    doc, endpoints = _document(HOST, direct)
+    path = state / "router.json"
+    path.write_text(json.dumps(doc))
+    adaptor = RustAdaptor(FileConfigSource(path), state / "router")
+    stop = asyncio.Event()
+    task = asyncio.create_task(adaptor.run(stop))
     try:
-        yield {k: (HOST, p) for k, p in router_ports.items()}
+        await asyncio.wait_for(adaptor.applied.wait(), 60)
+        await _accepting(endpoints)
+        yield endpoints
     finally:
-        await router.stop()
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+@contextlib.contextmanager
+def _baseline(haproxy: str, state: Path, direct: Endpoints) -> Iterator[Endpoints]:
+    """The HAProxy baseline for the same document, its Listeners on ``BASELINE_HOST``."""
+    doc, endpoints = _document(BASELINE_HOST, direct)
+    with hb.network(haproxy, state, {"bench": doc}):
+        yield endpoints
 
 
 @contextlib.asynccontextmanager
@@ -258,10 +274,8 @@ async def _kubesim_site(state: Path, direct: Endpoints, sim: Any) -> AsyncIterat
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    haproxy = find_haproxy()
-    wrk = shutil.which("wrk")
-    if wrk is None:
-        raise SystemExit("wrk not found on PATH: install it with apt-get install wrk (scripts/setup-system does)")
+    haproxy = hb.find_haproxy()
+    wrk = hb.find_wrk()
     state = Path(tempfile.mkdtemp(prefix="snr-bench-", dir="/tmp"))
     procs: list[subprocess.Popen[Any]] = []
     try:
@@ -276,16 +290,17 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             direct = {k: (backend_host, _free_port(backend_host)) for k in KINDS}
             procs.append(_start_backend("sink", *direct["sink"]))
             procs.append(_start_backend("echo", *direct["echo"]))
-            procs.append(_http_backend(haproxy, *direct["http"], state))
+            procs.append(hb.http_responder(haproxy, *direct["http"], state))
             routed = await stack.enter_async_context(
-                _kubesim_site(state, direct, sim) if args.on_kubesim else _bare_router(haproxy, state, direct))
-            result = await asyncio.to_thread(_measure, args, wrk, direct, routed)
+                _kubesim_site(state, direct, sim) if args.on_kubesim else _bare_router(state, direct))
+            baseline = await asyncio.to_thread(stack.enter_context, _baseline(haproxy, state, direct))
+            result = await asyncio.to_thread(_measure, args, wrk, direct, routed, baseline)
             result["setup"] = ("site on kubesim: router Pod (service-network run router) bound to its Pod IP, "
                                "Listeners and Connectors from the site controller" if args.on_kubesim
-                               else "Router started from a document")
-            result["addresses"] = {"router": routed, "direct": direct}
+                               else "the router started from a document")
+            result["addresses"] = {"router": routed, "haproxy": baseline, "direct": direct}
             result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                 "haproxy": _version(haproxy), "load_average": os.getloadavg()}
+                                 "haproxy": hb.version(haproxy), "load_average": os.getloadavg()}
             return result
     finally:
         shutil.rmtree(state, ignore_errors=True)
@@ -297,32 +312,38 @@ def _kill_all(procs: list[subprocess.Popen[Any]]) -> None:
         p.wait()
 
 
-def _measure(args: argparse.Namespace, wrk: str, direct: Endpoints, routed: Endpoints) -> dict[str, Any]:
+def _measure(args: argparse.Namespace, wrk: str, direct: Endpoints, routed: Endpoints, baseline: Endpoints
+             ) -> dict[str, Any]:
     max_bytes = int(args.max_gib * 1024**3)
     result: dict[str, Any] = {}
+    sides = {"direct": direct, "haproxy": baseline, "router": routed}
 
-    def both(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
-        """Alternate direct and router runs ``--repeats`` times; report the run with the median ``key``."""
-        runs: dict[str, list[dict[str, Any]]] = {"direct": [], "router": []}
+    def each(fn: Any, kind: str, key: str, *a: Any) -> dict[str, Any]:
+        """Direct, HAProxy and router runs in turn, ``--repeats`` times; per side the run with the median ``key``,
+        and the router's median over HAProxy's."""
+        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         for _ in range(args.repeats):
-            runs["direct"].append(fn(direct[kind][1], direct[kind][0], *a))
-            runs["router"].append(fn(routed[kind][1], routed[kind][0], *a))
+            for side, endpoints in sides.items():
+                runs[side].append(fn(endpoints[kind][1], endpoints[kind][0], *a))
         out: dict[str, Any] = {}
         for side, results in runs.items():
             results.sort(key=lambda r: r[key])
             out[side] = {**results[len(results) // 2], f"all_{key}": [r[key] for r in results]}
+        out["router_over_haproxy"] = round(out["router"][key] / max(out["haproxy"][key], 1e-9), 2)
         return out
 
-    tp = both(_throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
-    tp["router_percent_of_direct"] = round(100 * tp["router"]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
+    tp = each(_throughput, "sink", "gbit_per_s", args.seconds, max_bytes)
+    for side in ("router", "haproxy"):
+        tp[f"{side}_percent_of_direct"] = round(100 * tp[side]["gbit_per_s"] / tp["direct"]["gbit_per_s"], 1)
     result["throughput"] = tp
-    conns = both(lambda p, h: _wrk(wrk, p, h, args.seconds, args.clients), "http", "connections_per_s")
+    conns = each(lambda p, h: _wrk(wrk, p, h, args.seconds, args.clients), "http", "connections_per_s")
     conns["clients"] = args.clients
     conns["tool"] = "wrk 4 (Debian), 2 threads, Connection: close"
     result["connections"] = conns
-    lat = both(_latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
-    lat["added_p50_us"] = round(lat["router"]["p50_us"] - lat["direct"]["p50_us"], 1)
-    lat["added_p99_us"] = round(lat["router"]["p99_us"] - lat["direct"]["p99_us"], 1)
+    lat = each(_latency, "echo", "p99_us", args.round_trips, args.seconds * 3)
+    for side, prefix in (("router", ""), ("haproxy", "haproxy_")):
+        lat[f"{prefix}added_p50_us"] = round(lat[side]["p50_us"] - lat["direct"]["p50_us"], 1)
+        lat[f"{prefix}added_p99_us"] = round(lat[side]["p99_us"] - lat["direct"]["p99_us"], 1)
     result["latency"] = lat
     result["goals"] = {
         "throughput_ge_50_percent": tp["router_percent_of_direct"] >= 50,
@@ -341,7 +362,8 @@ def main() -> None:
     parser.add_argument("--max-gib", type=float, default=20.0, help="cap of bytes per throughput run")
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
     parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
-    parser.add_argument("--repeats", type=int, default=3, help="alternating direct/router runs of each measurement")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="rounds of direct, HAProxy and router runs of each measurement")
     parser.add_argument("--on-kubesim", action="store_true",
                         help="run the router as a site's router Pod on kubesim (see the module docstring)")
     args = parser.parse_args()

@@ -4,7 +4,8 @@ Each side is a whole two-hop network as ``dataplane_bench.py`` builds it (client
 mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run, the sides in turn, for
 ``--rounds`` rounds. Every round builds every network afresh and starts with the next side: on two CPUs the five
 processes of a stream settle on the CPUs in a way that stays for the processes' life, and that alone moved the
-same binary's throughput by 10 % between two networks of one run. A side is ``haproxy``, ``rust``, or ``rust`` with router settings and/or
+same binary's throughput by 10 % between two networks of one run. A side is ``haproxy`` (the baseline,
+``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings and/or
 another binary: ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``,
 ``rust:bin=/tmp/old-router,threads=1``. For each side: the median Gbit/s, every run, and the CPUs the whole machine
 left idle meanwhile (the share of the run's CPU time, every process and the kernel included).
@@ -29,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import dataplane_bench as db
+import haproxy_baseline as hb
 import router_bench as rb
-
-from service_network.router.process import find_haproxy
 
 SETTINGS = {"threads": int, "bufferSize": int}
 
@@ -72,7 +72,8 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
             docs = db._two_hop_documents(where / "certs", hosts, backends)
             for doc in docs.values():
                 doc["router"].update(settings)
-            _, listeners = await stack.enter_async_context(db._network(where, engine, docs, haproxy, binary))
+            _, listeners = await stack.enter_async_context(db._network(where / "routers", engine, docs, haproxy,
+                                                                         binary))
             nets[side] = (listeners["sink"], hosts["west"])
         for side in order:
             port, host = nets[side]
@@ -84,7 +85,7 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    haproxy = find_haproxy()
+    haproxy = hb.find_haproxy()
     state = Path(tempfile.mkdtemp(prefix="two-hop-ab-", dir="/tmp"))
     backends = {k: rb._free_port(rb.BACKEND) for k in db.KINDS}
     sink = rb._start_backend("sink", rb.BACKEND, backends["sink"])

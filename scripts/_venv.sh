@@ -1,7 +1,7 @@
 # Sourced by scripts/*: creates .venv with the project and its dev tools installed, once per pyproject change,
 # and puts the pinned Helm into .venv/bin (scripts/install-helm), once per change of that script.
 PY=${PYTHON:-python3}
-# Debian packages (haproxy for the service-network router, wrk for its benchmark), installed when missing and root
+# Debian packages the tests use (curl), installed when missing and root (scripts/setup-system)
 "$(dirname "${BASH_SOURCE[0]:-$0}")/setup-system"
 if [ ! -x .venv/bin/python ]; then "$PY" -m venv .venv; fi
 stamp=.venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)

@@ -2,7 +2,9 @@
 
 The check runs ``lint-imports`` (import-linter) with the project's own configuration against a copy of ``src/`` in
 which modules gained a forbidden import: the product importing kubesim, and pure composition modules of both
-products importing an HTTP library or the API client; and in a second copy, the service network importing the other product.
+products importing an HTTP library or the API client; in a second copy, the service network importing the other
+product; in a third, kubesim's circles coming back (the store's hooks and a server handler importing the store and
+the server under ``if TYPE_CHECKING:`` only, which counts, and code in the cluster package's file).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def test_the_contracts_fail_on_forbidden_imports(tmp_path: Path) -> None:
             "BROKEN") in output
     assert "listener_operator.listener_controller.service -> aiohttp" in output
     assert "service_network.site.compose -> operator_runtime.api" in output
-    assert "3 kept, 2 broken" in output
+    assert "8 kept, 2 broken" in output
 
 
 def test_the_service_network_may_not_import_the_other_product(tmp_path: Path) -> None:
@@ -59,7 +61,32 @@ def test_the_service_network_may_not_import_the_other_product(tmp_path: Path) ->
     assert result.returncode != 0, result.stdout
     output = " ".join(result.stdout.split())
     assert "service_network.leak -> listener_operator.constants" in output
-    assert "4 kept, 1 broken" in output
+    assert "9 kept, 1 broken" in output
+
+
+def test_kubesim_circles_are_refused_also_when_only_type_checking_imports_close_them(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path)
+    back = "\nfrom typing import TYPE_CHECKING  # noqa: E402\n\nif TYPE_CHECKING:\n    from {} import {}  # noqa\n"
+    for module, imported, name in (("store/store.py", "kubesim.admission", "Admission"),
+                                   ("store/gc.py", "kubesim.store.store", "Store"),
+                                   ("server/logs.py", "kubesim.server.app", "ApiServer")):
+        path = root / "src/kubesim" / module
+        path.write_text(path.read_text() + back.format(imported, name))
+    package = root / "src/kubesim/cluster/__init__.py"
+    package.write_text(package.read_text() + "\nfrom kubesim.cluster.cluster import Cluster  # noqa: E402,F401\n")
+
+    result = lint_imports(root)
+
+    assert result.returncode != 0, result.stdout
+    output = " ".join(result.stdout.split())
+    assert "kubesim's modules and packages import each other in one direction only BROKEN" in output
+    assert "No cycles are allowed in kubesim. " in output and "- .store -> .admission" in output
+    assert "No cycles are allowed in kubesim.server." in output
+    assert "kubesim.store.store -> kubesim.admission" in output
+    assert "kubesim.store.gc -> kubesim.store.store" in output
+    assert "kubesim.server.logs -> kubesim.server.app" in output
+    assert "kubesim.cluster -> kubesim.cluster.cluster" in output
+    assert "5 kept, 5 broken" in output
 
 
 def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Per-kind defaulting and validation on write: what the apiserver's registry strategies and admission do.
 
-The store calls `Admission` before every commit. It validates names per kind and labels, delegates to
+The store calls `Admission` before every commit (its ``AdmissionHooks``, ``kubesim.store.hooks``: the store is
+built with it and hands itself over as a ``StoreReader``). It validates names per kind and labels, delegates to
 `validation.py` (built-in kinds), `defaults.py` (built-in defaults), `services.py` (clusterIP/nodePort allocation),
 accepts CustomResourceDefinitions (status conditions) and handles custom objects' schemas through `kubesim.schema`.
 """
@@ -8,7 +9,7 @@ accepts CustomResourceDefinitions (status conditions) and handles custom objects
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubesim import defaults, errors, validation
 from kubesim.resources import ResourceType, types_from_crd
@@ -19,11 +20,9 @@ from kubesim.schema.pruning import prune
 from kubesim.schema.validation import validate
 from kubesim.serviceaccounts import add_token_volume
 from kubesim.services import ServiceAdmission, ServiceAllocator
+from kubesim.store.hooks import StoreReader
 from kubesim.store.metadata import now_iso
 from kubesim.taints import DEFAULT_TOLERATION_SECONDS, default_tolerations
-
-if TYPE_CHECKING:
-    from kubesim.store.store import Store
 
 Obj = dict[str, Any]
 
@@ -116,7 +115,7 @@ class Admission:
 
     # Store hooks ---------------------------------------------------------------------------------------
 
-    def admit_create(self, store: Store, rt: ResourceType, obj: Obj, *, dry_run: bool) -> None:
+    def admit_create(self, store: StoreReader, rt: ResourceType, obj: Obj, *, dry_run: bool) -> None:
         name = obj["metadata"]["name"]
         causes = []
         problem = name_problem(rt, name)
@@ -148,7 +147,7 @@ class Admission:
             obj["status"] = {"phase": "Active"}
 
     def admit_update(
-        self, store: Store, rt: ResourceType, old: Obj, new: Obj, *, dry_run: bool, subresource: str | None
+        self, store: StoreReader, rt: ResourceType, old: Obj, new: Obj, *, dry_run: bool, subresource: str | None
     ) -> None:
         name = new["metadata"]["name"]
         if rt.key == "secrets":
@@ -177,7 +176,7 @@ class Admission:
             new["status"] = dict(new.get("status") or {}, phase="Active")
 
     @staticmethod
-    def _mount_service_account_token(store: Store, pod: Obj) -> None:
+    def _mount_service_account_token(store: StoreReader, pod: Obj) -> None:
         """The ServiceAccount admission plugin: the token volume, unless automounting is off."""
         account_rt = store.registry.by_key("serviceaccounts")
         namespace = pod["metadata"].get("namespace")
@@ -191,14 +190,14 @@ class Admission:
         if rt.kind == "Service" and rt.group == "":
             self._service_admission.adopt(obj)
 
-    def released(self, store: Store, rt: ResourceType, obj: Obj) -> None:
+    def released(self, rt: ResourceType, obj: Obj) -> None:
         """An object is gone: free what it held."""
         if rt.kind == "Service" and rt.group == "":
             self._service_admission.released(obj)
 
     # Kinds ------------------------------------------------------------------------------------------------
 
-    def _kind_causes(self, store: Store, rt: ResourceType, obj: Obj, old: Obj | None = None
+    def _kind_causes(self, store: StoreReader, rt: ResourceType, obj: Obj, old: Obj | None = None
                      ) -> list[dict[str, Any]]:
         if rt.crd_name is not None and rt.schema is not None:
             return self._custom_causes(rt, obj, old)
@@ -221,7 +220,7 @@ class Admission:
         causes = validate(obj, rt.schema)
         return causes or cel_causes(obj, old, rt.schema)
 
-    def _crd_causes(self, store: Store, crd: Obj) -> list[dict[str, Any]]:
+    def _crd_causes(self, store: StoreReader, crd: Obj) -> list[dict[str, Any]]:
         causes = []
         spec = crd.get("spec") or {}
         names = spec.get("names") or {}

@@ -1,16 +1,12 @@
-"""Authentication (static bearer tokens, then ServiceAccount tokens) and the authorization hook: ``AllowAll``,
-``ClusterRoleAuthorizer`` (a fixed list of rules for every user, for tests) and the RBAC authorizer over the stored
-RBAC objects (``kubesim.rbac.RbacAuthorizer``, the API server's default)."""
+"""Authentication (static bearer tokens, then ServiceAccount tokens) and the authorization interface: who the user is
+(``User``), what a request asks (``RequestAttributes``), ``Authorizer`` and ``AllowAll``. The authorizers that
+evaluate RBAC rules (``RbacAuthorizer`` over the stored RBAC objects, the API server's default, and
+``ClusterRoleAuthorizer``, a fixed list of rules for tests) are in ``kubesim.rbac``, which builds on this module."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-
-from kubesim.rbac import rules_allow
-
-if TYPE_CHECKING:
-    from kubesim.store.store import Store
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -67,39 +63,3 @@ class TokenAuthenticator:
                 break
             user = source.authenticate(token)
         return user
-
-
-class ClusterRoleAuthorizer:
-    """Allows exactly what a list of RBAC `PolicyRule`s grants (as a ClusterRole bound to the user would).
-
-    Evaluated like the RBAC authorizer: `apiGroups`, `resources` (`plural` or `plural/subresource`), `verbs` and
-    optional `resourceNames`, each with the `*` wildcard. A PATCH of an object that does not exist yet (a server-side
-    apply that creates) needs `create` as well. Decisions are recorded in `used` and `denied` for tests.
-    """
-
-    def __init__(self, rules: list[dict[str, Any]], store: Store | None = None) -> None:
-        self.rules = rules
-        self.store = store
-        self.used: set[tuple[str, str, str]] = set()
-        self.denied: list[tuple[str, str, str, str | None]] = []
-
-    def allows(self, verb: str, group: str, resource: str, name: str | None = None) -> bool:
-        return rules_allow(self.rules, verb, group, resource, name)
-
-    def _exists(self, attrs: RequestAttributes) -> bool:
-        if self.store is None or attrs.name is None:
-            return True
-        rt = self.store.registry.by_url_key(attrs.group, attrs.resource)
-        return rt is None or self.store.find(rt, attrs.namespace, attrs.name) is not None
-
-    def authorize(self, attrs: RequestAttributes) -> str | None:
-        resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
-        verbs = [attrs.verb]
-        if attrs.verb == "patch" and not attrs.subresource and not self._exists(attrs):
-            verbs.append("create")
-        for verb in verbs:
-            if not self.allows(verb, attrs.group, resource, attrs.name):
-                self.denied.append((verb, attrs.group, resource, attrs.name))
-                return f"no rule allows {verb} on {resource}"
-            self.used.add((verb, attrs.group, resource))
-        return None

@@ -12,17 +12,18 @@ evaluated (every authenticated user may read discovery).
 
 Decisions about users other than ``system:masters`` members are recorded per user (``used``: what was allowed;
 ``denied``: the most recent refusals) so tests can compare what a component did with what its role grants.
+``ClusterRoleAuthorizer`` evaluates a fixed list of rules for every user instead (tests of one component's role).
+Both read the objects they need through the store's ``StoreReader`` interface.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from kubesim.auth import RequestAttributes, User
-    from kubesim.store.store import Store
+from kubesim.auth import RequestAttributes, User
+from kubesim.store.hooks import StoreReader
 
 SUPERUSER_GROUP = "system:masters"
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -58,7 +59,7 @@ def subject_matches(subject: Mapping[str, Any], user: User) -> bool:
 class RbacAuthorizer:
     """The RBAC authorizer over the RBAC objects in ``store`` (read on every decision: they are few)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreReader) -> None:
         self.store = store
         self.used: dict[str, set[tuple[str, str, str]]] = {}
         self.denied: deque[tuple[str, str, str, str, str | None, str | None]] = deque(maxlen=DENIED_KEPT)
@@ -114,3 +115,39 @@ class RbacAuthorizer:
     def denied_for(self, user_name: str) -> list[tuple[str, str, str, str | None, str | None]]:
         """(verb, group, resource, namespace, name) of the recorded refusals of one user."""
         return [entry[1:] for entry in self.denied if entry[0] == user_name]
+
+
+class ClusterRoleAuthorizer:
+    """Allows exactly what a list of RBAC `PolicyRule`s grants (as a ClusterRole bound to the user would).
+
+    Evaluated like the RBAC authorizer: `apiGroups`, `resources` (`plural` or `plural/subresource`), `verbs` and
+    optional `resourceNames`, each with the `*` wildcard. A PATCH of an object that does not exist yet (a server-side
+    apply that creates) needs `create` as well. Decisions are recorded in `used` and `denied` for tests.
+    """
+
+    def __init__(self, rules: list[dict[str, Any]], store: StoreReader | None = None) -> None:
+        self.rules = rules
+        self.store = store
+        self.used: set[tuple[str, str, str]] = set()
+        self.denied: list[tuple[str, str, str, str | None]] = []
+
+    def allows(self, verb: str, group: str, resource: str, name: str | None = None) -> bool:
+        return rules_allow(self.rules, verb, group, resource, name)
+
+    def _exists(self, attrs: RequestAttributes) -> bool:
+        if self.store is None or attrs.name is None:
+            return True
+        rt = self.store.registry.by_url_key(attrs.group, attrs.resource)
+        return rt is None or self.store.find(rt, attrs.namespace, attrs.name) is not None
+
+    def authorize(self, attrs: RequestAttributes) -> str | None:
+        resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+        verbs = [attrs.verb]
+        if attrs.verb == "patch" and not attrs.subresource and not self._exists(attrs):
+            verbs.append("create")
+        for verb in verbs:
+            if not self.allows(verb, attrs.group, resource, attrs.name):
+                self.denied.append((verb, attrs.group, resource, attrs.name))
+                return f"no rule allows {verb} on {resource}"
+            self.used.add((verb, attrs.group, resource))
+        return None

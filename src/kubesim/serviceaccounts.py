@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubesim.auth import User
-    from kubesim.store.store import Store
+    from kubesim.store.hooks import StoreReader
 
 Obj = dict[str, Any]
 
@@ -61,7 +61,7 @@ class IssuedToken:
 class ServiceAccountTokens:
     """Issues and authenticates ServiceAccount tokens against the objects in ``store``."""
 
-    def __init__(self, store: Store, clock: Any = time.time) -> None:
+    def __init__(self, store: StoreReader, clock: Any = time.time) -> None:
         self._store = store
         self._clock = clock
         self._tokens: dict[str, IssuedToken] = {}

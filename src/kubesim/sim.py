@@ -186,7 +186,7 @@ class KubeSim:
             self.kubeconfig_path = self._kubeconfig_arg or self._own_dir / "kubeconfig"
             write_kubeconfig(self.kubeconfig_path, self.url, self.token, self.ca_pem)
             if self._nodes or self._cluster_options:
-                from kubesim.cluster import Cluster
+                from kubesim.cluster.cluster import Cluster
 
                 assert self.state_dir is not None
                 # Containers' run directories (with socket paths in them) go into the short private directory.
@@ -200,9 +200,9 @@ class KubeSim:
                     **options,
                 )
                 await self.cluster.start()
-                self.server.pod_logs = self.cluster.container_log_path
-                self.server.exec_command = self.cluster.exec_command
-                self.server.node_control = self.cluster
+                self.server.context.pod_logs = self.cluster.container_log_path
+                self.server.context.exec_command = self.cluster.exec_command
+                self.server.context.node_control = self.cluster
                 if self._host_names:
                     await self._serve_host_names()
         except BaseException:
@@ -222,7 +222,7 @@ class KubeSim:
         """Where the simulated Pods reach this server: its loopback address and port, CA and token issuer."""
         from urllib.parse import urlsplit
 
-        from kubesim.cluster import ApiAccess
+        from kubesim.cluster.context import ApiAccess
 
         parts = urlsplit(self.url)
         return ApiAccess(host=parts.hostname or self.host, port=parts.port or 443, ca_pem=self.ca_pem,
@@ -234,9 +234,9 @@ class KubeSim:
                 await service.stop()
         self._proxy = self._dns = None
         self.dns_address = self.proxy_address = None
-        self.server.pod_logs = None
-        self.server.exec_command = None
-        self.server.node_control = None
+        self.server.context.pod_logs = None
+        self.server.context.exec_command = None
+        self.server.context.node_control = None
         if self.cluster is not None:
             try:
                 await self.cluster.stop()

@@ -22,7 +22,7 @@ _COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("run", "router"), "service_network.router.pod_command",
      "run a site's router in its Pod (configuration and TLS Secrets from the API, bound to the Pod IP)"),
     (("router",), "service_network.router.command",
-     "run the router (HAProxy and its adaptor) from a configuration file"),
+     "run the router (the router process and its adaptor) from a configuration file"),
     (("observer",), "service_network.observer.command",
      "run the network observer: the API, metrics and console of the network a router sees"),
 ]

@@ -50,15 +50,15 @@ LABEL_ROUTER_CONFIG = "internal.skupper.io/router-config"
 LABEL_LISTENER = "internal.skupper.io/listener"
 
 #: Ports of the router itself, never given to a Listener: amqps, amqp (upstream's, kept free for compatibility),
-#: HAProxy's metrics/health endpoint (as skupper-router's 9090), the adaptor's /metrics /healthz /readyz, and the
-#: inter-router and edge ports of part 2.
+#: the router's own metrics/health endpoint (as skupper-router's 9090), the adaptor's /metrics /healthz /readyz, and
+#: the inter-router and edge ports of part 2.
 ROUTER_METRICS_PORT = 9090
 ADAPTOR_PORT = 9191
 INTER_ROUTER_PORT = 55671
 EDGE_PORT = 45671
 ROUTER_RESERVED_PORTS = (5671, 5672, ROUTER_METRICS_PORT, ADAPTOR_PORT, EDGE_PORT, INTER_ROUTER_PORT)
 
-#: Where the router Pod keeps haproxy.cfg, sockets and TLS material (an emptyDir).
+#: Where the router Pod keeps the router's control socket, TLS material and network status (an emptyDir).
 ROUTER_STATE_DIR = "/var/lib/skupper-router"
 
 #: The project's image (the chart sets the real reference; `scripts/build-image` builds it).

@@ -1,6 +1,6 @@
 """scripts/build-image makes a runnable image: in a container (crun, via scripts/run-image) its entry point answers
---help and its commands, it runs as root without privileges, ships Debian's haproxy, and the printed digest is the
-archive's manifest digest.
+--help and its commands, it runs as root without privileges, ships the router binary (and no HAProxy), and the
+printed digest is the archive's manifest digest.
 
 Slow (a Debian root file system and a buildah build: about a minute with warm caches under .cache/image/, two on a
 fresh machine). Set LISTENER_OPERATOR_IMAGE_ARCHIVE to an archive built by scripts/build-image to test that one
@@ -91,7 +91,8 @@ def test_the_entrypoint_answers_help_in_a_container(image: Image) -> None:
 def test_commands_flags_and_tools_in_the_container(image: Image) -> None:
     script = ("listener-operator run controller --help && echo '=== node' && listener-operator run node --help"
               " && echo '=== crd' && listener-operator crd && echo '=== id' && id -u"
-              " && grep CapEff /proc/self/status && haproxy -v && readlink -f /opt/listener-operator/bin/python"
+              " && grep CapEff /proc/self/status && service-network-router --version && ! command -v haproxy"
+              " && readlink -f /opt/listener-operator/bin/python"
               " && ! test -e /opt/listener-operator/bin/pip")
     result = in_container(image, "-c", script, entrypoint="/bin/sh")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
@@ -103,9 +104,9 @@ def test_commands_flags_and_tools_in_the_container(image: Image) -> None:
     # the image's package prints the same CRDs as this checkout
     assert crd == run(LISTENER_OPERATOR, "crd").stdout
     lines = rest.splitlines()
-    uid, capabilities, haproxy, python = lines[0], lines[1], lines[2], lines[-1]
+    uid, capabilities, router, python = lines[0], lines[1], lines[2], lines[-1]
     assert uid == "0"
     # root, but with the runtime's default capabilities only: not privileged
     assert int(capabilities.split()[1], 16) & (1 << 21) == 0  # no CAP_SYS_ADMIN
-    assert haproxy.startswith("HAProxy version 2.6.")
+    assert router.startswith("service-network-router ")
     assert python == "/usr/bin/python3.11"  # Debian's interpreter

@@ -10,10 +10,10 @@ import pytest
 from kubesim.gofmt import go_float, go_value
 from kubesim.schema.crd import structural_causes
 from kubesim.schema.defaulting import apply_defaults
-from kubesim.schema.listtypes import list_keys_from_schema
 from kubesim.schema.pruning import prune, unknown_fields
 from kubesim.schema.validation import validate
 from kubesim.ssa.listtypes import ATOMIC, ListType, is_atomic_map
+from kubesim.ssa.schema_lists import list_keys_from_schema
 
 
 def structural_errors(crd: dict[str, Any]) -> list[str]:

@@ -108,7 +108,7 @@ async def test_authorizer_hook_denies_with_403(kubesim: KubeSim) -> None:
 
 
 async def test_cluster_role_authorizer_enforces_rules(kubesim: KubeSim) -> None:
-    from kubesim.auth import ClusterRoleAuthorizer
+    from kubesim.rbac import ClusterRoleAuthorizer
 
     rules = [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "patch"]},
@@ -133,7 +133,7 @@ async def test_cluster_role_authorizer_enforces_rules(kubesim: KubeSim) -> None:
 
 
 async def test_self_subject_access_review_asks_the_authorizer(kubesim: KubeSim) -> None:
-    from kubesim.auth import ClusterRoleAuthorizer
+    from kubesim.rbac import ClusterRoleAuthorizer
 
     kubesim.server.authorizer = ClusterRoleAuthorizer(
         [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]

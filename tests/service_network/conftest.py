@@ -1,5 +1,6 @@
-"""Fixtures of the router tests. HAProxy is required: when it is missing the tests fail with the message that says
-how to install it (./scripts/test installs it), they are never skipped."""
+"""Fixtures of the router tests: short state directories, backends stopped at the end, and networks of routers
+(``net``). The router binary is found as the adaptor finds it (``$ROUTER_BIN``, which ./scripts/test sets after
+building it); when it is missing the tests fail with the message that says how to build it."""
 
 from __future__ import annotations
 
@@ -10,17 +11,6 @@ from pathlib import Path
 
 import pytest
 from router_support import Backend
-
-from service_network.router.errors import HaproxyNotFound
-from service_network.router.process import find_haproxy
-
-
-@pytest.fixture
-def haproxy() -> str:
-    try:
-        return find_haproxy()
-    except HaproxyNotFound as e:
-        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture

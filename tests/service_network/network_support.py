@@ -1,6 +1,5 @@
 """Helpers for tests of several routers on one machine: sites with their CA and router access certificate, routers
-(the whole adaptor with its data plane: the Rust router by default, HAProxy with ``engine="haproxy"``) run from
-router documents in their own state directories and loopback addresses (127.0.60.x - 127.0.62.x), links between
+(the adaptor with its router process) run from router documents in their own state directories and loopback addresses (127.0.60.x - 127.0.62.x), links between
 them, and a ``Cable`` (a loopback TCP relay that can be cut or made silent) to put on a link.
 
 Certificates name their holder as the site controller's do: the access certificate and the client certificates a
@@ -23,8 +22,7 @@ from typing import Any
 from router_certs import Issued, TestCA
 from router_support import free_port
 
-from service_network.router.adaptor import AdaptorOptions, RouterAdaptor, make_adaptor
-from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD, backend_name
+from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
 
@@ -60,12 +58,11 @@ class NetSite:
 
 
 class NetRouter:
-    """One router (adaptor + HAProxy) in-process, from a document file that the test edits."""
+    """One router (the adaptor in-process, its router process) from a document file that the test edits."""
 
     def __init__(self, site: NetSite, name: str, *, block: int = 60, router_id: str | None = None,
-                 access: bool = True, engine: str = "rust") -> None:
+                 access: bool = True) -> None:
         self.site = site
-        self.engine = engine
         self.name = name
         self.host = net_address(block)
         self.state_dir = Path(tempfile.mkdtemp(prefix="snn-", dir="/tmp"))
@@ -81,7 +78,7 @@ class NetRouter:
                 "ca": str(site.ca.ca_file), "cert": str(cert.cert), "key": str(cert.key)}})
             self.doc["routerAccess"] = [{"name": "inter-router", "host": self.host, "port": self.access_port,
                                          "tlsProfile": "site-server"}]
-        self.adaptor: RouterAdaptor | RustAdaptor | None = None
+        self.adaptor: RustAdaptor | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
 
@@ -97,9 +94,7 @@ class NetRouter:
     async def start(self) -> NetRouter:
         self.write()
         self._stop = asyncio.Event()
-        self.adaptor = make_adaptor(FileConfigSource(self.config_path),
-                                    AdaptorOptions(state_dir=self.state_dir, metrics_address=(self.host, 0),
-                                                   engine=self.engine))
+        self.adaptor = RustAdaptor(FileConfigSource(self.config_path), self.state_dir, metrics_address=(self.host, 0))
         self._task = asyncio.create_task(self.adaptor.run(self._stop), name=f"router-{self.name}")
         applied = asyncio.ensure_future(self.adaptor.applied.wait())
         await asyncio.wait({applied, self._task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
@@ -123,9 +118,9 @@ class NetRouter:
             self._task = None
 
     async def crash(self) -> None:
-        """As if the router's Pod died: HAProxy killed (SIGKILL), the adaptor gone; its sockets close."""
+        """As if the router's Pod died: the router process killed (SIGKILL), the adaptor gone; its sockets close."""
         assert self.adaptor is not None
-        pid = self.adaptor.plane.pid if isinstance(self.adaptor, RustAdaptor) else self.adaptor.router.process.pid
+        pid = self.adaptor.plane.pid
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
@@ -174,30 +169,22 @@ class NetRouter:
 
     def link_status(self, name: str) -> dict[str, Any] | None:
         assert self.adaptor is not None
-        if isinstance(self.adaptor, RustAdaptor):
-            links = (self.adaptor.status or {}).get("links", [])
-            return next((x for x in links if x["name"] == name), None)
-        assert self.adaptor.control is not None
-        status = self.adaptor.control.links.get(name)
-        return status.as_json() if status else None
+        links = (self.adaptor.status or {}).get("links", [])
+        return next((x for x in links if x["name"] == name), None)
 
     def routes(self) -> dict[str, dict[str, int]]:
         """routing key -> {link: cost} as this router uses them now."""
         assert self.adaptor is not None
         out: dict[str, dict[str, int]] = {}
-        if isinstance(self.adaptor, RustAdaptor):
-            for route in (self.adaptor.status or {}).get("routes", []):
-                for via in route["via"]:
-                    out.setdefault(route["routingKey"], {})[via["link"]] = via["cost"]
-            return out
-        for r in self.adaptor.routes:
-            out.setdefault(r.routing_key, {})[r.link] = r.cost
+        for route in (self.adaptor.status or {}).get("routes", []):
+            for via in route["via"]:
+                out.setdefault(route["routingKey"], {})[via["link"]] = via["cost"]
         return out
 
     async def link_metric(self, metric: str, link: str) -> int:
-        """A per-link counter of this (Rust) router, e.g. ``streams`` or ``connections``, summed over the link's
-        sessions (the metrics are refreshed every second)."""
-        assert isinstance(self.adaptor, RustAdaptor)
+        """A per-link counter of this router, e.g. ``streams`` or ``connections``, summed over the link's sessions
+        (the metrics are refreshed every second)."""
+        assert self.adaptor is not None
         text = await self.adaptor.plane.metrics_text()
         total = 0
         for line in text.splitlines():
@@ -205,24 +192,11 @@ class NetRouter:
                 total += int(float(line.rsplit(" ", 1)[1]))
         return total
 
-    async def sent_over(self, link: str, key: str) -> int:
-        """Connections this router has sent over ``link`` for ``key`` so far, either engine."""
-        if isinstance(self.adaptor, RustAdaptor):
-            answer = await self.adaptor.plane.request({"op": "links"})
-            return sum(int(g["streams"]) for g in answer.get("links", []) if g["name"] == link)
-        return (await self.hop_totals(backend_name(key))).get(f"_hop:{link}", 0)
-
-    async def hop_totals(self, key_backend: str) -> dict[str, int]:
-        """Connections ever sent per server of a key's backend (hop servers are ``_hop:<link>``; HAProxy only)."""
-        assert isinstance(self.adaptor, RouterAdaptor)
-        totals = await self.adaptor.router.stats()
-        return {server: c.total for (proxy, server), c in totals.items() if proxy == key_backend
-                and server not in ("BACKEND", "FRONTEND")}
-
-    async def info(self) -> dict[str, str]:
-        assert isinstance(self.adaptor, RouterAdaptor)
-        text = await self.adaptor.router.api.worker("show info")
-        return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    async def sent_over(self, link: str) -> int:
+        """Connections this router has sent over ``link`` so far (streams it opened there, for any key)."""
+        assert self.adaptor is not None
+        answer = await self.adaptor.plane.request({"op": "links"})
+        return sum(int(g["streams"]) for g in answer.get("links", []) if g["name"] == link)
 
 
 class Cable:

@@ -1,5 +1,6 @@
 """Helpers for router tests: loopback addresses and free ports, backends that say who answered, configuration
-documents, a started ``Router``, and waits with deadlines. Every address is in 127.0.50.0/24."""
+documents, a running router (``FileRouter``: the adaptor in this process and its router process, as ``service-network
+router --config FILE`` runs them), and waits with deadlines. Every address is in 127.0.50.0/24."""
 
 from __future__ import annotations
 
@@ -17,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.patience import patience
-from service_network.router.config import parse_config
-from service_network.router.router import Router
-from service_network.router.spec import StateLayout
+from service_network.router.rust_adaptor import RustAdaptor
+from service_network.router.sources import FileConfigSource
 
 _next = itertools.count(random.randrange(250))
 
@@ -36,6 +36,18 @@ def alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def router_pid(state_dir: Path) -> int | None:
+    """The router process serving ``state_dir`` (its control socket, ``<state>/router.sock``, is in its command
+    line), or None."""
+    wanted = str(state_dir / "router.sock").encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if wanted in entry.joinpath("cmdline").read_bytes().split(b"\0"):
+                    return int(entry.name)
+    return None
 
 
 def free_port(host: str) -> int:
@@ -143,18 +155,64 @@ def target_connectors(key: str, backends: list[Backend]) -> list[dict[str, Any]]
     return [connector(f"c-{b.name}", key, [b]) for b in backends]
 
 
+class FileRouter:
+    """A router run from a document file that ``apply`` rewrites: the adaptor (``RustAdaptor``) in this process, the
+    router process it starts."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.config = state_dir.with_name(f"{state_dir.name}.json")
+        self.adaptor = RustAdaptor(FileConfigSource(self.config), state_dir)
+
+    def write(self, doc: dict[str, Any]) -> None:
+        tmp = self.config.with_name(f".{self.config.name}.tmp")
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(self.config)
+
+    @property
+    def problems(self) -> list[str]:
+        """What the last document applied withheld, and why."""
+        return self.adaptor.problems
+
+    @property
+    def pid(self) -> int | None:
+        return self.adaptor.plane.pid
+
+    async def metric(self, name: str, labels: str) -> float:
+        """The value of the router's metric ``name`` whose labels contain ``labels`` (0 when there is none)."""
+        text = await self.adaptor.plane.metrics_text()
+        for line in text.splitlines():
+            if line.startswith(f"{name}{{") and labels in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+
 @contextlib.asynccontextmanager
-async def running_router(state_dir: Path, doc: dict[str, Any], haproxy: str) -> AsyncIterator[Router]:
-    router = Router(StateLayout(state_dir), haproxy=haproxy)
+async def running_router(state_dir: Path, doc: dict[str, Any]) -> AsyncIterator[FileRouter]:
+    """The router serving ``doc`` until the block ends; then stopped, and its document file removed."""
+    router = FileRouter(state_dir)
+    router.write(doc)
+    stop = asyncio.Event()
+    task = asyncio.create_task(router.adaptor.run(stop))
+    applied = asyncio.ensure_future(router.adaptor.applied.wait())
     try:
-        await router.start(parse_config(json.dumps(doc)))
+        await asyncio.wait({applied, task}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        assert applied.done(), "the router did not start"
         yield router
     finally:
-        await router.stop()
+        applied.cancel()
+        stop.set()
+        await asyncio.wait_for(task, 30)
+        router.config.unlink(missing_ok=True)
 
 
-async def apply(router: Router, doc: dict[str, Any]) -> Any:
-    return await router.apply(parse_config(json.dumps(doc)))
+async def apply(router: FileRouter, doc: dict[str, Any]) -> list[str]:
+    """Write ``doc`` and wait until the adaptor applied it; what it withheld, and why."""
+    router.adaptor.applied.clear()
+    router.write(doc)
+    await asyncio.wait_for(router.adaptor.applied.wait(), 30)
+    return router.problems
 
 
 async def connect(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

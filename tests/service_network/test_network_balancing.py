@@ -1,4 +1,4 @@
-"""skupper-router's balancing rule across sites, through real HAProxy routers: a new connection goes to the candidate
+"""skupper-router's balancing rule across sites, through real routers: a new connection goes to the candidate
 with the fewest open connections plus path cost (local targets cost 0; a remote site counts the connections this
 router sent to that next hop for the key); ties go to the cheaper candidate, then take turns."""
 

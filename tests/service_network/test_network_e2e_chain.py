@@ -3,8 +3,8 @@ Pods (issue 12's proof): a client in West reaches East's backend through two lin
 link is added and new connections take it; it is cut and new connections are back on the chain within 3 s.
 
 The links are Links applied directly with their Secrets (a client certificate of the remote site's CA), as a
-redeemed token leaves them; which link a connection took is read from West's router Pod (HAProxy's counters of its
-hop servers, one per link)."""
+redeemed token leaves them; which link a connection took is read from West's router Pod (the streams its router
+opened over each link, from its metrics)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ PORT = 7000
 
 
 @pytest.fixture
-async def chain(haproxy: str) -> AsyncIterator[MultiSite]:
+async def chain() -> AsyncIterator[MultiSite]:
     async with multisite_environment("west", "middle", "east") as sites:
         await sites.start_controllers()
         yield sites

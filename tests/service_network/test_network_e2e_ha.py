@@ -1,8 +1,8 @@
 """HA on local clusters with site controllers (issue 12's proof, upstream's HA scenario): West and East are Sites
 with ``ha: true`` (two router Deployments each), linked with a grant in West and a token in East; clients in West
 send requests (connect to the Listener's Service, greeting from an East Pod, a 64-byte echo, close) without pause
-while the four routers are killed in turn (SIGKILL of every process of the router container: HAProxy and its
-adaptor; the kubelet restarts it): fewer than 1 % of the requests fail (upstream accepts 5 %)."""
+while the four routers are killed in turn (SIGKILL of every process of the router container: the router process
+and its adaptor; the kubelet restarts it): fewer than 1 % of the requests fail (upstream accepts 5 %)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ ROUTER = "skupper.io/component=router"
 
 
 @pytest.fixture
-async def sites(haproxy: str) -> AsyncIterator[MultiSite]:
+async def sites() -> AsyncIterator[MultiSite]:
     async with multisite_environment("west", "east") as environment:
         await environment.start_controllers()
         yield environment

@@ -19,7 +19,7 @@ PORT = 7000
 
 
 @pytest.fixture
-async def sites(haproxy: str) -> AsyncIterator[MultiSite]:
+async def sites() -> AsyncIterator[MultiSite]:
     async with multisite_environment("west", "east") as environment:
         await environment.start_controllers()
         yield environment

@@ -1,7 +1,7 @@
 """High availability at the router-document level (Site.spec.ha: two routers per site): both routers of a site
 carry the site's Listeners and Connectors, every router of West links to every router of East, and a continuous
-client load sees fewer than 1 % failed requests while the four routers are killed (SIGKILL of HAProxy, adaptor
-gone) and restarted in turn. Upstream's HA scenario accepts 5 %."""
+client load sees fewer than 1 % failed requests while the four routers are killed (SIGKILL of the router process,
+adaptor gone) and restarted in turn. Upstream's HA scenario accepts 5 %."""
 
 from __future__ import annotations
 

@@ -247,7 +247,7 @@ def test_router_pods_ready_first_then_oldest() -> None:
 # ---- end to end on kubesim ----------------------------------------------------------------------------------------
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         await environment.start_controller()
         yield environment

@@ -12,11 +12,19 @@ import time
 import urllib.request
 from pathlib import Path
 
-from router_support import alive, document, free_port, loopback, refused, target_connectors, wait_until, who
+from router_support import (
+    alive,
+    document,
+    free_port,
+    loopback,
+    refused,
+    router_pid,
+    target_connectors,
+    wait_until,
+    who,
+)
 
-from service_network.router.adaptor import AdaptorOptions, RouterAdaptor
-from service_network.router.errors import RuntimeApiUnavailable
-from service_network.router.runtime_api import RuntimeApi
+from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import ConfigSnapshot, FileConfigSource
 
 
@@ -42,15 +50,13 @@ async def _scrape_async(port: int) -> dict[str, float]:
     return await asyncio.to_thread(_scrape, port)
 
 
-async def test_file_changes_are_applied_and_metrics_count_connections_and_bytes(state_dir, haproxy, start_backend,
-                                                                                tmp_path):
+async def test_file_changes_are_applied_and_metrics_count_connections_and_bytes(state_dir, start_backend, tmp_path):
     host = loopback()
     port = free_port(host)
     config_file = tmp_path / "router.json"
     listener = {"name": "backend", "routingKey": "backend", "host": host, "port": port}
     _write(config_file, document(listeners=[listener]))
-    adaptor = RouterAdaptor(FileConfigSource(config_file),
-                            AdaptorOptions(state_dir=state_dir, haproxy=haproxy, metrics_address=("127.0.0.1", 0)))
+    adaptor = RustAdaptor(FileConfigSource(config_file), state_dir, metrics_address=("127.0.0.1", 0))
     stop = asyncio.Event()
     task = asyncio.create_task(adaptor.run(stop))
     try:
@@ -66,14 +72,14 @@ async def test_file_changes_are_applied_and_metrics_count_connections_and_bytes(
         writer.write(b"x" * 1000)
         assert await asyncio.wait_for(reader.readexactly(1000), 5) == b"x" * 1000
         labels = '{listener="backend",routing_key="backend"}'
-        target = '{connector="c-pod-a",routing_key="backend",target="pod-a"}'
+        target = '{connector="c-pod-a",target="pod-a",routing_key="backend"}'
 
         async def open_counted() -> dict[str, float] | None:   # the apply may still be finishing its bookkeeping
             m = await _scrape_async(adaptor.metrics_port)
             return m if m.get(f"service_network_connector_connections_open{target}") == 1 else None
         m = await wait_until(open_counted, what="open connection counted")
         assert m[f"service_network_listener_connections_open{labels}"] == 1
-        assert m['service_network_listener_accepting{listener="backend"}'] == 1
+        assert m[f"service_network_listener_accepting{labels}"] == 1
         writer.close()
 
         async def counted() -> dict[str, float] | None:
@@ -88,7 +94,7 @@ async def test_file_changes_are_applied_and_metrics_count_connections_and_bytes(
         assert m[f"service_network_connector_connections_total{target}"] == 1
         assert m[f"service_network_connector_bytes_sent_total{target}"] == 1000
         assert m[f"service_network_connector_bytes_received_total{target}"] == 1000 + len("pod-a\n")
-        assert m["service_network_router_haproxy_up"] == 1
+        assert m["service_network_router_up"] == 1
 
         # an invalid document is reported and the running configuration stays
         adaptor.applied.clear()
@@ -115,19 +121,6 @@ async def _run_cli(*args: str, env: dict[str, str] | None = None) -> asyncio.sub
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
-async def test_cli_without_haproxy_says_how_to_install_it(tmp_path, state_dir):
-    config_file = tmp_path / "router.json"
-    _write(config_file, document())
-    empty_bin = tmp_path / "bin"
-    empty_bin.mkdir()
-    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir), "--engine", "haproxy",
-                          env={"PATH": str(empty_bin)})
-    _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 3
-    assert "haproxy not found on PATH: install it with apt-get install haproxy" in err.decode()
-    assert "Traceback" not in err.decode()
-
-
 async def test_cli_without_the_router_binary_says_how_to_build_it(tmp_path, state_dir):
     config_file = tmp_path / "router.json"
     _write(config_file, document())
@@ -139,7 +132,7 @@ async def test_cli_without_the_router_binary_says_how_to_build_it(tmp_path, stat
     assert "Traceback" not in err.decode()
 
 
-async def test_cli_invalid_config_exits_with_field_paths(tmp_path, state_dir, haproxy):
+async def test_cli_invalid_config_exits_with_field_paths(tmp_path, state_dir):
     config_file = tmp_path / "router.json"
     _write(config_file, document(listeners=[{"name": "l", "routingKey": "k", "host": "0.0.0.0 ssl", "port": 99999}]))
     proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir))
@@ -149,25 +142,26 @@ async def test_cli_invalid_config_exits_with_field_paths(tmp_path, state_dir, ha
     assert "listeners[0].port" in text and "Traceback" not in text
 
 
-async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir, haproxy, start_backend):
+async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir, start_backend):
     host = loopback()
     port = free_port(host)
     pod = await start_backend("pod")
     config_file = tmp_path / "router.json"
     _write(config_file, document(listeners=[{"name": "l", "routingKey": "k", "host": host, "port": port}],
                                  connectors=target_connectors("k", [pod])))
-    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir), "--engine", "haproxy")
+    proc = await _run_cli("--config", str(config_file), "--state-dir", str(state_dir))
     try:
         name = await wait_until(lambda: _name_or_none(host, port), within=15, what="router serving")
         assert name == "pod"
-        master = await wait_until(lambda: _master_pid(state_dir), what="master CLI answers")
+        router = router_pid(state_dir)
+        assert router is not None
         # SIGHUP re-reads the file (here unchanged): still serving
         proc.send_signal(signal.SIGHUP)
         assert (await who(host, port))[0] == "pod"
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 30)
         assert proc.returncode == 0
-        assert not alive(master)
+        await wait_until(lambda: not alive(router), what="the router process gone")
         assert await refused(host, port)
     finally:
         if proc.returncode is None:
@@ -175,14 +169,6 @@ async def test_cli_runs_until_sigterm_and_leaves_no_process(tmp_path, state_dir,
             await proc.wait()
         if proc.returncode not in (0, None):
             print((await proc.stderr.read()).decode()[-3000:])
-
-
-async def _master_pid(state_dir: Path) -> int | None:
-    """The master's pid once its CLI answers (workers may serve a moment before it does)."""
-    try:
-        return (await RuntimeApi(state_dir / "master.sock").show_proc()).master_pid
-    except RuntimeApiUnavailable:
-        return None
 
 
 async def _name_or_none(host: str, port: int) -> str | None:
@@ -211,14 +197,14 @@ class _LateSource:
         pass
 
 
-async def test_a_cancelled_run_starts_nothing_afterwards(state_dir, haproxy) -> None:
+async def test_a_cancelled_run_starts_nothing_afterwards(state_dir) -> None:
     """Cancelling ``run`` (not setting ``stop``) while it waits for its first document: when the document comes
-    later, no HAProxy is started behind the caller's back."""
+    later, no router process is started behind the caller's back."""
     host = loopback()
     source = _LateSource(json.dumps(document(
         listeners=[{"name": "l", "routingKey": "k", "host": host, "port": free_port(host)}],
         connectors=[{"name": "c", "routingKey": "k", "port": 9, "targets": [{"host": "127.0.0.1"}]}])))
-    adaptor = RouterAdaptor(source, AdaptorOptions(state_dir=state_dir, haproxy=haproxy))
+    adaptor = RustAdaptor(source, state_dir)
     run = asyncio.create_task(adaptor.run(asyncio.Event()))
     await asyncio.sleep(0.2)
     run.cancel()
@@ -226,5 +212,5 @@ async def test_a_cancelled_run_starts_nothing_afterwards(state_dir, haproxy) -> 
     assert done and run.cancelled()
     source.release.set()
     await asyncio.sleep(1.0)
-    assert adaptor.router.process.pid is None, "HAProxy started after run() was cancelled"
+    assert adaptor.plane.pid is None, "the router process started after run() was cancelled"
     assert not [t for t in asyncio.all_tasks() if t.get_name() in ("router-start", "config-follow")]

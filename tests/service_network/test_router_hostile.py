@@ -1,18 +1,27 @@
-"""Hostile names cannot inject HAProxy configuration: opaque routing keys and names are encoded, addresses that
-cannot be made safe are refused with the field named."""
+"""Hostile names are opaque text: routing keys and names that look like configuration, paths or anything else are
+carried as they are and bind nothing else; addresses that cannot be used are refused with the field named."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from router_support import document, free_port, loopback, refused, running_router, target_connectors, who
+from router_support import (
+    document,
+    free_port,
+    loopback,
+    refused,
+    running_router,
+    target_connectors,
+    wait_until,
+    who,
+)
 
 from service_network.router.config import parse_config
 from service_network.router.errors import ConfigError
 
 
-async def test_hostile_keys_and_names_are_encoded_not_injected(haproxy, state_dir, start_backend):
+async def test_hostile_keys_and_names_are_opaque_text(state_dir, start_backend):
     host = loopback()
     port = free_port(host)
     evil_port = free_port(host)
@@ -26,17 +35,18 @@ async def test_hostile_keys_and_names_are_encoded_not_injected(haproxy, state_di
     connectors = [{"name": "c/../../etc ; x", "routingKey": evil_key, "port": backend.port,
                    "targets": [{"host": backend.host, "name": "pod name\twith tab"}]},
                   *target_connectors(long_key, [other])]
-    async with running_router(state_dir, document(listeners=listeners, connectors=connectors), haproxy):
-        text = (state_dir / "haproxy.cfg").read_text()
-        sections = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
-        assert sections == ["global", "defaults", "frontend listener:long",
-                            "frontend listener:name_20with_20spaces_20_23_20and_20_3b_20semicolons_0anewline",
-                            f"backend key:{sections[4].split(':', 1)[1]}", sections[5]]
-        assert "evil" not in text.replace("k_0afrontend_20evil", "")
-        assert all(len(line) < 400 for line in text.splitlines())
-        assert await refused(host, evil_port), "nothing was bound by the injected line"
-        assert (await who(host, port))[0] == "pod"
-        assert (await who(host, listeners[1]["port"]))[0] == "pod-2"
+    async with running_router(state_dir, document(listeners=listeners, connectors=connectors)) as router:
+        assert router.problems == []
+        assert (await wait_until(lambda: _who(host, port), what="the hostile key's listener")) == "pod"
+        assert (await wait_until(lambda: _who(host, listeners[1]["port"]), what="the long key's listener")) == "pod-2"
+        assert await refused(host, evil_port), "nothing was bound at the port the key names"
+
+
+async def _who(host: str, port: int) -> str | None:
+    try:
+        return (await who(host, port))[0] or None
+    except OSError:
+        return None
 
 
 @pytest.mark.parametrize(("field", "value", "expected"), [

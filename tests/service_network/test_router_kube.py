@@ -1,5 +1,5 @@
 """The router in a Pod: its document from a watched ConfigMap, its TLS material from watched Secrets, bound to the
-Pod IP, with only the API access the site's Role grants. Against kubesim's API (no nodes needed), HAProxy for
+Pod IP, with only the API access the site's Role grants. Against kubesim's API (no nodes needed), the router for
 real; every address is on 127.0.50.0/24."""
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import pytest
 from router_certs import TestCA
 from router_support import Backend, document, free_port, loopback, refused, wait_until, who
 
-from kubesim.auth import ClusterRoleAuthorizer
+from kubesim.rbac import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
 from service_network.router.config import TlsProfile
 from service_network.router.kube import ConfigMapSource, SecretTlsResolver
-from service_network.router.pod_command import usable_state_dir
 from service_network.router.tls import TlsProblem
 from service_network.site.resources import role_rules
 
@@ -101,15 +100,6 @@ async def test_secret_resolver(sim: KubeSim, tmp_path: Path) -> None:
         await api.close()
 
 
-def test_state_dir_with_unsafe_characters_gets_a_short_link(tmp_path: Path) -> None:
-    unsafe = tmp_path / "volumes" / "kubernetes.io~empty-dir" / "state"
-    link = usable_state_dir(unsafe)
-    assert link != unsafe and link.resolve() == unsafe.resolve() and "~" not in str(link)
-    assert usable_state_dir(unsafe) == link                       # stable across restarts
-    assert usable_state_dir(link) == link
-    link.unlink()
-
-
 async def _run_router(sim: KubeSim, pod_ip: str, state: Path, *extra: str,
                       env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
     environment = {**os.environ, "POD_IP": pod_ip, "POD_NAMESPACE": NS, "KUBECONFIG": str(sim.kubeconfig_path),
@@ -126,8 +116,7 @@ async def _stop(process: asyncio.subprocess.Process) -> str:
     return out.decode(errors="replace")
 
 
-async def test_router_pod_binds_its_ip_with_the_role_s_access_only(sim: KubeSim, tmp_path: Path,
-                                                                   haproxy: str) -> None:
+async def test_router_pod_binds_its_ip_with_the_role_s_access_only(sim: KubeSim, tmp_path: Path) -> None:
     authorizer = ClusterRoleAuthorizer(role_rules(), sim.server.store)
     sim.server.authorizer = authorizer
     ip_a, ip_b = loopback(), loopback()
@@ -138,8 +127,10 @@ async def test_router_pod_binds_its_ip_with_the_role_s_access_only(sim: KubeSim,
                                 "targets": [{"host": backend.host, "name": "pod-1"}]}],
                    metrics={"host": "", "port": free_port(ip_a)})
     await sim.api.create("configmaps", config_map(json.dumps(doc)), NS)
-    # two routers on one machine with the same document: each binds its own Pod IP
-    routers = [await _run_router(sim, ip, tmp_path / f"state-{i}", "--metrics-address", f"{ip}:0")
+    # two routers on one machine with the same document: each binds its own Pod IP; their state directories are
+    # where kubelet puts an emptyDir volume (a path with a "~")
+    volumes = tmp_path / "volumes" / "kubernetes.io~empty-dir"
+    routers = [await _run_router(sim, ip, volumes / f"state-{i}", "--metrics-address", f"{ip}:0")
                for i, ip in enumerate((ip_a, ip_b))]
     try:
         for ip in (ip_a, ip_b):

@@ -33,15 +33,18 @@ async def _peer_report(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
 
 async def _first_line(host: str, port: int, context: ssl.SSLContext | None = None,
                       server_hostname: str | None = None) -> str:
+    """The first line the client reads; "" when the router closed or reset the connection (its target refused)."""
     reader, writer = await asyncio.wait_for(
         asyncio.open_connection(host, port, ssl=context, server_hostname=server_hostname), 5)
     try:
         return (await asyncio.wait_for(reader.readline(), 5)).decode().strip()
+    except ConnectionResetError:
+        return ""
     finally:
         writer.close()
 
 
-async def test_listener_terminates_tls(haproxy, state_dir, start_backend, tmp_path):
+async def test_listener_terminates_tls(state_dir, start_backend, tmp_path):
     ca = TestCA(tmp_path / "pki")
     host = loopback()
     port = free_port(host)
@@ -53,7 +56,7 @@ async def test_listener_terminates_tls(haproxy, state_dir, start_backend, tmp_pa
         listeners=[{"name": "backend", "routingKey": "k", "host": host, "port": port, "tlsProfile": "listener-tls"}],
         connectors=[{"name": "c", "routingKey": "k", "port": backend.port,
                      "targets": [{"host": backend.host}]}])
-    async with running_router(state_dir, doc, haproxy):
+    async with running_router(state_dir, doc):
         client = ssl.create_default_context(cafile=str(ca.ca_file))
         assert await _first_line(host, port, client, "backend.west.test") == "plain-pod"
         # a plain TCP client gets no greeting from the backend: the router wants a TLS handshake
@@ -63,7 +66,7 @@ async def test_listener_terminates_tls(haproxy, state_dir, start_backend, tmp_pa
         writer.close()
 
 
-async def test_target_tls_origination(haproxy, state_dir, start_backend, tmp_path):
+async def test_target_tls_origination(state_dir, start_backend, tmp_path):
     ca = TestCA(tmp_path / "pki")
     host = loopback()
     port = free_port(host)
@@ -81,7 +84,7 @@ async def test_target_tls_origination(haproxy, state_dir, start_backend, tmp_pat
                         connectors=[{"name": "c", "routingKey": "k", "port": secure.port, "tlsProfile": "to-backend",
                                      "targets": [{"host": backend_host}], **connector}])
 
-    async with running_router(state_dir, doc(useClientCert=True, verifyHostname=False), haproxy) as router:
+    async with running_router(state_dir, doc(useClientCert=True, verifyHostname=False)) as router:
         assert await _first_line(host, port) == "client-cert=yes"
         # without useClientCert the router presents no certificate: this backend refuses the handshake
         await apply(router, doc(useClientCert=False, verifyHostname=False))
@@ -89,10 +92,9 @@ async def test_target_tls_origination(haproxy, state_dir, start_backend, tmp_pat
         # verifyHostname: the target is addressed by IP, the certificate names backend.test: refused
         await apply(router, doc(useClientCert=True, verifyHostname=True))
         assert await _first_line(host, port) == ""
-        assert (state_dir / "haproxy.cfg").read_text().count(f"verifyhost {backend_host}") == 1
 
 
-async def test_verify_hostname_with_a_dns_target(haproxy, state_dir, start_backend, tmp_path):
+async def test_verify_hostname_with_a_dns_target(state_dir, start_backend, tmp_path):
     """A target named by DNS (localhost): SNI and the certificate check use that name."""
     ca = TestCA(tmp_path / "pki")
     host = loopback()
@@ -103,12 +105,11 @@ async def test_verify_hostname_with_a_dns_target(haproxy, state_dir, start_backe
                    listeners=[{"name": "l", "routingKey": "k", "host": host, "port": port}],
                    connectors=[{"name": "c", "routingKey": "k", "port": good.port, "tlsProfile": "ca-only",
                                 "targets": [{"host": "localhost"}]}])
-    async with running_router(state_dir, doc, haproxy):
+    async with running_router(state_dir, doc):
         assert await _first_line(host, port) == "client-cert=no"
-        assert "sni str(localhost) verifyhost localhost" in (state_dir / "haproxy.cfg").read_text()
 
 
-async def test_missing_tls_file_withholds_listener_and_says_why(haproxy, state_dir, start_backend, tmp_path):
+async def test_missing_tls_file_withholds_listener_and_says_why(state_dir, start_backend, tmp_path):
     ca = TestCA(tmp_path / "pki")
     host = loopback()
     port = free_port(host)
@@ -119,16 +120,14 @@ async def test_missing_tls_file_withholds_listener_and_says_why(haproxy, state_d
         tls_profiles=[{"name": "listener-tls", "files": {"cert": str(issued.cert), "key": str(missing_key)}}],
         listeners=[{"name": "secure", "routingKey": "k", "host": host, "port": port, "tlsProfile": "listener-tls"}],
         connectors=[{"name": "c", "routingKey": "k", "port": backend.port, "targets": [{"host": backend.host}]}])
-    async with running_router(state_dir, doc, haproxy) as router:
-        problems = router.counters.problems
-        assert len(problems) == 1
-        assert "listeners[0] (listener 'secure') withheld" in problems[0]
-        assert f"key file {missing_key} does not exist" in problems[0]
+    async with running_router(state_dir, doc) as router:
+        problems = router.problems
+        assert any("listeners[0] (listener 'secure') withheld" in p for p in problems), problems
+        assert any(f"TLS profile 'listener-tls' key file {missing_key} does not exist" in p for p in problems)
         assert await refused(host, port)
         # the key appears: the same document now applies and the listener serves TLS
         missing_key.parent.mkdir()
         missing_key.write_bytes(issued.key.read_bytes())
-        result = await apply(router, doc)
-        assert result.reloaded and not result.problems
+        assert await apply(router, doc) == []
         client = ssl.create_default_context(cafile=str(ca.ca_file))
         assert await wait_until(lambda: _first_line(host, port, client, host), what="TLS listener") == "pod"

@@ -1,5 +1,5 @@
 """End to end on kubesim: Site, Listener and Connector applied as a user would, the router Pod running for real
-(HAProxy and its adaptor as a host process bound to the Pod IP), bytes from a client through the Listener's Service
+(the router and its adaptor as host processes bound to the Pod IP), bytes from a client through the Listener's Service
 (or the router endpoint the Service forwards to) to backend Pods, and which Pod answered.
 
 kubesim's kube-proxy accepts a connection before dialling the endpoint (it is a user-space relay), so "connection
@@ -33,7 +33,7 @@ async def answer(ip: str, port: int) -> str | None:
 
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         await environment.start_controller()
         yield environment

@@ -15,7 +15,7 @@ from kubesim.errors import ApiError
 
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         await environment.start_controller()
         yield environment

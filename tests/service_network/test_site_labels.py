@@ -23,7 +23,7 @@ UPSTREAM_POD_LABELS = {"app.kubernetes.io/name": "skupper-router", "app.kubernet
 
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         yield environment
 

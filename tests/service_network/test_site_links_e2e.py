@@ -1,6 +1,6 @@
 """Links end to end with one site on kubesim (site controller in-process, the router Pod a real process under its
-Role) and a remote router outside the cluster (East: the adaptor and HAProxy with a router access on a loopback
-address, as `network_support` runs them): a Link applied with its Secret (certificates made by the test) becomes
+Role) and a remote router outside the cluster (East: the adaptor and its router process with a router access on a
+loopback address, as `network_support` runs them): a Link applied with its Secret (certificates made by the test) becomes
 the router's link; the router Pod publishes its network status into ``skupper-network-status``; the controller
 turns it into Link ``Operational`` (with the remote site), Site ``network``, and Listener ``Matched``, which agrees
 with the traffic at every step (Ready and a connection reaches East's backend; Pending and the router refuses). A
@@ -23,7 +23,7 @@ LINKS = "links.skupper.io"
 
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         await environment.start_controller()
         yield environment

@@ -1,5 +1,5 @@
 """The network seen by the site controller (pure): Links -> router ``links[]`` entries and Link status, the routers'
-network status (as ``router.network_status`` writes it) -> the site's network snapshot (which sites its connections
+network status (the router's document, built by ``status_docs.py``) -> the site's network snapshot (which sites its connections
 reach, which reach it), and what compose makes of it: Listener/Connector ``Matched``, Site ``network``, per-Pod
 Services of ``exposePodsByName`` for Pods of remote sites."""
 
@@ -10,11 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from status_docs import LinkState, RouterView, Site, network_status
 from test_site_compose import NS, connector, document, entities, listener, obj, pod, service, site, states
 
-from service_network.router.control import LinkStatus
-from service_network.router.linkstate import Advert, AdvertLink, ServiceEntry, SiteInfo
-from service_network.router.network_status import network_status
 from service_network.router.status_publisher import status_text
 from service_network.site.bindings import BindingError, SecretInfo
 from service_network.site.compose import SiteInputs, SitePlan, compose_site
@@ -137,29 +135,17 @@ def test_link_error_status_has_no_operational_condition() -> None:
 # ---- router network status -> snapshot ---------------------------------------------------------------------------
 
 def advert(site: str, router: str | None = None, links: dict[str, str] | None = None,
-           connectors: Sequence[str] = (), listeners: Sequence[str] = (), seq: int = 1) -> Advert:
+           connectors: Sequence[str] = (), listeners: Sequence[str] = ()) -> RouterView:
     """``links``: link name -> remote router."""
-    return Advert(router=router or f"{site}-uid", site=SiteInfo(id=f"{site}-uid", name=site, namespace=site), seq=seq,
-                  links=tuple(AdvertLink(to=to, cost=1, name=n) for n, to in (links or {}).items()),
-                  services=tuple(ServiceEntry(key=k, connectors=(f"{k}@pod",) if k in connectors else (),
-                                              listeners=(k,) if k in listeners else ())
-                                 for k in sorted({*connectors, *listeners})))
+    return RouterView(router=router or f"{site}-uid", site=Site(id=f"{site}-uid", name=site, namespace=site),
+                      links=tuple((n, to, 1) for n, to in (links or {}).items()),
+                      services=tuple((k, (f"{k}@pod",) if k in connectors else (), (k,) if k in listeners else ())
+                                     for k in sorted({*connectors, *listeners})))
 
 
-def with_peers(adverts: Sequence[Advert]) -> dict[str, Advert]:
-    """The adverts as live routers send them: the remote end of each up link names its dialler as a peer."""
-    peers: dict[str, set[str]] = {}
-    for a in adverts:
-        for x in a.links:
-            peers.setdefault(x.to, set()).add(a.router)
-    return {a.router: a.model_copy(update={"peers": tuple(sorted(peers.get(a.router, set())))}) for a in adverts}
-
-
-def router_status(mine: Advert, *others: Advert, links: Sequence[LinkStatus] = ()) -> RouterStatus:
-    """What the router of ``mine`` writes (router.network_status), through the ConfigMap text, parsed back."""
-    db = with_peers((mine, *others))
-    text = status_text(network_status(db, mine.router, mine.site, links, [], (), ()))
-    return parse_router_status(text)
+def router_status(mine: RouterView, *others: RouterView, links: Sequence[LinkState] = ()) -> RouterStatus:
+    """What the router of ``mine`` reports, through the ConfigMap text, parsed back."""
+    return parse_router_status(status_text(network_status(mine.router, mine.site, (mine, *others), links)))
 
 
 def local(name: str, connectors: Sequence[str] = (), listeners: Sequence[str] = ()) -> SiteRecord:
@@ -211,10 +197,9 @@ def test_ha_routers_of_this_site_are_merged_and_their_links_reported() -> None:
     west2 = advert("west", "west-uid/r2")
     east = advert("east", connectors=["a"], listeners=["b"])
     east_2 = advert("east", connectors=["c"])
-    s1 = router_status(west1, east, links=[LinkStatus("to-east", 1, up=True, remote_router="east-uid",
-                                                              remote_site=SiteInfo(id="east-uid", name="east"))])
-    db2 = {west2.router: west2}
-    s2 = parse_router_status(status_text(network_status(db2, west2.router, west2.site, [], [], (), ())))
+    s1 = router_status(west1, east, links=[LinkState("to-east", 1, up=True, remote_router="east-uid",
+                                                     remote_site=Site(id="east-uid", name="east"))])
+    s2 = router_status(west2)
     s3 = router_status(advert("west", links={"x": "east-uid"}), east_2)
     snapshot = network_snapshot(local("west"), [s1, s2, s3])
     [east_record] = [s for s in snapshot.sites if s.name == "east"]
@@ -244,7 +229,7 @@ def test_invalid_router_status_is_refused_with_a_short_message(text: str) -> Non
 
 
 def test_status_reader_parses_once_per_text_and_ignores_bad_keys() -> None:
-    good = status_text(network_status({}, "west-uid", SiteInfo(id="west-uid", name="west"), [], [], (), ()))
+    good = status_text(network_status("west-uid", Site(id="west-uid", name="west"), []))
     reader = StatusReader()
     cm: dict[str, Any] = {"metadata": {"name": "skupper-network-status", "namespace": NS},
                           "data": {"skupper-router.json": good, "skupper-router-2.json": "{broken"}}
@@ -269,18 +254,16 @@ def compose_with(statuses: Sequence[RouterStatus], *, listeners: Sequence[dict[s
         router_pods=[], select_pods=select, view=RouterStatusView(lambda ns: statuses), links=links))
 
 
-def west_status(*adverts: Advert, links: Sequence[LinkStatus] = ()) -> RouterStatus:
+def west_status(*adverts: RouterView, links: Sequence[LinkState] = ()) -> RouterStatus:
     """A status of the router of the test Site ``west`` (uid ``uid-west``)."""
-    me = SiteInfo(id="uid-west", name="west", namespace=NS)
-    db = with_peers([*adverts, Advert(router="uid-west", site=me, seq=1,
-                                      links=tuple(AdvertLink(to=x.remote_router or "", cost=1, name=x.name)
-                                                  for x in links if x.up))])
-    return parse_router_status(status_text(network_status(db, "uid-west", me, links, [], (), ())))
+    me = Site(id="uid-west", name="west", namespace=NS)
+    mine = RouterView(router="uid-west", site=me,
+                      links=tuple((x.name, x.remote_router or "", 1) for x in links if x.up))
+    return parse_router_status(status_text(network_status("uid-west", me, (*adverts, mine), links)))
 
 
-def up_to_east() -> LinkStatus:
-    return LinkStatus("to-east", 1, up=True, remote_router="east-uid", remote_site=SiteInfo(id="east-uid",
-                                                                                            name="east"))
+def up_to_east() -> LinkState:
+    return LinkState("to-east", 1, up=True, remote_router="east-uid", remote_site=Site(id="east-uid", name="east"))
 
 
 def test_compose_puts_links_in_the_document_and_reports_them() -> None:
@@ -369,12 +352,11 @@ def test_per_pod_services_a_remote_site_can_cause_are_bounded() -> None:
 
 
 def test_what_a_router_refused_over_a_link_becomes_a_warning_on_the_link() -> None:
-    """The Rust router's ``links[].warnings`` (an advertisement over its limits, one about itself): Warning Events
-    on the Link, with the router's words."""
-    me = SiteInfo(id="uid-west", name="west", namespace=NS)
-    db = with_peers([advert("east"), Advert(router="uid-west", site=me, seq=1,
-                                           links=(AdvertLink(to="east-uid", cost=1, name="to-east"),))])
-    raw = json.loads(status_text(network_status(db, "uid-west", me, [up_to_east()], [], (), ())))
+    """The router's ``links[].warnings`` (an advertisement over its limits, one about itself): Warning Events on the
+    Link, with the router's words."""
+    me = Site(id="uid-west", name="west", namespace=NS)
+    views = [advert("east"), RouterView(router="uid-west", site=me, links=(("to-east", "east-uid", 1),))]
+    raw = json.loads(status_text(network_status("uid-west", me, views, [up_to_east()])))
     raw["linksCarryBothWays"] = True
     warnings = ["advertisement of router evil refused: 15000 routing keys (limit 2000)",
                 "an advertisement of this router with sequence number 9 arrived over this link; this router "

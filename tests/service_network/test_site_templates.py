@@ -173,7 +173,7 @@ def test_the_secret_of_a_certificate_is_relabelled_without_a_new_certificate() -
 # ---- on kubesim ------------------------------------------------------------------------------------------------
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         await environment.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                     "metadata": {"name": "ops"}})

@@ -23,7 +23,7 @@ ECHO = {"app": "echo"}
 
 
 @pytest.fixture
-async def env(haproxy: str) -> AsyncIterator[SiteEnv]:
+async def env() -> AsyncIterator[SiteEnv]:
     async with site_environment() as environment:
         await environment.start_controller()
         yield environment

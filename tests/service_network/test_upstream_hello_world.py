@@ -58,7 +58,7 @@ async def _token_from_grant(granting: SiteEnv, redeeming: SiteEnv, grant: str, t
 
 
 @pytest.fixture
-async def sites(haproxy: str) -> AsyncIterator[MultiSite]:
+async def sites() -> AsyncIterator[MultiSite]:
     reference("e2e-hello-world"), reference("controller-example")   # skipped before two sites start for nothing
     async with multisite_environment("west", "east") as environment:
         await environment.start_controllers()

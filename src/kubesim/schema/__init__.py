@@ -2,9 +2,9 @@
 
 The request pipeline for a custom object is ``pruning.prune`` -> ``defaulting.apply_defaults`` ->
 ``validation.validate`` (the apiserver's order: unknown fields are dropped, then defaults fill absent fields, then
-the result is validated). ``crd.structural_causes`` decides whether a CRD's schemas are acceptable at all;
-``listtypes.list_keys_from_schema`` tells server-side apply how the schema's lists merge. Causes are worded by
-``fielderrors``.
+the result is validated). ``crd.structural_causes`` decides whether a CRD's schemas are acceptable at all (how the
+schema's lists merge under server-side apply is read by ``kubesim.ssa.schema_lists``, which builds on this package).
+Causes are worded by ``fielderrors``.
 
 Why a hand-written walker instead of ``jsonschema``: the apiserver's semantics are not JSON Schema's. ``nullable``,
 the ``x-kubernetes-*`` extensions (int-or-string, embedded resources, list types), pruning and defaulting have no

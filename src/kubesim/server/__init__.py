@@ -4,6 +4,7 @@ Routing is done by hand from the path segments (one catch-all route) because Kub
 pattern router (`/api/v1/namespaces/{name}` is an object, `/api/v1/namespaces/{ns}/pods` a collection).
 
 Modules: ``app`` (``ApiServer``: lifecycle, authentication, top-level routing, the resource request pipeline),
+``context`` (``ServerContext``: what every handler gets instead of the server),
 ``routing`` (resource URLs and verbs), ``discovery`` (``/api``, ``/apis``, ``/version``, ``/openapi/v3``),
 ``objects`` (get, list, create, update, patch, delete, deletecollection, scale), ``watchstream`` (watch streams:
 initial events, bookmarks, fault cuts), ``tables`` (Table answers), ``authz`` (403s worded like RBAC's,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -20,21 +20,13 @@ from kubesim.server.authz import USER_KEY
 from kubesim.server.routing import Target
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
 
-class NodeControl(Protocol):
-    """The simulated cluster's side of ``/kubesim/nodes`` (``kubesim.cluster.Cluster``)."""
-
-    async def control_node(self, name: str, action: str) -> bool: ...
-
-    def node_states(self) -> dict[str, bool]: ...
-
-
-async def admin(server: ApiServer, request: web.Request, parts: list[str]) -> web.Response:
+async def admin(ctx: ServerContext, request: web.Request, parts: list[str]) -> web.Response:
     if parts == ["faults"]:
         if request.method == "GET":
-            return wire.json_response(server.faults.to_dict())
+            return wire.json_response(ctx.faults.to_dict())
         if request.method in ("PUT", "PATCH"):
             try:
                 body = json.loads(await request.read())
@@ -42,28 +34,28 @@ async def admin(server: ApiServer, request: web.Request, parts: list[str]) -> we
                 raise errors.bad_request(f"fault settings must be JSON: {e}") from None
             if not isinstance(body, dict):
                 raise errors.bad_request("fault settings must be a JSON object")
-            server.faults.update(body, replace=request.method == "PUT")
-            return wire.json_response(server.faults.to_dict())
+            ctx.faults.update(body, replace=request.method == "PUT")
+            return wire.json_response(ctx.faults.to_dict())
         if request.method == "DELETE":
-            server.faults.reset()
-            return wire.json_response(server.faults.to_dict())
+            ctx.faults.reset()
+            return wire.json_response(ctx.faults.to_dict())
         raise errors.method_not_allowed()
     if parts == ["expire-watches"] and request.method == "POST":
-        server.store.watches.expire()
+        ctx.store.watches.expire()
         return wire.json_response({"expired": True})
     if parts == ["compact"] and request.method == "POST":
-        server.store.compact()
-        return wire.json_response({"compactedRevision": str(server.store.revision)})
+        ctx.store.compact()
+        return wire.json_response({"compactedRevision": str(ctx.store.revision)})
     if parts[:1] == ["nodes"]:
-        return await _nodes(server, request, parts[1:])
+        return await _nodes(ctx, request, parts[1:])
     raise errors.no_such_resource()
 
 
-async def _nodes(server: ApiServer, request: web.Request, rest: list[str]) -> web.Response:
+async def _nodes(ctx: ServerContext, request: web.Request, rest: list[str]) -> web.Response:
     user = request[USER_KEY]
     if "system:masters" not in user.groups:
         raise errors.forbidden(f'User "{user.name}" cannot control nodes: only system:masters may')
-    control = server.node_control
+    control = ctx.node_control
     if control is None:
         raise errors.ApiError(503, "ServiceUnavailable", "this kubesim runs no simulated nodes")
     if rest == [] and request.method == "GET":

@@ -1,6 +1,7 @@
 """``ApiServer``: the HTTP face of a ``Store`` (it owns the registry, store, faults and auth): lifecycle,
 authentication and error answers for every request, top-level routing, and the pipeline of a resource request
-(target, verb, authorization, injected faults, handler)."""
+(target, verb, authorization, injected faults, handler). The store is built here with its hooks (admission, garbage
+collection, namespace lifecycle); handlers get the ``ServerContext`` (``context.py``), never the server."""
 
 from __future__ import annotations
 
@@ -21,24 +22,28 @@ from kubesim.faults import Faults
 from kubesim.rbac import RbacAuthorizer
 from kubesim.resources import Registry
 from kubesim.server import discovery, objects
-from kubesim.server.admin import NodeControl, admin, inject_faults
+from kubesim.server.admin import admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
 from kubesim.server.bindings import binding_request
-from kubesim.server.execstream import ExecCommand, pod_exec
-from kubesim.server.logs import LogPath, pod_log
+from kubesim.server.context import ServerContext
+from kubesim.server.execstream import pod_exec
+from kubesim.server.logs import pod_log
 from kubesim.server.portforward import pod_port_forward
 from kubesim.server.routing import Target, parse_target, verb_of
 from kubesim.server.tokens import token_request
 from kubesim.server.watchstream import watch
 from kubesim.server.wire import bool_param, error_response, json_response
 from kubesim.serviceaccounts import ServiceAccountTokens
+from kubesim.store.gc import GarbageCollector
+from kubesim.store.hooks import StoreHooks
+from kubesim.store.namespaces import Namespaces
 from kubesim.store.persist import StoreFile
 from kubesim.store.store import Store
 from kubesim.taints import DEFAULT_TOLERATION_SECONDS
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[["ApiServer", web.Request, Target], Awaitable[web.StreamResponse]]
+Handler = Callable[[ServerContext, web.Request, Target], Awaitable[web.StreamResponse]]
 _HANDLERS: dict[str, Handler] = {
     "watch": watch,
     "list": objects.list_objects,
@@ -74,26 +79,18 @@ class ApiServer:
         self.admission = Admission(service_cidr=service_cidr, service_node_port_range=service_node_port_range,
                                    default_not_ready_toleration_seconds=default_toleration_seconds,
                                    default_unreachable_toleration_seconds=default_toleration_seconds)
-        self.store = Store(
-            self.registry,
-            self.admission,
-            watch_window=watch_window,
-            namespace_cleanup_delay=namespace_cleanup_delay,
-            gc_delay=gc_delay,
-            persist=persist,
-        )
+        hooks = StoreHooks(admission=self.admission, gc=GarbageCollector(delay=gc_delay),
+                           namespaces=Namespaces(cleanup_delay=namespace_cleanup_delay))
+        self.store = Store(self.registry, hooks, watch_window=watch_window, persist=persist)
         self.faults = faults or Faults()
         self.service_accounts = ServiceAccountTokens(self.store)
         self.authenticator = TokenAuthenticator({self.token: User("kubesim-admin", ("system:masters",))},
                                                 [self.service_accounts])
         self.authorizer: Authorizer = authorizer or RbacAuthorizer(self.store)
-        #: Where container logs are (``pods/<name>/log``); ``KubeSim`` connects it to its simulated cluster.
-        self.pod_logs: LogPath | None = None
-        #: ``kubectl exec`` (``pods/<name>/exec``); ``KubeSim`` connects it to its simulated cluster.
-        self.exec_command: ExecCommand | None = None
-        #: stop/start/restart a node (``/kubesim/nodes/<name>/<action>``, ``kubesim node``); from ``KubeSim``.
-        self.node_control: NodeControl | None = None
-        self.bookmark_interval = bookmark_interval
+        #: what the handlers use; ``KubeSim`` connects its simulated cluster's ``pod_logs`` (``pods/<name>/log``),
+        #: ``exec_command`` (``pods/<name>/exec``) and ``node_control`` (``/kubesim/nodes``) here
+        self.context = ServerContext(store=self.store, registry=self.registry, faults=self.faults,
+                                     service_accounts=self.service_accounts, bookmark_interval=bookmark_interval)
         self.app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner: web.AppRunner | None = None
@@ -153,7 +150,7 @@ class ApiServer:
         if head == "version" and len(parts) == 1:
             return json_response(discovery.VERSION_INFO)
         if head == "kubesim":
-            return await admin(self, request, parts[1:])
+            return await admin(self.context, request, parts[1:])
         if head == "openapi":
             return discovery.openapi_document(self.registry, request, parts[1:])
         if head == "api":
@@ -191,16 +188,17 @@ class ApiServer:
             return await access_review(self.authorizer, request, user)  # every user may ask (system:basic-user)
         authorize(self.authorizer, user, verb, t, request.query.get("fieldSelector"))
         await inject_faults(self.faults, verb, t)
+        ctx = self.context
         if t.subresource == "scale":
-            return await objects.scale(self, request, t, verb)
+            return await objects.scale(ctx, request, t, verb)
         if t.subresource == "token":
-            return await token_request(self, request, t)
+            return await token_request(ctx, request, t)
         if t.subresource == "log":
-            return await pod_log(self, request, t)
+            return await pod_log(ctx, request, t)
         if t.subresource == "exec":
-            return await pod_exec(self, request, t)
+            return await pod_exec(ctx, request, t)
         if t.subresource == "portforward":
-            return await pod_port_forward(self, request, t)
+            return await pod_port_forward(ctx, request, t)
         if t.subresource == "binding" or t.rt.key == "bindings":
-            return await binding_request(self, request, t)
-        return await _HANDLERS[verb](self, request, t)
+            return await binding_request(ctx, request, t)
+        return await _HANDLERS[verb](ctx, request, t)

@@ -13,15 +13,15 @@ from kubesim.server import wire
 from kubesim.server.routing import Target
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
 
-async def binding_request(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def binding_request(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     if t.namespace is None:
         raise errors.no_such_resource()
     body = await wire.json_body(request)
     pod_name, node, annotations = binding_target(body, t.name)
     if not wire.dry_run(request):
-        bind_pod(server.store, t.namespace, pod_name, node, annotations)
+        bind_pod(ctx.store, t.namespace, pod_name, node, annotations)
     return wire.json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                "code": 201}, 201)

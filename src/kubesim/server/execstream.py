@@ -11,7 +11,6 @@ read (the command set reads no input); a TTY is not allocated.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -20,10 +19,8 @@ from kubesim import errors
 from kubesim.server.routing import Target
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
-#: (namespace, pod, container, argv) -> an object with ``code``, ``stdout``, ``stderr``; or why it cannot run
-ExecCommand = Callable[[str, str, str, list[str]], Any]
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 CHUNK = 32 * 1024
 MAX_COMMAND = 64 * 1024
@@ -37,9 +34,9 @@ def _status(code: int, argv: list[str]) -> dict[str, Any]:
             "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
-async def pod_exec(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def pod_exec(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None and t.namespace is not None
-    pod = server.store.get(t.rt, t.namespace, t.name)
+    pod = ctx.store.get(t.rt, t.namespace, t.name)
     names = [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
     container = request.query.get("container") or (names[0] if len(names) == 1 else "")
     if not container:
@@ -58,9 +55,9 @@ async def pod_exec(server: ApiServer, request: web.Request, t: Target) -> web.St
     protocol = next((p for p in PROTOCOLS if p in offered), None)
     if protocol is None:
         raise errors.bad_request(f"no supported streaming protocol offered (kubesim speaks {', '.join(PROTOCOLS)})")
-    if server.exec_command is None:
+    if ctx.exec_command is None:
         raise errors.bad_request("this kubesim has no nodes: there is no container to exec in")
-    result = server.exec_command(t.namespace, t.name, container, list(argv))
+    result = ctx.exec_command(t.namespace, t.name, container, list(argv))
     socket = web.WebSocketResponse(protocols=(protocol,))
     await socket.prepare(request)
     if isinstance(result, str):

@@ -9,7 +9,6 @@ kept apart (the file holds every run of the container) and answers 400; ``follow
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,9 +19,8 @@ from kubesim.server import wire
 from kubesim.server.routing import Target
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
-LogPath = Callable[[str, str, str], Path | None]
 MAX_BYTES = 10 * 1024 * 1024
 
 
@@ -43,9 +41,9 @@ def _read(path: Path, tail_lines: int | None, limit_bytes: int | None) -> bytes:
     return data
 
 
-async def pod_log(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def pod_log(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None and t.namespace is not None
-    pod = server.store.get(t.rt, t.namespace, t.name)
+    pod = ctx.store.get(t.rt, t.namespace, t.name)
     names = [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
     q = request.query
     container = q.get("container") or (names[0] if len(names) == 1 else "")
@@ -57,7 +55,7 @@ async def pod_log(server: ApiServer, request: web.Request, t: Target) -> web.Str
     if wire.bool_param(q.get("previous")):
         raise errors.bad_request("kubesim keeps one log per container (every run appended): previous is not "
                                  "available")
-    path = server.pod_logs(t.namespace, t.name, container) if server.pod_logs is not None else None
+    path = ctx.pod_logs(t.namespace, t.name, container) if ctx.pod_logs is not None else None
     if path is None:
         raise errors.bad_request(f"container {container} in pod {t.name} is not running on a kubesim node: no log")
     tail = wire.int_param(q, "tailLines")

@@ -19,21 +19,21 @@ from kubesim.server.routing import Target
 from kubesim.server.tables import render_table, wants_table
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
 Obj = dict[str, Any]
 
 
-async def get(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def get(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None
-    return respond(server, request, t.rt, server.store.get(t.rt, t.namespace, t.name))
+    return respond(ctx, request, t.rt, ctx.store.get(t.rt, t.namespace, t.name))
 
 
-async def list_objects(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def list_objects(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     q = request.query
     sel_l, sel_f = wire.selectors(q)
     limit = wire.int_param(q, "limit")
-    result = server.store.list(
+    result = ctx.store.list(
         t.rt,
         t.namespace,
         label_selector=sel_l,
@@ -52,37 +52,37 @@ async def list_objects(server: ApiServer, request: web.Request, t: Target) -> we
     )
 
 
-async def create(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def create(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     body = await wire.json_body(request)
     warnings = _field_validation(request, t.rt, body)
-    obj = server.store.create(
+    obj = ctx.store.create(
         t.rt,
         t.namespace,
-        _to_storage(server, t.rt, body),
+        _to_storage(ctx, t.rt, body),
         dry_run=wire.dry_run(request),
         field_manager=wire.manager(request),
     )
-    return wire.with_warnings(respond(server, request, t.rt, obj, 201), warnings)
+    return wire.with_warnings(respond(ctx, request, t.rt, obj, 201), warnings)
 
 
-async def update(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def update(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None
     body = await wire.json_body(request)
     warnings = _field_validation(request, t.rt, body)
-    obj = server.store.update(
+    obj = ctx.store.update(
         t.rt,
         t.namespace,
         t.name,
-        _to_storage(server, t.rt, body),
+        _to_storage(ctx, t.rt, body),
         subresource=t.subresource,
         dry_run=wire.dry_run(request),
         field_manager=wire.manager(request),
         require_rv=True,
     )
-    return wire.with_warnings(respond(server, request, t.rt, obj), warnings)
+    return wire.with_warnings(respond(ctx, request, t.rt, obj), warnings)
 
 
-async def patch_object(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def patch_object(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None
     patch_type = wire.PATCH_TYPES.get(request.content_type)
     if patch_type is None:
@@ -90,11 +90,11 @@ async def patch_object(server: ApiServer, request: web.Request, t: Target) -> we
     body = wire.patch_body(await request.read(), patch_type)
     warnings = _field_validation(request, t.rt, body) if patch_type in ("apply", "merge") else []
     if patch_type == "apply":
-        body = _to_storage(server, t.rt, body)
+        body = _to_storage(ctx, t.rt, body)
         manager = request.query.get("fieldManager")  # required for apply: no default
     else:
         manager = wire.manager(request)
-    obj, created = server.store.patch(
+    obj, created = ctx.store.patch(
         t.rt,
         t.namespace,
         t.name,
@@ -105,14 +105,14 @@ async def patch_object(server: ApiServer, request: web.Request, t: Target) -> we
         force=wire.bool_param(request.query.get("force")),
         dry_run=wire.dry_run(request),
     )
-    return wire.with_warnings(respond(server, request, t.rt, obj, 201 if created else 200), warnings)
+    return wire.with_warnings(respond(ctx, request, t.rt, obj, 201 if created else 200), warnings)
 
 
-async def delete(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def delete(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None
     opts = await wire.delete_options(request)
     grace = opts.get("gracePeriodSeconds")
-    obj, removed = server.store.delete(
+    obj, removed = ctx.store.delete(
         t.rt,
         t.namespace,
         t.name,
@@ -122,7 +122,7 @@ async def delete(server: ApiServer, request: web.Request, t: Target) -> web.Stre
         force=isinstance(grace, int) and not isinstance(grace, bool) and grace == 0,
     )
     if not removed:
-        return respond(server, request, t.rt, obj)
+        return respond(ctx, request, t.rt, obj)
     meta = obj["metadata"]
     details = {"name": meta["name"], "group": t.rt.group, "kind": t.rt.plural, "uid": meta.get("uid")}
     return wire.json_response(
@@ -130,27 +130,27 @@ async def delete(server: ApiServer, request: web.Request, t: Target) -> web.Stre
     )
 
 
-async def delete_collection(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def delete_collection(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     opts = await wire.delete_options(request)
     sel_l, sel_f = wire.selectors(request.query)
-    listed = server.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f)
+    listed = ctx.store.list(t.rt, t.namespace, label_selector=sel_l, field_selector=sel_f)
     for obj in list(listed.items):
         meta = obj["metadata"]
         with contextlib.suppress(ApiError):  # gone meanwhile (GC of an earlier item)
-            server.store.delete(
+            ctx.store.delete(
                 t.rt,
                 meta.get("namespace"),
                 meta["name"],
                 propagation=opts.get("propagationPolicy"),
                 dry_run=wire.dry_run(request),
             )
-    return wire.json_response(_list_body(t.rt, listed.items, wire.list_meta(str(server.store.revision))))
+    return wire.json_response(_list_body(t.rt, listed.items, wire.list_meta(str(ctx.store.revision))))
 
 
-async def scale(server: ApiServer, request: web.Request, t: Target, verb: str) -> web.Response:
+async def scale(ctx: ServerContext, request: web.Request, t: Target, verb: str) -> web.Response:
     """GET/PUT/PATCH of `<deployments|statefulsets>/<name>/scale`: only spec.replicas is writable."""
     assert t.name is not None
-    current = server.store.get(t.rt, t.namespace, t.name)
+    current = ctx.store.get(t.rt, t.namespace, t.name)
     if verb == "get":
         return wire.json_response(scale_of(t.rt, current))
     if verb == "update":
@@ -174,7 +174,7 @@ async def scale(server: ApiServer, request: web.Request, t: Target, verb: str) -
     change: dict[str, Any] = {"spec": {"replicas": replicas}}
     if rv:
         change["metadata"] = {"resourceVersion": rv}
-    obj, _ = server.store.patch(
+    obj, _ = ctx.store.patch(
         t.rt,
         t.namespace,
         t.name,
@@ -195,9 +195,9 @@ def served(rt: ResourceType, obj: Obj) -> Obj:
     return obj
 
 
-def respond(server: ApiServer, request: web.Request, rt: ResourceType, obj: Obj, status: int = 200) -> web.Response:
+def respond(ctx: ServerContext, request: web.Request, rt: ResourceType, obj: Obj, status: int = 200) -> web.Response:
     if wants_table(request):
-        table = render_table(request, rt, [served(rt, obj)], wire.list_meta(str(server.store.revision)))
+        table = render_table(request, rt, [served(rt, obj)], wire.list_meta(str(ctx.store.revision)))
         if table is not None:
             return wire.json_response(table, status)
     return wire.json_response(served(rt, obj), status)
@@ -209,10 +209,10 @@ def _list_body(rt: ResourceType, items: list[Obj], meta: dict[str, Any]) -> dict
     return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta, "items": items}
 
 
-def _to_storage(server: ApiServer, rt: ResourceType, body: Any) -> Any:
+def _to_storage(ctx: ServerContext, rt: ResourceType, body: Any) -> Any:
     """Objects sent to a non-storage CRD version are stored under the storage version (no conversion)."""
     if isinstance(body, dict) and rt.crd_name is not None:
-        storage = server.registry.by_key(rt.key)
+        storage = ctx.registry.by_key(rt.key)
         if storage is not None and storage is not rt and body.get("apiVersion") == rt.api_version:
             body = dict(body, apiVersion=storage.api_version)
     return body

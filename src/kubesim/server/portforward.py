@@ -29,7 +29,7 @@ from kubesim.server import spdy
 from kubesim.server.routing import Target
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
 PROTOCOL = "SPDY/3.1+portforward.k8s.io"
 MAX_REQUESTS = 128
@@ -236,9 +236,9 @@ def _loopback_ip(pod: dict[str, object]) -> str | None:
         return None
 
 
-async def pod_port_forward(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def pod_port_forward(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None and t.namespace is not None
-    pod = server.store.get(t.rt, t.namespace, t.name)
+    pod = ctx.store.get(t.rt, t.namespace, t.name)
     phase = str((pod.get("status") or {}).get("phase") or "Pending")
     if phase != "Running":
         raise errors.bad_request(f"unable to forward port because pod is not running. Current status={phase}")

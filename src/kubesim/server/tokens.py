@@ -14,12 +14,12 @@ from kubesim.server.routing import Target
 from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
 
-async def token_request(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def token_request(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None and t.namespace is not None
-    server.store.get(t.rt, t.namespace, t.name)  # 404 for an unknown ServiceAccount
+    ctx.store.get(t.rt, t.namespace, t.name)  # 404 for an unknown ServiceAccount
     body = await wire.json_body(request)
     if not isinstance(body, dict):
         raise errors.bad_request("a TokenRequest must be an object")
@@ -35,20 +35,20 @@ async def token_request(server: ApiServer, request: web.Request, t: Target) -> w
             raise errors.invalid("TokenRequest", "authentication.k8s.io", t.name, [errors.cause(
                 "spec.boundObjectRef.kind", f"Unsupported value: {str(bound.get('kind'))[:40]!r}: kubesim binds "
                 "tokens to Pods only", "FieldValueNotSupported")])
-        pod_rt = server.registry.require("pods")
-        pod = server.store.get(pod_rt, t.namespace, str(bound.get("name", "")))
+        pod_rt = ctx.registry.require("pods")
+        pod = ctx.store.get(pod_rt, t.namespace, str(bound.get("name", "")))
         if bound.get("uid") and bound["uid"] != pod["metadata"]["uid"]:
             raise errors.conflict("pods", "", pod["metadata"]["name"],
                                   f"the UID in the bound object reference ({str(bound['uid'])[:40]}) does not match "
                                   f"the UID in record ({pod['metadata']['uid']})")
         pod_name, pod_uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     try:
-        token = server.service_accounts.issue(t.namespace, t.name, pod_name=pod_name, pod_uid=pod_uid,
+        token = ctx.service_accounts.issue(t.namespace, t.name, pod_name=pod_name, pod_uid=pod_uid,
                                               expiration_seconds=seconds)
     except ValueError as error:
         raise errors.invalid("TokenRequest", "authentication.k8s.io", t.name, [
             errors.cause("spec.expirationSeconds", f"Invalid value: {seconds}: {error}")]) from None
-    expires = server.service_accounts.expiry(token) or 0.0
+    expires = ctx.service_accounts.expiry(token) or 0.0
     stamp = datetime.datetime.fromtimestamp(expires, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     answer = {
         "apiVersion": "authentication.k8s.io/v1",

@@ -23,12 +23,12 @@ from kubesim.server.tables import render_table, wants_table
 from kubesim.watch import HTTP_MAX_BACKLOG, Watcher, WatchEvent, dumps
 
 if TYPE_CHECKING:
-    from kubesim.server.app import ApiServer
+    from kubesim.server.context import ServerContext
 
 LineMaker = Callable[[str, WatchEvent], bytes]
 
 
-async def watch(server: ApiServer, request: web.Request, t: Target) -> web.StreamResponse:
+async def watch(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     q = request.query
     sel_l, sel_f = wire.selectors(q)
     if t.name is not None:
@@ -39,11 +39,11 @@ async def watch(server: ApiServer, request: web.Request, t: Target) -> web.Strea
     initial = wire.bool_param(q.get("sendInitialEvents"))
     rv = q.get("resourceVersion")
     expired: ApiError | None = None
-    if server.faults.take_expire_next_watch():
+    if ctx.faults.take_expire_next_watch():
         expired = errors.gone("too old resource version: forced expiry (injected fault)")
     else:
         try:
-            w = server.store.watch(
+            w = ctx.store.watch(
                 t.rt,
                 t.namespace,
                 label_selector=sel_l,
@@ -68,13 +68,13 @@ async def watch(server: ApiServer, request: web.Request, t: Target) -> web.Strea
         await resp.prepare(request)
         line = _line_maker(request, t.rt, w)
         if initial:
-            await _send_initial(server, resp, w, t.rt, line)
-        await _pump(server, resp, w, t.rt, timeout, bookmarks, line)
+            await _send_initial(ctx, resp, w, t.rt, line)
+        await _pump(ctx, resp, w, t.rt, timeout, bookmarks, line)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await resp.write_eof()
         return resp
     finally:
-        server.store.watches.stop(w)
+        ctx.store.watches.stop(w)
 
 
 def _line_maker(request: web.Request, rt: ResourceType, w: Watcher) -> LineMaker:
@@ -107,8 +107,8 @@ def _line_maker(request: web.Request, rt: ResourceType, w: Watcher) -> LineMaker
     return lambda typ, ev: ev.line(typ)
 
 
-def _bookmark(server: ApiServer, rt: ResourceType, annotations: dict[str, str] | None = None) -> bytes:
-    metadata: dict[str, object] = {"resourceVersion": str(server.store.revision)}
+def _bookmark(ctx: ServerContext, rt: ResourceType, annotations: dict[str, str] | None = None) -> bytes:
+    metadata: dict[str, object] = {"resourceVersion": str(ctx.store.revision)}
     if annotations:
         metadata["annotations"] = annotations
     mark = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": metadata}
@@ -116,18 +116,18 @@ def _bookmark(server: ApiServer, rt: ResourceType, annotations: dict[str, str] |
 
 
 async def _send_initial(
-    server: ApiServer, resp: web.StreamResponse, w: Watcher, rt: ResourceType, line: LineMaker
+    ctx: ServerContext, resp: web.StreamResponse, w: Watcher, rt: ResourceType, line: LineMaker
 ) -> None:
     chunks = []
     while not w.queue.empty():
         t, ev = w.queue.get_nowait()
         chunks.append(line(t, ev))
-    chunks.append(_bookmark(server, rt, {"k8s.io/initial-events-end": "true"}))
+    chunks.append(_bookmark(ctx, rt, {"k8s.io/initial-events-end": "true"}))
     await resp.write(b"".join(chunks))
 
 
 async def _pump(
-    server: ApiServer,
+    ctx: ServerContext,
     resp: web.StreamResponse,
     w: Watcher,
     rt: ResourceType,
@@ -138,7 +138,7 @@ async def _pump(
     """Copy queued events to the stream until timeout, a fault cut, shutdown or client disconnect."""
     start = time.monotonic()
     deadline = start + timeout_seconds if timeout_seconds else None
-    f = server.faults
+    f = ctx.faults
     cut_after = f.watch_max_events
     if f.watch_max_seconds is not None:
         cut_deadline = start + f.watch_max_seconds
@@ -147,7 +147,7 @@ async def _pump(
     try:
         while True:
             if w.queue.empty():
-                wait = server.bookmark_interval if bookmarks else None
+                wait = ctx.bookmark_interval if bookmarks else None
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -159,7 +159,7 @@ async def _pump(
                 except TimeoutError:
                     if deadline is not None and time.monotonic() >= deadline:
                         return
-                    await resp.write(_bookmark(server, rt))
+                    await resp.write(_bookmark(ctx, rt))
                     continue
                 items = [item]
             else:

@@ -7,8 +7,8 @@ Model: an object is flattened into a *field set* of paths. A path is a tuple of 
 (a field), ``k:<json>`` (a list-map item by its keys), ``v:<json>`` (a set item by value), ``i:<n>`` (an index).
 Leaves are scalars, atomic lists, nulls and empty maps; list items are members too (FieldsV1 ``.``).
 
-Modules: ``listtypes`` (how a list or map merges) and ``builtin_types`` (those of the built-in kinds; CRDs' come
-from ``kubesim.schema.listtypes``), ``fieldsv1`` (paths and their JSON form), ``fieldsets`` (objects flattened and
+Modules: ``listtypes`` (how a list or map merges), ``builtin_types`` (those of the built-in kinds) and
+``schema_lists`` (those of a CRD, read from its schema), ``fieldsv1`` (paths and their JSON form), ``fieldsets`` (objects flattened and
 compared), ``entries`` (managedFields entries), ``merge`` (merging and pruning an apply), ``last_applied`` (kubectl's
 client-side to server-side transition), ``apply`` and ``update`` (the two kinds of write), ``fieldmanager`` (the
 store's entry point: per-kind list types, failures as ``ApiError``).

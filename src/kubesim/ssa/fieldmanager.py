@@ -7,12 +7,12 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.resources import ResourceType
-from kubesim.schema.listtypes import list_keys_from_schema
 from kubesim.ssa.apply import ApplyConflict
 from kubesim.ssa.apply import apply as apply_config
 from kubesim.ssa.builtin_types import builtin_list_keys
 from kubesim.ssa.last_applied import KUBECTL, covered_by_last_applied
 from kubesim.ssa.listtypes import ListKeys
+from kubesim.ssa.schema_lists import list_keys_from_schema
 from kubesim.ssa.update import record_update
 
 

@@ -9,6 +9,7 @@ Modules: ``store`` (``Store``: the read and write paths, one commit per change),
 namespace, name and uid; owners' dependents), ``watchhub`` (the retained event log and the open watches),
 ``listing`` (paged LISTs as consistent snapshots), ``metadata`` (server-owned metadata), ``preconditions``
 (request checks before a write), ``patching`` (patch bodies applied to an object), ``gc`` (owner references,
-propagation policies, finalizers of foreground deletion), ``namespaces`` (namespace lifecycle) and ``deferred``
-(work the background controllers do a moment after a write).
+propagation policies, finalizers of foreground deletion), ``namespaces`` (namespace lifecycle), ``hooks`` (the
+interfaces through which the store calls admission, ``gc`` and ``namespaces``, and what it offers them: none of them
+imports the store) and ``deferred`` (work the background controllers do a moment after a write).
 """

@@ -1,19 +1,18 @@
 """Namespace lifecycle: objects are created only in an existing namespace that is not terminating; deleting a
 namespace marks it ``Terminating``, removes its contents shortly after (as the namespace controller does) and
-removes the namespace once it is empty; the system namespaces may not be deleted."""
+removes the namespace once it is empty; the system namespaces may not be deleted. The store's
+``NamespaceLifecycle`` hooks (``hooks.py``): the store calls them with itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubesim import errors
 from kubesim.jsonvalues import json_clone
 from kubesim.resources import NAMESPACE_KEY, ResourceType
 from kubesim.store.deferred import call_later
+from kubesim.store.hooks import StoreReader, StoreWriter
 from kubesim.store.metadata import now_iso
-
-if TYPE_CHECKING:
-    from kubesim.store.store import Store
 
 Obj = dict[str, Any]
 
@@ -22,14 +21,12 @@ IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 class Namespaces:
-    def __init__(self, store: Store, *, cleanup_delay: float) -> None:
-        self.store = store
+    defaults = DEFAULT_NAMESPACES
+
+    def __init__(self, *, cleanup_delay: float) -> None:
         self.cleanup_delay = cleanup_delay  # seconds between a namespace's DELETE and the removal of its contents
 
-    def _find(self, name: str) -> Obj | None:
-        return self.store.objects.find(self.store.registry.require(NAMESPACE_KEY), None, name)
-
-    def resolve(self, rt: ResourceType, ns: str | None, meta: dict[str, Any]) -> str | None:
+    def resolve(self, store: StoreReader, rt: ResourceType, ns: str | None, meta: dict[str, Any]) -> str | None:
         """The namespace a new object goes to (URL, else body, else ``default``), which must exist and not be
         terminating; cluster-scoped objects get none."""
         if not rt.namespaced:
@@ -43,7 +40,7 @@ class Namespaces:
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
         meta["namespace"] = ns
-        nso = self._find(ns)
+        nso = _find(store, ns)
         if nso is None:
             raise errors.not_found("namespaces", "", ns)
         if nso["metadata"].get("deletionTimestamp"):
@@ -65,7 +62,7 @@ class Namespaces:
             )
         return ns
 
-    def delete(self, rt: ResourceType, old: Obj) -> tuple[Obj, bool]:
+    def delete(self, store: StoreWriter, rt: ResourceType, old: Obj) -> tuple[Obj, bool]:
         """Start deleting a namespace; returns (namespace, removed_now)."""
         name = old["metadata"]["name"]
         if name in IMMORTAL_NAMESPACES:
@@ -82,40 +79,44 @@ class Namespaces:
         new["metadata"]["deletionGracePeriodSeconds"] = 0
         new.setdefault("spec", {})["finalizers"] = ["kubernetes"]
         new.setdefault("status", {})["phase"] = "Terminating"
-        self.store.commit(rt, old, new)
-        if self.store.objects.namespace_is_empty(name):
-            self.maybe_finish(name)
-        elif not call_later(self.cleanup_delay, self._clean, name):
+        store.commit(rt, old, new)
+        if store.objects.namespace_is_empty(name):
+            self.maybe_finish(store, name)
+        elif not call_later(self.cleanup_delay, self._clean, store, name):
             # Like the namespace controller: contents go shortly after the DELETE, not inside it.
-            self._clean(name)
-        return self.store.objects.find(rt, None, name) or new, self.store.objects.find(rt, None, name) is None
+            self._clean(store, name)
+        return store.objects.find(rt, None, name) or new, store.objects.find(rt, None, name) is None
 
-    def resume(self, name: str) -> None:
+    def resume(self, store: StoreWriter, name: str) -> None:
         """A namespace that was terminating when the store was last stopped: its contents go, then it does."""
-        if not call_later(self.cleanup_delay, self._clean, name):
-            self._clean(name)
+        if not call_later(self.cleanup_delay, self._clean, store, name):
+            self._clean(store, name)
 
-    def _clean(self, name: str) -> None:
-        nso = self._find(name)
+    def _clean(self, store: StoreWriter, name: str) -> None:
+        nso = _find(store, name)
         if nso is None or not nso["metadata"].get("deletionTimestamp"):
             return
-        objects = self.store.objects
+        objects = store.objects
         for key in objects.resource_keys():
             if key == NAMESPACE_KEY:
                 continue
             for obj in objects.in_namespace(key, name):
-                ort = self.store.registry.by_key(key)
+                ort = store.registry.by_key(key)
                 if ort is None or not ort.namespaced:
                     continue
                 current = objects.find(ort, name, obj["metadata"]["name"])
                 if current is not None and not current["metadata"].get("deletionTimestamp"):
-                    self.store.delete(ort, name, obj["metadata"]["name"])
-        self.maybe_finish(name)
+                    store.delete(ort, name, obj["metadata"]["name"])
+        self.maybe_finish(store, name)
 
-    def maybe_finish(self, ns: str) -> None:
+    def maybe_finish(self, store: StoreWriter, ns: str) -> None:
         """Remove a terminating namespace once it is empty and has no finalizers left."""
-        nrt = self.store.registry.require(NAMESPACE_KEY)
-        nso = self.store.objects.find(nrt, None, ns)
-        if nso is not None and nso["metadata"].get("deletionTimestamp") and self.store.objects.namespace_is_empty(ns):
+        nrt = store.registry.require(NAMESPACE_KEY)
+        nso = store.objects.find(nrt, None, ns)
+        if nso is not None and nso["metadata"].get("deletionTimestamp") and store.objects.namespace_is_empty(ns):
             if not nso["metadata"].get("finalizers"):
-                self.store.remove(nrt, nso)
+                store.remove(nrt, nso)
+
+
+def _find(store: StoreReader, name: str) -> Obj | None:
+    return store.objects.find(store.registry.require(NAMESPACE_KEY), None, name)

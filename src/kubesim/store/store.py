@@ -1,6 +1,8 @@
 """``Store``: the read and write paths of the object store (get, list, watch, create, update, patch, delete) and
 the commit every change goes through: next revision, indexes, the store file when there is one (``persist.py``), one
-watch event, then the garbage collector's and the namespace controller's follow-up.
+watch event, then the garbage collector's and the namespace controller's follow-up. Admission, garbage collection and
+namespace lifecycle are the hooks the store is built with (``StoreHooks``, ``hooks.py``): it calls them with itself
+and imports none of them.
 
 A store with a file resumes what the file holds: the objects, and revisions going on from the last one. The watch
 window starts empty, so a watch from a revision before the restart is expired (410), as after an etcd compaction,
@@ -18,10 +20,9 @@ from kubesim.jsonvalues import json_clone
 from kubesim.resources import CRD_KEY, NAMESPACE_KEY, Registry, ResourceType, types_from_crd
 from kubesim.ssa import fieldmanager
 from kubesim.store import metadata
-from kubesim.store.gc import FOREGROUND, GarbageCollector
+from kubesim.store.hooks import StoreHooks
 from kubesim.store.index import ObjectIndex
 from kubesim.store.listing import ListResult, check_field_selector, continuation, page, snapshot
-from kubesim.store.namespaces import DEFAULT_NAMESPACES, Namespaces
 from kubesim.store.patching import check_apply_body, patched
 from kubesim.store.persist import StoreFile
 from kubesim.store.preconditions import check_delete, check_no_new_finalizers, check_update_target
@@ -29,7 +30,6 @@ from kubesim.store.watchhub import WatchHub
 from kubesim.watch import Watcher, WatchEvent
 
 if TYPE_CHECKING:
-    from kubesim.admission import Admission
     from kubesim.selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
@@ -46,25 +46,23 @@ class Store:
     def __init__(
         self,
         registry: Registry,
-        admission: Admission,
+        hooks: StoreHooks,
         *,
         watch_window: int = 10_000,
-        namespace_cleanup_delay: float = 0.2,
-        gc_delay: float = 0.2,
         persist: StoreFile | None = None,
     ) -> None:
         self.registry = registry
-        self.admission = admission
+        self.admission = hooks.admission
+        self.gc = hooks.gc
+        self.namespaces = hooks.namespaces
         self.revision = 1
         self.objects = ObjectIndex()
         self.watches = WatchHub(watch_window)
-        self.gc = GarbageCollector(self, delay=gc_delay)
-        self.namespaces = Namespaces(self, cleanup_delay=namespace_cleanup_delay)
         self.persist = persist
         self.resumed = 0  # objects read back from the store file
         if persist is not None:
             self._load(persist)
-        for ns in DEFAULT_NAMESPACES:
+        for ns in self.namespaces.defaults:
             if self.objects.find(self.registry.require(NAMESPACE_KEY), None, ns) is None:
                 self.create(
                     self.registry.require(NAMESPACE_KEY),
@@ -99,13 +97,13 @@ class Store:
         ns_rt = self.registry.require(NAMESPACE_KEY)
         for nso in list(self.objects.iter_objects(ns_rt)):
             if nso["metadata"].get("deletionTimestamp"):
-                self.namespaces.resume(nso["metadata"]["name"])
+                self.namespaces.resume(self, nso["metadata"]["name"])
         for key in self.objects.resource_keys():
             rt = self.registry.by_key(key)
             if rt is None:
                 continue
             for obj in list(self.objects.iter_objects(rt)):
-                self.gc.after_write(rt, obj)
+                self.gc.after_write(self, rt, obj)
 
     # ------------------------------------------------------------------------------------------------- reads
 
@@ -201,7 +199,7 @@ class Store:
         metadata.check_kind(rt, obj, self.registry.accepted_api_versions(rt))
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        ns = self.namespaces.resolve(rt, ns, meta)
+        ns = self.namespaces.resolve(self, rt, ns, meta)
         name = meta.get("name")
         if not name and meta.get("generateName"):
             name = metadata.generate_name(
@@ -421,18 +419,19 @@ class Store:
         if dry_run:
             return old, False
         if rt.key == NAMESPACE_KEY:
-            return self.namespaces.delete(rt, old)
+            return self.namespaces.delete(self, rt, old)
         if propagation == "Orphan":
-            self.gc.orphan_dependents(meta.get("uid", ""))
+            self.gc.orphan_dependents(self, meta.get("uid", ""))
         finalizers = list(meta.get("finalizers") or [])
         if force and rt.key == "pods":
             finalizers = [f for f in finalizers if f != KUBELET_FINALIZER]
+        foreground = self.gc.foreground_finalizer
         if (
             propagation == "Foreground"
             and self.objects.dependents(meta.get("uid", ""))
-            and FOREGROUND not in finalizers
+            and foreground not in finalizers
         ):
-            finalizers.append(FOREGROUND)
+            finalizers.append(foreground)
         if not finalizers:
             self.remove(rt, old)
             return old, True
@@ -447,9 +446,9 @@ class Store:
             if metadata.tracks_generation(rt):
                 nmeta["generation"] = int(meta.get("generation", 1)) + 1
         self.commit(rt, old, new)
-        if FOREGROUND in finalizers:
-            self.gc.delete_dependents(nmeta.get("uid", ""))
-            self.gc.check_foreground(nmeta.get("uid", ""))
+        if foreground in finalizers:
+            self.gc.delete_dependents(self, nmeta.get("uid", ""))
+            self.gc.check_foreground(self, nmeta.get("uid", ""))
         return self.objects.find(rt, ns, name) or new, False
 
     # ----------------------------------------------------------------------------------------------- commits
@@ -478,16 +477,16 @@ class Store:
         gone = copy.copy(shown)
         gone["metadata"] = dict(shown["metadata"], resourceVersion=str(self.revision))
         self._publish("DELETED", rt, gone, old)  # `old`: the stored state, which snapshot lists restore
-        self.admission.released(self, rt, old)
+        self.admission.released(rt, old)
         if rt.key == CRD_KEY:
             self._crd_removed(old)
         # Garbage-collect dependents (background), then re-check foreground owners and terminating namespaces.
-        self.gc.delete_dependents(uid)
+        self.gc.delete_dependents(self, uid)
         self.objects.forget_owner(uid)
         for ref in meta.get("ownerReferences") or []:
-            self.gc.check_foreground(ref.get("uid", ""))
+            self.gc.check_foreground(self, ref.get("uid", ""))
         if ns is not None:
-            self.namespaces.maybe_finish(ns)
+            self.namespaces.maybe_finish(self, ns)
 
     def _publish(self, type_: str, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         namespace = obj.get("metadata", {}).get("namespace", "")
@@ -496,7 +495,7 @@ class Store:
     def _after_write(self, rt: ResourceType, new: Obj) -> None:
         if rt.key == CRD_KEY:
             self.registry.register_crd(types_from_crd(new))
-        self.gc.after_write(rt, new)
+        self.gc.after_write(self, rt, new)
 
     def _crd_removed(self, crd: Obj) -> None:
         name = crd["metadata"]["name"]

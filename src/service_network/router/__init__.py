@@ -1,58 +1,47 @@
-"""The service network's router: HAProxy as the data plane, configured from a declarative document.
+"""The service network's router: the Rust router process (``service-network-router``, built from ``router/``) is
+the data plane; this package is its adaptor, configured from a declarative document.
 
-Public API (what the site controller and the router Pod use):
+Public API (what the site controller, the router Pod and the commands use):
 
 - ``parse_config(text) -> RouterConfig`` (``config.py``): validate a router document; ``ConfigError.problems``.
 - ``RouterConfig(...).to_json()``: the document the controller writes into the router ConfigMap.
-- ``render_config(config, layout, profiles={}) -> str``: haproxy.cfg for a config (pure; see ``spec.compose`` and
-  ``haproxy_config.render`` for the two steps).
-- ``Router(layout, haproxy=..., tls_resolver=...)``: ``await start(config)``, ``await apply(config) -> ApplyResult``,
-  ``await stats()``, ``await stop()``.
 - ``ConfigSource`` (``sources.py``) and ``TlsResolver`` (``tls.py``): the two interfaces a Kubernetes adaptor
-  implements (ConfigMap watch, Secret material); ``FileConfigSource`` and ``FileTlsResolver`` are the file ones.
-- ``run_adaptor(source, AdaptorOptions(...), stop)``: the whole adaptor (apply loop, crash restart, metrics).
+  implements (ConfigMap watch, Secret material: ``kube.py``); ``FileConfigSource`` and ``FileTlsResolver`` are the
+  file ones.
+- ``run_adaptor(source, AdaptorOptions(...), stop)`` (``rust_adaptor.py``): the whole adaptor (TLS material
+  resolved to files, documents handed to the router process, crash restart, network status, metrics);
+  ``RustAdaptor`` for a caller that wants the adaptor itself.
+- ``DataPlane`` (``dataplane.py``): one router process and its control socket, without an adaptor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from .adaptor import AdaptorOptions, RouterAdaptor, run_adaptor
 from .config import CONFIG_VERSION, RouterConfig, parse_config
-from .errors import ConfigError, HaproxyNotFound, RouterError
-from .haproxy_config import render
-from .router import ApplyResult, Router
+from .dataplane import DataPlane
+from .errors import ConfigError, RouterBinaryNotFound, RouterError
+from .options import AdaptorOptions
+from .rust_adaptor import RustAdaptor, adaptor_for, run_adaptor
 from .sources import ConfigSnapshot, ConfigSource, FileConfigSource
-from .spec import StateLayout, compose
 from .tls import FileTlsResolver, ProfileFiles, TlsMaterial, TlsProblem, TlsResolver
 
 __all__ = [
     "CONFIG_VERSION",
     "AdaptorOptions",
-    "ApplyResult",
     "ConfigError",
     "ConfigSnapshot",
     "ConfigSource",
+    "DataPlane",
     "FileConfigSource",
     "FileTlsResolver",
-    "HaproxyNotFound",
     "ProfileFiles",
-    "Router",
-    "RouterAdaptor",
+    "RouterBinaryNotFound",
     "RouterConfig",
     "RouterError",
-    "StateLayout",
+    "RustAdaptor",
     "TlsMaterial",
     "TlsProblem",
     "TlsResolver",
+    "adaptor_for",
     "parse_config",
-    "render_config",
     "run_adaptor",
 ]
-
-
-def render_config(config: RouterConfig, layout: StateLayout,
-                  profiles: Mapping[str, ProfileFiles] | None = None) -> str:
-    """haproxy.cfg for ``config`` (entities whose TLS profile is not in ``profiles`` are left out)."""
-    spec, _ = compose(config, profiles or {}, layout)
-    return render(spec)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from operator_runtime.observability import parse_http_address
 
-from .adaptor import ENGINES, AdaptorOptions, make_adaptor
 from .errors import RouterError, exit_code
+from .options import AdaptorOptions
+from .rust_adaptor import adaptor_for
 from .shutdown import StopSignals, before_exit
 from .sources import FileConfigSource
 
@@ -26,25 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, default=env("ROUTER_CONFIG"), required=not env("ROUTER_CONFIG"),
                         help="router configuration (JSON, docs/service-network-router.md); env ROUTER_CONFIG")
     parser.add_argument("--state-dir", type=Path, default=Path(env("ROUTER_STATE_DIR", ".state/router")),
-                        help="where haproxy.cfg, sockets and TLS material are kept (default .state/router); "
+                        help="where the control socket, TLS material and network.json are kept (default "
+                             ".state/router); "
                              "env ROUTER_STATE_DIR")
     parser.add_argument("--metrics-address", type=parse_http_address, default=env("ROUTER_METRICS_ADDRESS"),
                         help="HOST:PORT of the adaptor's /metrics, /healthz, /readyz (port 0: any free port; "
                              "default: not served); env ROUTER_METRICS_ADDRESS")
-    parser.add_argument("--engine", choices=ENGINES, default=env("ROUTER_ENGINE", "rust"),
-                        help="data plane: rust (the service network's router, default) or haproxy (the previous "
-                             "one, the benchmark baseline); env ROUTER_ENGINE")
     parser.add_argument("--router-binary", default=env("ROUTER_BIN"),
-                        help="the Rust router executable (default: the installed service-network-router); "
+                        help="the router executable (default: the installed service-network-router); "
                              "env ROUTER_BIN")
-    parser.add_argument("--haproxy", default=env("HAPROXY", "haproxy"),
-                        help="haproxy executable with --engine haproxy (name on PATH or path); env HAPROXY")
     parser.add_argument("--log-level", default=env("CONSOLE_LOG_LEVEL", "INFO"), help="log level (default INFO)")
 
 
 def _options(args: argparse.Namespace, metrics: tuple[str, int] | None) -> AdaptorOptions:
-    return AdaptorOptions(state_dir=Path(os.path.abspath(args.state_dir)), haproxy=args.haproxy,
-                          metrics_address=metrics, engine=args.engine, router_binary=args.router_binary)
+    return AdaptorOptions(state_dir=Path(os.path.abspath(args.state_dir)), metrics_address=metrics,
+                          router_binary=args.router_binary)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -56,7 +53,7 @@ async def run(args: argparse.Namespace) -> int:
     source = FileConfigSource(Path(args.config))
     stop = asyncio.Event()
     try:
-        adaptor = make_adaptor(source, _options(args, metrics))
+        adaptor = adaptor_for(source, _options(args, metrics))
         with StopSignals(stop, kill=adaptor.kill, on_hangup=source.refresh):
             await adaptor.run(stop)
     except RouterError as e:

@@ -2,9 +2,10 @@
 the router adaptor reads, as JSON. ``parse_config(text)`` validates it fully or raises ``ConfigError`` naming every
 bad field; nothing from an invalid document is applied.
 
-Version 1. Sections ``routerAccess`` (the inter-router endpoint, mutual TLS), ``links`` (outgoing links to other
-routers' access, with cost) and ``remoteRoutes`` (routes to routing keys behind a link; the adaptor adds the ones its
-link-state protocol computes) carry the service network across sites (docs/service-network-router.md).
+Version 1. Sections ``routerAccess`` (the inter-router endpoint, mutual TLS) and ``links`` (outgoing links to other
+routers' access, with cost) carry the service network across sites (docs/service-network-router.md); the router
+computes its routes itself. ``remoteRoutes`` is still read (documents written for the HAProxy engine, which took
+routes in the document) and checked, but nothing uses it: the adaptor hands the router an empty list.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError, truncate
-from .names import haproxy_id
+from .names import encode_name
 
 __all__ = [
     "CONFIG_VERSION",
@@ -64,7 +65,7 @@ Name = Field(min_length=1, max_length=MAX_NAME)
 
 
 class Site(_Model):
-    """The site this router belongs to (Site UID and name; only reported, never rendered into HAProxy)."""
+    """The site this router belongs to (Site UID and name; reported in the network status and traffic reports)."""
 
     id: str = Field(min_length=1, max_length=253)
     name: str = Field(min_length=1, max_length=253)
@@ -72,14 +73,14 @@ class Site(_Model):
 
 
 class MetricsEndpoint(_Model):
-    """HAProxy's own HTTP endpoint: Prometheus exporter on ``/metrics``, ``/healthz``."""
+    """The router's own HTTP endpoint (as skupper-router's port 9090): ``/metrics``, ``/healthz``."""
 
     host: str = ""
     port: int = Field(ge=1, le=65535)
 
 
 class RouterLimits(_Model):
-    """What linked routers may make the (Rust) router hold (docs/service-network-router.md, "Trust")."""
+    """What linked routers may make the router hold (docs/service-network-router.md, "Trust")."""
 
     keys_per_router: int = Field(default=2000, ge=1, le=1_000_000)
     routers: int = Field(default=256, ge=2, le=100_000)
@@ -98,11 +99,11 @@ class RouterSettings(_Model):
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
     max_connections: int | None = Field(default=None, ge=1, le=10_000_000)
     threads: int | None = Field(default=None, ge=1, le=64)
-    #: HAProxy ``tune.bufsize`` in bytes; default: ``NETWORK_BUFFER_SIZE`` when the router takes part in a network
-    #: (its TLS bytes cannot be spliced and go through these buffers), HAProxy's own (16 kB) otherwise
+    #: the copy buffer of a TLS client or target connection in bytes; default 65536
     buffer_size: int | None = Field(default=None, ge=16_384, le=1_048_576)
-    old_worker_grace_seconds: int | None = Field(default=None, ge=1, le=2_000_000)  # hard-stop-after
-    #: TLS connections per link (the Rust router spreads streams over them); default 2
+    #: accepted for documents written for the HAProxy engine; no effect (the router reconfigures in place)
+    old_worker_grace_seconds: int | None = Field(default=None, ge=1, le=2_000_000)
+    #: TLS connections per link (the router spreads streams over them); default 2
     data_connections: int | None = Field(default=None, ge=1, le=16)
     limits: RouterLimits | None = None
 
@@ -210,8 +211,8 @@ TlsVersion = Literal["1.3", "1.2"]
 
 
 class RouterAccess(_Model):
-    """The router's inter-router endpoint (Skupper RouterAccess, role ``inter-router``): mutual TLS 1.3 with the
-    site CA; each connection names the routing key it wants in SNI (or the control channel's name)."""
+    """The router's inter-router endpoint (Skupper RouterAccess, role ``inter-router``): mutual TLS with the site CA
+    (TLS 1.3 unless ``minTlsVersion``); linking routers' connections join a link (docs: "Links")."""
 
     name: str = Name
     role: Literal["inter-router"] = "inter-router"
@@ -255,8 +256,8 @@ class Peer(_Model):
 
 
 class RemoteRoute(_Model):
-    """``routingKey`` is reachable through ``link`` at path cost ``cost`` (the summed link costs to the nearest
-    router that has a connector for it). The adaptor's link-state routing adds these; a document may pin some."""
+    """``routingKey`` is reachable through ``link`` at path cost ``cost``: read from documents written for the
+    HAProxy engine and checked (the link must exist); the router computes its routes itself and ignores these."""
 
     routing_key: str = Name
     link: str = Name
@@ -284,22 +285,6 @@ class RouterConfig(_Model):
     @property
     def router_id(self) -> str:
         return self.router.id or self.site.id
-
-    def with_link_hosts(self, hosts: dict[str, str]) -> RouterConfig:
-        """This document with links' hosts replaced by the addresses in ``hosts`` (link name -> IP): the adaptor
-        uses the address a link's control channel reached, so hop servers (added at runtime, where HAProxy 2.6
-        resolves no name) use an IP."""
-        links = tuple(x.model_copy(update={"host": hosts[x.name]}) if x.name in hosts and x.host != hosts[x.name]
-                      else x for x in self.links)
-        if links == self.links:
-            return self
-        return self.model_copy(update={"links": links})
-
-    def with_routes(self, routes: tuple[RemoteRoute, ...]) -> RouterConfig:
-        """This document with ``routes`` added to its own ``remoteRoutes`` (the adaptor's computed routes)."""
-        if not routes:
-            return self
-        return self.model_copy(update={"remote_routes": (*self.remote_routes, *routes)})
 
 
 def is_ip_address(text: str) -> bool:
@@ -329,7 +314,7 @@ def _check_names(config: RouterConfig) -> list[str]:
         if value is None:
             return
         try:
-            haproxy_id(value)
+            encode_name(value)
         except ValueError as e:
             problems.append(f"{path}: {e}")
 
@@ -421,7 +406,7 @@ def _check_network(config: RouterConfig) -> list[str]:
     for i, link in enumerate(config.links):
         path = f"links[{i}]"
         try:
-            haproxy_id(link.name)
+            encode_name(link.name)
         except ValueError as e:
             problems.append(f"{path}.name: {e}")
         if link.name in seen:
@@ -434,7 +419,7 @@ def _check_network(config: RouterConfig) -> list[str]:
     for i, route in enumerate(config.remote_routes):
         path = f"remoteRoutes[{i}]"
         try:
-            haproxy_id(route.routing_key)
+            encode_name(route.routing_key)
         except ValueError as e:
             problems.append(f"{path}.routingKey: {e}")
         if route.link not in seen:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import hashlib
 import json
 import logging
@@ -25,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RouterBinaryNotFound, RouterError, RouterStartError
-from .process import die_with_parent
 
 __all__ = ["BINARY", "DataPlane", "router_binary"]
 
@@ -35,6 +35,15 @@ BINARY = "service-network-router"
 STOP_GRACE = 2.0
 REQUEST_TIMEOUT = 30.0
 MAX_ANSWER = 64 * 1024 * 1024
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:  # runs in the child between fork and exec
+    """The child gets SIGTERM when the process that started it dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 #: a Unix socket's path holds at most 107 bytes (sun_path)

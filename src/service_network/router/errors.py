@@ -5,17 +5,9 @@ from __future__ import annotations
 __all__ = [
     "EXIT_CODES",
     "ConfigError",
-    "HaproxyConfigRejected",
-    "HaproxyNotFound",
-    "HaproxyStartError",
-    "ReloadFailed",
     "RouterBinaryNotFound",
     "RouterError",
     "RouterStartError",
-    "RuntimeApiError",
-    "RuntimeApiUnavailable",
-    "RuntimeCommandFailed",
-    "StateDirError",
     "exit_code",
     "truncate",
 ]
@@ -41,23 +33,8 @@ class ConfigError(RouterError):
         super().__init__("invalid router configuration:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-class StateDirError(RouterError):
-    """The state directory cannot hold the router's files and sockets."""
-
-
-class HaproxyNotFound(RouterError):
-    """No ``haproxy`` executable."""
-
-    def __init__(self, name: str = "haproxy") -> None:
-        if "/" in name:
-            text = f"haproxy not found at {name}: install it with apt-get install haproxy"
-        else:
-            text = f"{name} not found on PATH: install it with apt-get install haproxy"
-        super().__init__(text)
-
-
 class RouterBinaryNotFound(RouterError):
-    """No ``service-network-router`` executable (the Rust data plane)."""
+    """No ``service-network-router`` executable (the data plane)."""
 
     def __init__(self, name: str = "service-network-router") -> None:
         super().__init__(f"{truncate(name)[1:-1]} not found: build it with "
@@ -69,48 +46,11 @@ class RouterStartError(RouterError):
     """The router process did not start (its own messages are in the log)."""
 
 
-class HaproxyConfigRejected(RouterError):
-    """``haproxy -c`` refused a rendered configuration (nothing was replaced)."""
-
-    def __init__(self, output: str) -> None:
-        self.output = output
-        super().__init__(f"haproxy refused the rendered configuration (the running one is kept):\n{output[-4000:]}")
-
-
-class HaproxyStartError(RouterError):
-    """HAProxy did not start (its own messages are included)."""
-
-
-class ReloadFailed(RouterError):
-    """A reload did not produce a new worker; the previous worker keeps serving the previous configuration."""
-
-
-class RuntimeApiError(RouterError):
-    """Base of runtime API (master CLI) errors."""
-
-
-class RuntimeApiUnavailable(RuntimeApiError):
-    """The master socket cannot be reached."""
-
-
-class RuntimeCommandFailed(RuntimeApiError):
-    """HAProxy answered a runtime command with an error."""
-
-    def __init__(self, command: str, answer: str) -> None:
-        self.command = command
-        self.answer = answer
-        super().__init__(f"haproxy refused {command!r}: {answer.strip()[:500] or '(empty answer)'}")
-
-
 # exit codes of `service-network router` per error class (first match wins, so subclasses come first)
 EXIT_CODES: list[tuple[type[BaseException], int]] = [
     (ConfigError, 2),
-    (StateDirError, 2),
-    (HaproxyNotFound, 3),
     (RouterBinaryNotFound, 3),
     (RouterStartError, 4),
-    (HaproxyConfigRejected, 4),
-    (HaproxyStartError, 4),
     (RouterError, 1),
 ]
 

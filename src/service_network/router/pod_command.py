@@ -1,24 +1,21 @@
-"""``service-network run router``: the router of a site in its Pod: HAProxy and the adaptor, configured from the
-router ConfigMap and the TLS Secrets of the Pod's namespace (watched), bound to the Pod IP; its network status is
-copied into its key of the ``skupper-network-status`` ConfigMap (``status_publisher.py``).
+"""``service-network run router``: the router of a site in its Pod: the router process and its adaptor, configured
+from the router ConfigMap and the TLS Secrets of the Pod's namespace (watched), bound to the Pod IP; its network
+status is copied into its key of the ``skupper-network-status`` ConfigMap (``status_publisher.py``).
 
-Runs until SIGTERM/SIGINT (HAProxy is stopped with it; the stop is bounded, see ``shutdown.py``, and a second
-signal ends the process at once). In a cluster it uses the Pod's service account
+Runs until SIGTERM/SIGINT (the router process is stopped with it; the stop is bounded, see ``shutdown.py``, and a
+second signal ends the process at once). In a cluster it uses the Pod's service account
 (in-cluster configuration; the Role the site controller creates allows exactly the reads it makes); outside one,
-``--kubeconfig``. Exit codes are those of ``service-network router`` (2 invalid state directory, 3 haproxy missing,
-4 HAProxy refused the configuration, 1 other errors).
+``--kubeconfig``. Exit codes are those of ``service-network router`` (2 invalid settings or state directory, 3 the
+router binary missing, 4 the router did not start, 1 other errors).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import hashlib
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,17 +23,16 @@ from operator_runtime.errors import KubeError
 from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
-from .adaptor import ENGINES, AdaptorOptions, RouterAdaptor, make_adaptor
 from .config import is_ip_address
-from .errors import RouterError, StateDirError, exit_code
-from .rust_adaptor import RustAdaptor
+from .errors import RouterError, exit_code
+from .options import AdaptorOptions
+from .rust_adaptor import RustAdaptor, adaptor_for
 from .shutdown import STEP_SECONDS, StopSignals, before_exit, bounded, cancel_and_wait
-from .spec import StateLayout
 
 if TYPE_CHECKING:
     from .status_publisher import StatusPublisher
 
-__all__ = ["add_arguments", "run", "usable_state_dir"]
+__all__ = ["add_arguments", "run"]
 
 log = logging.getLogger("service_network.router")
 def _namespace() -> str | None:
@@ -60,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-map", default=env("ROUTER_CONFIG_MAP", ROUTER_NAME),
                         help=f"ConfigMap holding the router document [$ROUTER_CONFIG_MAP] (default {ROUTER_NAME})")
     parser.add_argument("--state-dir", type=Path, default=Path(env("ROUTER_STATE_DIR", ROUTER_STATE_DIR)),
-                        help="haproxy.cfg, sockets and TLS material [$ROUTER_STATE_DIR]")
+                        help="the control socket, TLS material and network.json [$ROUTER_STATE_DIR]")
     parser.add_argument("--bind-address", default=pod_ip,
                         help="address bound for Listeners and the metrics endpoint [$POD_IP] (default: all "
                              "interfaces)")
@@ -68,36 +64,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=env("ROUTER_METRICS_ADDRESS") or f"{pod_ip or '0.0.0.0'}:{ADAPTOR_PORT}",
                         help=f"HOST:PORT of the adaptor's /metrics, /healthz, /readyz [$ROUTER_METRICS_ADDRESS] "
                              f"(default $POD_IP:{ADAPTOR_PORT})")
-    parser.add_argument("--engine", choices=ENGINES, default=env("ROUTER_ENGINE", "rust"),
-                        help="data plane: rust (default) or haproxy (the benchmark baseline) [$ROUTER_ENGINE]")
     parser.add_argument("--router-binary", default=env("ROUTER_BIN"),
-                        help="the Rust router executable [$ROUTER_BIN]")
-    parser.add_argument("--haproxy", default=env("HAPROXY", "haproxy"), help="haproxy executable [$HAPROXY]")
+                        help="the router executable [$ROUTER_BIN]")
     parser.add_argument("--log-level", default=env("CONSOLE_LOG_LEVEL", "INFO"), help="[$CONSOLE_LOG_LEVEL]")
 
 
-def usable_state_dir(path: Path) -> Path:
-    """``path``, or a short link to it under the temporary directory when ``path`` cannot be written into
-    haproxy.cfg or is too long for Unix sockets (e.g. a volume directory on a host whose path has a ``~``)."""
+def _state_dir(path: Path) -> Path:
+    """``path`` made absolute and created (an emptyDir volume's directory in a Pod); ``OSError`` when it cannot be."""
     path = Path(os.path.abspath(path))
     path.mkdir(parents=True, exist_ok=True)
-    try:
-        StateLayout(path).check()
-        return path
-    except StateDirError as problem:
-        digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-        link = Path(tempfile.gettempdir()) / f"sn-router-{digest}"
-        with contextlib.suppress(FileNotFoundError):
-            if link.is_symlink() and link.readlink() != path:
-                link.unlink()
-        if not link.is_symlink():
-            link.symlink_to(path, target_is_directory=True)
-        StateLayout(link).check()
-        log.info("state directory %s is not usable as it is (%s); using the link %s", path, problem, link)
-        return link
+    return path
 
 
-async def _publish(adaptor: RouterAdaptor | RustAdaptor, publisher: StatusPublisher) -> None:
+async def _publish(adaptor: RustAdaptor, publisher: StatusPublisher) -> None:
     """Run ``publisher`` with the adaptor's network status, waking it whenever the adaptor writes a new one."""
     async def follow() -> None:
         while True:
@@ -128,7 +107,7 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     metrics = args.metrics_address if not isinstance(args.metrics_address, str) else parse_http_address(args.metrics_address)
     try:
-        state_dir = usable_state_dir(args.state_dir)
+        state_dir = _state_dir(args.state_dir)
         api = make_api(args.kubeconfig)
     except (RouterError, OSError) as e:
         print(f"service-network run router: {e}", file=sys.stderr)
@@ -139,16 +118,15 @@ async def run(args: argparse.Namespace) -> int:
     source = ConfigMapSource(api, args.namespace, args.config_map, ROUTER_CONFIG_KEY)
     resolver = SecretTlsResolver(api, args.namespace, on_change=source.refresh)
     stop = asyncio.Event()
-    options = AdaptorOptions(state_dir=state_dir, haproxy=args.haproxy, metrics_address=metrics,
-                             tls_resolver=resolver, bind_host=args.bind_address or None, engine=args.engine,
-                             router_binary=args.router_binary)
+    options = AdaptorOptions(state_dir=state_dir, metrics_address=metrics, tls_resolver=resolver,
+                             bind_host=args.bind_address or None, router_binary=args.router_binary)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
     publisher = StatusPublisher(api, args.namespace, NETWORK_STATUS_NAME, f"{args.config_map}.json",
                                 field_manager=f"service-network-router-{args.config_map}")
     publishing: asyncio.Task[None] | None = None
     try:
-        adaptor = make_adaptor(source, options)
+        adaptor = adaptor_for(source, options)
         with StopSignals(stop, kill=adaptor.kill, on_hangup=source.refresh):
             publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
             await adaptor.run(stop)
@@ -159,14 +137,13 @@ async def run(args: argparse.Namespace) -> int:
         print(f"service-network run router: {e}", file=sys.stderr)
         return 1
     finally:
-        # HAProxy is stopped (adaptor.run); what is left talks to the API server, which may be gone or slow
+        # the router process is stopped (adaptor.run); what is left talks to the API server, which may be gone or
+        # slow
         steps = [bounded(resolver.stop(), STEP_SECONDS, "stopping the Secrets watch"),
                  bounded(source.stop(), STEP_SECONDS, "stopping the ConfigMap watch")]
         if publishing is not None:
             steps.append(cancel_and_wait(publishing, STEP_SECONDS))
         await asyncio.gather(*steps)
         await bounded(api.close(), STEP_SECONDS, "closing the API client")
-        if state_dir != args.state_dir.absolute() and state_dir.is_symlink():
-            state_dir.unlink(missing_ok=True)      # the short link made for an unusable path
         before_exit()
     return 0

@@ -1,11 +1,13 @@
-"""The router adaptor for the Rust data plane: reads configuration snapshots from a ``ConfigSource``, resolves
-each TLS profile to files in the state directory (Secrets through the ``TlsResolver``), hands the document to the
-router process (``dataplane.DataPlane``), restarts that process after a crash, copies its network status into
-``<state>/network.json`` and serves ``/metrics``, ``/healthz``, ``/readyz`` and ``/network``.
+"""The router adaptor: reads configuration snapshots from a ``ConfigSource``, resolves each TLS profile to files in
+the state directory (Secrets through the ``TlsResolver``), hands the document to the router process
+(``dataplane.DataPlane``, the Rust ``service-network-router``), restarts that process after a crash, copies its
+network status into ``<state>/network.json`` and serves ``/metrics``, ``/healthz``, ``/readyz`` and ``/network``.
 
 Links, the control channel and link-state routing live in the router process itself: it dials the links, accepts
 them on its router access and carries streams both ways over them. This adaptor only configures and observes.
-Same surface as the HAProxy adaptor (``adaptor.RouterAdaptor``), which stays as the benchmark baseline.
+
+Entry points: ``adaptor_for(source, AdaptorOptions(...))`` (the commands build the adaptor themselves, so that
+their stop signals can kill its router process, ``shutdown.py``) and ``run_adaptor(source, options, stop)``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from prometheus_client.registry import Collector
 from .config import RouterConfig, parse_config, with_bind_host
 from .dataplane import DataPlane
 from .errors import ConfigError, RouterError, truncate
+from .options import AdaptorOptions
 from .shutdown import STEP_SECONDS, bounded, cancel_and_wait
 from .sources import ConfigSnapshot, ConfigSource
 from .tls import (
@@ -38,7 +41,7 @@ from .tls import (
     write_material,
 )
 
-__all__ = ["RustAdaptor"]
+__all__ = ["RustAdaptor", "adaptor_for", "run_adaptor"]
 
 log = logging.getLogger("service_network.router.adaptor")
 
@@ -67,7 +70,7 @@ class _Collector(Collector):
 
 
 class RustAdaptor:
-    """Keeps one Rust router process in line with its configuration source."""
+    """Keeps one router process in line with its configuration source."""
 
     def __init__(self, source: ConfigSource, state_dir: Path, *, metrics_address: tuple[str, int] | None = None,
                  tls_resolver: TlsResolver | None = None, bind_host: str | None = None,
@@ -316,3 +319,15 @@ class RustAdaptor:
         finally:
             self.plane.kill()
         log.info("router stopped")
+
+
+def adaptor_for(source: ConfigSource, options: AdaptorOptions) -> RustAdaptor:
+    """The adaptor ``options`` describe, following ``source``."""
+    return RustAdaptor(source, options.state_dir, metrics_address=options.metrics_address,
+                       tls_resolver=options.tls_resolver, bind_host=options.bind_host,
+                       router_binary=options.router_binary)
+
+
+async def run_adaptor(source: ConfigSource, options: AdaptorOptions, stop: asyncio.Event) -> None:
+    """Run a router adaptor until ``stop`` is set (see ``RustAdaptor.run``)."""
+    await adaptor_for(source, options).run(stop)

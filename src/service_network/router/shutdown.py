@@ -1,11 +1,11 @@
 """How the router process stops: every step of its shutdown has a time limit, and so has the whole.
 
 - :func:`bounded` awaits one step for at most some seconds; a step that fails or takes longer is logged and left
-  behind, so that the steps after it (stopping HAProxy above all) still run.
+  behind, so that the steps after it (stopping the router process above all) still run.
 - :func:`cancel_and_wait` cancels a task and waits a bounded time for it to end; the task's own failure is logged,
   never raised, and a cancellation of the caller is never swallowed.
 - :class:`StopSignals` turns SIGTERM/SIGINT into the stop event. The first signal also arms a watchdog: should the
-  process still run ``deadline`` seconds later, it kills HAProxy's process group and exits with code 1. A second
+  process still run ``deadline`` seconds later, it kills the router process's group and exits with code 1. A second
   signal does that at once (exit code 128 + the signal number).
 - :func:`before_exit` spares the exiting interpreter its last garbage collection of every module's objects
   (about 0.2 s of the router's stop, more than the rest of it).
@@ -98,7 +98,7 @@ class StopSignals:
     """SIGTERM and SIGINT set ``stop``; the first arms the watchdog, a second one ends the process at once.
     SIGHUP calls ``on_hangup`` (when given), e.g. to re-read the configuration.
 
-    ``kill`` kills HAProxy's process group (``HaproxyProcess.kill``); it is called from the signal handler or the
+    ``kill`` kills the router process's group (``DataPlane.kill``); it is called from the signal handler or the
     watchdog thread before the process exits there. Use as a context manager inside the running event loop; the
     previous handlers are restored on exit. The watchdog, once armed, stays armed until the process exits: a
     shutdown that hangs even after ``run`` returned (e.g. a stuck thread of the default executor) is ended too."""
@@ -137,7 +137,7 @@ class StopSignals:
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if self.received is not None:
-            _say(f"second stop signal ({name}): killing HAProxy and exiting now")
+            _say(f"second stop signal ({name}): killing the router and exiting now")
             self._exit(128 + signum)
         self.received = signum
         self._watchdog = threading.Timer(self.deadline, self._expired)
@@ -151,7 +151,7 @@ class StopSignals:
         self.stop.set()
 
     def _expired(self) -> None:
-        _say(f"shutdown did not finish within {self.deadline:g}s: killing HAProxy and exiting with code 1")
+        _say(f"shutdown did not finish within {self.deadline:g}s: killing the router and exiting with code 1")
         self._exit(1)
 
     def _exit(self, code: int) -> None:

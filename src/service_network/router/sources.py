@@ -1,8 +1,8 @@
 """Where the router's configuration comes from: the ``ConfigSource`` interface and its file implementation.
 
 The adaptor asks a source for snapshots (the document's current text) and applies each; it does not care whether
-the text comes from a file (``FileConfigSource``, for the router run by hand or in "system" mode) or, later, from a
-watched ConfigMap. A file is watched with inotify on its directory (so editors' rename-over-writes and kubelet's
+the text comes from a file (``FileConfigSource``, for the router run by hand or in "system" mode) or from a watched
+ConfigMap (``kube.ConfigMapSource``, in a router Pod). A file is watched with inotify on its directory (so editors' rename-over-writes and kubelet's
 ``..data`` symlink swaps are seen) plus an explicit ``refresh()`` (SIGHUP); nothing polls.
 """
 

@@ -1,7 +1,7 @@
 """The router Pod's network status, copied into the ``skupper-network-status`` ConfigMap (I/O).
 
-The adaptor keeps its network status (``network_status.py``; written at most once per second, only when it
-changed); this publisher writes it, as compact JSON, to the router's own key of the ConfigMap the site controller
+The adaptor keeps the network status its router process reports (``rust_adaptor.py``: asked for four times a
+second, kept when it changed); this publisher writes it, as compact JSON, to the router's own key of the ConfigMap the site controller
 created (server-side apply with a field manager per router, so the two routers of an HA site never take each
 other's key). It watches that ConfigMap (list+watch by name) and writes only when the key differs from the status:
 a restarted router whose status is unchanged writes nothing, and a key that someone removed or the controller's

@@ -1,10 +1,9 @@
-"""TLS profiles: read their material (files now; Kubernetes Secrets through another ``TlsResolver`` later), check it
-with ``cryptography`` (PEM parses, the key belongs to the certificate), and write it into the state directory where
-HAProxy reads it.
+"""TLS profiles: read their material (files, or Kubernetes Secrets through another ``TlsResolver``: ``kube.py``),
+check it with ``cryptography`` (PEM parses, the key belongs to the certificate), and write it into the state
+directory, where the router process reads it (the adaptor hands the router documents naming these files).
 
 Material lives in content-addressed directories (``tls/<profile>-<sha256>/``): a path names one content forever, so
-HAProxy's per-path certificate cache can never serve stale material, and a running worker that loaded a path can
-take new servers using it through the runtime API (see ``plan.py``).
+a changed profile is a changed path, which the router sees as a changed entity and loads anew.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from .config import TlsProfile
-from .names import haproxy_id
+from .names import encode_name
 
 __all__ = [
     "FileTlsResolver",
@@ -131,7 +130,7 @@ def check_material(material: TlsMaterial) -> None:
 
 @dataclass(frozen=True)
 class ProfileFiles:
-    """Where HAProxy reads a profile: ``ca_file`` and ``cert_file`` (certificate chain followed by the key)."""
+    """Where the router reads a profile: ``ca_file`` and ``cert_file`` (certificate chain followed by the key)."""
 
     ca_file: Path | None
     cert_file: Path | None
@@ -161,7 +160,7 @@ def write_material(tls_dir: Path, profile: str, material: TlsMaterial) -> Profil
     digest = hashlib.sha256()
     for part in (material.ca, combined):
         digest.update(len(part or b"").to_bytes(8, "big") + (part or b""))
-    directory = tls_dir / f"{haproxy_id(profile, max_len=40)}-{digest.hexdigest()[:16]}"
+    directory = tls_dir / f"{encode_name(profile, max_len=40)}-{digest.hexdigest()[:16]}"
     ca_file = directory / "ca.pem" if material.ca else None
     cert_file = directory / "cert.pem" if combined else None
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -173,7 +172,7 @@ def write_material(tls_dir: Path, profile: str, material: TlsMaterial) -> Profil
 
 
 def remove_unused_material(tls_dir: Path, keep: Iterable[Path]) -> None:
-    """Delete material directories no configuration references any more (workers keep what they loaded)."""
+    """Delete material directories no configuration references any more (the router keeps what it loaded)."""
     keep_dirs = {p.parent for p in keep}
     if not tls_dir.is_dir():
         return

@@ -99,8 +99,7 @@ class SiteInputs:
     attached_bindings: Sequence[Mapping[str, Any]] = ()    # AttachedConnectorBindings of the namespace
     attached_connectors: Sequence[Mapping[str, Any]] = ()  # AttachedConnectors naming it as spec.siteNamespace
     multi_key_listeners: Sequence[Mapping[str, Any]] = ()
-    #: listeners the site's routers report bound (None: not reported, e.g. no router status yet and the HAProxy
-    #: baseline); Service name -> the port names its EndpointSlices route to a ready endpoint (None: not checked)
+    #: listeners the site's routers report bound (None: not reported, e.g. no router status yet); Service name -> the port names its EndpointSlices route to a ready endpoint (None: not checked)
     listening: frozenset[str] | None = None
     ready_ports: Mapping[str, frozenset[str]] | None = None
     #: the link identities the site issued or bound (docs: "Trust"), by identity

@@ -108,9 +108,10 @@ class _Status(_In):
     site: _SiteId
     sites: tuple[_Site, ...] = Field(default=(), max_length=10_000)
     links: tuple[_Link, ...] = Field(default=(), max_length=10_000)
-    #: the Rust router's links carry connections both ways; HAProxy's (the baseline) only from the dialing side
+    #: True from the router (its links carry connections both ways); absent from statuses of the earlier HAProxy
+    #: engine, whose links carried them only from the dialing side
     links_carry_both_ways: bool = False
-    #: the listeners whose sockets are bound now (the Rust router; None: not reported)
+    #: the listeners whose sockets are bound now (None: not reported, as by the earlier HAProxy engine)
     listening: tuple[str, ...] | None = Field(default=None, max_length=100_000)
     incoming: tuple[_Incoming, ...] = Field(default=(), max_length=10_000)
     refused: tuple[_Refusal, ...] = Field(default=(), max_length=64)

@@ -68,7 +68,7 @@ class LinkReport:
     remote_site_id: str | None = None
     remote_site_name: str | None = None
     router: str = ""
-    #: what the router refused or overrode of what came over this link (the Rust router's ``warnings``)
+    #: what the router refused or overrode of what came over this link (the router's ``warnings``)
     warnings: tuple[str, ...] = ()
 
 

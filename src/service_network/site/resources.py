@@ -1,5 +1,5 @@
 """The Kubernetes objects of a site's router (pure): Deployment ``skupper-router`` running the project's image as
-``service-network run router`` (HAProxy and its adaptor), its ServiceAccount, Role and RoleBinding (only what the
+``service-network run router`` (the router process and its adaptor), its ServiceAccount, Role and RoleBinding (only what the
 adaptor reads: the router ConfigMap and the TLS Secrets; and the one write it makes: its network status into the
 ``skupper-network-status`` ConfigMap), and the router ConfigMap holding the router document.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ..router.names import haproxy_id
+from ..router.names import encode_name
 
 __all__ = [
     "MAX_QUOTED",
@@ -88,7 +88,7 @@ def routing_key_problem(key: str) -> str | None:
     if len(key) > MAX_ROUTING_KEY:
         return f"routingKey of {len(key)} characters is longer than {MAX_ROUTING_KEY}"
     try:
-        haproxy_id(key)
+        encode_name(key)
     except ValueError as e:
         return f"routingKey {quoted(key)} cannot be used: {e}"
     return None

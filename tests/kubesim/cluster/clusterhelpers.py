@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from kubesim.cluster import Cluster
+from kubesim.cluster.cluster import Cluster
 from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
 from kubesim.errors import ApiError
 from kubesim.patience import patience

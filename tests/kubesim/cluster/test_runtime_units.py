@@ -231,7 +231,7 @@ async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_e
 async def test_a_stop_step_that_never_ends_is_abandoned_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
     """A component whose stop swallows its cancellation cannot hang a teardown: the step is abandoned after the
     bound and named in the error."""
-    import kubesim.cluster as cluster_module
+    import kubesim.cluster.cluster as cluster_module
 
     monkeypatch.setattr(cluster_module, "STOP_STEP_SECONDS", 0.2)
     release = asyncio.Event()

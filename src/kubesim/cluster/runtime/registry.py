@@ -2,10 +2,11 @@
 
 The simulated kubelet asks ``RuntimeRegistry.lookup(image)`` for every container of a Pod it starts. A handler is
 anything with ``async start(spec: ContainerSpec) -> Container``: the built-in ones run small servers inside the
-kubesim process (``agnhost``, ``nginx``, ``pause``); a later handler may run a host process for an image (the
-project's own image, say) without the kubelet changing. Containers of images without a handler never start: they
-wait with ``ImagePullBackOff``, a message listing the images that run here, and a Warning Event, so a Pod is never
-shown Running with nothing behind it.
+kubesim process (``agnhost``, ``nginx``, ``pause``, ``busybox``, Skupper's hello-world);
+``hostprocess.HostProcessHandler`` runs an image's containers as host processes (the project's own image), the
+kubelet none the wiser. Containers of images without a handler never start: they wait with ``ImagePullBackOff``, a
+message listing the images that run here, and a Warning Event, so a Pod is never shown Running with nothing behind
+it.
 
 Images are matched by repository, never by tag or digest, from the most to the least specific form:
 ``registry.k8s.io/e2e-test-images/agnhost:2.53`` is looked up as ``registry.k8s.io/e2e-test-images/agnhost``, then

@@ -1,0 +1,22 @@
+"""What a router adaptor is started with (``AdaptorOptions``): the commands build it from their flags and
+environment, ``rust_adaptor.adaptor_for`` turns it into an adaptor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tls import TlsResolver
+
+__all__ = ["AdaptorOptions"]
+
+
+@dataclass(frozen=True)
+class AdaptorOptions:
+    state_dir: Path
+    metrics_address: tuple[str, int] | None = None     # port 0: any free port (see the adaptor's metrics_port)
+    tls_resolver: TlsResolver | None = None             # default: TLS profiles from files
+    #: Address for entities the document binds on all interfaces (host ""): a router Pod binds its Pod IP, so
+    #: that several routers on one machine (kubesim) never share a port.
+    bind_host: str | None = None
+    router_binary: str | None = None    # the router executable (default: see dataplane.router_binary)
