@@ -42,6 +42,7 @@ class NetSite:
         self.dir = directory / name
         self.ca = TestCA(self.dir, f"{name}-ca")
         self._n = itertools.count()
+        self._clients: dict[tuple[str, str], Issued] = {}
 
     @property
     def id(self) -> str:
@@ -53,8 +54,13 @@ class NetSite:
 
     def client_cert(self, for_site: str, cn: str | None = None) -> Issued:
         """A client certificate for a site that links to this one (what redeeming a token gives): its common name
-        is the redeeming site's id (``cn``; default the id of the test site named ``for_site``)."""
-        return self.ca.issue(f"{for_site}-to-{self.name}-{next(self._n)}", client=True, cn=cn or f"{for_site}-uid")
+        is the redeeming site's id (``cn``; default the id of the test site named ``for_site``). One per linking
+        site and name, as a redemption gives one credential that every router of the site uses (a second
+        certificate for an identity that is linked is refused: docs/service-network-router.md, "Trust")."""
+        key = (for_site, cn or f"{for_site}-uid")
+        if key not in self._clients:
+            self._clients[key] = self.ca.issue(f"{for_site}-to-{self.name}-{next(self._n)}", client=True, cn=key[1])
+        return self._clients[key]
 
 
 class NetRouter:
