@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import platform
@@ -31,12 +30,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from site_cluster import create, site_cluster, wait_for
+
 NAMESPACE = "bench"
-GROUP = "skupper.io/v2alpha1"
 GOAL_SECONDS = 0.25
 GOAL_RATIO = 2.5
 #: the verbs measured, and whether they need the cluster
@@ -51,57 +50,12 @@ VERBS: dict[str, tuple[list[str], bool]] = {
 GOALS = ("--help", "site status", "listener status")
 
 
-@contextlib.asynccontextmanager
-async def _cluster(state: Path) -> AsyncIterator[Any]:
-    """kubesim (one node) with the CRDs, the project's image, the namespace and the site controller."""
-    from devenv.image import load_project_image
-    from kubesim.sim import KubeSim
-    from service_network.crd.generate import all_crds
-    from service_network.site.command import ControllerOptions, SiteControllerProcess
-    from service_network.site.resources import RouterOptions
-
-    async with KubeSim(nodes=1, state_dir=state, kubeconfig_path=state / "kubeconfig") as sim:
-        api = sim.api
-        for crd in all_crds():
-            await api.create("customresourcedefinitions.apiextensions.k8s.io", crd)
-        load_project_image(sim.cluster.runtime)
-        await api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        stop = asyncio.Event()
-        controller = SiteControllerProcess(ControllerOptions(
-            kubeconfig=str(sim.kubeconfig_path), http_address=None, leader_elect=False, grant_server_address=None,
-            router=RouterOptions(image="localhost/listener-operator:bench")))
-        task = asyncio.create_task(controller.run(stop))
-        try:
-            yield sim
-        finally:
-            for deployment in (await api.list("deployments.apps", NAMESPACE))[0]:
-                await api.delete("deployments.apps", deployment["metadata"]["name"], NAMESPACE)
-            stop.set()
-            await asyncio.wait_for(task, 60)
-            for pod in (await api.list("pods", NAMESPACE))[0]:
-                await api.delete("pods", pod["metadata"]["name"], NAMESPACE)
-
-
-async def _create(api: Any, kind: str, name: str, spec: dict[str, Any]) -> None:
-    await api.create(f"{kind.lower()}s.skupper.io", {"apiVersion": GROUP, "kind": kind,
-                                                     "metadata": {"name": name, "namespace": NAMESPACE},
-                                                     "spec": spec}, NAMESPACE)
-
-
-async def _wait(check: Callable[[], Awaitable[Any]], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"{what}: not within {within} s")
-
-
 async def _populate(sim: Any) -> None:
     """A Site, a Connector and a Listener with the same routing key, all Ready."""
-    await _create(sim.api, "Site", NAMESPACE, {})
-    await _create(sim.api, "Connector", "backend", {"routingKey": "backend", "host": "127.0.0.1", "port": 7000})
-    await _create(sim.api, "Listener", "backend", {"routingKey": "backend", "host": "backend", "port": 8080})
+    await create(sim.api, NAMESPACE, "Site", NAMESPACE, {})
+    await create(sim.api, NAMESPACE, "Connector", "backend", {"routingKey": "backend", "host": "127.0.0.1",
+                                                             "port": 7000})
+    await create(sim.api, NAMESPACE, "Listener", "backend", {"routingKey": "backend", "host": "backend", "port": 8080})
 
     async def ready() -> bool:
         for resource in ("sites", "connectors", "listeners"):
@@ -109,7 +63,7 @@ async def _populate(sim: Any) -> None:
             if not items or any((i.get("status") or {}).get("status") != "Ready" for i in items):
                 return False
         return True
-    await _wait(ready, 180, "the Site, Connector and Listener Ready")
+    await wait_for(ready, 180, "the Site, Connector and Listener Ready")
 
 
 def _ours() -> tuple[list[str], str]:
@@ -195,7 +149,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         return await _measure(args, None)
     state = Path(tempfile.mkdtemp(prefix="cli-bench-", dir="/tmp"))
     try:
-        async with _cluster(state) as sim:
+        async with site_cluster(state, NAMESPACE, kubeconfig=state / "kubeconfig") as sim:
             await _populate(sim)
             if args.hold:
                 stop = asyncio.Event()

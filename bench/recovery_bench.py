@@ -36,12 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from site_cluster import create, site_cluster, wait_for
+
 NAMESPACE = "bench"
-GROUP = "skupper.io/v2alpha1"
 PORT = 8080
 PROBE_TIMEOUT = 1.0
 PROBE_INTERVAL = 0.05
@@ -131,70 +132,21 @@ def _router_pids(pod_ip: str) -> tuple[int | None, int | None]:
 
 # --- the site ---------------------------------------------------------------------------------------------------------
 
-@contextlib.asynccontextmanager
-async def _cluster(name: str, state: Path, *, grant_server: bool = False) -> AsyncIterator[Any]:
-    """A kubesim cluster (one node) with the CRDs, the project's image, the namespace and the site controller
-    (with a grant server on the cluster's loopback block when ``grant_server``)."""
-    from devenv.image import load_project_image
-    from kubesim.sim import KubeSim
-    from service_network.crd.generate import all_crds
-    from service_network.site.command import ControllerOptions, SiteControllerProcess
-    from service_network.site.resources import RouterOptions
-
-    async with KubeSim(nodes=1, state_dir=state / name) as sim:
-        api = sim.api
-        for crd in all_crds():
-            await api.create("customresourcedefinitions.apiextensions.k8s.io", crd)
-        load_project_image(sim.cluster.runtime)
-        await api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        address = (sim.address_block.client_ip(254), 8443) if grant_server else None
-        stop = asyncio.Event()
-        controller = SiteControllerProcess(ControllerOptions(
-            kubeconfig=str(sim.kubeconfig_path), http_address=None, leader_elect=False, grant_server_address=address,
-            router=RouterOptions(image="localhost/listener-operator:bench")))
-        task = asyncio.create_task(controller.run(stop))
-        try:
-            yield sim
-        finally:
-            for deployment in (await api.list("deployments.apps", NAMESPACE))[0]:
-                await api.delete("deployments.apps", deployment["metadata"]["name"], NAMESPACE)
-            stop.set()
-            await asyncio.wait_for(task, 60)
-            for pod in (await api.list("pods", NAMESPACE))[0]:
-                await api.delete("pods", pod["metadata"]["name"], NAMESPACE)
-
-
-async def _create(api: Any, kind: str, name: str, spec: dict[str, Any]) -> None:
-    await api.create(f"{kind.lower()}s.skupper.io", {"apiVersion": GROUP, "kind": kind,
-                                                     "metadata": {"name": name, "namespace": NAMESPACE},
-                                                     "spec": spec}, NAMESPACE)
-
-
-async def _wait(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = await check()
-        if found:
-            return found
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"{what}: not within {within} s")
-
-
 async def _link(west: Any, east: Any) -> None:
     """East redeems a token of West's (an AccessGrant's url, code and CA): East dials West, as upstream's
     hello-world."""
-    await _create(west.api, "AccessGrant", "for-east", {})
+    await create(west.api, NAMESPACE, "AccessGrant", "for-east", {})
 
     async def published() -> dict[str, Any] | None:
         status = (await west.api.get("accessgrants.skupper.io", "for-east", NAMESPACE)).get("status") or {}
         return status if status.get("url") and status.get("code") and status.get("ca") else None
-    grant = await _wait(published, 120, "West's AccessGrant published")
-    await _create(east.api, "AccessToken", "to-west", {k: grant[k] for k in ("url", "code", "ca")})
+    grant = await wait_for(published, 120, "West's AccessGrant published")
+    await create(east.api, NAMESPACE, "AccessToken", "to-west", {k: grant[k] for k in ("url", "code", "ca")})
 
     async def redeemed() -> bool:
         token = await east.api.get("accesstokens.skupper.io", "to-west", NAMESPACE)
         return (token.get("status") or {}).get("redeemed") is True
-    await _wait(redeemed, 120, "East's AccessToken redeemed")
+    await wait_for(redeemed, 120, "East's AccessToken redeemed")
 
 
 async def _listeners_ready(api: Any, count: int) -> dict[str, str]:
@@ -202,7 +154,7 @@ async def _listeners_ready(api: Any, count: int) -> dict[str, str]:
     async def ready() -> bool:
         listeners, _ = await api.list("listeners.skupper.io", NAMESPACE)
         return len(listeners) == count and all((x.get("status") or {}).get("status") == "Ready" for x in listeners)
-    await _wait(ready, 300, f"{count} Listeners Ready")
+    await wait_for(ready, 300, f"{count} Listeners Ready")
     ips = {}
     for i in range(count):
         service = await api.get("services", f"l-{i}", NAMESPACE)
@@ -313,18 +265,19 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     try:
         async with contextlib.AsyncExitStack() as stack:
-            west = await stack.enter_async_context(_cluster("west", state, grant_server=args.remote))
-            east = await stack.enter_async_context(_cluster("east", state)) if args.remote else west
+            west = await stack.enter_async_context(site_cluster(state / "west", NAMESPACE, grant_server=args.remote))
+            east = (await stack.enter_async_context(site_cluster(state / "east", NAMESPACE)) if args.remote
+                    else west)
             backend = (east.address_block.client_ip(201), 7000)
             echo = _start_echo(*backend)
-            await _create(west.api, "Site", NAMESPACE, {"linkAccess": "default"} if args.remote else {})
+            await create(west.api, NAMESPACE, "Site", NAMESPACE, {"linkAccess": "default"} if args.remote else {})
             if args.remote:
-                await _create(east.api, "Site", NAMESPACE, {})
+                await create(east.api, NAMESPACE, "Site", NAMESPACE, {})
                 await _link(west, east)
             for i in range(args.listeners):
-                await _create(east.api, "Connector", f"c-{i}", {"routingKey": f"k-{i}", "host": backend[0],
+                await create(east.api, NAMESPACE, "Connector", f"c-{i}", {"routingKey": f"k-{i}", "host": backend[0],
                                                                "port": backend[1]})
-                await _create(west.api, "Listener", f"l-{i}", {"routingKey": f"k-{i}", "host": f"l-{i}",
+                await create(west.api, NAMESPACE, "Listener", f"l-{i}", {"routingKey": f"k-{i}", "host": f"l-{i}",
                                                               "port": PORT})
             ips = await _listeners_ready(west.api, args.listeners)
             victims = {"west": west, "east": east}
@@ -367,7 +320,7 @@ async def _replace_router_pod(site: Any) -> None:
             pod = await _router_pod(site.api)
             return pod["metadata"]["uid"] != old["metadata"]["uid"] and _pod_ready(pod)
         return False
-    await _wait(replaced, 120, "a new router Pod Ready")
+    await wait_for(replaced, 120, "a new router Pod Ready")
 
 
 async def _router_port(victim: Any, west: Any) -> int:

@@ -147,7 +147,9 @@ def first_link_records(incoming: Iterable[tuple[str, str]], records: Mapping[str
     certificate for it)."""
     found: dict[str, IdentityRecord] = {}
     for identity, certificate in incoming:
-        if identity in records or identity in found or not certificate.startswith("sha256:"):
+        if identity in records or identity in found or not _FINGERPRINT.fullmatch(certificate):
             continue
+        if len(records) + len(found) >= MAX_IDENTITIES:
+            break
         found[identity] = IdentityRecord(identity, certificate, "first link", since)
     return [found[k] for k in sorted(found)]
