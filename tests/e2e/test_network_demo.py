@@ -68,8 +68,9 @@ def test_network_demo_once_with_three_sites_goes_through_middle_and_leaves_only_
     assert re.search(r"west\s+Site\s+west\s+Ready\s+sitesInNetwork=3", output), output
     # the NetworkObserver in West sees the three sites and the demo's connections, exactly
     observer = re.search(r"Network observer \(NetworkObserver network-observer in west, West\): console "
-                         r"(https://127\.[\d.]+:8443/) \(user skupper, password \S+; certificate from west's "
-                         r"skupper-local-ca\)\n.*\n"
+                         r"(https://127\.[\d.]+:8443/) \(user skupper, password \S+; its certificate, from west's "
+                         r"skupper-local-ca, names network-observer: a browser that trusts that CA opens it by "
+                         r"that name\)\n.*\n"
                          r"  sees 3 sites \(east, middle, west\), 2 links up, 1 services, (\d+) processes; "
                          r"west -> east: 7 connections\n", output)
     assert observer, output
