@@ -20,12 +20,12 @@ dead one left (and the layout of earlier versions: ``csi/`` sockets and ``cluste
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO
+
+from kubesim.pidlock import LockHeld, PidLock
 
 __all__ = ["RUN_PREFIX", "LockHeld", "StateDir", "create_run_dir", "run_base"]
 
@@ -37,14 +37,6 @@ LOCK_NAME = "local-up.lock"
 RUN_LINK = "run"
 #: What earlier versions kept in the state directory (sockets, kubelet directories with old Pods' volumes).
 LEGACY_ENTRIES = ("csi", "cluster")
-
-
-class LockHeld(Exception):
-    """Another live `local up` holds the state directory (its pid in ``holder``)."""
-
-    def __init__(self, holder: str) -> None:
-        super().__init__(holder)
-        self.holder = holder
 
 
 def run_base() -> Path:
@@ -80,11 +72,7 @@ class StateDir:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock: IO[str] | None = None
-
-    @property
-    def lock_path(self) -> Path:
-        return self.path / LOCK_NAME
+        self._lock = PidLock(path / LOCK_NAME)
 
     @property
     def run_link(self) -> Path:
@@ -96,29 +84,7 @@ class StateDir:
 
     def acquire(self) -> None:
         """Take the lock (raises :class:`LockHeld`), then remove what a dead run left behind."""
-        while True:
-            lock = self.lock_path.open("a+")
-            try:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.seek(0)
-                holder = lock.read().strip() or "unknown"
-                lock.close()
-                raise LockHeld(holder) from None
-            # The previous holder may have removed the file between our open and our lock: then this lock guards
-            # nothing and another run may create a new file; lock again.
-            try:
-                same = os.stat(self.lock_path).st_ino == os.fstat(lock.fileno()).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            lock.close()
-        lock.seek(0)
-        lock.truncate()
-        lock.write(str(os.getpid()))
-        lock.flush()
-        self._lock = lock
+        self._lock.acquire()
         self._remove_leftovers()
 
     def link_run(self, run_dir: Path) -> None:
@@ -132,17 +98,14 @@ class StateDir:
     def release(self, kubeconfig: Path | None, owns_kubeconfig: bool) -> None:
         """End of a run: the run link, the kubeconfig (when it is still the one this run wrote) and the lock go.
         Nothing happens unless :meth:`acquire` succeeded (the state directory is someone else's otherwise)."""
-        if self._lock is None:
+        if not self._lock.held:
             return
         with contextlib.suppress(OSError):
             self.run_link.unlink()
         if kubeconfig is not None and owns_kubeconfig:
             with contextlib.suppress(OSError):
                 kubeconfig.unlink()
-        with contextlib.suppress(OSError):
-            self.lock_path.unlink()  # while still locked: a waiting run re-checks the inode
-        self._lock.close()
-        self._lock = None
+        self._lock.release()
 
     def _remove_leftovers(self) -> None:
         """What a dead run (SIGKILL, power loss) or an earlier version left: its run directory, the link, the

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from kubesim.pidlock import LockHeld, PidLock
 
 FORMAT = "kubesim-store/1"
 
@@ -50,7 +51,7 @@ class StoreFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock: IO[bytes] | None = None
+        self._lock = PidLock(self.path.parent / f"{self.path.name}.lock")
         self._take_lock()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -66,10 +67,10 @@ class StoreFile:
                 raise StoreFileError(f"{self.path} holds a cluster in format {found!r}, not {FORMAT!r}; remove it "
                                      "(or start with a fresh state) to begin a new cluster")
         except sqlite3.DatabaseError as error:
-            self._release_lock()
+            self._lock.release()
             raise StoreFileError(f"{self.path} is not a kubesim store: {error}") from None
         except BaseException:
-            self._release_lock()
+            self._lock.release()
             raise
         self._staged: dict[Row, Obj | None] = {}
         self._revision: int | None = None
@@ -78,40 +79,12 @@ class StoreFile:
 
     # ----------------------------------------------------------------------------------------------- locking
 
-    @property
-    def _lock_path(self) -> Path:
-        return self.path.parent / f"{self.path.name}.lock"
-
     def _take_lock(self) -> None:
-        """An exclusive ``flock`` on ``<file>.lock`` (holding our pid), removed again by ``close``."""
-        while True:
-            lock = self._lock_path.open("a+b")
-            try:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.seek(0)
-                holder = lock.read().decode(errors="replace").strip() or "unknown"
-                lock.close()
-                raise StoreFileError(f"{self.path} is in use by another kubesim (pid {holder})") from None
-            try:  # the holder we waited for may have removed the file: then this lock guards nothing
-                same = os.stat(self._lock_path).st_ino == os.fstat(lock.fileno()).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            lock.close()
-        lock.seek(0)
-        lock.truncate()
-        lock.write(str(os.getpid()).encode())
-        lock.flush()
-        self._lock = lock
-
-    def _release_lock(self) -> None:
-        if self._lock is not None:
-            with contextlib.suppress(OSError):
-                self._lock_path.unlink()  # while still locked: a waiting kubesim checks the inode
-            self._lock.close()
-            self._lock = None
+        """An exclusive lock on ``<file>.lock`` (holding our pid), removed again by ``close``."""
+        try:
+            self._lock.acquire()
+        except LockHeld as held:
+            raise StoreFileError(f"{self.path} is in use by another kubesim (pid {held.holder})") from None
 
     # ------------------------------------------------------------------------------------------------ reading
 
@@ -183,10 +156,10 @@ class StoreFile:
 
     def close(self) -> None:
         """Write what is staged and let go of the file."""
-        if self._lock is None:
+        if not self._lock.held:
             return
         try:
             self.flush()
             self._db.close()
         finally:
-            self._release_lock()
+            self._lock.release()
