@@ -12,30 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import SKUPPER, cli_env
+from cli_support import cli_cluster, cli_env
+from cli_support import run_in as run
 
 from kubesim.sim import KubeSim
-from service_network.crd.generate import all_crds
 
-CRDS = "customresourcedefinitions.apiextensions.k8s.io"
 NAME_RE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])*)*$"
-
-
-async def run(*args: str, sim: KubeSim | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
-    extra = ["-n", "west", "--kubeconfig", str(sim.kubeconfig_path)] if sim is not None else []
-    process = await asyncio.create_subprocess_exec(
-        str(SKUPPER), *args, *extra, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd,
-        env=cli_env(HOME=str(cwd or Path.cwd()), KUBECONFIG="/nonexistent"))
-    out, err = await process.communicate()
-    return process.returncode or 0, out.decode(), err.decode()
 
 
 @pytest.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
-    async with KubeSim(kubeconfig_path=tmp_path / "kubeconfig") as server:
-        for crd in all_crds():
-            await server.api.create(CRDS, crd)
-        await server.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "west"}})
+    async with cli_cluster(tmp_path / "kubeconfig") as server:
         yield server
 
 

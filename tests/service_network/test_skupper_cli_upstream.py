@@ -14,32 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import cli_env, run_skupper
+from cli_support import cli_cluster
+from cli_support import run_in as skupper
 
 from kubesim.sim import KubeSim
-from service_network.crd.generate import all_crds
 from service_network.skupper.formats import encode
 from service_network.skupper.version import cli_version
 
-CRDS = "customresourcedefinitions.apiextensions.k8s.io"
 GLOBAL_FLAGS = ("Global Flags:\n"
                 "  -c, --context string      Set the kubeconfig context\n"
                 "      --kubeconfig string   Path to the kubeconfig file to use\n"
                 "  -n, --namespace string    Set the namespace\n")
 
 
-async def skupper(*args: str, sim: KubeSim | None = None, cwd: Path | None = None) -> tuple[int, str, str]:
-    extra = ["-n", "west", "--kubeconfig", str(sim.kubeconfig_path)] if sim is not None else []
-    return await run_skupper(*args, *extra, env=cli_env(HOME=str(cwd or Path.cwd()), KUBECONFIG="/nonexistent"),
-                             cwd=cwd)
-
-
 @pytest.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
-    async with KubeSim(kubeconfig_path=tmp_path / "kubeconfig") as server:
-        for crd in all_crds():
-            await server.api.create(CRDS, crd)
-        await server.api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "west"}})
+    async with cli_cluster(tmp_path / "kubeconfig") as server:
         yield server
 
 
