@@ -21,13 +21,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import os
 import ssl
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +36,7 @@ from lightkube.core.exceptions import ConfigError
 from yarl import URL
 
 from .errors import ApiUnreachable
+from .execcredential import API_VERSIONS, plugin_environment, read_answer
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -113,13 +112,10 @@ class _TokenFileCredentials:
 class _ExecCredentials:
     """A kubeconfig ``exec`` plugin: run it for a token, keep the token until it expires or is refused."""
 
-    _API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1",
-                     "client.authentication.k8s.io/v1alpha1")
-
     def __init__(self, spec: UserExec) -> None:
-        if spec.apiVersion not in self._API_VERSIONS:
+        if spec.apiVersion not in API_VERSIONS:
             raise ConfigError(f"exec credential plugin apiVersion {spec.apiVersion!r} is not supported "
-                              f"(expected one of {', '.join(self._API_VERSIONS)})")
+                              f"(expected one of {', '.join(API_VERSIONS)})")
         self._spec = spec
         self._header: str | None = None
         self._expires: float | None = None
@@ -136,10 +132,7 @@ class _ExecCredentials:
         return True
 
     async def _run(self) -> tuple[str, float | None]:
-        env = dict(os.environ)
-        env.update({item.name: item.value for item in self._spec.env or []})
-        env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": self._spec.apiVersion,
-                                                  "kind": "ExecCredential", "spec": {"interactive": False}})
+        env = plugin_environment(str(self._spec.apiVersion), ((item.name, item.value) for item in self._spec.env or []))
         try:
             process = await asyncio.create_subprocess_exec(
                 self._spec.command, *(self._spec.args or []), env=env, stdin=asyncio.subprocess.DEVNULL,
@@ -151,16 +144,11 @@ class _ExecCredentials:
             raise ConfigError(f"exec credential plugin {self._spec.command!r} exited with {process.returncode}: "
                               f"{stderr.decode(errors='replace')[:500]}")
         try:
-            status = json.loads(stdout)["status"]
-            token = str(status["token"])
-        except (ValueError, KeyError, TypeError):
+            token, expiry = read_answer(stdout)
+        except ValueError:
             raise ConfigError(f"exec credential plugin {self._spec.command!r} returned no status.token") from None
-        expires = status.get("expirationTimestamp")
-        expiry = None
-        if expires:
-            with contextlib.suppress(ValueError):
-                expiry = datetime.fromisoformat(str(expires).replace("Z", "+00:00")).timestamp()
-                expiry -= EXEC_EXPIRY_MARGIN_SECONDS
+        if expiry is not None:
+            expiry -= EXEC_EXPIRY_MARGIN_SECONDS
         return f"Bearer {token}", expiry
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
-import json
 import os
 import socket
 import ssl
@@ -35,8 +34,6 @@ __all__ = ["BlockingTransport", "Endpoint", "KubeconfigError", "load"]
 #: as :data:`operator_runtime.config.SERVICE_ACCOUNT_DIR_ENV` (kubesim's Pods are host processes)
 SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1",
-                     "client.authentication.k8s.io/v1alpha1")
 NO_CONFIGURATION = ("invalid configuration: no configuration has been provided, try setting KUBERNETES_MASTER "
                     "environment variable")
 DEFAULT_TIMEOUT = 10.0
@@ -75,14 +72,14 @@ class Credentials:
 
 def _run_plugin(spec: Mapping[str, Any]) -> str:
     import subprocess
+
+    from operator_runtime.execcredential import API_VERSIONS, plugin_environment, read_answer
     version = str(spec.get("apiVersion") or "")
     command = str(spec.get("command") or "")
-    if version not in EXEC_API_VERSIONS:
+    if version not in API_VERSIONS:
         raise KubeconfigError(f"exec plugin: invalid apiVersion {version!r}")
-    env = dict(os.environ)
-    env.update({str(e.get("name")): str(e.get("value")) for e in spec.get("env") or [] if isinstance(e, dict)})
-    env["KUBERNETES_EXEC_INFO"] = json.dumps({"apiVersion": version, "kind": "ExecCredential",
-                                              "spec": {"interactive": False}})
+    env = plugin_environment(version, ((str(e.get("name")), str(e.get("value")))
+                                       for e in spec.get("env") or [] if isinstance(e, dict)))
     try:
         done = subprocess.run([command, *[str(a) for a in spec.get("args") or []]], env=env, capture_output=True,
                               stdin=subprocess.DEVNULL, check=False)
@@ -92,8 +89,8 @@ def _run_plugin(spec: Mapping[str, Any]) -> str:
         raise KubeconfigError(f"exec plugin {command!r} exited with {done.returncode}: "
                               f"{done.stderr.decode(errors='replace')[:500]}")
     try:
-        return str(json.loads(done.stdout)["status"]["token"])
-    except (ValueError, KeyError, TypeError):
+        return read_answer(done.stdout)[0]
+    except ValueError:
         raise KubeconfigError(f"exec plugin {command!r} returned no status.token") from None
 
 
