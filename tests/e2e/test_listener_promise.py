@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import poll_until
 from promise import (
     LISTENERS,
     NS,
@@ -48,17 +49,6 @@ def state_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-async def wait_until(check: Any, what: str, within: float = 60.0) -> Any:
-    deadline = time.monotonic() + patience(within)
-    last = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
-
-
 async def addressed_brokers(sim: Any, replicas: int = 3) -> dict[str, tuple[str, int]]:
     """broker Pod -> (address, port) of its Listener, once every replica's Listener is addressed and Pod Ready."""
     async def ready() -> dict[str, tuple[str, int]] | None:
@@ -77,7 +67,7 @@ async def addressed_brokers(sim: Any, replicas: int = 3) -> dict[str, tuple[str,
                 return None
             found[name] = (str(addresses[0]["address"]), int(addresses[0]["ports"]["kafka"]))
         return found
-    brokers: dict[str, tuple[str, int]] = await wait_until(ready, "every broker Ready and addressed")
+    brokers: dict[str, tuple[str, int]] = await poll_until(ready, 60.0, "every broker Ready and addressed")
     return brokers
 
 
@@ -124,7 +114,7 @@ async def test_a_replica_keeps_its_address_through_its_node_stopping_and_startin
         await client.until_answered(0.0)
         stopped = time.monotonic()
         await sim.cluster.stop_node(node)
-        await wait_until(lambda: _node_ready_is(sim, node, "Unknown"), f"{node} Unknown")
+        await poll_until(lambda: _node_ready_is(sim, node, "Unknown"), 60.0, f"{node} Unknown")
         await asyncio.sleep(max(STOPPED_FOR - (time.monotonic() - stopped), 0.0))  # the node stays down this long
         assert client.first_answer_after(stopped + 0.5) is None  # nothing answered for it while it was down
 
@@ -228,7 +218,7 @@ async def test_a_helm_upgrade_that_rolls_the_operator_moves_no_address(state_dir
         await helm(sim, home, "upgrade", "listener-operator", str(CHART_DIR), "--namespace", NAMESPACE,
                    "--set", "preset=stable-nodes", "--set", "csiProvisioner.podAnnotations.rollout=two",
                    "--set", "csiNodeDriver.podAnnotations.rollout=two")
-        await wait_until(lambda: _operator_rolled(sim, operator_before), "the operator's Pods rolled", within=120)
+        await poll_until(lambda: _operator_rolled(sim, operator_before), 120, "the operator's Pods rolled")
         await OperatorPods(sim, "stable-nodes").wait_healthy(patience(90))
         rolled = time.monotonic()
         await asyncio.sleep(1.0)  # the new operator Pods reconcile every Listener again: watch the clients a moment
