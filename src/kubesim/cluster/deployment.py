@@ -76,9 +76,7 @@ class DeploymentController(WorkloadController):
 
     def _replica_sets(self, deployment: Obj) -> list[Obj]:
         """The Deployment's ReplicaSets, oldest first."""
-        namespace = deployment["metadata"].get("namespace", "")
-        owned = [rs for rs in self.ctx.informer(REPLICA_SETS).by_index(BY_CONTROLLER, uid_of(deployment))
-                 if rs["metadata"].get("namespace", "") == namespace and not is_terminating(rs)]
+        owned = [rs for rs in self._children_of(deployment) if not is_terminating(rs)]
         return sorted(owned, key=lambda rs: (str(rs["metadata"].get("creationTimestamp") or ""), name_of(rs)))
 
     async def _reconcile(self, key: Key) -> None:

@@ -25,7 +25,6 @@ from typing import Any
 from kubesim.errors import ApiError
 
 from .context import JOBS, PODS, Context
-from .indexes import BY_CONTROLLER
 from .informer import Key
 from .objects import (
     Obj,
@@ -143,16 +142,6 @@ class JobController(WorkloadController):
         super().__init__(ctx, resource=JOBS, kind="Job", component="job-controller", api_version="batch/v1")
         self._failed_at: dict[Key, tuple[int, float]] = {}  # job -> (failures counted, when the last was seen)
 
-    def _on_pod(self, event: str, pod: Obj, old: Obj | None) -> None:
-        owner = controller_of(pod)
-        if owner and owner.get("kind") == self.kind:
-            self.queue.add((pod["metadata"].get("namespace", ""), str(owner.get("name", ""))))
-
-    def _pods(self, job: Obj) -> list[Obj]:
-        namespace = job["metadata"].get("namespace", "")
-        return [p for p in self.ctx.informer(PODS).by_index(BY_CONTROLLER, uid_of(job))
-                if p["metadata"].get("namespace", "") == namespace]
-
     async def _reconcile(self, key: Key) -> None:
         job = self.ctx.informer(JOBS).get(*key)
         if job is None or is_terminating(job):
@@ -162,7 +151,7 @@ class JobController(WorkloadController):
             return
         shape = JobShape.of(job)
         status = dict(job.get("status") or {})
-        pods = self._pods(job)
+        pods = self._children_of(job)
         finished = _finished(job)
         uncounted = _uncounted(status)
         # 1. finished Pods still carrying our finalizer are listed as uncounted first (survives a restart)

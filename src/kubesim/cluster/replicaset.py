@@ -16,7 +16,6 @@ import logging
 from typing import Any
 
 from .context import PODS, REPLICA_SETS, Context
-from .indexes import BY_CONTROLLER
 from .informer import Key
 from .objects import (
     Obj,
@@ -26,7 +25,6 @@ from .objects import (
     labels_of,
     name_of,
     owner_reference,
-    uid_of,
 )
 from .rollout import replicas_of
 from .workload import WorkloadController
@@ -86,11 +84,6 @@ class ReplicaSetController(WorkloadController):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx, resource=REPLICA_SETS, kind="ReplicaSet", component="replicaset-controller")
 
-    def _pods(self, replica_set: Obj) -> list[Obj]:
-        namespace = replica_set["metadata"].get("namespace", "")
-        return [p for p in self.ctx.informer(PODS).by_index(BY_CONTROLLER, uid_of(replica_set))
-                if p["metadata"].get("namespace", "") == namespace]
-
     async def _reconcile(self, key: Key) -> None:
         replica_set = self.ctx.informer(REPLICA_SETS).get(*key)
         if replica_set is None or is_terminating(replica_set):
@@ -98,7 +91,7 @@ class ReplicaSetController(WorkloadController):
         if not self.expectations.satisfied(key, self.ctx.informer(PODS)):
             return  # the informer has not shown our last writes yet; their events bring us back
         replicas = replicas_of(replica_set)
-        active = [p for p in self._pods(replica_set) if is_active(p)]
+        active = [p for p in self._children_of(replica_set) if is_active(p)]
         if len(active) < replicas:
             for _ in range(replicas - len(active)):
                 made = await self._create(replica_set)
@@ -126,7 +119,7 @@ class ReplicaSetController(WorkloadController):
                                       created="Created pod: {name}")
 
     async def _update_status(self, key: Key, replica_set: Obj) -> None:
-        pods = [p for p in self._pods(replica_set) if is_active(p)]
+        pods = [p for p in self._children_of(replica_set) if is_active(p)]
         now = datetime.datetime.now(datetime.UTC)
         wait = min_ready_seconds(replica_set)
         template_labels = ((replica_set.get("spec") or {}).get("template") or {}).get("metadata", {}).get(

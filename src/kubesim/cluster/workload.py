@@ -13,7 +13,7 @@ from .context import PODS, Context
 from .events import EventRecorder
 from .indexes import BY_CONTROLLER, controller_uid
 from .informer import Informer, Key
-from .objects import Obj, controller_of, name_of
+from .objects import Obj, controller_of, name_of, uid_of
 from .workqueue import Reconciler
 
 
@@ -53,6 +53,12 @@ class WorkloadController:
         owner = controller_of(pod)
         if owner and owner.get("kind") == self.kind:
             self.queue.add((pod["metadata"].get("namespace", ""), owner.get("name", "")))
+
+    def _children_of(self, workload: Obj) -> list[Obj]:
+        """The objects of ``children`` the workload controls (by the controller index), in its namespace."""
+        namespace = workload["metadata"].get("namespace", "")
+        return [c for c in self.ctx.informer(self.children).by_index(BY_CONTROLLER, uid_of(workload))
+                if c["metadata"].get("namespace", "") == namespace]
 
     async def _reconcile(self, key: Key) -> None:
         raise NotImplementedError
