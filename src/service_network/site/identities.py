@@ -34,9 +34,9 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from ..constants import LABEL_ROUTER_CONFIG
 from .resources import owner_references
 
-__all__ = ["ANNOTATION_KEY_FINGERPRINT", "IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint", "first_link_records",
-           "identity_config_map", "identity_object_name", "identity_problem", "is_identity_record", "known_ids",
-           "parse_identity", "peers"]
+__all__ = ["ANNOTATION_KEY_FINGERPRINT", "IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint",
+           "first_link_records", "identity_config_map", "identity_object_name", "identity_problem", "is_identity_record",
+           "known_ids", "parse_identity", "peers"]
 
 #: the ``internal.skupper.io/router-config`` label value that marks an identity record
 IDENTITY_LABEL_VALUE = "link-identity"
