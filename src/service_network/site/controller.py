@@ -411,14 +411,15 @@ class SiteController:
                 found[record.identity] = record
         return found
 
-    async def _bind_first_links(self, site: Mapping[str, Any]) -> bool:
-        """Records for links the site's routers accepted from certificates it has no record of (issued elsewhere),
-        so the binding survives the routers; whether a failed write should be retried."""
+    async def _bind_first_links(self, site: Mapping[str, Any], records: Mapping[str, IdentityRecord]) -> bool:
+        """Records for links the site's routers accepted from certificates it has no record of (issued elsewhere;
+        ``records``: the site's records, as this reconcile read them), so the binding survives the routers; whether
+        a failed write should be retried."""
         namespace = meta(site).namespace
         incoming = [pair for status in self.router_statuses(namespace) for pair in status.incoming]
         retry = False
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for record in first_link_records(incoming, self.identity_records(namespace), stamp):
+        for record in first_link_records(incoming, records, stamp):
             try:
                 await self.api.create(CONFIG_MAP, identity_config_map(site, record), namespace)
             except AlreadyExists:
@@ -580,7 +581,7 @@ class SiteController:
                                                       tuple(plan.access.endpoints) if plan.access else ())
             retry |= await self._execute(plan)
             if plan.active is not None:
-                retry |= await self._bind_first_links(plan.active)
+                retry |= await self._bind_first_links(plan.active, inputs.identities)
                 await self._warn_refused_links(plan.active)
             self.view.publish(namespace, plan.record)
             if grants_or_tokens:
