@@ -416,7 +416,8 @@ class SiteController:
         ``records``: the site's records, as this reconcile read them), so the binding survives the routers; whether
         a failed write should be retried."""
         namespace = meta(site).namespace
-        incoming = [pair for status in self.router_statuses(namespace) for pair in status.incoming]
+        incoming = [(link.identity, link.certificate) for status in self.router_statuses(namespace)
+                    for link in status.incoming if link.identity and link.certificate]
         retry = False
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for record in first_link_records(incoming, records, stamp):

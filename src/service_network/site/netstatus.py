@@ -84,10 +84,18 @@ class _Link(_In):
     warnings: tuple[str, ...] = Field(default=(), max_length=16)
 
 
+class _SiteRef(_In):
+    id: str = Field(default="", max_length=253)
+    name: str = Field(default="", max_length=253)
+
+
 class _Incoming(_In):
-    """A link another router dialed to this one: the identity it speaks as and its certificate's fingerprint."""
+    """A link another router dialed to this one: its name, the dialing router and site, the identity it speaks as
+    and its certificate's fingerprint."""
 
     router: str = _ID
+    name: str = Field(max_length=4096)
+    site: _SiteRef | None = None
     identity: str | None = Field(default=None, max_length=253)
     certificate: str | None = Field(default=None, max_length=80)
 
@@ -118,6 +126,18 @@ class _Status(_In):
 
 
 @dataclass(frozen=True)
+class IncomingLink:
+    """A link another site's router dialed to this router: the link's name, the dialing site's name and router,
+    the identity it speaks as and its certificate's fingerprint ("" when the router does not say)."""
+
+    name: str
+    remote_site: str
+    remote_router: str
+    identity: str = ""
+    certificate: str = ""
+
+
+@dataclass(frozen=True)
 class LinkRefusal:
     """A link a router refused for its identity."""
 
@@ -139,8 +159,8 @@ class RouterStatus:
     links: tuple[LinkReport, ...]
     listening: frozenset[str] | None = None     # listeners bound now (None: the router does not say)
     routers: frozenset[str] = frozenset()       # every router id it knows (its own and its link-state database's)
-    #: (identity, certificate fingerprint) of each link other routers dialed to it
-    incoming: tuple[tuple[str, str], ...] = ()
+    #: the links other routers dialed to it
+    incoming: tuple[IncomingLink, ...] = ()
     refused: tuple[LinkRefusal, ...] = ()
 
 
@@ -173,7 +193,8 @@ def parse_router_status(text: str) -> RouterStatus:
                     for link in status.links)
     listening = frozenset(status.listening) if status.listening is not None else None
     routers = frozenset({status.router, *(r for site in status.sites for r in site.routers)})
-    incoming = tuple((i.identity, i.certificate) for i in status.incoming if i.identity and i.certificate)
+    incoming = tuple(IncomingLink(i.name, i.site.name if i.site else "", i.router, i.identity or "",
+                                  i.certificate or "") for i in status.incoming)
     refused = tuple(LinkRefusal(r.identity, r.certificate or "", r.reason, r.at or "") for r in status.refused)
     return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers,
                         incoming, refused)

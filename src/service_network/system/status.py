@@ -29,12 +29,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..site.links import NOT_REPORTED, observe_links
-from ..site.netstatus import RouterStatus, network_snapshot, parse_router_status
+from ..site.netstatus import IncomingLink, RouterStatus, network_snapshot, parse_router_status
 from ..site.network import NetworkSnapshot, site_record
 from ..site.status import ConditionState, error, pending, ready
 from .compose import SystemPlan
@@ -82,39 +80,11 @@ class TokenRecord:
 
 
 @dataclass(frozen=True)
-class IncomingLink:
-    """A link another site's router dialed to this site's router access."""
-
-    name: str
-    remote_site: str
-    remote_router: str
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
-
-
-class _SiteRef(_In):
-    id: str = Field(default="", max_length=253)
-    name: str = Field(default="", max_length=253)
-
-
-class _Incoming(_In):
-    router: str = Field(max_length=253)
-    name: str = Field(max_length=4096)
-    site: _SiteRef | None = None
-
-
-class _Incomings(_In):
-    incoming: tuple[_Incoming, ...] = Field(default=(), max_length=10_000)
-
-
-@dataclass(frozen=True)
 class RouterAnswer:
-    """What the router reported just now: its network status, the links dialed to it, and where it is bound."""
+    """What the router reported just now: its network status (the links dialed to it among it), and where it is
+    bound."""
 
     status: RouterStatus
-    incoming: tuple[IncomingLink, ...] = ()
     access: str | None = None                           # the router access's address, None: not bound
     bound: Mapping[str, str] = dataclasses.field(default_factory=dict)   # listener -> its address
 
@@ -122,18 +92,11 @@ class RouterAnswer:
 def parse_answer(network: Mapping[str, Any], addresses: Mapping[str, Any]) -> RouterAnswer:
     """The router's answers to ``{"op":"network"}`` and ``{"op":"addresses"}``; ``ValueError`` when they are not
     what a router answers."""
-    text = json.dumps(network)
-    status = parse_router_status(text)
-    try:
-        incoming = _Incomings.model_validate_json(text).incoming
-    except ValidationError as e:
-        raise ValueError(f"invalid network status: {e.errors(include_input=False)[0]['msg'][:200]}") from None
+    status = parse_router_status(json.dumps(network))
     listeners = addresses.get("listeners")
     bound = {str(k): str(v) for k, v in listeners.items()} if isinstance(listeners, Mapping) else {}
     access = addresses.get("access")
-    return RouterAnswer(status, tuple(IncomingLink(i.name, i.site.name if i.site else "", i.router)
-                                      for i in incoming),
-                        str(access) if isinstance(access, str) else None, bound)
+    return RouterAnswer(status, str(access) if isinstance(access, str) else None, bound)
 
 
 @dataclass(frozen=True)
@@ -304,7 +267,7 @@ def observe(plan: SystemPlan, resources: Sequence[Mapping[str, Any]], tokens: Ma
             observed.append(Observed(kind, name, ready()))
         if answer is not None and not applied and kind in ("Listener", "Connector"):
             observed[-1] = dataclasses.replace(observed[-1], settled=False)
-    return SiteView(process, tuple(observed), answer.incoming if answer is not None else (), router_problem)
+    return SiteView(process, tuple(observed), answer.status.incoming if answer is not None else (), router_problem)
 
 
 def failures(view: SiteView, files: Sequence[ResourceFile], plan_problems: Sequence[str] = (),
