@@ -95,6 +95,7 @@ async def test_the_chart_with_the_service_network_runs_the_site_controller_and_s
         assert {m["manager"] for m in crd["metadata"]["managedFields"]} == {"service-network-controller"}
     lease = await until(lambda: _lease_holder(sim), 30, "the site controller's Lease")
     assert lease == pod["metadata"]["name"]
+    acquired = await _lease_renewed(sim)
 
     # A user applies the Skupper hello-world example: Site, backend Deployment, Connector, Listener.
     await run(*kubectl, "apply", "-f", str(REPO / "examples" / "service-network"))
@@ -125,6 +126,9 @@ async def test_the_chart_with_the_service_network_runs_the_site_controller_and_s
     writer.close()
     await writer.wait_closed()
 
+    # The leader renews its Lease (an update) while it works, however quickly the rest went.
+    await until(lambda: _lease_renewed(sim, after=acquired), 30, "a renewal of the site controller's Lease")
+
     # RBAC: every request of the site controller's ServiceAccount was allowed by the chart's roles (none refused),
     # including the CRD maintenance, the router objects, the Service, the statuses, the Lease and the Events; the
     # router Pod's ServiceAccount works within the Role the controller gave it.
@@ -152,6 +156,13 @@ async def _published_grant(sim: KubeSim) -> dict[str, Any] | None:
     grant = await sim.api.get("accessgrants.skupper.io", "for-east", "hello-world")
     status: dict[str, Any] = grant.get("status") or {}
     return status if status.get("url") and status.get("code") and status.get("ca") else None
+
+
+async def _lease_renewed(sim: KubeSim, after: str | None = None) -> str | None:
+    """The site controller's Lease's renewTime, once it differs from ``after``."""
+    lease = await sim.api.get("leases.coordination.k8s.io", "service-network-controller", NAMESPACE)
+    renewed = lease["spec"].get("renewTime")
+    return str(renewed) if renewed and renewed != after else None
 
 
 async def _lease_holder(sim: KubeSim) -> str | None:
