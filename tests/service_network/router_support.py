@@ -199,6 +199,7 @@ async def running_router(state_dir: Path, doc: dict[str, Any]) -> AsyncIterator[
         if task.done():
             task.result()
         assert applied.done(), "the router did not start"
+        await listening(router, doc)
         yield router
     finally:
         applied.cancel()
@@ -212,7 +213,25 @@ async def apply(router: FileRouter, doc: dict[str, Any]) -> list[str]:
     router.adaptor.applied.clear()
     router.write(doc)
     await asyncio.wait_for(router.adaptor.applied.wait(), 30)
+    await listening(router, doc)
     return router.problems
+
+
+async def listening(router: FileRouter, doc: dict[str, Any], within: float = 5.0) -> None:
+    """Wait until the router listens for each of ``doc``'s Listeners that a target of its own serves and that was not
+    withheld: the router answers an apply before a listener's socket is bound (it binds once its key is reachable),
+    so a client connecting at once could be refused. Returns after ``within`` seconds regardless (a port in use keeps
+    its listener waiting): the test's own assertions judge."""
+    served = {c["routingKey"] for c in doc.get("connectors") or [] if c.get("targets")}
+    withheld = " ".join(router.problems)
+    names = {listener["name"] for listener in doc.get("listeners") or []
+             if listener.get("routingKey") in served and f"(listener '{listener['name']}') withheld" not in withheld}
+    deadline = time.monotonic() + patience(within)
+    while names and time.monotonic() < deadline:
+        bound = (await router.adaptor.plane.addresses()).get("listeners") or {}
+        if names <= set(bound):
+            return
+        await asyncio.sleep(0.02)
 
 
 async def connect(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
