@@ -11,6 +11,7 @@ import pytest_asyncio
 from polling import poll_until
 
 from kubesim.errors import ApiError
+from kubesim.patience import patience
 from kubesim.sim import KubeSim
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
@@ -461,6 +462,21 @@ async def test_malformed_overrides_get_a_condition_and_an_event(env: Env) -> Non
         assert event["note"].startswith(path)
 
 
+async def _quiet_count(count: Callable[[], int], *, quiet: float, within: float) -> int:
+    """``count()`` once it has not changed for ``quiet`` seconds; AssertionError when it keeps changing for
+    ``within`` seconds (stretched on a busy machine)."""
+    deadline = asyncio.get_running_loop().time() + patience(within)
+    last, since = count(), asyncio.get_running_loop().time()
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+        now, current = asyncio.get_running_loop().time(), count()
+        if current != last:
+            last, since = current, now
+        elif now - since >= quiet:
+            return current
+    raise AssertionError(f"still changing after {within}s: {last}")
+
+
 async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> None:
     await env.create_class("internal", serviceType="ClusterIP", serviceOverrides={"spec": {"clusterIP": "1.2.3"}})
     running = await env.start_operator()
@@ -469,9 +485,11 @@ async def test_an_api_rejection_is_reported_without_hot_retries(env: Env) -> Non
     assert ready["status"] == "False" and "1.2.3" in ready["message"]
     events = await env.wait_for(lambda: env.events("ApplyService"))
     assert "rejected Service ns/app" in events[0]["note"] and events[0]["related"]["kind"] == "Service"
-    applies = len(running.writes("services"))
-    await asyncio.sleep(1.5)
-    assert len(running.writes("services")) == applies  # an invalid object is not re-sent in a loop
+    # An invalid object is not re-sent in a loop, nor retried with backoff (0.5 s, 1 s, 2 s, ...): the Service's
+    # applies go quiet after the first and at most the one more that the Listener's own status change brings (when
+    # the controller sees it depends on the machine's load, so the quiet spell is waited for, within a bound).
+    applies = await _quiet_count(lambda: len(running.writes("services")), quiet=1.5, within=15)
+    assert applies <= 2, running.writes("services")
     # fixing the class heals the Listener
     await env.update_class_spec("internal", serviceOverrides={})
     await env.wait_for(lambda: _ready_reason(env, "app", "AddressesPublished"))
