@@ -19,7 +19,9 @@ range                  use                         example (block 5)
 
 Blocks are claimed with an advisory lock (``flock``) on a file per block under a shared directory, held for the
 cluster's lifetime and released by the kernel if the process dies, so clusters in different processes (parallel
-test runs, ``local up`` next to a test suite) never overlap. Nothing here dials anything.
+test runs, ``local up`` next to a test suite) never overlap. A cluster kept in a store file also *reserves* its
+block (``N.reserved`` names the store): while that store exists, picking a free block passes over it as long as
+another is free, so a stopped cluster finds its addresses unused when it resumes. Nothing here dials anything.
 """
 
 from __future__ import annotations
@@ -213,14 +215,49 @@ def _holder(directory: Path, index: int) -> str:
         return "unknown"
 
 
+def reserve_block(index: int, store: Path, *, directory: Path | None = None) -> None:
+    """Reserve block ``index`` for the cluster kept in ``store`` (the caller holds the block's claim): picking a
+    free block passes over it while ``store`` exists. Best effort: a reservation another user of the machine owns
+    stays as it is."""
+    directory = directory or lock_dir()
+    path = directory / f"{AddressBlock(index).index}.reserved"
+    tmp = directory / f".{index}.reserved.{os.getpid()}"
+    named = f"{store.resolve()}"
+    for earlier in directory.glob("*.reserved"):  # the store's earlier block (before a --fresh start) is free again
+        with contextlib.suppress(OSError):
+            if earlier != path and earlier.read_text().strip() == named:
+                earlier.unlink()
+    try:
+        tmp.write_text(f"{named}\n")
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _reserved_elsewhere(directory: Path, index: int) -> bool:
+    """Whether block ``index`` is reserved for a stored cluster whose store still exists."""
+    try:
+        store = (directory / f"{index}.reserved").read_text().strip()
+    except OSError:
+        return False
+    return bool(store) and Path(store).exists()
+
+
 def claim_address_block(index: int | None = None, *, directory: Path | None = None) -> AddressBlockClaim:
-    """Claim block ``index``, or the lowest free block when ``index`` is None.
+    """Claim block ``index``, or, when ``index`` is None, the lowest free block that no stored cluster reserves
+    (``reserve_block``), else the lowest free one.
 
     Raises ``AddressBlockError`` when the requested block is held by another process (naming its pid) or when
     every block is taken.
     """
     directory = directory or lock_dir()
-    candidates = range(FIRST_BLOCK, LAST_BLOCK + 1) if index is None else [AddressBlock(index).index]
+    if index is None:
+        blocks = range(FIRST_BLOCK, LAST_BLOCK + 1)
+        reserved = {b for b in blocks if _reserved_elsewhere(directory, b)}
+        candidates = [b for b in blocks if b not in reserved] + sorted(reserved)
+    else:
+        candidates = [AddressBlock(index).index]
     for candidate in candidates:
         fd = _open_lock(directory, candidate)
         if _try_lock(fd):

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block
+from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block, reserve_block
 from kubesim.api import ApiClient
 from kubesim.faults import Faults
 from kubesim.server.app import ApiServer
@@ -117,6 +117,7 @@ class KubeSim:
         self.address_block: AddressBlock = self._claim.block
         if self.store_file is not None:
             self.store_file.set_fact("address_block", str(self.address_block.index))
+            reserve_block(self.address_block.index, self.store_file.path)
         self.host = host
         self.port = port
         if isinstance(faults, dict):

@@ -14,6 +14,7 @@ import pytest
 from clusterhelpers import FAST_RETRIES, short_state_dir
 from traffichelpers import FAST_RESTARTS, NS, container, eventually, ready_pods
 
+from kubesim.addresses import claim_address_block
 from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
 from kubesim.traffic import who_answers
@@ -81,7 +82,11 @@ async def test_a_cluster_resumes_from_its_store_file(places: tuple[Path, Path, P
         served = await answers_by_node(sim, before, node_port)
         assert served == {"web-0": "web-0", "web-1": "web-1"}
         published_before = len(driver.calls_of("NodePublishVolume"))
+        block = sim.address_block.index
     await driver.stop()
+    # while it is stopped, another cluster picking a free block passes over its block (its store reserves it)
+    with claim_address_block() as other:
+        assert other.index != block
 
     async with KubeSim(nodes=2, state_dir=second_dir, store_path=store, **options) as sim:
         assert sim.resumed > 0

@@ -15,6 +15,7 @@ from kubesim.addresses import (
     is_loopback,
     not_loopback_reason,
     pick_free_block,
+    reserve_block,
 )
 from kubesim.cluster.dns import resolve
 from kubesim.cluster.downward import downward_files
@@ -67,6 +68,35 @@ def test_blocks_are_exclusive_and_the_lowest_free_one_is_picked(tmp_path: Path) 
     assert again.index == 1
     again.release()
     second.release()
+
+
+def test_a_stored_clusters_block_is_passed_over_while_its_store_exists(tmp_path: Path) -> None:
+    locks, store = tmp_path / "locks", tmp_path / "state" / "kubesim.db"
+    store.parent.mkdir()
+    store.write_bytes(b"")
+    with claim_address_block(directory=locks) as stored:
+        reserve_block(stored.index, store, directory=locks)
+    assert stored.index == 1 and not stored.held
+    # stopped: another cluster picking a free block takes 2, not the stored cluster's 1, which it then resumes
+    with claim_address_block(directory=locks) as other, claim_address_block(1, directory=locks) as resumed:
+        assert (other.index, resumed.index) == (2, 1)
+    # started afresh in another block, the store's earlier reservation is gone
+    with claim_address_block(directory=locks) as moved:
+        assert moved.index == 2
+        reserve_block(moved.index, store, directory=locks)
+    assert pick_free_block(directory=locks) == 1
+    # the store removed: its block is free again for anyone
+    store.unlink()
+    assert pick_free_block(directory=locks) == 1
+    # every other block held: a reserved block is still better than none
+    store.write_bytes(b"")
+    reserve_block(1, store, directory=locks)
+    held = [claim_address_block(b, directory=locks) for b in range(2, 255)]
+    try:
+        assert pick_free_block(directory=locks) == 1
+    finally:
+        for claim in held:
+            claim.release()
 
 
 # ------------------------------------------------------------------------------------------ image matching
