@@ -51,10 +51,6 @@ def ready_status(node: dict[str, Any] | None) -> str | None:
     return None
 
 
-def _time(text: str) -> datetime.datetime:
-    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-
-
 def taints(node: dict[str, Any] | None) -> set[tuple[str, str]]:
     return {(t["key"], t["effect"]) for t in (node or {}).get("spec", {}).get("taints") or []}
 
@@ -126,8 +122,7 @@ async def test_a_stopped_node_turns_unknown_is_tainted_and_its_pods_are_evicted(
     assert (await eventually(lambda: who_answers(node_2, node_port), what="the nodePort on node-2")).startswith("web-")
     last_beat = (await api.get("leases.coordination.k8s.io", "node-1", "kube-node-lease"))["spec"]["renewTime"]
     unknown = await wait_for(api, "nodes", "node-1", None, lambda n: ready_status(n) == "Unknown", within=10)
-    silent_for = (datetime.datetime.now(datetime.UTC) - datetime.datetime.strptime(
-        last_beat, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)).total_seconds()
+    silent_for = (datetime.datetime.now(datetime.UTC) - datetime.datetime.fromisoformat(last_beat)).total_seconds()
     assert silent_for >= GRACE, f"marked Unknown {silent_for:.2f}s after the last heartbeat, before the grace period"
     ready = next(c for c in unknown["status"]["conditions"] if c["type"] == "Ready")
     assert (ready["reason"], ready["message"]) == ("NodeStatusUnknown", "Kubelet stopped posting node status.")
@@ -146,7 +141,7 @@ async def test_a_stopped_node_turns_unknown_is_tainted_and_its_pods_are_evicted(
     # taint itself): the node went silent at its last heartbeat, so a bound from when the test stopped it (up to a
     # renewal period later) would be wrong by that much
     seen = datetime.datetime.now(datetime.UTC)
-    added = next(_time(t["timeAdded"]) for t in tainted["spec"]["taints"]
+    added = next(datetime.datetime.fromisoformat(t["timeAdded"]) for t in tainted["spec"]["taints"]
                  if (t["key"], t["effect"]) == ("node.kubernetes.io/unreachable", "NoExecute"))
     assert (seen - added).total_seconds() >= TOLERATION, f"evicted {(seen - added).total_seconds():.2f}s after the taint"
     assert evicted["spec"]["nodeName"] == "node-1"
