@@ -57,6 +57,7 @@ from .resources import (
     MAX_FILE,
     ResourceFile,
     load_resources,
+    one_of_each,
     secret_files,
     split_documents,
 )
@@ -71,7 +72,7 @@ from .status import (
     probe_targets,
 )
 
-__all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home"]
+__all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home", "namespaces"]
 
 #: the bundle's installer: copies what it carries into the site's input directory and sets the site up
 INSTALL_SCRIPT = """#!/bin/sh
@@ -85,6 +86,19 @@ mkdir -p "$base/resources" "$base/certs"
 [ -d "$here/resources" ] && cp -R "$here/resources/." "$base/resources/"
 [ -d "$here/certs" ] && cp -R "$here/certs/." "$base/certs/"
 exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@
+"""
+#: ``generate-bundle --type shell-script``: the tarball follows the marker line, base64-encoded
+BUNDLE_SCRIPT = """#!/bin/sh
+# Installs the skupper system site @NAMESPACE@ on this host: unpacks the bundle below to a temporary directory and
+# runs its install.sh (SKUPPER=/path/to/skupper names the command); exits with its exit code.
+set -eu
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+sed '1,/^__SKUPPER_BUNDLE__$/d' "$0" | base64 -d | tar -xzf - -C "$dir"
+code=0
+sh "$dir/install.sh" || code=$?
+exit "$code"
+__SKUPPER_BUNDLE__
 """
 SITE_CA = "skupper-site-ca"
 STOP_SECONDS = 10.0
@@ -237,7 +251,8 @@ class SystemSite:
     def read_resources(self) -> list[ResourceFile]:
         """The resources of ``input/resources`` and of the Links redeemed tokens gave. A Secret document of
         ``input/resources`` is a TLS credential: it is stored as ``input/certs/<name>/`` (:meth:`store_secret`) and
-        not listed (unless it cannot be used: then its problem is)."""
+        not listed (unless it cannot be used: then its problem is). Of two resources of a kind and name, one is
+        used (:func:`one_of_each`), the other listed as a problem."""
         out: list[ResourceFile] = []
         for directory in (self.resources_dir, self.runtime / "resources" / "links"):
             for path in sorted(directory.glob("*.y*ml")) if directory.is_dir() else []:
@@ -247,7 +262,7 @@ class SystemSite:
                             self.store_secret(resource.obj)
                         continue
                     out.append(resource)
-        return out
+        return one_of_each(out)
 
     def store_secret(self, secret: JsonDict) -> Path:
         """A Secret's TLS files as ``input/certs/<name>/`` (what Listeners', Connectors' and Links'
@@ -650,15 +665,17 @@ class SystemSite:
         return [sys.executable, "-m", "service_network.cli", "router", "--config", str(self.router_config),
                 "--state-dir", str(self.runtime / "router" / "state")]
 
-    def bundle(self) -> Bundle:
+    def bundle(self, source: Path | None = None) -> Bundle:
         """What a bundle of this site holds: ``install.sh``, the files of ``input/resources`` and ``input/certs``,
         without the AccessTokens this site redeemed (a token is redeemed once, so every host installing the bundle
         would be refused) or whose redemption was refused here (used, expired or wrong): those are listed in
         ``left_out``. ``BundleRefused`` when a file of ``input/resources`` cannot be used (it would fail on every
-        host too)."""
+        host too). ``source``: a directory of resource files to take instead of ``input/`` (its Secrets are the
+        credentials)."""
         bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()})
         broken = []
-        for path in sorted(self.resources_dir.glob("*")) if self.resources_dir.is_dir() else []:
+        inputs = source or self.resources_dir
+        for path in sorted(inputs.glob("*")) if inputs.is_dir() else []:
             if not path.is_file():
                 continue
             resources = read_file(path, str(path)) if path.suffix in (".yaml", ".yml") else []
@@ -676,7 +693,7 @@ class SystemSite:
                 bundle.members[f"resources/{path.name}"] = "---\n".join(kept).encode()
         if broken:
             raise BundleRefused("\n".join(broken))
-        for path in sorted(self.input_certs.rglob("*")) if self.input_certs.is_dir() else []:
+        for path in sorted(self.input_certs.rglob("*")) if source is None and self.input_certs.is_dir() else []:
             if path.is_file():
                 bundle.members[f"certs/{path.relative_to(self.input_certs)}"] = path.read_bytes()
         return bundle
@@ -690,18 +707,43 @@ class SystemSite:
             return f"its redemption was refused here: {record.problem}"
         return None
 
-    def write_bundle(self, target: Path, bundle: Bundle) -> None:
-        """A gzip'd tarball of ``bundle`` (``install.sh`` executable)."""
-        with tarfile.open(target, "w:gz") as tar:
+    def write_bundle(self, target: Path, bundle: Bundle, *, script: bool = False) -> None:
+        """A gzip'd tarball of ``bundle`` (``install.sh`` executable); ``script``: a shell script holding it, which
+        unpacks it to a temporary directory and runs its ``install.sh`` (upstream's ``--type shell-script``)."""
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
             for name, data in bundle.members.items():
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o755 if name == "install.sh" else 0o600, time.time()
                 tar.addfile(info, io.BytesIO(data))
+        if not script:
+            target.write_bytes(packed.getvalue())
+            return
+        encoded = base64.encodebytes(packed.getvalue()).decode()
+        target.write_text(BUNDLE_SCRIPT.replace("@NAMESPACE@", self.namespace) + encoded, encoding="utf-8")
+        target.chmod(0o700)
 
-    async def uninstall(self) -> None:
-        await self.stop_router()
+    def active(self) -> bool:
+        """Whether the site runs here: its router runs, or a systemd unit of it is installed."""
+        return self.unit_path.exists() or self.router_pid() is not None
+
+    async def remove_unit(self) -> None:
         if self.unit_path.exists():
             await systemctl("disable", "--now", self.unit_name)
             self.unit_path.unlink(missing_ok=True)
             await systemctl("daemon-reload")
+
+    async def remove(self) -> None:
+        """Stop the router, remove the systemd unit and the namespace's directory (inputs included); the
+        ``namespaces`` directory goes too when no other namespace is left."""
+        await self.stop_router()
+        await self.remove_unit()
         shutil.rmtree(self.base, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.base.parent.rmdir()
+
+
+def namespaces() -> list[SystemSite]:
+    """Every system site of this user (a directory of ``$XDG_DATA_HOME/skupper/namespaces``)."""
+    base = data_home() / "skupper" / "namespaces"
+    return [SystemSite(p.name) for p in sorted(base.iterdir()) if p.is_dir()] if base.is_dir() else []
