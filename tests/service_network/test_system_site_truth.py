@@ -61,6 +61,10 @@ def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from short_home(monkeypatch)
+
+
+def short_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A short home and data directory (the router's control socket path must stay under 108 bytes); every site
     of it is uninstalled at the end."""
     path = Path(tempfile.mkdtemp(prefix="sys-", dir="/tmp"))

@@ -12,25 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 from router_support import refused
-from test_system_site_truth import (  # noqa: F401  (home: a fixture)
+from test_system_site_truth import (
     HOST,
     SKUPPER,
     echo_server,
     echoed,
     free_port,
-    home,
     ok,
     resource,
+    short_home,
     skupper,
     status_of,
     until,
 )
 
 NAMESPACES = Path("data/skupper/namespaces")
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from short_home(monkeypatch)
 
 
 def site_file(home: Path, echo_port: int, listen_port: int) -> Path:
