@@ -493,7 +493,8 @@ async def test_bundles_never_ship_a_used_token(home: Path, hub: tuple[GrantServe
     assert code == 1, out
     assert 'Site "kit" is set up' in out
     assert re.search(r"AccessToken-to-hub\.yaml:\d+: AccessToken \"to-hub\": redemption refused by 127\.0\.0\.1: "
-                     r"AccessGrant hub/to-hub has no redemptions left \(1 of 1 used\)", out), out
+                     r"No such access granted: AccessGrant hub/to-hub has no redemptions left \(1 of 1 used\)",
+                     out), out
 
     code, out = await skupper("system", "install", "-n", "kit", cwd=home)   # this site is refused too
     assert code == 1 and "has no redemptions left" in out, out
