@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import cli_cluster
+from cli_support import SKUPPER, cli_cluster, cli_env
 from cli_support import run_in as skupper
 
 from kubesim.sim import KubeSim
@@ -103,3 +103,33 @@ async def test_an_update_the_controller_reports_as_done_says_so(sim: KubeSim, tm
     await ready_resource(sim, "Listener", "fe", {"routingKey": "fe", "port": 8080, "host": "fe"})
     code, out = await update_answered(sim, tmp_path, "Listener", "fe", True, "", "--port", "9090", "--timeout", "30s")
     assert (code, out) == (0, 'Listener "fe" is updated\n'), out
+
+
+async def test_with_the_site_controller_a_selector_matching_nothing_fails_the_update(tmp_path: Path) -> None:
+    """The issue's own walk, with the project's site controller: a configured Connector updated to a selector no Pod
+    matches exits 1 with the controller's reason, where it used to say ``is updated`` at once; set back, it says
+    ``is configured.``"""
+    from multisite_support import multisite_environment
+    from site_support import ECHO_IMAGE
+
+    async with multisite_environment("west") as sites:
+        await sites.start_controllers()
+        west = sites["west"]
+
+        async def run(*args: str) -> tuple[int, str]:
+            process = await asyncio.create_subprocess_exec(
+                str(SKUPPER), *args, "-n", "west", "--kubeconfig", str(west.sim.kubeconfig_path),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path,
+                env=cli_env(HOME=str(tmp_path)))
+            out, _ = await process.communicate()
+            return process.returncode or 0, out.decode()
+
+        assert (await run("site", "create", "west"))[0] == 0
+        await west.deployment("be", ECHO_IMAGE, 1, {"app": "be"})
+        await west.wait_ready_pods({"app": "be"}, 1)
+        assert await run("connector", "create", "be", "7000", "--selector", "app=be", "--timeout", "90s") == (
+            0, 'Connector "be" is configured.\n')
+        assert await run("connector", "update", "be", "--selector", "app=nothing", "--timeout", "10s") == (
+            1, 'Connector "be" is not yet configured: No matches for selector\n')
+        assert await run("connector", "update", "be", "--selector", "app=be", "--timeout", "60s") == (
+            0, 'Connector "be" is configured.\n')
