@@ -159,3 +159,37 @@ async def test_upstreams_flags_and_a_second_start(home: Path) -> None:
         server.close()
         await skupper("system", "uninstall", "--force", cwd=home, env=other)
         await skupper("system", "uninstall", "--force", cwd=home)
+
+
+def watching(pid: int) -> bool:
+    """Whether ``pid`` runs a site's watcher (``skupper system reload --watch``)."""
+    try:
+        return b"--watch" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+async def test_install_with_reload_type_auto_reloads_when_a_file_changes(home: Path) -> None:
+    """``install --reload-type auto`` (upstream's flag and meaning): a Listener's port changed in its file is
+    served without ``skupper system reload``; ``stop`` stops the watching with the router."""
+    server, echo_port = await echo_server()
+    port, moved = free_port(), free_port()
+    runtime = home / NAMESPACES / "default" / "runtime"
+    try:
+        await ok("system", "apply", "-f", str(site_file(home, echo_port, port)), cwd=home)
+        out = await ok("system", "install", "--reload-type", "auto", cwd=home)
+        assert "reloaded when its input files change (reload type auto)" in out, out
+        assert await echoed(port)
+        listener = home / NAMESPACES / "default" / "input" / "resources" / "Listener-web.yaml"
+        listener.write_text(yaml.safe_dump(resource("Listener", "web", {"routingKey": "echo", "host": HOST,
+                                                                        "port": moved})))
+        await until(lambda: echoed(moved), 60, "the moved Listener served without a reload command", home)
+        assert await refused(HOST, port)
+        assert "reloaded" in (runtime / "logs" / "reload.log").read_text()
+        watcher = int((runtime / "reload.pid").read_text())
+        assert watching(watcher)
+        assert await ok("system", "stop", cwd=home) == "Router stopped.\n"
+        assert not watching(watcher)
+    finally:
+        server.close()
+        await skupper("system", "uninstall", "--force", cwd=home)

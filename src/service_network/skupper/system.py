@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["command"]
 
-RELOAD_TYPES = ("manual", "auto")
+RELOAD_TYPES = ("manual", "auto")         # (as service_network.system.watch's: not imported by --help)
 BUNDLE_TYPES = ("tarball", "shell-script")
 
 
@@ -43,7 +43,11 @@ def command() -> Command:
             plain("start", "Start the site: set it up from input/resources (as setup) or start its router again",
                   start),
             plain("stop", "Stop the site's router (resources and links are kept)", stop),
-            plain("reload", "Read input/resources again and apply the changes to the running router", reload),
+            Command("reload", "Read input/resources again and apply the changes to the running router",
+                    long="Read input/resources again and apply the changes to the running router.",
+                    flags=(Flag("watch", "bool", False, "keep watching the site's input files and reload on every "
+                                "change (what install --reload-type auto runs)", hidden=True),),
+                    run=reload, offline=True, event_loop=True),
             plain("status", "Display the router process and each resource's status as the router reports it",
                   status),
             Command("install", "Run the site's router as a systemd user unit (where systemd runs; else as setup)",
@@ -127,11 +131,19 @@ def _need_site(site: SystemSite, loaded: Loaded) -> None:
                                    f"{site.resources_dir}", *(f"  {p}" for p in problems)]))
 
 
+def _start(site: SystemSite) -> int:
+    """Start the router and, for a site installed with ``--reload-type auto``, its watcher; the router's pid."""
+    pid = site.start_router()
+    if site.watcher.reload_type() == "auto":
+        site.watcher.start()
+    return pid
+
+
 async def setup(args: Args, session: None) -> None:
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
-    pid = site.start_router()
+    pid = _start(site)
     await _report(site, loaded, f'Site "{site.namespace}" is set up; its router runs (pid {pid}).')
 
 
@@ -146,20 +158,51 @@ async def start(args: Args, session: None) -> None:
         return
     loaded = await site.refresh()
     _need_site(site, loaded)
-    await _report(site, loaded, f"Router started (pid {site.start_router()}).")
+    await _report(site, loaded, f"Router started (pid {_start(site)}).")
 
 
 async def stop(args: Args, session: None) -> None:
     site = _site(args)
+    site.watcher.stop()
     print("Router stopped." if await site.stop_router() else "The router was not running.")
 
 
 async def reload(args: Args, session: None) -> None:
     site = _site(args)
+    if args.watch:
+        await _watch(site)
+        return
     loaded = await site.refresh()
     _need_site(site, loaded)
     running = site.process().state == "running"
     await _report(site, loaded, "Reloaded." if running else "Reloaded (the router is not running).")
+
+
+async def _watch(site: SystemSite) -> None:
+    """``reload --watch``: reload the site each time its input files change, until its directory is removed (or
+    the process is stopped); one line per reload, naming what failed (``runtime/logs/reload.log``)."""
+    import asyncio
+    import time
+
+    from ..system.status import failures
+    from ..system.watch import WATCH_SECONDS, input_fingerprint
+    seen = input_fingerprint(site.base)
+    print(f"Watching {site.base / 'input'}: the site is reloaded when its files change.", flush=True)
+    while site.base.is_dir():
+        await asyncio.sleep(WATCH_SECONDS)
+        now = input_fingerprint(site.base)
+        if now == seen:
+            continue
+        seen = now
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            loaded = await site.refresh(redeem=site.process().state == "running")
+            view = await site.settle(loaded) if site.process().state == "running" else await site.view(loaded)
+            site.write_statuses(loaded, view)
+            problems = failures(view, loaded.files, loaded.plan.problems)
+        except Exception as e:      # a reload that fails must not end the watching: said, and on
+            problems = [f"the reload failed: {type(e).__name__}: {str(e)[:300]}"]
+        print(f"{stamp} reloaded" + "".join(f"\n  {p}" for p in problems), flush=True)
 
 
 def _apply_problems(args: Args) -> list[str]:
@@ -289,27 +332,33 @@ def _choice_problem(what: str, value: str, choices: tuple[str, ...]) -> str | No
 async def install(args: Args, session: None) -> None:
     if problem := _choice_problem("reload type is not valid", args.reload_type, RELOAD_TYPES):
         raise Invalid([problem])
-    if args.reload_type == "auto":
-        raise Invalid(["reload type auto is not available on this host: no system controller watches "
-                       "input/resources here; install with --reload-type manual and run skupper system reload after "
-                       "changing them"])
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
+    site.watcher.set_reload_type(args.reload_type)
+    auto = args.reload_type == "auto"
+    how = (" It is reloaded when its input files change (reload type auto)." if auto else "")
     from ..system.site import systemctl
     if await systemctl("show-environment"):
+        units = [(site.unit_name, site.systemd_unit())] + (
+            [(site.reload_unit_name, site.systemd_reload_unit())] if auto else [])
         site.unit_path.parent.mkdir(parents=True, exist_ok=True)
-        site.unit_path.write_text(site.systemd_unit(), encoding="utf-8")
-        if await systemctl("daemon-reload") and await systemctl("enable", "--now", site.unit_name):
+        for name, text in units:
+            site.unit_path.with_name(name).write_text(text, encoding="utf-8")
+        if not auto:
+            await site.remove_unit(site.reload_unit_name)
+        if await systemctl("daemon-reload") and all([await systemctl("enable", "--now", n) for n, _ in units]):
             await _report(site, loaded, f'Site "{site.namespace}" is installed: systemd user unit '
-                                        f"{site.unit_name} ({site.unit_path}).")
+                                        f"{site.unit_name} ({site.unit_path}).{how}")
             return
-        raise CliError(f"systemctl --user enable --now {site.unit_name} failed (see journalctl --user -u "
-                       f"{site.unit_name})")
-    pid = site.start_router()
+        raise CliError(f"systemctl --user enable --now {' '.join(n for n, _ in units)} failed (see journalctl "
+                       f"--user -u {site.unit_name})")
+    if not auto:
+        site.watcher.stop()
+    pid = _start(site)
     await _report(site, loaded, f'Site "{site.namespace}" is set up; systemd is not available for this user, so '
                                 f"its router runs as a process started here (pid {pid}); skupper system start "
-                                f"starts it again after a reboot.")
+                                f"starts it again after a reboot.{how}")
 
 
 async def generate_bundle(args: Args, session: None) -> None:

@@ -29,7 +29,6 @@ import shlex
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tarfile
 import time
@@ -52,6 +51,7 @@ from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
 from .compose import AccessPlan, SystemPlan, compose_system, router_access
 from .names import SECRET, TLS_FILES
+from .process import spawn
 from .resources import (
     DNS1123_SUBDOMAIN,
     MAX_FILE,
@@ -71,6 +71,7 @@ from .status import (
     parse_answer,
     probe_targets,
 )
+from .watch import Watcher, watch_command
 
 __all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home", "namespaces"]
 
@@ -106,7 +107,6 @@ ASK_SECONDS = 2.0                 # how long the router's control socket may tak
 MAX_ANSWER = 16 * 1024 * 1024
 SETTLE_SECONDS = 10.0             # how long setup, start, reload and apply wait for the router's first report
 POLL_SECONDS = 0.2
-STARTED_SECONDS = 5.0             # how long a process just started may take to show its command line
 
 
 class RouterUnreachable(Exception):
@@ -612,18 +612,8 @@ class SystemSite:
         running = self.router_pid()
         if running is not None:
             return running
-        log = (self.runtime / "logs" / "router.log").open("ab")
-        try:
-            process = subprocess.Popen(
-                self.router_command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                cwd=self.runtime)
-        finally:
-            log.close()
-        self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
-        deadline = time.monotonic() + STARTED_SECONDS
-        while process.poll() is None and not self._ours(process.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return process.pid
+        return spawn(self.router_command(), log=self.runtime / "logs" / "router.log", cwd=self.runtime,
+                     pid_file=self.pid_file, ours=self._ours)
 
     async def stop_router(self) -> bool:
         pid = self.router_pid()
@@ -723,20 +713,42 @@ class SystemSite:
         target.write_text(BUNDLE_SCRIPT.replace("@NAMESPACE@", self.namespace) + encoded, encoding="utf-8")
         target.chmod(0o700)
 
-    def active(self) -> bool:
-        """Whether the site runs here: its router runs, or a systemd unit of it is installed."""
-        return self.unit_path.exists() or self.router_pid() is not None
+    @property
+    def watcher(self) -> Watcher:
+        """The process that reloads the site when its files change (``install --reload-type auto``)."""
+        return Watcher(self.namespace, self.runtime)
 
-    async def remove_unit(self) -> None:
-        if self.unit_path.exists():
-            await systemctl("disable", "--now", self.unit_name)
-            self.unit_path.unlink(missing_ok=True)
+    @property
+    def reload_unit_name(self) -> str:
+        return f"skupper-{self.namespace}-reload.service"
+
+    def systemd_reload_unit(self) -> str:
+        """A systemd user unit running the site's watcher (``--reload-type auto``)."""
+        command = " ".join(shlex.quote(part) for part in watch_command(self.namespace))
+        return (f"[Unit]\nDescription=Skupper system site {self.namespace} (reloads it when its input files "
+                f"change)\n\n[Service]\nType=simple\nExecStart={command}\nWorkingDirectory={self.runtime}\n"
+                f"Restart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n")
+
+    def active(self) -> bool:
+        """Whether the site runs here: its router or its watcher runs, or a systemd unit of it is installed."""
+        return (self.unit_path.exists() or self.unit_path.with_name(self.reload_unit_name).exists()
+                or self.router_pid() is not None or self.watcher.pid() is not None)
+
+    async def remove_unit(self, name: str | None = None) -> None:
+        """Disable and remove the router's systemd unit (or the unit ``name``)."""
+        name = name or self.unit_name
+        path = self.unit_path.with_name(name)
+        if path.exists():
+            await systemctl("disable", "--now", name)
+            path.unlink(missing_ok=True)
             await systemctl("daemon-reload")
 
     async def remove(self) -> None:
-        """Stop the router, remove the systemd unit and the namespace's directory (inputs included); the
-        ``namespaces`` directory goes too when no other namespace is left."""
+        """Stop the router and the watcher, remove the systemd units and the namespace's directory (inputs
+        included); the ``namespaces`` directory goes too when no other namespace is left."""
+        self.watcher.stop()
         await self.stop_router()
+        await self.remove_unit(self.reload_unit_name)
         await self.remove_unit()
         shutil.rmtree(self.base, ignore_errors=True)
         with contextlib.suppress(OSError):
