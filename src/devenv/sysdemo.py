@@ -6,7 +6,7 @@ West (the cluster) runs backend Pods behind a Connector; the system site ``lapto
 host through a Connector and West's backend through a Listener on ``127.0.0.1``. Then a client of West's Listener
 Service is answered by the host's server, and a client on the host by a Pod in West: one link, dialed by the system
 site, carrying both. The system site's files live under the demo's state directory (``XDG_DATA_HOME``), and
-``skupper system uninstall`` removes them at the end. Loopback addresses only; every wait is bounded.
+``skupper system uninstall --force`` removes them at the end. Loopback addresses only; every wait is bounded.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ async def run_system_demo(sites: LocalSites, console: Console, workdir: Path) ->
     finally:
         greeter.close()
         console.line("")
-        await steps.run("system", "uninstall", "-n", SYSTEM_SITE, cluster=False)
+        await steps.run("system", "uninstall", "--force", cluster=False)
 
 
 async def system_demo(state_dir: Path, console: Console) -> bool:

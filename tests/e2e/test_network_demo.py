@@ -90,7 +90,7 @@ def test_network_demo_system_links_a_host_site_to_a_cluster_with_skupper_command
     # the walk as a user types it
     for command in ("$ skupper site create west --enable-link-access -n west", "$ skupper token issue west.token",
                     "$ skupper system apply -f west.token -n laptop", "$ skupper system setup -n laptop",
-                    "$ skupper system uninstall -n laptop"):
+                    "$ skupper system uninstall --force"):
         assert command in output, output
     assert re.search(r"client in west -> host-greeter\.west:8080 \(127\.\d+\.16\.\d+:8080\) -> answered by: server "
                      r"on this host", output), output

@@ -39,6 +39,7 @@ from service_network.site.grants import (
     parse_answer,
     parse_duration,
 )
+from service_network.site.status import ready
 
 UTC = datetime.UTC
 CREATED = "2026-11-23T10:00:00Z"
@@ -158,13 +159,14 @@ def test_redemption_decision() -> None:
     assert check_redemption(grant, SECRET, now) is None
     wrong = check_redemption(grant, "Secret", now)
     assert wrong is not None and (wrong.http_status, wrong.reason) == (403, "WrongCode")
-    assert wrong.message == "AccessGrant west/g: the code is wrong"
+    assert wrong.message == "Redemption of access token refused: AccessGrant west/g: the code is wrong"
     late = check_redemption(grant, SECRET, T0 + datetime.timedelta(hours=1))
     assert late is not None and late.reason == "Expired"
-    assert late.message == "AccessGrant west/g expired at 2026-11-23T10:15:00Z"
+    assert late.message == "No such claim: AccessGrant west/g expired at 2026-11-23T10:15:00Z"
     used = check_redemption(grant_of(_grant({"code": SECRET, "redemptionsAllowed": 2}, {"redemptions": 2})),
                             SECRET, now)
-    assert used is not None and used.message == "AccessGrant west/g has no redemptions left (2 of 2 used)"
+    assert used is not None and used.message == (
+        "No such access granted: AccessGrant west/g has no redemptions left (2 of 2 used)")
     # A grant whose code is not generated yet accepts no code, not even the empty one.
     assert check_redemption(grant_of(_grant()), "", now) is not None
     broken = check_redemption(grant_of(_grant({"code": CODE, "expirationWindow": "soon"})), CODE, now)
@@ -178,8 +180,10 @@ def test_grant_state_and_status_keep_the_count_of_the_grant_server() -> None:
     assert grant_state(grant, now, site_problem="No active site in namespace", server=True).message == (
         "No active site in namespace")
     assert "grant server is not enabled" in grant_state(grant, now, site_problem=None, server=False).message
-    assert grant_state(grant, T0 + datetime.timedelta(hours=1), site_problem=None, server=True).message == (
-        "expired at 2026-11-23T10:15:00Z")
+    # expired or used up, a grant stays Ready (as upstream's): the grant server refuses the redemption
+    assert grant_state(grant, T0 + datetime.timedelta(hours=1), site_problem=None, server=True) == ready()
+    used_up = grant_of(_grant({"code": CODE, "redemptionsAllowed": 2}, {"redemptions": 2}))
+    assert grant_state(used_up, now, site_problem=None, server=True) == ready()
     status = grant_status({"redemptions": 1}, grant, state=grant_state(grant, now, site_problem=None, server=True),
                           url="https://127.1.4.254:1/g-uid", ca="PEM", generation=1, now="t")
     assert status["redemptions"] == 1 and status["url"] == "https://127.1.4.254:1/g-uid"

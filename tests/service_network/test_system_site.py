@@ -114,7 +114,7 @@ async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSi
         assert await west.wait_for(lambda: greeting("127.0.0.1", moved), 30, "the moved Listener") == pod
         assert await greeting(ip, 7100) == "host-server"
     finally:
-        await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
+        await skupper("system", "uninstall", "--force", "-n", "laptop", cwd=tmp_path)
         server.close()
     assert not (tmp_path / "data" / "skupper" / "namespaces" / "laptop").exists()
     assert await refused("127.0.0.1", moved)
@@ -159,7 +159,7 @@ async def test_a_kubernetes_site_links_to_a_system_site_with_link_access(sites: 
         assert ("RouterAccess", "skupper-router", "Ready") in {
             tuple(c for c in line.split("\t") if c)[:3] for line in status.splitlines()}
     finally:
-        await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
+        await skupper("system", "uninstall", "--force", "-n", "laptop", cwd=tmp_path)
         server.close()
 
 
@@ -198,7 +198,7 @@ async def test_install_bundle_and_uninstall_leave_nothing_behind(tmp_path: Path)
     os.environ["XDG_DATA_HOME"], saved = str(other / "data"), os.environ.get("XDG_DATA_HOME")
     try:
         assert there.router_pid() is not None and (there.input_certs / "db-tls" / "ca.crt").is_file()
-        await there.uninstall()
+        await there.remove()
         assert not there.base.exists()
     finally:
         if saved is None:
@@ -206,7 +206,7 @@ async def test_install_bundle_and_uninstall_leave_nothing_behind(tmp_path: Path)
         else:
             os.environ["XDG_DATA_HOME"] = saved
 
-    await skupper("system", "uninstall", "-n", "edge", cwd=tmp_path)
+    await skupper("system", "uninstall", "--force", "-n", "edge", cwd=tmp_path)
     assert not (tmp_path / "data" / "skupper" / "namespaces" / "edge").exists()
     processes = (await (await asyncio.create_subprocess_exec(
         "ps", "-eo", "args", stdout=asyncio.subprocess.PIPE)).communicate())[0].decode()

@@ -61,6 +61,10 @@ def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from short_home(monkeypatch)
+
+
+def short_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A short home and data directory (the router's control socket path must stay under 108 bytes); every site
     of it is uninstalled at the end."""
     path = Path(tempfile.mkdtemp(prefix="sys-", dir="/tmp"))
@@ -249,7 +253,7 @@ async def test_status_says_what_the_router_does(home: Path) -> None:
     finally:
         holder.close()
         server.close()
-        await skupper("system", "uninstall", cwd=home)
+        await skupper("system", "uninstall", "--force", cwd=home)
 
 
 async def test_apply_on_a_running_site_fails_for_a_taken_port(home: Path) -> None:
@@ -275,7 +279,7 @@ async def test_apply_on_a_running_site_fails_for_a_taken_port(home: Path) -> Non
     finally:
         holder.close()
         server.close()
-        await skupper("system", "uninstall", cwd=home)
+        await skupper("system", "uninstall", "--force", cwd=home)
 
 
 # ---- files ----------------------------------------------------------------------------------------------------------
@@ -320,7 +324,7 @@ async def test_files_are_checked_as_kubectl_checks_them(home: Path) -> None:
         assert ("Listener", "db") not in table and table[("Listener", "served")] == ("Ready", "OK")
     finally:
         server.close()
-        await skupper("system", "uninstall", cwd=home)
+        await skupper("system", "uninstall", "--force", cwd=home)
 
 
 async def test_delete_works_for_every_kind(home: Path) -> None:
@@ -400,7 +404,7 @@ async def hub(home: Path) -> AsyncIterator[tuple[GrantServer, Path, int]]:
     finally:
         await grants.stop()
         server.close()
-        await skupper("system", "uninstall", "-n", "hub", cwd=home)
+        await skupper("system", "uninstall", "--force", "-n", "hub", cwd=home)
 
 
 def edge_site(home: Path, namespace: str, port: int) -> Path:
@@ -453,7 +457,7 @@ async def test_a_redeemed_link_is_shown_both_ways_and_can_be_deleted(
     assert code == 2 and 'Link "to-hub" does not exist' in out
     await ok("system", "reload", "-n", "edge", cwd=home)      # the token stays redeemed: no new link
     assert ("Link", "to-hub") not in (await status_of("edge", home))[1]
-    await skupper("system", "uninstall", "-n", "edge", cwd=home)
+    await skupper("system", "uninstall", "--force", "-n", "edge", cwd=home)
 
 
 async def test_bundles_never_ship_a_used_token(home: Path, hub: tuple[GrantServer, Path, int]) -> None:
@@ -489,7 +493,8 @@ async def test_bundles_never_ship_a_used_token(home: Path, hub: tuple[GrantServe
     assert code == 1, out
     assert 'Site "kit" is set up' in out
     assert re.search(r"AccessToken-to-hub\.yaml:\d+: AccessToken \"to-hub\": redemption refused by 127\.0\.0\.1: "
-                     r"AccessGrant hub/to-hub has no redemptions left \(1 of 1 used\)", out), out
+                     r"No such access granted: AccessGrant hub/to-hub has no redemptions left \(1 of 1 used\)",
+                     out), out
 
     code, out = await skupper("system", "install", "-n", "kit", cwd=home)   # this site is refused too
     assert code == 1 and "has no redemptions left" in out, out
@@ -500,7 +505,7 @@ async def test_bundles_never_ship_a_used_token(home: Path, hub: tuple[GrantServe
     with tarfile.open(home / "kit-2.tar.gz") as tar:
         assert "resources/AccessToken-to-hub.yaml" not in tar.getnames()
         assert "resources/Site-kit.yaml" in tar.getnames()
-    await skupper("system", "uninstall", "-n", "kit", cwd=home)
+    await skupper("system", "uninstall", "--force", "-n", "kit", cwd=home)
 
 
 def test_each_refusal_names_its_line_and_field() -> None:
@@ -577,10 +582,10 @@ async def test_upstreams_inputs_a_site_without_spec_and_a_link_with_its_secret(h
             table = (await status_of(edge, home))[1]
             assert table[("Site", edge)] == ("Ready", "OK") and table[("Link", "to-hub")] == ("Ready", "OK")
             assert not any(kind == "Secret" for kind, _ in table)
-            await skupper("system", "uninstall", "-n", edge, cwd=home)
+            await skupper("system", "stop", "-n", edge, cwd=home)
     finally:
         server.close()
-        await skupper("system", "uninstall", "-n", "hub", cwd=home)
+        await skupper("system", "uninstall", "--force", "-n", "hub", cwd=home)
 
 
 async def test_a_secret_that_is_no_tls_credential_is_refused_where_it_is_written(home: Path) -> None:

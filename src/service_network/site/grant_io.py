@@ -53,6 +53,8 @@ from .grants import (
     grant_of,
     grant_state,
     grant_status,
+    no_such_claim,
+    wrong_code,
 )
 from .identities import (
     IdentityRecord,
@@ -174,18 +176,18 @@ class GrantKeeper:
         """Redeem ``request`` at the grant ``uid`` (see the module docstring)."""
         cached = self.grants.by_index("uid", uid)
         if not cached:
-            return Refusal(404, "NotFound", "no AccessGrant for this URL (deleted, or another site's)")
+            return no_such_claim("no AccessGrant for this URL (deleted, or another site's)")
         namespace, name = meta(cached[0]).namespace, meta(cached[0]).name
         # a wrong code is refused from the watch cache: guessing costs the API server nothing
         known = grant_of(cached[0])
         if not known.problem and not known.code_matches(request.code):
             log.info("redemption of AccessGrant %s/%s refused: WrongCode", namespace, name)
-            return Refusal(403, "WrongCode", f"AccessGrant {namespace}/{name}: the code is wrong")
+            return wrong_code(namespace, name)
         for _ in range(ATTEMPTS):
             try:
                 obj = await self.api.get(ACCESS_GRANT, name, namespace)
             except NotFound:
-                return Refusal(404, "NotFound", f"AccessGrant {namespace}/{name} no longer exists")
+                return no_such_claim(f"AccessGrant {namespace}/{name} no longer exists")
             except KubeError as failure:
                 return Refusal(503, "Unavailable", f"could not read AccessGrant {namespace}/{name}: {failure}")
             if meta(obj).uid != uid:

@@ -137,19 +137,32 @@ class Refusal:
     message: str
 
 
+def wrong_code(namespace: str, name: str) -> Refusal:
+    """A code that does not match: upstream's 403 and words, then which grant."""
+    return Refusal(403, "WrongCode", f"Redemption of access token refused: AccessGrant {namespace}/{name}: the code "
+                                     f"is wrong")
+
+
+def no_such_claim(why: str) -> Refusal:
+    """No grant for the URL (any more): upstream's 404 and words, then why."""
+    return Refusal(404, "NotFound", f"No such claim: {why}")
+
+
 def check_redemption(grant: Grant, code: str, now: datetime.datetime) -> Refusal | None:
-    """Whether ``code`` may redeem ``grant`` now; the code is compared in constant time."""
+    """Whether ``code`` may redeem ``grant`` now; the code is compared in constant time. A refusal's text starts
+    with upstream's words for it (its grant server's: ``Redemption of access token refused``, 403; ``No such
+    claim``, 404, expired; ``No such access granted``, 404, used up), then says which grant and why."""
     what = f"AccessGrant {grant.namespace}/{grant.name}"
     if grant.problem:
         return Refusal(409, "GrantInvalid", f"{what} is invalid: {grant.problem}")
     if not grant.code_matches(code):
-        return Refusal(403, "WrongCode", f"{what}: the code is wrong")
-    if grant.expired(now):      # upstream: 404 for a grant expired or used up
-        return Refusal(404, "Expired", f"{what} expired at {format_time(grant.expires)}"
-                       if grant.expires else f"{what} expired")
+        return wrong_code(grant.namespace, grant.name)
+    if grant.expired(now):
+        return Refusal(404, "Expired", f"No such claim: {what} expired at {format_time(grant.expires)}"
+                       if grant.expires else f"No such claim: {what} expired")
     if grant.remaining() <= 0:
-        return Refusal(404, "UsedUp", f"{what} has no redemptions left ({grant.redemptions} of {grant.allowed} "
-                                      f"used)")
+        return Refusal(404, "UsedUp", f"No such access granted: {what} has no redemptions left ({grant.redemptions} "
+                                      f"of {grant.allowed} used)")
     return None
 
 
@@ -171,17 +184,16 @@ def grant_status(previous: Mapping[str, Any] | None, grant: Grant, *, state: Con
 
 
 def grant_state(grant: Grant, now: datetime.datetime, *, site_problem: str | None, server: bool) -> ConditionState:
-    """Ready while tokens can be redeemed; else what stops them."""
+    """Ready once tokens can be redeemed, and so after normal use too: an expired or used-up grant stays Ready
+    (as upstream's; ``expirationTime`` and ``redemptions`` say it) and the grant server refuses its redemptions
+    (:func:`check_redemption`), so that alerts on Error statuses do not fire for every token used. Else what stops
+    tokens: an invalid grant (Error), no site, no link access or no grant server (Pending)."""
     if grant.problem:
         return error(grant.problem)
     if site_problem:
         return pending(site_problem)
     if not server:
         return pending("the grant server is not enabled (service-network run controller --grant-server-address)")
-    if grant.expired(now):
-        return error(f"expired at {format_time(grant.expires)}" if grant.expires else "expired")
-    if grant.remaining() <= 0:
-        return error(f"no redemptions left ({grant.redemptions} of {grant.allowed} used)")
     return ready()
 
 

@@ -131,8 +131,11 @@ async def prepare_update(info: ResourceInfo, word: str, args: Args, session: Ses
 async def write_update(info: ResourceInfo, session: Session, current: JsonDict, spec: JsonDict,
                        args: Args) -> None:
     name = meta(current).name
-    await api_call("", session.api.replace(info, {**current, "spec": spec}, name=name, namespace=session.namespace))
-    await wait_for_condition(session, info, name, args.wait, args.timeout, success=f'{info.kind} "{name}" is updated')
+    written = await api_call("", session.api.replace(info, {**current, "spec": spec}, name=name,
+                                                     namespace=session.namespace))
+    # upstream's words: a Connector "is configured." (or ready), a Listener "is updated"
+    success = f'{info.kind} "{name}" is {args.wait}.' if info.kind == "Connector" else f'{info.kind} "{name}" is updated'
+    await wait_for_condition(session, info, name, args.wait, args.timeout, success=success, written=written)
 
 
 def commands(info: ResourceInfo, word: str, flags: Callable[[str], tuple[Flag, ...]], runs: Mapping[str, Any],

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .cmdline import Args
 
 __all__ = ["CRD_MISSING", "WAIT_CHOICES", "CliError", "Invalid", "Session", "api_call", "condition", "find",
-           "list_kind", "pause", "resource", "wait_deleted", "wait_for_condition"]
+           "fresh_condition", "list_kind", "pause", "resource", "wait_deleted", "wait_for_condition"]
 
 #: upstream's order (its messages list them so)
 WAIT_CHOICES = ("ready", "configured", "none")
@@ -108,18 +108,34 @@ def condition(obj: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
                  if isinstance(c, Mapping) and c.get("type") == type_), None)
 
 
+def _generation(obj: Mapping[str, Any] | None) -> int:
+    value = mapping(obj, "metadata").get("generation") if obj is not None else None
+    return value if isinstance(value, int) else 0
+
+
+def fresh_condition(obj: Mapping[str, Any] | None, type_: str, generation: int) -> Mapping[str, Any] | None:
+    """The condition ``type_`` of ``obj`` if written for ``generation`` or a later one (a condition without
+    ``observedGeneration`` counts as written for any)."""
+    found = condition(obj, type_) if obj is not None else None
+    observed = found.get("observedGeneration") if found is not None else None
+    return found if not isinstance(observed, int) or observed >= generation else None
+
+
 async def wait_for_condition(session: Session, info: ResourceInfo, name: str, wait: str,
-                             within: datetime.timedelta, *, success: str) -> None:
+                             within: datetime.timedelta, *, success: str,
+                             written: Mapping[str, Any] | None = None) -> None:
     """Poll until the ``Configured`` (``wait`` configured) or ``Ready`` condition is True, then print ``success``;
-    else :class:`CliError` with upstream's words after ``within``. ``wait`` none: nothing."""
+    else :class:`CliError` with upstream's words after ``within``. ``wait`` none: nothing. ``written``: the object
+    as a change wrote it: only a condition written for its generation (or a later one) counts, not the one the
+    object had before the change."""
     if wait == "none":
         return
     type_ = "Configured" if wait == "configured" else "Ready"
+    generation = _generation(written)
     deadline = time.monotonic() + within.total_seconds()
     seen: Mapping[str, Any] | None = None
     while True:
-        obj = await find(session, info, name)
-        seen = condition(obj, type_) if obj is not None else None
+        seen = fresh_condition(await find(session, info, name), type_, generation)
         if seen is not None and seen.get("status") == "True":
             print(success)
             return

@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from operator_runtime.errors import KubeError
-from operator_runtime.kinds import CONFIG_MAP, DEPLOYMENT, EVENT, POD, SERVICE, ResourceInfo
+from operator_runtime.kinds import (
+    CONFIG_MAP,
+    CRD,
+    DEPLOYMENT,
+    EVENT,
+    POD,
+    ROLE,
+    ROLE_BINDING,
+    SERVICE,
+    ResourceInfo,
+)
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from .. import kinds
@@ -30,6 +40,10 @@ SKUPPER_KINDS: tuple[ResourceInfo, ...] = (
     kinds.ACCESS_TOKEN, kinds.ATTACHED_CONNECTOR, kinds.ATTACHED_CONNECTOR_BINDING, kinds.MULTI_KEY_LISTENER,
     kinds.CERTIFICATE, kinds.SECURED_ACCESS)
 MAX_LOG = 8 * 1024 * 1024
+#: upstream's file names for these kinds' objects (``Accessgrant-<name>``, ``AccessTokens-<name>``); others: the kind
+FILE_PREFIX = {"AccessGrant": "Accessgrant", "AccessToken": "AccessTokens"}
+REPLICA_SET = ResourceInfo("apps/v1", "ReplicaSet", "replicasets", namespaced=True)
+ROUTER_LABEL = "skupper.io/component=router"
 
 
 async def components(session: Session) -> list[dict[str, Any]]:
@@ -78,8 +92,11 @@ class _Tar:
         self.file.addfile(info, io.BytesIO(data))
 
     def add_object(self, name: str, obj: JsonDict) -> None:
+        """``<name>.yaml`` and, as upstream writes it too, ``<name>.yaml.txt``."""
         import yaml
-        self.add(f"{name}.yaml", yaml.safe_dump(obj, sort_keys=False).encode())
+        data = yaml.safe_dump(obj, sort_keys=False).encode()
+        self.add(f"{name}.yaml", data)
+        self.add(f"{name}.yaml.txt", data)
 
     def close(self) -> None:
         self.file.close()
@@ -106,7 +123,13 @@ async def _collect(session: Session, tar: _Tar) -> None:
         except KubeError:
             continue
         for obj in objects:
-            tar.add_object(f"/site-namespace/resources/{info.kind}-{meta(obj).name}", obj)
+            tar.add_object(f"/site-namespace/resources/{FILE_PREFIX.get(info.kind, info.kind)}-{meta(obj).name}", obj)
+    try:                        # every CRD of the cluster, by name (as upstream; needs the right to list them)
+        crds, _ = await session.api.list(CRD)
+        tar.add("/site-namespace/resources/crds.txt",
+                yaml.safe_dump(sorted(meta(c).name for c in crds)).encode())
+    except KubeError:
+        pass
     for name in (ROUTER_NAME, "skupper-router-2", NETWORK_STATUS_NAME):
         try:
             tar.add_object(f"/site-namespace/resources/Configmap-{name}",
@@ -117,10 +140,22 @@ async def _collect(session: Session, tar: _Tar) -> None:
     for service in services:
         if any(k.startswith("internal.skupper.io/") for k in meta(service).annotations):
             tar.add_object(f"/site-namespace/resources/Services-{meta(service).name}", service)
-    deployments, _ = await session.api.list(DEPLOYMENT, namespace=ns, label_selector="skupper.io/component=router")
+    deployments, _ = await session.api.list(DEPLOYMENT, namespace=ns, label_selector=ROUTER_LABEL)
     for deployment in deployments:
         tar.add_object(f"/site-namespace/resources/Deployment-{meta(deployment).name}", deployment)
-    pods, _ = await session.api.list(POD, namespace=ns, label_selector="skupper.io/component=router")
+        for info in (ROLE, ROLE_BINDING):       # named as the router's Deployment (a Site with its own
+            try:                                # serviceAccount has none)
+                tar.add_object(f"/site-namespace/resources/{info.kind}-{meta(deployment).name}",
+                               await session.api.get(info, meta(deployment).name, ns))
+            except KubeError:
+                pass
+    try:
+        replica_sets, _ = await session.api.list(REPLICA_SET, namespace=ns, label_selector=ROUTER_LABEL)
+    except KubeError:
+        replica_sets = []
+    for replica_set in replica_sets:
+        tar.add_object(f"/site-namespace/resources/ReplicaSet-{meta(replica_set).name}", replica_set)
+    pods, _ = await session.api.list(POD, namespace=ns, label_selector=ROUTER_LABEL)
     for pod in pods:
         await _pod(session, tar, pod, "/site-namespace")
         for path, name in (("metrics", f"/site-namespace/metrics/{meta(pod).name}.txt"),

@@ -172,8 +172,10 @@ async def update(args: Args, session: Session) -> None:
         spec["tlsCredentials"] = args.tls_credentials
     if cost is not None:
         spec["cost"] = cost
-    await api_call("", session.api.replace(LINK, {**current, "spec": spec}, name=name, namespace=session.namespace))
-    await wait_condition(session, LINK, name, args.wait, args.timeout, success=f'Link "{name}" is updated')
+    written = await api_call("", session.api.replace(LINK, {**current, "spec": spec}, name=name,
+                                                     namespace=session.namespace))
+    await wait_condition(session, LINK, name, args.wait, args.timeout, success=f'Link "{name}" is updated',
+                         written=written)
 
 
 async def delete(args: Args, session: Session) -> None:

@@ -158,8 +158,9 @@ async def update(args: Args, session: Session) -> None:
     if args.enable_ha:
         spec["ha"] = True
     body = {**site, "spec": spec}
-    await api_call("", session.api.replace(SITE, body, name=name, namespace=session.namespace))
-    await wait_for_condition(session, SITE, name, args.wait, args.timeout, success=f'Site "{name}" is updated')
+    written = await api_call("", session.api.replace(SITE, body, name=name, namespace=session.namespace))
+    await wait_for_condition(session, SITE, name, args.wait, args.timeout, success=f'Site "{name}" is updated',
+                             written=written)
 
 
 #: what ``site delete --all`` removes besides the Site (Links are the controller's)

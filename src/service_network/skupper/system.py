@@ -9,6 +9,7 @@ code 2 (docs/skupper-cli.md, "System sites")."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["command"]
 
+RELOAD_TYPES = ("manual", "auto")         # (as service_network.system.watch's: not imported by --help)
+BUNDLE_TYPES = ("tarball", "shell-script")
+
 
 def command() -> Command:
     def plain(use: str, short: str, run: Run) -> Command:
@@ -36,15 +40,29 @@ def command() -> Command:
         example="skupper system apply -f my-site.yaml\nskupper system setup\nskupper system status",
         children=[
             plain("setup", "Set the site up from input/resources and start its router", setup),
-            plain("start", "Start the site's router", start),
+            plain("start", "Start the site: set it up from input/resources (as setup) or start its router again",
+                  start),
             plain("stop", "Stop the site's router (resources and links are kept)", stop),
-            plain("reload", "Read input/resources again and apply the changes to the running router", reload),
+            Command("reload", "Read input/resources again and apply the changes to the running router",
+                    long="Read input/resources again and apply the changes to the running router.",
+                    flags=(Flag("watch", "bool", False, "keep watching the site's input files and reload on every "
+                                "change (what install --reload-type auto runs)", hidden=True),),
+                    run=reload, offline=True, event_loop=True),
             plain("status", "Display the router process and each resource's status as the router reports it",
                   status),
-            plain("install", "Run the site's router as a systemd user unit (where systemd runs; else as setup)",
-                  install),
-            plain("uninstall", "Stop the site and remove everything it made (its namespace directory, its systemd "
-                               "unit)", uninstall),
+            Command("install", "Run the site's router as a systemd user unit (where systemd runs; else as setup)",
+                    long="Set the site up and run its router as a systemd user unit where a systemd user manager "
+                         "runs (else as a process, as setup).",
+                    flags=(Flag("reload-type", "string", "manual", "Specify the type of reload to perform. Choices: "
+                                "manual, auto", values=RELOAD_TYPES),),
+                    run=install, offline=True, event_loop=True),
+            Command("uninstall", "Remove local system infrastructure",
+                    long="Remove what skupper system install made on this host; while a site is active (its router "
+                         "runs, or its systemd unit is installed) only with --force, which stops and removes every "
+                         "site of this user (active or not), their files included.",
+                    flags=(Flag("force", "bool", False, "all existing sites (active or not) will be deleted",
+                                short="f"),),
+                    run=uninstall, offline=True, event_loop=True),
             Command("apply", "Create or update resources of the site from a file or standard input",
                     long="Add or change resources (Site, Listener, Connector, Link, AccessToken, RouterAccess, and "
                          "the Secrets Links name) from a YAML file, or standard input with -f -; a running site "
@@ -57,6 +75,10 @@ def command() -> Command:
             Command("generate-bundle <bundle-file>", "Generate a bundle",
                     long="Write a gzip'd tarball with install.sh, the site's resources and credentials (input/): "
                          "on another host, 'sh install.sh' sets the site up there.",
+                    flags=(Flag("input", "string", "", "The location of the Skupper resources defining the site.",
+                                files=True),
+                           Flag("type", "string", "tarball", "The bundle type to be produced. Choices: tarball, "
+                                "shell-script", values=BUNDLE_TYPES)),
                     run=generate_bundle, offline=True, positional="file", event_loop=True),
             Command("generate-link", "Print the Link and Secret a remote site applies to link to this one",
                     long="Print the Link and Secret (YAML) a remote site applies to link to this site's "
@@ -65,10 +87,14 @@ def command() -> Command:
                     flags=(Flag("subject", "string", "", "the id (Site metadata.uid) of the site that will link"),
                            Flag("name", "string", "", "the Link's and Secret's name (default link-<namespace>)")),
                     run=generate_link, offline=True, event_loop=True),
-            Command("delete <kind> <name>", "Delete a resource of the site",
+            Command("delete <kind> <name>", "Delete resources of the site",
                     long=f"Delete a resource of the site ({', '.join((*KINDS, SECRET))}; a Secret's stored "
-                         "credential, input/certs/<name>, goes with it).", run=delete, offline=True,
-                    event_loop=True),
+                         "credential, input/certs/<name>, goes with it), or with -f the resources a file (or "
+                         "standard input: -f -) names.",
+                    example="skupper system delete Listener web\nskupper system delete -f my-site.yaml",
+                    flags=(Flag("filename", "string", "", "The name of the file with custom resources (- for "
+                                "standard input)", short="f", files=True),),
+                    run=delete, offline=True, event_loop=True),
         ])
 
 
@@ -105,34 +131,78 @@ def _need_site(site: SystemSite, loaded: Loaded) -> None:
                                    f"{site.resources_dir}", *(f"  {p}" for p in problems)]))
 
 
+def _start(site: SystemSite) -> int:
+    """Start the router and, for a site installed with ``--reload-type auto``, its watcher; the router's pid."""
+    pid = site.start_router()
+    if site.watcher.reload_type() == "auto":
+        site.watcher.start()
+    return pid
+
+
 async def setup(args: Args, session: None) -> None:
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
-    pid = site.start_router()
+    pid = _start(site)
     await _report(site, loaded, f'Site "{site.namespace}" is set up; its router runs (pid {pid}).')
 
 
 async def start(args: Args, session: None) -> None:
     site = _site(args)
-    if not site.router_config.exists():
-        raise CliError(f"the site in namespace {site.namespace} is not set up: run skupper system setup")
+    if not site.router_config.exists():         # upstream's start: the site is made of input/resources
+        await setup(args, session)
+        return
+    if (running := site.router_pid()) is not None:
+        print(f"The router of namespace {site.namespace} is already running (pid {running}); nothing started "
+              f"(skupper system reload applies changed files).")
+        return
     loaded = await site.refresh()
     _need_site(site, loaded)
-    await _report(site, loaded, f"Router started (pid {site.start_router()}).")
+    await _report(site, loaded, f"Router started (pid {_start(site)}).")
 
 
 async def stop(args: Args, session: None) -> None:
     site = _site(args)
+    site.watcher.stop()
     print("Router stopped." if await site.stop_router() else "The router was not running.")
 
 
 async def reload(args: Args, session: None) -> None:
     site = _site(args)
+    if args.watch:
+        await _watch(site)
+        return
     loaded = await site.refresh()
     _need_site(site, loaded)
     running = site.process().state == "running"
     await _report(site, loaded, "Reloaded." if running else "Reloaded (the router is not running).")
+
+
+async def _watch(site: SystemSite) -> None:
+    """``reload --watch``: reload the site each time its input files change, until its directory is removed (or
+    the process is stopped); one line per reload, naming what failed (``runtime/logs/reload.log``)."""
+    import asyncio
+    import time
+
+    from ..system.status import failures
+    from ..system.watch import WATCH_SECONDS, input_fingerprint
+    seen = input_fingerprint(site.base)
+    print(f"Watching {site.base / 'input'}: the site is reloaded when its files change.", flush=True)
+    while site.base.is_dir():
+        await asyncio.sleep(WATCH_SECONDS)
+        now = input_fingerprint(site.base)
+        if now == seen:
+            continue
+        seen = now
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            loaded = await site.refresh(redeem=site.process().state == "running")
+            view = await site.settle(loaded) if site.process().state == "running" else await site.view(loaded)
+            site.write_statuses(loaded, view)
+            problems = failures(view, loaded.files, loaded.plan.problems)
+        except Exception as e:      # a reload that fails must not end the watching: said, and on
+            problems = [f"the reload failed: {type(e).__name__}: {str(e)[:300]}"]
+        print(f"{stamp} reloaded" + "".join(f"\n  {p}" for p in problems), flush=True)
 
 
 def _apply_problems(args: Args) -> list[str]:
@@ -161,7 +231,17 @@ async def apply(args: Args, session: None) -> None:
     await _report(site, loaded, f"Resources of {shown} applied.", only=set(written))
 
 
+async def _applied_now(site: SystemSite) -> None:
+    """A running site applies what changed at once (statuses written)."""
+    if site.process().state == "running":
+        loaded = await site.refresh()
+        site.write_statuses(loaded, await site.settle(loaded))
+
+
 async def delete(args: Args, session: None) -> None:
+    if args.filename:
+        await _delete_named(args)
+        return
     if len(args.args) != 2:
         raise Invalid(["a kind and a name are needed: skupper system delete <kind> <name>"])
     kind, name = args.args
@@ -171,10 +251,51 @@ async def delete(args: Args, session: None) -> None:
     if not site.delete_resource(kind, name):
         raise Invalid([f'{kind} "{name}" does not exist in {site.resources_dir} (nor, for a Link, in '
                        f'{site.runtime / "resources" / "links"})'])
-    if site.process().state == "running":
-        loaded = await site.refresh()
-        site.write_statuses(loaded, await site.settle(loaded))
+    await _applied_now(site)
     print(f'{kind} "{name}" deleted.')
+
+
+def _delete_problems(args: Args) -> list[str]:
+    """Upstream's checks of ``system delete -f FILE``, in its words."""
+    problems = ["This command does not accept arguments"] if args.args else []
+    if args.filename != "-":
+        path = Path(args.filename)
+        if not args.filename.endswith((".yaml", ".yml", ".json")):
+            problems.append("The file has an unsupported extension, it should have one of the following: .yaml, "
+                            ".json")
+        if not path.exists():
+            problems.append(f'The file "{args.filename}" does not exist')
+        elif path.is_dir():
+            problems.append(f'The file "{args.filename}" is a directory')
+    return problems
+
+
+async def _delete_named(args: Args) -> None:
+    """``delete -f FILE``: the resources FILE (or standard input) names, as upstream's ``system delete -f``."""
+    from ..system.resources import MAX_FILE, load_resources
+    from ..system.site import read_file
+    if problems := _delete_problems(args):
+        raise Invalid(problems)
+    if args.filename == "-":
+        text = sys.stdin.read(MAX_FILE + 1)
+        if len(text) > MAX_FILE:
+            raise Invalid([f"<stdin>: larger than {MAX_FILE} bytes"])
+        documents = load_resources(Path("-"), text, "<stdin>")
+    else:
+        documents = read_file(Path(args.filename), args.filename)
+    named = [(d.kind, d.name) for d in documents if d.obj is not None]
+    if unusable := [str(d.problem) for d in documents if d.problem]:
+        raise Invalid(unusable)
+    site = _site(args)
+    missing = []
+    for kind, name in named:
+        if kind in (*KINDS, SECRET) and site.delete_resource(kind, name):
+            print(f"{kind} {name} deleted")
+        else:
+            missing.append(f'{kind} "{name}" does not exist in {site.resources_dir}')
+    await _applied_now(site)
+    if missing:
+        raise CliError("\n".join(missing))
 
 
 async def status(args: Args, session: None) -> None:
@@ -202,50 +323,74 @@ async def status(args: Args, session: None) -> None:
             print(f"  {problem}")
 
 
+def _choice_problem(what: str, value: str, choices: tuple[str, ...]) -> str | None:
+    """Upstream's words for a value that is not one of ``choices``."""
+    return None if value in choices else (f"{what}: value {value} not allowed. It should be one of this options: "
+                                          f"[{' '.join(choices)}]")
+
+
 async def install(args: Args, session: None) -> None:
+    if problem := _choice_problem("reload type is not valid", args.reload_type, RELOAD_TYPES):
+        raise Invalid([problem])
     site = _site(args)
     loaded = await site.refresh()
     _need_site(site, loaded)
+    site.watcher.set_reload_type(args.reload_type)
+    auto = args.reload_type == "auto"
+    how = (" It is reloaded when its input files change (reload type auto)." if auto else "")
     from ..system.site import systemctl
     if await systemctl("show-environment"):
+        units = [(site.unit_name, site.systemd_unit())] + (
+            [(site.reload_unit_name, site.systemd_reload_unit())] if auto else [])
         site.unit_path.parent.mkdir(parents=True, exist_ok=True)
-        site.unit_path.write_text(site.systemd_unit(), encoding="utf-8")
-        if await systemctl("daemon-reload") and await systemctl("enable", "--now", site.unit_name):
+        for name, text in units:
+            site.unit_path.with_name(name).write_text(text, encoding="utf-8")
+        if not auto:
+            await site.remove_unit(site.reload_unit_name)
+        if await systemctl("daemon-reload") and all([await systemctl("enable", "--now", n) for n, _ in units]):
             await _report(site, loaded, f'Site "{site.namespace}" is installed: systemd user unit '
-                                        f"{site.unit_name} ({site.unit_path}).")
+                                        f"{site.unit_name} ({site.unit_path}).{how}")
             return
-        raise CliError(f"systemctl --user enable --now {site.unit_name} failed (see journalctl --user -u "
-                       f"{site.unit_name})")
-    pid = site.start_router()
+        raise CliError(f"systemctl --user enable --now {' '.join(n for n, _ in units)} failed (see journalctl "
+                       f"--user -u {site.unit_name})")
+    if not auto:
+        site.watcher.stop()
+    pid = _start(site)
     await _report(site, loaded, f'Site "{site.namespace}" is set up; systemd is not available for this user, so '
                                 f"its router runs as a process started here (pid {pid}); skupper system start "
-                                f"starts it again after a reboot.")
+                                f"starts it again after a reboot.{how}")
 
 
 async def generate_bundle(args: Args, session: None) -> None:
     from ..system.site import BundleRefused
     if not args.file:
         raise Invalid(["You need to specify a name for the bundle file to generate."])
-    if len(args.file) > 1:
-        raise Invalid(["This command does not accept more than one argument."])
+    problems = ["This command does not accept more than one argument."] if len(args.file) > 1 else []
+    source = Path(args.input) if args.input else None
+    if source is not None and not source.is_dir():
+        problems.append("The input path must be a directory" if source.exists() else "The input path does not exist")
+    if problem := _choice_problem("Invalid bundle type", args.type, BUNDLE_TYPES):
+        problems.append(problem)
+    if problems:
+        raise Invalid(problems)
     target = Path(args.file[0])
     site = _site(args)
-    if not site.resources_dir.is_dir():
+    if source is None and not site.resources_dir.is_dir():
         raise CliError(f"there is no site in namespace {site.namespace} ({site.base})")
     try:
-        bundle = site.bundle()
+        bundle = site.bundle(source)
     except BundleRefused as e:
         raise CliError("Error: no bundle written: these files of the site cannot be used (every host installing "
                        "the bundle would refuse them too):\n" + "\n".join(f"  {p}" for p in str(e).splitlines())
                        ) from None
     try:
-        site.write_bundle(target, bundle)
+        site.write_bundle(target, bundle, script=args.type == "shell-script")
     except OSError as e:
         raise CliError(f"could not write the bundle {target}: {e}") from None
     for note in bundle.left_out:
         print(f"Warning: {note}")
-    print(f"Bundle {target} written ({len(bundle.members)} files). On the other host: tar -xzf {target.name} "
-          f"&& sh install.sh")
+    how = f"sh {target.name}" if args.type == "shell-script" else f"tar -xzf {target.name} && sh install.sh"
+    print(f"Bundle {target} written ({len(bundle.members)} files). On the other host: {how}")
 
 
 async def generate_link(args: Args, session: None) -> None:
@@ -265,7 +410,35 @@ async def generate_link(args: Args, session: None) -> None:
     print("---\n".join(encode(d, "yaml") for d in documents), end="")
 
 
+def _site_name(site: SystemSite) -> str:
+    """The Site's name as the site's statuses last recorded it ("" when none is)."""
+    found = sorted((site.runtime / "resources" / "status").glob("Site-*.yaml"))
+    return found[0].stem.removeprefix("Site-") if found else ""
+
+
 async def uninstall(args: Args, session: None) -> None:
-    site = _site(args)
-    await site.uninstall()
-    print(f'Site "{site.namespace}" uninstalled.')
+    """Upstream's meaning: what ``install`` put on the host goes; refused while a site is active, unless
+    ``--force``, which stops and removes every site of this user (``-n`` names none: the whole host's)."""
+    from ..system.site import data_home, namespaces
+    if args.args:
+        raise Invalid(["this command does not accept arguments"])
+    sites = namespaces()
+    active = {s.namespace for s in sites if s.active()}
+    if not args.force:
+        if active:
+            for site in sites:
+                if site.namespace in active:
+                    name = _site_name(site)
+                    print(f"The {name} site is active (namespace {site.namespace})" if name
+                          else f"The {site.namespace} site is active")
+            raise Invalid(["Uninstallation halted: Active sites detected. Use --force flag to stop and remove active "
+                           "sites"])
+        print("No active site: nothing to uninstall (the sites' files are kept; skupper system uninstall --force "
+              "removes them).")
+    for site in sites if args.force else []:
+        if site.namespace in active:
+            print(f'Removing active site namespace "{site.namespace}"')
+        await site.remove()
+        print(f'Namespace "{site.namespace}" has been removed')
+    with contextlib.suppress(OSError):          # empty: nothing of skupper is left of it
+        (data_home() / "skupper" / "namespaces").rmdir()

@@ -19,6 +19,7 @@ from pathlib import Path
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..router.config import CONFIG_VERSION, parse_config
+from ..router.errors import ConfigError
 from ..site.bindings import BindingError, SecretInfo, check_connector, check_listener
 from ..site.links import LinkState, compose_links
 from ..site.status import ConditionState, error, ready
@@ -200,7 +201,11 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
         "links": sorted(link_docs, key=lambda d: str(d["name"])),
         "routerAccess": access_docs,
     }
-    parse_config(json.dumps(document))      # the router's own checks: a failure here is a bug of this module
+    try:
+        parse_config(json.dumps(document))      # the router's own checks: a failure here is a bug of this module
+    except ConfigError as e:                    # ... said as a problem of the site, not a traceback
+        plan.problems.append(f"no router document made of input/resources: {str(e)[:500]}")
+        return plan
     plan.document = document
     return plan
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -415,5 +415,29 @@ def load_resources(path: Path, text: str, shown: str | None = None) -> list[Reso
     out = [_resource(path, label, node, document) for node, document in documents[:MAX_RESOURCES]]
     if len(documents) > MAX_RESOURCES:
         out.append(ResourceFile(path, None, f"{label}: more than {MAX_RESOURCES} documents", label))
+    return out
+
+
+def one_of_each(files: Sequence[ResourceFile]) -> list[ResourceFile]:
+    """``files`` with one resource of each kind and name: the one in ``<Kind>-<name>.yaml`` (the file ``skupper
+    system apply`` writes) if any, else the first read; each other becomes a problem naming the one in use."""
+    first: dict[tuple[str, str], ResourceFile] = {}
+    for resource in files:
+        if resource.obj is not None:
+            key = (resource.kind, resource.name)
+            known = first.get(key)
+            if known is None or (resource.path.name == f"{key[0]}-{key[1]}.yaml"
+                                 and known.path.name != resource.path.name):
+                first[key] = resource
+    out = []
+    for resource in files:
+        used = first.get((resource.kind, resource.name)) if resource.obj is not None else None
+        if used is None or used is resource:
+            out.append(resource)
+            continue
+        out.append(ResourceFile(resource.path, None, resource.describe(
+            f"not in use: {used.shown or used.path}:{used.line} defines {resource.kind} \"{resource.name}\" too, "
+            f"and that one is in use (a site has one {resource.kind} of a name: remove or rename one of them)"),
+            resource.shown, resource.line, resource.lines))
     return out
 

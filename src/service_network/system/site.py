@@ -29,7 +29,6 @@ import shlex
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tarfile
 import time
@@ -52,11 +51,13 @@ from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
 from .compose import AccessPlan, SystemPlan, compose_system, router_access
 from .names import SECRET, TLS_FILES
+from .process import spawn
 from .resources import (
     DNS1123_SUBDOMAIN,
     MAX_FILE,
     ResourceFile,
     load_resources,
+    one_of_each,
     secret_files,
     split_documents,
 )
@@ -70,8 +71,9 @@ from .status import (
     parse_answer,
     probe_targets,
 )
+from .watch import Watcher, watch_command
 
-__all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home"]
+__all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home", "namespaces"]
 
 #: the bundle's installer: copies what it carries into the site's input directory and sets the site up
 INSTALL_SCRIPT = """#!/bin/sh
@@ -86,13 +88,25 @@ mkdir -p "$base/resources" "$base/certs"
 [ -d "$here/certs" ] && cp -R "$here/certs/." "$base/certs/"
 exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@
 """
+#: ``generate-bundle --type shell-script``: the tarball follows the marker line, base64-encoded
+BUNDLE_SCRIPT = """#!/bin/sh
+# Installs the skupper system site @NAMESPACE@ on this host: unpacks the bundle below to a temporary directory and
+# runs its install.sh (SKUPPER=/path/to/skupper names the command); exits with its exit code.
+set -eu
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+sed '1,/^__SKUPPER_BUNDLE__$/d' "$0" | base64 -d | tar -xzf - -C "$dir"
+code=0
+sh "$dir/install.sh" || code=$?
+exit "$code"
+__SKUPPER_BUNDLE__
+"""
 SITE_CA = "skupper-site-ca"
 STOP_SECONDS = 10.0
 ASK_SECONDS = 2.0                 # how long the router's control socket may take to answer
 MAX_ANSWER = 16 * 1024 * 1024
 SETTLE_SECONDS = 10.0             # how long setup, start, reload and apply wait for the router's first report
 POLL_SECONDS = 0.2
-STARTED_SECONDS = 5.0             # how long a process just started may take to show its command line
 
 
 class RouterUnreachable(Exception):
@@ -237,7 +251,8 @@ class SystemSite:
     def read_resources(self) -> list[ResourceFile]:
         """The resources of ``input/resources`` and of the Links redeemed tokens gave. A Secret document of
         ``input/resources`` is a TLS credential: it is stored as ``input/certs/<name>/`` (:meth:`store_secret`) and
-        not listed (unless it cannot be used: then its problem is)."""
+        not listed (unless it cannot be used: then its problem is). Of two resources of a kind and name, one is
+        used (:func:`one_of_each`), the other listed as a problem."""
         out: list[ResourceFile] = []
         for directory in (self.resources_dir, self.runtime / "resources" / "links"):
             for path in sorted(directory.glob("*.y*ml")) if directory.is_dir() else []:
@@ -247,7 +262,7 @@ class SystemSite:
                             self.store_secret(resource.obj)
                         continue
                     out.append(resource)
-        return out
+        return one_of_each(out)
 
     def store_secret(self, secret: JsonDict) -> Path:
         """A Secret's TLS files as ``input/certs/<name>/`` (what Listeners', Connectors' and Links'
@@ -597,18 +612,8 @@ class SystemSite:
         running = self.router_pid()
         if running is not None:
             return running
-        log = (self.runtime / "logs" / "router.log").open("ab")
-        try:
-            process = subprocess.Popen(
-                self.router_command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                cwd=self.runtime)
-        finally:
-            log.close()
-        self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
-        deadline = time.monotonic() + STARTED_SECONDS
-        while process.poll() is None and not self._ours(process.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return process.pid
+        return spawn(self.router_command(), log=self.runtime / "logs" / "router.log", cwd=self.runtime,
+                     pid_file=self.pid_file, ours=self._ours)
 
     async def stop_router(self) -> bool:
         pid = self.router_pid()
@@ -650,15 +655,17 @@ class SystemSite:
         return [sys.executable, "-m", "service_network.cli", "router", "--config", str(self.router_config),
                 "--state-dir", str(self.runtime / "router" / "state")]
 
-    def bundle(self) -> Bundle:
+    def bundle(self, source: Path | None = None) -> Bundle:
         """What a bundle of this site holds: ``install.sh``, the files of ``input/resources`` and ``input/certs``,
         without the AccessTokens this site redeemed (a token is redeemed once, so every host installing the bundle
         would be refused) or whose redemption was refused here (used, expired or wrong): those are listed in
         ``left_out``. ``BundleRefused`` when a file of ``input/resources`` cannot be used (it would fail on every
-        host too)."""
+        host too). ``source``: a directory of resource files to take instead of ``input/`` (its Secrets are the
+        credentials)."""
         bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()})
         broken = []
-        for path in sorted(self.resources_dir.glob("*")) if self.resources_dir.is_dir() else []:
+        inputs = source or self.resources_dir
+        for path in sorted(inputs.glob("*")) if inputs.is_dir() else []:
             if not path.is_file():
                 continue
             resources = read_file(path, str(path)) if path.suffix in (".yaml", ".yml") else []
@@ -676,7 +683,7 @@ class SystemSite:
                 bundle.members[f"resources/{path.name}"] = "---\n".join(kept).encode()
         if broken:
             raise BundleRefused("\n".join(broken))
-        for path in sorted(self.input_certs.rglob("*")) if self.input_certs.is_dir() else []:
+        for path in sorted(self.input_certs.rglob("*")) if source is None and self.input_certs.is_dir() else []:
             if path.is_file():
                 bundle.members[f"certs/{path.relative_to(self.input_certs)}"] = path.read_bytes()
         return bundle
@@ -690,18 +697,65 @@ class SystemSite:
             return f"its redemption was refused here: {record.problem}"
         return None
 
-    def write_bundle(self, target: Path, bundle: Bundle) -> None:
-        """A gzip'd tarball of ``bundle`` (``install.sh`` executable)."""
-        with tarfile.open(target, "w:gz") as tar:
+    def write_bundle(self, target: Path, bundle: Bundle, *, script: bool = False) -> None:
+        """A gzip'd tarball of ``bundle`` (``install.sh`` executable); ``script``: a shell script holding it, which
+        unpacks it to a temporary directory and runs its ``install.sh`` (upstream's ``--type shell-script``)."""
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
             for name, data in bundle.members.items():
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o755 if name == "install.sh" else 0o600, time.time()
                 tar.addfile(info, io.BytesIO(data))
+        if not script:
+            target.write_bytes(packed.getvalue())
+            return
+        encoded = base64.encodebytes(packed.getvalue()).decode()
+        target.write_text(BUNDLE_SCRIPT.replace("@NAMESPACE@", self.namespace) + encoded, encoding="utf-8")
+        target.chmod(0o700)
 
-    async def uninstall(self) -> None:
-        await self.stop_router()
-        if self.unit_path.exists():
-            await systemctl("disable", "--now", self.unit_name)
-            self.unit_path.unlink(missing_ok=True)
+    @property
+    def watcher(self) -> Watcher:
+        """The process that reloads the site when its files change (``install --reload-type auto``)."""
+        return Watcher(self.namespace, self.runtime)
+
+    @property
+    def reload_unit_name(self) -> str:
+        return f"skupper-{self.namespace}-reload.service"
+
+    def systemd_reload_unit(self) -> str:
+        """A systemd user unit running the site's watcher (``--reload-type auto``)."""
+        command = " ".join(shlex.quote(part) for part in watch_command(self.namespace))
+        return (f"[Unit]\nDescription=Skupper system site {self.namespace} (reloads it when its input files "
+                f"change)\n\n[Service]\nType=simple\nExecStart={command}\nWorkingDirectory={self.runtime}\n"
+                f"Restart=on-failure\nRestartSec=2\n\n[Install]\nWantedBy=default.target\n")
+
+    def active(self) -> bool:
+        """Whether the site runs here: its router or its watcher runs, or a systemd unit of it is installed."""
+        return (self.unit_path.exists() or self.unit_path.with_name(self.reload_unit_name).exists()
+                or self.router_pid() is not None or self.watcher.pid() is not None)
+
+    async def remove_unit(self, name: str | None = None) -> None:
+        """Disable and remove the router's systemd unit (or the unit ``name``)."""
+        name = name or self.unit_name
+        path = self.unit_path.with_name(name)
+        if path.exists():
+            await systemctl("disable", "--now", name)
+            path.unlink(missing_ok=True)
             await systemctl("daemon-reload")
+
+    async def remove(self) -> None:
+        """Stop the router and the watcher, remove the systemd units and the namespace's directory (inputs
+        included); the ``namespaces`` directory goes too when no other namespace is left."""
+        self.watcher.stop()
+        await self.stop_router()
+        await self.remove_unit(self.reload_unit_name)
+        await self.remove_unit()
         shutil.rmtree(self.base, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            self.base.parent.rmdir()
+
+
+def namespaces() -> list[SystemSite]:
+    """Every system site of this user (a directory of ``$XDG_DATA_HOME/skupper/namespaces``)."""
+    base = data_home() / "skupper" / "namespaces"
+    return [SystemSite(p.name) for p in sorted(base.iterdir()) if p.is_dir()] if base.is_dir() else []
