@@ -51,10 +51,25 @@ async def test_controller_capabilities_are_create_delete_only(offline_csi: CsiEn
 
 
 @pytest.mark.parametrize("method", ["ControllerPublishVolume", "ControllerUnpublishVolume", "ListVolumes",
-                                    "GetCapacity", "ValidateVolumeCapabilities"])
+                                    "GetCapacity"])
 async def test_unadvertised_controller_rpcs_are_unimplemented(offline_csi: CsiEndpoint, method: str) -> None:
     request_type = getattr(csi_pb2, f"{method}Request")
     await expect_code(getattr(offline_csi.controller, method)(request_type()), grpc.StatusCode.UNIMPLEMENTED)
+
+
+@pytest.mark.parametrize(("request_fields", "code", "needle"), [
+    ({"volume_capabilities": [MOUNT]}, grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required"),
+    ({"volume_id": "pvc-1"}, grpc.StatusCode.INVALID_ARGUMENT, "volume_capabilities is required"),
+    ({"volume_id": "../etc", "volume_capabilities": [MOUNT]}, grpc.StatusCode.NOT_FOUND,
+     "volume '../etc' does not exist: volume ids of this driver are PersistentVolume names"),
+    ({"volume_id": "Pvc_1", "volume_capabilities": [BLOCK]}, grpc.StatusCode.NOT_FOUND, "does not exist"),
+])
+async def test_validate_volume_capabilities_refusals(offline_csi: CsiEndpoint, request_fields: Mapping[str, object],
+                                                     code: grpc.StatusCode, needle: str) -> None:
+    """The spec's codes for what needs no volume lookup: missing fields, ids that cannot name a volume."""
+    request = csi_pb2.ValidateVolumeCapabilitiesRequest(**request_fields)
+    details = await expect_code(offline_csi.controller.ValidateVolumeCapabilities(request), code)
+    assert needle in details
 
 
 @pytest.mark.parametrize(("request_fields", "needle"), [
