@@ -180,6 +180,29 @@ async def test_cluster_ip_hostname_by_default_and_cluster_ips_when_preferred(env
     assert (await env.status("db"))["ingressAddresses"][0]["addressType"] == "IP"
 
 
+async def test_no_backing_nodes_says_why_when_pods_run_unready_or_unselected(env: Env) -> None:
+    """Pods that run but are not ready, or that mount the Listener without its extraPodSelectorLabels (so its
+    Service does not select them), are named as the reason, not "no Pod runs on a node yet"."""
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.start_operator()
+    await env.create_listener("kafka", "np", ports=[{"name": "kafka", "port": 9092}],
+                              extraPodSelectorLabels={"role": "broker"})
+
+    async def message() -> str | None:
+        ready = await env.ready("kafka")
+        return ready.get("message") if ready.get("reason") == "NoBackingNodes" else None
+    unselected = await env.wait_for(message)
+    uid = (await env.listener("kafka"))["metadata"]["uid"]
+    assert unselected == (f"no Pod selected by Service kafka (listener.stackable.tech/mnt.{uid.replace('-', '')}"
+                          "=kafka, role=broker) runs on a node, and no volume is pinned to a node; Pods that mount "
+                          "this Listener without carrying its extraPodSelectorLabels are not selected")
+    await env.create_endpoints("kafka", ["node-a", "node-a"], ready=False)
+    assert await env.wait_for(lambda: _when_changed(message(), unselected)) == (
+        "2 Pod(s) selected by Service kafka are not ready; a node backs this Listener once a ready Pod runs on it, "
+        "or a volume is pinned to it")
+
+
 async def test_node_port_publishes_backing_nodes_with_node_ports(env: Env) -> None:
     await env.create_class("np", serviceType="NodePort")
     await env.create_node("node-a", ("InternalIP", "192.168.0.1"), ("ExternalIP", "203.0.113.1"),
@@ -781,3 +804,8 @@ async def test_load_balancer_default_class_gets_addresses_from_the_simulated_clu
         entry = (await env.status("web"))["ingressAddresses"][0]
         assert entry["ports"] == {"https": 443}
         assert service["spec"]["allocateLoadBalancerNodePorts"] is True
+
+
+async def _when_changed(value: Awaitable[Any], old: Any) -> Any:
+    got = await value
+    return got if got is not None and got != old else None
