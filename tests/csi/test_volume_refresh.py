@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from csi_support import KubeCsi, close_endpoint, listener_class_object, node_object, open_endpoint
+from csi_support import KubeCsi, close_endpoint, listener_class_object, node_object, open_endpoint, until
 from test_node_kube import NS, files, make_volume, set_status
 
-from kubesim.patience import patience
 from listener_operator.constants import ANNOTATION_LISTENER_NAME
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
 from operator_runtime.kinds import EVENT, NODE
@@ -20,15 +17,6 @@ CLUSTER_STATUS = {"serviceName": "shared", "ingressAddresses": [
     {"address": "shared.default.svc.cluster.local", "addressType": "Hostname", "ports": {"http": 80}}]}
 NEW_PORTS = {"serviceName": "shared", "ingressAddresses": [
     {"address": "shared.default.svc.cluster.local", "addressType": "Hostname", "ports": {"http": 8080, "grpc": 9000}}]}
-
-
-async def until(check: Callable[[], Awaitable[Any]], within: float = 10.0) -> Any:
-    deadline = time.monotonic() + patience(within)
-    while True:
-        value = await check()
-        if value or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.05)
 
 
 async def shared_listener(kube: KubeCsi, status: dict[str, Any]) -> None:

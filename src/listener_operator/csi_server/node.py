@@ -116,6 +116,9 @@ log = logging.getLogger(__name__)
 #: How long NodePublishVolume waits for a Listener without addresses before answering UNAVAILABLE. Short: kubelet
 #: holds a CSI call for at most a couple of minutes and retries anyway.
 DEFAULT_LISTENER_WAIT_SECONDS = 5.0
+#: A mount waiting longer than this for its Listener's address gets the Normal Events saying so (ListenerNotReady on
+#: the Pod, MountWaiting on the Listener); a shorter wait is a healthy start (a new per-replica Listener).
+ANNOUNCE_WAIT_AFTER_SECONDS = 2.0
 _MAX_VOLUMES = 2**63 - 1
 
 _Context = grpc.aio.ServicerContext[Any, Any]
@@ -463,9 +466,37 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         await self._require_class(listener)
         if self._listener_wait <= 0:
             return listener, addresses
+        # A new Listener (a per-replica one is made by this very publish) has no address for a moment: a healthy
+        # start, not worth an Event. Only a wait longer than ANNOUNCE_WAIT_AFTER_SECONDS, or one that ends without
+        # an address, is announced.
+        grace = min(ANNOUNCE_WAIT_AFTER_SECONDS, self._listener_wait)
+        announced = False
+        waiting: contextlib.AbstractContextManager[Any] = (
+            self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
+        try:
+            with waiting:
+                for seconds in (grace, self._listener_wait - grace):
+                    if seconds <= 0:
+                        continue
+                    with contextlib.suppress(TimeoutError):
+                        latest, addresses = await self._wait_for_addresses(p, name, listener, compute, seconds)
+                        if addresses:
+                            return latest, addresses
+                        break  # the Listener was deleted
+                    if not announced:
+                        await self._announce_wait(p, listener)
+                        announced = True
+        except KubeError as error:
+            log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
+        if not announced:
+            await self._announce_wait(p, listener)
+        return listener, []
+
+    async def _announce_wait(self, p: _Publish, listener: JsonDict) -> None:
+        """Normal Events on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener) saying the
+        mount waits for the Listener's address. Normal: the failure after the wait is the Warning."""
         listener_reference = object_reference(listener)
-        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener). Normal: during a
-        # Pod's start-up a new Listener has no address for a moment; the failure after the wait is the Warning.
+        name = meta(listener).name
         await publish_event(self._events, p.pod_reference, type="Normal", reason="ListenerNotReady",
                             note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
                                  "volume can be published", action="PublishVolume", related=listener_reference)
@@ -473,26 +504,17 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                             note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
                                  "this Listener has an address in its status", action="PublishVolume",
                             related=p.pod_reference)
-        waiting: contextlib.AbstractContextManager[Any] = (
-            self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
-        try:
-            with waiting:
-                return await self._wait_for_addresses(p, name, listener, compute)
-        except TimeoutError:
-            pass
-        except KubeError as error:
-            log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
-        return listener, []
 
     async def _wait_for_addresses(self, p: _Publish, name: str, listener: JsonDict,
-                                  compute: Callable[[JsonDict], Awaitable[list[JsonDict]]]
+                                  compute: Callable[[JsonDict], Awaitable[list[JsonDict]]], seconds: float
                                   ) -> tuple[JsonDict, list[JsonDict]]:
-        """Watch the Listener until this Pod has addresses (TimeoutError after the bounded wait)."""
-        async with asyncio.timeout(self._listener_wait):
+        """Watch the Listener (from ``listener``'s version) until this Pod has addresses (TimeoutError after
+        ``seconds``); no addresses when the Listener is deleted."""
+        async with asyncio.timeout(seconds):
             async for event, latest in self._api.watch(
                     LISTENER, namespace=p.pod_namespace, field_selector=f"metadata.name={name}",
                     resource_version=meta(listener).resource_version,
-                    timeout_seconds=max(1, int(self._listener_wait) + 1)):
+                    timeout_seconds=max(1, int(seconds) + 1)):
                 if event == "BOOKMARK":
                     continue
                 if event == "DELETED":
