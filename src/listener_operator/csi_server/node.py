@@ -82,7 +82,7 @@ from listener_operator.csi_server.filetree import (
     remove_tree,
     write_address_tree,
 )
-from listener_operator.csi_server.mounted import MountedVolume, MountedVolumes, trimmed_pod
+from listener_operator.csi_server.mounted import MountedVolume, MountedVolumes, selects_pod, trimmed_pod
 from listener_operator.csi_server.objects import (
     per_volume_listener,
     pod_listeners_entry,
@@ -330,7 +330,9 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not addresses:
             raise NoAddressesYet(f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
                                  f"(waited {self._listener_wait:g}s): {_why_no_addresses(listener)}")
-        volume = MountedVolume(p.target, p.pod_namespace, listener_name, trimmed_pod(pod), volume_name,
+        mount_label = {mount_label_key(meta(listener).uid): listener_name}  # _label_pod just set it
+        volume = MountedVolume(p.target, p.pod_namespace, listener_name,
+                               trimmed_pod(pod, added_labels=mount_label), volume_name,
                                status=dict(mapping(listener, "status")))
         async with self._mounted.lock(p.target):
             await self._write_volume(volume, listener, addresses)
@@ -356,7 +358,10 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def _refresh_volume(self, volume: MountedVolume, listener: JsonDict) -> None:
         """Rewrite a mounted volume after its Listener's status changed (behaviour.md "Volume files stay current").
         A Listener that has no address for this Pod now leaves the files as they were; a status that cannot be
-        written is reported on the Pod."""
+        written is reported on the Pod, and so is a Listener whose addresses do not reach the Pod (behaviour.md
+        "A recreated Listener")."""
+        if not await self._reaches_pod(volume, listener):
+            return
         addresses = await self._address_computer(volume.pod)(listener)
         if not addresses:
             log.info("Listener %s has no address for volume %s now; its files stay as they are",
@@ -376,6 +381,30 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise
         log.info("updated listener volume %s of Pod %s/%s from Listener %s", volume.volume_name,
                  meta(volume.pod).namespace, meta(volume.pod).name, volume.listener_key)
+
+    async def _reaches_pod(self, volume: MountedVolume, listener: JsonDict) -> bool:
+        """Whether the Listener's Service selects the volume's Pod (as recorded, else as it is now), so that its
+        addresses reach the Pod; if not, the files stay as they were and the Pod gets a Warning saying why."""
+        if selects_pod(listener, volume.pod):
+            return True
+        pod_meta = meta(volume.pod)
+        live = await get_optional(f"Pod {pod_meta.namespace}/{pod_meta.name}",
+                                  self._api.get(POD, pod_meta.name, pod_meta.namespace))
+        if live is None or meta(live).uid != pod_meta.uid:
+            return False  # the Pod is gone: kubelet unpublishes the volume
+        if selects_pod(listener, live):
+            return True
+        log.info("Listener %s (uid %s) does not select Pod %s/%s: volume %s keeps its files", volume.listener_key,
+                 meta(listener).uid, pod_meta.namespace, pod_meta.name, volume.key)
+        await publish_warning(
+            self._events, {"apiVersion": "v1", "kind": "Pod", "name": pod_meta.name,
+                           "namespace": pod_meta.namespace, "uid": pod_meta.uid},
+            reason="ListenerVolumeNotUpdated", action="UpdateVolume", related=object_reference(listener),
+            note=f"volume {volume.volume_name} keeps its files: Listener {volume.listener_key} does not select "
+                 "this Pod, so its addresses do not reach it (the Listener was replaced after the Pod mounted "
+                 "it: the Pod carries the mount label of the one it mounted); restart the Pod to mount the "
+                 "current Listener")
+        return False
 
     async def _check_listener_name(self, p: _Publish, pvc: JsonDict) -> None:
         """The Listener's name becomes a Service name and the value of the PV and Pod labels: a name that cannot be
