@@ -230,3 +230,16 @@ async def test_unpublish_of_a_missing_target_succeeds_and_removes_an_existing_on
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+async def test_unpublish_of_a_volume_id_that_names_no_volume_is_not_found(offline_csi: CsiEndpoint) -> None:
+    """A volume id that cannot be a PersistentVolume name was never published (a publish needs that PV): the spec's
+    NOT_FOUND, and nothing is removed (csi-sanity's cleanup unpublishes such ids and ignores NOT_FOUND)."""
+    target = offline_csi.kubelet_dir / "pods" / "uid-1" / "volumes" / "kubernetes.io~csi" / "pvc-1" / "mount"
+    target.mkdir(parents=True)
+    (target / "kept").write_text("")
+    details = await expect_code(offline_csi.node.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(
+        volume_id="Sanity-Volume-ABC", target_path=str(target))), grpc.StatusCode.NOT_FOUND)
+    assert details == ("volume 'Sanity-Volume-ABC' does not exist: volume ids of this driver are PersistentVolume "
+                       "names")
+    assert os.listdir(target) == ["kept"]

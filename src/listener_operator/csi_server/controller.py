@@ -125,12 +125,12 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
 
     async def _volume_context(self, volume_id: str) -> dict[str, str]:
         """The context of this driver's volume ``volume_id``: one this process provisioned, or its PV's."""
-        if not is_dns1123_subdomain(volume_id):
-            raise VolumeNotFound(f"volume {brief(volume_id)} does not exist: volume ids of this driver are "
-                                 "PersistentVolume names")
         remembered = self._provisioned.get(volume_id)
         if remembered is not None:
             return remembered
+        if not is_dns1123_subdomain(volume_id):
+            raise VolumeNotFound(f"volume {brief(volume_id)} does not exist: volume ids of this driver are "
+                                 "PersistentVolume names")
         pv = await get_optional(f"PersistentVolume {volume_id}", self._api.get(PV, volume_id))
         found = pv_volume_context(pv, volume_id) if pv is not None else None
         if found is None:

@@ -69,6 +69,7 @@ from listener_operator.csi_server.errors import (
     PvWithoutClaim,
     UnsupportedVolume,
     UnusableListenerName,
+    VolumeNotFound,
     VolumeWriteFailed,
     csi_rpc,
     error_chain,
@@ -102,7 +103,7 @@ from listener_operator.csi_server.volume_context import (
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
 from listener_operator.messages import brief, cut
-from listener_operator.names import service_name_problem
+from listener_operator.names import is_dns1123_subdomain, service_name_problem
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
@@ -630,7 +631,10 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not request.target_path:
             raise MissingArgument("target_path is required")
         target = self._resolve_target(request.target_path)
-        check_object_name("PersistentVolume", request.volume_id, "volume_id")
+        if not is_dns1123_subdomain(request.volume_id):
+            # never published: a publish needs the PersistentVolume of that name
+            raise VolumeNotFound(f"volume {brief(request.volume_id)} does not exist: volume ids of this driver are "
+                                 "PersistentVolume names")
         async with self._mounted.lock(target):
             try:
                 await asyncio.to_thread(remove_tree, target.path)
