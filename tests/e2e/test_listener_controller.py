@@ -829,10 +829,10 @@ async def _when_changed(value: Awaitable[Any], old: Any) -> Any:
     return got if got is not None and got != old else None
 
 
-async def _check_overrides(env: Env) -> tuple[int, str, str]:
+async def _check_overrides(env: Env, kubeconfig: str | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "listener_operator.cli", "check", "overrides", "--kubeconfig",
-        str(env.sim.kubeconfig_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        kubeconfig or str(env.sim.kubeconfig_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(process.communicate(), patience(60))
     return process.returncode or 0, out.decode(), err.decode()
 
@@ -860,3 +860,5 @@ async def test_check_overrides_lists_the_listeners_a_migration_would_refuse(env:
     await env.api.delete(LISTENERS, "pinned", NS)
     assert await _check_overrides(env) == (0, "the objectOverrides of all 2 Listener(s) that have some apply under "
                                               "this operator (3 Listener(s) read)\n", "")
+    code, out, err = await _check_overrides(env, "/nonexistent/kubeconfig")
+    assert (code, out) == (2, "") and err.startswith("error: "), err
