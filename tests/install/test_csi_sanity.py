@@ -1,8 +1,8 @@
 """csi-sanity, the Kubernetes CSI project's conformance tool (csi-test v5.6.0, ``scripts/install-csi-sanity``), run
 against the CSI services as the chart runs them: ``helm template | kubectl apply`` into a kubesim node with the
 project's image, then csi-sanity on the controller Pod's socket (the emptyDir the external-provisioner shares) and
-the node plugin's socket (where kubelet finds it), with parameters naming a real PVC and target directories under the
-node's kubelet directory.
+the node plugin's socket (where kubelet finds it), with parameters naming a real PVC and target directories whose
+``target`` is a link into kubelet's layout on the node (:func:`_path_commands`).
 
 Every spec csi-sanity runs must pass. The specs that cannot apply to a driver like this one are skipped by name
 (:data:`NOT_APPLICABLE`, with the reason; docs/behaviour.md "csi-sanity" lists them); csi-sanity skips the specs of
@@ -31,15 +31,17 @@ CSI_SANITY = BIN / "csi-sanity"
 PVC = "sanity-data"
 
 #: The specs that cannot apply to this driver (a regular expression on the spec's full text -> why). The node
-#: plugin publishes a volume only with the Pod information kubelet sends (podInfoOnMount) and only into a target
-#: directory in kubelet's layout (``<kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount``, behaviour.md
-#: "Target paths"); csi-sanity publishes without Pod information into ``<dir>/target``, which the driver refuses
-#: by design (INVALID_ARGUMENT), and a volume it provisioned has no PersistentVolume for the node to read.
+#: plugin publishes a volume only with the Pod information kubelet sends (podInfoOnMount: it finds the Pod, labels
+#: it, writes its PodListeners) and only into a directory in kubelet's layout
+#: (``<kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount``, behaviour.md "Target paths"); csi-sanity
+#: publishes without Pod information, which the driver refuses by design (INVALID_ARGUMENT), and a volume it
+#: provisioned has no PersistentVolume for the node to read.
 NOT_APPLICABLE: dict[str, str] = {
-    r"Node Service should work": "publishes without the Pod information kubelet sends, into <dir>/target",
-    r"Node Service should be idempotent": "publishes without the Pod information kubelet sends, into <dir>/target",
+    r"Node Service should work": "publishes without the Pod information kubelet sends",
+    r"Node Service should be idempotent": "publishes without the Pod information kubelet sends",
     r"NodePublishVolume with single node multi writer capability": (
-        "publishes without the Pod information kubelet sends, into <dir>/target and <dir>/other_target"),
+        "publishes without the Pod information kubelet sends, into <dir>/target and <dir>/other_target (not in "
+        "kubelet's layout)"),
     r"NodeUnpublishVolume should remove target path": (
         "publishes without the Pod information kubelet sends before it unpublishes"),
 }
