@@ -1,5 +1,6 @@
 # Sourced by scripts/*: creates .venv with the project and its dev tools installed, once per pyproject change,
-# and puts the pinned Helm into .venv/bin (scripts/install-helm), once per change of that script.
+# and puts the pinned Helm and csi-sanity into .venv/bin (scripts/install-helm, scripts/install-csi-sanity), once per
+# change of those scripts.
 PY=${PYTHON:-python3}
 # Debian packages the tests use (curl), installed when missing and root (scripts/setup-system)
 "$(dirname "${BASH_SOURCE[0]:-$0}")/setup-system"
@@ -14,6 +15,16 @@ helm_stamp=.venv/.helm-$(sha256sum scripts/install-helm | cut -c1-16)
 if [ ! -f "$helm_stamp" ]; then
   scripts/install-helm .venv/bin
   rm -f .venv/.helm-*; touch "$helm_stamp"
+fi
+# csi-sanity (scripts/install-csi-sanity), built with Go: without Go this only warns, and the test that runs it
+# fails saying how to install it, so the rest of the project still works on a machine without Go.
+sanity_stamp=.venv/.csi-sanity-$(sha256sum scripts/install-csi-sanity | cut -c1-16)
+if [ ! -f "$sanity_stamp" ]; then
+  if scripts/install-csi-sanity .venv/bin; then
+    rm -f .venv/.csi-sanity-*; touch "$sanity_stamp"
+  else
+    echo "_venv.sh: csi-sanity not installed (scripts/install-csi-sanity); tests/install/test_csi_sanity.py will fail" >&2
+  fi
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 # The service network's router (Rust, router/): built with the locked dependencies on every run (a no-op when

@@ -168,6 +168,13 @@ def endpoint_node_names(endpoint_slices: Iterable[Mapping[str, Any]]) -> set[str
     return names
 
 
+def unready_endpoint_count(endpoint_slices: Iterable[Mapping[str, Any]]) -> int:
+    """How many endpoints of the slices are not ready (``ready: false``): Pods the Service selects that do not
+    back the Listener yet."""
+    return sum(1 for endpoint_slice in endpoint_slices for endpoint in items(endpoint_slice, "endpoints")
+               if mapping(endpoint, "conditions").get("ready") is False)
+
+
 def nodeport_node_names(pvs: Iterable[Mapping[str, Any]], endpoint_slices: Iterable[Mapping[str, Any]]) -> list[str]:
     """Backing nodes of a NodePort Listener from its PV reservations (pinned ones) and its Service's EndpointSlices
     (nodes of ready endpoints); sorted, unique."""
@@ -184,6 +191,8 @@ class ListenerAddresses:
     """Nodes named by a PV or an endpoint that do not exist (skipped)."""
     nodes_without_address: list[str] = field(default_factory=list)
     """Existing nodes without any usable address (skipped)."""
+    unready_endpoints: int = 0
+    """Endpoints of the Service that are not ready (NodePort: their nodes do not back the Listener yet)."""
 
 
 def node_port_addresses(service: Mapping[str, Any], node_names: Iterable[str],

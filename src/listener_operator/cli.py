@@ -30,6 +30,8 @@ _COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("run", "controller"), "listener_operator.controller_command",
      "run the Listener controller and the CSI Identity + Controller services"),
     (("run", "node"), "listener_operator.csi_server.node_command", "run the CSI Identity + Node services"),
+    (("check", "overrides"), "listener_operator.overrides_check",
+     "list the Listeners whose objectOverrides this operator would refuse (run before switching from upstream)"),
 ]
 
 

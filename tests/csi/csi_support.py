@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,6 +13,7 @@ import grpc
 import pytest
 
 from csi_proto import csi_pb2, csi_pb2_grpc
+from kubesim.patience import patience
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS
 from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.node import NodeService
@@ -147,3 +151,13 @@ async def install_crds(api: KubeApi) -> None:
         await api.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
     except Conflict:
         pass
+
+
+async def until(check: Callable[[], Awaitable[Any]], within: float = 10.0) -> Any:
+    """The first truthy value of ``check``, or its last value after ``within`` seconds (stretched by the load)."""
+    deadline = time.monotonic() + patience(within)
+    while True:
+        value = await check()
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.05)

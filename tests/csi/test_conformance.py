@@ -51,10 +51,25 @@ async def test_controller_capabilities_are_create_delete_only(offline_csi: CsiEn
 
 
 @pytest.mark.parametrize("method", ["ControllerPublishVolume", "ControllerUnpublishVolume", "ListVolumes",
-                                    "GetCapacity", "ValidateVolumeCapabilities"])
+                                    "GetCapacity"])
 async def test_unadvertised_controller_rpcs_are_unimplemented(offline_csi: CsiEndpoint, method: str) -> None:
     request_type = getattr(csi_pb2, f"{method}Request")
     await expect_code(getattr(offline_csi.controller, method)(request_type()), grpc.StatusCode.UNIMPLEMENTED)
+
+
+@pytest.mark.parametrize(("request_fields", "code", "needle"), [
+    ({"volume_capabilities": [MOUNT]}, grpc.StatusCode.INVALID_ARGUMENT, "volume_id is required"),
+    ({"volume_id": "pvc-1"}, grpc.StatusCode.INVALID_ARGUMENT, "volume_capabilities is required"),
+    ({"volume_id": "../etc", "volume_capabilities": [MOUNT]}, grpc.StatusCode.NOT_FOUND,
+     "volume '../etc' does not exist: volume ids of this driver are PersistentVolume names"),
+    ({"volume_id": "Pvc_1", "volume_capabilities": [BLOCK]}, grpc.StatusCode.NOT_FOUND, "does not exist"),
+])
+async def test_validate_volume_capabilities_refusals(offline_csi: CsiEndpoint, request_fields: Mapping[str, object],
+                                                     code: grpc.StatusCode, needle: str) -> None:
+    """The spec's codes for what needs no volume lookup: missing fields, ids that cannot name a volume."""
+    request = csi_pb2.ValidateVolumeCapabilitiesRequest(**request_fields)
+    details = await expect_code(offline_csi.controller.ValidateVolumeCapabilities(request), code)
+    assert needle in details
 
 
 @pytest.mark.parametrize(("request_fields", "needle"), [
@@ -215,3 +230,16 @@ async def test_unpublish_of_a_missing_target_succeeds_and_removes_an_existing_on
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+async def test_unpublish_of_a_volume_id_that_names_no_volume_is_not_found(offline_csi: CsiEndpoint) -> None:
+    """A volume id that cannot be a PersistentVolume name was never published (a publish needs that PV): the spec's
+    NOT_FOUND, and nothing is removed (csi-sanity's cleanup unpublishes such ids and ignores NOT_FOUND)."""
+    target = offline_csi.kubelet_dir / "pods" / "uid-1" / "volumes" / "kubernetes.io~csi" / "pvc-1" / "mount"
+    target.mkdir(parents=True)
+    (target / "kept").write_text("")
+    details = await expect_code(offline_csi.node.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(
+        volume_id="Sanity-Volume-ABC", target_path=str(target))), grpc.StatusCode.NOT_FOUND)
+    assert details == ("volume 'Sanity-Volume-ABC' does not exist: volume ids of this driver are PersistentVolume "
+                       "names")
+    assert os.listdir(target) == ["kept"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from csi_support import MOUNT, KubeCsi, expect_code, listener_class_object, pvc_object
+from csi_support import BLOCK, MOUNT, KubeCsi, expect_code, listener_class_object, pv_object, pvc_object
 
 from csi_proto import csi_pb2
 from listener_operator.constants import (
@@ -13,7 +13,7 @@ from listener_operator.constants import (
     TOPOLOGY_KEY_HOSTNAME,
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS
-from operator_runtime.kinds import EVENT, PVC
+from operator_runtime.kinds import EVENT, PV, PVC
 
 EVENTS = EVENT
 
@@ -132,3 +132,55 @@ async def test_invalid_selector_value_is_refused_with_an_event(kube_csi: KubeCsi
     assert details == (f"PersistentVolumeClaim default/data annotation {ANNOTATION_LISTENER_CLASS}: 'Not_A_Name' is "
                        "not a valid ListenerClass name (lower-case RFC 1123 subdomain)")
     assert [r for r, _ in await pvc_event_reasons(kube_csi, "data")] == ["InvalidListenerVolume"]
+
+
+# -- ValidateVolumeCapabilities --------------------------------------------------------------------------------------
+
+def validate_request(volume_id: str, *capabilities: csi_pb2.VolumeCapability,
+                     context: dict[str, str] | None = None) -> csi_pb2.ValidateVolumeCapabilitiesRequest:
+    return csi_pb2.ValidateVolumeCapabilitiesRequest(volume_id=volume_id, volume_capabilities=list(capabilities),
+                                                     volume_context=context or {})
+
+
+async def test_a_provisioned_volume_is_confirmed_for_filesystem_capabilities_and_not_for_block(
+        kube_csi: KubeCsi) -> None:
+    """A volume this process just provisioned (its PV not written yet) and one known by its PV are confirmed with
+    exactly the capabilities asked; a block capability gets no confirmation and says why (the spec's answer for
+    capabilities a volume does not support)."""
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    annotations = {ANNOTATION_LISTENER_CLASS: "lb"}
+    await kube_csi.api.create(PVC, pvc_object("default", "data", annotations), "default")
+    created = await kube_csi.csi.controller.CreateVolume(create_request("data", name="pvc-0002"))
+    await kube_csi.api.create(PV, pv_object("pvc-0003", "default", "other", {ANNOTATION_LISTENER_NAME: "shared"}))
+    controller = kube_csi.csi.controller
+    for volume_id, context in (("pvc-0002", dict(created.volume.volume_context)),
+                               ("pvc-0003", {ANNOTATION_LISTENER_NAME: "shared"})):
+        answer = await controller.ValidateVolumeCapabilities(validate_request(volume_id, MOUNT))
+        assert list(answer.confirmed.volume_capabilities) == [MOUNT], answer
+        with_context = await controller.ValidateVolumeCapabilities(validate_request(volume_id, MOUNT,
+                                                                                    context=context))
+        assert dict(with_context.confirmed.volume_context) == context
+        block = await controller.ValidateVolumeCapabilities(validate_request(volume_id, MOUNT, BLOCK))
+        assert not block.HasField("confirmed")
+        assert block.message == "block volumes are not supported; listener volumes are filesystem volumes"
+    wrong = await controller.ValidateVolumeCapabilities(
+        validate_request("pvc-0003", MOUNT, context={ANNOTATION_LISTENER_NAME: "another"}))
+    assert not wrong.HasField("confirmed") and "volume_context differs" in wrong.message
+
+
+async def test_an_unknown_volume_or_another_drivers_is_not_found(kube_csi: KubeCsi) -> None:
+    foreign = pv_object("pvc-0004", "default", "other", {})
+    foreign["spec"]["csi"]["driver"] = "ebs.csi.aws.com"
+    await kube_csi.api.create(PV, foreign)
+    await kube_csi.api.create(PVC, pvc_object("default", "data", {ANNOTATION_LISTENER_CLASS: "lb"}), "default")
+    for volume_id in ("pvc-0004", "pvc-9999"):
+        details = await expect_code(kube_csi.csi.controller.ValidateVolumeCapabilities(
+            validate_request(volume_id, MOUNT)), grpc.StatusCode.NOT_FOUND)
+        assert details == (f"volume {volume_id} does not exist: no PersistentVolume {volume_id} of driver "
+                           "listeners.stackable.tech")
+    # a deleted volume is forgotten
+    await kube_csi.api.create(LISTENER_CLASS, listener_class_object("lb", "LoadBalancer"))
+    await kube_csi.csi.controller.CreateVolume(create_request("data", name="pvc-0005"))
+    await kube_csi.csi.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id="pvc-0005"))
+    await expect_code(kube_csi.csi.controller.ValidateVolumeCapabilities(validate_request("pvc-0005", MOUNT)),
+                      grpc.StatusCode.NOT_FOUND)

@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from csi_support import KubeCsi, close_endpoint, listener_class_object, node_object, open_endpoint
+from csi_support import KubeCsi, close_endpoint, listener_class_object, node_object, open_endpoint, until
 from test_node_kube import NS, files, make_volume, set_status
 
-from kubesim.patience import patience
-from listener_operator.constants import ANNOTATION_LISTENER_NAME
+from listener_operator.constants import ANNOTATION_LISTENER_NAME, mount_label_key
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
-from operator_runtime.kinds import EVENT, NODE
+from operator_runtime.kinds import EVENT, NODE, POD
 
 CLUSTER_STATUS = {"serviceName": "shared", "ingressAddresses": [
     {"address": "shared.default.svc.cluster.local", "addressType": "Hostname", "ports": {"http": 80}}]}
 NEW_PORTS = {"serviceName": "shared", "ingressAddresses": [
     {"address": "shared.default.svc.cluster.local", "addressType": "Hostname", "ports": {"http": 8080, "grpc": 9000}}]}
-
-
-async def until(check: Callable[[], Awaitable[Any]], within: float = 10.0) -> Any:
-    deadline = time.monotonic() + patience(within)
-    while True:
-        value = await check()
-        if value or time.monotonic() > deadline:
-            return value
-        await asyncio.sleep(0.05)
 
 
 async def shared_listener(kube: KubeCsi, status: dict[str, Any]) -> None:
@@ -159,3 +147,39 @@ async def test_a_restarted_node_plugin_keeps_earlier_volumes_current(kube_csi: K
 
 async def _async(value: Any) -> Any:
     return value
+
+
+async def test_a_recreated_listener_does_not_rewrite_the_files_of_pods_it_does_not_select(kube_csi: KubeCsi) -> None:
+    """A Listener deleted and recreated under the same name while a Pod mounts it: its Service selects Pods by the
+    new uid's mount label, which the Pod does not carry, so its addresses do not reach the Pod. The files keep the
+    addresses of the Listener the Pod mounted, and the Pod gets a Warning saying why; once the Pod carries the new
+    Listener's label (what a re-mount does), the files follow it again."""
+    await shared_listener(kube_csi, CLUSTER_STATUS)
+    pod, request = await make_volume(kube_csi, annotations={ANNOTATION_LISTENER_NAME: "shared"})
+    await kube_csi.csi.node.NodePublishVolume(request)
+    before = files(request.target_path)
+    await kube_csi.api.delete(LISTENER, "shared", NS)
+    await kube_csi.api.create(LISTENER, {"apiVersion": LISTENER.api_version, "kind": "Listener",
+                                         "metadata": {"name": "shared", "namespace": NS},
+                                         "spec": {"className": "internal", "ports": [{"name": "http", "port": 80}]}},
+                              NS)
+    await set_status(kube_csi, "shared", NEW_PORTS)
+
+    async def warned() -> list[dict[str, Any]]:
+        events, _ = await kube_csi.api.list(EVENT, namespace=NS)
+        return [e for e in events if e.get("reason") == "ListenerVolumeNotUpdated"]
+
+    events = await until(warned)
+    assert events and events[0]["type"] == "Warning" and events[0]["regarding"]["name"] == "web-0", events
+    assert "Listener default/shared does not select this Pod" in events[0]["note"]
+    assert files(request.target_path) == before
+    record = await kube_csi.api.get(POD_LISTENERS, f"pod-{pod['metadata']['uid']}", NS)
+    assert record["spec"]["listeners"]["listener"]["ingressAddresses"] == CLUSTER_STATUS["ingressAddresses"]
+    # the Pod carries the new Listener's mount label: its addresses reach the Pod, the files follow
+    uid = (await kube_csi.api.get(LISTENER, "shared", NS))["metadata"]["uid"]
+    await kube_csi.api.merge_patch(POD, {"metadata": {"labels": {mount_label_key(uid): "shared"}}}, name="web-0",
+                                   namespace=NS)
+    await set_status(kube_csi, "shared", {**NEW_PORTS, "serviceName": "shared-new"})
+    assert await files_become(request.target_path, {
+        "shared.default.svc.cluster.local": {"address": "shared.default.svc.cluster.local", "http": "8080",
+                                             "grpc": "9000"}}), tree(request.target_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -178,6 +179,29 @@ async def test_cluster_ip_hostname_by_default_and_cluster_ips_when_preferred(env
     db_ips = await env.wait_for(lambda: env.addresses("db"))
     assert db_ips == (await env.service("db"))["spec"]["clusterIPs"]
     assert (await env.status("db"))["ingressAddresses"][0]["addressType"] == "IP"
+
+
+async def test_no_backing_nodes_says_why_when_pods_run_unready_or_unselected(env: Env) -> None:
+    """Pods that run but are not ready, or that mount the Listener without its extraPodSelectorLabels (so its
+    Service does not select them), are named as the reason, not "no Pod runs on a node yet"."""
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.start_operator()
+    await env.create_listener("kafka", "np", ports=[{"name": "kafka", "port": 9092}],
+                              extraPodSelectorLabels={"role": "broker"})
+
+    async def message() -> str | None:
+        ready = await env.ready("kafka")
+        return ready.get("message") if ready.get("reason") == "NoBackingNodes" else None
+    unselected = await env.wait_for(message)
+    uid = (await env.listener("kafka"))["metadata"]["uid"]
+    assert unselected == (f"no Pod selected by Service kafka (listener.stackable.tech/mnt.{uid.replace('-', '')}"
+                          "=kafka, role=broker) runs on a node, and no volume is pinned to a node; Pods that mount "
+                          "this Listener without carrying its extraPodSelectorLabels are not selected")
+    await env.create_endpoints("kafka", ["node-a", "node-a"], ready=False)
+    assert await env.wait_for(lambda: _when_changed(message(), unselected)) == (
+        "2 Pod(s) selected by Service kafka are not ready; a node backs this Listener once a ready Pod runs on it, "
+        "or a volume is pinned to it")
 
 
 async def test_node_port_publishes_backing_nodes_with_node_ports(env: Env) -> None:
@@ -368,8 +392,7 @@ BYPASSES = [
     ("lb", {"loadBalancerIP": "203.0.113.10"}, "spec.loadBalancerIP"),
     ("lb", {"loadBalancerSourceRanges": ["0.0.0.0/0"]}, "spec.loadBalancerSourceRanges"),
     ("lb", {"loadBalancerClass": "example.com/public"}, "spec.loadBalancerClass"),
-    ("lb", {"allocateLoadBalancerNodePorts": False}, "spec.allocateLoadBalancerNodePorts"),
-    ("np", {"externalTrafficPolicy": "Local"}, "spec.externalTrafficPolicy"),
+    ("lb", {"allocateLoadBalancerNodePorts": True}, "spec.allocateLoadBalancerNodePorts"),
     ("internal", {"selector": {"app": "anything"}}, "spec.selector"),
 ]
 
@@ -382,8 +405,9 @@ async def test_override_bypasses_are_refused_until_the_class_allows_them(env: En
     """behaviour.md "Override policy": a Listener may not widen what its class decides through objectOverrides;
     each refusal is a Warning Event naming the field path and Ready=False; allowed in the class, it applies."""
     await env.create_class("internal", serviceType="ClusterIP")
-    await env.create_class("lb", serviceType="LoadBalancer", loadBalancerClass="example.com/internal")
-    await env.create_class("np", serviceType="NodePort")
+    await env.create_class("lb", serviceType="LoadBalancer", loadBalancerClass="example.com/internal",
+                           loadBalancerAllocateNodePorts=False,
+                           serviceOverrides={"spec": {"loadBalancerSourceRanges": ["10.1.0.0/16"]}})
     await env.start_operator(listener_class_preset="none")
     names = [f"bypass-{index}" for index in range(len(BYPASSES))]
     for name, (class_name, override, _) in zip(names, BYPASSES, strict=True):
@@ -400,12 +424,29 @@ async def test_override_bypasses_are_refused_until_the_class_allows_them(env: En
         assert await _gone(env, name)  # nothing was applied
     # The administrator allows every field: the same Listeners now get their overrides.
     every_field = sorted({field for _, _, field in BYPASSES})
-    for class_name in ("internal", "lb", "np"):
+    for class_name in ("internal", "lb"):
         await env.update_class_spec(class_name, allowedServiceOverrides=every_field)
     for name, (_, override, _) in zip(names, BYPASSES, strict=True):
         service = await env.wait_for(lambda name=name: env.service(name), what=name)  # type: ignore[misc]
         for key, value in override.items():
             assert service["spec"][key] == value, (name, service["spec"])
+
+
+async def test_overrides_that_widen_nothing_apply_with_the_preset_classes(env: Env) -> None:
+    """What upstream users rely on (issue: a Listener of the preset class external-unstable setting
+    externalTrafficPolicy: Local) applies as upstream merges it, with the presets' empty allowedServiceOverrides:
+    the Service gets the override, annotations and labels too, and the Listener is Ready."""
+    await env.create_node("node-a", ("InternalIP", "192.168.0.1"))
+    await env.start_operator()
+    override = _service_override("edge", externalTrafficPolicy="Local")
+    override["metadata"].update(annotations={"example.com/team": "data"}, labels={"tier": "edge"})
+    await env.create_listener("edge", "external-unstable", objectOverrides=[override])
+    service = await env.wait_for(lambda: env.service("edge"), what="the Listener's Service")
+    assert service["spec"]["externalTrafficPolicy"] == "Local"
+    assert service["metadata"]["annotations"]["example.com/team"] == "data"
+    assert service["metadata"]["labels"]["tier"] == "edge"
+    await env.create_endpoints("edge", ["node-a"])
+    await env.wait_for(lambda: _ready_reason(env, "edge", "AddressesPublished"))
 
 
 async def test_a_refused_override_keeps_the_service_as_last_applied(env: Env) -> None:
@@ -781,3 +822,43 @@ async def test_load_balancer_default_class_gets_addresses_from_the_simulated_clu
         entry = (await env.status("web"))["ingressAddresses"][0]
         assert entry["ports"] == {"https": 443}
         assert service["spec"]["allocateLoadBalancerNodePorts"] is True
+
+
+async def _when_changed(value: Awaitable[Any], old: Any) -> Any:
+    got = await value
+    return got if got is not None and got != old else None
+
+
+async def _check_overrides(env: Env, kubeconfig: str | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "listener_operator.cli", "check", "overrides", "--kubeconfig",
+        kubeconfig or str(env.sim.kubeconfig_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), patience(60))
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def test_check_overrides_lists_the_listeners_a_migration_would_refuse(env: Env) -> None:
+    """The check a migrating user runs against the cluster before switching (docs/migrating-from-upstream.md): the
+    Listeners whose objectOverrides this operator refuses, by name and field path, exit code 1; none, exit 0."""
+    await env.create_class("np", serviceType="NodePort")
+    await env.create_class("lb", serviceType="LoadBalancer")
+    await env.create_listener("plain", "np")
+    await env.create_listener("local", "np", objectOverrides=[_service_override("local", externalTrafficPolicy="Local")])
+    await env.create_listener("public", "np", objectOverrides=[_service_override("public", type="LoadBalancer")])
+    await env.create_listener("pinned", "lb", objectOverrides=[
+        _service_override("pinned", loadBalancerSourceRanges=["10.0.0.0/8"]),
+        _service_override("pinned", loadBalancerIP="203.0.113.10")])
+    code, out, err = await _check_overrides(env)
+    assert (code, err) == (1, ""), out
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{NS}/pinned: ServiceOverrideNotAllowed: spec.objectOverrides[1].spec.loadBalancerIP: "
+                               "ListenerClass 'lb' decides spec.loadBalancerIP"), out
+    assert lines[1].startswith(f"{NS}/public: ServiceOverrideNotAllowed: spec.objectOverrides[0].spec.type: "), out
+    assert lines[2:] == ["2 of 4 Listener(s) have objectOverrides this operator refuses: allow the fields in their "
+                         "ListenerClass's spec.allowedServiceOverrides, or change the overrides, before switching"]
+    await env.update_class_spec("np", allowedServiceOverrides=["spec.type"])
+    await env.api.delete(LISTENERS, "pinned", NS)
+    assert await _check_overrides(env) == (0, "the objectOverrides of all 2 Listener(s) that have some apply under "
+                                              "this operator (3 Listener(s) read)\n", "")
+    code, out, err = await _check_overrides(env, "/nonexistent/kubeconfig")
+    assert (code, out) == (2, "") and err.startswith("error: "), err

@@ -207,6 +207,18 @@ def test_demo_objects_are_visible_to_kubectl_while_it_runs(workdir: Path) -> Non
             capture_output=True, text=True, timeout=60)
         published = by_name["listener-broker-0"]["status"]["ingressAddresses"][0]["address"]
         assert (exec_result.returncode, exec_result.stdout.strip()) == (0, published), exec_result.stderr
+        exec_pod = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(workdir / "cache"), "exec",
+                    "broker-0", "-n", "default", "--"]
+        listing = subprocess.run([*exec_pod, "sh", "-c", "cd /stackable/listener && ls"], capture_output=True,
+                                 text=True, timeout=60)
+        assert (listing.returncode, listing.stdout.split()) == (0, ["addresses", "default-address"]), listing.stderr
+        long_listing = subprocess.run([*exec_pod, "ls", "-la", "/stackable/listener"], capture_output=True,
+                                      text=True, timeout=60)
+        lines = {(line.split()[-3] if " -> " in line else line.split()[-1]): line
+                 for line in long_listing.stdout.splitlines()}
+        assert lines["default-address"].startswith("l") and lines["default-address"].endswith(
+            " default-address -> ..data/default-address"), long_listing.stdout
+        assert lines["..data"].startswith("l") and " ..data -> ..v-" in lines["..data"], long_listing.stdout
         assert run.stop(signal.SIGINT) == 0, run.output()
     finally:
         run.kill()

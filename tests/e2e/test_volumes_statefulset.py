@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_volumes_harness import (  # noqa: F401 - the fixture is used by name
     LISTENERS,
     NS,
@@ -12,7 +13,9 @@ from test_volumes_harness import (  # noqa: F401 - the fixture is used by name
     volume_env_factory,
 )
 
+from kubesim.patience import patience
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS, TOPOLOGY_KEY_HOSTNAME
+from listener_operator.csi_server import node as node_module
 
 
 async def test_statefulset_replicas_get_stable_pinned_listeners(volume_env_factory) -> None:  # noqa: F811
@@ -54,3 +57,19 @@ async def test_statefulset_replicas_get_stable_pinned_listeners(volume_env_facto
 async def _replaced(env: VolumeEnv, name: str, old_uid: str) -> dict[str, object] | None:
     pod = await env.ready_pod(name)
     return pod if pod is not None and pod["metadata"]["uid"] != old_uid else None
+
+
+async def test_healthy_per_replica_listeners_show_no_mount_waiting(volume_env_factory,  # noqa: F811
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each replica's mount makes its Listener, which has no address for the moment the controller takes: a healthy
+    start, so neither the Listener (MountWaiting) nor the Pod (ListenerNotReady) gets an Event about waiting."""
+    # the grace before a wait is announced, stretched by the machine's load like every wait of the suite
+    monkeypatch.setattr(node_module, "ANNOUNCE_WAIT_AFTER_SECONDS", patience(node_module.ANNOUNCE_WAIT_AFTER_SECONDS))
+    env: VolumeEnv = await volume_env_factory(nodes=2, listener_wait_seconds=patience(10.0))
+    await env.api.create("statefulsets.apps", statefulset(
+        "web", 2, claim_templates=[claim_template(ANNOTATION_LISTENER_CLASS, "external-unstable")]), NS)
+    for ordinal in range(2):
+        await env.wait_for(lambda o=ordinal: env.ready_pod(f"web-{o}"), what=f"web-{ordinal} Ready")
+        reasons = {e.get("reason") for e in await env.events_for("Listener", f"listener-web-{ordinal}")}
+        reasons |= {e.get("reason") for e in await env.events_for("Pod", f"web-{ordinal}")}
+        assert not reasons & {"MountWaiting", "ListenerNotReady"}, reasons

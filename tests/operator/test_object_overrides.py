@@ -45,17 +45,25 @@ BYPASSES = [
     ("LoadBalancer", {"loadBalancerIP": "203.0.113.10"}, "spec.loadBalancerIP"),
     ("LoadBalancer", {"loadBalancerSourceRanges": ["0.0.0.0/0"]}, "spec.loadBalancerSourceRanges"),
     ("LoadBalancer", {"loadBalancerClass": "example.com/public"}, "spec.loadBalancerClass"),
-    ("LoadBalancer", {"allocateLoadBalancerNodePorts": False}, "spec.allocateLoadBalancerNodePorts"),
-    ("NodePort", {"externalTrafficPolicy": "Local"}, "spec.externalTrafficPolicy"),
+    ("LoadBalancer", {"loadBalancerSourceRanges": ["10.0.0.0/8"]}, "spec.loadBalancerSourceRanges"),
+    ("LoadBalancer", {"allocateLoadBalancerNodePorts": True}, "spec.allocateLoadBalancerNodePorts"),
     ("ClusterIP", {"selector": {"app": "anything"}}, "spec.selector"),
 ]
+
+
+def narrow_klass(service_type: str, **spec: Any) -> ListenerClass:
+    """A class that exposes little: load balancers only for 10.1.0.0/16, without node ports."""
+    if service_type == "LoadBalancer":
+        spec.setdefault("loadBalancerAllocateNodePorts", False)
+        spec.setdefault("serviceOverrides", {"spec": {"loadBalancerSourceRanges": ["10.1.0.0/16"]}})
+    return klass(service_type, **spec)
 
 
 @pytest.mark.parametrize(("service_type", "override", "field"), BYPASSES)
 def test_each_bypass_is_refused_naming_the_field_path(service_type: str, override: dict[str, Any],
                                                       field: str) -> None:
     with pytest.raises(ServiceOverrideNotAllowedError) as caught:
-        build_service(listener(service_override(**override)), klass(service_type))
+        build_service(listener(service_override(**override)), narrow_klass(service_type))
     message = str(caught.value)
     assert message.startswith(f"spec.objectOverrides[0].{field}: ListenerClass 'c' decides {field}"), message
     assert "spec.allowedServiceOverrides" in message
@@ -66,9 +74,45 @@ def test_each_bypass_is_refused_naming_the_field_path(service_type: str, overrid
 def test_each_override_is_applied_when_the_class_allows_it(service_type: str, override: dict[str, Any],
                                                            field: str) -> None:
     service = build_service(listener(service_override(**override)),
-                            klass(service_type, allowedServiceOverrides=[field]))
+                            narrow_klass(service_type, allowedServiceOverrides=[field]))
     for key, value in override.items():
         assert service["spec"][key] == value
+
+
+# What widens nothing, and what upstream users rely on, applies without the class's leave: (class type, the class's
+# own spec, override spec).
+NARROWING_OR_HARMLESS = [
+    ("NodePort", {}, {"externalTrafficPolicy": "Local"}),
+    ("LoadBalancer", {"serviceExternalTrafficPolicy": "Local"}, {"externalTrafficPolicy": "Cluster"}),
+    ("LoadBalancer", {}, {"loadBalancerSourceRanges": ["203.0.113.0/24"]}),
+    ("LoadBalancer", {"serviceOverrides": {"spec": {"loadBalancerSourceRanges": ["10.0.0.0/8", "fd00::/8"]}}},
+     {"loadBalancerSourceRanges": ["10.1.2.0/24", "fd00:1::/64"]}),
+    ("LoadBalancer", {}, {"allocateLoadBalancerNodePorts": False}),
+    ("ClusterIP", {}, {"sessionAffinity": "ClientIP", "publishNotReadyAddresses": True}),
+]
+
+
+@pytest.mark.parametrize(("service_type", "class_spec", "override"), NARROWING_OR_HARMLESS)
+def test_what_widens_nothing_applies_by_default(service_type: str, class_spec: dict[str, Any],
+                                                 override: dict[str, Any]) -> None:
+    service = build_service(listener(service_override(**override)), klass(service_type, **class_spec))
+    for key, value in override.items():
+        assert service["spec"][key] == value
+
+
+def test_annotations_and_labels_apply_by_default() -> None:
+    override = service_override()
+    override["metadata"].update(annotations={"example.com/team": "data"}, labels={"tier": "edge"})
+    service = build_service(listener(override), klass("LoadBalancer"))
+    assert service["metadata"]["annotations"]["example.com/team"] == "data"
+    assert service["metadata"]["labels"]["tier"] == "edge"
+
+
+@pytest.mark.parametrize("ranges", [["0.0.0.0/0"], ["10.1.0.0/16", "10.2.0.0/16"], ["10.1.0.0/15"], ["fd00::/8"],
+                                    ["not-a-cidr"]])
+def test_source_ranges_beyond_the_class_are_refused(ranges: list[str]) -> None:
+    with pytest.raises(ServiceOverrideNotAllowedError, match=r"spec\.loadBalancerSourceRanges"):
+        build_service(listener(service_override(loadBalancerSourceRanges=ranges)), narrow_klass("LoadBalancer"))
 
 
 def test_allowing_one_field_does_not_allow_another() -> None:
@@ -98,9 +142,9 @@ def test_values_equal_to_what_the_class_decided_are_no_change() -> None:
 
 
 def test_the_class_serviceoverrides_may_set_guarded_fields_and_a_listener_may_repeat_them() -> None:
-    admin = klass(serviceOverrides={"spec": {"externalTrafficPolicy": "Local", "externalIPs": ["127.0.0.9"]}},
-                  service_type="NodePort")
-    service = build_service(listener(service_override(externalTrafficPolicy="Local")), admin)
+    admin = klass(serviceOverrides={"spec": {"loadBalancerIP": "127.0.0.8", "externalIPs": ["127.0.0.9"]}},
+                  service_type="LoadBalancer")
+    service = build_service(listener(service_override(loadBalancerIP="127.0.0.8")), admin)
     assert service["spec"]["externalIPs"] == ["127.0.0.9"]
     with pytest.raises(ServiceOverrideNotAllowedError, match=r"spec\.externalIPs"):
         build_service(listener(service_override(externalIPs=["127.0.0.10"])), admin)

@@ -57,7 +57,7 @@ def test_node_port_class_without_allocated_ports_still_reports_an_empty_map() ->
     (ServiceType.LOAD_BALANCER, "AwaitingLoadBalancer", "waiting for a load balancer to report an address for "
                                                         "Service web"),
     (ServiceType.CLUSTER_IP, "AwaitingClusterIP", "Service web has no cluster IP yet"),
-    (ServiceType.NODE_PORT, "NoBackingNodes", "no Pod using this Listener runs on a node yet"),
+    (ServiceType.NODE_PORT, "NoBackingNodes", "no Pod selected by Service web (no selector) runs on a node"),
 ])
 def test_no_address_says_why(service_type: ServiceType, reason: str, words: str) -> None:
     result = status(service_type, ListenerAddresses([], node_ports={}))

@@ -467,6 +467,27 @@ async def test_the_console_opens_in_a_browser_that_trusts_the_observers_ca(env: 
         await page.screenshot(artifacts() / "console-networkobserver.png")
 
 
+async def test_the_console_opened_from_a_url_with_credentials_draws_the_site(env: SiteEnv) -> None:
+    """``https://user:password@host:port/``, a common way to hand a browser basic-auth credentials: the page's own
+    requests (built against its origin, not its URL with the credentials, which the browser refuses to fetch) get
+    the site drawn."""
+    from urllib.parse import quote
+
+    from browser_support import browser_page
+
+    access = await _console_access(env)
+    url, rule = _browser_url(access)
+    with_credentials = url.replace("https://", f"https://{quote(access.user, safe='')}:"
+                                               f"{quote(access.password, safe='')}@", 1)
+    async with browser_page(trusted_ca=access.ca, host_rules=rule) as page:
+        await page.navigate(with_credentials)
+        await page.wait_for("document.querySelectorAll('#topology .site').length === 1", 60, "the site drawn",
+                            show="document.getElementById('status')?.textContent")
+        assert await page.evaluate("[...document.querySelectorAll('#topology .site')].map(g => g.dataset.site)") \
+            == ["west"]
+        assert "unreachable" not in await page.evaluate("document.getElementById('status')?.textContent || ''")
+
+
 async def test_a_console_certificate_of_an_ed25519_key_is_refused_by_the_browser(
         env: SiteEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the previous versions did (Ed25519 keys for every certificate, the observer's CA included): the browser

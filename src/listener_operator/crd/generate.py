@@ -60,7 +60,8 @@ def listener_crd() -> dict[str, Any]:
             {"name": "Class", "type": "string", "jsonPath": ".spec.className"},
             {"name": "Service", "type": "string", "jsonPath": ".status.serviceName"},
             {"name": "Address", "type": "string", "jsonPath": ".status.ingressAddresses[0].address"},
-            # a documented addition to upstream's columns: a Listener without an address says why
+            # upstream's CRDs have no printer columns (behaviour.md "Printer columns show class, address and
+            # readiness"): these are ours; Ready and Reason say why a Listener has no address
             {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
             {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
             _AGE_COLUMN,

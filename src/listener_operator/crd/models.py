@@ -128,10 +128,11 @@ class ListenerClassSpec(_Model):
     allowed_service_overrides: Annotated[
         list[ServiceOverrideField], Field(json_schema_extra={"x-kubernetes-list-type": "set"})] = []
     """Service fields this class decides that the objectOverrides of its Listeners may change all the same. By
-    default (empty) a Listener that overrides spec.type, spec.externalIPs, spec.loadBalancerIP,
-    spec.loadBalancerSourceRanges, spec.loadBalancerClass, spec.allocateLoadBalancerNodePorts or
-    spec.externalTrafficPolicy, or removes the mount label from spec.selector, is refused (Ready=False, reason
-    ServiceOverrideNotAllowed). Not part of the upstream API."""
+    default (empty) a Listener whose overrides widen exposure - change spec.type, spec.externalIPs,
+    spec.loadBalancerIP or spec.loadBalancerClass, widen spec.loadBalancerSourceRanges, turn
+    spec.allocateLoadBalancerNodePorts on, or remove the mount label from spec.selector - is refused (Ready=False,
+    reason ServiceOverrideNotAllowed); everything else (spec.externalTrafficPolicy, annotations, labels, narrower
+    source ranges, ...) applies as upstream merges it. Not part of the upstream API."""
 
 
 class ListenerPort(_Model):

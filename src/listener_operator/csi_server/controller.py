@@ -8,20 +8,23 @@ per-volume Listener is owned by the PV and garbage-collected with it).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import grpc
 
 from csi_proto import csi_pb2, csi_pb2_grpc
-from listener_operator.constants import TOPOLOGY_KEY_HOSTNAME
+from listener_operator.constants import DRIVER_NAME, TOPOLOGY_KEY_HOSTNAME
 from listener_operator.csi_server.errors import (
     ClaimListenerWithoutClass,
     CsiError,
     MissingArgument,
     UnsupportedVolume,
+    VolumeNotFound,
     csi_rpc,
     error_chain,
+    get_optional,
     get_required,
 )
 from listener_operator.csi_server.reporting import EventPublisher, publish_warning
@@ -32,8 +35,10 @@ from listener_operator.csi_server.volume_context import (
     required_object,
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS
+from listener_operator.messages import brief
+from listener_operator.names import is_dns1123_subdomain
 from operator_runtime.api import KubeApi
-from operator_runtime.kinds import PVC
+from operator_runtime.kinds import PV, PVC
 from operator_runtime.objects import mapping, meta, object_reference
 
 __all__ = ["PARAM_PVC_NAME", "PARAM_PVC_NAMESPACE", "ControllerService"]
@@ -45,16 +50,33 @@ PARAM_PVC_NAME = "csi.storage.k8s.io/pvc/name"
 PARAM_PVC_NAMESPACE = "csi.storage.k8s.io/pvc/namespace"
 
 _Context = grpc.aio.ServicerContext[Any, Any]
+#: How many volumes this process provisioned are remembered until the provisioner has written their PVs.
+PROVISIONED_MEMORY = 1024
 
 
 def check_volume_capabilities(capabilities: Any, *, field: str) -> None:
     """At least one capability is required, and only filesystem ("mount") volumes exist here."""
     if not capabilities:
         raise MissingArgument(f"{field} is required")
+    unsupported = unsupported_capability(capabilities)
+    if unsupported:
+        raise UnsupportedVolume(f"{field}: {unsupported}")
+
+
+def unsupported_capability(capabilities: Any) -> str | None:
+    """Why one of ``capabilities`` cannot be served (only filesystem volumes exist here), or None."""
     for capability in capabilities:
         if capability.HasField("block"):
-            raise UnsupportedVolume(f"{field}: block volumes are not supported; listener volumes are filesystem "
-                                    "volumes")
+            return "block volumes are not supported; listener volumes are filesystem volumes"
+    return None
+
+
+def pv_volume_context(pv: Mapping[str, Any], volume_id: str) -> dict[str, str] | None:
+    """The volume context of ``pv`` if it is the volume ``volume_id`` of this driver, else None."""
+    csi = mapping(mapping(pv, "spec"), "csi")
+    if csi.get("driver") != DRIVER_NAME or csi.get("volumeHandle") != volume_id:
+        return None
+    return {str(k): str(v) for k, v in mapping(csi, "volumeAttributes").items()}
 
 
 def pins_node_ports(listener_class: Mapping[str, Any]) -> bool:
@@ -73,17 +95,60 @@ def pinned_topology(requirements: csi_pb2.TopologyRequirement) -> list[csi_pb2.T
 
 
 class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
-    """CreateVolume / DeleteVolume / ControllerGetCapabilities; every other RPC is UNIMPLEMENTED
-    (behaviour.md "Controller service")."""
+    """CreateVolume / DeleteVolume / ValidateVolumeCapabilities / ControllerGetCapabilities; every other RPC is
+    UNIMPLEMENTED (behaviour.md "Controller service")."""
 
     def __init__(self, api: KubeApi, events: EventPublisher | None = None) -> None:
         self._api = api
         self._events = events
+        # volume id -> context of the volumes this process answered CreateVolume for, the most recent last: they
+        # exist before the provisioner has written their PV (behaviour.md "Controller service")
+        self._provisioned: OrderedDict[str, dict[str, str]] = OrderedDict()
+
+    @csi_rpc
+    async def ValidateVolumeCapabilities(self, request: csi_pb2.ValidateVolumeCapabilitiesRequest,
+                                         context: _Context) -> csi_pb2.ValidateVolumeCapabilitiesResponse:
+        if not request.volume_id:
+            raise MissingArgument("volume_id is required")
+        if not request.volume_capabilities:
+            raise MissingArgument("volume_capabilities is required")
+        volume_context = await self._volume_context(request.volume_id)
+        response = csi_pb2.ValidateVolumeCapabilitiesResponse
+        unsupported = unsupported_capability(request.volume_capabilities)
+        if unsupported:
+            return response(message=unsupported)
+        if request.volume_context and dict(request.volume_context) != volume_context:
+            return response(message=f"volume_context differs from the context of volume {request.volume_id}")
+        return response(confirmed=response.Confirmed(volume_context=request.volume_context,
+                                                     volume_capabilities=request.volume_capabilities,
+                                                     parameters=request.parameters))
+
+    async def _volume_context(self, volume_id: str) -> dict[str, str]:
+        """The context of this driver's volume ``volume_id``: one this process provisioned, or its PV's."""
+        remembered = self._provisioned.get(volume_id)
+        if remembered is not None:
+            return remembered
+        if not is_dns1123_subdomain(volume_id):
+            raise VolumeNotFound(f"volume {brief(volume_id)} does not exist: volume ids of this driver are "
+                                 "PersistentVolume names")
+        pv = await get_optional(f"PersistentVolume {volume_id}", self._api.get(PV, volume_id))
+        found = pv_volume_context(pv, volume_id) if pv is not None else None
+        if found is None:
+            raise VolumeNotFound(f"volume {volume_id} does not exist: no PersistentVolume {volume_id} of driver "
+                                 f"{DRIVER_NAME}")
+        return found
+
+    def _remember(self, volume_id: str, volume_context: dict[str, str]) -> None:
+        self._provisioned[volume_id] = volume_context
+        self._provisioned.move_to_end(volume_id)
+        while len(self._provisioned) > PROVISIONED_MEMORY:
+            self._provisioned.popitem(last=False)
 
     @csi_rpc
     async def ControllerGetCapabilities(self, request: csi_pb2.ControllerGetCapabilitiesRequest,
                                         context: _Context) -> csi_pb2.ControllerGetCapabilitiesResponse:
         rpc = csi_pb2.ControllerServiceCapability.RPC
+        # ValidateVolumeCapabilities has no capability of its own: every controller plugin serves it
         return csi_pb2.ControllerGetCapabilitiesResponse(capabilities=[
             csi_pb2.ControllerServiceCapability(rpc=rpc(type=rpc.CREATE_DELETE_VOLUME)),
         ])
@@ -93,6 +158,7 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
                            ) -> csi_pb2.DeleteVolumeResponse:
         if not request.volume_id:
             raise MissingArgument("volume_id is required")
+        self._provisioned.pop(request.volume_id, None)
         return csi_pb2.DeleteVolumeResponse()
 
     @csi_rpc
@@ -131,6 +197,7 @@ class ControllerService(csi_pb2_grpc.ControllerServicer):  # type: ignore[misc]
                 log.warning("%s: %s", source, note)
                 await publish_warning(self._events, pvc_ref, reason="ListenerVolumeNotPinned", note=note,
                                       action="Provision")
+        self._remember(request.name, annotations)
         return csi_pb2.CreateVolumeResponse(volume=csi_pb2.Volume(
             volume_id=request.name,
             capacity_bytes=0,

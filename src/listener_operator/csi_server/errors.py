@@ -41,6 +41,7 @@ __all__ = [
     "PvWithoutClaim",
     "UnsupportedVolume",
     "UnusableListenerName",
+    "VolumeNotFound",
     "VolumeWriteFailed",
     "csi_rpc",
     "error_chain",
@@ -74,6 +75,10 @@ class MissingArgument(CsiError):
 
 class UnsupportedVolume(CsiError):
     """A kind of volume the driver does not serve (block volumes, CSI inline volumes)."""
+
+
+class VolumeNotFound(CsiError):
+    """A volume id that names no volume of this driver (ValidateVolumeCapabilities: unknown or malformed)."""
 
 
 class InvalidInput(CsiError):
@@ -166,6 +171,7 @@ _FAILED_PRECONDITION = CsiFailure(grpc.StatusCode.FAILED_PRECONDITION, user_erro
 CSI_FAILURES: Mapping[type[CsiError], CsiFailure] = {
     MissingArgument: _INVALID_ARGUMENT,
     UnsupportedVolume: _INVALID_ARGUMENT,
+    VolumeNotFound: CsiFailure(grpc.StatusCode.NOT_FOUND, user_error=False),
     InvalidInput: _INVALID_ARGUMENT,
     InvalidSelector: _INVALID_ARGUMENT,
     UnusableListenerName: _INVALID_ARGUMENT,

@@ -27,6 +27,7 @@ from typing import Any
 
 import grpc
 
+from listener_operator.constants import mount_label_key
 from listener_operator.csi_server.errors import CsiError, error_chain
 from listener_operator.csi_server.validation import VolumeTarget
 from listener_operator.kinds import LISTENER
@@ -35,7 +36,7 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from operator_runtime.reflector import ApiSource, Reflector
 from operator_runtime.workqueue import ExponentialBackoff, QueueShutDown, WorkQueue
 
-__all__ = ["MountedVolume", "MountedVolumes", "Refresh", "trimmed_pod"]
+__all__ = ["MountedVolume", "MountedVolumes", "Refresh", "selects_pod", "trimmed_pod"]
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,29 @@ log = logging.getLogger(__name__)
 _RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL})
 
 
-def trimmed_pod(pod: Mapping[str, Any]) -> JsonDict:
-    """The part of a Pod a refresh needs (its identity and node), so the record stays small."""
+def trimmed_pod(pod: Mapping[str, Any], *, added_labels: Mapping[str, str] | None = None) -> JsonDict:
+    """The part of a Pod a refresh needs (its identity, labels and node), so the record stays small;
+    ``added_labels``: labels just patched onto the Pod (the mount label)."""
     pod_meta = meta(pod)
-    return {"metadata": {"name": pod_meta.name, "namespace": pod_meta.namespace, "uid": pod_meta.uid},
+    labels = {str(k): str(v) for k, v in pod_meta.labels.items()} | dict(added_labels or {})
+    return {"metadata": {"name": pod_meta.name, "namespace": pod_meta.namespace, "uid": pod_meta.uid,
+                         "labels": labels},
             "spec": {"nodeName": mapping(pod, "spec").get("nodeName")}}
+
+
+def selects_pod(listener: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """Whether the Listener's Service selects ``pod`` - the mount label of this Listener (by uid) and its
+    ``extraPodSelectorLabels`` - so that the Listener's addresses reach the Pod. A Listener deleted and recreated
+    under the same name has a new uid: the Pods that mounted its predecessor are not selected."""
+    listener_meta = meta(listener)
+    try:
+        key = mount_label_key(listener_meta.uid)
+    except ValueError:
+        return False
+    extra = mapping(listener, "spec", "extraPodSelectorLabels")
+    wanted = {**{str(k): str(v) for k, v in extra.items()}, key: listener_meta.name}
+    labels = meta(pod).labels
+    return all(labels.get(k) == v for k, v in wanted.items())
 
 
 @dataclass(frozen=True)

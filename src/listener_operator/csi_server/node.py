@@ -69,6 +69,7 @@ from listener_operator.csi_server.errors import (
     PvWithoutClaim,
     UnsupportedVolume,
     UnusableListenerName,
+    VolumeNotFound,
     VolumeWriteFailed,
     csi_rpc,
     error_chain,
@@ -82,7 +83,7 @@ from listener_operator.csi_server.filetree import (
     remove_tree,
     write_address_tree,
 )
-from listener_operator.csi_server.mounted import MountedVolume, MountedVolumes, trimmed_pod
+from listener_operator.csi_server.mounted import MountedVolume, MountedVolumes, selects_pod, trimmed_pod
 from listener_operator.csi_server.objects import (
     per_volume_listener,
     pod_listeners_entry,
@@ -102,7 +103,7 @@ from listener_operator.csi_server.volume_context import (
 )
 from listener_operator.kinds import LISTENER, LISTENER_CLASS, POD_LISTENERS
 from listener_operator.messages import brief, cut
-from listener_operator.names import service_name_problem
+from listener_operator.names import is_dns1123_subdomain, service_name_problem
 from operator_runtime.api import KubeApi
 from operator_runtime.applied import apply_is_noop
 from operator_runtime.errors import BadRequest, Forbidden, Invalid, KubeError, NotFound
@@ -116,6 +117,9 @@ log = logging.getLogger(__name__)
 #: How long NodePublishVolume waits for a Listener without addresses before answering UNAVAILABLE. Short: kubelet
 #: holds a CSI call for at most a couple of minutes and retries anyway.
 DEFAULT_LISTENER_WAIT_SECONDS = 5.0
+#: A mount waiting longer than this for its Listener's address gets the Normal Events saying so (ListenerNotReady on
+#: the Pod, MountWaiting on the Listener); a shorter wait is a healthy start (a new per-replica Listener).
+ANNOUNCE_WAIT_AFTER_SECONDS = 2.0
 _MAX_VOLUMES = 2**63 - 1
 
 _Context = grpc.aio.ServicerContext[Any, Any]
@@ -327,7 +331,9 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not addresses:
             raise NoAddressesYet(f"Listener {p.pod_namespace}/{listener_name} has no addresses yet "
                                  f"(waited {self._listener_wait:g}s): {_why_no_addresses(listener)}")
-        volume = MountedVolume(p.target, p.pod_namespace, listener_name, trimmed_pod(pod), volume_name,
+        mount_label = {mount_label_key(meta(listener).uid): listener_name}  # _label_pod just set it
+        volume = MountedVolume(p.target, p.pod_namespace, listener_name,
+                               trimmed_pod(pod, added_labels=mount_label), volume_name,
                                status=dict(mapping(listener, "status")))
         async with self._mounted.lock(p.target):
             await self._write_volume(volume, listener, addresses)
@@ -353,7 +359,10 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
     async def _refresh_volume(self, volume: MountedVolume, listener: JsonDict) -> None:
         """Rewrite a mounted volume after its Listener's status changed (behaviour.md "Volume files stay current").
         A Listener that has no address for this Pod now leaves the files as they were; a status that cannot be
-        written is reported on the Pod."""
+        written is reported on the Pod, and so is a Listener whose addresses do not reach the Pod (behaviour.md
+        "A recreated Listener")."""
+        if not await self._reaches_pod(volume, listener):
+            return
         addresses = await self._address_computer(volume.pod)(listener)
         if not addresses:
             log.info("Listener %s has no address for volume %s now; its files stay as they are",
@@ -373,6 +382,30 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
             raise
         log.info("updated listener volume %s of Pod %s/%s from Listener %s", volume.volume_name,
                  meta(volume.pod).namespace, meta(volume.pod).name, volume.listener_key)
+
+    async def _reaches_pod(self, volume: MountedVolume, listener: JsonDict) -> bool:
+        """Whether the Listener's Service selects the volume's Pod (as recorded, else as it is now), so that its
+        addresses reach the Pod; if not, the files stay as they were and the Pod gets a Warning saying why."""
+        if selects_pod(listener, volume.pod):
+            return True
+        pod_meta = meta(volume.pod)
+        live = await get_optional(f"Pod {pod_meta.namespace}/{pod_meta.name}",
+                                  self._api.get(POD, pod_meta.name, pod_meta.namespace))
+        if live is None or meta(live).uid != pod_meta.uid:
+            return False  # the Pod is gone: kubelet unpublishes the volume
+        if selects_pod(listener, live):
+            return True
+        log.info("Listener %s (uid %s) does not select Pod %s/%s: volume %s keeps its files", volume.listener_key,
+                 meta(listener).uid, pod_meta.namespace, pod_meta.name, volume.key)
+        await publish_warning(
+            self._events, {"apiVersion": "v1", "kind": "Pod", "name": pod_meta.name,
+                           "namespace": pod_meta.namespace, "uid": pod_meta.uid},
+            reason="ListenerVolumeNotUpdated", action="UpdateVolume", related=object_reference(listener),
+            note=f"volume {volume.volume_name} keeps its files: Listener {volume.listener_key} does not select "
+                 "this Pod, so its addresses do not reach it (the Listener was replaced after the Pod mounted "
+                 "it: the Pod carries the mount label of the one it mounted); restart the Pod to mount the "
+                 "current Listener")
+        return False
 
     async def _check_listener_name(self, p: _Publish, pvc: JsonDict) -> None:
         """The Listener's name becomes a Service name and the value of the PV and Pod labels: a name that cannot be
@@ -463,9 +496,37 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         await self._require_class(listener)
         if self._listener_wait <= 0:
             return listener, addresses
+        # A new Listener (a per-replica one is made by this very publish) has no address for a moment: a healthy
+        # start, not worth an Event. Only a wait longer than ANNOUNCE_WAIT_AFTER_SECONDS, or one that ends without
+        # an address, is announced.
+        grace = min(ANNOUNCE_WAIT_AFTER_SECONDS, self._listener_wait)
+        announced = False
+        waiting: contextlib.AbstractContextManager[Any] = (
+            self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
+        try:
+            with waiting:
+                for seconds in (grace, self._listener_wait - grace):
+                    if seconds <= 0:
+                        continue
+                    with contextlib.suppress(TimeoutError):
+                        latest, addresses = await self._wait_for_addresses(p, name, listener, compute, seconds)
+                        if addresses:
+                            return latest, addresses
+                        break  # the Listener was deleted
+                    if not announced:
+                        await self._announce_wait(p, listener)
+                        announced = True
+        except KubeError as error:
+            log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
+        if not announced:
+            await self._announce_wait(p, listener)
+        return listener, []
+
+    async def _announce_wait(self, p: _Publish, listener: JsonDict) -> None:
+        """Normal Events on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener) saying the
+        mount waits for the Listener's address. Normal: the failure after the wait is the Warning."""
         listener_reference = object_reference(listener)
-        # Visible on the Pod (kubectl describe pod) and on the Listener (kubectl describe listener). Normal: during a
-        # Pod's start-up a new Listener has no address for a moment; the failure after the wait is the Warning.
+        name = meta(listener).name
         await publish_event(self._events, p.pod_reference, type="Normal", reason="ListenerNotReady",
                             note=f"waiting for Listener {p.pod_namespace}/{name} to get an address before the "
                                  "volume can be published", action="PublishVolume", related=listener_reference)
@@ -473,26 +534,17 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
                             note=f"Pod {p.pod_namespace}/{p.pod_name} cannot mount its listener volume until "
                                  "this Listener has an address in its status", action="PublishVolume",
                             related=p.pod_reference)
-        waiting: contextlib.AbstractContextManager[Any] = (
-            self._mounts_waiting.track_inprogress() if self._mounts_waiting is not None else contextlib.nullcontext())
-        try:
-            with waiting:
-                return await self._wait_for_addresses(p, name, listener, compute)
-        except TimeoutError:
-            pass
-        except KubeError as error:
-            log.info("watch on Listener %s/%s ended: %s", p.pod_namespace, name, error_chain(error))
-        return listener, []
 
     async def _wait_for_addresses(self, p: _Publish, name: str, listener: JsonDict,
-                                  compute: Callable[[JsonDict], Awaitable[list[JsonDict]]]
+                                  compute: Callable[[JsonDict], Awaitable[list[JsonDict]]], seconds: float
                                   ) -> tuple[JsonDict, list[JsonDict]]:
-        """Watch the Listener until this Pod has addresses (TimeoutError after the bounded wait)."""
-        async with asyncio.timeout(self._listener_wait):
+        """Watch the Listener (from ``listener``'s version) until this Pod has addresses (TimeoutError after
+        ``seconds``); no addresses when the Listener is deleted."""
+        async with asyncio.timeout(seconds):
             async for event, latest in self._api.watch(
                     LISTENER, namespace=p.pod_namespace, field_selector=f"metadata.name={name}",
                     resource_version=meta(listener).resource_version,
-                    timeout_seconds=max(1, int(self._listener_wait) + 1)):
+                    timeout_seconds=max(1, int(seconds) + 1)):
                 if event == "BOOKMARK":
                     continue
                 if event == "DELETED":
@@ -579,7 +631,10 @@ class NodeService(csi_pb2_grpc.NodeServicer):  # type: ignore[misc]
         if not request.target_path:
             raise MissingArgument("target_path is required")
         target = self._resolve_target(request.target_path)
-        check_object_name("PersistentVolume", request.volume_id, "volume_id")
+        if not is_dns1123_subdomain(request.volume_id):
+            # never published: a publish needs the PersistentVolume of that name
+            raise VolumeNotFound(f"volume {brief(request.volume_id)} does not exist: volume ids of this driver are "
+                                 "PersistentVolume names")
         async with self._mounted.lock(target):
             try:
                 await asyncio.to_thread(remove_tree, target.path)

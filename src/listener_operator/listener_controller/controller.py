@@ -32,6 +32,7 @@ from listener_operator.addresses import (
     endpoint_slice_service_keys,
     nodeport_node_names,
     pv_listener_keys,
+    unready_endpoint_count,
 )
 from listener_operator.constants import (
     FIELD_MANAGER_LISTENER_STATUS,
@@ -414,6 +415,7 @@ class ListenerController:
 
         status = compose_status(service_name=meta(service).name, service_type=service_type,
                                 addresses=addresses, generation=meta(listener).generation,
+                                selector=mapping(mapping(service, "spec"), "selector"),
                                 previous=self._current_status(listener), now=_now())
         if await self._apply_status(listener, status) and addresses.missing_nodes:
             # Said once per change of the status (not on every no-op reconcile, which must write nothing).
@@ -427,13 +429,17 @@ class ListenerController:
     def _addresses(self, key: str, listener_class: ListenerClass, service_type: ServiceType,
                    service: JsonDict) -> ListenerAddresses:
         node_names: list[str] = []
+        unready = 0
         if service_type is ServiceType.NODE_PORT:
-            node_names = nodeport_node_names(self.pvs.by_index("listener", key),
-                                             self.slices.by_index("service", key))
+            slices = self.slices.by_index("service", key)
+            node_names = nodeport_node_names(self.pvs.by_index("listener", key), slices)
+            unready = unready_endpoint_count(slices)
         self._set_node_users(key, node_names)
         nodes = {n: node for n in node_names if (node := self.nodes.get(n)) is not None}
-        return compute_addresses(service_type, service, listener_class.address_type_for(service_type),
-                                 cluster_domain=self.cluster_domain, node_names=node_names, nodes=nodes)
+        addresses = compute_addresses(service_type, service, listener_class.address_type_for(service_type),
+                                      cluster_domain=self.cluster_domain, node_names=node_names, nodes=nodes)
+        addresses.unready_endpoints = unready
+        return addresses
 
     async def _delete_orphans(self, namespace: str, name: str, uid: str) -> None:
         """Delete Services controlled by this Listener, carrying our labels, other than the one we apply

@@ -7,15 +7,17 @@ Two questions, each a pure function:
   Service in the parts the merge and the controller read (``metadata`` a map, ``spec`` a map, ``spec.ports`` a list
   of maps, ...)? Anything else is named by its field path (``spec.objectOverrides[1].spec``) instead of failing
   somewhere inside the merge.
-* :func:`policy_violations`: does the Service after an override differ from the Service the ListenerClass decided in
-  a field only the administrator may set (:data:`GUARDED_FIELDS`: the type, ``externalIPs``, the load-balancer
-  fields, ``externalTrafficPolicy``, the selector's mount label)? A Listener author may not widen what the class
-  allows; the class lists what its Listeners may change anyway in ``spec.allowedServiceOverrides``.
+* :func:`policy_violations`: does an override widen the exposure the ListenerClass decided, in a field only the
+  administrator may set (:data:`GUARDED_FIELDS`: the type, ``externalIPs``, the load-balancer fields, the selector's
+  mount label)? A change that only narrows (load-balancer source ranges inside the class's, node ports of a load
+  balancer turned off) and every other field (``externalTrafficPolicy``, annotations, labels, ...) pass, as
+  upstream merges them; the class lists what its Listeners may change anyway in ``spec.allowedServiceOverrides``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import ipaddress
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -32,9 +34,12 @@ __all__ = [
     "policy_violations",
 ]
 
-#: Service fields the ListenerClass decides, by the name an administrator allows them with, and their path.
+#: Service fields whose change can widen what the ListenerClass exposes, by the name an administrator allows them
+#: with, and their path. ``spec.externalTrafficPolicy`` is not one (it changes which node's Pods answer and whether
+#: the client's address is kept, not who can connect); naming it in ``allowedServiceOverrides`` is still valid.
 GUARDED_FIELDS: Mapping[ServiceOverrideField, tuple[str, ...]] = {
     field: tuple(field.value.split(".")) for field in ServiceOverrideField
+    if field is not ServiceOverrideField.EXTERNAL_TRAFFIC_POLICY
 }
 
 
@@ -132,13 +137,47 @@ def _normalized(value: Any) -> Any:
     return None if value in (None, [], {}) else value
 
 
+def _networks(values: Any) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network] | None:
+    """CIDRs of a source-range list; None when one is not a CIDR (the API server judges it, nothing is assumed)."""
+    try:
+        return [ipaddress.ip_network(str(v).strip(), strict=False) for v in values or []]
+    except ValueError:
+        return None
+
+
+def _source_ranges_narrow(decided: Any, merged: Any) -> bool:
+    """Whether ``merged`` load-balancer source ranges admit no client that ``decided`` keeps out: ranges where the
+    class set none, or ranges each inside one of the class's."""
+    before, after = _networks(decided), _networks(merged)
+    if before is None or after is None or not after:
+        return False
+    return not before or all(any(_inside(net, outer) for outer in before) for net in after)
+
+
+def _inside(net: ipaddress.IPv4Network | ipaddress.IPv6Network,
+            outer: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    if isinstance(net, ipaddress.IPv4Network) and isinstance(outer, ipaddress.IPv4Network):
+        return net.subnet_of(outer)
+    if isinstance(net, ipaddress.IPv6Network) and isinstance(outer, ipaddress.IPv6Network):
+        return net.subnet_of(outer)
+    return False
+
+
+#: Guarded fields with changes that narrow exposure, which a Listener may make without the class's leave:
+#: (decided value, merged value) -> whether the change only narrows.
+_NARROWING: Mapping[ServiceOverrideField, Callable[[Any, Any], bool]] = {
+    ServiceOverrideField.LOAD_BALANCER_SOURCE_RANGES: _source_ranges_narrow,
+    ServiceOverrideField.ALLOCATE_LOAD_BALANCER_NODE_PORTS: lambda _decided, merged: merged is False,
+}
+
+
 def policy_violations(decided: Mapping[str, Any], merged: Mapping[str, Any], index: int, *,
                       allowed: Collection[ServiceOverrideField], mount_label: tuple[str, str]
                       ) -> list[PolicyViolation]:
     """The guarded fields in which ``merged`` (the Service after override ``index``) differs from ``decided`` (the
     Service as the ListenerClass decided it: generated, with the class's ``serviceOverrides``), except those the
-    class allows. The selector counts as changed only when it lost the mount label (``(key, value)``): other
-    selector labels are the Listener's own (``extraPodSelectorLabels``)."""
+    class allows and changes that only narrow (:data:`_NARROWING`). The selector counts as changed only when it lost
+    the mount label (``(key, value)``): other selector labels are the Listener's own (``extraPodSelectorLabels``)."""
     violations: list[PolicyViolation] = []
     for field, path in GUARDED_FIELDS.items():
         if field in allowed:
@@ -148,6 +187,8 @@ def policy_violations(decided: Mapping[str, Any], merged: Mapping[str, Any], ind
             if mapping(merged, *path).get(key) != value:
                 violations.append(PolicyViolation(field, override_path(index, *path)))
             continue
-        if _normalized(_at(decided, path)[1]) != _normalized(_at(merged, path)[1]):
+        before, after = _normalized(_at(decided, path)[1]), _normalized(_at(merged, path)[1])
+        narrows = _NARROWING.get(field)
+        if before != after and not (narrows is not None and narrows(before, after)):
             violations.append(PolicyViolation(field, override_path(index, *path)))
     return violations

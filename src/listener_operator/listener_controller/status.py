@@ -53,9 +53,23 @@ def ready_condition(state: str, reason: str, message: str, *, generation: int | 
     return condition
 
 
+def no_backing_nodes_message(service_name: str, unready_endpoints: int, selector: Mapping[str, Any]) -> str:
+    """Why a NodePort Listener has no node: its selected Pods are not ready, or none is selected (a Pod that
+    mounts the Listener but lacks its ``extraPodSelectorLabels`` is not)."""
+    if unready_endpoints:
+        return (f"{unready_endpoints} Pod(s) selected by Service {service_name} are not ready; a node backs this "
+                "Listener once a ready Pod runs on it, or a volume is pinned to it")
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    return (f"no Pod selected by Service {service_name} ({labels or 'no selector'}) runs on a node, and no "
+            "volume is pinned to a node; Pods that mount this Listener without carrying its "
+            "extraPodSelectorLabels are not selected")
+
+
 def compose_status(*, service_name: str, service_type: ServiceType, addresses: ListenerAddresses,
-                   generation: int | None, previous: Mapping[str, Any], now: str) -> JsonDict:
-    """The status after a successful reconcile."""
+                   generation: int | None, previous: Mapping[str, Any], now: str,
+                   selector: Mapping[str, Any] | None = None) -> JsonDict:
+    """The status after a successful reconcile; ``selector``: the Service's Pod selector (for the message when no
+    node backs a NodePort Listener)."""
     status: JsonDict = {"serviceName": service_name, "ingressAddresses": addresses.ingress_addresses}
     if service_type is ServiceType.NODE_PORT:
         status["nodePorts"] = addresses.node_ports or {}
@@ -71,7 +85,7 @@ def compose_status(*, service_name: str, service_type: ServiceType, addresses: L
         message = f"Service {service_name} has no cluster IP yet"
     else:
         state, reason = "False", "NoBackingNodes"
-        message = "no Pod using this Listener runs on a node yet, and no volume is pinned to a node"
+        message = no_backing_nodes_message(service_name, addresses.unready_endpoints, selector or {})
     if addresses.missing_nodes:
         reason = "NodesMissing"
         message += "; skipped missing node(s): " + ", ".join(addresses.missing_nodes)

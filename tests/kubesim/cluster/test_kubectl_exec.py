@@ -72,3 +72,30 @@ async def test_exit_codes_and_missing_programs_pass_through(broker: KubeSim) -> 
     assert code == 127 and 'exec: "python3": executable file not found in $PATH' in err
     code, _, err = await kubectl(broker, "exec", "broker-0", "-c", "other", "--", "true")
     assert code != 0 and "container other is not valid for pod broker-0" in err
+
+
+async def test_a_shell_changes_directory_and_ls_shows_symbolic_links(broker: KubeSim) -> None:
+    """What a person types to look at a listener volume: ``sh -c 'cd DIR && ls'`` lists DIR, ``ls -la`` shows a
+    symbolic link as one (``default-address -> addresses/...``) and hides dot files only without ``-a``."""
+    pod = await broker.api.get("pods", "broker-0", NS)
+    scratch = (broker.cluster.kubelet_dir(pod["spec"]["nodeName"]) / "pods" / pod["metadata"]["uid"] / "volumes"
+               / "kubernetes.io~empty-dir" / "scratch")
+    (scratch / "addresses" / "10.0.0.1").mkdir(parents=True)
+    (scratch / "addresses" / "10.0.0.1" / "address").write_text("10.0.0.1")
+    (scratch / "default-address").symlink_to("addresses/10.0.0.1")
+    (scratch / ".hidden").write_text("")
+    code, out, err = await kubectl(broker, "exec", "broker-0", "--", "sh", "-c", "cd /tmp/scratch && ls && pwd")
+    assert (code, out, err) == (0, "addresses\ndefault-address\n/tmp/scratch\n", "")
+    code, out, err = await kubectl(broker, "exec", "broker-0", "--", "sh", "-c",
+                                   "cd /tmp/scratch; cd default-address && cat address")
+    assert (code, out) == (0, "10.0.0.1"), err
+    code, out, _ = await kubectl(broker, "exec", "broker-0", "--", "ls", "-la", "/tmp/scratch")
+    lines = out.splitlines()
+    assert code == 0 and [line.split()[-1] for line in lines] == [
+        ".", "..", ".hidden", "addresses", "addresses/10.0.0.1"], out
+    assert lines[3].startswith("d") and lines[2].startswith("-")
+    assert lines[4].startswith("lrwxrwxrwx") and lines[4].endswith(" default-address -> addresses/10.0.0.1")
+    code, _, err = await kubectl(broker, "exec", "broker-0", "--", "sh", "-c", "cd /nowhere && ls")
+    assert code == 2 and "sh: cd: can't cd to /nowhere: No such file or directory" in err
+    code, _, err = await kubectl(broker, "exec", "broker-0", "--", "cd", "/tmp")  # a shell builtin, no program
+    assert code == 127 and 'exec: "cd": executable file not found in $PATH' in err

@@ -4,14 +4,17 @@
 kubesim's containers are programs inside the kubesim process (or host processes of the project's image) without
 their own root file system, so what ``exec`` can show is what Kubernetes put into the container: its volumes (a
 listener volume's files, ConfigMaps, Secrets, the ServiceAccount token, emptyDirs), its environment and hostname.
-Commands: ``cat FILE...``, ``ls [-1|-l|-a] [PATH...]``, ``env``/``printenv [NAME...]``, ``echo ARGS``, ``hostname``,
-``pwd``, ``true``, ``false``, ``test -e|-f|-d PATH``, and ``sh -c`` / ``bash -c`` with one of those (words split as
-a shell would; ``&&`` and ``;`` chain commands; no pipes or redirections). Anything else is "executable file not
-found", exit code 127, as a container runtime answers for a missing program. Output is bounded.
+Commands: ``cat FILE...``, ``ls [-1|-l|-a] [PATH...]`` (``-l`` shows a symbolic link as ``l... name -> target``, as
+a listener volume's ``default-address`` is one; without ``-a`` dot files are hidden), ``env``/``printenv [NAME...]``,
+``echo ARGS``, ``hostname``, ``pwd``, ``true``, ``false``, ``test -e|-f|-d PATH``, and ``sh -c`` / ``bash -c`` with
+those and the shell's own ``cd`` (words split as a shell would; ``&&`` and ``;`` chain commands; relative paths are
+relative to the working directory, ``/`` at the start; no pipes or redirections). Anything else is "executable file
+not found", exit code 127, as a container runtime answers for a missing program. Output is bounded.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
@@ -58,9 +61,21 @@ def _is_dir(spec: ContainerSpec, path: str) -> bool:
     return host.is_dir() if host is not None else _children(spec, path) is not None
 
 
-def _cat(spec: ContainerSpec, args: Sequence[str], result: ExecResult) -> None:
+@dataclass
+class _Shell:
+    """One exec: the container and its working directory (``cd`` in ``sh -c`` moves it)."""
+
+    spec: ContainerSpec
+    cwd: str = "/"
+
+    def path(self, name: str) -> str:
+        """``name`` as an absolute, normalised path in the container (relative to the working directory)."""
+        return "/" + posixpath.normpath(posixpath.join(self.cwd, name)).lstrip("/")
+
+
+def _cat(shell: _Shell, args: Sequence[str], result: ExecResult) -> None:
     for name in args or ["-"]:
-        host = spec.host_path(name)
+        host = shell.spec.host_path(shell.path(name))
         if host is None or not host.exists():
             result.err(f"cat: {name}: No such file or directory\n".encode())
             result.code = 1
@@ -76,46 +91,68 @@ def _cat(spec: ContainerSpec, args: Sequence[str], result: ExecResult) -> None:
                 result.code = 1
 
 
-def _ls(spec: ContainerSpec, args: Sequence[str], result: ExecResult) -> None:
-    flags = {a for a in args if a.startswith("-")}
+def _long_entry(shell: _Shell, path: str, entry: str) -> str:
+    """One ``ls -l`` line: a directory, a file with its size, or a symbolic link with its target."""
+    child = shell.spec.host_path(path)
+    mode, size, target = "drwxr-xr-x", 0, ""
+    if child is not None:
+        try:
+            info = child.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                mode, size, target = "lrwxrwxrwx", info.st_size, f" -> {os.readlink(child)}"
+            elif not stat.S_ISDIR(info.st_mode):
+                mode, size = "-rw-r--r--", info.st_size
+        except OSError:
+            pass
+    return f"{mode} 1 root root {size:>8} {entry}{target}\n"
+
+
+def _ls(shell: _Shell, args: Sequence[str], result: ExecResult) -> None:
+    flags = "".join(a[1:] for a in args if a.startswith("-"))
     paths = [a for a in args if not a.startswith("-")] or ["."]
-    long = any("l" in f for f in flags)
+    long, everything = "l" in flags, "a" in flags
     for i, name in enumerate(paths):
-        path = "/" if name == "." else name
-        host = spec.host_path(path)
-        if host is not None and host.is_file():
-            result.out(f"{name}\n".encode())
+        path = shell.path(name)
+        host = shell.spec.host_path(path)
+        # a file, or with -l a symbolic link itself (ls -l LINK shows the link, ls LINK/ what it points to)
+        if host is not None and (host.is_file() or (long and host.is_symlink() and not name.endswith("/"))):
+            result.out((_long_entry(shell, path, name) if long else f"{name}\n").encode())
             continue
-        entries = _children(spec, path)
+        entries = _children(shell.spec, path)
         if entries is None:
             result.err(f"ls: cannot access '{name}': No such file or directory\n".encode())
             result.code = 2
             continue
         if len(paths) > 1:
             result.out(f"{'' if i == 0 else chr(10)}{name}:\n".encode())
-        for entry in entries:
+        shown = ([".", ".."] if everything else []) + [e for e in entries if everything or not e.startswith(".")]
+        for entry in shown:
             if long:
-                child = spec.host_path(posixpath.join(path, entry))
-                kind, size = "d", 0
-                if child is not None:
-                    try:
-                        info = child.stat()
-                        kind, size = ("d" if stat.S_ISDIR(info.st_mode) else "-"), info.st_size
-                    except OSError:
-                        pass
-                result.out(f"{kind}rw-r--r-- 1 root root {size:>8} {entry}\n".encode())
+                result.out(_long_entry(shell, posixpath.normpath(posixpath.join(path, entry)), entry).encode())
             else:
                 result.out(f"{entry}\n".encode())
 
 
-def _one(spec: ContainerSpec, argv: Sequence[str], result: ExecResult) -> None:
+def _cd(shell: _Shell, args: Sequence[str], result: ExecResult) -> None:
+    target = shell.path(args[0] if args else "/")
+    if not _is_dir(shell.spec, target):
+        result.err(f"sh: cd: can't cd to {(args or ['/'])[0][:100]}: No such file or directory\n".encode())
+        result.code = 2
+        return
+    shell.cwd = target
+
+
+def _one(shell: _Shell, argv: Sequence[str], result: ExecResult, *, in_shell: bool = False) -> None:
+    spec = shell.spec
     program, args = posixpath.basename(argv[0]), list(argv[1:])
     env = dict(spec.env)
     env.setdefault("HOSTNAME", spec.hostname)
     if program == "cat":
-        _cat(spec, args, result)
+        _cat(shell, args, result)
     elif program == "ls":
-        _ls(spec, args, result)
+        _ls(shell, args, result)
+    elif program == "cd" and in_shell and argv[0] == "cd":
+        _cd(shell, args, result)
     elif program in ("env", "printenv") and (program == "env" or not args):
         result.out("".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode())
     elif program == "printenv":
@@ -127,17 +164,18 @@ def _one(spec: ContainerSpec, argv: Sequence[str], result: ExecResult) -> None:
     elif program == "hostname":
         result.out(f"{spec.hostname}\n".encode())
     elif program == "pwd":
-        result.out(b"/\n")
+        result.out(f"{shell.cwd}\n".encode())
     elif program in ("true", "false"):
         result.code = 0 if program == "true" else 1
     elif program in ("test", "[") and len(args) >= 2 and args[0] in ("-e", "-f", "-d"):
-        host = spec.host_path(args[1])
+        path = shell.path(args[1])
+        host = spec.host_path(path)
         exists = host is not None and host.exists()
-        result.code = 0 if (args[0] == "-e" and (exists or _is_dir(spec, args[1]))) or (
+        result.code = 0 if (args[0] == "-e" and (exists or _is_dir(spec, path))) or (
             args[0] == "-f" and exists and host is not None and host.is_file()) or (
-            args[0] == "-d" and _is_dir(spec, args[1])) else 1
+            args[0] == "-d" and _is_dir(spec, path)) else 1
     elif program in ("sh", "bash", "ash") and len(args) >= 2 and args[0] == "-c":
-        _script(spec, args[1], result)
+        _script(shell, args[1], result)
     else:
         result.err(f'exec: "{argv[0][:100]}": executable file not found in $PATH\n'.encode())
         result.code = 127
@@ -175,12 +213,17 @@ def expand_parameters(text: str, env: dict[str, str]) -> str:
     return "".join(out)
 
 
-def _script(spec: ContainerSpec, text: str, result: ExecResult) -> None:
-    """``sh -c TEXT``: commands chained with ``&&`` (stop at the first failure) or ``;``; ``$NAME`` expanded."""
-    env = dict(spec.env)
-    env.setdefault("HOSTNAME", spec.hostname)
+def _script(outer: _Shell, text: str, result: ExecResult) -> None:
+    """``sh -c TEXT``: commands chained with ``&&`` (stop at the first failure) or ``;``; ``$NAME`` expanded; a
+    ``cd`` moves the working directory of the commands after it (in this shell only)."""
+    shell = _Shell(outer.spec, outer.cwd)
+    env = dict(shell.spec.env)
+    env.setdefault("HOSTNAME", shell.spec.hostname)
     try:
-        words = shlex.split(expand_parameters(text[:10_000], env), posix=True)
+        # ; & | < > end a word as in a shell ("cd /x; ls"), unless quoted
+        lexer = shlex.shlex(expand_parameters(text[:10_000], env), posix=True, punctuation_chars=";&|<>")
+        lexer.whitespace_split = True
+        words = list(lexer)
     except ValueError as e:
         result.err(f"sh: syntax error: {e}\n".encode())
         result.code = 2
@@ -190,7 +233,7 @@ def _script(spec: ContainerSpec, text: str, result: ExecResult) -> None:
         if word in ("&&", ";"):
             if command:
                 result.code = 0
-                _one(spec, command, result)
+                _one(shell, command, result, in_shell=True)
                 if word == "&&" and result.code != 0:
                     return
             command = []
@@ -209,5 +252,5 @@ def run_command(spec: ContainerSpec, argv: Sequence[str]) -> ExecResult:
         result.err(b"exec: no command given\n")
         result.code = 1
         return result
-    _one(spec, list(argv), result)
+    _one(_Shell(spec), list(argv), result)
     return result

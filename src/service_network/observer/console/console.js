@@ -7,8 +7,21 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 
 let previous = null; // {time, services, sitepairs} of the last poll
 
+// A page opened as https://user:password@host/ (a common way to hand over basic-auth credentials) has them in its
+// URL: a request built from that URL (a relative one resolves against it) is refused by the browser, and the
+// browser never learnt them for the API either, since only /api/ asks. So the API is asked at the page's origin,
+// with the credentials the page was opened with, if any.
+const AUTHORIZATION = basicAuthorization(new URL(document.URL));
+
+function basicAuthorization(url) {
+  if (!url.username && !url.password) return {};
+  const pair = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+  const bytes = new TextEncoder().encode(pair);
+  return { Authorization: `Basic ${btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""))}` };
+}
+
 async function get(path) {
-  const resp = await fetch(`${API}/${path}`, { cache: "no-store" });
+  const resp = await fetch(new URL(`${API}/${path}`, location.origin), { cache: "no-store", headers: AUTHORIZATION });
   if (!resp.ok) throw new Error(`${path}: HTTP ${resp.status}`);
   return resp.json();
 }
