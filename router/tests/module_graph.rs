@@ -1,8 +1,9 @@
 //! The crate's module graph, read from its sources: every `router/src/**/*.rs` file is a module, and a path to
 //! another module (`use crate::x::...`, `crate::x::f(...)`, `super::x`, a child module's name) is an edge to the
 //! deepest module file the path names. The graph must have no cycle (a module never uses one that uses it back,
-//! directly or through others), a module uses only modules listed before it in [`LAYERS`], and no file holds more
-//! than [`LINE_BUDGET`] lines before its unit tests.
+//! directly or through others), a module uses only modules listed before it in [`LAYERS`], only a link protocol's own
+//! family and the stream layer's dispatch ([`PROTOCOL_DISPATCH`]) use a protocol's modules ([`PROTOCOL_FAMILIES`]),
+//! and no file holds more than [`LINE_BUDGET`] lines before its unit tests.
 //!
 //! Read, not compiled: comments and string and character literals are skipped; `pub(in path)` is not used in this
 //! crate (it would count as an edge). `cargo test --test module_graph -- --nocapture` prints the modules in layers

@@ -1,4 +1,4 @@
-//! The link wire protocol's frames (pure): encoding and a decoder that checks a whole frame's header and bounds
+//! The native link protocol's frames (pure): encoding and a decoder that checks a whole frame's header and bounds
 //! before it takes any of it, so a peer can make it neither panic nor allocate more than one bounded frame.
 //!
 //! Every frame is a 10-byte header followed by `length` bytes of payload (all integers big-endian):

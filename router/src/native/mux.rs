@@ -1,4 +1,4 @@
-//! One link connection carrying many streams both ways (I/O): a reader task that decodes frames and hands them to
+//! One native link connection carrying many streams both ways (I/O): a reader task that decodes frames and hands them to
 //! streams without ever waiting on one, and a writer task that coalesces the frames of all streams into large TLS
 //! writes. Streams opened by the dialing side have odd ids, those opened by the accepting side even ids.
 //!
