@@ -247,6 +247,17 @@ pub struct Link {
     pub cost: i64,
     #[serde(default = "tls13")]
     pub tls_version: String,
+    /// The link protocol it speaks (the native protocol when absent).
+    #[serde(default)]
+    pub protocol: LinkProtocol,
+}
+
+/// A link's protocol (`links[].protocol`): today only `native`, this router's own (`sn-link/1`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkProtocol {
+    #[default]
+    Native,
 }
 
 fn one() -> i64 {
@@ -480,6 +491,19 @@ mod tests {
         assert!(all.contains("listeners[1].name: duplicate listener a"), "{all}");
         assert!(all.contains("listeners[1].host: not an IP address"), "{all}");
         assert!(all.contains("listeners[3].port: port 82 on host '' is listener b's too"), "{all}");
+    }
+
+    #[test]
+    fn a_link_speaks_the_native_protocol_unless_it_names_another() {
+        let doc = |links: &str| {
+            Document::parse(&format!(r#"{{"version":1,"site":{{"id":"s","name":"w"}},"links":[{links}]}}"#))
+        };
+        let link = r#""name":"l","host":"127.0.0.2","tlsProfile":"p""#;
+        assert_eq!(doc(&format!("{{{link}}}")).unwrap().links[0].protocol, LinkProtocol::Native);
+        let named = doc(&format!(r#"{{{link},"protocol":"native"}}"#)).unwrap();
+        assert_eq!(named.links[0].protocol, LinkProtocol::Native);
+        let err = doc(&format!(r#"{{{link},"protocol":"amqp"}}"#)).unwrap_err();
+        assert!(err[0].contains("unknown variant `amqp`, expected `native`"), "{err:?}");
     }
 
     #[test]

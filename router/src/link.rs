@@ -1,31 +1,20 @@
 //! Links (I/O): a link is a group of mutual-TLS connections that one router dials to another's router access;
 //! both routers then open streams over any connection of the group. Connection 0 also carries the control channel
-//! (hellos, advertisements). Each connection starts with one HELLO frame each way:
-//!
-//! - dialer: `{"versions":[1],"router":id,"site":{...},"link":name,"cost":n,"group":"<hex>","index":i,"count":n}`
-//! - acceptor: `{"version":1,"router":id,"site":{...}}` (the highest version both list), or the connection is
-//!   closed.
-//!
-//! The router id each side claims must be allowed by the certificate it presented (`tls::identity_allows`); the
-//! acceptor also refuses a HELLO that does not arrive within the handshake timeout. A link connection runs over
-//! [`LinkIo`] (TCP read through a buffer, under TLS). Dialing, accepting and running links is the router's
-//! (`router::links`, `router::access`, `router::control`).
+//! (hellos, advertisements, traffic reports). A group holds connections of any link protocol
+//! (`stream::conn::Connection`); how a connection is introduced and started is the protocol's
+//! (`stream::protocol`). A link connection runs over [`LinkIo`] (TCP read through a buffer, under TLS). Dialing,
+//! accepting and running links is the router's (`router::links`, `router::access`, `router::control`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::config::Site;
-use crate::frame::{Frame, VERSIONS};
-use crate::mux::{Conn, StreamRx, StreamTx};
-
-/// ALPN protocol id of the link protocol.
-pub const ALPN: &[u8] = b"sn-link/1";
+use crate::stream::conn::Connection;
+use crate::stream::halves::{StreamRx, StreamTx};
+use crate::stream::types::Open;
 
 /// A link's TCP connection under TLS: reads go through a 64 KiB buffer, since rustls asks its transport for at
 /// most 4 KiB at a time (a 16 KiB record would cost four or five `read` calls; this way one call fills the buffer
@@ -36,76 +25,6 @@ const LINK_READ_BUFFER: usize = 64 * 1024;
 /// A link connection's transport over `tcp` (dialed or accepted).
 pub fn link_io(tcp: TcpStream) -> LinkIo {
     tokio::io::BufReader::with_capacity(LINK_READ_BUFFER, tcp)
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct DialerHello {
-    pub versions: Vec<u32>,
-    pub router: String,
-    pub site: Site,
-    pub link: String,
-    pub cost: u32,
-    pub group: String,
-    pub index: u32,
-    pub count: u32,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct AcceptorHello {
-    pub version: u32,
-    pub router: String,
-    pub site: Site,
-    /// Why the acceptor refuses this link (it closes the connection after this HELLO); absent when it accepts.
-    /// A dialer of an earlier version ignores it and sees the connection close.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
-}
-
-/// The highest protocol version both sides speak.
-pub fn negotiate(offered: &[u32]) -> Option<u32> {
-    VERSIONS.iter().rev().find(|v| offered.contains(v)).copied()
-}
-
-/// Writes one HELLO frame.
-pub async fn send_hello<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, hello: &T) -> std::io::Result<()> {
-    let mut buf = BytesMut::new();
-    Frame::Hello(Bytes::from(serde_json::to_vec(hello).expect("hello serializes"))).encode(&mut buf);
-    w.write_all(&buf).await?;
-    w.flush().await
-}
-
-/// Reads exactly one HELLO frame (byte by byte past the header is not needed: the peer sends nothing else before
-/// our answer, so reading the exact frame length leaves the stream at the first mux frame).
-pub async fn read_hello<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<T, String> {
-    let mut header = [0u8; crate::frame::HEADER_LEN];
-    r.read_exact(&mut header).await.map_err(describe_read)?;
-    let length = Frame::announced_payload(&header).unwrap_or(0) as usize;
-    if header[0] != crate::frame::FrameType::Hello as u8 || length > crate::frame::MAX_HELLO {
-        return Err("the peer did not start with a HELLO frame".into());
-    }
-    let mut body = vec![0u8; length];
-    r.read_exact(&mut body).await.map_err(describe_read)?;
-    let mut whole = BytesMut::from(&header[..]);
-    whole.extend_from_slice(&body);
-    match crate::frame::Frame::decode(&mut whole) {
-        Ok(Some(Frame::Hello(payload))) => serde_json::from_slice(&payload)
-            .map_err(|e| format!("malformed HELLO: {}", crate::text::truncate(&e.to_string(), 200))),
-        Ok(_) => Err("the peer did not start with a HELLO frame".into()),
-        Err(e) => Err(format!("malformed HELLO: {e}")),
-    }
-}
-
-/// Why a HELLO could not be read: a TLS alert from the peer (TLS 1.3 servers verify the client's certificate after
-/// the client finished its handshake, so a refused certificate shows here) or the connection's end.
-fn describe_read(e: std::io::Error) -> String {
-    let text = e.to_string();
-    if text.contains("alert") {
-        format!("TLS: {}", crate::text::truncate(&text, 200))
-    } else {
-        "closed by the remote router".to_string()
-    }
 }
 
 /// One link between this router and a neighbour, as either side sees it.
@@ -119,7 +38,7 @@ pub struct LinkGroup {
     pub certificate: String,
     pub cost: u32,
     pub dialed: bool,
-    pub conns: RwLock<Vec<Conn>>,
+    pub conns: RwLock<Vec<Connection>>,
     /// Streams this router has open over this link, per routing key (for balancing).
     pub per_key: Mutex<std::collections::HashMap<String, usize>>,
     pub streams_total: AtomicU64,
@@ -138,7 +57,14 @@ pub struct LinkGroup {
 static SERIAL: AtomicU64 = AtomicU64::new(1);
 
 impl LinkGroup {
-    pub fn new(peer: String, peer_site: Site, name: String, cost: u32, dialed: bool, control: Conn) -> Arc<LinkGroup> {
+    pub fn new(
+        peer: String,
+        peer_site: Site,
+        name: String,
+        cost: u32,
+        dialed: bool,
+        control: Connection,
+    ) -> Arc<LinkGroup> {
         LinkGroup::accepted_with(peer, peer_site, name, String::new(), cost, dialed, control)
     }
 
@@ -150,7 +76,7 @@ impl LinkGroup {
         certificate: String,
         cost: u32,
         dialed: bool,
-        control: Conn,
+        control: Connection,
     ) -> Arc<LinkGroup> {
         Arc::new(LinkGroup {
             peer,
@@ -195,11 +121,11 @@ impl LinkGroup {
         }
     }
 
-    pub fn control(&self) -> Conn {
+    pub fn control(&self) -> Connection {
         self.conns.read().unwrap()[0].clone()
     }
 
-    pub fn add(&self, conn: Conn) {
+    pub fn add(&self, conn: Connection) {
         let mut conns = self.conns.write().unwrap();
         conns.retain(|c| !c.is_closed());
         conns.push(conn);
@@ -240,7 +166,7 @@ impl LinkGroup {
     }
 
     /// Opens a stream on the connection with the fewest open streams (ties rotate).
-    pub async fn open(&self, open: crate::frame::Open) -> Option<(StreamTx, StreamRx)> {
+    pub async fn open(&self, open: Open) -> Option<(StreamTx, StreamRx)> {
         let conn = {
             let conns = self.conns.read().unwrap();
             let start = self.next.fetch_add(1, Ordering::Relaxed);
@@ -290,33 +216,4 @@ pub fn group_id() -> String {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_nanos(),
     );
     format!("{:016x}", h.finish())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn negotiation_takes_the_highest_common_version() {
-        assert_eq!(negotiate(&[1, 2, 3]), Some(1));
-        assert_eq!(negotiate(&[2]), None);
-        assert_eq!(negotiate(&[]), None);
-    }
-
-    #[tokio::test]
-    async fn hello_frames_round_trip_and_garbage_is_refused() {
-        let (mut a, mut b) = tokio::io::duplex(64 * 1024);
-        let hello = AcceptorHello {
-            version: 1,
-            router: "r".into(),
-            site: Site { id: "s".into(), name: "n".into(), namespace: None },
-            refused: None,
-        };
-        send_hello(&mut a, &hello).await.unwrap();
-        let got: AcceptorHello = read_hello(&mut b).await.unwrap();
-        assert_eq!(got, hello);
-        a.write_all(&[3, 0, 0, 0, 0, 1, 0, 0, 0, 0]).await.unwrap();
-        let err = read_hello::<_, AcceptorHello>(&mut b).await.unwrap_err();
-        assert!(err.contains("did not start with a HELLO"), "{err}");
-    }
 }

@@ -31,6 +31,11 @@ impl Message {
     pub fn encode(&self) -> Bytes {
         Bytes::from(serde_json::to_vec(self).expect("message serializes"))
     }
+
+    /// A CONTROL frame's payload as a message; `None` when it is not one this router knows.
+    pub fn decode(payload: &[u8]) -> Option<Message> {
+        serde_json::from_slice(payload).ok()
+    }
 }
 
 #[cfg(test)]

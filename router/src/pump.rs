@@ -13,10 +13,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::frame::ResetReason;
 use crate::metrics::ListenerSeries;
-use crate::mux::{Inbound, StreamRx, StreamTx};
 use crate::observe::{Protocol, Session};
+use crate::stream::halves::{StreamRx, StreamTx};
+use crate::stream::types::{Inbound, ResetReason};
 
 /// A client connection's observer as the pumps see it: every chunk read from either side is shown to the session
 /// (a copy is never made, and nothing waits for it), and finished exchanges go to the listener's series at once.

@@ -114,7 +114,8 @@ fn cert_and_key(m: &Material, what: &str) -> Result<(Vec<CertificateDer<'static>
 }
 
 /// The router access: mutual TLS, clients must present a certificate the site CA signed.
-pub fn access_server(m: &Material, min_version: &str) -> Result<Arc<ServerConfig>, String> {
+/// `alpn`: the link protocols it speaks, by their ALPN ids.
+pub fn access_server(m: &Material, min_version: &str, alpn: &[&[u8]]) -> Result<Arc<ServerConfig>, String> {
     let roots = m.ca.clone().ok_or("the router access needs the site CA")?;
     let verifier =
         WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(|e| format!("site CA: {e}"))?;
@@ -125,14 +126,15 @@ pub fn access_server(m: &Material, min_version: &str) -> Result<Arc<ServerConfig
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(|e| format!("server certificate: {e}"))?;
-    cfg.alpn_protocols = vec![crate::link::ALPN.to_vec()];
+    cfg.alpn_protocols = alpn.iter().map(|id| id.to_vec()).collect();
     cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
 }
 
 /// A link: the client certificate the remote site issued, the remote site CA as the only trust anchor, names not
-/// checked (the dedicated CA is the anchor; the identity is the certificate's common name).
-pub fn link_client(m: &Material, version: &str) -> Result<Arc<ClientConfig>, String> {
+/// checked (the dedicated CA is the anchor; the identity is the certificate's common name). `alpn`: the ALPN id of
+/// the link's protocol.
+pub fn link_client(m: &Material, version: &str, alpn: &[u8]) -> Result<Arc<ClientConfig>, String> {
     let roots = m.ca.clone().ok_or("a link needs the remote site CA")?;
     let (chain, key) = cert_and_key(m, "a link")?;
     let verifier = AnyName::new(roots)?;
@@ -143,7 +145,7 @@ pub fn link_client(m: &Material, version: &str) -> Result<Arc<ClientConfig>, Str
         .with_custom_certificate_verifier(verifier)
         .with_client_auth_cert(chain, key)
         .map_err(|e| format!("client certificate: {e}"))?;
-    cfg.alpn_protocols = vec![crate::link::ALPN.to_vec()];
+    cfg.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(cfg))
 }
 

@@ -266,7 +266,7 @@ mod hostile {
     use super::*;
     use bytes::{Bytes, BytesMut};
     use rustls::pki_types::ServerName;
-    use snrouter::frame::Frame;
+    use snrouter::native::frame::Frame;
 
     pub struct Peer {
         pub tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
@@ -294,7 +294,7 @@ mod hostile {
         let mut buf = BytesMut::new();
         Frame::Hello(Bytes::from(hello.to_string())).encode(&mut buf);
         tls.write_all(&buf).await.unwrap();
-        let _answer: Value = snrouter::link::read_hello(&mut tls).await.unwrap();
+        let _answer: Value = snrouter::native::hello::read_hello(&mut tls).await.unwrap();
         Peer { tls }
     }
 

@@ -1,8 +1,9 @@
 //! The crate's module graph, read from its sources: every `router/src/**/*.rs` file is a module, and a path to
 //! another module (`use crate::x::...`, `crate::x::f(...)`, `super::x`, a child module's name) is an edge to the
 //! deepest module file the path names. The graph must have no cycle (a module never uses one that uses it back,
-//! directly or through others), a module uses only modules listed before it in [`LAYERS`], and no file holds more
-//! than [`LINE_BUDGET`] lines before its unit tests.
+//! directly or through others), a module uses only modules listed before it in [`LAYERS`], only a link protocol's own
+//! family and the stream layer's dispatch ([`PROTOCOL_DISPATCH`]) use a protocol's modules ([`PROTOCOL_FAMILIES`]),
+//! and no file holds more than [`LINE_BUDGET`] lines before its unit tests.
 //!
 //! Read, not compiled: comments and string and character literals are skipped; `pub(in path)` is not used in this
 //! crate (it would count as an edge). `cargo test --test module_graph -- --nocapture` prints the modules in layers
@@ -19,17 +20,25 @@ const LINE_BUDGET: usize = 900;
 const LAYERS: &[&str] = &[
     "text",
     "clock",
-    "frame",
     "workers",
     "observe::exchange",
     "observe::http1",
     "observe::http2",
     "observe",
     "config",
+    "stream::types",
+    "native::frame",
     "linkstate",
     "report",
     "message",
-    "mux",
+    "native::mux",
+    "native::hello",
+    "native",
+    "stream::halves",
+    "stream::control",
+    "stream::conn",
+    "stream::protocol",
+    "stream",
     "metrics",
     "link",
     "tls",
@@ -50,6 +59,13 @@ const LAYERS: &[&str] = &[
     "api",
     "crate",
 ];
+
+/// The link protocols' module families: each protocol's framing, multiplexing and handshake.
+const PROTOCOL_FAMILIES: &[&str] = &["native"];
+
+/// The modules of the stream layer that dispatch to each protocol (one enum variant or match arm per protocol):
+/// besides a protocol's own family, the only modules that may use it.
+const PROTOCOL_DISPATCH: &[&str] = &["stream::halves", "stream::conn", "stream::protocol"];
 
 fn read_crate() -> Crate {
     Crate::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
@@ -93,6 +109,32 @@ fn modules_use_only_modules_listed_before_them() {
                     display(used)
                 ));
             }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
+}
+
+/// The routing code (`router::*`, `pump`, `link`: forwarding, listeners, links, the control plane) imports no
+/// protocol's framing: it speaks the stream layer (`stream::*`), so a second link protocol plugs in beside
+/// `native/` without changing it. Only a protocol's own family and the stream layer's dispatch use its modules.
+#[test]
+fn only_the_stream_layer_uses_a_link_protocol() {
+    let crate_ = read_crate();
+    let family_of = |m: &Module| m.first().filter(|f| PROTOCOL_FAMILIES.contains(&f.as_str())).cloned();
+    let mut failures = vec![];
+    for (module, uses) in &crate_.edges {
+        for (used, (line, path)) in uses {
+            let Some(family) = family_of(used) else { continue };
+            if family_of(module).as_ref() == Some(&family) || PROTOCOL_DISPATCH.contains(&display(module).as_str()) {
+                continue;
+            }
+            failures.push(format!(
+                "{}:{line} `{path}`: {} uses the {family} link protocol's {}; the routing code speaks only the \
+                 stream layer (stream::*)",
+                crate_.file_of(module),
+                display(module),
+                display(used)
+            ));
         }
     }
     assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));

@@ -2,7 +2,7 @@
 #![no_main]
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use snrouter::frame::Frame;
+use snrouter::native::frame::Frame;
 
 fuzz_target!(|data: &[u8]| {
     let mut buf = BytesMut::from(data);

@@ -2,7 +2,8 @@
 //! closes on bad input; never a panic, never more than the bounded frame buffer.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use snrouter::mux::{Conn, OnOpen, Role};
+use snrouter::native::mux::{Conn, OnOpen};
+use snrouter::stream::types::Role;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 

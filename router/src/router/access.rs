@@ -11,12 +11,14 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Document, Limits, Site};
-use crate::link::{self, link_io, AcceptorHello, DialerHello};
+use crate::link::link_io;
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::router::identities;
 use crate::router::links::{Accepted, Links};
 use crate::router::net::{self, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
+use crate::stream::protocol;
+use crate::stream::types::Answer;
 use crate::text::truncate;
 use crate::tls;
 
@@ -68,7 +70,10 @@ impl Access {
                 cancel.cancel();
             }
             if let (Some(a), Some(fp)) = (access, access_fp) {
-                match profiles.material(&a.tls_profile).and_then(|m| tls::access_server(&m, &a.min_tls_version)) {
+                match profiles
+                    .material(&a.tls_profile)
+                    .and_then(|m| tls::access_server(&m, &a.min_tls_version, &alpns()))
+                {
                     Ok(cfg) => {
                         let cancel = self.shutdown.child_token();
                         *run = Some((fp, cancel.clone()));
@@ -151,9 +156,10 @@ impl Access {
         self.metrics.access_rejected.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
-    /// TLS, then the dialer's HELLO (a version both speak, fields within bounds, an identity its certificate may
-    /// speak as: [`Links::admit`]), then this router's answer, which carries the refusal when the identity is
-    /// refused. `Err`: the rejection's reason label and what happened.
+    /// TLS (its ALPN names the link protocol), then the dialer's introduction (HELLO for the native protocol: a
+    /// version both speak, fields within bounds, an identity its certificate may speak as: [`Links::admit`]),
+    /// then this router's answer, which carries the refusal when the identity is refused. `Err`: the rejection's
+    /// reason label and what happened.
     async fn handshake(
         &self,
         stream: TcpStream,
@@ -170,13 +176,10 @@ impl Access {
                 .ok_or(("identity", "the client certificate does not parse".to_string()))?;
             (cn, certificate)
         };
-        let hello: DialerHello = link::read_hello(&mut tls).await.map_err(|e| ("hello", e))?;
-        let Some(version) = link::negotiate(&hello.versions) else {
-            return Err((
-                "version",
-                format!("no common protocol version in {:?}", &hello.versions[..hello.versions.len().min(8)]),
-            ));
-        };
+        let link_protocol = protocol::of_alpn(tls.get_ref().1.alpn_protocol())
+            .ok_or(("hello", "the dialer asked for a link protocol this router does not speak".to_string()))?;
+        let introduced = protocol::read_introduction(link_protocol, &mut tls).await?;
+        let hello = &introduced.introduction;
         if hello.router.len() > 253
             || hello.link.len() > config::MAX_NAME
             || hello.site.id.len() > 253
@@ -189,15 +192,19 @@ impl Access {
         } else {
             self.links.admit(&cn, &certificate, &hello.router)
         };
-        let answer = AcceptorHello {
-            version,
+        let answer = Answer {
             router: self.id.clone(),
             site: self.site.clone(),
             refused: admitted.as_ref().err().map(|(_, words)| words.clone()),
         };
-        let sent = link::send_hello(&mut tls, &answer).await.map_err(|e| ("hello", e.to_string()));
+        let sent = protocol::answer(&mut tls, &introduced, answer).await.map_err(|e| ("hello", e.to_string()));
         let claim = admitted?;
         sent?;
-        Ok((tls, hello, claim))
+        Ok((tls, link_protocol, introduced, claim))
     }
+}
+
+/// The ALPN ids of every link protocol: the router access speaks them all.
+fn alpns() -> Vec<&'static [u8]> {
+    protocol::ALL.iter().map(|p| protocol::alpn(*p)).collect()
 }

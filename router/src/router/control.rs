@@ -7,8 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{now_s, now_us};
@@ -19,6 +18,7 @@ use crate::message::Message;
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::report::{LinkReport, Taken};
 use crate::router::reports::Traffic;
+use crate::stream::control::{ControlOut, ControlRx, Received};
 use crate::text::truncate;
 
 pub const HELLO_INTERVAL: Duration = Duration::from_secs(1);
@@ -179,7 +179,7 @@ impl Control {
 
     /// Runs a link group's control channel until the link is lost; returns why. The group is a neighbour while
     /// this runs.
-    pub async fn run_group(self: Arc<Self>, group: Arc<LinkGroup>, mut ctl: mpsc::UnboundedReceiver<Bytes>) -> String {
+    pub async fn run_group(self: Arc<Self>, group: Arc<LinkGroup>, mut ctl: ControlRx) -> String {
         self.neighbours.lock().unwrap().entry(group.peer.clone()).or_default().push(group.clone());
         let labels = group.labels();
         self.metrics.link_up.get_or_create(&labels).set(1);
@@ -188,10 +188,10 @@ impl Control {
         let all: Vec<Advert> = self.db.lock().unwrap().adverts.values().cloned().collect();
         let control = group.control();
         for ad in all {
-            control.send_control(Message::Ad { ad }.encode()).await;
+            control.send_control(&ControlOut::new(Message::Ad { ad })).await;
         }
         for report in self.traffic.known() {
-            control.send_control(Message::Report { report }.encode()).await;
+            control.send_control(&ControlOut::new(Message::Report { report })).await;
         }
         let mut hello_tick = tokio::time::interval(HELLO_INTERVAL);
         let mut check = tokio::time::interval(LIVENESS_CHECK);
@@ -199,7 +199,7 @@ impl Control {
             tokio::select! {
                 _ = hello_tick.tick() => {
                     let hello = Message::Hello { router: self.id.clone(), site: self.site.clone() };
-                    control.send_control(hello.encode()).await;
+                    control.send_control(&ControlOut::new(hello)).await;
                     control.ping().await;
                 }
                 _ = check.tick() => {
@@ -209,7 +209,7 @@ impl Control {
                 }
                 msg = ctl.recv() => match msg {
                     None => break "closed by the remote router".to_string(),
-                    Some(payload) => if let Err(why) = self.on_control(&group, &payload).await {
+                    Some(received) => if let Err(why) = self.on_control(&group, received).await {
                         group.warn(why.clone());
                         break why;
                     },
@@ -234,13 +234,10 @@ impl Control {
     }
 
     /// One control message from a neighbour; an error closes the link.
-    async fn on_control(self: &Arc<Self>, group: &Arc<LinkGroup>, payload: &[u8]) -> Result<(), String> {
-        let msg: Message = match serde_json::from_slice(payload) {
-            Ok(m) => m,
-            Err(_) => {
-                self.refused("malformed");
-                return Ok(()); // unknown message types are ignored
-            }
+    async fn on_control(self: &Arc<Self>, group: &Arc<LinkGroup>, mut received: Received) -> Result<(), String> {
+        let Some(msg) = received.message.take() else {
+            self.refused("malformed");
+            return Ok(()); // unknown message types are ignored
         };
         match msg {
             Message::Hello { router, .. } => {
@@ -255,11 +252,9 @@ impl Control {
             }
             Message::Report { report } => {
                 let known = self.db.lock().unwrap().adverts.contains_key(&report.router);
-                match self.traffic.offer(report, payload.len(), known) {
-                    Taken::Kept => {
-                        let payload = Bytes::copy_from_slice(payload);
-                        self.send_to_neighbours(payload, Some(group));
-                    }
+                let onward = received.onward(Message::Report { report: report.clone() });
+                match self.traffic.offer(report, received.size, known) {
+                    Taken::Kept => self.send_to_neighbours(Arc::new(onward), Some(group)),
                     Taken::Ignored => {}
                     Taken::Refused(why) => {
                         self.refused("report");
@@ -301,11 +296,11 @@ impl Control {
     // ------------------------------------------------------------------ flooding and routes
 
     async fn flood(&self, ad: &Advert, except: Option<&Arc<LinkGroup>>) {
-        self.send_to_neighbours(Message::Ad { ad: ad.clone() }.encode(), except);
+        self.send_to_neighbours(Arc::new(ControlOut::new(Message::Ad { ad: ad.clone() })), except);
     }
 
     /// Sends a control message to every neighbour but `except`, without waiting for any.
-    pub fn send_to_neighbours(&self, payload: Bytes, except: Option<&Arc<LinkGroup>>) {
+    pub fn send_to_neighbours(&self, message: Arc<ControlOut>, except: Option<&Arc<LinkGroup>>) {
         let groups: Vec<Arc<LinkGroup>> = self.neighbours.lock().unwrap().values().flatten().cloned().collect();
         for g in groups {
             if except.map(|e| Arc::ptr_eq(e, &g)).unwrap_or(false) {
@@ -313,9 +308,9 @@ impl Control {
             }
             // never block the caller on one slow neighbour
             let control = g.control();
-            let p = payload.clone();
+            let m = message.clone();
             tokio::spawn(async move {
-                control.send_control(p).await;
+                control.send_control(&m).await;
             });
         }
     }

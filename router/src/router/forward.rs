@@ -10,12 +10,12 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_us;
-use crate::frame::{Open, ResetReason};
 use crate::link::{KeyLoad, LinkGroup};
-use crate::mux::{OnOpen, StreamRx, StreamTx};
 use crate::pump::{self, Counts, End};
 use crate::router::control::Control;
 use crate::router::targets::{LoadGuard, Target, Targets};
+use crate::stream::halves::{OnOpen, StreamRx, StreamTx};
+use crate::stream::types::{Open, ResetReason};
 
 /// Hops a stream may take before it is reset (a loop while routes converge cannot go on).
 pub const TTL: u8 = 16;

@@ -12,18 +12,18 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_s;
-use crate::config::{self, Document, Limits, Site};
-use crate::link::{self, link_io, AcceptorHello, DialerHello, LinkGroup, LinkIo};
-use crate::mux::{Conn, Role};
+use crate::config::{self, Document, Limits, LinkProtocol, Site};
+use crate::link::{self, link_io, LinkGroup, LinkIo};
 use crate::router::control::Control;
 use crate::router::forward::Forward;
 use crate::router::identities::{identity_of, Claim, Identities};
 use crate::router::net::{describe_io, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
+use crate::stream::protocol::{self, Introduced};
+use crate::stream::types::{Answer, Introduction, Role};
 use crate::text::truncate;
 use crate::tls;
 
@@ -39,9 +39,9 @@ pub struct LinkState {
     pub since: f64,
 }
 
-/// A connection the router access accepted, after TLS and HELLO: the stream, the dialer's HELLO and the identity
-/// it speaks as, held for the link's life.
-pub type Accepted = (tokio_rustls::server::TlsStream<LinkIo>, DialerHello, Claim);
+/// A connection the router access accepted, after TLS and the dialer's introduction: the stream, its protocol, the
+/// introduction and the identity it speaks as, held for the link's life.
+pub type Accepted = (tokio_rustls::server::TlsStream<LinkIo>, LinkProtocol, Introduced, Claim);
 
 struct LinkRun {
     fingerprint: String,
@@ -99,7 +99,10 @@ impl Links {
     pub fn apply(self: &Arc<Self>, doc: &Document, profiles: &Profiles<'_>, problems: &mut Vec<String>) {
         let mut wanted = HashMap::new();
         for (i, l) in doc.links.iter().enumerate() {
-            match profiles.material(&l.tls_profile).and_then(|m| tls::link_client(&m, &l.tls_version)) {
+            match profiles
+                .material(&l.tls_profile)
+                .and_then(|m| tls::link_client(&m, &l.tls_version, protocol::alpn(l.protocol)))
+            {
                 Ok(cfg) => {
                     let fp = profiles.fingerprint(l, Some(&l.tls_profile));
                     wanted.insert(l.name.clone(), (fp, l.clone(), cfg));
@@ -152,9 +155,8 @@ impl Links {
             match dialed {
                 Err(reason) => self.set_state(&l.name, cost, false, &reason, None),
                 Ok((conn_io, hello)) => {
-                    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
                     let on_open = self.forward.on_open_for(hello.router.clone());
-                    let conn = Conn::start(conn_io, Role::Dialer, on_open, ctl_tx);
+                    let (conn, ctl_rx) = protocol::start(l.protocol, conn_io, Role::Dialer, on_open);
                     let group =
                         LinkGroup::new(hello.router.clone(), hello.site.clone(), l.name.clone(), cost, true, conn);
                     self.set_state(&l.name, cost, true, "", Some((hello.router.clone(), hello.site.clone())));
@@ -165,8 +167,8 @@ impl Links {
                         tokio::spawn(async move {
                             if let Ok((io, h)) = me.dial(&l2, &cfg2, &gid, index, count).await {
                                 if h.router == g.peer {
-                                    let (t, _r) = mpsc::unbounded_channel();
-                                    g.add(Conn::start(io, Role::Dialer, me.forward.on_open_for(h.router.clone()), t));
+                                    let on_open = me.forward.on_open_for(h.router.clone());
+                                    g.add(protocol::start(l2.protocol, io, Role::Dialer, on_open).0);
                                 }
                             }
                         });
@@ -192,8 +194,9 @@ impl Links {
         }
     }
 
-    /// Dials connection `index` of `count` of a link's group: TCP, TLS, HELLO both ways, the remote router's
-    /// identity checked against its certificate; within the handshake timeout.
+    /// Dials connection `index` of `count` of a link's group: TCP, TLS, the introduction both ways (the link
+    /// protocol's: HELLO frames for the native one), the remote router's identity checked against its
+    /// certificate; within the handshake timeout.
     async fn dial(
         &self,
         l: &config::Link,
@@ -201,7 +204,7 @@ impl Links {
         group: &str,
         index: u32,
         count: u32,
-    ) -> Result<(tokio_rustls::client::TlsStream<LinkIo>, AcceptorHello), String> {
+    ) -> Result<(tokio_rustls::client::TlsStream<LinkIo>, Answer), String> {
         let work = async {
             let tcp = match l.host.parse::<std::net::IpAddr>() {
                 Ok(ip) => TcpStream::connect(SocketAddr::new(ip, l.port)).await,
@@ -219,28 +222,16 @@ impl Links {
                 .and_then(|c| c.first())
                 .and_then(tls::common_name)
                 .ok_or("the remote access certificate has no common name")?;
-            link::send_hello(
-                &mut tls,
-                &DialerHello {
-                    versions: crate::frame::VERSIONS.to_vec(),
-                    router: self.id.clone(),
-                    site: self.site.clone(),
-                    link: l.name.clone(),
-                    cost: l.effective_cost(),
-                    group: group.to_string(),
-                    index,
-                    count,
-                },
-            )
-            .await
-            .map_err(|e| format!("closed by the remote router ({e})"))?;
-            let hello: AcceptorHello = link::read_hello(&mut tls).await.map_err(|e| {
-                if e.starts_with("TLS") {
-                    e
-                } else {
-                    format!("{e} (it refused this router's HELLO)")
-                }
-            })?;
+            let intro = Introduction {
+                router: self.id.clone(),
+                site: self.site.clone(),
+                link: l.name.clone(),
+                cost: l.effective_cost(),
+                group: group.to_string(),
+                index,
+                count,
+            };
+            let hello = protocol::introduce(l.protocol, &mut tls, &intro).await?;
             if let Some(reason) = &hello.refused {
                 return Err(format!("refused by the remote router: {}", truncate(reason, 300)));
             }
@@ -308,13 +299,13 @@ impl Links {
     /// A connection the router access accepted: connection 0 of a group starts the group (replacing an older link
     /// of the same router under the same name) and runs its control channel, holding the identity's claim while
     /// it runs; the others join their group when they came with its certificate.
-    pub fn accepted(&self, (tls, hello, claim): Accepted) {
+    pub fn accepted(&self, (tls, protocol, introduced, claim): Accepted) {
+        let hello = &introduced.introduction;
         let peer = hello.router.clone();
         let key = (peer.clone(), hello.group.clone());
         if hello.index == 0 {
-            let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
             let on_open = self.forward.on_open_for(peer.clone());
-            let conn = Conn::start(tls, Role::Acceptor, on_open, ctl_tx);
+            let (conn, ctl_rx) = protocol::start(protocol, tls, Role::Acceptor, on_open);
             let group = LinkGroup::accepted_with(
                 peer.clone(),
                 hello.site.clone(),
@@ -346,9 +337,8 @@ impl Links {
             let group = self.pending.lock().unwrap().get(&key).and_then(|w| w.upgrade());
             match group {
                 Some(g) if g.is_up() && g.connections() < 16 && g.certificate == claim.certificate => {
-                    let (ctl_tx, _ctl_rx) = mpsc::unbounded_channel();
-                    let conn = Conn::start(tls, Role::Acceptor, self.forward.on_open_for(peer), ctl_tx);
-                    g.add(conn);
+                    let on_open = self.forward.on_open_for(peer);
+                    g.add(protocol::start(protocol, tls, Role::Acceptor, on_open).0);
                 }
                 _ => drop(tls),
             }

@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_us;
 use crate::config::{self, Document};
-use crate::frame::{Open, ResetReason};
 use crate::link::KeyLoad;
 use crate::metrics::{ListenerLabels, ListenerSeries, Metrics, RefusalLabels};
 use crate::observe;
@@ -28,6 +27,7 @@ use crate::router::net::{self, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
 use crate::router::reports::Traffic;
 use crate::router::targets::{LoadGuard, Targets};
+use crate::stream::types::{Open, ResetReason};
 use crate::text::truncate;
 use crate::tls;
 

@@ -15,6 +15,7 @@ use crate::router::listeners::Listeners;
 use crate::router::reports::Traffic;
 use crate::router::status::Status;
 use crate::router::targets::Targets;
+use crate::stream::control::ControlOut;
 
 pub struct Observation {
     id: String,
@@ -59,7 +60,7 @@ impl Observation {
     /// Sends this router's traffic report to every neighbour when it changed since the last one.
     pub async fn send_report(&self) {
         if let Some(report) = self.traffic.next_report(self.build_report()) {
-            self.control.send_to_neighbours(Message::Report { report }.encode(), None);
+            self.control.send_to_neighbours(Arc::new(ControlOut::new(Message::Report { report })), None);
         }
     }
 

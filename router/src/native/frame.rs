@@ -1,4 +1,4 @@
-//! The link wire protocol's frames (pure): encoding and a decoder that checks a whole frame's header and bounds
+//! The native link protocol's frames (pure): encoding and a decoder that checks a whole frame's header and bounds
 //! before it takes any of it, so a peer can make it neither panic nor allocate more than one bounded frame.
 //!
 //! Every frame is a 10-byte header followed by `length` bytes of payload (all integers big-endian):
@@ -14,6 +14,8 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use thiserror::Error;
+
+use crate::stream::types::{Open, ResetReason};
 
 pub const HEADER_LEN: usize = 10;
 /// The largest DATA payload a sender may put in one frame.
@@ -86,58 +88,30 @@ impl FrameType {
     }
 }
 
-/// Why a stream was reset (the RST frame's first payload byte).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ResetReason {
-    /// The sender aborted (its side of the connection was reset or failed).
-    Aborted = 1,
-    /// No target and no route for the routing key at the router that got the OPEN.
-    NoRoute = 2,
-    /// The target could not be dialed.
-    DialFailed = 3,
-    /// The stream's hop limit ran out (a routing loop while routes converge).
-    TtlExpired = 4,
-    /// The peer broke the protocol on this stream (e.g. sent beyond its credit).
-    Protocol = 5,
-    /// The router is shutting down or the link is going away.
-    Shutdown = 6,
-    /// Too many open streams.
-    Refused = 7,
-}
-
-impl ResetReason {
-    pub fn from_u8(v: u8) -> Self {
-        match v {
-            2 => Self::NoRoute,
-            3 => Self::DialFailed,
-            4 => Self::TtlExpired,
-            5 => Self::Protocol,
-            6 => Self::Shutdown,
-            7 => Self::Refused,
-            _ => Self::Aborted,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Aborted => "aborted",
-            Self::NoRoute => "no_route",
-            Self::DialFailed => "dial_failed",
-            Self::TtlExpired => "ttl_expired",
-            Self::Protocol => "protocol",
-            Self::Shutdown => "shutdown",
-            Self::Refused => "refused",
-        }
+/// The RST frame's first payload byte: the reason's code (an unknown code reads as [`ResetReason::Aborted`]).
+pub fn reset_code(reason: ResetReason) -> u8 {
+    match reason {
+        ResetReason::Aborted => 1,
+        ResetReason::NoRoute => 2,
+        ResetReason::DialFailed => 3,
+        ResetReason::TtlExpired => 4,
+        ResetReason::Protocol => 5,
+        ResetReason::Shutdown => 6,
+        ResetReason::Refused => 7,
     }
 }
 
-/// The OPEN frame's payload: hop limit, routing key, the router where the client connection arrived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Open {
-    pub ttl: u8,
-    pub key: String,
-    pub origin: String,
+/// The reason an RST frame's code stands for.
+pub fn reset_reason(code: u8) -> ResetReason {
+    match code {
+        2 => ResetReason::NoRoute,
+        3 => ResetReason::DialFailed,
+        4 => ResetReason::TtlExpired,
+        5 => ResetReason::Protocol,
+        6 => ResetReason::Shutdown,
+        7 => ResetReason::Refused,
+        _ => ResetReason::Aborted,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +219,7 @@ impl Frame {
                 out.put_u16(open.origin.len() as u16);
                 out.extend_from_slice(open.origin.as_bytes());
             }
-            Self::Rst { reason, .. } => out.put_u8(*reason as u8),
+            Self::Rst { reason, .. } => out.put_u8(reset_code(*reason)),
             Self::Credit { bytes, .. } => out.put_u32(*bytes),
             Self::Ping(v) | Self::Pong(v) => out.put_u64(*v),
             Self::Fin { .. } | Self::GoAway | Self::Opened { .. } => {}
@@ -300,7 +274,7 @@ impl Frame {
                 if payload.is_empty() {
                     return Err(bad());
                 }
-                Frame::Rst { stream, reason: ResetReason::from_u8(payload[0]) }
+                Frame::Rst { stream, reason: reset_reason(payload[0]) }
             }
             FrameType::Credit => {
                 if payload.len() != 4 {

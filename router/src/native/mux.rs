@@ -1,4 +1,4 @@
-//! One link connection carrying many streams both ways (I/O): a reader task that decodes frames and hands them to
+//! One native link connection carrying many streams both ways (I/O): a reader task that decodes frames and hands them to
 //! streams without ever waiting on one, and a writer task that coalesces the frames of all streams into large TLS
 //! writes. Streams opened by the dialing side have odd ids, those opened by the accepting side even ids.
 //!
@@ -20,7 +20,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
-use crate::frame::{Frame, FrameError, Open, ResetReason, MAX_DATA};
+use crate::native::frame::{Frame, FrameError, HEADER_LEN, MAX_DATA};
+use crate::stream::types::{Inbound, Open, ResetReason, Role, StreamClosed};
 
 /// Bytes a stream may have in flight in each direction before the receiver gives credit back.
 pub const WINDOW: usize = 256 * 1024;
@@ -41,21 +42,6 @@ const MIN_READ: usize = 16 * 1024;
 const QUIET: std::time::Duration = std::time::Duration::from_millis(500);
 /// Streams one connection carries at most (a peer opening more gets them reset).
 pub const MAX_STREAMS: usize = 65_536;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Dialer,
-    Acceptor,
-}
-
-/// What a stream receives from its peer.
-#[derive(Debug)]
-pub enum Inbound {
-    Opened,
-    Data(Bytes),
-    Fin,
-    Rst(ResetReason),
-}
 
 /// Called for every stream the peer opens; it must not block (spawn the work).
 pub type OnOpen = Arc<dyn Fn(StreamTx, StreamRx, Open) + Send + Sync>;
@@ -324,9 +310,6 @@ pub struct StreamTx {
     _guard: Arc<StreamGuard>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
-pub struct StreamClosed;
-
 impl StreamTx {
     /// Sends `data`, waiting for credit as needed.
     pub async fn send(&self, mut data: Bytes) -> Result<(), StreamClosed> {
@@ -445,12 +428,12 @@ async fn writer<W: AsyncWrite>(mut w: tokio::io::WriteHalf<W>, mut rx: mpsc::Rec
             f = rx.recv() => match f { Some(f) => f, None => break },
             _ = wait_closed(&shared) => break,
         };
-        let mut size = frame.payload_len() + crate::frame::HEADER_LEN;
+        let mut size = frame.payload_len() + HEADER_LEN;
         frames.push(frame);
         while size < WRITE_BATCH && frames.len() < WRITE_FRAMES {
             match rx.try_recv() {
                 Ok(f) => {
-                    size += f.payload_len() + crate::frame::HEADER_LEN;
+                    size += f.payload_len() + HEADER_LEN;
                     frames.push(f);
                 }
                 Err(_) => break,
@@ -582,7 +565,7 @@ fn make_room(buf: &mut BytesMut) -> bool {
         return false;
     }
     // the length a head announces is bounded by its type (checked by `Frame::decode` before this)
-    let frame = Frame::announced_len(buf).min(crate::frame::HEADER_LEN + MAX_DATA);
+    let frame = Frame::announced_len(buf).min(HEADER_LEN + MAX_DATA);
     let room = READ_BUFFER.max(4 * frame);
     buf.reserve(room);
     room > READ_BUFFER
