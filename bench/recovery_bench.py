@@ -1,10 +1,14 @@
-"""Recovery of a site's Listeners after its router dies: the time from ``kill -9`` to the first connection that
-gets through each of N Listeners (default 200), p50 and p100; JSON on stdout.
+"""Recovery of a site's Listeners after its router dies, as its clients see it: the time from ``kill -9`` to the
+first connection that gets through each of N Listeners (default 200), p50 and p100; JSON on stdout.
 
 A site on kubesim (one node, in this process, with the site controller): a Site, N Connectors to one echo backend
 and N Listeners (``l-<i>``, port 8080), each reached as a user's client does: the Listener's Service (its
-clusterIP, through kubesim's kube-proxy) -> the router Pod -> the backend, a line echoed. Two events, each
-``--rounds`` times:
+clusterIP, through kubesim's kube-proxy and the router Pod's readiness) -> the router Pod -> the backend, a line
+echoed. ``--pending`` (default 2) Listeners more have a routing key no Connector has, as a site's Listeners often
+do before their Connector exists (issue 49.5: they held back every restart's readiness for 10 s). The clients run
+in a process of their own (at most ``CLIENT_WORKERS`` connections at a time, taking the Listeners that have not
+answered yet in turn), so that they do not share an event loop with the API server and kube-proxy, as a user's
+clients do not. Three events, each ``--rounds`` times:
 
 - ``process``: ``kill -9`` of the router process (the Rust ``service-network-router``) inside the router Pod; the
   Pod's adaptor starts it again;
@@ -17,15 +21,17 @@ clusterIP, through kubesim's kube-proxy) -> the router Pod -> the backend, a lin
   makes a new Pod (a new name and Pod IP), whose endpoints the Listener Services then route to.
 
 For each round also when the router answered again on its Pod IP (the first Listener socket that accepts), when
-the Pod was seen NotReady and Ready again, and when its Listener Services had a ready endpoint again, so the JSON
-says where the time goes. Every address is on the cluster's loopback block; every loop is bounded in time.
-Run it alone: ``flock /tmp/heavy.lock python bench/recovery_bench.py``.
+the Pod was seen NotReady and Ready again, and when the first and the last Listener Service had a ready endpoint
+in its EndpointSlices again, so the JSON says where the time goes. Every address is on the cluster's loopback
+block; every loop is bounded in time. Run it alone: ``flock /tmp/heavy.lock python bench/recovery_bench.py``
+(a round at 1,000 Listeners: ``--listeners 1000 --rounds 2``, about three minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -100,6 +106,67 @@ async def _until(check: Callable[[], Awaitable[bool]], start: float, deadline: f
     return None
 
 
+# --- the clients (a child process: `python recovery_bench.py _clients`), so that they do not share an event loop
+# with kubesim's API server and kube-proxy (in this process), as a user's clients do not ----------------------------
+
+CLIENT_WORKERS = 100
+
+
+async def _measure(ips: list[str], start: float, deadline: float) -> list[float | None]:
+    """Seconds from ``start`` until each of ``ips`` first echoes a line (None: not before ``deadline``): at most
+    ``CLIENT_WORKERS`` connections at a time, taking the Listeners that have not answered yet in turn, each worker
+    pausing ``PROBE_INTERVAL`` after a failure."""
+    times: list[float | None] = [None] * len(ips)
+    waiting = collections.deque(range(len(ips)))
+
+    async def worker() -> None:
+        while waiting and time.monotonic() < deadline:
+            i = waiting.popleft()
+            if await _probe(ips[i], PORT):
+                times[i] = time.monotonic() - start
+                continue
+            waiting.append(i)
+            await asyncio.sleep(PROBE_INTERVAL)
+    await asyncio.gather(*(worker() for _ in range(min(CLIENT_WORKERS, len(ips)))))
+    return times
+
+
+async def _clients() -> None:
+    """Reads the Listener IPs (a JSON line), then commands: ``measure START WITHIN`` -> a JSON line of seconds (or
+    null) per IP, START being a ``time.monotonic()`` of the parent (the same clock in every process)."""
+    loop = asyncio.get_running_loop()
+    ips = json.loads(await loop.run_in_executor(None, sys.stdin.readline))
+    print("ready", flush=True)
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        _, start, within = line.split()
+        print(json.dumps(await _measure(ips, float(start), float(start) + float(within))), flush=True)
+
+
+class Clients:
+    """The clients' process: ``measure(start, within)`` probes every Listener from ``start`` on."""
+
+    def __init__(self, ips: list[str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "_clients"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(ips) + "\n")
+        self.proc.stdin.flush()
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the clients' process did not start")
+
+    async def measure(self, start: float, within: float) -> list[float | None]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"measure {start} {within}\n")
+        self.proc.stdin.flush()
+        answer = await asyncio.get_running_loop().run_in_executor(None, self.proc.stdout.readline)
+        times: list[float | None] = json.loads(answer)
+        return times
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
 # --- processes of the router Pod ------------------------------------------------------------------------------------
 
 def _processes() -> list[tuple[int, list[str], dict[str, str]]]:
@@ -149,11 +216,14 @@ async def _link(west: Any, east: Any) -> None:
     await wait_for(redeemed, 120, "East's AccessToken redeemed")
 
 
-async def _listeners_ready(api: Any, count: int) -> dict[str, str]:
-    """Waits until ``count`` Listeners are Ready; Listener name -> its Service's clusterIP."""
+async def _listeners_ready(api: Any, count: int, pending: int = 0) -> dict[str, str]:
+    """Waits until the ``count`` Listeners ``l-<i>`` are Ready (and the ``pending`` ones are there); Listener name ->
+    its Service's clusterIP."""
     async def ready() -> bool:
         listeners, _ = await api.list("listeners.skupper.io", NAMESPACE)
-        return len(listeners) == count and all((x.get("status") or {}).get("status") == "Ready" for x in listeners)
+        served = [x for x in listeners if x["metadata"]["name"].startswith("l-")]
+        return len(listeners) == count + pending and len(served) == count and all(
+            (x.get("status") or {}).get("status") == "Ready" for x in served)
     await wait_for(ready, 300, f"{count} Listeners Ready")
     ips = {}
     for i in range(count):
@@ -172,8 +242,8 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-async def _round(victim_site: Any, router_port: int, ips: dict[str, str], event: str, within: float
-                 ) -> dict[str, Any]:
+async def _round(victim_site: Any, router_port: int, ips: dict[str, str], clients: Clients, event: str,
+                 within: float) -> dict[str, Any]:
     """One kill of the router of ``victim_site`` (whose router listens on ``router_port``), then every Listener
     probed at ``ips`` until it answers."""
     api = victim_site.api
@@ -225,6 +295,8 @@ async def _round(victim_site: Any, router_port: int, ips: dict[str, str], event:
 
     start = time.monotonic()
     deadline = start + within
+    slices = asyncio.create_task(_endpoints_back(api, set(ips), start, deadline))
+    await asyncio.sleep(0)  # the watch starts before the kill
     if event == "delete":
         await api.delete("pods", before["metadata"]["name"], NAMESPACE)
     else:
@@ -232,29 +304,52 @@ async def _round(victim_site: Any, router_port: int, ips: dict[str, str], event:
         os.kill(victim, signal.SIGKILL)
     pod_watch = asyncio.create_task(watch_pod())
     back = asyncio.create_task(router_back())
-    times = await asyncio.gather(*(_until(lambda ip=ip: _probe(ip, PORT), start, deadline) for ip in ips.values()))
+    times = await clients.measure(start, within)
     await back
-    pod_watch.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await pod_watch
+    for task in (pod_watch, slices):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    back_at = sorted(slices_back.values()) if (slices_back := _slices_seen.pop(start, {})) else []
     answered = sorted(t for t in times if t is not None)
     return {"event": event, "listeners": len(ips), "answered": len(answered),
             "p50_seconds": round(statistics.median(answered), 3) if answered else None,
             "p100_seconds": round(answered[-1], 3) if len(answered) == len(ips) else None,
             "router_accepts_seconds": _rounded(marks.get("router_accepts")),
             "pod_not_ready_seconds": _rounded(marks.get("pod_not_ready")),
-            "pod_ready_again_seconds": _rounded(marks.get("pod_ready_again"))}
+            "pod_ready_again_seconds": _rounded(marks.get("pod_ready_again")),
+            "endpoints_first_ready_seconds": _rounded(back_at[0]) if back_at else None,
+            "endpoints_all_ready_seconds": _rounded(back_at[-1]) if len(back_at) == len(ips) else None}
+
+
+_slices_seen: dict[float, dict[str, float]] = {}
+
+
+async def _endpoints_back(api: Any, services: set[str], start: float, deadline: float) -> None:
+    """When each of ``services`` had a ready endpoint in its EndpointSlices again after losing it (recorded in
+    ``_slices_seen[start]``): what kube-proxy follows."""
+    seen = _slices_seen.setdefault(start, {})
+    lost: set[str] = set()
+    _, version = await api.list("endpointslices.discovery.k8s.io", NAMESPACE)
+    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+        async for _kind, item in api.watch("endpointslices.discovery.k8s.io", NAMESPACE, resource_version=version):
+            service = item["metadata"].get("labels", {}).get("kubernetes.io/service-name")
+            if service not in services or service in seen:
+                continue
+            ready = any((e.get("conditions") or {}).get("ready") for e in item.get("endpoints") or [])
+            if not ready:
+                lost.add(service)
+            elif service in lost:
+                seen[service] = time.monotonic() - start
 
 
 def _rounded(value: float | None) -> float | None:
     return round(value, 3) if value is not None else None
 
 
-async def _settled(ips: dict[str, str], within: float) -> None:
+async def _settled(clients: Clients, within: float) -> None:
     """Every Listener answers (before a round)."""
-    deadline = time.monotonic() + within
-    start = time.monotonic()
-    results = await asyncio.gather(*(_until(lambda ip=ip: _probe(ip, PORT), start, deadline) for ip in ips.values()))
+    results = await clients.measure(time.monotonic(), within)
     if any(r is None for r in results):
         raise RuntimeError(f"{sum(r is None for r in results)} Listeners did not answer within {within} s")
 
@@ -279,7 +374,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                                                                "port": backend[1]})
                 await create(west.api, NAMESPACE, "Listener", f"l-{i}", {"routingKey": f"k-{i}", "host": f"l-{i}",
                                                               "port": PORT})
-            ips = await _listeners_ready(west.api, args.listeners)
+            for i in range(args.pending):   # Listeners no Connector anywhere serves (issue 49.5)
+                await create(west.api, NAMESPACE, "Listener", f"pending-{i}", {"routingKey": f"nowhere-{i}",
+                                                                    "host": f"pending-{i}", "port": PORT})
+            ips = await _listeners_ready(west.api, args.listeners, args.pending)
+            clients = Clients(list(ips.values()))
+            stack.callback(clients.close)
             victims = {"west": west, "east": east}
             for n in range(args.rounds):
                 for event in args.events:
@@ -287,9 +387,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                         victim = victims[side]
                         if event == "pod" and not args.repeat_crashes:
                             await _replace_router_pod(victim)
-                        await _settled(ips, 120)
+                        await _settled(clients, 120)
                         port = await _router_port(victim, west)
-                        result = await _round(victim, port, ips, event, args.within)
+                        result = await _round(victim, port, ips, clients, event, args.within)
                         result.update(round=n + 1, killed=side)
                         rounds.append(result)
                         print(json.dumps(result), file=sys.stderr, flush=True)
@@ -306,7 +406,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 "rounds": len(mine), "p50_seconds_median": _median([r["p50_seconds"] for r in mine]),
                 "p100_seconds_median": _median(p100), "p100_seconds_max": max(p100) if p100 else None,
                 "all_answered_every_round": len(p100) == len(mine), "goal_p100_seconds": 5.0}
-    return {"listeners": args.listeners, "remote": args.remote, "summary": summary, "rounds": rounds,
+    return {"listeners": args.listeners, "pending_listeners": args.pending, "remote": args.remote,
+            "client_workers": CLIENT_WORKERS, "summary": summary, "rounds": rounds,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_average": os.getloadavg()}}
 
 
@@ -342,9 +443,14 @@ def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "_echo":
         asyncio.run(_echo(sys.argv[2], int(sys.argv[3])))
         return
+    if len(sys.argv) == 2 and sys.argv[1] == "_clients":
+        asyncio.run(_clients())
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--listeners", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pending", type=int, default=2,
+                        help="Listeners more, whose routing key no Connector has (they wait for a route)")
     parser.add_argument("--events", type=lambda s: s.split(","), default=["process", "pod", "delete"],
                         help="comma-separated: process, pod, delete")
     parser.add_argument("--within", type=float, default=120.0, help="seconds a round may take at most")

@@ -6,7 +6,8 @@
 //!     the problems that refused the whole document; the running configuration stays);
 //!   - `{"op":"network"}` -> the network status; `{"op":"status"}` -> `{"generation","problems"}`;
 //!     `{"op":"addresses"}` -> where the router access and each listener are bound right now;
-//!     `{"op":"metrics"}` -> `{"text"}` (Prometheus text); `{"op":"ready"}` -> `{"ready","reason"}`;
+//!     `{"op":"metrics"}` -> `{"text"}` (Prometheus text); `{"op":"ready"}` -> `{"ready","reason"}` (with
+//!     `"routed":[names]`: only these listeners, the ones that had a route before a restart, are waited for);
 //!     `{"op":"links"}` -> `{"links":[{"name","peer","dialed","connections","streams","openStreams"}]}` (exact
 //!     counters of the links up now); `{"op":"observe"}` -> every known router's advertisement and traffic report
 //!     (`crate::report`) with its age, and the network status: what a network observer reads;
@@ -33,12 +34,17 @@ const MAX_REQUEST: usize = 16 * 1024 * 1024;
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]
 enum Request {
-    Apply { document: serde_json::Value },
+    Apply {
+        document: serde_json::Value,
+    },
     Network,
     Status,
     Addresses,
     Metrics,
-    Ready,
+    Ready {
+        #[serde(default)]
+        routed: Option<Vec<String>>,
+    },
     Links,
     Observe,
 }
@@ -132,7 +138,7 @@ async fn answer(slot: &Slot, line: &[u8]) -> serde_json::Value {
         },
         Request::Links => json!({"ok": true, "links": router.map(|r| r.link_counters()).unwrap_or_default()}),
         Request::Metrics => json!({"ok": true, "text": router.map(|r| r.metrics_text()).unwrap_or_default()}),
-        Request::Ready => match ready(slot).await {
+        Request::Ready { routed } => match ready(slot, routed.as_deref()).await {
             Ok(()) => json!({"ok": true, "ready": true}),
             Err(e) => json!({"ok": true, "ready": false, "reason": e}),
         },
@@ -193,14 +199,20 @@ pub const READY_GRACE: Duration = Duration::from_secs(10);
 
 /// Whether the router can serve: a document is applied, its router access (if any) accepts connections, and
 /// (for `READY_GRACE` after start) every Listener is bound, so that a restarted router of an HA pair gets
-/// clients only once it can carry them.
-pub async fn ready(slot: &Slot) -> Result<(), String> {
+/// clients only once it can carry them. With `routed` (the listeners that had a route before this start, as
+/// the adaptor remembers them) only those are waited for: a Listener whose key had no target anywhere does not
+/// hold back the ones that had.
+pub async fn ready(slot: &Slot, routed: Option<&[String]>) -> Result<(), String> {
     let router = slot.lock().unwrap().clone().ok_or("no document applied yet")?;
     if router.generation() == 0 {
         return Err("no document applied yet".into());
     }
     if router.uptime() < READY_GRACE {
-        let waiting = router.unbound_listeners();
+        let mut waiting = router.unbound_listeners();
+        if let Some(routed) = routed {
+            let routed: std::collections::HashSet<&str> = routed.iter().map(String::as_str).collect();
+            waiting.retain(|name| routed.contains(name.as_str()));
+        }
         if !waiting.is_empty() {
             return Err(format!(
                 "{} listener(s) waiting for a route, e.g. {}",
@@ -271,7 +283,7 @@ pub async fn serve_http(slot: Slot, listener: TcpListener) {
                         None => ("200 OK", "text/plain", "# EOF\n".to_string()),
                     },
                     "/healthz" => ("200 OK", "text/plain", "ok\n".to_string()),
-                    "/readyz" => match ready(&slot).await {
+                    "/readyz" => match ready(&slot, None).await {
                         Ok(()) => ("200 OK", "text/plain", "ready\n".to_string()),
                         Err(e) => ("503 Service Unavailable", "text/plain", format!("{e}\n")),
                     },

@@ -19,6 +19,8 @@ from kubesim.auth import User
 from kubesim.rbac import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
+from service_network.router.routed import listening_in_status_texts
+from service_network.router.shutdown import cancel_and_wait
 from service_network.router.status_publisher import StatusPublisher, status_text
 from service_network.site.resources import role_rules
 
@@ -130,3 +132,29 @@ async def test_publisher_outlives_a_token_file_that_is_gone_for_a_while(sim: Kub
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await api.close()
+
+
+async def test_publisher_hands_over_what_the_routers_listened_for_before_its_first_write(sim: KubeSim) -> None:
+    """Issue 49.5: a new router Pod learns from every router's key which Listeners had a route (its readiness
+    waits for those only), read before its own key is overwritten."""
+    authorizer = ClusterRoleAuthorizer(role_rules(), sim.server.store)
+    sim.server.authorizer = authorizer
+    api = make_api(sim.kubeconfig_path)
+    before = {"skupper-router.json": json.dumps({"version": 1, "listening": ["mine"]}),
+              "skupper-router-2.json": json.dumps({"version": 1, "listening": ["ha-peer's", "mine"]}),
+              "broken.json": "{not json"}
+    await sim.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                        "metadata": {"name": NAME, "namespace": NS}, "data": before}, NS)
+    seen: list[frozenset[str]] = []
+    status: dict[str, Any] = {"version": 1, "router": "west-uid", "listening": []}
+    publisher = StatusPublisher(api, NS, NAME, "skupper-router.json",
+                                "service-network-router-skupper-router",
+                                on_synced=lambda found: seen.append(listening_in_status_texts(found.values())))
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(api.close)
+        task = asyncio.create_task(publisher.run(lambda: status))
+        stack.push_async_callback(cancel_and_wait, task, 5.0)
+        publisher.changed()
+        await wait_until(lambda: _key(sim, "skupper-router.json", status_text(status)), 10, "own status written")
+    assert seen == [frozenset({"mine", "ha-peer's"})]
+    assert authorizer.denied == [], authorizer.denied

@@ -21,6 +21,7 @@ from router_support import closed_by_peer, refused, who
 from site_support import AGNHOST, ECHO_IMAGE, NS, SiteEnv, site_environment
 
 from kubesim.traffic import http_get, who_answers
+from service_network.constants import ADAPTOR_PORT
 
 ECHO = {"app": "echo"}
 
@@ -193,6 +194,37 @@ async def test_router_pod_deleted_keeps_ports(env: SiteEnv) -> None:
     echo_pod = (await env.ready_pods(ECHO))[0]["metadata"]["name"]
     for _, port in after.values():
         assert await env.wait_for(lambda port=port: greeting(new_ip, port), 10, "traffic again") == echo_pod
+
+
+async def test_a_new_router_pod_is_ready_while_a_listener_waits_for_a_route(env: SiteEnv) -> None:
+    """Issue 49.5: a Listener whose key no Connector has does not keep a new router Pod unready; the Pod learns
+    from the network status ConfigMap which Listeners had a route (here: only ``echo``)."""
+    _, port = await echo_site(env, 1)
+    await env.create("Listener", "pending", {"routingKey": "nowhere", "host": "pending", "port": 7003})
+
+    async def listened_for() -> list[str] | None:
+        data = (await env.api.get("configmaps", "skupper-network-status", NS)).get("data") or {}
+        found = sorted({n for text in data.values() for n in json.loads(text).get("listening") or []})
+        return found or None
+    assert await env.wait_for(listened_for, 20, "the router's status lists its Listeners") == ["echo"]
+    old_pod = await env.router_pod()
+    await env.api.delete("pods", old_pod["metadata"]["name"], NS)
+
+    async def new_ip() -> str | None:
+        pods, _ = await env.api.list("pods", NS, label_selector="skupper.io/component=router")
+        fresh = [p for p in pods if p["metadata"]["uid"] != old_pod["metadata"]["uid"]]
+        return (fresh[0].get("status") or {}).get("podIP") if fresh else None
+
+    ip = await env.wait_for(new_ip, 30, "a new router Pod with an IP")
+    echo_pod = (await env.ready_pods(ECHO))[0]["metadata"]["name"]
+    assert await env.wait_for(lambda: greeting(ip, port), 20, "the new router serves echo") == echo_pod
+
+    async def readyz() -> tuple[int, str] | None:   # its first answer: the adaptor serves HTTP once the router runs
+        try:
+            return await http_get(ip, ADAPTOR_PORT, "/readyz", seconds=5)
+        except OSError:
+            return None
+    assert await env.wait_for(readyz, 10, "the new router Pod's /readyz") == (200, "ready\n")
 
 
 async def test_restarted_controller_keeps_ports_and_writes_nothing(env: SiteEnv) -> None:

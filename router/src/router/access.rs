@@ -22,6 +22,10 @@ use crate::stream::types::Answer;
 use crate::text::truncate;
 use crate::tls;
 
+/// The rejection reason of a connection closed before it sent a byte (a TCP health check, such as a load
+/// balancer's): counted in `service_network_access_rejected_total`, logged only at debug.
+const CLOSED_BEFORE_TLS: &str = "closed";
+
 pub struct Access {
     id: String,
     site: Site,
@@ -137,7 +141,12 @@ impl Access {
                                 }
                                 Ok(Err(reason)) => {
                                     me.rejected(reason.0);
-                                    tracing::info!(%peer, "link refused: {}", reason.1);
+                                    // a TCP health check (a load balancer's, every second) is counted, not logged
+                                    if reason.0 == CLOSED_BEFORE_TLS {
+                                        tracing::debug!(%peer, "link refused: {}", reason.1);
+                                    } else {
+                                        tracing::info!(%peer, "link refused: {}", reason.1);
+                                    }
                                 }
                                 Ok(Ok(accepted)) => me.links.accepted(accepted),
                             }
@@ -165,6 +174,10 @@ impl Access {
         stream: TcpStream,
         acceptor: tokio_rustls::TlsAcceptor,
     ) -> Result<Accepted, (&'static str, String)> {
+        let mut first = [0u8; 1];
+        if matches!(stream.peek(&mut first).await, Ok(0)) {
+            return Err((CLOSED_BEFORE_TLS, "closed before the TLS handshake".into()));
+        }
         let mut tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
         let (cn, certificate) = {
             let leaf = tls.get_ref().1.peer_certificates().and_then(|c| c.first());

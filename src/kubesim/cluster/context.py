@@ -111,35 +111,60 @@ class ApiAccess:
 
 
 class PodIpAllocator:
-    """Hands out Pod IPs from the address block's Pod range (loopback, distinct from every other range)."""
+    """Hands out Pod IPs from the address block's Pod range (loopback, distinct from every other range); an address
+    a Pod holds (handed out here or adopted from a stored Pod's status) is never handed out again until released."""
 
     def __init__(self, cidr: str) -> None:
         self._network = ipaddress.IPv4Network(cidr)
         self._next = 1
         self._by_uid: dict[str, str] = {}
+        self._held: set[str] = set()
         self._free: list[str] = []
 
     def allocate(self, uid: str) -> str:
         if uid in self._by_uid:
             return self._by_uid[uid]
-        if self._free:
+        address = self._take_free() or self._take_next()
+        self._hold(uid, address)
+        return address
+
+    def _take_free(self) -> str | None:
+        while self._free:
             address = self._free.pop(0)
-        else:
-            if self._next >= self._network.num_addresses - 1:
-                raise RuntimeError(f"Pod IP range {self._network} is exhausted")
+            if address not in self._held:
+                return address
+        return None
+
+    def _take_next(self) -> str:
+        while self._next < self._network.num_addresses - 1:
             address = str(self._network[self._next])
             self._next += 1
+            if address not in self._held:
+                return address
+        raise RuntimeError(f"Pod IP range {self._network} is exhausted")
+
+    def _hold(self, uid: str, address: str) -> None:
         self._by_uid[uid] = address
-        return address
+        self._held.add(address)
 
     def adopt(self, uid: str, address: str) -> None:
         """Remember an address already in a Pod's status (so it is not handed out twice)."""
-        self._by_uid.setdefault(uid, address)
+        if uid not in self._by_uid:
+            self._hold(uid, address)
 
     def release(self, uid: str) -> None:
         address = self._by_uid.pop(uid, None)
-        if address is not None:
+        if address is None:
+            return
+        self._held.discard(address)
+        if self._in_range(address):
             self._free.append(address)
+
+    def _in_range(self, address: str) -> bool:
+        try:
+            return ipaddress.ip_address(address) in self._network
+        except ValueError:
+            return False
 
 
 @dataclass

@@ -151,8 +151,9 @@ class EndpointsController:
                 continue
             member = Member(pod, condition_true(pod, "Ready"), is_terminating(pod))
             groups.setdefault(ports, []).append(member)
-        await self._write_endpoints(service, groups, publish_not_ready)
+        # the slices first: kube-proxy follows them (Kubernetes runs the two controllers side by side)
         await self._write_slices(service, groups, publish_not_ready)
+        await self._write_endpoints(service, groups, publish_not_ready)
 
     async def _write_endpoints(
         self, service: Obj, groups: dict[PortKey, list[Member]], publish_not_ready: bool

@@ -179,8 +179,10 @@ class DataPlane:
         answer = await self.request({"op": "metrics"})
         return str(answer.get("text", ""))
 
-    async def ready(self) -> tuple[bool, str]:
-        answer = await self.request({"op": "ready"})
+    async def ready(self, routed: list[str] | None = None) -> tuple[bool, str]:
+        """Whether the router can serve; with ``routed``, a just-started router waits only for these Listeners'
+        routes (``routed.py``)."""
+        answer = await self.request({"op": "ready"} if routed is None else {"op": "ready", "routed": routed})
         return bool(answer.get("ready")), str(answer.get("reason", ""))
 
     async def addresses(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, RO
 from .config import is_ip_address
 from .errors import RouterError, exit_code
 from .options import AdaptorOptions
+from .routed import listening_in_status_texts
 from .rust_adaptor import RustAdaptor, adaptor_for
 from .shutdown import STEP_SECONDS, StopSignals, before_exit, bounded, cancel_and_wait
 
@@ -122,11 +123,14 @@ async def run(args: argparse.Namespace) -> int:
                              bind_host=args.bind_address or None, router_binary=args.router_binary)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
-    publisher = StatusPublisher(api, args.namespace, NETWORK_STATUS_NAME, f"{args.config_map}.json",
-                                field_manager=f"service-network-router-{args.config_map}")
     publishing: asyncio.Task[None] | None = None
     try:
         adaptor = adaptor_for(source, options)
+        # what every router of the site listened for before (a new Pod has no network.json of its own)
+        publisher = StatusPublisher(
+            api, args.namespace, NETWORK_STATUS_NAME, f"{args.config_map}.json",
+            field_manager=f"service-network-router-{args.config_map}",
+            on_synced=lambda data: adaptor.routes.remember(listening_in_status_texts(data.values())))
         with StopSignals(stop, kill=adaptor.kill, on_hangup=source.refresh):
             publishing = asyncio.create_task(_publish(adaptor, publisher), name="network-status-publisher")
             await adaptor.run(stop)

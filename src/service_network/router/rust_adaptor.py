@@ -30,6 +30,7 @@ from .config import RouterConfig, parse_config, with_bind_host
 from .dataplane import DataPlane
 from .errors import ConfigError, RouterError, truncate
 from .options import AdaptorOptions
+from .routed import RouteMemory, listening_in_status
 from .shutdown import STEP_SECONDS, bounded, cancel_and_wait
 from .sources import ConfigSnapshot, ConfigSource
 from .tls import (
@@ -93,6 +94,7 @@ class RustAdaptor:
         self.problems: list[str] = []
         self.status: dict[str, Any] | None = None
         self.status_changed = asyncio.Event()
+        self.routes = RouteMemory()     # the Listeners that had a route: what a restarted router's readiness awaits
         self._runner: web.AppRunner | None = None
         self._background: list[asyncio.Task[None]] = []
 
@@ -208,6 +210,7 @@ class RustAdaptor:
                         log.warning("network status not written to %s: %s", path, e)
                     failing = True
             if status is not None and "version" in status and status != self.status:
+                self.routes.saw(listening_in_status(status))
                 self.status = status
                 self.status_changed.set()
             await asyncio.sleep(STATUS_INTERVAL)
@@ -225,9 +228,21 @@ class RustAdaptor:
         ok = self.plane.running
         return web.Response(status=200 if ok else 503, text="ok\n" if ok else "the router is not running\n")
 
-    async def _readyz(self, _: web.Request) -> web.Response:
+    def _remember_stored_routes(self) -> None:
+        """The Listeners the router listened for before this adaptor started (its ``network.json``, kept in the
+        state directory across a container restart)."""
         try:
-            ok, reason = await self.plane.ready()
+            stored = json.loads(self.network_status_file.read_text())
+        except (OSError, ValueError):
+            return
+        self.routes.remember(listening_in_status(stored))
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        if self.plane.restarts:
+            self.routes.remember(())     # what the crashed router process listened for is known
+        listeners = [listener.name for listener in self.document.listeners] if self.document is not None else []
+        try:
+            ok, reason = await self.plane.ready(self.routes.routed(listeners))
         except RouterError as e:
             ok, reason = False, str(e)
         return web.Response(status=200 if ok else 503, text="ready\n" if ok else f"not ready: {reason}\n")
@@ -266,6 +281,7 @@ class RustAdaptor:
             await self._shutdown(snapshots, stopping)
 
     async def _start(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
+        self._remember_stored_routes()
         first = await anext(snapshots)
         config = self._parse(first)
         self._watch_tls(config)

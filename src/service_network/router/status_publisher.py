@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from operator_runtime.api import KubeApi
@@ -42,8 +43,10 @@ class StatusPublisher:
     """Writes ``current()`` into key ``key`` of ConfigMap ``name`` whenever they differ (call :meth:`changed` when
     ``current()`` may have changed)."""
 
-    def __init__(self, api: KubeApi, namespace: str, name: str, key: str, field_manager: str) -> None:
+    def __init__(self, api: KubeApi, namespace: str, name: str, key: str, field_manager: str,
+                 on_synced: Callable[[Mapping[str, Any]], None] | None = None) -> None:
         self.api = api
+        self.on_synced = on_synced    # called once with the ConfigMap's data as first read (before any write)
         self.namespace = namespace
         self.name = name
         self.key = key
@@ -72,6 +75,9 @@ class StatusPublisher:
         delay = RETRY_MIN
         try:
             await self.reflector.wait_synced()
+            if self.on_synced is not None:
+                config_map = self.reflector.get(f"{self.namespace}/{self.name}")
+                self.on_synced(mapping(config_map, "data") if config_map is not None else {})
             while True:
                 await self._wake.wait()
                 self._wake.clear()

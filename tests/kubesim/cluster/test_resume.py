@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from clusterhelpers import FAST_RETRIES, short_state_dir
-from traffichelpers import FAST_RESTARTS, NS, container, eventually, ready_pods
+from traffichelpers import FAST_RESTARTS, NS, container, deployment, eventually, ready_pods
 
 from kubesim.addresses import claim_address_block
 from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
@@ -106,3 +106,25 @@ async def test_a_cluster_resumes_from_its_store_file(places: tuple[Path, Path, P
         assert (await sim.api.get("services", "web", NS))["spec"]["ports"][0]["nodePort"] == node_port
         assert await answers_by_node(sim, after, node_port) == served
     await driver.stop()
+
+
+async def test_a_resumed_cluster_never_hands_out_an_address_a_running_pod_holds(
+        places: tuple[Path, Path, Path]) -> None:
+    """Issue 49.1: the Pods created after a resume get addresses of their own, and each answers on its own."""
+    store, first_dir, second_dir = places
+    options = {**FAST_RETRIES, **FAST_RESTARTS}
+    async with KubeSim(nodes=1, state_dir=first_dir, store_path=store, **options) as sim:
+        await sim.api.create("deployments.apps", deployment("old", 2), NS)
+        before = await ready_pods(sim.api, "old", 2, within=30)
+
+    async with KubeSim(nodes=1, state_dir=second_dir, store_path=store, **options) as sim:
+        assert sim.resumed > 0
+        old = await ready_pods(sim.api, "old", 2, within=30)
+        assert [p["status"]["podIP"] for p in old] == [p["status"]["podIP"] for p in before]
+        await sim.api.create("deployments.apps", deployment("new", 2), NS)
+        new = await ready_pods(sim.api, "new", 2, within=30)
+        everyone = old + new
+        addresses = [p["status"]["podIP"] for p in everyone]
+        assert len(set(addresses)) == 4, addresses
+        for p in everyone:
+            assert await who_answers(p["status"]["podIP"], 9376) == p["metadata"]["name"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ Address = tuple[str, int]
 CONNECT_TIMEOUT = 5.0
 BACKLOG = 1024
 MAX_AFFINITY_ENTRIES = 4096
+WORKERS = 32
 
 
 @dataclass
@@ -107,7 +109,9 @@ class KubeProxy:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.events = EventRecorder(ctx.api, "kube-proxy")
-        self.queue: Reconciler[Key] = Reconciler("kube-proxy", self._reconcile, workers=1)
+        # several workers: opening a listener waits for a turn of the event loop, and when a Pod behind a thousand
+        # Services is Ready again, one worker would open their listeners one loop turn after the other
+        self.queue: Reconciler[Key] = Reconciler("kube-proxy", self._reconcile, workers=WORKERS)
         self._listeners: dict[Address, _Listener] = {}
         self._owned: dict[Key, set[Address]] = {}
         self._relays: dict[Key, set[Relay]] = {}
@@ -241,19 +245,19 @@ class KubeProxy:
                 listener.frontend = frontend
                 continue
             listener = _Listener(key, frontend)
+            self._listeners[address] = listener  # claimed before the await: another worker's Service sees it
+            owned.add(address)
             try:
                 listener.server = await asyncio.get_running_loop().create_server(
                     lambda listener=listener: _Accepted(self, listener),  # type: ignore[misc]
-                    address[0],
-                    address[1],
-                    reuse_address=True,
+                    sock=_bound_socket(address),
                     backlog=BACKLOG,
                 )
             except OSError as error:
+                self._listeners.pop(address, None)
+                owned.discard(address)
                 failures.append((address, error.strerror or str(error)))
                 continue
-            self._listeners[address] = listener
-            owned.add(address)
         if not owned:
             self._owned.pop(key, None)
         for relay in list(self._relays.get(key, ())):
@@ -297,6 +301,20 @@ class KubeProxy:
 
     def open_connections(self) -> int:
         return sum(len(r) for r in self._relays.values())
+
+
+def _bound_socket(address: Address) -> socket.socket:
+    """A TCP socket bound to the IPv4 literal ``address`` (not listening yet): no name lookup, so opening a
+    Service's listener takes no trip through the loop's executor (a thousand Services regaining an endpoint at once
+    would queue behind each other there)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _key(service: Obj) -> Key:
