@@ -37,6 +37,15 @@ _OBJECT_META: Schema = {
     13: ("ownerReferences", ("r", _OWNER_REF)),
     14: ("finalizers", ("r", "s")),
 }
+_POLICY_RULE: Schema = {
+    1: ("verbs", ("r", "s")),
+    2: ("apiGroups", ("r", "s")),
+    3: ("resources", ("r", "s")),
+    4: ("resourceNames", ("r", "s")),
+    5: ("nonResourceURLs", ("r", "s")),
+}
+_SUBJECT: Schema = {1: ("kind", "s"), 2: ("apiGroup", "s"), 3: ("name", "s"), 4: ("namespace", "s")}
+_ROLE_REF: Schema = {1: ("apiGroup", "s"), 2: ("kind", "s"), 3: ("name", "s")}
 _OBJECT_REF: Schema = {
     1: ("kind", "s"),
     2: ("namespace", "s"),
@@ -184,6 +193,16 @@ KINDS: dict[tuple[str, str], Schema] = {
                 4: ("expirationSeconds", "i"),
             },
         ),
+    },
+    # rbac/v1 (upstream Skupper's controller creates its router's Role and RoleBinding as protobuf)
+    ("rbac.authorization.k8s.io/v1", "Role"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("rules", ("r", _POLICY_RULE)),
+    },
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("subjects", ("r", _SUBJECT)),
+        3: ("roleRef", _ROLE_REF),
     },
     ("v1", "ServiceAccount"): {
         1: ("metadata", _OBJECT_META),
