@@ -15,9 +15,10 @@ container paths (``kubesim.cluster.runtime.rootfs``).
 Deliberate difference, the router: upstream's image runs ``/home/skrouterd/bin/launch.sh`` (bash scripts from the
 router's source tree that concatenate ``$QDROUTERD_CONF`` into ``/tmp/skrouterd.json``, expand ``${VAR}`` with
 Python and exec ``skrouterd``). The peers directory holds the built router, not those scripts, and this build of
-``skrouterd`` does not find its Python modules by itself; so the image's command here is ``sh -c`` running
-``skrouterd -I <its modules> -c "$QDROUTERD_CONF"``: the same router and the same configuration file, without the
-``${VAR}`` expansion (the router id keeps ``${HOSTNAME}`` literally).
+``skrouterd`` does not find its Python modules by itself; so the image's command here is ``sh -c`` doing the same
+for the JSON file upstream's Deployment names (``$QDROUTERD_CONF`` expanded with Python's ``os.path.expandvars``
+into ``/tmp/skrouterd.json``, the router id ``<site>-${HOSTNAME}`` becoming the Pod's name) and running
+``skrouterd -I <its modules> -c /tmp/skrouterd.json``, with the machine's ``sh`` and ``python3``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ class UpstreamImage:
                          isolation=MOUNT_NAMESPACE)
 
 
+#: What upstream's launch.sh does for a JSON configuration file in $QDROUTERD_CONF (its configure.sh copies the file
+#: to /tmp/skrouterd.json and expands ${VAR} there with Python's os.path.expandvars), then skrouterd on that file.
+LAUNCH = ("python3 -c 'import os; text = open(os.environ[\"QDROUTERD_CONF\"]).read(); "
+          "open(\"/tmp/skrouterd.json\", \"w\").write(os.path.expandvars(text))' && "
+          f"exec skrouterd -I {ROUTER_PYTHON} -c /tmp/skrouterd.json")
+
 GO_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 UPSTREAM_IMAGES: tuple[UpstreamImage, ...] = (
@@ -80,7 +87,7 @@ UPSTREAM_IMAGES: tuple[UpstreamImage, ...] = (
     # Containerfile: skrouterd in /usr/sbin there; here /home/skrouterd/sbin (kubesim binds the machine's /usr
     # read-only); QDROUTERD_HOME as upstream's; the command replaces launch.sh (see the module's docstring; ``/bin/sh`` is the machine's)
     UpstreamImage("quay.io/skupper/skupper-router", "3.5.1",
-                  cmd=("/bin/sh", "-c", f'exec skrouterd -I {ROUTER_PYTHON} -c "${{QDROUTERD_CONF:-/tmp/skrouterd.json}}"'),
+                  cmd=("/bin/sh", "-c", LAUNCH),
                   files={"/home/skrouterd/sbin/skrouterd": "skupper-router-3.5.1/sbin/skrouterd",
                          "/home/skrouterd/lib/skupper-router": "skupper-router-3.5.1/lib/skupper-router"},
                   env={"PATH": "/home/skrouterd/sbin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

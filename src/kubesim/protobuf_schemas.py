@@ -36,6 +36,10 @@ _OBJECT_META: Schema = {
     12: ("annotations", ("m", "s")),
     13: ("ownerReferences", ("r", _OWNER_REF)),
     14: ("finalizers", ("r", "s")),
+    # an update read-modify-writes the object with its managedFields (client-go: upstream Skupper's controller
+    # annotating a Secret); not decoded: kubesim keeps the live object's, as the API server does for a client that
+    # sends them back unchanged
+    17: ("managedFields", "-"),
 }
 _POLICY_RULE: Schema = {
     1: ("verbs", ("r", "s")),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from clusterhelpers import wait_for
-from traffichelpers import FAST_RESTARTS
+from traffichelpers import FAST_RESTARTS, eventually
 from upstream_peers import peers
 
 from devenv.upstream_images import UPSTREAM_IMAGES, PeersMissing, load_upstream_images
@@ -107,6 +107,27 @@ async def test_upstreams_controller_from_its_manifest_answers_a_site(sim: KubeSi
     assert binding["roleRef"]["name"] == "skupper-router"
     for name in ("skupper-router", "skupper-router-local"):
         assert await wait_for(sim.api, "services", name, NS, lambda f: f is not None)
+    # the router Pod: its init container (kube-adaptor -init) writes the router's configuration from the ConfigMap
+    # once the controller has annotated the Secrets (a protobuf update sending managedFields back); then skrouterd
+    # starts on it, its id the Site's name and the Pod's (${HOSTNAME} expanded as upstream's launch.sh does)
+    async def router_pod() -> dict[str, Any] | None:
+        pods, _ = await sim.api.list("pods", NS, label_selector="skupper.io/component=router")
+        statuses = (pods[0].get("status") or {}).get("initContainerStatuses") or [] if pods else []
+        done = bool(statuses) and "terminated" in statuses[0]["state"]
+        return pods[0] if done else None
+
+    found_pod = await eventually(router_pod, within=60, what="the router Pod's config-init to complete")
+    assert found_pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+    name = found_pod["metadata"]["name"]
+    log = sim.cluster.container_log_path(NS, name, "router")
+    assert log is not None
+
+    async def started() -> str:
+        text = await asyncio.to_thread(log.read_text) if await asyncio.to_thread(log.exists) else ""
+        return text if "Router started" in text else ""
+
+    text = await eventually(started, within=30, what="skrouterd to start")
+    assert f"Router started in Interior mode, area=0 id=west-{name}" in text
     # upstream's status words on the Site (its router Pod does not become ready yet: see docs/kubesim.md)
     found = await wait_for(sim.api, "sites.skupper.io", "west", NS,
                            lambda f: bool(f and (f.get("status") or {}).get("status")))
