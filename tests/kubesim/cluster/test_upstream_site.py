@@ -81,17 +81,22 @@ async def test_ingresses_are_served(sim: KubeSim) -> None:
 
 
 @needs_root
-async def test_upstreams_controller_from_its_manifest_answers_a_site(sim: KubeSim) -> None:
+@pytest.mark.parametrize("scope", ["namespace", "cluster"])
+async def test_upstreams_controller_from_its_manifest_answers_a_site(sim: KubeSim, scope: str) -> None:
+    """namespace scope: the controller in the Site's namespace, watching it; cluster scope: in ``skupper``, watching
+    every namespace (its ClusterRole, ClusterRoleBinding)."""
     where = peers()
     assert sim.cluster is not None
     load_upstream_images(sim.cluster.runtime, where)
     await kubectl(sim, "create", "namespace", NS)
-    await kubectl(sim, "apply", "-n", NS, "-f", str(where / "skupper-2.2.1" / "deploy" / "skupper-namespace-scope.yaml"))
+    manifest = str(where / "skupper-2.2.1" / "deploy" / f"skupper-{scope}-scope.yaml")
+    await kubectl(sim, "apply", *(["-n", NS] if scope == "namespace" else []), "-f", manifest)
 
     def running(found: dict[str, Any] | None) -> bool:
         return bool(found) and found.get("status", {}).get("readyReplicas") == 1
 
-    await wait_for(sim.api, "deployments.apps", "skupper-controller", NS, running)
+    controller_namespace = NS if scope == "namespace" else "skupper"
+    await wait_for(sim.api, "deployments.apps", "skupper-controller", controller_namespace, running)
     site = {"apiVersion": "skupper.io/v2alpha1", "kind": "Site", "metadata": {"name": "west", "namespace": NS},
             "spec": {"linkAccess": "default"}}
     await sim.api.create("sites.skupper.io", site, NS)
