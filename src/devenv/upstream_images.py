@@ -10,7 +10,9 @@ its paths are which files of the peers directory, and what the program needs.
 
 The Go programs read fixed container paths (the ServiceAccount token, the files their Pod spec mounts), so the
 images run with ``isolation="mount-namespace"``: every container in a root of its own with its volumes at their
-container paths (``kubesim.cluster.runtime.rootfs``).
+container paths (``kubesim.cluster.runtime.rootfs``). They bind fixed ports on every address and talk over
+``localhost`` inside a Pod, so they run with ``network="pod"``: a network namespace per Pod
+(``kubesim.cluster.runtime.podnet``), one ``PodNetworks`` for the three images.
 
 Deliberate difference, the router: upstream's image runs ``/home/skrouterd/bin/launch.sh`` (bash scripts from the
 router's source tree that concatenate ``$QDROUTERD_CONF`` into ``/tmp/skrouterd.json``, expand ``${VAR}`` with
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubesim.cluster.runtime.hostprocess import MOUNT_NAMESPACE, HostImage, HostProcessHandler
+from kubesim.cluster.runtime.podnet import PodNetworks
 from kubesim.cluster.runtime.registry import RuntimeRegistry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +69,7 @@ class UpstreamImage:
                                    f"and {host} does not exist")
             files[image_path] = host
         return HostImage(cmd=self.cmd, env=self.env, working_dir=self.working_dir, files=files,
-                         isolation=MOUNT_NAMESPACE)
+                         isolation=MOUNT_NAMESPACE, network="pod")
 
 
 #: What upstream's launch.sh does for a JSON configuration file in $QDROUTERD_CONF (its configure.sh copies the file
@@ -119,6 +122,7 @@ def load_upstream_images(registry: RuntimeRegistry, peers: Path | None = None) -
     """Make the simulated nodes run upstream's images (all or none: nothing is registered when one is missing);
     returns the repositories registered."""
     images = upstream_host_images(peers)
+    networks = PodNetworks()  # one namespace per Pod, shared by the containers of all three images
     for repository, image in images.items():
-        registry.register(repository, HostProcessHandler(image))
+        registry.register(repository, HostProcessHandler(image, networks))
     return sorted(images)

@@ -4,7 +4,7 @@ Field numbers, names and which fields are pointers are facts of the Kubernetes A
 (k8s.io/api and k8s.io/apimachinery); only the kinds and fields kubectl and Helm send as protobuf are here. Types:
 ``"s"`` string, ``"b"`` bytes (base64 in JSON), ``"i"`` integer, ``"?"`` bool, ``"t"`` Time, ``"io"``
 IntOrString, ``"q"`` Quantity, ``("m", type)`` map<string, type>, ``("r", type)`` repeated, or a nested schema
-dict; ``"-"`` a field the server ignores on write (a status). A type ending in ``"!"`` is a pointer field in Go: sent only when set, so its zero value is kept (``replicas:
+dict; ``"mt"`` MicroTime, ``"-"`` a field the server ignores on write (a status). A type ending in ``"!"`` is a pointer field in Go: sent only when set, so its zero value is kept (``replicas:
 0``); other zero values are what JSON's ``omitempty`` leaves out.
 """
 
@@ -207,6 +207,19 @@ KINDS: dict[tuple[str, str], Schema] = {
         1: ("metadata", _OBJECT_META),
         2: ("subjects", ("r", _SUBJECT)),
         3: ("roleRef", _ROLE_REF),
+    },
+    # coordination/v1 (client-go's leader election: upstream Skupper's kube-adaptor)
+    ("coordination.k8s.io/v1", "Lease"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {
+            1: ("holderIdentity", "s!"),
+            2: ("leaseDurationSeconds", "i!"),
+            3: ("acquireTime", "mt!"),
+            4: ("renewTime", "mt!"),
+            5: ("leaseTransitions", "i!"),
+            6: ("strategy", "s!"),
+            7: ("preferredHolder", "s!"),
+        }),
     },
     ("v1", "ServiceAccount"): {
         1: ("metadata", _OBJECT_META),

@@ -168,3 +168,17 @@ async def test_an_update_sending_back_managed_fields_is_accepted(kubesim: KubeSi
         assert status == 200, updated.get("message")
         assert updated["metadata"]["annotations"] == {"profile": "yes"}
         assert all(m["manager"] != "skupper-controller" for m in updated["metadata"].get("managedFields", []))
+
+
+async def test_a_lease_from_protobuf(kubesim: KubeSim) -> None:
+    """client-go's leader election writes its Lease as protobuf (upstream Skupper's kube-adaptor): the holder, the
+    duration and the MicroTime renew time arrive as sent; a zero duration is kept (a pointer field)."""
+    spec = field(1, b"adaptor-1") + varint_field(2, 0) + field(4, varint_field(1, 1_700_000_000)
+                                                               + varint_field(2, 5000))
+    lease = field(1, field(1, b"skupper-site-leader")) + field(2, spec)
+    async with RawClient(kubesim) as c:
+        status, body = await c.post("/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                                    envelope("coordination.k8s.io/v1", "Lease", lease), content_type=PROTOBUF)
+        assert status == 201, body
+        assert body["spec"] == {"holderIdentity": "adaptor-1", "leaseDurationSeconds": 0,
+                                "renewTime": "2023-11-14T22:13:20.000005Z"}

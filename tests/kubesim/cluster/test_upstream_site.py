@@ -133,8 +133,17 @@ async def test_upstreams_controller_from_its_manifest_answers_a_site(sim: KubeSi
 
     text = await eventually(started, within=30, what="skrouterd to start")
     assert f"Router started in Interior mode, area=0 id=west-{name}" in text
-    # upstream's status words on the Site (its router Pod does not become ready yet: see docs/kubesim.md)
-    found = await wait_for(sim.api, "sites.skupper.io", "west", NS,
-                           lambda f: bool(f and (f.get("status") or {}).get("status")))
-    assert found is not None and found["status"]["status"] in {"Pending", "Ready"}
-    assert "protobuf" not in str(found["status"].get("message", ""))
+    # both containers ready in the Pod's own network namespace (readiness probes on :9090 and :9191 through the
+    # Pod IP; kube-adaptor reaching the router on the Pod's localhost:5672), and upstream's status on the Site:
+    # Ready, the network as kube-adaptor's collector publishes it (a protobuf Lease for its leader election)
+    def ready(found: dict[str, Any] | None) -> bool:
+        return bool(found) and (found.get("status") or {}).get("status") == "Ready" and \
+            found["status"].get("sitesInNetwork") == 1
+
+    found = await wait_for(sim.api, "sites.skupper.io", "west", NS, ready, within=90)
+    assert found is not None
+    assert {c["type"]: c["status"] for c in found["status"]["conditions"]} == {
+        "Configured": "True", "Resolved": "True", "Running": "True", "Ready": "True"}
+    assert found["status"]["message"] == "OK"
+    pods, _ = await sim.api.list("pods", NS, label_selector="skupper.io/component=router")
+    assert [c["ready"] for c in pods[0]["status"]["containerStatuses"]] == [True, True]

@@ -32,11 +32,12 @@ import os
 import posixpath
 import shutil
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from .podnet import PodNetworks
 from .registry import Container, ContainerSpec
 from .rootfs import enter_argv, plan_root, system_program
 from .view import ContainerView
@@ -68,6 +69,9 @@ class HostImage:
     working_dir: str = "/"
     files: Mapping[str, Path] = field(default_factory=dict)
     isolation: str = VIEW
+    #: ``"host"``: this machine's network namespace (listen addresses translated to the Pod IP); ``"pod"``: a
+    #: namespace per Pod (``podnet.py``; with ``isolation="mount-namespace"``)
+    network: str = "host"
 
     def host_dir(self, image_dir: str) -> Path | None:
         return self.programs.get(posixpath.normpath(image_dir))
@@ -158,11 +162,40 @@ class HostProcess(Container):
         await self.process.wait()
 
 
-class HostProcessHandler:
-    """A ``RuntimeHandler`` running the containers of ``image`` as processes on this machine."""
+class NetworkedProcess(HostProcess):
+    """A container in its Pod's network namespace: the Pod's namespace is left once the process has ended."""
 
-    def __init__(self, image: HostImage) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, log: IO[bytes], leave: Callable[[], Awaitable[None]]
+                 ) -> None:
+        super().__init__(process, log)
+        self._leave: Callable[[], Awaitable[None]] | None = leave
+
+    async def _left(self) -> None:
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            await leave()
+
+    async def wait(self) -> int:
+        try:
+            return await super().wait()
+        finally:
+            if self.process.returncode is not None:
+                await self._left()
+
+    async def stop(self, grace_seconds: float) -> None:
+        try:
+            await super().stop(grace_seconds)
+        finally:
+            await self._left()
+
+
+class HostProcessHandler:
+    """A ``RuntimeHandler`` running the containers of ``image`` as processes on this machine (``networks``: the
+    Pods' network namespaces, for an image with ``network="pod"``)."""
+
+    def __init__(self, image: HostImage, networks: PodNetworks | None = None) -> None:
         self.image = image
+        self.networks = networks if networks is not None or image.network != "pod" else PodNetworks()
 
     def environment(self, spec: ContainerSpec, view: ContainerView) -> dict[str, str]:
         env = {key: value for key, value in self.image.env.items() if key != "PATH"}
@@ -236,12 +269,22 @@ class HostProcessHandler:
     async def start(self, spec: ContainerSpec) -> Container:
         prepare = self.prepare_root if self.image.isolation == MOUNT_NAMESPACE else self.prepare
         program, argv, env, cwd, log_path = await asyncio.to_thread(prepare, spec)
-        log = await asyncio.to_thread(log_path.open, "ab")
+        networks = self.networks if self.image.network == "pod" else None
+        net = await networks.join(spec) if networks is not None else None
+        command = [*(net.nsenter() if net is not None else []), str(program), *argv[1:]]
         try:
-            process = await asyncio.create_subprocess_exec(
-                *with_parent_death_signal([str(program), *argv[1:]]), stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            log = await asyncio.to_thread(log_path.open, "ab")
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *with_parent_death_signal(command), stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            except BaseException:
+                log.close()
+                raise
         except BaseException:
-            log.close()
+            if networks is not None:
+                await networks.leave(spec.pod_uid)
             raise
+        if networks is not None:
+            return NetworkedProcess(process, log, lambda: networks.leave(spec.pod_uid))
         return HostProcess(process, log)
