@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from traffichelpers import FAST_RESTARTS, NS, container, pod, ready_pod
+from imagehelpers import script_image_cluster
+from traffichelpers import NS, container, pod, ready_pod
 
-from kubesim.cluster.runtime.hostprocess import MOUNT_NAMESPACE, HostImage, HostProcessHandler
 from kubesim.cluster.runtime.podnet import pod_ports
 from kubesim.sim import KubeSim
 from kubesim.traffic import http_get
@@ -64,14 +64,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="network and mount nam
 
 @pytest_asyncio.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
-    program = tmp_path / "serve"
-    program.write_text(SERVE)
-    program.chmod(0o755)
-    async with KubeSim(nodes=1, **FAST_RESTARTS) as running:
-        assert running.cluster is not None
-        image = HostImage(cmd=("/app/serve",), files={"/app/serve": program}, isolation=MOUNT_NAMESPACE,
-                          network="pod", env={"PATH": "/usr/bin:/bin"})
-        running.cluster.runtime.register("example.test/fixed-ports", HostProcessHandler(image))
+    async with script_image_cluster(tmp_path, "example.test/fixed-ports", "serve", SERVE, network="pod") as running:
         yield running
 
 

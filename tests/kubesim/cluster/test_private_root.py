@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from clusterhelpers import wait_for
-from traffichelpers import FAST_RESTARTS, NS, container, eventually, pod
+from imagehelpers import script_image_cluster
+from traffichelpers import NS, container, eventually, pod
 
-from kubesim.cluster.runtime.hostprocess import MOUNT_NAMESPACE, HostImage, HostProcessHandler
 from kubesim.cluster.runtime.rootfs import Bind, RootPlanError, plan_root, system_binds
 from kubesim.sim import KubeSim
 
@@ -40,14 +40,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a private mount names
 
 @pytest_asyncio.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[KubeSim]:
-    program = tmp_path / "show"
-    program.write_text(SHOW)
-    program.chmod(0o755)
-    async with KubeSim(nodes=1, **FAST_RESTARTS) as running:
-        assert running.cluster is not None
-        image = HostImage(cmd=("/app/show",), files={"/app/show": program}, working_dir="/app",
-                          env={"PATH": "/usr/bin:/bin"}, isolation=MOUNT_NAMESPACE)
-        running.cluster.runtime.register("example.test/fixed-paths", HostProcessHandler(image))
+    async with script_image_cluster(tmp_path, "example.test/fixed-paths", "show", SHOW, working_dir="/app") as running:
         yield running
 
 

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hostnames import pipe
 from .registry import ContainerSpec
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,6 @@ SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 NSENTER = shutil.which("nsenter")
-RELAY_CHUNK = 65536
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -72,21 +72,10 @@ def pod_ports(pod: Mapping[str, Any]) -> list[int]:
     return list(dict.fromkeys(p for p in ports if 0 < p < 65536))
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(RELAY_CHUNK):
-            writer.write(data)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (ConnectionError, OSError):
-        writer.close()
-
-
 async def _relay(client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
                  server: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
     try:
-        await asyncio.gather(_pipe(client[0], server[1]), _pipe(server[0], client[1]))
+        await asyncio.gather(pipe(client[0], server[1]), pipe(server[0], client[1]))
     finally:
         for writer in (client[1], server[1]):
             writer.close()
