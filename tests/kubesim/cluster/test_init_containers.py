@@ -6,6 +6,7 @@ restarted with back-off, or, with ``restartPolicy: Never``, fails the Pod, whose
 from __future__ import annotations
 
 import asyncio
+import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -68,6 +69,12 @@ async def test_init_containers_run_in_order_before_the_containers(sim: KubeSim) 
     assert log is not None
     text = await eventually(lambda: _read(log), what="the main container's output")
     assert "main sees: first second" in text  # it started after both, and sees what they wrote
+    # kubectl logs -c serves an init container's output too
+    kubectl = [str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(sim.kubeconfig_path)]
+    process = await asyncio.create_subprocess_exec(*kubectl, "logs", "ordered", "-c", "second",
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert (process.returncode, out.decode()) == (0, "init second ran\n")
 
 
 async def _read(log: Path) -> str:
