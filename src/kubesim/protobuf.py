@@ -72,6 +72,11 @@ def _scalar(kind: Any, value: Any, path: str) -> Any:
     if kind == "t":
         seconds = _message(TIME, value, path).get("seconds", 0)
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds)) if seconds else ""
+    if kind == "mt":  # MicroTime: RFC 3339 with microseconds
+        parts = _message(TIME, value, path)
+        seconds, nanos = parts.get("seconds", 0), parts.get("nanos", 0)
+        return (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos // 1000:06d}Z"
+                if seconds or nanos else "")
     if kind == "q":
         return str(_message({1: ("string", "s")}, value, path).get("string", ""))
     if kind == "io":

@@ -4,7 +4,7 @@ Field numbers, names and which fields are pointers are facts of the Kubernetes A
 (k8s.io/api and k8s.io/apimachinery); only the kinds and fields kubectl and Helm send as protobuf are here. Types:
 ``"s"`` string, ``"b"`` bytes (base64 in JSON), ``"i"`` integer, ``"?"`` bool, ``"t"`` Time, ``"io"``
 IntOrString, ``"q"`` Quantity, ``("m", type)`` map<string, type>, ``("r", type)`` repeated, or a nested schema
-dict; ``"-"`` a field the server ignores on write (a status). A type ending in ``"!"`` is a pointer field in Go: sent only when set, so its zero value is kept (``replicas:
+dict; ``"mt"`` MicroTime, ``"-"`` a field the server ignores on write (a status). A type ending in ``"!"`` is a pointer field in Go: sent only when set, so its zero value is kept (``replicas:
 0``); other zero values are what JSON's ``omitempty`` leaves out.
 """
 
@@ -36,7 +36,20 @@ _OBJECT_META: Schema = {
     12: ("annotations", ("m", "s")),
     13: ("ownerReferences", ("r", _OWNER_REF)),
     14: ("finalizers", ("r", "s")),
+    # an update read-modify-writes the object with its managedFields (client-go: upstream Skupper's controller
+    # annotating a Secret); not decoded: kubesim keeps the live object's, as the API server does for a client that
+    # sends them back unchanged
+    17: ("managedFields", "-"),
 }
+_POLICY_RULE: Schema = {
+    1: ("verbs", ("r", "s")),
+    2: ("apiGroups", ("r", "s")),
+    3: ("resources", ("r", "s")),
+    4: ("resourceNames", ("r", "s")),
+    5: ("nonResourceURLs", ("r", "s")),
+}
+_SUBJECT: Schema = {1: ("kind", "s"), 2: ("apiGroup", "s"), 3: ("name", "s"), 4: ("namespace", "s")}
+_ROLE_REF: Schema = {1: ("apiGroup", "s"), 2: ("kind", "s"), 3: ("name", "s")}
 _OBJECT_REF: Schema = {
     1: ("kind", "s"),
     2: ("namespace", "s"),
@@ -184,6 +197,29 @@ KINDS: dict[tuple[str, str], Schema] = {
                 4: ("expirationSeconds", "i"),
             },
         ),
+    },
+    # rbac/v1 (upstream Skupper's controller creates its router's Role and RoleBinding as protobuf)
+    ("rbac.authorization.k8s.io/v1", "Role"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("rules", ("r", _POLICY_RULE)),
+    },
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("subjects", ("r", _SUBJECT)),
+        3: ("roleRef", _ROLE_REF),
+    },
+    # coordination/v1 (client-go's leader election: upstream Skupper's kube-adaptor)
+    ("coordination.k8s.io/v1", "Lease"): {
+        1: ("metadata", _OBJECT_META),
+        2: ("spec", {
+            1: ("holderIdentity", "s!"),
+            2: ("leaseDurationSeconds", "i!"),
+            3: ("acquireTime", "mt!"),
+            4: ("renewTime", "mt!"),
+            5: ("leaseTransitions", "i!"),
+            6: ("strategy", "s!"),
+            7: ("preferredHolder", "s!"),
+        }),
     },
     ("v1", "ServiceAccount"): {
         1: ("metadata", _OBJECT_META),

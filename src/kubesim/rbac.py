@@ -45,14 +45,18 @@ def rules_allow(rules: Iterable[Mapping[str, Any]], verb: str, group: str, resou
     return any(rule_allows(rule, verb, group, resource, name) for rule in rules)
 
 
-def subject_matches(subject: Mapping[str, Any], user: User) -> bool:
+def subject_matches(subject: Mapping[str, Any], user: User, binding_namespace: str = "") -> bool:
+    """Whether ``subject`` of a binding names ``user``. A ServiceAccount subject without ``namespace`` in a
+    RoleBinding is the account of the binding's own namespace, as Kubernetes' RBAC authorizer reads it (upstream
+    Skupper's namespace-scope manifest relies on it)."""
     kind = subject.get("kind")
     if kind == "User":
         return subject.get("name") == user.name
     if kind == "Group":
         return subject.get("name") in user.groups
     if kind == "ServiceAccount":
-        return user.name == f"system:serviceaccount:{subject.get('namespace', '')}:{subject.get('name', '')}"
+        namespace = subject.get("namespace") or binding_namespace
+        return user.name == f"system:serviceaccount:{namespace}:{subject.get('name', '')}"
     return False
 
 
@@ -86,7 +90,7 @@ class RbacAuthorizer:
                     rules += self._role_rules(ref, None)
         if namespace:
             for binding in self._objects("rolebindings", namespace):
-                if any(subject_matches(s, user) for s in binding.get("subjects") or []):
+                if any(subject_matches(s, user, namespace) for s in binding.get("subjects") or []):
                     rules += self._role_rules(binding.get("roleRef") or {}, namespace)
         return rules
 

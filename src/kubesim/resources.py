@@ -148,6 +148,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("storage.k8s.io", "v1", "CSIDriver", "csidrivers", False),
     _rt("storage.k8s.io", "v1", "CSINode", "csinodes", False),
     _rt("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
+    # stored and served (upstream Skupper's controller watches Ingresses); no ingress controller acts on them
+    _rt("networking.k8s.io", "v1", "Ingress", "ingresses", True, ("ing",), True),
     ResourceType("events.k8s.io", "v1", "Event", "events", "event", True, ("ev",), storage="events"),
     _rt("coordination.k8s.io", "v1", "Lease", "leases", True),
     _rt("rbac.authorization.k8s.io", "v1", "Role", "roles", True),

@@ -127,3 +127,58 @@ async def test_a_field_kubesim_cannot_decode_is_refused_not_dropped(kubesim: Kub
                                     deployment(container + field(14, b"")), content_type=PROTOBUF)
         assert status == 201, body
         assert body["spec"]["template"]["spec"]["containers"][0]["image"] == "img"
+
+
+async def test_rbac_role_and_binding_from_protobuf(kubesim: KubeSim) -> None:
+    """client-go sends rbac/v1 Roles and RoleBindings as protobuf (upstream Skupper's controller creating its
+    router's RBAC): rules, subjects and roleRef arrive as sent."""
+    rule = field(1, b"get") + field(1, b"list") + field(2, b"") + field(3, b"secrets") + field(4, b"one")
+    role = field(1, field(1, b"reader")) + field(2, rule)
+    subject = field(1, b"ServiceAccount") + field(3, b"skupper-router")
+    binding = field(1, field(1, b"reader")) + field(2, subject) + field(3, field(2, b"Role") + field(3, b"reader"))
+    base = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
+    async with RawClient(kubesim) as c:
+        status, body = await c.post(f"{base}/roles", envelope("rbac.authorization.k8s.io/v1", "Role", role),
+                                    content_type=PROTOBUF)
+        assert status == 201, body
+        assert body["rules"] == [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["secrets"],
+                                  "resourceNames": ["one"]}]
+        status, body = await c.post(f"{base}/rolebindings",
+                                    envelope("rbac.authorization.k8s.io/v1", "RoleBinding", binding),
+                                    content_type=PROTOBUF)
+        assert status == 201, body
+        assert body["subjects"] == [{"kind": "ServiceAccount", "name": "skupper-router"}]
+        assert body["roleRef"]["kind"] == "Role" and body["roleRef"]["name"] == "reader"
+
+
+async def test_an_update_sending_back_managed_fields_is_accepted(kubesim: KubeSim) -> None:
+    """client-go updates read-modify-write the object with its managedFields (field 17 of ObjectMeta): the update
+    lands, and the live managedFields stay the server's."""
+    async with RawClient(kubesim) as c:
+        status, created = await c.post("/api/v1/namespaces/default/secrets", envelope(
+            "v1", "Secret", field(1, field(1, b"tls")) + field(2, field(1, b"k") + field(2, b"v"))),
+            content_type=PROTOBUF)
+        assert status == 201, created
+        entry = field(1, b"skupper-controller") + field(2, b"Update") + field(3, b"v1") + field(7, field(1, b"{}"))
+        meta = (field(1, b"tls") + field(6, created["metadata"]["resourceVersion"].encode())
+                + field(12, field(1, b"profile") + field(2, b"yes")) + field(17, entry))
+        status, updated = await c.put("/api/v1/namespaces/default/secrets/tls", envelope(
+            "v1", "Secret", field(1, meta) + field(2, field(1, b"k") + field(2, b"v")) + field(3, b"Opaque")),
+            content_type=PROTOBUF)
+        assert status == 200, updated.get("message")
+        assert updated["metadata"]["annotations"] == {"profile": "yes"}
+        assert all(m["manager"] != "skupper-controller" for m in updated["metadata"].get("managedFields", []))
+
+
+async def test_a_lease_from_protobuf(kubesim: KubeSim) -> None:
+    """client-go's leader election writes its Lease as protobuf (upstream Skupper's kube-adaptor): the holder, the
+    duration and the MicroTime renew time arrive as sent; a zero duration is kept (a pointer field)."""
+    spec = field(1, b"adaptor-1") + varint_field(2, 0) + field(4, varint_field(1, 1_700_000_000)
+                                                               + varint_field(2, 5000))
+    lease = field(1, field(1, b"skupper-site-leader")) + field(2, spec)
+    async with RawClient(kubesim) as c:
+        status, body = await c.post("/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                                    envelope("coordination.k8s.io/v1", "Lease", lease), content_type=PROTOBUF)
+        assert status == 201, body
+        assert body["spec"] == {"holderIdentity": "adaptor-1", "leaseDurationSeconds": 0,
+                                "renewTime": "2023-11-14T22:13:20.000005Z"}

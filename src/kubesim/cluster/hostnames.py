@@ -259,12 +259,13 @@ class SocksProxy:
         writer.write(bytes([5, SUCCEEDED, 0, 1]) + ipaddress.IPv4Address(bound_host).packed +
                      struct.pack(">H", bound_port))
         try:
-            await asyncio.gather(_pipe(reader, target_writer), _pipe(target_reader, writer))
+            await asyncio.gather(pipe(reader, target_writer), pipe(target_reader, writer))
         finally:
             target_writer.close()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy ``reader`` to ``writer`` until end of stream, then half-close ``writer`` (a relay's one direction)."""
     try:
         while chunk := await reader.read(64 * 1024):
             writer.write(chunk)

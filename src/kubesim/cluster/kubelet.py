@@ -284,9 +284,11 @@ class Kubelet:
         uid = uid_of(pod)
         key = state.key
         containers = list(pod.get("spec", {}).get("containers") or [])
-        environments = [await self._environment(pod, container, pod_ip) for container in containers]
+        init_containers = list(pod.get("spec", {}).get("initContainers") or [])
+        environments = [await self._environment(pod, container, pod_ip) for container in
+                        [*init_containers, *containers]]
         specs = []
-        for container, env in zip(containers, environments, strict=True):
+        for container, env in zip([*init_containers, *containers], environments, strict=True):
             spec = ContainerSpec(
                 pod=pod,
                 container=container,
@@ -306,7 +308,8 @@ class Kubelet:
                 await self.events.record(current, "Pod", "v1", type_, reason, message)
 
         return PodRuntime(
-            specs,
+            specs[len(init_containers):],
+            init_specs=specs[:len(init_containers)],
             restart_policy=pod.get("spec", {}).get("restartPolicy") or "Always",
             backoff=self.ctx.options.restart_backoff,
             on_change=lambda: self.queue.add(key) if self.running else None,
@@ -689,10 +692,16 @@ class Kubelet:
             list(pod.get("spec", {}).get("containers") or []),
             uid,
             False if uid in self.not_ready else None,
+            containers.init_states(),
+            list(pod.get("spec", {}).get("initContainers") or []),
         )
         conditions = list(status.get("conditions") or [])
         conditions = set_condition(conditions, "PodReadyToStartContainers", "True")
-        conditions = set_condition(conditions, "Initialized", "True")
+        if runtime.not_initialized:
+            conditions = set_condition(conditions, "Initialized", "False", "ContainersNotInitialized",
+                                       f"containers with incomplete status: [{' '.join(runtime.not_initialized)}]")
+        else:
+            conditions = set_condition(conditions, "Initialized", "True")
         for kind in ("Ready", "ContainersReady"):
             conditions = set_condition(conditions, kind, *_readiness(runtime))
         conditions = set_condition(conditions, "PodScheduled", "True")
@@ -711,6 +720,8 @@ class Kubelet:
             "podIPs": [{"ip": pod_ip}],
             "startTime": status.get("startTime") or now(),
             "containerStatuses": runtime.container_statuses,
+            **({"initContainerStatuses": runtime.init_container_statuses}
+               if runtime.init_container_statuses is not None else {}),
             "qosClass": status.get("qosClass") or "BestEffort",
         }
         if _same_status(status, wanted):

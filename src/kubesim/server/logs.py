@@ -44,13 +44,16 @@ def _read(path: Path, tail_lines: int | None, limit_bytes: int | None) -> bytes:
 async def pod_log(ctx: ServerContext, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None and t.namespace is not None
     pod = ctx.store.get(t.rt, t.namespace, t.name)
-    names = [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
+    spec = pod.get("spec") or {}
+    names = [str(c.get("name", "")) for c in spec.get("containers") or []]
+    init_names = [str(c.get("name", "")) for c in spec.get("initContainers") or []]
     q = request.query
     container = q.get("container") or (names[0] if len(names) == 1 else "")
     if not container:
+        inits = f" or one of the init containers: [{' '.join(init_names)}]" if init_names else ""
         raise errors.bad_request(f"a container name must be specified for pod {t.name}, choose one of: "
-                                 f"[{' '.join(names)}]")
-    if container not in names:
+                                 f"[{' '.join(names)}]{inits}")
+    if container not in names and container not in init_names:
         raise errors.bad_request(f"container {container[:63]} is not valid for pod {t.name}")
     if wire.bool_param(q.get("previous")):
         raise errors.bad_request("kubesim keeps one log per container (every run appended): previous is not "

@@ -19,6 +19,7 @@ __all__ = [
     "BINDING_CACHE",
     "ENDPOINT_SLICE_CACHE",
     "NAMESPACE_CACHE",
+    "NAMESPACE_CONFIG_CACHE",
     "POD_CACHE",
     "ROUTER_OBJECT_CACHE",
     "SECRET_CACHE",
@@ -33,6 +34,9 @@ _METADATA = {k: KEEP for k in ("name", "namespace", "uid", "resourceVersion", "g
 
 #: Namespaces: the controller's primary objects, read for their name only.
 NAMESPACE_CACHE: Transform = project({"metadata": {"name": KEEP, "uid": KEEP, "resourceVersion": KEEP}})
+#: The ConfigMaps ``skupper`` (upstream's per-namespace settings): which controller acts there, nothing else.
+NAMESPACE_CONFIG_CACHE: Transform = project({"metadata": {"name": KEEP, "namespace": KEEP, "uid": KEEP,
+                                                          "resourceVersion": KEEP}, "data": {"controller": KEEP}})
 #: Sites, Listeners, Connectors: specs (compose), statuses (the previous conditions), metadata (age, owner, Events).
 BINDING_CACHE: Transform = project({"metadata": _METADATA, "spec": KEEP, "status": KEEP})
 #: Pods: labels (selectors, router Pods), phase, IP, conditions (Ready, and the messages of the Site's Running).

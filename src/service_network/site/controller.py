@@ -94,6 +94,7 @@ from .caches import (
     BINDING_CACHE,
     ENDPOINT_SLICE_CACHE,
     NAMESPACE_CACHE,
+    NAMESPACE_CONFIG_CACHE,
     POD_CACHE,
     ROUTER_OBJECT_CACHE,
     SECRET_CACHE,
@@ -104,6 +105,7 @@ from .caches import (
 from .certificate_io import CertificateWriter, certificate_status
 from .certificates import plan_certificate, renewal_time, timestamp
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
+from .control import NAMESPACE_CONFIG, other_controller, our_controller
 from .grant_io import GrantKeeper, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
@@ -233,6 +235,10 @@ class SiteController:
         self.attached_connectors.add_index("siteNamespace", _site_namespace_of)
         self.multi_key_listeners = reflector("multikeylisteners", MULTI_KEY_LISTENER, BINDING_CACHE)
         self.certificates = reflector("certificates", CERTIFICATE, BINDING_CACHE)
+        # the ConfigMaps ``skupper`` that hand a namespace to a controller (``control.py``, upstream's rule)
+        self.namespace_configs = Reflector("namespaceconfigs", ApiSource(
+            api, CONFIG_MAP, namespace=ns, field_selector=f"metadata.name={NAMESPACE_CONFIG}"),
+            transform=NAMESPACE_CONFIG_CACHE)
         self.certificates.add_index("secret", lambda o: [f"{meta(o).namespace}/{n}" for n in (
             meta(o).name, mapping(o, "spec").get("ca")) if isinstance(n, str) and n])
         self.certificate_writer = CertificateWriter(api, self.options.certificate_validity)
@@ -291,6 +297,7 @@ class SiteController:
                                                                   ("SecuredAccess", self.secured_accesses))}
         self._selectors: dict[str, LabelSelector | None] = {}
         self._noted: set[tuple[str, str]] = set()
+        self._not_ours: dict[str, str] = {}  # namespace -> the controller its ConfigMap skupper names (logged once)
 
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
         self.controller: Controller[None] = Controller(
@@ -298,7 +305,7 @@ class SiteController:
             workers=self.options.workers, queue=queue, resync_seconds=self.options.resync_seconds)
         for r in (self.sites, self.listeners, self.connectors, self.router_accesses, self.access_grants,
                   self.access_tokens, self.links, self.attached_bindings, self.multi_key_listeners, self.certificates,
-                  self.secured_accesses,
+                  self.secured_accesses, self.namespace_configs,
                   *self.router_caches.values()):
             self.controller.watches(r, _namespace_of)
         self.controller.watches(self.attached_connectors, _site_namespace_of)
@@ -564,6 +571,15 @@ class SiteController:
         )
 
     async def reconcile(self, namespace: str) -> Action:
+        other = other_controller(self.namespace_configs.get(f"{namespace}/{NAMESPACE_CONFIG}"),
+                                 our_controller(self.options.controller_namespace))
+        if other is not None:
+            if self._not_ours.get(namespace) != other:
+                self._not_ours[namespace] = other
+                log.info("namespace %s is controlled by %s (its ConfigMap %s): not acting on it", namespace,
+                         other[:200], NAMESPACE_CONFIG)
+            self.view.publish(namespace, None)
+            return Action.await_change()
         retry = await self._execute_secured_accesses(namespace)
         next_look, certificate_retry = await self._execute_certificates(namespace)
         retry |= certificate_retry

@@ -32,12 +32,14 @@ import os
 import posixpath
 import shutil
 import signal
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from .podnet import PodNetworks
 from .registry import Container, ContainerSpec
+from .rootfs import enter_argv, plan_root, system_program
 from .view import ContainerView
 
 #: The variable that points in-cluster clients at the token volume (kubesim's addition; see docs/kubesim.md).
@@ -50,18 +52,32 @@ class ProgramNotFound(Exception):
     """The container's program is not one of the image's programs on this machine."""
 
 
+VIEW = "view"
+MOUNT_NAMESPACE = "mount-namespace"
+
+
 @dataclass(frozen=True)
 class HostImage:
-    """What an image runs and where its programs are on this machine (``programs``: image dir -> host dir)."""
+    """What an image runs and where its programs are on this machine (``programs``: image dir -> host dir;
+    ``files``: single image files -> host files). ``isolation``: ``"view"`` (paths translated into a view) or
+    ``"mount-namespace"`` (a root of its own per container, see ``rootfs.py``)."""
 
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     programs: Mapping[str, Path] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     working_dir: str = "/"
+    files: Mapping[str, Path] = field(default_factory=dict)
+    isolation: str = VIEW
+    #: ``"host"``: this machine's network namespace (listen addresses translated to the Pod IP); ``"pod"``: a
+    #: namespace per Pod (``podnet.py``; with ``isolation="mount-namespace"``)
+    network: str = "host"
 
     def host_dir(self, image_dir: str) -> Path | None:
         return self.programs.get(posixpath.normpath(image_dir))
+
+    def host_file(self, image_path: str) -> Path | None:
+        return self.files.get(posixpath.normpath(image_path))
 
 
 def container_argv(image: HostImage, command: list[str], args: list[str]) -> list[str]:
@@ -76,13 +92,21 @@ def resolve_program(image: HostImage, program: str, path_variable: str) -> Path:
     if "/" in program:
         if not program.startswith("/"):
             raise ProgramNotFound(f'exec: "{program[:100]}": relative program paths are not supported')
+        single = image.host_file(program)
+        if single is not None and single.is_file():
+            return single
         directory, name = posixpath.split(posixpath.normpath(program))
         host = image.host_dir(directory)
         if host is not None and (host / name).is_file():
             return host / name
         raise ProgramNotFound(f'exec: "{program[:100]}": no such file in the image\'s programs on this machine')
     for directory in path_variable.split(":"):
-        host = image.host_dir(directory) if directory.startswith("/") else None
+        if not directory.startswith("/"):
+            continue
+        single = image.host_file(posixpath.join(directory, program))
+        if single is not None and single.is_file():
+            return single
+        host = image.host_dir(directory)
         if host is not None and (host / program).is_file():
             return host / program
     raise ProgramNotFound(f'exec: "{program[:100]}": executable file not found in $PATH')
@@ -138,11 +162,40 @@ class HostProcess(Container):
         await self.process.wait()
 
 
-class HostProcessHandler:
-    """A ``RuntimeHandler`` running the containers of ``image`` as processes on this machine."""
+class NetworkedProcess(HostProcess):
+    """A container in its Pod's network namespace: the Pod's namespace is left once the process has ended."""
 
-    def __init__(self, image: HostImage) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, log: IO[bytes], leave: Callable[[], Awaitable[None]]
+                 ) -> None:
+        super().__init__(process, log)
+        self._leave: Callable[[], Awaitable[None]] | None = leave
+
+    async def _left(self) -> None:
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            await leave()
+
+    async def wait(self) -> int:
+        try:
+            return await super().wait()
+        finally:
+            if self.process.returncode is not None:
+                await self._left()
+
+    async def stop(self, grace_seconds: float) -> None:
+        try:
+            await super().stop(grace_seconds)
+        finally:
+            await self._left()
+
+
+class HostProcessHandler:
+    """A ``RuntimeHandler`` running the containers of ``image`` as processes on this machine (``networks``: the
+    Pods' network namespaces, for an image with ``network="pod"``)."""
+
+    def __init__(self, image: HostImage, networks: PodNetworks | None = None) -> None:
         self.image = image
+        self.networks = networks if networks is not None or image.network != "pod" else PodNetworks()
 
     def environment(self, spec: ContainerSpec, view: ContainerView) -> dict[str, str]:
         env = {key: value for key, value in self.image.env.items() if key != "PATH"}
@@ -174,14 +227,64 @@ class HostProcessHandler:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         return program, argv, env, cwd, log_path
 
+    def prepare_root(self, spec: ContainerSpec) -> tuple[Path, list[str], dict[str, str], str, Path]:
+        """A container in a root of its own: the plan written to its run directory; (``unshare``, the command line
+        entering it, the environment of that step, its working directory, the log file)."""
+        if spec.run_dir is None:
+            raise RuntimeError("the kubelet gave this container no run directory")
+        argv = container_argv(self.image, spec.command, spec.args)
+        if not argv:
+            raise ProgramNotFound("no command specified")
+        path_variable = spec.env.get("PATH") or self.image.env.get("PATH", DEFAULT_PATH)
+        if not system_program(argv[0]):
+            resolve_program(self.image, argv[0], path_variable)  # only the image's programs (and the machine's)
+        if "/" not in argv[0]:
+            argv = [self._image_path(argv[0], path_variable), *argv[1:]]
+        env = {**self.image.env, "HOSTNAME": spec.hostname, "HOME": self.image.env.get("HOME", "/"), **spec.env}
+        env.setdefault("PATH", DEFAULT_PATH)
+        read_only = {str(m.get("mountPath", "")): bool(m.get("readOnly"))
+                     for m in spec.container.get("volumeMounts") or [] if isinstance(m, dict)}
+        mounts = [(path, host, read_only.get(path, False)) for path, host in spec.mounts()]
+        tmp_dir = spec.run_dir / "tmp"
+        tmp_dir.mkdir(mode=0o1777, parents=True, exist_ok=True)
+        working_dir = str(spec.container.get("workingDir") or self.image.working_dir or "/")
+        plan = plan_root(spec.run_dir / "root", tmp_dir, {**self.image.programs, **self.image.files}, mounts,
+                         argv, env, working_dir)
+        plan_file = spec.run_dir / "root.json"
+        plan_file.write_text(plan.to_json())
+        entry = enter_argv(plan_file)
+        log_path = spec.log_path or spec.run_dir / "container.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        return Path(entry[0]), entry, {"PATH": DEFAULT_PATH}, str(spec.run_dir), log_path
+
+    def _image_path(self, program: str, path_variable: str) -> str:
+        """The image path of a bare program name found on the image's PATH."""
+        for directory in path_variable.split(":"):
+            candidate = posixpath.join(directory, program)
+            host = self.image.host_dir(directory) if directory.startswith("/") else None
+            if self.image.host_file(candidate) is not None or (host is not None and (host / program).is_file()):
+                return candidate
+        return program
+
     async def start(self, spec: ContainerSpec) -> Container:
-        program, argv, env, cwd, log_path = await asyncio.to_thread(self.prepare, spec)
-        log = await asyncio.to_thread(log_path.open, "ab")
+        prepare = self.prepare_root if self.image.isolation == MOUNT_NAMESPACE else self.prepare
+        program, argv, env, cwd, log_path = await asyncio.to_thread(prepare, spec)
+        networks = self.networks if self.image.network == "pod" else None
+        net = await networks.join(spec) if networks is not None else None
+        command = [*(net.nsenter() if net is not None else []), str(program), *argv[1:]]
         try:
-            process = await asyncio.create_subprocess_exec(
-                *with_parent_death_signal([str(program), *argv[1:]]), stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            log = await asyncio.to_thread(log_path.open, "ab")
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *with_parent_death_signal(command), stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            except BaseException:
+                log.close()
+                raise
         except BaseException:
-            log.close()
+            if networks is not None:
+                await networks.leave(spec.pod_uid)
             raise
+        if networks is not None:
+            return NetworkedProcess(process, log, lambda: networks.leave(spec.pod_uid))
         return HostProcess(process, log)

@@ -19,6 +19,8 @@ class RuntimeStatus:
     not_ready: list[str]
     container_statuses: list[dict[str, Any]]
     simulated_message: str | None  # for the SIMULATED_CONDITION, None when every container has a handler
+    init_container_statuses: list[dict[str, Any]] | None = None  # None: the Pod has no init containers
+    not_initialized: tuple[str, ...] = ()  # init containers that have not completed
 
 
 def container_status(state: ContainerState, uid: str, ready_override: bool | None) -> dict[str, Any]:
@@ -63,18 +65,33 @@ def pod_phase(states: list[ContainerState]) -> str:
     return "Pending"
 
 
+def init_phase(init_states: list[ContainerState]) -> str | None:
+    """The phase while init containers have not all completed (``Failed`` once one failed for good), else None."""
+    if any(s.final and s.exit_code != 0 for s in init_states):
+        return "Failed"
+    if not all(s.final for s in init_states):
+        return "Pending"
+    return None
+
+
 def runtime_status(
-    states: list[ContainerState], containers: list[dict[str, Any]], uid: str, ready_override: bool | None
+    states: list[ContainerState], containers: list[dict[str, Any]], uid: str, ready_override: bool | None,
+    init_states: list[ContainerState] | None = None, init_containers: list[dict[str, Any]] | None = None,
 ) -> RuntimeStatus:
     statuses = [container_status(s, uid, ready_override) for s in states]
     not_ready = [s["name"] for s in statuses if not s["ready"]]
-    simulated = [c for c, s in zip(containers, states, strict=True) if s.simulated]
+    inits = init_states or []
+    simulated = [c for c, s in zip([*(init_containers or []), *containers], [*inits, *states], strict=True)
+                 if s.simulated]
+    init_statuses = [{**container_status(s, uid, None), "ready": s.final and s.exit_code == 0} for s in inits]
     return RuntimeStatus(
-        phase=pod_phase(states),
+        phase=(init_phase(inits) if inits else None) or pod_phase(states),
         ready=bool(statuses) and not not_ready,
         not_ready=not_ready,
         container_statuses=statuses,
         simulated_message=describe_unhandled(simulated) if simulated else None,
+        init_container_statuses=init_statuses if inits else None,
+        not_initialized=tuple(s.name for s in inits if not (s.final and s.exit_code == 0)),
     )
 
 

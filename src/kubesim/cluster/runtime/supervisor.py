@@ -7,6 +7,11 @@ one it is ready once started, as the kubelet has it), waits for it to exit and r
 kubelet can publish the Pod status; the state itself is plain data (``ContainerState``) that ``status.py`` turns into
 the Pod status.
 
+Init containers (``PodRuntime(init_specs=...)``) run first, one after the other, each to completion (restarted on
+failure with the same back-off unless the Pod's policy is ``Never``); the containers start once all have succeeded
+and wait with reason ``PodInitializing`` until then. An init container that fails for good leaves the Pod
+``Failed`` and its containers never start.
+
 A container whose image has no handler never runs: it waits in ``ImagePullBackOff`` with a message naming the
 images that do run here (a ``Failed`` Event says the same), so its Pod stays Pending and not Ready.
 """
@@ -86,6 +91,7 @@ class ContainerRunner:
         on_event: EventSink,
         images: Sequence[str] = (),
         previous: dict[str, Any] | None = None,
+        waiting_reason: str = "ContainerCreating",
     ) -> None:
         self.spec = spec
         self.images = images
@@ -94,7 +100,7 @@ class ContainerRunner:
         self.backoff = backoff
         self.on_change = on_change
         self.on_event = on_event
-        self.state = ContainerState(spec.name, spec.image, simulated=handler is None)
+        self.state = ContainerState(spec.name, spec.image, simulated=handler is None, reason=waiting_reason)
         if previous is not None:
             # The container has a history in the API (it ran before its node went down): counting goes on from it.
             self.state.restart_count = int(previous.get("restartCount") or 0)
@@ -102,6 +108,7 @@ class ContainerRunner:
             if isinstance(last, dict):
                 self.state.last_terminated = dict(last)
         self.first_attempt = asyncio.Event()
+        self.finished = asyncio.Event()  # ended for good (not restarted any more)
         self._task: asyncio.Future[None] | None = None
         self._container: Container | None = None
 
@@ -171,6 +178,7 @@ class ContainerRunner:
             if not should_restart(self.restart_policy, code):
                 self.state.state, self.state.reason, self.state.exit_code = "terminated", reason, code
                 self.state.finished_at, self.state.final = finished, True
+                self.finished.set()
                 self._changed()
                 return
             self.state.last_terminated = terminated
@@ -237,23 +245,58 @@ def _seconds(delay: float) -> str:
 
 
 class PodRuntime:
-    """The runners of one Pod's containers (init containers are not run)."""
+    """The runners of one Pod's init containers and containers."""
 
     def __init__(self, specs: list[tuple[ContainerSpec, RuntimeHandler | None]], *,
+                 init_specs: Sequence[tuple[ContainerSpec, RuntimeHandler | None]] = (),
                  previous: dict[str, dict[str, Any]] | None = None, **runner_options: Any) -> None:
         """``previous``: container name -> its status in the API when the kubelet took the Pod up (a node that came
         back: restarts and the last state go on from there)."""
-        self.runners = [ContainerRunner(spec, handler, previous=(previous or {}).get(spec.name), **runner_options)
-                        for spec, handler in specs]
+        waiting = "PodInitializing" if init_specs else "ContainerCreating"
+        self.runners = [ContainerRunner(spec, handler, previous=(previous or {}).get(spec.name),
+                                        waiting_reason=waiting, **runner_options) for spec, handler in specs]
+        init_options = dict(runner_options)
+        init_options["restart_policy"] = "Never" if runner_options.get("restart_policy") == "Never" else "OnFailure"
+        self.init_runners = [ContainerRunner(spec, handler, **init_options) for spec, handler in init_specs]
+        self._initializing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Start every container; returns once each has made its first start attempt."""
+        """Start the init containers in turn, then every container; returns once the first to run has made its
+        first start attempt (every container's, without init containers)."""
+        if not self.init_runners:
+            self._start_containers()
+            await asyncio.gather(*(runner.first_attempt.wait() for runner in self.runners))
+            return
+        self._initializing = asyncio.create_task(self._initialize(), name="init-containers")
+        await self.init_runners[0].first_attempt.wait()
+
+    def _start_containers(self) -> None:
         for runner in self.runners:
             runner.start()
-        await asyncio.gather(*(runner.first_attempt.wait() for runner in self.runners))
+
+    async def _initialize(self) -> None:
+        for runner in self.init_runners:
+            runner.start()
+            if runner.handler is None:
+                return  # waits in ImagePullBackOff: nothing after it runs
+            await runner.finished.wait()
+            if runner.state.exit_code != 0:
+                return  # failed for good (restartPolicy Never): the Pod has failed
+        self._start_containers()
+        if self.runners:
+            self.runners[0].on_change()
+
+    @property
+    def initialized(self) -> bool:
+        return all(r.state.final and r.state.exit_code == 0 for r in self.init_runners)
 
     async def stop(self, grace_seconds: float) -> None:
-        await asyncio.gather(*(runner.stop(grace_seconds) for runner in self.runners))
+        if self._initializing is not None:
+            await _cancel_until_done(self._initializing)
+        await asyncio.gather(*(runner.stop(grace_seconds) for runner in [*self.init_runners, *self.runners]))
 
     def states(self) -> list[ContainerState]:
         return [runner.state for runner in self.runners]
+
+    def init_states(self) -> list[ContainerState]:
+        return [runner.state for runner in self.init_runners]
