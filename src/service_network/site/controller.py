@@ -104,7 +104,7 @@ from .caches import (
 from .certificate_io import CertificateWriter, certificate_status
 from .certificates import plan_certificate, renewal_time, timestamp
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
-from .grant_io import GrantKeeper, SiteAccess
+from .grant_io import GrantKeeper, NetworkLinks, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
 from .ha import HA_ROUTER_NAME, unused_access_service, unused_router_objects
@@ -247,7 +247,8 @@ class SiteController:
         self.endpoint_slices.add_index("service", lambda o: [
             f"{meta(o).namespace}/{meta(o).labels.get(SERVICE_NAME_LABEL, '')}"])
         self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access, self._network_ids,
-                                  lambda namespace: len(self.identity_records(namespace)))
+                                  lambda namespace: len(self.identity_records(namespace)), self.identity_records,
+                                  self._network_links)
         self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
         self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
@@ -387,6 +388,17 @@ class SiteController:
         statuses = self.router_statuses(namespace)
         return known_ids((site.id for status in statuses for site in status.sites),
                          (router for status in statuses for router in status.routers))
+
+    def _network_links(self, namespace: str) -> NetworkLinks:
+        """For trust decisions: the sites each site's routers advertise links to, and this site's links up."""
+        dials: dict[str, set[str]] = {}
+        up: dict[str, str] = {}
+        for status in self.router_statuses(namespace):
+            for site in status.sites:
+                dials.setdefault(site.id, set()).update(link.remote_site_id for link in site.links
+                                                        if link.remote_site_id)
+            up.update((link.name, link.remote_site_id) for link in status.links if link.up and link.remote_site_id)
+        return NetworkLinks({k: frozenset(v) for k, v in dials.items()}, up)
 
     def credentials(self, namespace: str) -> list[str]:
         """Key fingerprints of the client certificates the namespace's Certificates issued (credentials for static

@@ -46,6 +46,7 @@ from . import pki
 from .access import endpoint_hosts
 from .access_io import decode, tls_secret
 from .grants import Redeemed, RedeemRequest, Refusal, answer_documents
+from .site_keys import PROOF_HEADER
 
 __all__ = ["GRANT_SERVER_CA_SECRET", "GrantServer", "Limits", "Redeem", "load_grant_ca", "server_context"]
 
@@ -298,13 +299,16 @@ class GrantServer:
             return _error(429, "TooManyRequests", f"too many refused redemptions from {source[:64]}; try again "
                           f"in {retry} s", ("retry-after", str(retry)))
         try:
-            fields = {k: request.headers[k] for k in ("name", "subject") if k in request.headers}
+            fields: dict[str, str] = {k: request.headers[k] for k in ("name", "subject") if k in request.headers}
+            if PROOF_HEADER in request.headers:
+                fields["proof"] = request.headers[PROOF_HEADER]
             body = RedeemRequest.model_validate({"code": request.body.decode(), **fields})
         except UnicodeDecodeError:
             return _error(400, "BadRequest", "invalid redemption request: the code is not UTF-8 text")
         except ValidationError as e:
             first = e.errors(include_input=False)[0]
-            where = {"code": "the body (the code)", "name": "header name", "subject": "header subject"}.get(
+            where = {"code": "the body (the code)", "name": "header name", "subject": "header subject",
+                     "proof": f"header {PROOF_HEADER}"}.get(
                 str(first["loc"][0]) if first["loc"] else "", "the request")
             return _error(400, "BadRequest", f"invalid redemption request: {where}: {first['msg']}"[:300])
         uid = match.group(1)

@@ -60,6 +60,7 @@ from .resources import (
     secret_files,
     split_documents,
 )
+from .site_key import SystemSiteKey
 from .status import (
     Key,
     RouterAnswer,
@@ -367,8 +368,11 @@ class SystemSite:
                 continue
             try:
                 spec = AccessTokenSpec.model_validate(dict(mapping(token, "spec")))
-                text = await post_redemption(spec.url, spec.ca, spec.code, name, site_id)
+                keys = SystemSiteKey(self.runtime)
+                text = await post_redemption(spec.url, spec.ca, spec.code, name, site_id,
+                                             proof=keys.proof(site_id, spec.url, int(time.time())))
                 answer = parse_grant_answer(text)
+                keys.keep(name, site_id, answer.voucher)
             except AnswerProblem as e:
                 self._record_failure(token, f"the answer of the grant server is not usable: {e}", False)
                 continue
