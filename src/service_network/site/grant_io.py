@@ -110,7 +110,8 @@ class GrantKeeper:
                  network_ids: Callable[[str], frozenset[str]] = lambda namespace: frozenset(),
                  identity_count: Callable[[str], int] = lambda namespace: 0,
                  records: Callable[[str], Mapping[str, IdentityRecord]] = lambda namespace: {},
-                 network_links: Callable[[str], NetworkLinks] = lambda namespace: NetworkLinks({}, {})) -> None:
+                 network_links: Callable[[str], NetworkLinks] = lambda namespace: NetworkLinks({}, {}),
+                 credential_namespace: Callable[[str], str | None] = lambda certificate: None) -> None:
         self.api = api
         self.grants = grants
         self.links = links
@@ -122,6 +123,8 @@ class GrantKeeper:
         #: namespace -> its site's identity records (from the cache), and its routers' links
         self.records = records
         self.network_links = network_links
+        #: a credential's key fingerprint -> the namespace whose Certificate issued it (``skupper link generate``)
+        self.credential_namespace = credential_namespace
         self.keys = SiteKeys(api)
         self.server: GrantServer | None = None
         self._codes: dict[str, str] = {}
@@ -278,6 +281,48 @@ class GrantKeeper:
                    if decision.site_key else None)
         return Redeemed(endpoints=[LinkEndpoint.of(e) for e in access.endpoints],
                         ca=ca.cert.decode(), cert=issued.cert.decode(), key=issued.key.decode(), voucher=voucher)
+
+    # ---- bindings of generated credentials ------------------------------------------------------------------------
+    async def bind(self, fingerprint_hex: str, subject: str, proof: str, url: str) -> str | Refusal:
+        """Bind the credential ``fingerprint_hex`` (a client certificate of this site's Certificates, made by
+        ``skupper link generate``) to the site ``subject``, which proves its site key: the same rules as a
+        redemption (:func:`.identities.identity_decision`); the credential already bound to that site gains the
+        proven key. The voucher for the key, or why not."""
+        certificate = "sha256:" + fingerprint_hex
+        namespace = self.credential_namespace(certificate)
+        access = self.site_access(namespace) if namespace is not None else None
+        if namespace is None or access is None or access.site is None:
+            return Refusal(404, "NotFound", "no link credential of an active site has this fingerprint")
+        try:
+            proven = verify_proof(proof, subject=subject, url=url, now=_now().timestamp())
+        except ProofProblem as e:
+            return Refusal(400, "BadProof", f"the site proof is unusable: {e}")
+        site = access.site
+        holder = next((r for r in self.records(namespace).values() if r.certificate == certificate), None)
+        if holder is not None and holder.identity != subject:
+            return Refusal(409, "IdentityTaken", f"this credential is bound to {holder.identity} already")
+        try:
+            key_secret = await self.keys.secret(site)
+            own_key = SiteKeys.key_of(key_secret)
+        except (KubeError, ProofProblem) as e:
+            return Refusal(503, "SiteNotReady", f"the site key of site {meta(site).name} is not usable: {e}")
+        try:
+            current, record = await self._record(namespace, subject)
+        except KubeError as failure:
+            return Refusal(503, "Unavailable", f"could not read the site's link identities: {failure}")
+        if record is not None and record.certificate == certificate and record.site_key in ("", proven.key):
+            decided: tuple[Decision, JsonDict | None] | Refusal = (Decision(None, proven.key, rebind=True), current)
+        else:
+            decided = await self._identity_decision(site, subject, proven, own_key, key_secret)
+        if isinstance(decided, Refusal):
+            return decided
+        decision, previous = decided
+        bound = IdentityRecord(subject, certificate, "skupper link generate", _stamp(), decision.site_key)
+        refused = await (self._rebind(site, previous, bound) if previous is not None else self._claim(site, bound))
+        if refused is not None:
+            return refused
+        log.info("link credential %s of namespace %s bound to site %s", certificate[:23], namespace, subject[:64])
+        return voucher_text(make_voucher(meta(site).uid, own_key, subject, decision.site_key))
 
     # ---- identities -----------------------------------------------------------------------------------------------
     async def _record(self, namespace: str, identity: str) -> tuple[JsonDict | None, IdentityRecord | None]:

@@ -30,9 +30,9 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-__all__ = ["MAX_PROOF", "MAX_SKEW_SECONDS", "MAX_VOUCHERS", "PROOF_HEADER", "ProofProblem", "ProvenSite", "Voucher",
-           "key_label", "make_proof", "make_voucher", "new_site_key", "parse_voucher", "public_key",
-           "verify_proof", "voucher_text"]
+__all__ = ["ANNOTATION_SITE_BINDING", "MAX_PROOF", "MAX_SKEW_SECONDS", "MAX_VOUCHERS", "PROOF_HEADER", "ProofProblem",
+           "ProvenSite", "Voucher", "binding_annotation", "key_label", "make_proof", "make_voucher", "new_site_key",
+           "parse_binding", "parse_voucher", "public_key", "verify_proof", "voucher_text"]
 
 #: the redemption header that carries the proof (upstream's grant server reads only ``name`` and ``subject``)
 PROOF_HEADER = "skupper-site-proof"
@@ -232,3 +232,24 @@ def verify_proof(header: str, *, subject: str, url: str, now: float) -> ProvenSi
         raise ProofProblem("the proof's signature does not verify with its key")
     vouchers = tuple(v for v in (_voucher_of(r) for r in raw_vouchers) if _voucher_valid(v))
     return ProvenSite(identity, key, vouchers)
+
+
+#: on a client credential's Secret (``skupper link generate`` copies it into the Secret it prints): where the site
+#: that links with the credential proves its site key, as JSON ``{"url": <grant server URL>, "ca": <its CA PEM>}``
+ANNOTATION_SITE_BINDING = "internal.skupper.io/site-binding"
+
+
+def binding_annotation(url: str, ca_pem: str) -> str:
+    return json.dumps({"url": url, "ca": ca_pem}, sort_keys=True, separators=(",", ":"))
+
+
+def parse_binding(text: str) -> tuple[str, str]:
+    """(grant server URL, CA PEM) of :data:`ANNOTATION_SITE_BINDING`; ``ProofProblem`` when unusable."""
+    try:
+        value = json.loads(text) if len(text) <= MAX_PROOF else None
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise ProofProblem(f"the annotation {ANNOTATION_SITE_BINDING} is not a JSON object")
+    return (_text(value.get("url"), 4096, f"the url of {ANNOTATION_SITE_BINDING}"),
+            _text(value.get("ca"), MAX_PROOF, f"the ca of {ANNOTATION_SITE_BINDING}"))
