@@ -7,24 +7,17 @@ accepts the laptop's link directly."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
 from e2e_support import greeting
-from multisite_support import MultiSite, multisite_environment
+from multisite_support import MultiSite
 from site_support import ECHO_IMAGE, SiteEnv
+from test_site_access import sites  # noqa: F401  (the fixture: West and East, each with its controller)
 from test_system_site import free_port, resource, skupper
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture
-async def sites() -> AsyncIterator[MultiSite]:
-    async with multisite_environment("west", "east") as environment:
-        await environment.start_controllers()
-        yield environment
 
 
 async def _laptop_links(env: SiteEnv) -> tuple[str | None, bool]:
@@ -38,7 +31,7 @@ async def _laptop_links(env: SiteEnv) -> tuple[str | None, bool]:
     return laptop, direct
 
 
-async def test_a_system_site_links_to_two_sites_that_know_it(sites: MultiSite, tmp_path: Path) -> None:
+async def test_a_system_site_links_to_two_sites_that_know_it(sites: MultiSite, tmp_path: Path) -> None:  # noqa: F811
     west, east = sites["west"], sites["east"]
     for env in (west, east):
         await skupper("site", "create", env.namespace, "--enable-link-access", cwd=tmp_path, env=env)
