@@ -345,6 +345,7 @@ async def _bind_answer(bind: Bind, throttle: Throttle, url: str, source: str, fi
                        request: _Request) -> _Answer:
     subject, proof = request.headers.get("subject", ""), request.headers.get(PROOF_HEADER, "")
     if not subject or not proof or len(subject) > 253:
+        throttle.failed(source)
         return _error(400, "BadRequest", f"a binding request needs the headers subject and {PROOF_HEADER}")
     try:
         outcome = await bind(fingerprint, subject, proof, url)
@@ -352,7 +353,7 @@ async def _bind_answer(bind: Bind, throttle: Throttle, url: str, source: str, fi
         log.exception("binding of credential %s failed", fingerprint[:16])
         return _error(500, "InternalError", "the binding failed; see the site controller's log")
     if isinstance(outcome, Refusal):
-        if outcome.http_status in (403, 404):
+        if outcome.http_status < 500:     # every refused binding counts: a proof costs a signature check
             throttle.failed(source)
         return _error(outcome.http_status, outcome.reason, outcome.message)
     return _Answer(200, outcome.encode(), (_TEXT,))
