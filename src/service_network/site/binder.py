@@ -14,6 +14,7 @@ words, not sent again until the Secret changes); unreachable (retried with the c
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,10 +36,43 @@ from .redeem import REDEEM_TIMEOUT, checked_voucher, client_context
 from .site_key_io import SiteKeys, held_vouchers
 from .site_keys import ANNOTATION_SITE_BINDING, PROOF_HEADER, ProofProblem, make_proof, parse_binding
 
-__all__ = ["BindOutcome", "CredentialBinder"]
+__all__ = ["BindOutcome", "BindingRefused", "CredentialBinder", "post_binding"]
 
 log = logging.getLogger(__name__)
 MAX_ANSWER = 16 * 1024
+
+
+class BindingRefused(Exception):
+    """A binding not made: the issuing site's words (``status`` 0: not reached), and whether to try again."""
+
+    def __init__(self, message: str, *, status: int, retry: bool) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry = retry
+
+
+async def post_binding(url: str, ca_pem: str, subject: str, proof: str) -> str | BindingRefused:
+    """POST a binding request (the site proof for ``url``) to the site that issued a credential; its voucher text,
+    or why not."""
+    try:
+        context = client_context(ca_pem)
+    except (ssl.SSLError, ValueError) as e:
+        return BindingRefused(f"the binding address's CA is not a PEM certificate: {str(e)[:200]}", status=0,
+                              retry=False)
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REDEEM_TIMEOUT)) as session, \
+                session.post(url, data=b"", ssl=context,
+                             headers={"subject": subject, PROOF_HEADER: proof}) as response:
+            text = (await response.content.read(MAX_ANSWER)).decode(errors="replace")
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError, OSError) as e:
+        return BindingRefused(f"could not reach the site that issued the link credential at {url[:200]}: "
+                              f"{str(e)[:200]}", status=0, retry=True)
+    if status != 200:
+        words = " ".join(text.split())[:300] or f"HTTP {status}"
+        return BindingRefused(f"the site that issued the link credential refused to bind it to this site: {words}",
+                              status=status, retry=status >= 500 or status == 429)
+    return text
 
 
 @dataclass(frozen=True)
@@ -90,25 +124,16 @@ class CredentialBinder:
             key_secret = await self.keys.secret(site)
             key = SiteKeys.key_of(key_secret)
             proof = make_proof(key, meta(site).uid, url, int(time.time()), list(held_vouchers(key_secret).values()))
-            context = client_context(ca)
         except (ProofProblem, ValueError, KubeError) as e:
             log.warning("Link %s: its credential cannot be announced: %s", meta(link).name, str(e)[:300])
             return BindOutcome(link, f"the link credential cannot be announced to the site that issued it: "
                                      f"{str(e)[:300]}")
-        try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REDEEM_TIMEOUT)) as session, \
-                    session.post(url, data=b"", ssl=context,
-                                 headers={"subject": meta(site).uid, PROOF_HEADER: proof}) as response:
-                text = (await response.content.read(MAX_ANSWER)).decode(errors="replace")
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            log.info("Link %s: could not reach %s: %s", meta(link).name, url[:200], e)
-            return BindOutcome(link, retry=True)
-        if status != 200:
-            words = " ".join(text.split())[:300] or f"HTTP {status}"
-            log.warning("Link %s: the site that issued its credential refused to bind it: %s", meta(link).name, words)
-            return BindOutcome(link, f"the site that issued the link credential refused to bind it to this site: "
-                                     f"{words}", retry=status >= 500 or status == 429)
+        outcome = await post_binding(url, ca, meta(site).uid, proof)
+        if isinstance(outcome, BindingRefused):
+            log.warning("Link %s: %s", meta(link).name, outcome)
+            return BindOutcome(link, None if outcome.retry and outcome.status == 0 else str(outcome),
+                               retry=outcome.retry)
+        text = outcome
         voucher = checked_voucher(text, meta(site).uid, key)
         if voucher is not None:
             try:
