@@ -363,7 +363,13 @@ def test_the_sites_router_access_is_stale_once_link_access_is_none() -> None:
 # ---- link identities (docs/service-network-router.md, "Trust") -----------------------------------------------------
 
 def test_an_identity_is_issued_once_and_never_one_the_network_knows() -> None:
-    from service_network.site.identities import MAX_IDENTITIES, IdentityRecord, identity_problem, known_ids
+    from service_network.site.identities import (
+        MAX_IDENTITIES,
+        IdentityRecord,
+        identity_object_name,
+        identity_problem,
+        known_ids,
+    )
 
     known = known_ids(["west-uid", "east-uid"], ["west-uid", "east-uid/skupper-router-2", "middle-uid"])
     assert known == {"west-uid", "east-uid", "middle-uid"}
@@ -375,10 +381,14 @@ def test_an_identity_is_issued_once_and_never_one_the_network_knows() -> None:
     assert problem("west-uid") == "a site cannot link to itself"
     assert problem("east-uid", record=record) == (
         "a link certificate for east-uid was already issued (AccessGrant g, 2026-11-27T10:00:00Z); an identity is "
-        "issued once: the site that holds it keeps using it")
+        "issued once: the site that holds it keeps using it; it was bound without a site key, so no redemption can "
+        "prove it: to link that site again, delete its record here (kubectl delete configmap "
+        f"{identity_object_name('east-uid')}) once its old link is gone")
     # known in the network (a site, or the identity of one of its routers): refused even without a record
-    assert problem("middle-uid") == ("middle-uid is already a site or router of this network; an identity cannot "
-                                     "be issued twice")
+    assert problem("middle-uid") == (
+        "middle-uid is already a site or router of this network; an identity cannot be issued twice; a site that "
+        "links again, or links to a second site of its network, proves it holds its site key: redeem the token "
+        "with this project's skupper (upstream's redeemer sends no proof)")
     assert problem("east-uid") is not None
     assert problem("x" * 254) == "an identity is at most 253 characters (this one has 254)"
     assert problem("newcomer", records=MAX_IDENTITIES) == (

@@ -248,3 +248,39 @@ async def _eventually(check: Any, within: float = 10.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached"
         await asyncio.sleep(0.05)
+
+
+async def test_refused_bindings_count_toward_429_and_unknown_paths_are_404() -> None:
+    """The binding endpoint (generated credentials, "Proving a site"): every refused binding, a malformed one
+    too, counts toward the source's 429 (a proof costs a signature check), while a redemption from another source
+    goes on; a binding path that is not a fingerprint is 404, and a server without bindings answers 404."""
+    calls: list[tuple[str, str]] = []
+
+    async def bind(fingerprint: str, subject: str, proof: str, url: str) -> str | Refusal:
+        calls.append((fingerprint, url))
+        return Refusal(409, "IdentityTaken", "east-uid is already a site or router of this network")
+
+    ca = pki.new_ca("grant-test-ca")
+    server = GrantServer(_Redeemer(), ca, HOST, 0, bind=bind)
+    await server.start()
+    context = ssl.create_default_context(cadata=ca.cert.decode())
+    path = "/bindings/" + "ab" * 32
+    try:
+        assert (await _post(server, context, b"", path="/bindings/xyz"))[0] == 404
+        status, _, text = await _post(server, context, b"", path=path, headers=(("subject", "east-uid"),))
+        assert (status, text) == (400, b"a binding request needs the headers subject and skupper-site-proof\n")
+        statuses = [(await _post(server, context, b"", path=path, source="127.0.0.5",
+                                 headers=(("subject", "east-uid"), ("skupper-site-proof", "x"))))[0]
+                    for _ in range(12)]
+        assert statuses == [409] * server.limits.failures_per_source + [429] * (12 - server.limits.failures_per_source)
+        assert calls[0] == ("ab" * 32, f"{server.bound.url if server.bound else ''}{path}")
+        assert len(calls) == server.limits.failures_per_source
+        assert (await _post(server, context, _request(RIGHT), source="127.0.0.6"))[0] == 200
+    finally:
+        await server.stop()
+    plain = GrantServer(_Redeemer(), ca, HOST, 0)
+    await plain.start()
+    try:
+        assert (await _post(plain, context, b"", path=path))[0] == 404
+    finally:
+        await plain.stop()

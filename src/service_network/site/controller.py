@@ -23,6 +23,7 @@ host; Secrets a Listener or Connector names; the router ConfigMap, the network s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -89,6 +90,7 @@ from ..kinds import (
 )
 from .access import ANNOTATION_ACCESS, ANNOTATION_CERT_NAMES, SITE_CA_SECRET, AccessState, default_issuer
 from .access_io import AccessWriter, access_status, decode
+from .binder import CredentialBinder
 from .bindings import secret_info
 from .caches import (
     BINDING_CACHE,
@@ -106,7 +108,7 @@ from .certificate_io import CertificateWriter, certificate_status
 from .certificates import plan_certificate, renewal_time, timestamp
 from .compose import Binding, SiteInputs, SitePlan, SiteState, compose_site
 from .control import NAMESPACE_CONFIG, other_controller, our_controller
-from .grant_io import GrantKeeper, SiteAccess
+from .grant_io import GrantKeeper, NetworkLinks, SiteAccess
 from .grant_server import GrantServer, load_grant_ca
 from .grants import token_status
 from .ha import HA_ROUTER_NAME, unused_access_service, unused_router_objects
@@ -129,6 +131,7 @@ from .resources import RouterOptions
 from .secured import ANNOTATION_SECURED_ACCESS, compose_secured_access
 from .selector import LabelSelector, Requirement, SelectorError, parse_selector
 from .services import is_controlled, is_listener_service, service_patch
+from .site_keys import ANNOTATION_SITE_BINDING, binding_annotation
 from .status import ConditionState, binding_status, error, pending, ready, site_status
 from .templates import LABEL_TEMPLATE, Template, templates_for, up_to_date
 
@@ -253,8 +256,10 @@ class SiteController:
         self.endpoint_slices.add_index("service", lambda o: [
             f"{meta(o).namespace}/{meta(o).labels.get(SERVICE_NAME_LABEL, '')}"])
         self.grants = GrantKeeper(api, self.access_grants, self.links, self.site_access, self._network_ids,
-                                  lambda namespace: len(self.identity_records(namespace)))
+                                  lambda namespace: len(self.identity_records(namespace)), self.identity_records,
+                                  self._network_links, self.credential_namespace)
         self.tokens = TokenRedeemer(api, self.access_tokens, self.links, self.secrets, self.site_access)
+        self.binder = CredentialBinder(api, self.links, self.secrets, self.site_access)
         router_label = f"{LABEL_COMPONENT}={COMPONENT_ROUTER}"
         self.config_maps = reflector("configmaps", CONFIG_MAP, ROUTER_OBJECT_CACHE, label_selector=LABEL_ROUTER_CONFIG)
         # label templates: in the watched namespaces, and in the controller's (for every site) when it is not one
@@ -395,6 +400,17 @@ class SiteController:
         return known_ids((site.id for status in statuses for site in status.sites),
                          (router for status in statuses for router in status.routers))
 
+    def _network_links(self, namespace: str) -> NetworkLinks:
+        """For trust decisions: the sites each site's routers advertise links to, and this site's links up."""
+        dials: dict[str, set[str]] = {}
+        up: dict[str, str] = {}
+        for status in self.router_statuses(namespace):
+            for site in status.sites:
+                dials.setdefault(site.id, set()).update(link.remote_site_id for link in site.links
+                                                        if link.remote_site_id)
+            up.update((link.name, link.remote_site_id) for link in status.links if link.up and link.remote_site_id)
+        return NetworkLinks({k: frozenset(v) for k, v in dials.items()}, up)
+
     def credentials(self, namespace: str) -> list[str]:
         """Key fingerprints of the client certificates the namespace's Certificates issued (credentials for static
         links: each binds to the first new identity that links with it)."""
@@ -408,6 +424,13 @@ class SiteController:
             if noted:
                 found.append(noted)
         return found
+
+    def credential_namespace(self, certificate: str) -> str | None:
+        """The namespace whose Certificates issued the client credential ``certificate`` (a key fingerprint)."""
+        for namespace in sorted({meta(c).namespace for c in self.certificates.items()}):
+            if certificate in self.credentials(namespace):
+                return namespace
+        return None
 
     def identity_records(self, namespace: str) -> dict[str, IdentityRecord]:
         """The link identities the site of ``namespace`` issued or bound (docs: "Trust"), from the cache."""
@@ -498,7 +521,8 @@ class SiteController:
             await self.controller.run()
             return
         ca = await load_grant_ca(self.api, self.options.controller_namespace or None)
-        server = GrantServer(self.grants.redeem, ca, address[0], address[1], self.options.grant_server_url)
+        server = GrantServer(self.grants.redeem, ca, address[0], address[1], self.options.grant_server_url,
+                             bind=self.grants.bind)
         await server.start()
         self.grants.server = server
         try:
@@ -600,6 +624,8 @@ class SiteController:
             if plan.active is not None:
                 retry |= await self._bind_first_links(plan.active, inputs.identities)
                 await self._warn_refused_links(plan.active)
+                if inputs.links:
+                    retry |= await self._execute_bindings(namespace)
             self.view.publish(namespace, plan.record)
             if grants_or_tokens:
                 next_expiry, grant_retry = await self._execute_grants(namespace)
@@ -693,6 +719,28 @@ class SiteController:
         self._secured_ca[key] = (version, pem)
         return pem, False
 
+    async def _note_binding(self, namespace: str, certificate: Mapping[str, Any],
+                            secret: Mapping[str, Any] | None) -> bool:
+        """Writes onto a client credential's Secret where the site that links with it proves its site key (the
+        grant server's binding URL and CA: ``skupper link generate`` passes them on); whether to retry."""
+        server = self.grants.server
+        spec = mapping(certificate, "spec")
+        if (server is None or server.bound is None or secret is None or spec.get("client") is not True
+                or spec.get("signing") is True or ANNOTATION_KEY_FINGERPRINT not in meta(secret).annotations):
+            return False
+        wanted = binding_annotation(server.bound.url, server.ca_pem)
+        if meta(secret).annotations.get(ANNOTATION_SITE_BINDING) == wanted:
+            return False
+        try:
+            await self.api.merge_patch(SECRET, {"metadata": {"annotations": {ANNOTATION_SITE_BINDING: wanted}}},
+                                       name=meta(secret).name, namespace=namespace)
+        except NotFound:
+            return False
+        except KubeError as failure:
+            log.warning("could not note the binding URL on Secret %s/%s: %s", namespace, meta(secret).name, failure)
+            return True
+        return False
+
     async def _execute_certificates(self, namespace: str) -> tuple[float | None, bool]:
         """Certificates of ``namespace``: issue or renew into their Secrets, statuses; (seconds to the next renewal,
         retry)."""
@@ -719,10 +767,18 @@ class SiteController:
                 if failure is not None:
                     log.warning("%s", failure)
                     retry = True
+            if plan.issue is None:
+                retry |= await self._note_binding(namespace, obj, secrets.get(meta(obj).name))
             state, expiration, reason = plan.state, plan.expiration, plan.reason
             renew_at = plan.renew_at
             if plan.issue is not None:
-                not_after, failure = await self.certificate_writer.issue(namespace, plan.issue)
+                issue = plan.issue
+                server = self.grants.server
+                if issue.client and not issue.signing and server is not None and server.bound is not None:
+                    issue = dataclasses.replace(issue, annotations={
+                        **issue.annotations,
+                        ANNOTATION_SITE_BINDING: binding_annotation(server.bound.url, server.ca_pem)})
+                not_after, failure = await self.certificate_writer.issue(namespace, issue)
                 if failure is not None:
                     state, reason = error(failure), "IssueFailed"
                     retry = True
@@ -756,6 +812,16 @@ class SiteController:
                 await self.recorder.publish(outcome.obj, type="Warning", reason=outcome.reason,
                                             note=outcome.state.message, action="Redeem")
         return next_expiry, retry
+
+    async def _execute_bindings(self, namespace: str) -> bool:
+        """Generated link credentials announced to the sites that issued them; whether to retry."""
+        retry = False
+        for bound in await self.binder.reconcile(namespace):
+            retry |= bound.retry
+            if bound.message is not None:
+                await self.recorder.publish(bound.link, type="Warning", reason="BindingRefused", note=bound.message,
+                                            action="Bind")
+        return retry
 
     async def _execute(self, plan: SitePlan) -> bool:
         """Write what differs; returns whether a failed write should be retried."""

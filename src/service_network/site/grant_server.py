@@ -1,7 +1,9 @@
 """The HTTPS redemption server of the site controller, speaking upstream's protocol: ``POST /<grant uid>`` whose body
 is the code and whose headers ``name`` and ``subject`` name the token and the redeeming Site answers with a YAML
 stream of the client-certificate Secret and the Links (:func:`.grants.answer_documents`), or with an error status
-and a line of text (upstream's statuses: 403 wrong code, 404 unknown, expired or used up, 405 not a POST).
+and a line of text (upstream's statuses: 403 wrong code, 404 unknown, expired or used up, 405 not a POST). Ours
+also: the header ``skupper-site-proof`` of a redemption (:mod:`.site_keys`), and ``POST /bindings/<fingerprint>``,
+where a site proves its key to bind a credential of ``skupper link generate`` (:data:`Bind`).
 
 Its certificate is issued at start by the grant-server CA, kept in the Secret ``skupper-grant-server-ca`` of the
 controller's namespace (created when missing, so tokens issued before a restart stay valid); the certificate names
@@ -46,6 +48,7 @@ from . import pki
 from .access import endpoint_hosts
 from .access_io import decode, tls_secret
 from .grants import Redeemed, RedeemRequest, Refusal, answer_documents
+from .site_keys import PROOF_HEADER
 
 __all__ = ["GRANT_SERVER_CA_SECRET", "GrantServer", "Limits", "Redeem", "load_grant_ca", "server_context"]
 
@@ -56,6 +59,9 @@ MAX_BODY = 64 * 1024
 
 #: (grant uid, request) -> the credentials and endpoints to answer with, or a Refusal
 Redeem = Callable[[str, RedeemRequest], Awaitable[Redeemed | Refusal]]
+#: a binding request (``POST /bindings/<hex fingerprint>``, headers ``subject`` and the site proof): a credential
+#: of ``skupper link generate`` bound to the proven site; the voucher (JSON text) or why not
+Bind = Callable[[str, str, str, str], Awaitable[str | Refusal]]
 
 
 async def load_grant_ca(api: KubeApi, namespace: str | None) -> pki.KeyPair:
@@ -173,6 +179,7 @@ class _Request:
 
 
 _UID = re.compile(r"/([A-Za-z0-9-]{1,64})")
+_BINDING = re.compile(r"/bindings/([0-9a-f]{64})")
 
 
 @dataclass
@@ -186,8 +193,9 @@ class GrantServer:
     (default ``https://<host>:<port>``)."""
 
     def __init__(self, redeem: Redeem, ca: pki.KeyPair, host: str, port: int, url_base: str | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, bind: Bind | None = None) -> None:
         self.redeem = redeem
+        self.bind = bind
         self.ca = ca
         self.host = host
         self.port = port
@@ -287,24 +295,37 @@ class GrantServer:
             with contextlib.suppress(ConnectionError, ssl.SSLError, OSError):
                 await writer.wait_closed()
 
+    async def _bind(self, source: str, fingerprint: str, request: _Request) -> _Answer:
+        """A binding request (:data:`Bind`): the site proof made for this URL."""
+        assert self.bind is not None
+        url = f"{self.bound.url}/bindings/{fingerprint}" if self.bound is not None else ""
+        return await _bind_answer(self.bind, self.throttle, url, source, fingerprint, request)
+
     async def _answer(self, source: str, request: _Request) -> _Answer:
         if request.method != "POST":
             return _error(405, "MethodNotAllowed", "Only POST is supported", ("allow", "POST"))
         match = _UID.fullmatch(request.target)
-        if match is None:
+        binding = _BINDING.fullmatch(request.target)
+        if match is None and (binding is None or self.bind is None):
             return _error(404, "NotFound", "no AccessGrant for this URL")
         retry = self.throttle.retry_after(source)
         if retry is not None:
             return _error(429, "TooManyRequests", f"too many refused redemptions from {source[:64]}; try again "
                           f"in {retry} s", ("retry-after", str(retry)))
+        if binding is not None and self.bind is not None:
+            return await self._bind(source, binding.group(1), request)
+        assert match is not None
         try:
-            fields = {k: request.headers[k] for k in ("name", "subject") if k in request.headers}
+            fields: dict[str, str] = {k: request.headers[k] for k in ("name", "subject") if k in request.headers}
+            if PROOF_HEADER in request.headers:
+                fields["proof"] = request.headers[PROOF_HEADER]
             body = RedeemRequest.model_validate({"code": request.body.decode(), **fields})
         except UnicodeDecodeError:
             return _error(400, "BadRequest", "invalid redemption request: the code is not UTF-8 text")
         except ValidationError as e:
             first = e.errors(include_input=False)[0]
-            where = {"code": "the body (the code)", "name": "header name", "subject": "header subject"}.get(
+            where = {"code": "the body (the code)", "name": "header name", "subject": "header subject",
+                     "proof": f"header {PROOF_HEADER}"}.get(
                 str(first["loc"][0]) if first["loc"] else "", "the request")
             return _error(400, "BadRequest", f"invalid redemption request: {where}: {first['msg']}"[:300])
         uid = match.group(1)
@@ -318,6 +339,24 @@ class GrantServer:
                 self.throttle.failed(source)
             return _error(answer.http_status, answer.reason, answer.message)
         return _Answer(200, answer_documents(body.name, answer).encode(), (_TEXT,))
+
+
+async def _bind_answer(bind: Bind, throttle: Throttle, url: str, source: str, fingerprint: str,
+                       request: _Request) -> _Answer:
+    subject, proof = request.headers.get("subject", ""), request.headers.get(PROOF_HEADER, "")
+    if not subject or not proof or len(subject) > 253:
+        throttle.failed(source)
+        return _error(400, "BadRequest", f"a binding request needs the headers subject and {PROOF_HEADER}")
+    try:
+        outcome = await bind(fingerprint, subject, proof, url)
+    except Exception:
+        log.exception("binding of credential %s failed", fingerprint[:16])
+        return _error(500, "InternalError", "the binding failed; see the site controller's log")
+    if isinstance(outcome, Refusal):
+        if outcome.http_status < 500:     # every refused binding counts: a proof costs a signature check
+            throttle.failed(source)
+        return _error(outcome.http_status, outcome.reason, outcome.message)
+    return _Answer(200, outcome.encode(), (_TEXT,))
 
 
 async def _read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> _Request:

@@ -30,11 +30,12 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from ..constants import GROUP_VERSION
 from ..crd.models import AccessGrantSpec
 from . import pki
+from .site_keys import MAX_PROOF
 from .status import READY, ConditionState, error, pending, ready, set_condition
 from .validation import dns1035_label_problem, host_problem, quoted
 
-__all__ = ["ANNOTATION_GRANT", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW", "DEFAULT_REDEMPTIONS", "AnswerProblem",
-           "Grant", "LinkEndpoint", "RedeemAnswer", "RedeemRequest", "Redeemed", "Refusal", "answer_documents",
+__all__ = ["ANNOTATION_GRANT", "ANNOTATION_SITE_VOUCHER", "ANNOTATION_TOKEN", "DEFAULT_EXPIRATION_WINDOW",
+           "DEFAULT_REDEMPTIONS", "AnswerProblem", "Grant", "LinkEndpoint", "RedeemAnswer", "RedeemRequest", "Redeemed", "Refusal", "answer_documents",
            "check_redemption", "grant_of", "grant_status", "link_names", "link_objects", "parse_answer",
            "parse_duration", "token_status"]
 
@@ -44,6 +45,9 @@ DEFAULT_REDEMPTIONS = 1
 DEFAULT_EXPIRATION_WINDOW = datetime.timedelta(minutes=10)
 #: On Links (and their Secrets) a redemption created: the token (redeeming site) or grant (link back) uid.
 ANNOTATION_TOKEN = "internal.skupper.io/access-token"
+#: on the answer's Secret: the granting site's voucher for the redeemer's site key (upstream's redeemer keeps it
+#: unread; see :mod:`.site_keys`)
+ANNOTATION_SITE_VOUCHER = "internal.skupper.io/site-voucher"
 ANNOTATION_GRANT = "internal.skupper.io/access-grant"
 REDEEMED = "Redeemed"
 MAX_PEM = 16 * 1024
@@ -277,6 +281,8 @@ class RedeemRequest(_Message):
 
     code: str = Field(min_length=1, max_length=MAX_TEXT)
     name: str = Field(min_length=1, max_length=63)
+    #: the header ``skupper-site-proof`` of our redeemers (:mod:`.site_keys`); upstream's send none
+    proof: str | None = Field(default=None, max_length=MAX_PROOF)
     subject: str = Field(min_length=1, max_length=MAX_TEXT, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9._]*[A-Za-z0-9])?$")
 
     @field_validator("name")
@@ -291,12 +297,16 @@ class Redeemed(_Credentials):
     """What the granting site gives for a redemption: its access endpoints and the client certificate it issued."""
 
     endpoints: list[LinkEndpoint] = Field(min_length=1, max_length=MAX_ENDPOINTS)
+    #: this site's voucher for the redeemer's proven site key (JSON), when it proved one
+    voucher: str | None = None
 
 
 class RedeemAnswer(_Credentials):
-    """What the redeeming side takes from an answer: the credentials and the endpoints of each Link, in order."""
+    """What the redeeming side takes from an answer: the credentials and the endpoints of each Link, in order,
+    and the granting site's voucher for the redeemer's site key (unverified here) if it gave one."""
 
     links: list[list[LinkEndpoint]] = Field(min_length=1, max_length=MAX_ANSWER_DOCUMENTS - 1)
+    voucher: str | None = Field(default=None, max_length=MAX_PROOF)
 
 
 def _groups(endpoints: list[LinkEndpoint]) -> list[list[LinkEndpoint]]:
@@ -321,8 +331,11 @@ def _tls_data(credentials: _Credentials) -> dict[str, str]:
 
 def answer_documents(name: str, redeemed: Redeemed) -> str:
     """Upstream's answer: a YAML stream of the Secret ``name`` and one Link per endpoint group."""
+    secret_meta: JsonDict = {"name": name}
+    if redeemed.voucher:
+        secret_meta["annotations"] = {ANNOTATION_SITE_VOUCHER: redeemed.voucher}
     documents: list[JsonDict] = [{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                                  "metadata": {"name": name}, "data": _tls_data(redeemed)}]
+                                  "metadata": secret_meta, "data": _tls_data(redeemed)}]
     groups = _groups(redeemed.endpoints)
     for link_name, group in zip(link_names(name, len(groups)), groups, strict=True):
         documents.append({"apiVersion": GROUP_VERSION, "kind": "Link", "metadata": {"name": link_name},
@@ -366,10 +379,12 @@ def parse_answer(text: str) -> RedeemAnswer:
         except (ValueError, UnicodeDecodeError):
             raise AnswerProblem(f"the Secret's {key} is not base64 PEM") from None
 
+    voucher = mapping(secrets[0], "metadata", "annotations").get(ANNOTATION_SITE_VOUCHER)
     try:
         return RedeemAnswer.model_validate({
             "ca": pem("ca.crt"), "cert": pem("tls.crt"), "key": pem("tls.key"),
-            "links": [mapping(link, "spec").get("endpoints") for link in links]})
+            "links": [mapping(link, "spec").get("endpoints") for link in links],
+            "voucher": voucher if isinstance(voucher, str) else None})
     except ValidationError as e:
         first = e.errors(include_input=False)[0]
         raise AnswerProblem(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"[:300]) from None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography import x509
@@ -33,10 +33,11 @@ from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import LABEL_ROUTER_CONFIG
 from .resources import owner_references
+from .site_keys import ProvenSite, Voucher, key_label
 
-__all__ = ["ANNOTATION_KEY_FINGERPRINT", "IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "IdentityRecord", "fingerprint",
-           "first_link_records", "identity_config_map", "identity_object_name", "identity_problem", "is_identity_record",
-           "known_ids", "parse_identity", "peers"]
+__all__ = ["ANNOTATION_KEY_FINGERPRINT", "IDENTITY_LABEL_VALUE", "MAX_IDENTITIES", "Decision", "IdentityRecord",
+           "NetworkTrust", "fingerprint", "first_link_records", "identity_config_map", "identity_decision",
+           "identity_object_name", "identity_problem", "is_identity_record", "known_ids", "network_trust", "parse_identity", "peers"]
 
 #: the ``internal.skupper.io/router-config`` label value that marks an identity record
 IDENTITY_LABEL_VALUE = "link-identity"
@@ -56,6 +57,7 @@ class IdentityRecord:
     certificate: str            # "sha256:<hex>" of the certificate's public key ("" when the record is unreadable)
     source: str                 # "AccessGrant <name>" (issued here), or "first link" (issued elsewhere)
     since: str                  # when it was bound (RFC 3339)
+    site_key: str = ""          # the site key the identity proved when it redeemed here ("" when none)
 
 
 def fingerprint(cert_pem: bytes) -> str:
@@ -85,9 +87,11 @@ def parse_identity(config_map: Mapping[str, Any]) -> IdentityRecord | None:
     if not isinstance(identity, str) or identity_object_name(identity) != meta(config_map).name:
         return None
     certificate = data.get("certificate")
+    site_key = data.get("siteKey")
     return IdentityRecord(identity, certificate if isinstance(certificate, str) and
                           certificate.startswith("sha256:") else "",
-                          str(data.get("source", ""))[:300], str(data.get("since", ""))[:64])
+                          str(data.get("source", ""))[:300], str(data.get("since", ""))[:64],
+                          site_key if isinstance(site_key, str) and 0 < len(site_key) <= 200 else "")
 
 
 def known_ids(site_ids: Iterable[str], router_ids: Iterable[str]) -> frozenset[str]:
@@ -96,23 +100,99 @@ def known_ids(site_ids: Iterable[str], router_ids: Iterable[str]) -> frozenset[s
     return frozenset(site_ids) | frozenset(r.split("/", 1)[0] for r in router_ids)
 
 
+@dataclass(frozen=True)
+class NetworkTrust:
+    """What a granting site knows to judge an identity its network may already know."""
+
+    #: the site and router identities its routers know in the network (:func:`known_ids`)
+    known: frozenset[str] = frozenset()
+    #: site id -> the sites that site's own routers advertise links to
+    dials: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: public site key -> the site id this site bound it to through an authenticated relation (its own key; the
+    #: key a site proved redeeming here; the key of a site whose grant this site redeemed, while that link is up)
+    signers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether a certificate naming the subject may be issued: ``problem`` (None: yes), the site key to bind to
+    the identity (``""``: none proven), and whether an existing record is replaced (a site linking again)."""
+
+    problem: str | None
+    site_key: str = ""
+    rebind: bool = False
+
+
+_HOW_TO_PROVE = ("a site that links again, or links to a second site of its network, proves it holds its site key: "
+                 "redeem the token with this project's skupper (upstream's redeemer sends no proof)")
+
+
+def _issued(subject: str, record: IdentityRecord) -> str:
+    return (f"a link certificate for {subject} was already issued ({record.source or 'recorded'}"
+            f"{', ' + record.since if record.since else ''})")
+
+
+def _vouched(subject: str, proven: ProvenSite, trust: NetworkTrust, own_site_id: str) -> str | None:
+    """The site that vouches, in a way this site can trust, that ``subject``'s site key is the proven one."""
+    for voucher in proven.vouchers:
+        if (voucher.identity == subject and voucher.key == proven.key
+                and trust.signers.get(voucher.signer_key) == voucher.signer
+                and (voucher.signer == own_site_id or voucher.signer in trust.dials.get(subject, frozenset()))):
+            return voucher.signer
+    return None
+
+
+def identity_decision(subject: str, *, own_site_id: str, trust: NetworkTrust, record: IdentityRecord | None,
+                      records: int, proven: ProvenSite | None = None) -> Decision:
+    """Whether a certificate naming ``subject`` may be issued here (``record``: its record if there is one;
+    ``records``: how many this site keeps; ``proven``: what the redeemer's proof established, verified).
+
+    - never this site's own id;
+    - an identity recorded here: only to a proof with the recorded site key (the site linking again; a record
+      without a key: a voucher this site signed itself for the proven key);
+    - an identity the network knows: only to a proof whose key a trusted site vouches for: a signer this site
+      bound through an authenticated relation, which the subject's own routers advertise a link to;
+    - any other identity: issued (first come), binding the proven key, if any."""
+    if subject == own_site_id:
+        return Decision("a site cannot link to itself")
+    if len(subject) > 253:
+        return Decision(f"an identity is at most 253 characters (this one has {len(subject)})")
+    if record is not None:
+        if proven is not None and record.site_key and proven.key == record.site_key:
+            return Decision(None, record.site_key, rebind=True)
+        if proven is not None and not record.site_key and _vouched(subject, proven, trust, own_site_id) == own_site_id:
+            return Decision(None, proven.key, rebind=True)
+        if proven is not None and record.site_key:
+            return Decision(f"{_issued(subject, record)} to a site with another site key "
+                            f"({key_label(record.site_key)}; this proof's: {key_label(proven.key)}): only that site "
+                            f"can link as {subject}")
+        if record.site_key:
+            return Decision(f"{_issued(subject, record)}; an identity is issued once: the site that holds it keeps "
+                            f"using it; {_HOW_TO_PROVE}")
+        return Decision(f"{_issued(subject, record)}; an identity is issued once: the site that holds it keeps "
+                        f"using it; it was bound without a site key, so no redemption can prove it: to link that site "
+                        f"again, delete its record here (kubectl delete configmap {identity_object_name(subject)}) "
+                        f"once its old link is gone")
+    if subject in trust.known:
+        if proven is None:
+            return Decision(f"{subject} is already a site or router of this network; an identity cannot be issued "
+                            f"twice; {_HOW_TO_PROVE}")
+        if _vouched(subject, proven, trust, own_site_id) is None:
+            return Decision(f"{subject} is already a site or router of this network, and none of the "
+                            f"{len(proven.vouchers)} vouchers of its proof comes from a site this site is linked to "
+                            f"and {subject} links to: link {subject} first to a site linked to this one, then redeem "
+                            f"again")
+        return Decision(None, proven.key)
+    if records >= MAX_IDENTITIES:
+        return Decision(f"this site already keeps {MAX_IDENTITIES} link identities (the limit)")
+    return Decision(None, proven.key if proven is not None else "")
+
+
 def identity_problem(subject: str, *, own_site_id: str, known: frozenset[str],
                      record: IdentityRecord | None, records: int) -> str | None:
-    """Why a certificate naming ``subject`` must not be issued here (``record``: its record if there is one;
-    ``records``: how many this site keeps), or None."""
-    if subject == own_site_id:
-        return "a site cannot link to itself"
-    if len(subject) > 253:
-        return f"an identity is at most 253 characters (this one has {len(subject)})"
-    if record is not None:
-        return (f"a link certificate for {subject} was already issued ({record.source or 'recorded'}"
-                f"{', ' + record.since if record.since else ''}); an identity is issued once: the site that holds "
-                f"it keeps using it")
-    if subject in known:
-        return f"{subject} is already a site or router of this network; an identity cannot be issued twice"
-    if records >= MAX_IDENTITIES:
-        return f"this site already keeps {MAX_IDENTITIES} link identities (the limit)"
-    return None
+    """Why a certificate naming ``subject`` must not be issued to a redeemer without proof, or None."""
+    return identity_decision(subject, own_site_id=own_site_id, trust=NetworkTrust(known), record=record,
+                             records=records).problem
 
 
 def identity_config_map(site: Mapping[str, Any], record: IdentityRecord) -> JsonDict:
@@ -123,7 +203,7 @@ def identity_config_map(site: Mapping[str, Any], record: IdentityRecord) -> Json
                          "labels": {LABEL_ROUTER_CONFIG: IDENTITY_LABEL_VALUE},
                          "ownerReferences": owner_references(site)},
             "data": {"identity": record.identity, "certificate": record.certificate, "source": record.source,
-                     "since": record.since}}
+                     "since": record.since, **({"siteKey": record.site_key} if record.site_key else {})}}
 
 
 def peers(records: Iterable[IdentityRecord], credentials: Iterable[str] = ()) -> list[JsonDict]:
@@ -153,3 +233,23 @@ def first_link_records(incoming: Iterable[tuple[str, str]], records: Mapping[str
             break
         found[identity] = IdentityRecord(identity, certificate, "first link", since)
     return [found[k] for k in sorted(found)]
+
+
+def network_trust(*, known: frozenset[str], dials: Mapping[str, Iterable[str]], up_links: Mapping[str, str],
+                  records: Iterable[IdentityRecord], own: tuple[str, str],
+                  held: Mapping[str, Voucher]) -> NetworkTrust:
+    """The trust a granting site has: ``known`` and ``dials`` from its routers' network status (site id -> the
+    sites its routers advertise links to); ``up_links``: its own links up now (name -> the remote site, as the
+    router authenticated it); ``records``: its identity records; ``own``: its id and public site key; ``held``:
+    the vouchers it holds (token name -> voucher). The signers it trusts: itself; each site that proved its key
+    redeeming here; each site whose grant it redeemed, while the Link of that token is up to that very site (the
+    signer named in the voucher is the site the link reached)."""
+    signers = {own[1]: own[0]}
+    for record in records:
+        if record.site_key:
+            signers.setdefault(record.site_key, record.identity)
+    for token, voucher in held.items():
+        reached = {up_links.get(token), *(up_links.get(f"{token}-{n}") for n in range(2, 10))}
+        if voucher.signer in reached:
+            signers.setdefault(voucher.signer_key, voucher.signer)
+    return NetworkTrust(known, {site: frozenset(remotes) for site, remotes in dials.items()}, signers)

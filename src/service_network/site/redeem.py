@@ -1,6 +1,8 @@
 """The redeeming side of access tokens (I/O): an AccessToken in a namespace with an active Site is redeemed once,
 with upstream's request (HTTPS POST of the code, headers ``name`` = the token's name and ``subject`` = this Site's
-uid; aiohttp, TLS 1.3, the server verified with the token's CA and its name checked), and gives the client
+uid; aiohttp, TLS 1.3, the server verified with the token's CA and its name checked), plus the header
+``skupper-site-proof``: this site's proof of its site key with the vouchers it holds (:mod:`.site_keys`; upstream's
+grant server ignores it), and gives the client
 certificate Secret named after the token and one Link per endpoint group of the answer (the token's name, then
 ``-2``, ...), annotated with the token's uid and owned by the Site. It redeems upstream's grant servers and ours
 alike.
@@ -11,7 +13,8 @@ to this one: a site without any link access can link to a network and serve it.
 
 Outcomes are the token's status (:func:`.grants.token_status`):
 
-- redeemed: Ready, ``redeemed: true``; the Link and Secret exist;
+- redeemed: Ready, ``redeemed: true``; the Link and Secret exist; the granting site's voucher for this site's key,
+  if the answer carries one that verifies, is kept in the site key Secret (it outlives the Link);
 - refused by the grant (wrong code, expired, used up): Error with the granting site's status and text, not
   retried (a changed token is tried again);
 - the granting site unreachable, or not ready: Error saying so, retried with backoff (so a token applied while the
@@ -46,10 +49,12 @@ from ..kinds import LINK
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN, AnswerProblem, link_name_problem, link_names, link_objects, parse_answer
 from .resources import owner_references
+from .site_key_io import SiteKeys, held_vouchers
+from .site_keys import PROOF_HEADER, ProofProblem, Voucher, make_proof, parse_voucher, public_key
 from .status import ConditionState, error, pending, ready
 from .validation import quoted
 
-__all__ = ["REDEEM_TIMEOUT", "TokenOutcome", "TokenRedeemer"]
+__all__ = ["REDEEM_TIMEOUT", "TokenOutcome", "TokenRedeemer", "checked_voucher", "post_redemption"]
 
 log = logging.getLogger(__name__)
 REDEEM_TIMEOUT = 10.0
@@ -88,9 +93,13 @@ _REASONS = {400: "BadRequest", 403: "Refused", 404: "NotFound", 405: "Refused", 
 
 
 async def post_redemption(url: str, ca_pem: str, code: str, name: str, subject: str,
-                          limit: float = REDEEM_TIMEOUT) -> str:
-    """POST ``code`` to the grant ``url`` as upstream's redeemer does; the answer's text (a YAML stream), or
-    ``_Refused`` with what went wrong."""
+                          limit: float = REDEEM_TIMEOUT, proof: str | None = None) -> str:
+    """POST ``code`` to the grant ``url`` as upstream's redeemer does, with this site's ``proof`` of its site key
+    (:mod:`.site_keys`) as one more header; the answer's text (a YAML stream), or ``_Refused`` with what went
+    wrong."""
+    headers = {"name": name, "subject": subject, "Content-Type": "text/plain"}
+    if proof is not None:
+        headers[PROOF_HEADER] = proof
     where = quoted(url)
     parts = urlsplit(url)
     if parts.scheme != "https" or not parts.hostname:
@@ -102,8 +111,7 @@ async def post_redemption(url: str, ca_pem: str, code: str, name: str, subject: 
                        reason="InvalidToken") from None
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit)) as session, \
-                session.post(url, data=code.encode(), ssl=context,
-                             headers={"name": name, "subject": subject, "Content-Type": "text/plain"}) as response:
+                session.post(url, data=code.encode(), ssl=context, headers=headers) as response:
             raw = await response.content.read(MAX_ANSWER)
             status = response.status
     except aiohttp.ClientConnectorCertificateError as e:
@@ -124,6 +132,21 @@ async def post_redemption(url: str, ca_pem: str, code: str, name: str, subject: 
     return text
 
 
+def checked_voucher(text: str | None, site_id: str, key: bytes) -> Voucher | None:
+    """The voucher of an answer if it verifies and vouches for this site's own key (else None, logged)."""
+    if text is None:
+        return None
+    try:
+        voucher = parse_voucher(text)
+    except ProofProblem as e:
+        log.warning("the voucher of a redemption answer is unusable: %s", e)
+        return None
+    if voucher.identity != site_id or voucher.key != public_key(key):
+        log.warning("the voucher of a redemption answer is for another site or key; not kept")
+        return None
+    return voucher
+
+
 class TokenRedeemer:
     """Redeems the AccessTokens of a namespace (one controller)."""
 
@@ -134,6 +157,7 @@ class TokenRedeemer:
         self.links = links
         self.secrets = secrets
         self.site_access = site_access
+        self.keys = SiteKeys(api)
         self._redeemed: dict[str, tuple[int | None, str]] = {}   # token uid -> (generation, remote site)
         #: token uid -> (generation, outcome, not before): a refusal is not sent again for the same generation;
         #: a retryable failure is tried again after a delay that doubles (1 s to 60 s), whatever triggers.
@@ -190,14 +214,29 @@ class TokenRedeemer:
             return TokenOutcome(obj, pending("No active site in namespace"))
         site = access.site
         try:
-            text = await post_redemption(spec.url, spec.ca, spec.code, name, meta(site).uid)
-            return await self._create(obj, spec, text, site)
+            key_secret = await self.keys.secret(site)
+            key = SiteKeys.key_of(key_secret)
+        except (KubeError, ProofProblem) as e:
+            return TokenOutcome(obj, error(f"the site key is not usable: {e}"), retry=True, reason="SiteKey")
+        proof = make_proof(key, meta(site).uid, spec.url, int(time.time()), list(held_vouchers(key_secret).values()))
+        try:
+            text = await post_redemption(spec.url, spec.ca, spec.code, name, meta(site).uid, proof=proof)
+            return await self._create(obj, spec, text, site, key)
         except _Refused as refused:
             log.info("AccessToken %s/%s: %s", namespace, name, refused)
             return TokenOutcome(obj, error(str(refused)), retry=refused.retry, reason=refused.reason, sent=True)
 
+    async def _keep_voucher(self, site: Mapping[str, Any], token: str, text: str | None, key: bytes) -> None:
+        voucher = checked_voucher(text, meta(site).uid, key)
+        if voucher is None:
+            return
+        try:
+            await self.keys.keep_voucher(site, token, voucher)
+        except KubeError as failure:      # the link works without it; a later redemption just carries one less
+            log.warning("could not keep the voucher of token %s: %s", token, failure)
+
     async def _create(self, obj: Mapping[str, Any], spec: AccessTokenSpec, text: str,
-                      site: Mapping[str, Any]) -> TokenOutcome:
+                      site: Mapping[str, Any], key: bytes) -> TokenOutcome:
         token_meta = meta(obj)
         namespace, name = token_meta.namespace, token_meta.name
         try:
@@ -235,6 +274,7 @@ class TokenRedeemer:
                 pass
             return TokenOutcome(obj, error(f"redeemed, but the Link {name} could not be created: {failure}"),
                                 reason="CreateFailed")
+        await self._keep_voucher(site, name, answer.voucher, key)
         host = urlsplit(spec.url).hostname or "?"
         self._redeemed[token_meta.uid] = (token_meta.generation, host)
         if len(self._redeemed) > 4096:

@@ -14,6 +14,7 @@ from operator_runtime.kinds import SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..kinds import CERTIFICATE, LINK, SITE
+from ..site.site_keys import ANNOTATION_SITE_BINDING
 from .cmdline import Args, Command, Flag
 from .common import (
     CliError,
@@ -132,8 +133,12 @@ async def generate(args: Args, session: Session) -> None:
             if time.monotonic() >= deadline:
                 raise CliError(f'TLS secret "{tls}" not ready yet, check the status for more information\n')
             await pause()
+        # where the linking site proves who it is (docs/service-network-router.md, "Proving a site"); upstream's
+        # controller keeps the annotation unread
+        binding = meta(secret).annotations.get(ANNOTATION_SITE_BINDING)
         documents.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-                          "metadata": {"name": tls},
+                          "metadata": {"name": tls, **({"annotations": {ANNOTATION_SITE_BINDING: binding}}
+                                                       if binding else {})},
                           "data": {k: v for k, v in mapping(secret, "data").items()
                                    if k in ("ca.crt", "tls.crt", "tls.key")}})
     for index, document in enumerate(documents):       # as upstream: each printed with a newline, "---" between

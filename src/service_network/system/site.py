@@ -49,6 +49,7 @@ from ..site.access import endpoint_hosts
 from ..site.grants import AnswerProblem, link_objects
 from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
+from ..site.site_keys import ANNOTATION_SITE_BINDING
 from .compose import AccessPlan, SystemPlan, compose_system, router_access
 from .names import SECRET, TLS_FILES
 from .process import spawn
@@ -61,6 +62,7 @@ from .resources import (
     secret_files,
     split_documents,
 )
+from .site_key import BINDING_FILE, SystemSiteKey
 from .status import (
     Key,
     RouterAnswer,
@@ -270,6 +272,9 @@ class SystemSite:
         files the Secret does not hold are removed."""
         directory = self.input_certs / meta(secret).name
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        binding = meta(secret).annotations.get(ANNOTATION_SITE_BINDING)
+        if binding:                     # where this site proves its key to the credential's issuer
+            (directory / BINDING_FILE).write_text(binding, encoding="utf-8")
         files = secret_files(secret)
         for name in TLS_FILES:
             path = directory / name
@@ -382,8 +387,11 @@ class SystemSite:
                 continue
             try:
                 spec = AccessTokenSpec.model_validate(dict(mapping(token, "spec")))
-                text = await post_redemption(spec.url, spec.ca, spec.code, name, site_id)
+                keys = SystemSiteKey(self.runtime)
+                text = await post_redemption(spec.url, spec.ca, spec.code, name, site_id,
+                                             proof=keys.proof(site_id, spec.url, int(time.time())))
                 answer = parse_grant_answer(text)
+                keys.keep(name, site_id, answer.voucher)
             except AnswerProblem as e:
                 self._record_failure(token, f"the answer of the grant server is not usable: {e}", False)
                 continue
@@ -476,6 +484,10 @@ class SystemSite:
         if redeem:
             await self.redeem_tokens([r.obj for r in self.read_resources() if r.obj is not None], site_id)
         files = self.read_resources()
+        if redeem:     # generated credentials: this site proves its key where each was issued (once)
+            for problem in await SystemSiteKey(self.runtime).bind_links(
+                    [r.obj for r in files if r.obj is not None and r.kind == "Link"], self.certs()[0], site_id):
+                print(problem, file=sys.stderr)
         access, _ = router_access([r.obj for r in files if r.obj is not None])
         if access is not None:
             self.ensure_access_credentials(access, site_id)
