@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import shutil
 from typing import Any
 
+import pytest
+from dnslib import DNSRecord
+from traffichelpers import NS, service, short_state_dir
+
+from kubesim.cluster import cluster as cluster_module
 from kubesim.cluster.poddns import pod_resolv_conf
+from kubesim.sim import KubeSim
 
 NODE = "nameserver 10.0.0.2\nsearch corp.example\noptions edns0\n"
 
@@ -39,3 +48,28 @@ def test_default_is_the_node_and_none_is_the_dns_config_only() -> None:
 
 def test_cluster_first_without_a_cluster_dns_keeps_the_machines_resolver() -> None:
     assert pod_resolv_conf(_pod(), None, NODE) is None
+
+
+async def test_the_cluster_serves_its_pods_dns_on_port_53_and_says_when_it_cannot(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    state = short_state_dir()
+    try:
+        async with KubeSim(nodes=1, state_dir=state) as sim:
+            assert sim.cluster.pod_dns_address == (sim.cluster.address_block.dns_ip, 53)
+            await sim.api.create("services", service("web", {"app": "web"}, [{"port": 80, "targetPort": 8080}]),
+                                 NS)
+            ip = (await sim.api.get("services", "web", NS))["spec"]["clusterIP"]
+            reply = await asyncio.to_thread(_ask, sim.cluster.address_block.dns_ip, f"web.{NS}.svc.cluster.local")
+            assert [str(r.rdata) for r in reply.rr] == [ip]
+        monkeypatch.setattr(cluster_module, "resolv_mount_problem", lambda: "kubesim does not run as root")
+        with caplog.at_level(logging.WARNING, logger="kubesim.cluster.cluster"):
+            async with KubeSim(nodes=1, state_dir=state) as sim:
+                assert sim.cluster.pod_dns_address is None
+        assert [r.getMessage() for r in caplog.records if "resolv" in r.getMessage()] == [
+            "Pods resolve names with this machine's resolver, not the cluster DNS: kubesim does not run as root"]
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _ask(host: str, name: str) -> DNSRecord:
+    return DNSRecord.parse(DNSRecord.question(name).send(host, 53, timeout=5))
