@@ -214,8 +214,10 @@ class KubeSim:
     async def _serve_host_names(self) -> None:
         from kubesim.cluster.hostnames import ClusterDns, SocksProxy
 
-        self._dns = ClusterDns(self.cluster.lookup)
-        self.dns_address = await self._dns.start(self.address_block.dns_ip, 53)
+        self.dns_address = self.cluster.pod_dns_address  # the Pods' cluster DNS, when it runs, serves the host too
+        if self.dns_address is None:
+            self._dns = ClusterDns(self.cluster.lookup)
+            self.dns_address = await self._dns.start(self.address_block.dns_ip, 53)
         self._proxy = SocksProxy(self.cluster.lookup)
         self.proxy_address = await self._proxy.start(self.address_block.proxy_ip, 1080)
 

@@ -440,3 +440,23 @@ def test_a_matched_listener_is_ready_only_when_a_client_of_its_service_gets_thro
         "Pending", "waiting for Service svc to route to a ready router Pod", True)
     assert states(plan_with(frozenset({"l"}), {"svc": frozenset({"l"})}))[("Listener", "l")] == ("Ready", "OK", True)
     assert states(plan_with(None, {"svc": frozenset({"l"})}))[("Listener", "l")] == ("Ready", "OK", True)
+
+
+def test_a_connector_none_of_whose_targets_answers_is_in_error_and_stays_configured() -> None:
+    """Ours (upstream's status does not look at reachability): the routers' last dials of every target failed."""
+    from service_network.site.netstatus import TargetFailure
+
+    pods = [pod("a", "10.0.0.1", {"app": "b"}), pod("b", "10.0.0.2", {"app": "b"})]
+    refused = "Connection refused (os error 111)"
+    one = {("c", "a"): TargetFailure("c", "a", "10.0.0.1", 80, refused, 3)}
+    both = {**one, ("c", "b"): TargetFailure("c", "b", "10.0.0.2", 80, refused, 1)}
+    hosts = {("h", "db"): TargetFailure("h", "db", "db", 80, "failed to lookup address information", 1)}
+    connectors = [connector("c", 80, selector="app=b"), connector("h", 80, host="db")]
+    plan = compose(sites=[site()], pods=pods, connectors=connectors, unreachable=one)
+    assert states(plan)[("Connector", "c")][:2] == ("Ready", "OK")     # one of its two Pods still answers
+    plan = compose(sites=[site()], pods=pods, connectors=connectors, unreachable={**both, **hosts})
+    assert states(plan)[("Connector", "c")][:2] == (
+        "Error", "cannot connect to any of its 2 targets: a (10.0.0.1:80): Connection refused (os error 111)")
+    assert states(plan)[("Connector", "h")][:2] == (
+        "Error", "cannot connect to db:80: failed to lookup address information (the last attempt failed)")
+    assert set(entities(plan, "connectors")) == {"c", "h"}     # the router keeps them: the next connection retries

@@ -217,6 +217,7 @@ impl Status {
             "incoming": incoming,
             "routes": route_list,
             "listening": listening,
+            "unreachable": self.targets.unreachable(),
             "refused": self.links.refusals(),
         })
     }

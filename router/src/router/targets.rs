@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -39,6 +39,10 @@ pub struct Target {
     series: TargetSeries,
     /// Connections by the router where their client connected (for the traffic report).
     origins: Mutex<Origins>,
+    /// Why the last dials failed and how many in a row (cleared by a dial that succeeds).
+    failing: Mutex<Option<(String, u64)>>,
+    /// Whether a probe dials this failing target.
+    probing: AtomicBool,
 }
 
 /// Counts a connection against its target's `open` while it lives.
@@ -130,6 +134,8 @@ impl Targets {
                                 routing_key: truncate(&c.routing_key, 200),
                             }),
                             origins: Mutex::new(Origins::default()),
+                            failing: Mutex::new(None),
+                            probing: AtomicBool::new(false),
                         })
                     }
                 };
@@ -198,6 +204,21 @@ impl Targets {
         targets
     }
 
+    /// The targets whose last dial failed: connector, target, host, port, why, and how many dials in a row failed.
+    pub fn unreachable(&self) -> Vec<serde_json::Value> {
+        let mut out: Vec<serde_json::Value> = Vec::new();
+        for t in self.by_key.read().unwrap().values().flatten() {
+            if let Some((error, failures)) = t.failing.lock().unwrap().clone() {
+                out.push(serde_json::json!({"connector": t.connector, "target": t.name, "host": t.host,
+                    "port": t.port, "error": error, "failures": failures}));
+            }
+        }
+        out.sort_by(|a, b| {
+            (a["connector"].as_str(), a["target"].as_str()).cmp(&(b["connector"].as_str(), b["target"].as_str()))
+        });
+        out
+    }
+
     /// How long a dial may take (`router.connectTimeoutSeconds`).
     pub fn set_connect_timeout(&self, timeout: Duration) {
         self.connect_timeout_ms.store(timeout.as_millis() as u64, Ordering::Relaxed);
@@ -208,29 +229,28 @@ impl Targets {
     }
 
     /// Dials a target within `connectTimeoutSeconds`, with TLS when its connector has a profile; a failure counts
-    /// as the target's connect error.
-    pub async fn dial(&self, target: &Target) -> Option<Io> {
-        let connect = async {
-            let tcp = match target.host.parse::<std::net::IpAddr>() {
-                Ok(ip) => TcpStream::connect(SocketAddr::new(ip, target.port)).await,
-                Err(_) => TcpStream::connect((target.host.as_str(), target.port)).await,
+    /// as the target's connect error and is kept as why the target fails, until a dial succeeds: a client's, or the
+    /// probe a failure starts (every `PROBE_INTERVAL` while the target fails and is configured).
+    pub async fn dial(&self, target: &Arc<Target>) -> Option<Io> {
+        let timeout = self.connect_timeout();
+        match connect(target, timeout).await {
+            Ok(io) => {
+                *target.failing.lock().unwrap() = None;
+                Some(io)
             }
-            .ok()?;
-            let _ = tcp.set_nodelay(true);
-            match &target.tls {
-                None => Some(Io::Plain(tcp)),
-                Some((cfg, name)) => {
-                    let c = tokio_rustls::TlsConnector::from(cfg.clone());
-                    let s = c.connect(name.clone(), tcp).await.ok()?;
-                    Some(Io::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
+            Err(e) => {
+                target.series.errors.inc();
+                {
+                    let mut failing = target.failing.lock().unwrap();
+                    let failures = failing.as_ref().map(|(_, n)| n + 1).unwrap_or(1);
+                    *failing = Some((truncate(&e, 200), failures));
                 }
+                if !target.probing.swap(true, Ordering::AcqRel) {
+                    tokio::spawn(probe(target.clone(), timeout));
+                }
+                None
             }
-        };
-        let r = tokio::time::timeout(self.connect_timeout(), connect).await.ok().flatten();
-        if r.is_none() {
-            target.series.errors.inc();
         }
-        r
     }
 
     /// Books a connection to a target that began, for the router where its client connected.
@@ -265,6 +285,51 @@ impl Targets {
 }
 
 /// Bytes (to the target, from the target) of a connection's counts.
+/// How often a failing target is dialed again to learn that it answers.
+const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A connection to the target (TLS when its connector has a profile) within `timeout`, or why not.
+async fn connect(target: &Target, timeout: Duration) -> Result<Io, String> {
+    let attempt = async {
+        let tcp = match target.host.parse::<std::net::IpAddr>() {
+            Ok(ip) => TcpStream::connect(SocketAddr::new(ip, target.port)).await,
+            Err(_) => TcpStream::connect((target.host.as_str(), target.port)).await,
+        }
+        .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        match &target.tls {
+            None => Ok(Io::Plain(tcp)),
+            Some((cfg, name)) => {
+                let c = tokio_rustls::TlsConnector::from(cfg.clone());
+                let s = c.connect(name.clone(), tcp).await.map_err(|e| format!("TLS: {e}"))?;
+                Ok(Io::Tls(Box::new(tokio_rustls::TlsStream::Client(s))))
+            }
+        }
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", timeout.as_secs_f64())))
+}
+
+/// Dials a failing target every `PROBE_INTERVAL` (the connection closed at once) until it answers, a client's
+/// dial gets through, or the target is removed.
+async fn probe(target: Arc<Target>, timeout: Duration) {
+    loop {
+        tokio::select! {
+            _ = target.cancel.cancelled() => break,
+            _ = tokio::time::sleep(PROBE_INTERVAL) => {}
+        }
+        if target.failing.lock().unwrap().is_none() {
+            break;
+        }
+        if connect(&target, timeout).await.is_ok() {
+            *target.failing.lock().unwrap() = None;
+            break;
+        }
+    }
+    target.probing.store(false, Ordering::Release);
+}
+
 fn directed(counts: &Counts, reversed: bool) -> (u64, u64) {
     let (up, down) = (counts.up.load(Ordering::Relaxed), counts.down.load(Ordering::Relaxed));
     if reversed {

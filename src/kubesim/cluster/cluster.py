@@ -33,6 +33,7 @@ from .deployment import DeploymentController
 from .dns import lookup, resolve
 from .endpoints import EndpointsController
 from .ephemeral import EphemeralVolumeController
+from .hostnames import ClusterDns
 from .indexes import PODS_BY_NODE, pod_node
 from .informer import Informer
 from .jobs import JobController
@@ -48,6 +49,7 @@ from .proxy import KubeProxy
 from .replicaset import ReplicaSetController
 from .runtime import RuntimeRegistry, default_registry
 from .runtime.execution import ExecResult, run_command
+from .runtime.rootfs import resolv_mount_problem
 from .scheduler import Scheduler
 from .sidecars import sidecar_handlers
 from .statefulset import StatefulSetController
@@ -149,6 +151,7 @@ class Cluster:
         self._controllers: list[Any] = []
         self._controller_watcher: SocketWatcher | None = None
         self._background = BackgroundTasks()
+        self._pod_dns: ClusterDns | None = None
 
     @property
     def api(self) -> Api:
@@ -214,11 +217,36 @@ class Cluster:
                 self.ctx.state_dir / "controller", self._controller_socket_added, lambda driver, socket: None
             )
             self._controller_watcher.start()
+        await self._start_pod_dns()
         self._adopt_pod_ips()
         for name, (internal_ip, external_ip, internal_dns) in self._stored_nodes():
             await self.add_node(name, internal_ip=internal_ip, external_ip=external_ip, internal_dns=internal_dns)
         while len(self._kubelets) < self._initial_nodes:
             await self.add_node()
+
+    async def _start_pod_dns(self) -> None:
+        """The cluster DNS Pods name in their resolv.conf: on port 53 of the block's DNS address, which glibc's
+        resolver needs; where that or a private mount namespace per container cannot be had, one line says so and
+        Pods resolve with this machine's resolver."""
+        if not self.ctx.options.pod_dns:
+            return
+        problem = resolv_mount_problem()
+        if problem is None:
+            dns = ClusterDns(self.lookup)
+            try:
+                await dns.start(self.ctx.block.dns_ip, 53, any_port=False)
+            except OSError as error:
+                problem = f"port 53 of {self.ctx.block.dns_ip} cannot be bound ({error.strerror or error})"
+            else:
+                self._pod_dns = dns
+                self.ctx.cluster_dns = self.ctx.block.dns_ip
+                return
+        log.warning("Pods resolve names with this machine's resolver, not the cluster DNS: %s", problem)
+
+    @property
+    def pod_dns_address(self) -> tuple[str, int] | None:
+        """Where the cluster DNS the Pods use answers (None: Pods do not get it)."""
+        return self._pod_dns.address if self._pod_dns is not None else None
 
     def _adopt_pod_ips(self) -> None:
         """Pod IPs stored Pods hold (a resumed cluster) are not handed out again; each Pod keeps its own."""
@@ -258,6 +286,9 @@ class Cluster:
             await _bounded(f"the kubelet of {name}", kubelet.stop(), stuck)
         for controller in self._controllers:
             await _bounded(f"controller {type(controller).__name__}", controller.stop(), stuck)
+        if self._pod_dns is not None:
+            await _bounded("the cluster DNS", self._pod_dns.stop(), stuck)
+            self._pod_dns, self.ctx.cluster_dns = None, None
         for resource, informer in self.ctx.informers.items():
             await _bounded(f"the {resource} informer", informer.stop(), stuck)
         if self._own_runtime_dir and self.ctx.runtime_dir is not None:

@@ -79,6 +79,7 @@ class Options:
     node_monitor_grace: float = 50.0  # silence after which a node's Ready condition turns Unknown
     kubelet_root: str = DEFAULT_KUBELET_ROOT  # the kubelet directory's path on the simulated nodes (hostPath volumes)
     runtime_dir: str | None = None  # short directory for containers' run directories (default: a fresh temp dir)
+    pod_dns: bool = True  # give Pods the cluster DNS in their /etc/resolv.conf (where this machine allows it)
 
 
 class TokenIssuer(Protocol):
@@ -177,6 +178,7 @@ class Context:
     pod_ips: PodIpAllocator = field(init=False)
     api_access: ApiAccess | None = None
     runtime_dir: Path | None = None  # set when the cluster starts
+    cluster_dns: str | None = None  # the cluster DNS's address on port 53, when Pods get it (set when it starts)
     run_dir_numbers: Iterator[int] = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:

@@ -82,13 +82,14 @@ class ClusterDns:
         # a known name asked for AAAA, MX, ...: no error, no answer (it has IPv4 addresses only)
         return bytes(reply.pack())
 
-    async def start(self, host: str, port: int = 53) -> tuple[str, int]:
-        """Listen on ``host`` (loopback only), UDP and TCP on the same port: ``port``, else any free port when
-        ``port`` cannot be bound (53 needs privileges). Returns the address."""
+    async def start(self, host: str, port: int = 53, *, any_port: bool = True) -> tuple[str, int]:
+        """Listen on ``host`` (loopback only), UDP and TCP on the same port: ``port``, else (``any_port``) any free
+        port when ``port`` cannot be bound (53 needs privileges; without ``any_port``, ``OSError``). Returns the
+        address."""
         if not _loopback(host):
             raise ValueError(f"{host} is not a loopback address")
         loop = asyncio.get_running_loop()
-        for candidate in (port, 0) if port else (0,):
+        for candidate in (port, 0) if port and any_port else (port,):
             try:
                 self._udp, _ = await loop.create_datagram_endpoint(lambda: _DnsDatagrams(self),
                                                                     local_addr=(host, candidate))

@@ -49,6 +49,7 @@ from .objects import (
     without_times,
 )
 from .plugins import PluginRegistry
+from .poddns import node_resolv_conf, pod_resolv_conf
 from .provisioner import volume_capabilities
 from .runtime import ContainerSpec, RuntimeRegistry
 from .runtime.env import EnvError, container_env, referenced_objects
@@ -287,6 +288,7 @@ class Kubelet:
         init_containers = list(pod.get("spec", {}).get("initContainers") or [])
         environments = [await self._environment(pod, container, pod_ip) for container in
                         [*init_containers, *containers]]
+        resolv_conf = pod_resolv_conf(pod, self.ctx.cluster_dns, node_resolv_conf())
         specs = []
         for container, env in zip([*init_containers, *containers], environments, strict=True):
             spec = ContainerSpec(
@@ -299,6 +301,7 @@ class Kubelet:
                 env=env,
                 run_dir=self._run_dir(state),
                 resolve=self._resolver(str(pod["metadata"].get("namespace", ""))),
+                resolv_conf=resolv_conf,
             )
             specs.append((spec, self.runtime.lookup(spec.image)))
 

@@ -54,7 +54,7 @@ from .ha import ha_router_objects
 from .identities import IdentityRecord, peers
 from .links import LinkState, compose_links, link_warnings, observe_links
 from .multikey import MultiKey, check_multi_key_listener, router_strategy
-from .netstatus import network_status_config_map
+from .netstatus import TargetFailure, network_status_config_map
 from .network import NetworkSnapshot, NetworkView, SiteRecord, site_record
 from .ports import allocate
 from .resources import RouterOptions, config_map, router_objects
@@ -101,6 +101,8 @@ class SiteInputs:
     multi_key_listeners: Sequence[Mapping[str, Any]] = ()
     #: listeners the site's routers report bound (None: not reported, e.g. no router status yet); Service name -> the port names its EndpointSlices route to a ready endpoint (None: not checked)
     listening: frozenset[str] | None = None
+    #: connector targets the site's routers could not connect to at their last tries, by (Connector, target name)
+    unreachable: Mapping[tuple[str, str], TargetFailure] = field(default_factory=dict)
     ready_ports: Mapping[str, frozenset[str]] | None = None
     #: the link identities the site issued or bound (docs: "Trust"), by identity
     identities: Mapping[str, IdentityRecord] = field(default_factory=dict)
@@ -214,6 +216,21 @@ def _carrying(name: str, host: str, inputs: SiteInputs) -> ConditionState:
     return ready()
 
 
+def _unreachable(name: str, targets: Sequence[Mapping[str, Any]],
+                 failures: Mapping[tuple[str, str], TargetFailure]) -> str | None:
+    """Why a Connector reaches none of its targets (the routers' last dials to each failed), or None."""
+    failed = [failures.get((name, str(t["name"]))) for t in targets]
+    if not failed or any(f is None for f in failed):
+        return None
+    first = failed[0]
+    assert first is not None
+    attempts = "attempt" if first.failures == 1 else f"{first.failures} attempts"
+    where = f"{first.host[:100]}:{first.port}"
+    if len(failed) == 1:
+        return f"cannot connect to {where}: {first.error} (the last {attempts} failed)"
+    return f"cannot connect to any of its {len(failed)} targets: {first.target[:100]} ({where}): {first.error}"
+
+
 def _lead_order(group: list[_ListenerWork], service: Mapping[str, Any] | None, port: int) -> list[_ListenerWork]:
     """The Listener keeping a host+port first: the one the live Service has the port for, then those not in
     Error (skupper#2379), then the oldest."""
@@ -290,6 +307,8 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
                 continue
             profile = use_profile(cspec.tls_credentials)
         connector_docs += connector_entities(binding.name, cspec, targets, profile)
+        if unreachable := _unreachable(binding.name, targets, inputs.unreachable):
+            binding.fail("TargetUnreachable", unreachable)   # still configured: the next connection tries again
 
     attached = compose_attached(namespace, inputs.attached_bindings, inputs.attached_connectors, site_active=True,
                                 secrets=inputs.secrets, select_pods=inputs.select_pods)

@@ -123,7 +123,7 @@ from .identities import (
 from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .multikey import reachable_status
-from .netstatus import RouterStatus, RouterStatusView, StatusReader
+from .netstatus import RouterStatus, RouterStatusView, StatusReader, TargetFailure
 from .network import NetworkView
 from .pki import LEAF_VALIDITY
 from .redeem import TokenRedeemer
@@ -483,6 +483,15 @@ class SiteController:
         reported = [s.listening for s in self.router_statuses(namespace) if s.listening is not None]
         return frozenset().union(*reported) if reported else None
 
+    def _unreachable(self, namespace: str) -> dict[tuple[str, str], TargetFailure]:
+        """Connector targets the routers of ``namespace`` could not connect to at their last tries (with HA: as
+        either router reports it)."""
+        found: dict[tuple[str, str], TargetFailure] = {}
+        for status in self.router_statuses(namespace):
+            for failure in status.unreachable:
+                found.setdefault((failure.connector, failure.target), failure)
+        return found
+
     def _ready_ports(self, namespace: str) -> dict[str, frozenset[str]]:
         """Listener Service -> the port names its EndpointSlices route to at least one ready endpoint."""
         found: dict[str, set[str]] = {}
@@ -574,6 +583,7 @@ class SiteController:
             attached_connectors=self.attached_connectors.by_index("siteNamespace", namespace),
             multi_key_listeners=self.multi_key_listeners.by_index("namespace", namespace),
             listening=self._listening(namespace),
+            unreachable=self._unreachable(namespace),
             identities=self.identity_records(namespace),
             credentials=self.credentials(namespace),
             router_selectors={name: mapping(live, "spec", "selector") for name in (ROUTER_NAME, HA_ROUTER_NAME)

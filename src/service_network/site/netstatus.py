@@ -30,7 +30,8 @@ from ..constants import (
 from .network import LinkRecord, LinkReport, LocalNetworkView, NetworkSnapshot, ServiceRecord, SiteRecord
 from .resources import owner_references
 
-__all__ = ["MAX_STATUS_BYTES", "LinkRefusal", "RouterStatus", "RouterStatusView", "StatusReader", "network_snapshot",
+__all__ = ["MAX_STATUS_BYTES", "LinkRefusal", "RouterStatus", "RouterStatusView", "StatusReader", "TargetFailure",
+           "network_snapshot",
            "network_status_config_map", "parse_router_status", "status_key"]
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,17 @@ class _Refusal(_In):
     at: str | None = Field(default=None, max_length=64)
 
 
+class _Unreachable(_In):
+    """A connector target whose last dials failed: why, and how many in a row."""
+
+    connector: str = _TEXT
+    target: str = _TEXT
+    host: str = Field(default="", max_length=253)
+    port: int = Field(default=0, ge=0, le=65535)
+    error: str = Field(default="", max_length=300)
+    failures: int = Field(default=1, ge=0)
+
+
 class _Status(_In):
     version: int = Field(ge=1, le=1)
     router: str = _ID
@@ -123,6 +135,20 @@ class _Status(_In):
     listening: tuple[str, ...] | None = Field(default=None, max_length=100_000)
     incoming: tuple[_Incoming, ...] = Field(default=(), max_length=10_000)
     refused: tuple[_Refusal, ...] = Field(default=(), max_length=64)
+    #: connector targets whose last dials failed (absent from routers that do not report them)
+    unreachable: tuple[_Unreachable, ...] = Field(default=(), max_length=100_000)
+
+
+@dataclass(frozen=True)
+class TargetFailure:
+    """A connector target a router could not connect to, the last ``failures`` times in a row (``error``: why)."""
+
+    connector: str
+    target: str
+    host: str
+    port: int
+    error: str
+    failures: int
 
 
 @dataclass(frozen=True)
@@ -162,6 +188,7 @@ class RouterStatus:
     #: the links other routers dialed to it
     incoming: tuple[IncomingLink, ...] = ()
     refused: tuple[LinkRefusal, ...] = ()
+    unreachable: tuple[TargetFailure, ...] = ()
 
 
 def parse_router_status(text: str) -> RouterStatus:
@@ -196,8 +223,10 @@ def parse_router_status(text: str) -> RouterStatus:
     incoming = tuple(IncomingLink(i.name, i.site.name if i.site else "", i.router, i.identity or "",
                                   i.certificate or "") for i in status.incoming)
     refused = tuple(LinkRefusal(r.identity, r.certificate or "", r.reason, r.at or "") for r in status.refused)
+    unreachable = tuple(TargetFailure(u.connector, u.target, u.host, u.port, u.error, u.failures)
+                        for u in status.unreachable)
     return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers,
-                        incoming, refused)
+                        incoming, refused, unreachable)
 
 
 def _reach(start: str, edges: Iterable[tuple[str, str]]) -> frozenset[str]:

@@ -39,7 +39,7 @@ from typing import IO
 
 from .podnet import PodNetworks
 from .registry import Container, ContainerSpec
-from .rootfs import enter_argv, plan_root, system_program
+from .rootfs import RESOLV_CONF, Bind, enter_argv, plan_root, system_binds, system_program, with_resolv_conf
 from .view import ContainerView
 
 #: The variable that points in-cluster clients at the token volume (kubesim's addition; see docs/kubesim.md).
@@ -248,14 +248,27 @@ class HostProcessHandler:
         tmp_dir = spec.run_dir / "tmp"
         tmp_dir.mkdir(mode=0o1777, parents=True, exist_ok=True)
         working_dir = str(spec.container.get("workingDir") or self.image.working_dir or "/")
+        system = system_binds()
+        resolv_file = self._resolv_file(spec)
+        if resolv_file is not None:
+            system = [b for b in system if b.target != RESOLV_CONF] + [Bind(str(resolv_file), RESOLV_CONF)]
         plan = plan_root(spec.run_dir / "root", tmp_dir, {**self.image.programs, **self.image.files}, mounts,
-                         argv, env, working_dir)
+                         argv, env, working_dir, system=system)
         plan_file = spec.run_dir / "root.json"
         plan_file.write_text(plan.to_json())
         entry = enter_argv(plan_file)
         log_path = spec.log_path or spec.run_dir / "container.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         return Path(entry[0]), entry, {"PATH": DEFAULT_PATH}, str(spec.run_dir), log_path
+
+    def _resolv_file(self, spec: ContainerSpec) -> Path | None:
+        """The Pod's resolv.conf written to the container's run directory, for a container in this machine's
+        network namespace (a Pod network namespace cannot reach the cluster DNS: those keep the machine's)."""
+        if spec.resolv_conf is None or spec.run_dir is None or self.image.network == "pod":
+            return None
+        path = spec.run_dir / "resolv.conf"
+        path.write_text(spec.resolv_conf)
+        return path
 
     def _image_path(self, program: str, path_variable: str) -> str:
         """The image path of a bare program name found on the image's PATH."""
@@ -272,6 +285,10 @@ class HostProcessHandler:
         networks = self.networks if self.image.network == "pod" else None
         net = await networks.join(spec) if networks is not None else None
         command = [*(net.nsenter() if net is not None else []), str(program), *argv[1:]]
+        if self.image.isolation != MOUNT_NAMESPACE:
+            resolv_file = await asyncio.to_thread(self._resolv_file, spec)
+            if resolv_file is not None:
+                command = with_resolv_conf(resolv_file, command)
         try:
             log = await asyncio.to_thread(log_path.open, "ab")
             try:

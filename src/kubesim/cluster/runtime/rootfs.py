@@ -27,6 +27,7 @@ id, so stopping the container signals the program itself.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import shutil
 import sys
@@ -43,6 +44,8 @@ ETC_ENTRIES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "
 #: namespace would see).
 SHARED_DIRS = ("/dev", "/proc")
 UNSHARE = shutil.which("unshare")
+MOUNT = shutil.which("mount")
+RESOLV_CONF = "/etc/resolv.conf"
 
 
 class RootPlanError(Exception):
@@ -127,3 +130,22 @@ def enter_argv(plan_file: Path) -> list[str]:
                             "mount namespace")
     return [UNSHARE, "--mount", "--propagation", "private", "--", sys.executable, "-m",
             "kubesim.cluster.runtime.enter_root", str(plan_file)]
+
+
+def resolv_mount_problem() -> str | None:
+    """Why containers cannot get a resolv.conf of their own here (None: they can): it takes a private mount
+    namespace, so root and util-linux ``unshare`` and ``mount``."""
+    if os.geteuid() != 0:
+        return "kubesim does not run as root"
+    if UNSHARE is None or MOUNT is None:
+        return "util-linux unshare or mount is not installed"
+    return None
+
+
+def with_resolv_conf(resolv_file: Path, argv: list[str]) -> list[str]:
+    """``argv`` run in a private mount namespace whose ``/etc/resolv.conf`` is ``resolv_file`` (bound read-only over
+    it); everything else of the machine's file system is as before."""
+    if UNSHARE is None or MOUNT is None:
+        raise RootPlanError("util-linux unshare or mount is not installed")
+    script = f'{MOUNT} --bind -o ro "$0" {RESOLV_CONF} && exec "$@"'
+    return [UNSHARE, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, str(resolv_file), *argv]
