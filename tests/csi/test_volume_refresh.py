@@ -55,7 +55,7 @@ async def test_a_port_change_reaches_the_mounted_files_and_pod_listeners(kube_cs
                                              "grpc": "9000"}}), tree(request.target_path)
     record = await kube_csi.api.get(POD_LISTENERS, f"pod-{pod['metadata']['uid']}", NS)
     assert record["spec"]["listeners"]["listener"]["ingressAddresses"] == NEW_PORTS["ingressAddresses"]
-    assert service.mounted.refreshed == 1
+    assert await until(lambda: _async(service.mounted.refreshed == 1))  # counted once its writes returned
     # A change that leaves the status alone queues nothing: once the watch delivered it, nothing is pending.
     await kube_csi.api.merge_patch(LISTENER, {"metadata": {"labels": {"touched": "yes"}}}, name="shared",
                                    namespace=NS)

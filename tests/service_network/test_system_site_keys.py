@@ -84,7 +84,7 @@ async def test_a_system_site_links_to_two_sites_that_know_it(sites: MultiSite, t
         assert (tmp_path / "data" / "skupper" / "namespaces" / "laptop" / "runtime" / "site-key" /
                 "tls.key").is_file()
     finally:
-        await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
+        await skupper("system", "uninstall", "--force", "-n", "laptop", cwd=tmp_path)
 
 
 async def test_a_system_site_links_to_two_sites_with_generated_links(sites: MultiSite,  # noqa: F811
@@ -99,4 +99,4 @@ async def test_a_system_site_links_to_two_sites_with_generated_links(sites: Mult
     try:
         await _laptop_links_to_west_then_east(sites, tmp_path, pod, "west-link.yaml", "east-link.yaml")
     finally:
-        await skupper("system", "uninstall", "-n", "laptop", cwd=tmp_path)
+        await skupper("system", "uninstall", "--force", "-n", "laptop", cwd=tmp_path)
