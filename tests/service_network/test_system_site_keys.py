@@ -2,7 +2,7 @@
 (issue 48; docs/service-network-router.md, "Proving a site"): West and East are linked; the laptop redeems a
 token of West, then one of East, which knows the laptop through West already: the laptop's redemption proves its
 site key (a file of its runtime directory) with West's voucher, so East issues it a second link, and East's router
-accepts the laptop's link directly."""
+accepts the laptop's link directly; the laptop then deletes that Link and re-links with a new token of East."""
 
 from __future__ import annotations
 
@@ -73,6 +73,27 @@ async def _laptop_links_to_west_then_east(network: MultiSite, cwd: Path, pod: st
     return await skupper("system", "status", "-n", "laptop", cwd=cwd)
 
 
+async def _relinks_to_east(network: MultiSite, cwd: Path) -> None:
+    """The laptop deletes its Link into East (the one East's token gave), East drops it; a new token of East,
+    applied and reloaded with upstream's commands, links the laptop into East again: East, which issued the laptop
+    its identity before, issues it again to the same site key."""
+    east = network["east"]
+    laptop_id = (await _laptop_links(east))[0]
+    token = yaml.safe_load((cwd / "east.token").read_text())["metadata"]["name"]
+    await skupper("system", "delete", "Link", token, "-n", "laptop", cwd=cwd)
+
+    async def unlinked() -> bool:
+        return (await _laptop_links(east)) == (laptop_id, False)
+    await east.wait_for(unlinked, 60, "East without the laptop's own link")
+    await skupper("token", "issue", "east-again.token", cwd=cwd, env=east)
+    await skupper("system", "apply", "-f", "east-again.token", "-n", "laptop", cwd=cwd)
+    await skupper("system", "reload", "-n", "laptop", cwd=cwd)
+
+    async def relinked() -> bool:
+        return (await _laptop_links(east)) == (laptop_id, True)
+    await east.wait_for(relinked, 60, "the laptop's link into East again")
+
+
 async def test_a_system_site_links_to_two_sites_that_know_it(sites: MultiSite, tmp_path: Path) -> None:  # noqa: F811
     pod = await _west_and_east(sites, tmp_path)
     await skupper("token", "issue", "west.token", cwd=tmp_path, env=sites["west"])
@@ -83,6 +104,7 @@ async def test_a_system_site_links_to_two_sites_that_know_it(sites: MultiSite, t
         assert [r[2] for r in rows if r and r[0] == "AccessToken"] == ["Ready", "Ready"], status
         assert (tmp_path / "data" / "skupper" / "namespaces" / "laptop" / "runtime" / "site-key" /
                 "tls.key").is_file()
+        await _relinks_to_east(sites, tmp_path)
     finally:
         await skupper("system", "uninstall", "--force", "-n", "laptop", cwd=tmp_path)
 
