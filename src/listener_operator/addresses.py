@@ -119,7 +119,7 @@ def pv_listener_keys(pv: Mapping[str, Any]) -> list[str]:
 
 
 # What the controller's caches keep of the kinds only this module reads (cache transforms, see
-# operator_runtime.projection). A field read below must be kept here: tests/operator/test_cache_transforms.py runs the
+# operator_runtime.projection). A field read below must be kept here: tests/listener_operator/test_cache_transforms.py runs the
 # reconciles on transformed caches and compares them with whole objects.
 ENDPOINT_SLICE_CACHE = project({
     "metadata": {"name": KEEP, "namespace": KEEP, "resourceVersion": KEEP,

@@ -174,7 +174,7 @@ def _now() -> str:
 
 # What the caches keep (cache transforms, see operator_runtime.projection; EndpointSlices, PVs and Nodes are declared
 # in listener_operator.addresses, which reads them). A field the reconcile reads must be kept here:
-# tests/operator/test_cache_transforms.py runs the reconciles on transformed caches and compares them with whole
+# tests/listener_operator/test_cache_transforms.py runs the reconciles on transformed caches and compares them with whole
 # objects.
 LISTENER_CACHE = project({
     # listener_identity, object_reference (Events), build_service (labels), compose_status (generation), reconcile
