@@ -284,7 +284,6 @@ impl Targets {
     }
 }
 
-/// Bytes (to the target, from the target) of a connection's counts.
 /// How often a failing target is dialed again to learn that it answers.
 const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -330,6 +329,7 @@ async fn probe(target: Arc<Target>, timeout: Duration) {
     target.probing.store(false, Ordering::Release);
 }
 
+/// Bytes (to the target, from the target) of a connection's counts.
 fn directed(counts: &Counts, reversed: bool) -> (u64, u64) {
     let (up, down) = (counts.up.load(Ordering::Relaxed), counts.down.load(Ordering::Relaxed));
     if reversed {
