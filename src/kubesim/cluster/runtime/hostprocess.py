@@ -87,29 +87,36 @@ def container_argv(image: HostImage, command: list[str], args: list[str]) -> lis
     return [*image.entrypoint, *(args if args else image.cmd)]
 
 
-def resolve_program(image: HostImage, program: str, path_variable: str) -> Path:
-    """The host file of the program ``program`` names (an image path, or a bare name on the image's PATH)."""
+def locate_program(image: HostImage, program: str, path_variable: str) -> tuple[str, Path]:
+    """Where the program ``program`` names (an image path, or a bare name on the image's PATH) is: its image path
+    and its host file."""
     if "/" in program:
         if not program.startswith("/"):
             raise ProgramNotFound(f'exec: "{program[:100]}": relative program paths are not supported')
         single = image.host_file(program)
         if single is not None and single.is_file():
-            return single
+            return program, single
         directory, name = posixpath.split(posixpath.normpath(program))
         host = image.host_dir(directory)
         if host is not None and (host / name).is_file():
-            return host / name
+            return program, host / name
         raise ProgramNotFound(f'exec: "{program[:100]}": no such file in the image\'s programs on this machine')
     for directory in path_variable.split(":"):
         if not directory.startswith("/"):
             continue
-        single = image.host_file(posixpath.join(directory, program))
+        candidate = posixpath.join(directory, program)
+        single = image.host_file(candidate)
         if single is not None and single.is_file():
-            return single
+            return candidate, single
         host = image.host_dir(directory)
         if host is not None and (host / program).is_file():
-            return host / program
+            return candidate, host / program
     raise ProgramNotFound(f'exec: "{program[:100]}": executable file not found in $PATH')
+
+
+def resolve_program(image: HostImage, program: str, path_variable: str) -> Path:
+    """The host file of the program ``program`` names (an image path, or a bare name on the image's PATH)."""
+    return locate_program(image, program, path_variable)[1]
 
 
 def host_path_variable(image: HostImage, value: str) -> str:
@@ -236,10 +243,8 @@ class HostProcessHandler:
         if not argv:
             raise ProgramNotFound("no command specified")
         path_variable = spec.env.get("PATH") or self.image.env.get("PATH", DEFAULT_PATH)
-        if not system_program(argv[0]):
-            resolve_program(self.image, argv[0], path_variable)  # only the image's programs (and the machine's)
-        if "/" not in argv[0]:
-            argv = [self._image_path(argv[0], path_variable), *argv[1:]]
+        if not system_program(argv[0]):  # only the image's programs (and the machine's), at their image paths
+            argv = [locate_program(self.image, argv[0], path_variable)[0], *argv[1:]]
         env = {**self.image.env, "HOSTNAME": spec.hostname, "HOME": self.image.env.get("HOME", "/"), **spec.env}
         env.setdefault("PATH", DEFAULT_PATH)
         read_only = {str(m.get("mountPath", "")): bool(m.get("readOnly"))
@@ -269,15 +274,6 @@ class HostProcessHandler:
         path = spec.run_dir / "resolv.conf"
         path.write_text(spec.resolv_conf)
         return path
-
-    def _image_path(self, program: str, path_variable: str) -> str:
-        """The image path of a bare program name found on the image's PATH."""
-        for directory in path_variable.split(":"):
-            candidate = posixpath.join(directory, program)
-            host = self.image.host_dir(directory) if directory.startswith("/") else None
-            if self.image.host_file(candidate) is not None or (host is not None and (host / program).is_file()):
-                return candidate
-        return program
 
     async def start(self, spec: ContainerSpec) -> Container:
         prepare = self.prepare_root if self.image.isolation == MOUNT_NAMESPACE else self.prepare
