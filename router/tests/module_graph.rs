@@ -34,6 +34,17 @@ const LAYERS: &[&str] = &[
     "native::mux",
     "native::hello",
     "native",
+    "amqp::codec::value",
+    "amqp::codec::decode",
+    "amqp::codec::encode",
+    "amqp::codec",
+    "amqp::composite",
+    "amqp::performative::terminus",
+    "amqp::performative::sasl",
+    "amqp::performative",
+    "amqp::message",
+    "amqp::frame",
+    "amqp",
     "stream::halves",
     "stream::control",
     "stream::conn",
@@ -138,6 +149,57 @@ fn only_the_stream_layer_uses_a_link_protocol() {
         }
     }
     assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
+}
+
+/// Upstream's AMQP family (`amqp::*`: its codec, frames, performatives, message sections) is used only by itself and
+/// the stream layer (`stream::*`), which makes it one more link protocol: the routing code never sees AMQP types.
+#[test]
+fn only_the_stream_layer_uses_amqp() {
+    let crate_ = read_crate();
+    let failures: Vec<String> = amqp_uses_outside(&crate_.edges)
+        .into_iter()
+        .map(|(module, used, line, path)| {
+            format!(
+                "{}:{line} `{path}`: {module} uses {used}; only amqp::* and stream::* may use the AMQP family",
+                crate_.file_of(&module.split("::").map(String::from).collect())
+            )
+        })
+        .collect();
+    assert!(failures.is_empty(), "\n{}\n", failures.join("\n"));
+}
+
+/// Every use of an `amqp::*` module by a module outside `amqp` and `stream`: (module, used, line, path).
+fn amqp_uses_outside(
+    edges: &BTreeMap<Module, BTreeMap<Module, (usize, String)>>,
+) -> Vec<(String, String, usize, String)> {
+    fn family(m: &Module) -> Option<&str> {
+        m.first().map(String::as_str)
+    }
+    let mut out = vec![];
+    for (module, uses) in edges {
+        if matches!(family(module), Some("amqp" | "stream")) {
+            continue;
+        }
+        for (used, (line, path)) in uses {
+            if family(used) == Some("amqp") {
+                out.push((display(module), display(used), *line, path.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_amqp_rule_catches_a_routing_module_that_uses_amqp() {
+    let m = |s: &str| -> Module { s.split("::").map(String::from).collect() };
+    let mut edges: BTreeMap<Module, BTreeMap<Module, (usize, String)>> = BTreeMap::new();
+    let uses = |line: usize, path: &str| (line, path.to_string());
+    edges.entry(m("router::forward")).or_default().insert(m("amqp::frame"), uses(3, "crate::amqp::frame::Frame"));
+    edges.entry(m("stream::conn")).or_default().insert(m("amqp::frame"), uses(4, "crate::amqp::frame"));
+    edges.entry(m("amqp::frame")).or_default().insert(m("amqp::codec"), uses(5, "super::codec"));
+    edges.entry(m("pump")).or_default().insert(m("stream::halves"), uses(6, "crate::stream::halves"));
+    let found = amqp_uses_outside(&edges);
+    assert_eq!(found, vec![("router::forward".into(), "amqp::frame".into(), 3, "crate::amqp::frame::Frame".into())]);
 }
 
 #[test]
