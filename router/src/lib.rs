@@ -11,6 +11,7 @@
 //! `docs/architecture.md` ("The router crate") gives each module's job and what it may use.
 #![forbid(unsafe_code)]
 
+pub mod amqp;
 pub mod api;
 pub mod clock;
 pub mod config;

@@ -34,6 +34,11 @@ const LAYERS: &[&str] = &[
     "native::mux",
     "native::hello",
     "native",
+    "amqp::routing::messages",
+    "amqp::routing::paths",
+    "amqp::routing::engine",
+    "amqp::routing",
+    "amqp",
     "stream::halves",
     "stream::control",
     "stream::conn",
@@ -61,7 +66,7 @@ const LAYERS: &[&str] = &[
 ];
 
 /// The link protocols' module families: each protocol's framing, multiplexing and handshake.
-const PROTOCOL_FAMILIES: &[&str] = &["native"];
+const PROTOCOL_FAMILIES: &[&str] = &["native", "amqp"];
 
 /// The modules of the stream layer that dispatch to each protocol (one enum variant or match arm per protocol):
 /// besides a protocol's own family, the only modules that may use it.
