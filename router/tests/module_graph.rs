@@ -44,6 +44,10 @@ const LAYERS: &[&str] = &[
     "amqp::performative",
     "amqp::message",
     "amqp::frame",
+    "amqp::routing::messages",
+    "amqp::routing::paths",
+    "amqp::routing::engine",
+    "amqp::routing",
     "amqp",
     "stream::halves",
     "stream::control",
@@ -72,7 +76,7 @@ const LAYERS: &[&str] = &[
 ];
 
 /// The link protocols' module families: each protocol's framing, multiplexing and handshake.
-const PROTOCOL_FAMILIES: &[&str] = &["native"];
+const PROTOCOL_FAMILIES: &[&str] = &["native", "amqp"];
 
 /// The modules of the stream layer that dispatch to each protocol (one enum variant or match arm per protocol):
 /// besides a protocol's own family, the only modules that may use it.
