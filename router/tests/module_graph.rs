@@ -44,6 +44,7 @@ const LAYERS: &[&str] = &[
     "amqp::performative",
     "amqp::message",
     "amqp::frame",
+    "amqp::sasl",
     "amqp::routing::messages",
     "amqp::routing::paths",
     "amqp::routing::engine",

@@ -12,3 +12,4 @@ pub mod frame;
 pub mod message;
 pub mod performative;
 pub mod routing;
+pub mod sasl;
