@@ -45,6 +45,8 @@ const LAYERS: &[&str] = &[
     "amqp::message",
     "amqp::frame",
     "amqp::sasl",
+    "amqp::conn::types",
+    "amqp::conn",
     "amqp::routing::messages",
     "amqp::routing::paths",
     "amqp::routing::engine",

@@ -8,6 +8,7 @@
 
 pub mod codec;
 pub mod composite;
+pub mod conn;
 pub mod frame;
 pub mod message;
 pub mod performative;
