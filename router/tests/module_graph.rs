@@ -47,6 +47,7 @@ const LAYERS: &[&str] = &[
     "amqp::sasl",
     "amqp::conn::types",
     "amqp::conn",
+    "amqp::interior",
     "amqp::routing::messages",
     "amqp::routing::paths",
     "amqp::routing::engine",

@@ -10,6 +10,7 @@ pub mod codec;
 pub mod composite;
 pub mod conn;
 pub mod frame;
+pub mod interior;
 pub mod message;
 pub mod performative;
 pub mod routing;

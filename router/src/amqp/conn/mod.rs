@@ -116,7 +116,7 @@ impl Conn {
             header_seen: false,
             peer_open: None,
             peer_max_frame: super::frame::MIN_MAX_FRAME_SIZE,
-            peer_channel_max: 0,
+            peer_channel_max: u16::MAX,
             peer_idle: None,
             last_input: now,
             last_output: now,
