@@ -29,6 +29,9 @@ use super::frame::{write_frame, write_heartbeat, FrameBody, FrameReader, Protoco
 use super::performative::terminus::{DeliveryState, ErrorCondition};
 use bytes::{Bytes, BytesMut};
 use types::violation;
+/// The shortest interval between our empty frames, whatever idle-time-out the peer announced.
+pub const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
+
 pub use types::{condition, error, ConnError, Event, Limits, LinkId};
 
 use super::performative::{Attach, Begin, Detach, Disposition, Ending, Flow, Open, Performative, Role, Transfer};
@@ -791,16 +794,18 @@ impl Conn {
                 self.send_close(Some(error(condition::RESOURCE_LIMIT, "local-idle-timeout expired")));
                 return Err(ConnError::IdleTimeout("local-idle-timeout expired"));
             }
-            next = Some(self.last_input + idle);
+            next = self.last_input.checked_add(idle);
         }
         if let Some(peer) = self.peer_idle {
-            let beat = peer / 2;
+            // A peer asking for beats more often than MIN_HEARTBEAT would have us spin: it gets them that often.
+            let beat = (peer / 2).max(MIN_HEARTBEAT);
             if now.saturating_duration_since(self.last_output) >= beat && self.out.is_empty() {
                 write_heartbeat(&mut self.out);
                 self.last_output = now;
             }
-            let at = self.last_output + beat;
-            next = Some(next.map_or(at, |n| n.min(at)));
+            if let Some(at) = self.last_output.checked_add(beat) {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
         }
         Ok(next)
     }
@@ -1068,6 +1073,19 @@ mod tests {
         let err = b.tick(t4 + Duration::from_secs(16)).unwrap_err();
         assert!(matches!(err, ConnError::IdleTimeout(_)));
         assert_eq!(close_condition(&mut b.output(t4)).as_deref(), Some(condition::RESOURCE_LIMIT));
+    }
+
+    #[test]
+    fn a_tiny_peer_idle_time_out_does_not_make_us_spin() {
+        let t0 = Instant::now();
+        let mut c = conn(Limits::default(), t0);
+        let mut open = BytesMut::from(&ProtocolHeader::Amqp.bytes()[..]);
+        let o = Open { container_id: Str::from_static("p"), idle_time_out: Some(1), ..Open::default() };
+        write_frame(&mut open, 0, &FrameBody::Amqp(Performative::Open(Box::new(o))), &[]);
+        c.receive(&open, t0).unwrap();
+        c.output(t0);
+        let next = c.tick(t0 + Duration::from_millis(1)).unwrap().unwrap();
+        assert!(next >= t0 + MIN_HEARTBEAT, "the next beat is MIN_HEARTBEAT away");
     }
 
     #[test]
