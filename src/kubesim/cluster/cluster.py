@@ -22,38 +22,37 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block
+from kubesim.cluster.apitypes import Api
+from kubesim.cluster.background import BackgroundTasks
+from kubesim.cluster.context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, ApiAccess, Context, Options
+from kubesim.cluster.csi_client import UNIX_PATH_MAX, socket_path_of
+from kubesim.cluster.daemonset import DaemonSetController
+from kubesim.cluster.deployment import DeploymentController
+from kubesim.cluster.dns import lookup, resolve
+from kubesim.cluster.endpoints import EndpointsController
+from kubesim.cluster.ephemeral import EphemeralVolumeController
+from kubesim.cluster.hostnames import ClusterDns
+from kubesim.cluster.indexes import PODS_BY_NODE, pod_node
+from kubesim.cluster.informer import Informer
+from kubesim.cluster.jobs import JobController
+from kubesim.cluster.kubelet import FINALIZER, Kubelet
+from kubesim.cluster.loadbalancer import LoadBalancerController
+from kubesim.cluster.nodefs import NodeFilesystem
+from kubesim.cluster.nodelifecycle import NodeLifecycleController
+from kubesim.cluster.nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
+from kubesim.cluster.objects import check_dns_subdomain, name_of
+from kubesim.cluster.plugin_watch import SocketWatcher
+from kubesim.cluster.provisioner import Provisioner
+from kubesim.cluster.proxy import KubeProxy
+from kubesim.cluster.replicaset import ReplicaSetController
+from kubesim.cluster.runtime import RuntimeRegistry, default_registry
+from kubesim.cluster.runtime.execution import ExecResult, run_command
+from kubesim.cluster.runtime.rootfs import resolv_mount_problem
+from kubesim.cluster.scheduler import Scheduler
+from kubesim.cluster.sidecars import sidecar_handlers
+from kubesim.cluster.statefulset import StatefulSetController
+from kubesim.cluster.tainteviction import TaintEvictionController
 from kubesim.errors import ApiError
-
-from .apitypes import Api
-from .background import BackgroundTasks
-from .context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, ApiAccess, Context, Options
-from .csi_client import UNIX_PATH_MAX, socket_path_of
-from .daemonset import DaemonSetController
-from .deployment import DeploymentController
-from .dns import lookup, resolve
-from .endpoints import EndpointsController
-from .ephemeral import EphemeralVolumeController
-from .hostnames import ClusterDns
-from .indexes import PODS_BY_NODE, pod_node
-from .informer import Informer
-from .jobs import JobController
-from .kubelet import FINALIZER, Kubelet
-from .loadbalancer import LoadBalancerController
-from .nodefs import NodeFilesystem
-from .nodelifecycle import NodeLifecycleController
-from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
-from .objects import check_dns_subdomain, name_of
-from .plugin_watch import SocketWatcher
-from .provisioner import Provisioner
-from .proxy import KubeProxy
-from .replicaset import ReplicaSetController
-from .runtime import RuntimeRegistry, default_registry
-from .runtime.execution import ExecResult, run_command
-from .runtime.rootfs import resolv_mount_problem
-from .scheduler import Scheduler
-from .sidecars import sidecar_handlers
-from .statefulset import StatefulSetController
-from .tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 

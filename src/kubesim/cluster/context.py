@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kubesim.addresses import AddressBlock
+from kubesim.cluster.apitypes import Api
+from kubesim.cluster.informer import Informer
+from kubesim.cluster.nodefs import DEFAULT_KUBELET_ROOT, NodeFilesystem
+from kubesim.cluster.objects import Obj, name_of
 from kubesim.errors import ApiError
-
-from .apitypes import Api
-from .informer import Informer
-from .nodefs import DEFAULT_KUBELET_ROOT, NodeFilesystem
-from .objects import Obj, name_of
 
 PODS = "pods"
 NODES = "nodes"
@@ -83,7 +82,7 @@ class Options:
 
 
 class TokenIssuer(Protocol):
-    """Issues ServiceAccount tokens (``kubesim.serviceaccounts.ServiceAccountTokens``)."""
+    """Issues ServiceAccount tokens (``kubesim.auth.serviceaccounts.ServiceAccountTokens``)."""
 
     def issue(self, namespace: str, service_account: str, *, pod_name: str | None = None,
               pod_uid: str | None = None, expiration_seconds: int = ...) -> str: ...

@@ -15,10 +15,10 @@ import copy
 import json
 from typing import Any
 
-from .context import DAEMON_SETS, NODES, PODS, Context
-from .informer import Key
-from .matching import pod_fits_node
-from .objects import (
+from kubesim.cluster.context import DAEMON_SETS, NODES, PODS, Context
+from kubesim.cluster.informer import Key
+from kubesim.cluster.matching import pod_fits_node
+from kubesim.cluster.objects import (
     Obj,
     condition_true,
     controller_of,
@@ -30,7 +30,7 @@ from .objects import (
     short_hash,
     uid_of,
 )
-from .workload import WorkloadController
+from kubesim.cluster.workload import WorkloadController
 
 REVISION_LABEL = "controller-revision-hash"
 GENERATION_LABEL = "pod-template-generation"

@@ -17,12 +17,10 @@ import copy
 import logging
 from typing import Any
 
-from kubesim.errors import ApiError
-
-from .context import DEPLOYMENTS, PODS, REPLICA_SETS, Context
-from .indexes import BY_CONTROLLER
-from .informer import Key
-from .objects import (
+from kubesim.cluster.context import DEPLOYMENTS, PODS, REPLICA_SETS, Context
+from kubesim.cluster.indexes import BY_CONTROLLER
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import (
     Obj,
     annotations_of,
     controller_of,
@@ -33,7 +31,7 @@ from .objects import (
     uid_of,
     without_times,
 )
-from .rollout import (
+from kubesim.cluster.rollout import (
     REVISION,
     TEMPLATE_HASH_LABEL,
     ReplicaCounts,
@@ -48,7 +46,8 @@ from .rollout import (
     surge_and_unavailable,
     template_hash,
 )
-from .workload import WorkloadController
+from kubesim.cluster.workload import WorkloadController
+from kubesim.errors import ApiError
 
 log = logging.getLogger(__name__)
 

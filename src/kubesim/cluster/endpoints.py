@@ -13,13 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.errors import ApiError
-from kubesim.selectors import selector_from_label_selector_object
-
-from .context import ENDPOINT_SLICES, ENDPOINTS, PODS, SERVICES, Context
-from .indexes import SERVICE_NAME_LABEL, SLICES_BY_SERVICE, slice_service
-from .informer import Key
-from .objects import (
+from kubesim.cluster.context import ENDPOINT_SLICES, ENDPOINTS, PODS, SERVICES, Context
+from kubesim.cluster.indexes import SERVICE_NAME_LABEL, SLICES_BY_SERVICE, slice_service
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import (
     Obj,
     condition_true,
     is_terminating,
@@ -29,7 +26,9 @@ from .objects import (
     short_hash,
     uid_of,
 )
-from .workqueue import Reconciler
+from kubesim.cluster.workqueue import Reconciler
+from kubesim.errors import ApiError
+from kubesim.selectors import selector_from_label_selector_object
 
 log = logging.getLogger(__name__)
 

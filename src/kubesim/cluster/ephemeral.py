@@ -9,13 +9,12 @@ import copy
 import logging
 from typing import Any
 
+from kubesim.cluster.context import PODS, PVCS, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import Obj, controller_of, is_terminating, name_of, owner_reference, uid_of
+from kubesim.cluster.workqueue import Reconciler
 from kubesim.errors import ApiError
-
-from .context import PODS, PVCS, Context
-from .events import EventRecorder
-from .informer import Key
-from .objects import Obj, controller_of, is_terminating, name_of, owner_reference, uid_of
-from .workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kubesim.cluster.apitypes import Api
+from kubesim.cluster.objects import Obj, name_of, namespace_of, now, short_hash, uid_of
 from kubesim.errors import ApiError
-
-from .apitypes import Api
-from .objects import Obj, name_of, namespace_of, now, short_hash, uid_of
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,9 @@ import logging
 import time
 from typing import Any
 
+from kubesim.cluster.context import LEASES, NODE_LEASE_NAMESPACE, NODES, Context
+from kubesim.cluster.objects import Obj, name_of, now, uid_of
 from kubesim.errors import ApiError
-
-from .context import LEASES, NODE_LEASE_NAMESPACE, NODES, Context
-from .objects import Obj, name_of, now, uid_of
 
 log = logging.getLogger(__name__)
 

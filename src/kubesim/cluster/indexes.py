@@ -4,7 +4,7 @@ namespace are ``namespace/name`` keys."""
 
 from __future__ import annotations
 
-from .objects import Obj
+from kubesim.cluster.objects import Obj
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 

@@ -17,9 +17,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kubesim.cluster.apitypes import Api
 from kubesim.errors import ApiError
-
-from .apitypes import Api
 
 log = logging.getLogger(__name__)
 

@@ -22,11 +22,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.errors import ApiError
-
-from .context import JOBS, PODS, Context
-from .informer import Key
-from .objects import (
+from kubesim.cluster.context import JOBS, PODS, Context
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import (
     Obj,
     condition_true,
     controller_of,
@@ -38,8 +36,9 @@ from .objects import (
     uid_of,
     without_times,
 )
-from .replicaset import deletion_order
-from .workload import WorkloadController
+from kubesim.cluster.replicaset import deletion_order
+from kubesim.cluster.workload import WorkloadController
+from kubesim.errors import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -24,20 +24,17 @@ from typing import Any
 import grpc
 
 from csi_proto import csi_pb2
-from kubesim.errors import ApiError
-from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS, ROOT_CA_CONFIGMAP
-from kubesim.store.store import KUBELET_FINALIZER
-
-from . import dns
-from .context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, SERVICES, Context
-from .csi_client import grpc_error_text
-from .downward import write_downward_volume
-from .events import EventRecorder
-from .heartbeat import NodeHeartbeat
-from .indexes import PODS_BY_NODE
-from .informer import Key
-from .nodefs import HostPathError, check_host_path_type
-from .objects import (
+from kubesim.auth.serviceaccounts import DEFAULT_EXPIRATION_SECONDS, ROOT_CA_CONFIGMAP
+from kubesim.cluster import dns
+from kubesim.cluster.context import CSI_DRIVERS, NODES, PODS, PVCS, PVS, SERVICES, Context
+from kubesim.cluster.csi_client import grpc_error_text
+from kubesim.cluster.downward import write_downward_volume
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.heartbeat import NodeHeartbeat
+from kubesim.cluster.indexes import PODS_BY_NODE
+from kubesim.cluster.informer import Key
+from kubesim.cluster.nodefs import HostPathError, check_host_path_type
+from kubesim.cluster.objects import (
     Obj,
     controller_of,
     is_terminating,
@@ -48,15 +45,22 @@ from .objects import (
     uid_of,
     without_times,
 )
-from .plugins import PluginRegistry
-from .poddns import node_resolv_conf, pod_resolv_conf
-from .provisioner import volume_capabilities
-from .runtime import ContainerSpec, RuntimeRegistry
-from .runtime.env import EnvError, container_env, referenced_objects
-from .runtime.status import SIMULATED_CONDITION, RuntimeStatus, restarted_status, runtime_status
-from .runtime.supervisor import PodRuntime
-from .volumefiles import VolumeError, referenced, volume_files, write_files
-from .workqueue import Reconciler, Retry
+from kubesim.cluster.plugins import PluginRegistry
+from kubesim.cluster.poddns import node_resolv_conf, pod_resolv_conf
+from kubesim.cluster.provisioner import volume_capabilities
+from kubesim.cluster.runtime import ContainerSpec, RuntimeRegistry
+from kubesim.cluster.runtime.env import EnvError, container_env, referenced_objects
+from kubesim.cluster.runtime.status import (
+    SIMULATED_CONDITION,
+    RuntimeStatus,
+    restarted_status,
+    runtime_status,
+)
+from kubesim.cluster.runtime.supervisor import PodRuntime
+from kubesim.cluster.volumefiles import VolumeError, referenced, volume_files, write_files
+from kubesim.cluster.workqueue import Reconciler, Retry
+from kubesim.errors import ApiError
+from kubesim.store.store import KUBELET_FINALIZER
 
 log = logging.getLogger(__name__)
 

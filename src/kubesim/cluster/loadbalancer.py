@@ -12,11 +12,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from .context import SERVICES, Context
-from .events import EventRecorder
-from .informer import Key
-from .objects import Obj, name_of, uid_of
-from .workqueue import Reconciler
+from kubesim.cluster.context import SERVICES, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import Obj, name_of, uid_of
+from kubesim.cluster.workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .objects import Obj, labels_of, name_of
+from kubesim.cluster.objects import Obj, labels_of, name_of
 
 
 def _requirement_matches(expression: dict[str, Any], values_by_key: dict[str, str]) -> bool:

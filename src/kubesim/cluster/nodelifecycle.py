@@ -21,14 +21,13 @@ import logging
 import time
 from typing import Any
 
+from kubesim.cluster.context import LEASES, NODE_LEASE_NAMESPACE, NODES, PODS, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.indexes import PODS_BY_NODE
+from kubesim.cluster.objects import Obj, condition, name_of, now, set_condition
+from kubesim.cluster.workqueue import Reconciler
 from kubesim.errors import ApiError
 from kubesim.taints import with_lifecycle_taints
-
-from .context import LEASES, NODE_LEASE_NAMESPACE, NODES, PODS, Context
-from .events import EventRecorder
-from .indexes import PODS_BY_NODE
-from .objects import Obj, condition, name_of, now, set_condition
-from .workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 

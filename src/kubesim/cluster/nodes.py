@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesim.cluster.apitypes import Api
+from kubesim.cluster.objects import now, set_condition
 from kubesim.errors import ApiError
 from kubesim.version import GIT_VERSION
-
-from .apitypes import Api
-from .objects import now, set_condition
 
 KUBELET_VERSION = GIT_VERSION  # the API server's version too
 

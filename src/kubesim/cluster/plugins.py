@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from csi_proto import csi_pb2
+from kubesim.cluster.background import BackgroundTasks
+from kubesim.cluster.context import CSI_NODES, NODES, Context
+from kubesim.cluster.csi_client import CsiConnection, wait_for_plugin
+from kubesim.cluster.objects import check_dns_subdomain, owner_reference
+from kubesim.cluster.plugin_watch import SocketWatcher
 from kubesim.errors import ApiError
-
-from .background import BackgroundTasks
-from .context import CSI_NODES, NODES, Context
-from .csi_client import CsiConnection, wait_for_plugin
-from .objects import check_dns_subdomain, owner_reference
-from .plugin_watch import SocketWatcher
 
 log = logging.getLogger(__name__)
 

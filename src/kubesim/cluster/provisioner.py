@@ -18,17 +18,16 @@ from typing import Any
 import grpc
 
 from csi_proto import csi_pb2
+from kubesim.cluster.context import CSI_NODES, NODES, PVCS, PVS, STORAGE_CLASSES, Context
+from kubesim.cluster.csi_client import CsiConnection, grpc_error_text, wait_for_plugin
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import Obj, annotations_of, is_terminating, name_of, parse_quantity, uid_of
+from kubesim.cluster.scheduler import SELECTED_NODE
+from kubesim.cluster.storage import storage_class_of
+from kubesim.cluster.topology import RequirementError, accessibility_requirements
+from kubesim.cluster.workqueue import Reconciler, Retry
 from kubesim.errors import ApiError
-
-from .context import CSI_NODES, NODES, PVCS, PVS, STORAGE_CLASSES, Context
-from .csi_client import CsiConnection, grpc_error_text, wait_for_plugin
-from .events import EventRecorder
-from .informer import Key
-from .objects import Obj, annotations_of, is_terminating, name_of, parse_quantity, uid_of
-from .scheduler import SELECTED_NODE
-from .storage import storage_class_of
-from .topology import RequirementError, accessibility_requirements
-from .workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
 

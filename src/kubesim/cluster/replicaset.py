@@ -15,9 +15,9 @@ import datetime
 import logging
 from typing import Any
 
-from .context import PODS, REPLICA_SETS, Context
-from .informer import Key
-from .objects import (
+from kubesim.cluster.context import PODS, REPLICA_SETS, Context
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import (
     Obj,
     condition,
     condition_true,
@@ -26,8 +26,8 @@ from .objects import (
     name_of,
     owner_reference,
 )
-from .rollout import replicas_of
-from .workload import WorkloadController
+from kubesim.cluster.rollout import replicas_of
+from kubesim.cluster.workload import WorkloadController
 
 log = logging.getLogger(__name__)
 

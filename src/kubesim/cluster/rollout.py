@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .objects import Obj, annotations_of, name_of
+from kubesim.cluster.objects import Obj, annotations_of, name_of
 
 TEMPLATE_HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"

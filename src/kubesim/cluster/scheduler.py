@@ -13,15 +13,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from kubesim.errors import ApiError
-from kubesim.taints import NOT_READY, UNREACHABLE, untolerated
-
-from .context import NODES, PODS, PVCS, PVS, STORAGE_CLASSES, Context
-from .events import EventRecorder
-from .indexes import ACTIVE_PODS_BY_NODE, PODS_BY_NODE, active_pod_node, pod_node
-from .informer import Key
-from .matching import pod_fits_node, pv_fits_node, tolerates
-from .objects import (
+from kubesim.cluster.context import NODES, PODS, PVCS, PVS, STORAGE_CLASSES, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.indexes import ACTIVE_PODS_BY_NODE, PODS_BY_NODE, active_pod_node, pod_node
+from kubesim.cluster.informer import Key
+from kubesim.cluster.matching import pod_fits_node, pv_fits_node, tolerates
+from kubesim.cluster.objects import (
     Obj,
     annotations_of,
     condition,
@@ -33,8 +30,10 @@ from .objects import (
     uid_of,
     without_times,
 )
-from .storage import claim_names, storage_class_of
-from .workqueue import Reconciler
+from kubesim.cluster.storage import claim_names, storage_class_of
+from kubesim.cluster.workqueue import Reconciler
+from kubesim.errors import ApiError
+from kubesim.taints import NOT_READY, UNREACHABLE, untolerated
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,11 @@ from typing import Protocol
 
 import grpc
 
-from .csi_client import CsiConnection, socket_path_of
-from .nodefs import NodeFilesystem
-from .runtime.inprocess import InProcessHandler, Program, ProgramContext
-from .runtime.registry import ContainerSpec
-from .runtime.view import ContainerView
+from kubesim.cluster.csi_client import CsiConnection, socket_path_of
+from kubesim.cluster.nodefs import NodeFilesystem
+from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
+from kubesim.cluster.runtime.registry import ContainerSpec
+from kubesim.cluster.runtime.view import ContainerView
 
 log = logging.getLogger(__name__)
 

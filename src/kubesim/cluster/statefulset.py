@@ -18,12 +18,10 @@ import json
 import logging
 from typing import Any
 
-from kubesim.errors import ApiError
-
-from .context import PODS, PVCS, STATEFUL_SETS, Context
-from .indexes import BY_CONTROLLER
-from .informer import Key
-from .objects import (
+from kubesim.cluster.context import PODS, PVCS, STATEFUL_SETS, Context
+from kubesim.cluster.indexes import BY_CONTROLLER
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import (
     Obj,
     condition_true,
     is_terminating,
@@ -33,7 +31,8 @@ from .objects import (
     short_hash,
     uid_of,
 )
-from .workload import WorkloadController
+from kubesim.cluster.workload import WorkloadController
+from kubesim.errors import ApiError
 
 log = logging.getLogger(__name__)
 

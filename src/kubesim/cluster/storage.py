@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .context import STORAGE_CLASSES, Context
-from .objects import Obj, annotations_of, name_of
+from kubesim.cluster.context import STORAGE_CLASSES, Context
+from kubesim.cluster.objects import Obj, annotations_of, name_of
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import datetime
 import logging
 
+from kubesim.cluster.context import NODES, PODS, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.indexes import PODS_BY_NODE
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import Obj, is_terminating, name_of
+from kubesim.cluster.workqueue import Reconciler
 from kubesim.errors import ApiError
 from kubesim.taints import eviction_delay
-
-from .context import NODES, PODS, Context
-from .events import EventRecorder
-from .indexes import PODS_BY_NODE
-from .informer import Key
-from .objects import Obj, is_terminating, name_of
-from .workqueue import Reconciler
 
 log = logging.getLogger(__name__)
 

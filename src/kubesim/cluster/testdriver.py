@@ -18,9 +18,8 @@ from typing import Any
 import grpc
 
 from csi_proto import csi_pb2, csi_pb2_grpc
+from kubesim.cluster.csi_client import socket_path_of
 from kubesim.errors import ApiError
-
-from .csi_client import socket_path_of
 
 DEFAULT_NAME = "sim.csi.kubesim.io"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .objects import Obj, labels_of, name_of
+from kubesim.cluster.objects import Obj, labels_of, name_of
 
 
 class RequirementError(Exception):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .downward import downward_files
+from kubesim.cluster.downward import downward_files
 
 Obj = Mapping[str, Any]
 Files = dict[str, tuple[bytes, int]]

@@ -7,14 +7,13 @@ controllers record for that, is shared too; only the messages differ.
 
 from __future__ import annotations
 
+from kubesim.cluster.context import PODS, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.indexes import BY_CONTROLLER, controller_uid
+from kubesim.cluster.informer import Informer, Key
+from kubesim.cluster.objects import Obj, controller_of, name_of, uid_of
+from kubesim.cluster.workqueue import Reconciler
 from kubesim.errors import ApiError
-
-from .context import PODS, Context
-from .events import EventRecorder
-from .indexes import BY_CONTROLLER, controller_uid
-from .informer import Informer, Key
-from .objects import Obj, controller_of, name_of, uid_of
-from .workqueue import Reconciler
 
 
 class WorkloadController:

@@ -17,7 +17,7 @@ from traffichelpers import FAST_RESTARTS, NS, container, deployment, eventually,
 from kubesim.addresses import claim_address_block
 from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 
 
 @pytest.fixture

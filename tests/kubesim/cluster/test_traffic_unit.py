@@ -25,7 +25,7 @@ from kubesim.cluster.runtime.probes import resolve_port, timing
 from kubesim.cluster.runtime.registry import ContainerSpec, ImageRef, RuntimeRegistry
 from kubesim.cluster.runtime.status import pod_phase, runtime_status
 from kubesim.cluster.runtime.supervisor import ContainerState, backoff_delay, should_restart
-from kubesim.traffic import Target, published_targets
+from kubesim.testing.traffic import Target, published_targets
 
 # ---------------------------------------------------------------------------------------------- addresses
 

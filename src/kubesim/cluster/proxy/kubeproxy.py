@@ -20,16 +20,14 @@ import time
 from dataclasses import dataclass, field
 
 from kubesim.addresses import is_loopback
-
-from ..background import BackgroundTasks
-from ..context import ENDPOINT_SLICES, NODES, SERVICES, Context
-from ..events import EventRecorder
-from ..indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
-from ..informer import Key
-from ..objects import Obj, labels_of, name_of
-from ..workqueue import Reconciler, Retry
-from .relay import Relay, reset
-from .rules import (
+from kubesim.cluster.background import BackgroundTasks
+from kubesim.cluster.context import ENDPOINT_SLICES, NODES, SERVICES, Context
+from kubesim.cluster.events import EventRecorder
+from kubesim.cluster.indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
+from kubesim.cluster.informer import Key
+from kubesim.cluster.objects import Obj, labels_of, name_of
+from kubesim.cluster.proxy.relay import Relay, reset
+from kubesim.cluster.proxy.rules import (
     SERVICE_NAME_LABEL,
     SOURCE_BACKEND_NODE,
     SOURCE_CLIENT,
@@ -38,6 +36,7 @@ from .rules import (
     Node,
     service_rules,
 )
+from kubesim.cluster.workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
 

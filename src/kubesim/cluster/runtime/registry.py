@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .env import expand
+from kubesim.cluster.runtime.env import expand
 
 DOCKER_HUB = "docker.io"
 MAX_HOSTNAME = 63

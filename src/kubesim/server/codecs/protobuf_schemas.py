@@ -1,4 +1,4 @@
-"""The Kubernetes protobuf field tables kubesim decodes (:mod:`kubesim.protobuf` reads the wire format).
+"""The Kubernetes protobuf field tables kubesim decodes (:mod:`kubesim.server.codecs.protobuf` reads the wire format).
 
 Field numbers, names and which fields are pointers are facts of the Kubernetes API's ``generated.proto`` files
 (k8s.io/api and k8s.io/apimachinery); only the kinds and fields kubectl and Helm send as protobuf are here. Types:

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubesim.auth import RequestAttributes, User
+from kubesim.auth.authn import RequestAttributes, User
 from kubesim.store.hooks import StoreReader
 
 SUPERUSER_GROUP = "system:masters"

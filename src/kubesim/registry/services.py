@@ -13,7 +13,7 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.addresses import DEFAULT_SERVICE_CIDR
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 Obj = dict[str, Any]
 NODE_PORT_RANGE = (30000, 32767)

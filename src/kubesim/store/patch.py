@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubesim.jsonvalues import json_clone, json_equal
+from kubesim.kinds.podspec import POD_SPEC_PREFIXES
 
 __all__ = [
-    "POD_SPEC_PREFIXES",
     "PatchError",
     "is_builtin_kind",
     "json_patch",
@@ -186,19 +186,6 @@ def json_patch(target: Any, ops: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------------------------
 # Strategic merge patch
-
-# Where a PodSpec lives inside each built-in kind that carries one.
-POD_SPEC_PREFIXES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "Pod": (("spec",),),
-    "PodTemplate": (("template", "spec"),),
-    "Deployment": (("spec", "template", "spec"),),
-    "StatefulSet": (("spec", "template", "spec"),),
-    "DaemonSet": (("spec", "template", "spec"),),
-    "ReplicaSet": (("spec", "template", "spec"),),
-    "ReplicationController": (("spec", "template", "spec"),),
-    "Job": (("spec", "template", "spec"),),
-    "CronJob": (("spec", "jobTemplate", "spec", "template", "spec"),),
-}
 
 # A merge key names the field identifying map items; PRIMITIVE marks a list of scalars merged as a set.
 PRIMITIVE = ""

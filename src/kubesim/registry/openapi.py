@@ -3,7 +3,7 @@
 kubectl >= 1.27 refuses to apply with default validation unless it can download ``/openapi/v3``; a root ``paths``
 map plus per group-version documents whose ``patch`` operations name their GVK and accept the ``fieldValidation``
 query parameter are enough for it to use server-side field validation. CRD versions publish their
-``openAPIV3Schema``, built-in kinds the Kubernetes API's schemas (:mod:`kubesim.builtin_schemas`), so that
+``openAPIV3Schema``, built-in kinds the Kubernetes API's schemas (:mod:`kubesim.registry.builtin_schemas`), so that
 ``kubectl explain`` works for both. Documents of group-versions with built-in kinds only never change and are built
 once.
 """
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import builtin_schemas
-from kubesim.resources import Registry, ResourceType
+from kubesim.kinds.resources import Registry, ResourceType
+from kubesim.registry import builtin_schemas
 from kubesim.version import GIT_VERSION
 
 #: The media types kubectl asks ``/openapi/v2`` for (gnostic's ``openapi_v2.Document`` as protobuf; the older

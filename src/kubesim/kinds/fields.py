@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 # kind key -> {selector field: path into the object}
 _KIND_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -1,7 +1,7 @@
 """Authentication (static bearer tokens, then ServiceAccount tokens) and the authorization interface: who the user is
 (``User``), what a request asks (``RequestAttributes``), ``Authorizer`` and ``AllowAll``. The authorizers that
 evaluate RBAC rules (``RbacAuthorizer`` over the stored RBAC objects, the API server's default, and
-``ClusterRoleAuthorizer``, a fixed list of rules for tests) are in ``kubesim.rbac``, which builds on this module."""
+``ClusterRoleAuthorizer``, a fixed list of rules for tests) are in ``kubesim.auth.rbac``, which builds on this module."""
 
 from __future__ import annotations
 

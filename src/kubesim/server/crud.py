@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kubesim import errors, patch
+from kubesim import errors
 from kubesim.errors import ApiError
-from kubesim.resources import ResourceType
-from kubesim.scale import replicas_from, scale_of
+from kubesim.kinds.resources import ResourceType
+from kubesim.registry.scale import replicas_from, scale_of
 from kubesim.schema.pruning import unknown_fields
 from kubesim.server import wire
 from kubesim.server.routing import Target
 from kubesim.server.tables import render_table, wants_table
+from kubesim.store import patch
 
 if TYPE_CHECKING:
     from kubesim.server.context import ServerContext

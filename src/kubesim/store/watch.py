@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kubesim import views
-from kubesim.fields import object_fields
-from kubesim.resources import ResourceType
+from kubesim.kinds import views
+from kubesim.kinds.fields import object_fields
+from kubesim.kinds.resources import ResourceType
 
 if TYPE_CHECKING:
     from kubesim.selectors import FieldSelector, LabelSelector

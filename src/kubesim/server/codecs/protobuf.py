@@ -3,7 +3,7 @@
 `kubectl create namespace|configmap|secret|serviceaccount|token|deployment|service`, `kubectl scale` and `kubectl
 auth can-i` post `application/vnd.kubernetes.protobuf` and do not fall back to JSON on 415; Helm sends the
 `DeleteOptions` of a DELETE (purging a release's Secrets) as protobuf too. No protobuf package ships the Kubernetes
-`generated.proto` types, so :mod:`kubesim.protobuf_schemas` carries the field numbers of just those kinds (facts
+`generated.proto` types, so :mod:`kubesim.server.codecs.protobuf_schemas` carries the field numbers of just those kinds (facts
 from the Kubernetes API's generated.proto) and this module a small wire-format reader. Other kinds, and fields of these
 kinds that the tables do not have, answer 415 with a hint to send JSON: nothing set is silently dropped.
 """
@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from kubesim import errors
-from kubesim.protobuf_schemas import DELETE_OPTIONS, KINDS, TIME, Schema
+from kubesim.server.codecs.protobuf_schemas import DELETE_OPTIONS, KINDS, TIME, Schema
 
 MAGIC = b"k8s\x00"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 # core v1 Event field -> events.k8s.io/v1 Event field
 _EVENT_FIELDS = {

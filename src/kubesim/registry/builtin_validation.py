@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from kubesim.errors import cause
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 Obj = dict[str, Any]
 Cause = dict[str, Any]
@@ -256,8 +256,8 @@ def _job_causes(job: Obj, old: Obj | None) -> list[Cause]:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             out.append(cause(f"spec.{field}", f"Invalid value: {value!r}: must be greater than or equal to 0"))
     if old is not None:
-        from kubesim.defaults import default_job
         from kubesim.jsonvalues import json_clone
+        from kubesim.registry.defaults import default_job
 
         defaulted = json_clone(job)
         default_job(defaulted)  # compared as stored: the apiserver defaults a body before it validates it

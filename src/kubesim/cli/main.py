@@ -14,7 +14,7 @@ from typing import Any
 
 from kubesim.addresses import AddressBlockError
 from kubesim.errors import ApiError
-from kubesim.services import parse_node_port_range
+from kubesim.registry.services import parse_node_port_range
 from kubesim.sim import KubeSim
 from kubesim.store.persist import StoreFileError
 
@@ -195,7 +195,7 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def node_command(args: argparse.Namespace) -> int:
-    from kubesim.nodecli import NodeCommandError, run
+    from kubesim.cli.node import NodeCommandError, run
 
     if args.action != "list" and not args.node:
         print(f"kubesim: node {args.action} needs the name of a node", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 Obj = dict[str, Any]
 

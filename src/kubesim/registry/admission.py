@@ -2,7 +2,7 @@
 
 The store calls `Admission` before every commit (its ``AdmissionHooks``, ``kubesim.store.hooks``: the store is
 built with it and hands itself over as a ``StoreReader``). It validates names per kind and labels, delegates to
-`validation.py` (built-in kinds), `defaults.py` (built-in defaults), `services.py` (clusterIP/nodePort allocation),
+`builtin_validation.py` (built-in kinds), `defaults.py` (built-in defaults), `services.py` (clusterIP/nodePort allocation),
 accepts CustomResourceDefinitions (status conditions) and handles custom objects' schemas through `kubesim.schema`.
 """
 
@@ -11,15 +11,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kubesim import defaults, errors, validation
-from kubesim.resources import ResourceType, types_from_crd
+from kubesim import errors
+from kubesim.auth.serviceaccounts import add_token_volume
+from kubesim.kinds.resources import ResourceType, types_from_crd
+from kubesim.registry import builtin_validation, defaults
+from kubesim.registry.services import ServiceAdmission, ServiceAllocator
 from kubesim.schema.cel import cel_causes, compile_causes
 from kubesim.schema.crd import structural_causes
 from kubesim.schema.defaulting import apply_defaults
 from kubesim.schema.pruning import prune
 from kubesim.schema.validation import validate
-from kubesim.serviceaccounts import add_token_volume
-from kubesim.services import ServiceAdmission, ServiceAllocator
 from kubesim.store.hooks import StoreReader
 from kubesim.store.metadata import now_iso
 from kubesim.taints import DEFAULT_TOLERATION_SECONDS, default_tolerations
@@ -122,9 +123,9 @@ class Admission:
         if problem:
             causes.append(errors.cause("metadata.name", f"Invalid value: {name!r}: {problem}"))
         if rt.key == "secrets":
-            validation.fold_string_data(obj)
-        causes += _metadata_causes(obj) + validation.metadata_causes(obj)
-        causes += self._kind_causes(store, rt, obj) + validation.builtin_causes(rt, obj, None)
+            builtin_validation.fold_string_data(obj)
+        causes += _metadata_causes(obj) + builtin_validation.metadata_causes(obj)
+        causes += self._kind_causes(store, rt, obj) + builtin_validation.builtin_causes(rt, obj, None)
         if causes:
             raise errors.invalid(rt.kind, rt.group, name, causes)
         if rt.kind == "Service" and rt.group == "":
@@ -151,10 +152,10 @@ class Admission:
     ) -> None:
         name = new["metadata"]["name"]
         if rt.key == "secrets":
-            validation.fold_string_data(new)
-        causes = _metadata_causes(new) + validation.metadata_causes(new)
+            builtin_validation.fold_string_data(new)
+        causes = _metadata_causes(new) + builtin_validation.metadata_causes(new)
         if subresource is None:
-            causes += self._kind_causes(store, rt, new, old) + validation.builtin_causes(rt, new, old)
+            causes += self._kind_causes(store, rt, new, old) + builtin_validation.builtin_causes(rt, new, old)
             if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
                 for path in (("scope",), ("group",), ("names", "plural")):
                     before, after = _dig(old.get("spec"), path), _dig(new.get("spec"), path)

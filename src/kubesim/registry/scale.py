@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim import errors
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 SCALABLE = {"deployments.apps", "statefulsets.apps", "replicasets.apps"}
 

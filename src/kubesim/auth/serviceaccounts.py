@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kubesim.auth import User
+    from kubesim.auth.authn import User
     from kubesim.store.hooks import StoreReader
 
 Obj = dict[str, Any]
@@ -91,7 +91,7 @@ class ServiceAccountTokens:
             del self._tokens[token]
 
     def authenticate(self, token: str) -> User | None:
-        from kubesim.auth import User
+        from kubesim.auth.authn import User
 
         issued = self._tokens.get(token)
         if issued is None:
