@@ -22,36 +22,45 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block
-from kubesim.cluster.apitypes import Api
-from kubesim.cluster.background import BackgroundTasks
-from kubesim.cluster.context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, ApiAccess, Context, Options
-from kubesim.cluster.csi_client import UNIX_PATH_MAX, socket_path_of
-from kubesim.cluster.daemonset import DaemonSetController
-from kubesim.cluster.deployment import DeploymentController
-from kubesim.cluster.dns import lookup, resolve
-from kubesim.cluster.endpoints import EndpointsController
-from kubesim.cluster.ephemeral import EphemeralVolumeController
-from kubesim.cluster.hostnames import ClusterDns
-from kubesim.cluster.indexes import PODS_BY_NODE, pod_node
-from kubesim.cluster.informer import Informer
-from kubesim.cluster.jobs import JobController
-from kubesim.cluster.kubelet import FINALIZER, Kubelet
-from kubesim.cluster.loadbalancer import LoadBalancerController
-from kubesim.cluster.nodefs import NodeFilesystem
-from kubesim.cluster.nodelifecycle import NodeLifecycleController
-from kubesim.cluster.nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
-from kubesim.cluster.objects import check_dns_subdomain, name_of
-from kubesim.cluster.plugin_watch import SocketWatcher
-from kubesim.cluster.provisioner import Provisioner
+from kubesim.cluster.base.apitypes import Api
+from kubesim.cluster.base.background import BackgroundTasks
+from kubesim.cluster.base.context import (
+    CSI_NODES,
+    NODES,
+    PODS,
+    SERVICES,
+    WATCHED,
+    ApiAccess,
+    Context,
+    Options,
+)
+from kubesim.cluster.base.indexes import PODS_BY_NODE, pod_node
+from kubesim.cluster.base.informer import Informer
+from kubesim.cluster.base.nodefs import NodeFilesystem
+from kubesim.cluster.base.objects import check_dns_subdomain, name_of
+from kubesim.cluster.controllers.daemonset import DaemonSetController
+from kubesim.cluster.controllers.deployment import DeploymentController
+from kubesim.cluster.controllers.endpoints import EndpointsController
+from kubesim.cluster.controllers.ephemeral import EphemeralVolumeController
+from kubesim.cluster.controllers.jobs import JobController
+from kubesim.cluster.controllers.loadbalancer import LoadBalancerController
+from kubesim.cluster.controllers.nodelifecycle import NodeLifecycleController
+from kubesim.cluster.controllers.replicaset import ReplicaSetController
+from kubesim.cluster.controllers.scheduler import Scheduler
+from kubesim.cluster.controllers.statefulset import StatefulSetController
+from kubesim.cluster.controllers.tainteviction import TaintEvictionController
+from kubesim.cluster.csi.client import UNIX_PATH_MAX, socket_path_of
+from kubesim.cluster.csi.plugin_watch import SocketWatcher
+from kubesim.cluster.csi.provisioner import Provisioner
+from kubesim.cluster.csi.sidecars import sidecar_handlers
+from kubesim.cluster.dns.hostnames import ClusterDns
+from kubesim.cluster.dns.names import lookup, resolve
+from kubesim.cluster.kubelet.kubelet import FINALIZER, Kubelet
+from kubesim.cluster.kubelet.nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
 from kubesim.cluster.proxy import KubeProxy
-from kubesim.cluster.replicaset import ReplicaSetController
 from kubesim.cluster.runtime import RuntimeRegistry, default_registry
 from kubesim.cluster.runtime.execution import ExecResult, run_command
 from kubesim.cluster.runtime.rootfs import resolv_mount_problem
-from kubesim.cluster.scheduler import Scheduler
-from kubesim.cluster.sidecars import sidecar_handlers
-from kubesim.cluster.statefulset import StatefulSetController
-from kubesim.cluster.tainteviction import TaintEvictionController
 from kubesim.errors import ApiError
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest_asyncio
 
 from kubesim.cluster.cluster import Cluster
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from kubesim.testing.patience import patience

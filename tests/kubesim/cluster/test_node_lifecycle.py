@@ -20,7 +20,7 @@ import pytest
 from clusterhelpers import pod_ready, wait_for, wait_for_event
 from traffichelpers import FAST_RESTARTS, NS, container, eventually, pod, refuses, short_state_dir
 
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
 from kubesim.testing.patience import patience
 from kubesim.testing.traffic import who_answers

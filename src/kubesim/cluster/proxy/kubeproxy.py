@@ -20,12 +20,13 @@ import time
 from dataclasses import dataclass, field
 
 from kubesim.addresses import is_loopback
-from kubesim.cluster.background import BackgroundTasks
-from kubesim.cluster.context import ENDPOINT_SLICES, NODES, SERVICES, Context
-from kubesim.cluster.events import EventRecorder
-from kubesim.cluster.indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
-from kubesim.cluster.informer import Key
-from kubesim.cluster.objects import Obj, labels_of, name_of
+from kubesim.cluster.base.background import BackgroundTasks
+from kubesim.cluster.base.context import ENDPOINT_SLICES, NODES, SERVICES, Context
+from kubesim.cluster.base.events import EventRecorder
+from kubesim.cluster.base.indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
+from kubesim.cluster.base.informer import Key
+from kubesim.cluster.base.objects import Obj, labels_of, name_of
+from kubesim.cluster.base.workqueue import Reconciler, Retry
 from kubesim.cluster.proxy.relay import Relay, reset
 from kubesim.cluster.proxy.rules import (
     SERVICE_NAME_LABEL,
@@ -36,7 +37,6 @@ from kubesim.cluster.proxy.rules import (
     Node,
     service_rules,
 )
-from kubesim.cluster.workqueue import Reconciler, Retry
 
 log = logging.getLogger(__name__)
 

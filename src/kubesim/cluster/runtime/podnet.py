@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.cluster.hostnames import pipe
+from kubesim.cluster.dns.hostnames import pipe
 from kubesim.cluster.runtime.registry import ContainerSpec
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.cluster.objects import now
+from kubesim.cluster.base.objects import now
 from kubesim.cluster.runtime.probes import ProbeResult, run_probe, timing
 from kubesim.cluster.runtime.registry import Container, ContainerSpec, RuntimeHandler
 
