@@ -7,6 +7,25 @@ block, because they run inside the watch loop.
 Lookups of related objects go through indexes, never through a scan of the whole cache: every informer indexes its
 objects by namespace, and controllers add named indexes (``add_index``; e.g. EndpointSlices by Service, Pods by
 node or controller) that are kept right on every add, update, delete and relist.
+
+Why not the controller runtime's ``operator_runtime.reflector.Reflector``, which does the same job for the operators:
+kubesim may not import the runtime (contract ``kubesim-boundary``: the runtime is tested against kubesim, so kubesim
+stays an implementation of its own), and a copy shared from a package below both would have to paper over the ways
+the two differ on purpose:
+
+- the source: this informer reads the in-process ``kubesim.api.ApiClient`` (plain dicts out of the store, an
+  expired watch is ``kubesim.errors.ApiError`` 410, an ``ERROR`` event is raised as one); the Reflector reads
+  ``operator_runtime.api.KubeApi`` over HTTP (``operator_runtime.errors.Expired``), with jittered, capped backoff
+  and an error count for its metrics;
+- keys and lookups: ``(namespace, name)`` tuples, every object also indexed by namespace (``items(namespace)``), an
+  index holding the objects themselves and ``count`` without building a list (the scheduler counts Pods per node on
+  every decision); the Reflector keys interned ``namespace/name`` strings, its indexes hold keys;
+- handlers get ``(event type, object, previous)``: the node-lifecycle, load-balancer and ephemeral-volume
+  controllers branch on ``DELETED``; the Reflector's get ``(old, new)``;
+- ``has_seen(resourceVersion)``: the workload controllers' expectations (``controllers/workload.py``) ask whether
+  the cache has taken in their own writes; the Reflector has no such question, and it has what this one does not
+  need: per-cache projections of stored objects (``transform``) and a cache that is not synced again until it has
+  listed after a leadership change.
 """
 
 from __future__ import annotations

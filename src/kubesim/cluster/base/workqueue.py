@@ -2,6 +2,21 @@
 
 Like client-go's workqueue: a key queued many times while waiting is processed once, a key is never processed
 by two workers at once, and a failing key is retried later with growing delays while others proceed.
+
+Why not the controller runtime's ``operator_runtime.workqueue.WorkQueue``, which keeps the same guarantees for the
+operators: kubesim may not import the runtime (contract ``kubesim-boundary``: the runtime is tested against kubesim,
+so kubesim stays an implementation of its own), and the two have different shapes, so a queue shared from a
+package below both would need an adapter on one side at least:
+
+- ``Reconciler`` is the queue and its workers in one: it runs ``reconcile(key)`` itself, a failure is an exception
+  (``Retry`` with an optional delay, anything else logged) and the next try is scheduled with the event loop's
+  timers. The runtime's ``WorkQueue`` is only the queue: its controller takes keys (``get``/``done``), decides
+  through its error policy what a failure means and counts it in its metrics, and the queue has what that needs
+  (``shutdown``, ``fresh()`` after a leadership change, sizes for metrics, an injectable clock for tests);
+- keys are any hashable (the simulated controllers queue ``(namespace, name)`` tuples and node names); the runtime
+  queues ``namespace/name`` strings;
+- the backoff is a simulated cluster's: 0.05 s doubling to 5 s, so a test sees a retry at once; the runtime's
+  starts at 0.5 s and is capped at 60 s, as an operator talking to a real API server should.
 """
 
 from __future__ import annotations
