@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubesim.errors import ApiError
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 
 
 async def poll_until(check: Callable[[], Awaitable[Any]], within: float, what: str = "") -> Any:

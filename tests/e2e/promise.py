@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from devenv.up import Console, LocalCluster, LocalOptions
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 
 NS = "default"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"

@@ -13,8 +13,8 @@ import pytest_asyncio
 from polling import poll_until
 
 from kubesim.errors import ApiError
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
+from kubesim.testing.patience import patience
 from listener_operator.controller_command import Operator, OperatorOptions
 from listener_operator.crd.generate import all_crds
 from operator_runtime.api import WRITE_VERBS

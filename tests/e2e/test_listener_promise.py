@@ -34,7 +34,7 @@ from promise import (
 from devenv.demo import find_volume_of
 from devenv.install import CHART_DIR, NAMESPACE, OperatorPods
 from kubesim.errors import ApiError
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 
 GRACE = SCALED_LIFECYCLE["node_monitor_grace"]
 STOPPED_FOR = 3 * GRACE  # "a node stopped for 60 s": longer than the grace period, shorter than the tolerations

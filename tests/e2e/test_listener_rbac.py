@@ -14,7 +14,7 @@ from typing import Any
 from rendered_install import granted_rules, operator_service_account, rendered_objects
 from test_listener_controller import NS, Env, _gone, environment
 
-from kubesim.auth import RequestAttributes, User
+from kubesim.auth.authn import RequestAttributes, User
 from kubesim.store.store import Store
 
 RELEASE_NAMESPACE, _ = operator_service_account()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 
 REPO = Path(__file__).resolve().parents[2]
 KUBECTL = str(Path(sys.executable).parent / "kubectl")

@@ -13,8 +13,8 @@ from typing import Any
 
 from test_local import KUBECTL, REPO, Background, operator_command, workdir  # noqa: F401 - fixture by name
 
-from kubesim.patience import patience
-from kubesim.traffic import who_answers
+from kubesim.testing.patience import patience
+from kubesim.testing.traffic import who_answers
 
 
 def test_kubectl_apply_of_the_skupper_example_works_on_local_up(workdir: Path) -> None:  # noqa: F811

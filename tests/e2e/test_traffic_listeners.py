@@ -25,7 +25,7 @@ from test_volumes_harness import (  # noqa: F401 - the fixture is used by name
     volume_env_factory,
 )
 
-from kubesim.traffic import Target, published_targets, who_answers
+from kubesim.testing.traffic import Target, published_targets, who_answers
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS, ANNOTATION_LISTENER_NAME
 
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"

@@ -13,7 +13,7 @@ from test_volumes_harness import (  # noqa: F401 - the fixture is used by name
     volume_env_factory,
 )
 
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS, TOPOLOGY_KEY_HOSTNAME
 from listener_operator.csi_server import node as node_module
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kubesim.jsonvalues import json_equal
-from kubesim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from kubesim.store.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 
 # ---------------------------------------------------------------------------------------------------------------
 # RFC 7386

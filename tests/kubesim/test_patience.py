@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kubesim import patience as module
+from kubesim.testing import patience as module
 
 
 def test_deadlines_stretch_with_load_per_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

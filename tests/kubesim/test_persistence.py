@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from kubesim.errors import ApiError
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
 from kubesim.store.persist import StoreFileError
+from kubesim.testing.patience import patience
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 

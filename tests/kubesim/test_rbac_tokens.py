@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.rbac import RbacAuthorizer
-from kubesim.serviceaccounts import TOKEN_MOUNT_PATH
+from kubesim.auth.rbac import RbacAuthorizer
+from kubesim.auth.serviceaccounts import TOKEN_MOUNT_PATH
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 RBAC = "rbac.authorization.k8s.io"
 

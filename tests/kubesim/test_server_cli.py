@@ -19,7 +19,7 @@ async def test_serve_prints_url_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kubesim.cli",
+        "kubesim.cli.main",
         "serve",
         "--host",
         "127.0.0.1",
@@ -52,7 +52,7 @@ async def _serve(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "kubesim.cli",
+        "kubesim.cli.main",
         "serve",
         *args,
         stdout=asyncio.subprocess.PIPE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 CM = "/api/v1/namespaces/default/configmaps"
 

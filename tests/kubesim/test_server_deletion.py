@@ -6,9 +6,9 @@ import asyncio
 import time
 from typing import Any
 
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.patience import patience
+from kubesim.testing.rawhttp import RawClient
 
 CM = "/api/v1/namespaces/default/configmaps"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 
 async def test_core_discovery_has_v1_group_version_and_builtin_kinds(kubesim: KubeSim) -> None:
@@ -94,7 +94,7 @@ async def test_openapi_v3_root_points_at_group_version_documents(kubesim: KubeSi
 
 
 async def test_authorizer_hook_denies_with_403(kubesim: KubeSim) -> None:
-    from kubesim.auth import RequestAttributes
+    from kubesim.auth.authn import RequestAttributes
 
     class NoSecrets:
         def authorize(self, attrs: RequestAttributes) -> str | None:
@@ -108,7 +108,7 @@ async def test_authorizer_hook_denies_with_403(kubesim: KubeSim) -> None:
 
 
 async def test_cluster_role_authorizer_enforces_rules(kubesim: KubeSim) -> None:
-    from kubesim.rbac import ClusterRoleAuthorizer
+    from kubesim.auth.rbac import ClusterRoleAuthorizer
 
     rules = [
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "patch"]},
@@ -133,7 +133,7 @@ async def test_cluster_role_authorizer_enforces_rules(kubesim: KubeSim) -> None:
 
 
 async def test_self_subject_access_review_asks_the_authorizer(kubesim: KubeSim) -> None:
-    from kubesim.rbac import ClusterRoleAuthorizer
+    from kubesim.auth.rbac import ClusterRoleAuthorizer
 
     kubesim.server.authorizer = ClusterRoleAuthorizer(
         [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 NEW = "/apis/events.k8s.io/v1/namespaces/default/events"
 CORE = "/api/v1/namespaces/default/events"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 CM = "/api/v1/namespaces/default/configmaps"
 TOO_OLD = (

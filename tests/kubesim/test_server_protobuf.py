@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 
@@ -102,7 +102,7 @@ async def test_protobuf_delete_options_as_helm_sends_them(kubesim: KubeSim) -> N
 
 
 def test_delete_options_keep_zero_values() -> None:
-    from kubesim.protobuf import decode_delete_options
+    from kubesim.server.codecs.protobuf import decode_delete_options
 
     options = decode_delete_options(envelope("v1", "DeleteOptions", varint_field(1, 0) + varint_field(3, 0)))
     assert options == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,

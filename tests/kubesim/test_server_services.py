@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from kubesim.services import parse_node_port_range
+from kubesim.registry.services import parse_node_port_range
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 SVC = "/api/v1/namespaces/default/services"
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 CM = "/api/v1/namespaces/default/configmaps"
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kubesim.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
-from kubesim.openapi import ResourceInfo, openapi_v3_group_version, openapi_v3_hash, openapi_v3_root
+from kubesim.registry.openapi import ResourceInfo, openapi_v3_group_version, openapi_v3_hash, openapi_v3_root
 from kubesim.table.cells import human_duration
+from kubesim.table.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
 from kubesim.table.printers import builtin_columns
 from kubesim.table.render import render_table, table_version
 

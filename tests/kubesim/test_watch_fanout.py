@@ -12,9 +12,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubesim import watch as watch_module
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.store import watch as watch_module
+from kubesim.testing.rawhttp import RawClient
 
 CM = "/api/v1/namespaces/default/configmaps"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"

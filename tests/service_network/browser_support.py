@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

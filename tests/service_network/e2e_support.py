@@ -76,7 +76,7 @@ async def hop_sessions(env: SiteEnv) -> dict[str, int]:
 
 
 async def _metrics(ip: str) -> str:
-    """The router Pod's metrics (the whole text: kubesim.traffic.http_get keeps only 64 KiB)."""
+    """The router Pod's metrics (the whole text: kubesim.testing.traffic.http_get keeps only 64 KiB)."""
     assert is_loopback(ip), ip
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session, \
             session.get(f"http://{ip}:{ROUTER_METRICS_PORT}/metrics") as response:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
 

@@ -18,7 +18,7 @@ import pytest
 from router_certs import TestCA
 from router_support import Backend, document, free_port, loopback, refused, wait_until, who
 
-from kubesim.rbac import ClusterRoleAuthorizer
+from kubesim.auth.rbac import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
 from service_network.router.config import TlsProfile

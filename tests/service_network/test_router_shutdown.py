@@ -30,7 +30,7 @@ from router_support import (
     wait_until,
 )
 
-from kubesim.rbac import ClusterRoleAuthorizer
+from kubesim.auth.rbac import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from service_network.site.resources import role_rules
 

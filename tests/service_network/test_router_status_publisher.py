@@ -15,8 +15,8 @@ import pytest
 import yaml
 from router_support import wait_until
 
-from kubesim.auth import User
-from kubesim.rbac import ClusterRoleAuthorizer
+from kubesim.auth.authn import User
+from kubesim.auth.rbac import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
 from service_network.router.routed import listening_in_status_texts

@@ -20,7 +20,7 @@ from e2e_support import greeting
 from router_support import closed_by_peer, refused, who
 from site_support import AGNHOST, ECHO_IMAGE, NS, SiteEnv, site_environment
 
-from kubesim.traffic import http_get, who_answers
+from kubesim.testing.traffic import http_get, who_answers
 from service_network.constants import ADAPTOR_PORT
 
 ECHO = {"app": "echo"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from site_support import CRD_RESOURCE, NS, RESOURCES, SiteEnv
 
-from kubesim.rbac import ClusterRoleAuthorizer, rules_allow
+from kubesim.auth.rbac import ClusterRoleAuthorizer, rules_allow
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
 from service_network.rbac import cluster_role_rules, leader_election_rules

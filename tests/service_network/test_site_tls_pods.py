@@ -17,7 +17,7 @@ from router_certs import TestCA
 from router_support import refused
 from site_support import ECHO_IMAGE, NS, SiteEnv, site_environment
 
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 ECHO = {"app": "echo"}
 

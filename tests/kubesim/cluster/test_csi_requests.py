@@ -8,7 +8,7 @@ from typing import Any
 from clusterhelpers import Env, pod_ready, wait_for, wait_for_event
 
 from csi_proto import csi_pb2
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 
 NS = "default"
 MODE = csi_pb2.VolumeCapability.AccessMode

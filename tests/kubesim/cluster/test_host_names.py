@@ -13,7 +13,7 @@ import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 from traffichelpers import FAST_RESTARTS, NS, container, pod, ready_pod, service, short_state_dir
 
-from kubesim.cluster.hostnames import ClusterDns, SocksProxy
+from kubesim.cluster.dns.hostnames import ClusterDns, SocksProxy
 from kubesim.sim import KubeSim
 
 

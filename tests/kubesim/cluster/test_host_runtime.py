@@ -24,7 +24,7 @@ from traffichelpers import FAST_RESTARTS, NS, container, eventually, pod, ready_
 
 from kubesim.cluster.runtime.hostprocess import HostImage, HostProcessHandler
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 
 PROBE = textwrap.dedent('''\
     import http.server, json, os, signal, socket, sys

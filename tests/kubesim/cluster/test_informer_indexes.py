@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kubesim.api import ApiClient
-from kubesim.cluster.indexes import (
+from kubesim.cluster.base.indexes import (
     ACTIVE_PODS_BY_NODE,
     BY_CONTROLLER,
     SLICES_BY_SERVICE,
@@ -18,7 +18,7 @@ from kubesim.cluster.indexes import (
     controller_uid,
     slice_service,
 )
-from kubesim.cluster.informer import Informer
+from kubesim.cluster.base.informer import Informer
 from kubesim.server.app import ApiServer
 
 SLICES = "endpointslices.discovery.k8s.io"

@@ -24,7 +24,7 @@ from traffichelpers import (
 )
 
 from kubesim.sim import KubeSim
-from kubesim.traffic import http_get, who_answers
+from kubesim.testing.traffic import http_get, who_answers
 
 HTTP = [{"name": "http", "port": 80, "targetPort": "http"}]
 

@@ -10,7 +10,7 @@ import grpc
 from clusterhelpers import Env, pod_ready, short_state_dir, wait_for, wait_for_event
 from test_statefulset_csi import statefulset
 
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
 
 NS = "default"

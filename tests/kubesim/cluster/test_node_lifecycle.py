@@ -20,10 +20,10 @@ import pytest
 from clusterhelpers import pod_ready, wait_for, wait_for_event
 from traffichelpers import FAST_RESTARTS, NS, container, eventually, pod, refuses, short_state_dir
 
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
-from kubesim.patience import patience
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.patience import patience
+from kubesim.testing.traffic import who_answers
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 # Scaled down (Kubernetes: 50 s and 300 s), and stretched on a loaded machine, so that heartbeats a busy event loop
@@ -211,7 +211,7 @@ async def test_a_stateful_pod_on_a_lost_node_waits_for_it_or_a_force_delete(clus
 async def test_kubesim_node_stops_and_starts_a_node_from_a_shell(cluster: KubeSim) -> None:
     async def node(*args: str) -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kubesim.cli", "node", *args, "--kubeconfig", str(cluster.kubeconfig_path),
+            sys.executable, "-m", "kubesim.cli.main", "node", *args, "--kubeconfig", str(cluster.kubeconfig_path),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(process.communicate(), patience(60))
         return process.returncode or 0, out.decode(), err.decode()

@@ -9,7 +9,7 @@ from typing import Any
 
 from clusterhelpers import pod_ready, short_state_dir, wait_for
 
-from kubesim.cluster.testdriver import SimpleCsiDriver
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver
 from kubesim.sim import KubeSim
 
 

@@ -19,7 +19,7 @@ from traffichelpers import NS, container, pod, ready_pod
 
 from kubesim.cluster.runtime.podnet import pod_ports
 from kubesim.sim import KubeSim
-from kubesim.traffic import http_get
+from kubesim.testing.traffic import http_get
 
 SERVE = textwrap.dedent('''\
     #!/usr/bin/python3

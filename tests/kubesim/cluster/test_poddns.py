@@ -12,7 +12,7 @@ from dnslib import DNSRecord
 from traffichelpers import NS, service, short_state_dir
 
 from kubesim.cluster import cluster as cluster_module
-from kubesim.cluster.poddns import pod_resolv_conf
+from kubesim.cluster.dns.poddns import pod_resolv_conf
 from kubesim.sim import KubeSim
 
 NODE = "nameserver 10.0.0.2\nsearch corp.example\noptions edns0\n"

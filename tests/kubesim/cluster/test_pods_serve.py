@@ -17,7 +17,7 @@ from traffichelpers import (
 
 from kubesim.cluster.runtime.status import SIMULATED_CONDITION
 from kubesim.sim import KubeSim
-from kubesim.traffic import http_get, who_answers
+from kubesim.testing.traffic import http_get, who_answers
 
 
 async def _udp(host: str, port: int, message: bytes) -> bytes:

@@ -12,7 +12,7 @@ from clusterhelpers import short_state_dir, wait_for
 from traffichelpers import NS, container, pod, ready_pod
 
 from kubesim.sim import KubeSim
-from kubesim.traffic import http_get, who_answers
+from kubesim.testing.traffic import http_get, who_answers
 
 
 def _state(p: dict[str, Any] | None) -> dict[str, Any]:

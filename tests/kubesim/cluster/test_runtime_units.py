@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.cluster.nodefs import HostPathError, NodeFilesystem, check_host_path_type
+from kubesim.cluster.base.nodefs import HostPathError, NodeFilesystem, check_host_path_type
+from kubesim.cluster.csi.sidecars import parse_flags
 from kubesim.cluster.runtime.env import EnvError, container_env, expand, referenced_objects
 from kubesim.cluster.runtime.hostprocess import (
     HostImage,
@@ -23,8 +24,7 @@ from kubesim.cluster.runtime.hostprocess import (
 )
 from kubesim.cluster.runtime.registry import ContainerSpec
 from kubesim.cluster.runtime.view import ContainerView
-from kubesim.cluster.sidecars import parse_flags
-from kubesim.cluster.volumefiles import VolumeError, volume_files
+from kubesim.cluster.volumes.volumefiles import VolumeError, volume_files
 
 NODE_PLUGIN_POD = {
     "metadata": {"name": "node-driver-x", "namespace": "ops", "uid": "u1"},

@@ -13,8 +13,8 @@ import pytest_asyncio
 from clusterhelpers import pod_ready, short_state_dir, wait_for, wait_for_event
 from traffichelpers import FAST_RESTARTS, NS, container, eventually, pod, ready_pod
 
-from kubesim.cluster.daemonset import REVISION_LABEL
-from kubesim.cluster.testdriver import SimpleCsiDriver
+from kubesim.cluster.controllers.daemonset import REVISION_LABEL
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver
 from kubesim.sim import KubeSim
 
 REGISTRAR = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.15.0"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.cluster.topology import RequirementError, accessibility_requirements
+from kubesim.cluster.csi.topology import RequirementError, accessibility_requirements
 
 DRIVER = "d.example.com"
 KEY = "d.example.com/node"

@@ -17,15 +17,15 @@ from kubesim.addresses import (
     pick_free_block,
     reserve_block,
 )
-from kubesim.cluster.dns import resolve
-from kubesim.cluster.downward import downward_files
+from kubesim.cluster.dns.names import resolve
 from kubesim.cluster.runtime import default_registry, parse_image
 from kubesim.cluster.runtime.agnhost import UsageError, parse_command
 from kubesim.cluster.runtime.probes import resolve_port, timing
 from kubesim.cluster.runtime.registry import ContainerSpec, ImageRef, RuntimeRegistry
 from kubesim.cluster.runtime.status import pod_phase, runtime_status
 from kubesim.cluster.runtime.supervisor import ContainerState, backoff_delay, should_restart
-from kubesim.traffic import Target, published_targets
+from kubesim.cluster.volumes.downward import downward_files
+from kubesim.testing.traffic import Target, published_targets
 
 # ---------------------------------------------------------------------------------------------- addresses
 

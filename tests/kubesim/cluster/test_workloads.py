@@ -19,8 +19,8 @@ import pytest
 from clusterhelpers import pod_ready, wait_for
 from traffichelpers import FAST_RESTARTS, NS, container, pod, short_state_dir
 
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
+from kubesim.testing.patience import patience
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 

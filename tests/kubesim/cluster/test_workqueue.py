@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kubesim.cluster.workqueue import Backoff, Reconciler, Retry
+from kubesim.cluster.base.workqueue import Backoff, Reconciler, Retry
 
 
 async def test_keys_added_while_running_are_processed_once_more_and_never_concurrently() -> None:
