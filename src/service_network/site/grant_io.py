@@ -44,6 +44,7 @@ from ..kinds import ACCESS_GRANT
 from . import pki
 from .access import default_issuer
 from .access_io import decode
+from .bounded import BoundedCache
 from .grant_server import GrantServer
 from .grants import (
     DEFAULT_REDEMPTIONS,
@@ -130,7 +131,8 @@ class GrantKeeper:
         self.keys = SiteKeys(api)
         self.server: GrantServer | None = None
         self._codes: dict[str, str] = {}
-        self._first_seen: dict[str, datetime.datetime] = {}    # uid -> first processed, until the status shows it
+        # uid -> first processed, until the status shows it
+        self._first_seen: BoundedCache[str, datetime.datetime] = BoundedCache()
         grants.add_index("uid", lambda o: [meta(o).uid])
 
     # ---- statuses -------------------------------------------------------------------------------------------------
@@ -146,10 +148,12 @@ class GrantKeeper:
             previous = mapping(obj, "status")
             uid = meta(obj).uid
             if previous.get("expirationTime"):
-                self._first_seen.pop(uid, None)
-            if len(self._first_seen) > 4096:
-                self._first_seen.clear()     # bounded; a grant seen again just now starts its window a little later
-            first_seen = self._first_seen.setdefault(uid, now) if not previous.get("expirationTime") else None
+                self._first_seen.pop(uid)
+            first_seen = None
+            if not previous.get("expirationTime"):
+                # bounded: a grant dropped from it (least recently seen) starts its window a little later
+                first_seen = self._first_seen.get(uid) or now
+                self._first_seen.put(uid, first_seen)
             grant = grant_of(obj, first_seen)
             if not grant.code:   # generated once: kept here until the watch shows it written
                 code = self._codes.setdefault(grant.uid, secrets.token_urlsafe(18))
