@@ -16,7 +16,7 @@ from service_network.site.outcomes import UNCHANGED, Failed, Ok, RetryLater, ret
 from service_network.site.plan import NamespacePlan, plan_namespace
 from service_network.site.selector import LabelSelector
 from service_network.site.site_keys import ANNOTATION_SITE_BINDING
-from service_network.site.snapshot import NamespaceSnapshot
+from service_network.site.snapshot import GrantInput, NamespaceSnapshot
 from service_network.site.status_writer import certificate_state
 
 NS = "west"
@@ -127,3 +127,20 @@ def test_only_failures_a_retry_may_fix_retry_the_namespace() -> None:
     fixable, final = Failed("503", True), Failed("exists", False)
     assert retryable_failures([UNCHANGED, Ok(), None, final, fixable]) == [fixable]
     assert RetryLater(NS, [fixable]).failures == [fixable]
+
+
+def test_grants_are_planned_from_what_the_controller_remembers_of_them() -> None:
+    grant = obj("AccessGrant", "g", {"expirationWindow": "15m"})
+    given = snapshot(grants=(GrantInput(grant, first_seen=NOW, code="generated", url="https://grants/uid-g"),),
+                     grant_server_ca="SERVER CA", grants_or_tokens=True)
+    (item,) = plan_namespace(given).grants
+    assert item.default_redemptions is True          # upstream writes redemptionsAllowed: 1 into the spec
+    assert item.status is not None and "redemptions" not in item.status
+    assert (item.status["code"], item.status["url"], item.status["ca"]) == (
+        "generated", "https://grants/uid-g", "SERVER CA")
+    assert item.status["expirationTime"] == "2026-11-26T12:15:00Z" and item.expires_in == 15 * 60
+    # the status it has already: nothing to write
+    settled = {**grant, "spec": {**grant["spec"], "redemptionsAllowed": 1}, "status": item.status}
+    (again,) = plan_namespace(snapshot(grants=(GrantInput(settled, url="https://grants/uid-g"),),
+                                       grant_server_ca="SERVER CA", grants_or_tokens=True)).grants
+    assert again.default_redemptions is False and again.status is None and again.expires_in == 15 * 60

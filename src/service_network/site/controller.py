@@ -1,20 +1,23 @@
-"""The site controller: one namespace's reconcile as read -> plan -> write -> statuses, and the error policy.
+"""The site controller: one namespace's reconcile as read -> plan -> write -> statuses.
 
 Every change that can matter to a namespace's site queues that namespace (:mod:`.triggers`, over the caches of
 :mod:`.reflectors`). A worker then:
 
 1. reads the namespace's inputs once, before writing anything (:mod:`.read` -> :class:`~.snapshot.NamespaceSnapshot`);
-2. plans the namespace from that snapshot alone (:func:`.plan.plan_namespace`, pure): SecuredAccesses, Certificates
-   and the Site path (router objects and ConfigMap, Services, router access, binding, Link and Site states, Events);
+2. plans the namespace from that snapshot alone (:func:`.plan.plan_namespace`, pure): SecuredAccesses, Certificates,
+   the Site path (router objects and ConfigMap, Services, router access, binding, Link and Site states, Events) and
+   AccessGrants;
 3. writes what differs from the caches (:class:`~.writer.PlanWriter`), one typed result per item
    (:class:`~.outcomes.Ok` / :class:`~.outcomes.Failed`);
 4. writes the statuses and Events the plan and the results call for (:class:`~.status_writer.StatusWriter`);
-5. runs the link credential binder and the grant and token paths (their own I/O modules: :mod:`.binder`,
-   :mod:`.grant_io`, :mod:`.redeem`), and publishes the site's network record.
+5. publishes the site's network record, and runs what talks to other sites (HTTPS) in its own I/O modules: the
+   link credential binder (:mod:`.binder`) and the token redeemer (:mod:`.redeem`, whose outcomes the status
+   writer writes).
 
 Failures a retry can fix (unreachable API, 5xx, 429, conflicts) raise :class:`~.outcomes.RetryLater` after the
-statuses say what failed, and :func:`error_policy` turns it into the runtime's ``Action.retry()`` (backoff); a
-namespace with certificates or grants to renew or expire is looked at again then.
+statuses say what failed, and the runtime's error policy (``backoff_on_error``) turns it into ``Action.retry()``
+(the namespace again after its next exponential backoff delay; any unexpected exception the same). A namespace
+whose certificates are due for renewal or whose grants expire is queued again at that time.
 
 The network view is read from the ``skupper-network-status`` ConfigMap the router Pods write (cached with the router
 ConfigMaps; :mod:`.netstatus`): a change of a router's status reconciles its namespace, which updates Listener and
@@ -30,12 +33,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from operator_runtime.api import KubeApi
-from operator_runtime.controller import Action, Controller
+from operator_runtime.controller import Action, Controller, backoff_on_error
 from operator_runtime.events import EventRecorder
 from operator_runtime.objects import JsonDict, mapping, meta
 from operator_runtime.workqueue import ExponentialBackoff, WorkQueue
 
 from .binder import CredentialBinder
+from .bounded import BoundedCache
 from .certificate_io import CertificateWriter
 from .control import NAMESPACE_CONFIG
 from .grant_io import GrantKeeper, SiteAccess
@@ -55,7 +59,7 @@ from .status_writer import StatusWriter
 from .triggers import Triggers
 from .writer import PlanWriter
 
-__all__ = ["SiteController", "SiteControllerOptions", "error_policy"]
+__all__ = ["SiteController", "SiteControllerOptions"]
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +75,6 @@ class SiteControllerOptions:
     grant_server_url: str | None = None      # what grants publish (default https://<address>:<port>)
     certificate_validity: timedelta = LEAF_VALIDITY   # of the certificates Certificate resources get
     version: str = ""
-
-
-def error_policy(namespace: JsonDict, failure: Exception, context: object) -> Action:
-    """Retry with backoff: :class:`RetryLater` (writes a retry may fix failed; the statuses say which) and anything
-    unexpected."""
-    return Action.retry()
 
 
 def _soonest(*seconds: float | None) -> float | None:
@@ -104,15 +102,17 @@ class SiteController:
         self.reader = SnapshotReader(api, caches, view=self.view, router=options.router, version=options.version,
                                      controller_namespace=options.controller_namespace,
                                      site_access=self.site_access, binding_annotation=self._binding_annotation,
-                                     metrics=self.metrics)
+                                     metrics=self.metrics, grants=self.grants.recall,
+                                     grant_server_ca=self._grant_server_ca)
         self.writer = PlanWriter(api, caches, self.metrics,
                                  certificates=CertificateWriter(api, options.certificate_validity))
         self.statuses = StatusWriter(api, caches, self.metrics, recorder, self.writer.failed)
-        self._not_ours: dict[str, str] = {}  # namespace -> the controller its ConfigMap skupper names (logged once)
+        #: namespace -> the controller its ConfigMap ``skupper`` names (logged once per change)
+        self._not_ours: BoundedCache[str, str] = BoundedCache()
 
         queue = WorkQueue(backoff=error_backoff or ExponentialBackoff(base=0.5, cap=60.0))
         self.controller: Controller[None] = Controller(
-            "site", caches.namespaces, self._reconcile_measured, error_policy, context=None,
+            "site", caches.namespaces, self._reconcile_measured, backoff_on_error, context=None,
             workers=options.workers, queue=queue, resync_seconds=options.resync_seconds)
         Triggers(caches).watch(self.controller)
 
@@ -131,6 +131,10 @@ class SiteController:
         if server is None or server.bound is None:
             return None
         return binding_annotation(server.bound.url, server.ca_pem)
+
+    def _grant_server_ca(self) -> str | None:
+        """The CA certificate grants publish, while the grant server runs."""
+        return self.grants.server.ca_pem if self.grants.server is not None else None
 
     async def run(self) -> None:
         """The controller, and the grant server while it runs (only a leader serves redemptions)."""
@@ -194,15 +198,14 @@ class SiteController:
         self._remember_site(plan)
         written = await self.writer.write(plan, snapshot.site.identities)
         statuses = await self.statuses.write_plan(plan, written, snapshot.now)
-        results: list[Result | None] = [*self.reader.failures, *written.all(), *statuses.results]
+        results: list[Result | None] = [*snapshot.read_failures, *written.all(), *statuses.results]
         next_look = statuses.next_renewal
         if plan.bind_links:
             results += await self._bind_links(namespace)
         self.view.publish(namespace, plan.site.record if plan.site is not None else None)
+        next_look = _soonest(next_look, *(grant.expires_in for grant in plan.grants))
         if plan.grants_or_tokens:
-            next_expiry, grant_results = await self._grants(namespace)
-            results += grant_results
-            next_look = _soonest(next_look, next_expiry)
+            results += await self._redeem_tokens(namespace)
         if failures := retryable_failures(results):
             raise RetryLater(namespace, failures)
         return Action.requeue(next_look + 0.5) if next_look is not None else Action.await_change()
@@ -210,7 +213,7 @@ class SiteController:
     def _leave(self, namespace: str, other: str) -> None:
         """A namespace another controller acts on: said once, its network record withdrawn."""
         if self._not_ours.get(namespace) != other:
-            self._not_ours[namespace] = other
+            self._not_ours.put(namespace, other)
             log.info("namespace %s is controlled by %s (its ConfigMap %s): not acting on it", namespace,
                      other[:200], NAMESPACE_CONFIG)
         self.view.publish(namespace, None)
@@ -235,11 +238,9 @@ class SiteController:
                                             action="Bind")
         return results
 
-    async def _grants(self, namespace: str) -> tuple[float | None, list[Result]]:
-        """Grant statuses, token redemptions and their statuses; (seconds to the next grant expiry, results)."""
-        next_expiry, retry = await self.grants.reconcile(namespace)
-        results: list[Result] = [Failed(f"AccessGrants of namespace {namespace}", True)] if retry else []
+    async def _redeem_tokens(self, namespace: str) -> list[Result]:
+        """Token redemptions (HTTPS to the granting sites: :mod:`.redeem`) and their statuses."""
         outcomes = await self.tokens.reconcile(namespace)
-        results += [Failed(f"AccessToken {meta(o.obj).name}: {o.state.message}", True) for o in outcomes if o.retry]
-        results += await self.statuses.tokens(outcomes)
-        return next_expiry, results
+        results: list[Result] = [Failed(f"AccessToken {meta(o.obj).name}: {o.state.message}", True)
+                                 for o in outcomes if o.retry]
+        return results + await self.statuses.tokens(outcomes)

@@ -22,13 +22,14 @@ from operator_runtime.objects import JsonDict, mapping, meta
 from .access import ANNOTATION_CERT_NAMES
 from .certificates import CertificatePlan, IssueRequest, plan_certificate
 from .compose import SitePlan, compose_site
+from .grants import format_time, grant_of, grant_state, grant_status
 from .identities import ANNOTATION_KEY_FINGERPRINT
 from .secured import SecuredPlan, compose_secured_access
 from .services import is_listener_service
 from .site_keys import ANNOTATION_SITE_BINDING
 from .snapshot import NamespaceSnapshot
 
-__all__ = ["CertificateItem", "NamespacePlan", "SecuredItem", "plan_namespace"]
+__all__ = ["CertificateItem", "GrantItem", "NamespacePlan", "SecuredItem", "plan_namespace"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,17 @@ class CertificateItem:
 
 
 @dataclass(frozen=True)
+class GrantItem:
+    """One AccessGrant: upstream's default ``redemptionsAllowed`` to write into its spec, the status to apply
+    (None: it has it; ``redemptions`` left out: only redemptions count it), the seconds until it expires."""
+
+    obj: Mapping[str, Any]
+    default_redemptions: bool = False
+    status: JsonDict | None = None
+    expires_in: float | None = None
+
+
+@dataclass(frozen=True)
 class NamespacePlan:
     namespace: str
     #: the controller the namespace belongs to, when not this one: nothing is written
@@ -72,6 +84,7 @@ class NamespacePlan:
     site: SitePlan | None = None
     #: AccessGrants or AccessTokens to serve and redeem
     grants_or_tokens: bool = False
+    grants: tuple[GrantItem, ...] = ()
     #: Links whose generated credentials may need binding
     bind_links: bool = False
 
@@ -128,6 +141,31 @@ def plan_certificates(snapshot: NamespaceSnapshot) -> tuple[CertificateItem, ...
     return tuple(found)
 
 
+def plan_grants(snapshot: NamespaceSnapshot, site: SitePlan) -> tuple[GrantItem, ...]:
+    """The namespace's AccessGrants: their statuses (URL, code, CA, expiry, Ready) as this plan's Site and its
+    router access make them."""
+    endpoints = site.access.endpoints if site.access is not None else ()
+    site_problem = ("No active site in namespace" if site.active is None else None if endpoints else
+                    "waiting for the site's link access (Site linkAccess or a RouterAccess)")
+    found = []
+    for given in snapshot.grants:
+        previous = mapping(given.obj, "status")
+        source = {**given.obj, "status": {**previous, "code": given.code}} if given.code else given.obj
+        grant = grant_of(source, given.first_seen)
+        state = grant_state(grant, snapshot.now, site_problem=site_problem,
+                            server=snapshot.grant_server_ca is not None)
+        status = grant_status(previous, grant, state=state, url=given.url, ca=snapshot.grant_server_ca,
+                              generation=meta(given.obj).generation, now=format_time(snapshot.now))
+        expires_in = ((grant.expires - snapshot.now).total_seconds()
+                      if grant.expires is not None and not grant.expired(snapshot.now) else None)
+        found.append(GrantItem(
+            given.obj,
+            default_redemptions="redemptionsAllowed" not in mapping(given.obj, "spec") and not grant.problem,
+            status=None if status == dict(previous) else {k: v for k, v in status.items() if k != "redemptions"},
+            expires_in=expires_in))
+    return tuple(found)
+
+
 def holds_a_site(snapshot: NamespaceSnapshot) -> bool:
     """Whether the namespace holds anything of a site (else its network record is withdrawn)."""
     inputs = snapshot.site
@@ -147,5 +185,6 @@ def plan_namespace(snapshot: NamespaceSnapshot) -> NamespacePlan:
         certificates=plan_certificates(snapshot),
         site=site,
         grants_or_tokens=site is not None and snapshot.grants_or_tokens,
+        grants=plan_grants(snapshot, site) if site is not None else (),
         bind_links=site is not None and site.active is not None and bool(snapshot.site.links),
     )

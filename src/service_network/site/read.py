@@ -32,7 +32,7 @@ from .outcomes import Failed
 from .reflectors import SiteCaches
 from .resources import RouterOptions
 from .selector import LabelSelector, Requirement
-from .snapshot import NamespaceSnapshot
+from .snapshot import GrantInput, NamespaceSnapshot
 from .triggers import labels_match, string_map
 
 __all__ = ["SnapshotReader", "secured_selector"]
@@ -48,7 +48,9 @@ def secured_selector(obj: Mapping[str, Any]) -> LabelSelector:
 class SnapshotReader:
     def __init__(self, api: KubeApi, caches: SiteCaches, *, view: NetworkView, router: RouterOptions, version: str,
                  controller_namespace: str, site_access: Callable[[str], SiteAccess],
-                 binding_annotation: Callable[[], str | None], metrics: ControllerMetrics) -> None:
+                 binding_annotation: Callable[[], str | None], metrics: ControllerMetrics,
+                 grants: Callable[[str, datetime.datetime], tuple[GrantInput, ...]],
+                 grant_server_ca: Callable[[], str | None]) -> None:
         self.api = api
         self.caches = caches
         self.view = view
@@ -58,9 +60,9 @@ class SnapshotReader:
         self.site_access = site_access
         self.binding_annotation = binding_annotation
         self.metrics = metrics
+        self.grants = grants
+        self.grant_server_ca = grant_server_ca
         self._issuer_cas: BoundedCache[str, tuple[str, str]] = BoundedCache()   # Secret -> (uid:rv, PEM)
-        #: failures of the CA reads of the last ``read`` (a retry may fix them)
-        self.failures: list[Failed] = []
 
     def site_inputs(self, namespace: str) -> SiteInputs:
         """What the caches hold for ``namespace``'s Site path."""
@@ -102,7 +104,6 @@ class SnapshotReader:
     async def read(self, namespace: str) -> NamespaceSnapshot:
         """The namespace's inputs, read once before anything is written."""
         c = self.caches
-        self.failures = []
         now = datetime.datetime.now(datetime.UTC)
         other = other_controller(c.namespace_configs.get(f"{namespace}/{NAMESPACE_CONFIG}"),
                                  our_controller(self.controller_namespace))
@@ -114,7 +115,14 @@ class SnapshotReader:
         live_sites = [s for s in c.sites.by_index("namespace", namespace) if not meta(s).deletion_timestamp]
         active = live_sites[0] if len(live_sites) == 1 else self.site_access(namespace).site
         issuers = {str(mapping(o, "spec").get("issuer") or SITE_CA_SECRET) for o in secured}
-        issuer_cas = {name: pem for name in sorted(issuers) if (pem := await self._issuer_ca(namespace, name))}
+        issuer_cas: dict[str, str] = {}
+        failures: list[Failed] = []
+        for name in sorted(issuers):
+            pem = await self._issuer_ca(namespace, name)
+            if isinstance(pem, Failed):
+                failures.append(pem)
+            elif pem:
+                issuer_cas[name] = pem
         return NamespaceSnapshot(
             namespace=namespace,
             now=now,
@@ -127,10 +135,13 @@ class SnapshotReader:
             issuer_cas=issuer_cas,
             default_ca=default_issuer(active) if active is not None else None,
             binding_annotation=self.binding_annotation(),
+            grants=self.grants(namespace, now),
+            grant_server_ca=self.grant_server_ca(),
+            read_failures=tuple(failures),
         )
 
-    async def _issuer_ca(self, namespace: str, issuer: str) -> str | None:
-        """The CA certificate (PEM) of the issuer Secret, read when it changed."""
+    async def _issuer_ca(self, namespace: str, issuer: str) -> str | Failed | None:
+        """The CA certificate (PEM) of the issuer Secret, read when it changed (None: no such Secret)."""
         key = f"{namespace}/{issuer}"
         view = self.caches.secrets.get(key)
         if view is None:
@@ -147,8 +158,7 @@ class SnapshotReader:
             self.metrics.write_failures.labels("Secret").inc()
             message = f"could not read the issuer Secret {issuer}: {failure}"
             log.warning("%s", message)
-            self.failures.append(Failed(message, True))
-            return None
+            return Failed(message, True)
         pem = decode(secret, "tls.crt").decode("utf-8", "replace")
         self._issuer_cas.put(key, (version, pem))
         return pem

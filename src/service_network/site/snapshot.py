@@ -14,8 +14,21 @@ from typing import Any
 from operator_runtime.objects import JsonDict
 
 from .compose import SiteInputs
+from .outcomes import Failed
 
-__all__ = ["NamespaceSnapshot"]
+__all__ = ["GrantInput", "NamespaceSnapshot"]
+
+
+@dataclass(frozen=True)
+class GrantInput:
+    """An AccessGrant and what the controller remembers of it: when it first processed it (the start of its
+    expiration window, until its status shows the expiry), the code it generated (until the status shows it), and
+    where the grant server redeems it (None: no server)."""
+
+    obj: Mapping[str, Any]
+    first_seen: datetime.datetime | None = None
+    code: str | None = None
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,3 +54,9 @@ class NamespaceSnapshot:
     default_ca: str | None = None
     #: the grant server's binding annotation (URL and CA) client credentials carry, while it serves
     binding_annotation: str | None = None
+    #: the namespace's AccessGrants (not being deleted)
+    grants: Sequence[GrantInput] = ()
+    #: the grant server's CA certificate (PEM) grants publish; None: no grant server runs
+    grant_server_ca: str | None = None
+    #: reads that failed in a way a retry may fix (an issuer Secret's CA)
+    read_failures: tuple[Failed, ...] = ()

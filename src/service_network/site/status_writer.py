@@ -24,6 +24,7 @@ from operator_runtime.events import EventRecorder
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import FIELD_MANAGER_STATUS, GROUP_VERSION
+from ..kinds import ACCESS_GRANT
 from .access import AccessState
 from .access_io import access_status
 from .bindings import Binding
@@ -36,11 +37,11 @@ from .links import LinkState, link_status
 from .metrics import ControllerMetrics
 from .multikey import reachable_status
 from .outcomes import UNCHANGED, Failed, Ok, Result
-from .plan import CertificateItem, NamespacePlan, SecuredItem
+from .plan import CertificateItem, GrantItem, NamespacePlan, SecuredItem
 from .redeem import TokenOutcome
 from .reflectors import KIND_INFO, SiteCaches
 from .status import ConditionState, binding_status, error, pending, ready, site_status
-from .writer import CertificateWritten, PlanResults, SecuredWritten, SiteWritten
+from .writer import CertificateWritten, PlanResults, SecuredWritten, SiteWritten, uncounted
 
 __all__ = ["StatusResults", "StatusWriter", "certificate_state", "site_failures"]
 
@@ -116,6 +117,8 @@ class StatusWriter:
                 next_renewal = renew_in if next_renewal is None else min(next_renewal, renew_in)
         if plan.site is not None and written.site is not None:
             results += await self._site(plan.site, written.site)
+        for grant in plan.grants:
+            results.append(await self._grant(plan.namespace, grant))
         return StatusResults(tuple(results), next_renewal)
 
     # ---- the paths -----------------------------------------------------------------------------------------------
@@ -208,6 +211,17 @@ class StatusWriter:
         status = site_status(current, configured=state.configured, running=state.running, resolved=state.resolved,
                              generation=meta(state.obj).generation, now=now_text(), extra=state.extra)
         return await self.write("Site", state.obj, current, status)
+
+    async def _grant(self, namespace: str, item: GrantItem) -> Result:
+        """An AccessGrant's status, unless it has it (the grant server counts ``redemptions``, never this)."""
+        if item.status is None:
+            return UNCHANGED
+        name = meta(item.obj).name
+        body = {"apiVersion": GROUP_VERSION, "kind": "AccessGrant", "metadata": {"name": name, "namespace": namespace},
+                "status": item.status}
+        return await uncounted(self.api.apply(ACCESS_GRANT, body, name=name, namespace=namespace,
+                                              field_manager=FIELD_MANAGER_STATUS, force=True, subresource="status"),
+                               f"could not write the status of AccessGrant {namespace}/{name}")
 
     async def tokens(self, outcomes: list[TokenOutcome]) -> list[Result]:
         """The statuses of the AccessTokens a redemption pass looked at (their Warning Events with them)."""

@@ -6,14 +6,14 @@ apply), listener Services (created with POST, so a Service that appears meanwhil
 a merge patch guarded by the resourceVersion seen), stale Services and the second router of a Site no longer HA
 (deleted with a uid precondition), RouterAccesses, access and SecuredAccess Services, Certificates (applied for their
 owners; one owned by another object is left alone), certificates issued into Secrets, Secret notes, link identity
-records. Every write counts in the metrics; every failure becomes :class:`~.outcomes.Failed` with the API server's
+records, upstream's default ``redemptionsAllowed`` of AccessGrants. Every write counts in the metrics; every failure becomes :class:`~.outcomes.Failed` with the API server's
 message and whether a retry may fix it. The plan is never changed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,11 +25,12 @@ from operator_runtime.kinds import CONFIG_MAP, SECRET, SERVICE, ResourceInfo
 from operator_runtime.objects import JsonDict, mapping, meta
 
 from ..constants import FIELD_MANAGER
-from ..kinds import CERTIFICATE, ROUTER_ACCESS
+from ..kinds import ACCESS_GRANT, CERTIFICATE, ROUTER_ACCESS
 from .access import ANNOTATION_ACCESS
 from .access_io import AccessWriter
 from .certificate_io import CertificateWriter
 from .compose import SitePlan
+from .grants import DEFAULT_REDEMPTIONS
 from .ha import unused_access_service, unused_router_objects
 from .identities import IdentityRecord, first_link_records, identity_config_map
 from .metrics import ControllerMetrics
@@ -39,7 +40,7 @@ from .reflectors import SiteCaches
 from .services import is_controlled, service_patch
 from .templates import up_to_date
 
-__all__ = ["CertificateWritten", "PlanResults", "PlanWriter", "SecuredWritten", "SiteWritten"]
+__all__ = ["CertificateWritten", "PlanResults", "PlanWriter", "SecuredWritten", "SiteWritten", "uncounted"]
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +83,26 @@ class PlanResults:
     secured: tuple[SecuredWritten, ...] = ()
     certificates: tuple[CertificateWritten, ...] = ()
     site: SiteWritten | None = None
+    grants: tuple[Result | None, ...] = ()      # upstream's default redemptionsAllowed written (None: not wanted)
 
     def all(self) -> list[Result | None]:
         return [*(r for s in self.secured for r in (s.service, s.certificate)),
                 *(r for c in self.certificates for r in (c.relabel, c.fingerprint, c.binding, c.issue)),
-                *(self.site.all() if self.site is not None else ())]
+                *(self.site.all() if self.site is not None else ()), *self.grants]
 
+
+
+async def uncounted(write: Awaitable[object], what: str) -> Result:
+    """A write outside the write metrics (as these always were): gone is no failure, any other failure is logged and
+    may be retried."""
+    try:
+        await write
+    except NotFound:
+        return UNCHANGED
+    except KubeError as failure:
+        log.warning("%s: %s", what, failure)
+        return Failed(f"{what}: {failure}", True)
+    return Ok()
 
 
 class PlanWriter:
@@ -106,7 +121,9 @@ class PlanWriter:
         secured = tuple([await self._write_secured(plan.namespace, item) for item in plan.secured])
         certificates = tuple([await self._write_certificate(plan.namespace, item) for item in plan.certificates])
         site = await self._write_site(plan.site, identities) if plan.site is not None else None
-        return PlanResults(secured, certificates, site)
+        grants = tuple([await self._default_redemptions(plan.namespace, item.obj) if item.default_redemptions
+                        else None for item in plan.grants])
+        return PlanResults(secured, certificates, site, grants)
 
     # ---- the three paths -----------------------------------------------------------------------------------------
     async def _write_secured(self, namespace: str, item: SecuredItem) -> SecuredWritten:
@@ -264,14 +281,15 @@ class PlanWriter:
         return Ok(value=body)
 
     async def _note_binding(self, namespace: str, name: str, patch: JsonDict) -> Result:
-        try:
-            await self.api.merge_patch(SECRET, patch, name=name, namespace=namespace)
-        except NotFound:
-            return UNCHANGED
-        except KubeError as failure:
-            log.warning("could not note the binding URL on Secret %s/%s: %s", namespace, name, failure)
-            return Failed(f"could not note the binding URL on Secret {name}: {failure}", True)
-        return Ok()
+        return await uncounted(self.api.merge_patch(SECRET, patch, name=name, namespace=namespace),
+                               f"could not note the binding URL on Secret {namespace}/{name}")
+
+    async def _default_redemptions(self, namespace: str, grant: Mapping[str, Any]) -> Result:
+        """Upstream writes the default ``redemptionsAllowed`` (1) into a grant's spec."""
+        name = meta(grant).name
+        return await uncounted(self.api.merge_patch(ACCESS_GRANT, {"spec": {"redemptionsAllowed": DEFAULT_REDEMPTIONS}},
+                                                    name=name, namespace=namespace),
+                               f"could not write the default redemptionsAllowed of AccessGrant {namespace}/{name}")
 
     async def _delete_router_access(self, namespace: str, stale: Mapping[str, Any]) -> Result:
         try:
