@@ -1,6 +1,6 @@
 """The site controller's plan (``site/plan.py``): one namespace's writes from one snapshot, without I/O; the same
 snapshot gives the same plan and is left as it was. And what the typed write results make of the owners' states
-(``site/status_writer.py``'s pure half)."""
+(``site/status_writer.py``'s pure half); a failed write fails the statuses, never the plan."""
 
 from __future__ import annotations
 
@@ -9,15 +9,20 @@ import copy
 import datetime
 from typing import Any
 
+from operator_runtime.errors import ServerError
 from service_network.site.bindings import SecretInfo
+from service_network.site.certificate_io import CertificateWriter
 from service_network.site.compose import SiteInputs
+from service_network.site.metrics import ControllerMetrics
 from service_network.site.network import LocalNetworkView
 from service_network.site.outcomes import UNCHANGED, Failed, Ok, RetryLater, retryable_failures
 from service_network.site.plan import NamespacePlan, plan_namespace
+from service_network.site.reflectors import SiteCaches
 from service_network.site.selector import LabelSelector
 from service_network.site.site_keys import ANNOTATION_SITE_BINDING
 from service_network.site.snapshot import GrantInput, NamespaceSnapshot
-from service_network.site.status_writer import certificate_state
+from service_network.site.status_writer import StatusWriter, certificate_state
+from service_network.site.writer import PlanWriter
 
 NS = "west"
 GV = "skupper.io/v2alpha1"
@@ -144,3 +149,65 @@ def test_grants_are_planned_from_what_the_controller_remembers_of_them() -> None
     (again,) = plan_namespace(snapshot(grants=(GrantInput(settled, url="https://grants/uid-g"),),
                                        grant_server_ca="SERVER CA", grants_or_tokens=True)).grants
     assert again.default_redemptions is False and again.status is None and again.expires_in == 15 * 60
+
+
+class FailingApi:
+    """An API whose server-side applies of ConfigMaps fail with 503; every other write succeeds and is recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, str]] = []     # (verb, kind or kind/status, name)
+        self.version = 0
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        return {**copy.deepcopy(body), "metadata": {**body.get("metadata", {}), "resourceVersion": str(self.version)}}
+
+    async def apply(self, info: Any, body: dict[str, Any], *, name: str, namespace: str | None = None,
+                    field_manager: str, force: bool = True, subresource: str | None = None) -> dict[str, Any]:
+        if info.kind == "ConfigMap":
+            raise ServerError(503, "ServiceUnavailable", "etcd is away")
+        self.writes.append(("apply", f"{info.kind}/{subresource}" if subresource else info.kind, name))
+        return self._answer(body)
+
+    async def create(self, info: Any, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        self.writes.append(("create", info.kind, body["metadata"]["name"]))
+        return self._answer(body)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, str]] = []
+
+    async def publish(self, regarding: Any, *, type: str, reason: str, note: str, action: str,
+                      related: Any = None) -> None:
+        self.said.append((regarding["metadata"]["name"], reason, note))
+
+
+async def test_a_failed_write_fails_the_statuses_without_changing_the_plan() -> None:
+    api, events, metrics = FailingApi(), Events(), ControllerMetrics()
+    caches = SiteCaches(api, watch_namespace=NS, controller_namespace="")  # type: ignore[arg-type]
+    writer = PlanWriter(api, caches, metrics, certificates=CertificateWriter(api))  # type: ignore[arg-type]
+    statuses = StatusWriter(api, caches, metrics, events, writer.failed)  # type: ignore[arg-type]
+    given = snapshot(secured_accesses=(), certificates=())
+    plan = plan_namespace(given)
+    before = copy.deepcopy(plan)
+
+    written = await writer.write(plan, given.site.identities)
+    await statuses.write_plan(plan, written, NOW)
+
+    assert plan == before                      # the writers composed the failure into statuses, not into the plan
+    failures = [f.message for f in retryable_failures(written.all())]
+    status_config_map = "could not write ConfigMap skupper-network-status: etcd is away"
+    router_config_map = "could not write ConfigMap skupper-router: etcd is away"
+    assert failures == [status_config_map, router_config_map]
+    assert ("apply", "Listener/status", "db") in api.writes and ("apply", "Site/status", "west") in api.writes
+    listener = caches.written_status["Listener"].get(f"{NS}/db")
+    site = caches.written_status["Site"].get(f"{NS}/west")
+    assert listener is not None and site is not None
+    # the router ConfigMap fails every binding; the active Site's Configured says every failed write
+    assert (listener["status"]["status"], listener["status"]["message"]) == ("Error", router_config_map)
+    assert ("db", "RouterConfigFailed", router_config_map) in events.said
+    assert site["status"]["message"] == f"{status_config_map}; {router_config_map}"
+    (counted,) = [s for s in next(iter(metrics.write_failures.collect())).samples
+                  if s.name.endswith("_total") and s.labels.get("kind") == "ConfigMap"]
+    assert counted.value == 2

@@ -2,12 +2,14 @@
 
 :func:`plan_namespace` turns a :class:`~.snapshot.NamespaceSnapshot` into a :class:`NamespacePlan`: each
 SecuredAccess's Service, Certificate and status inputs (:func:`.secured.compose_secured_access`), each Certificate's
-issue, renewal or relabel and the notes its Secret needs (:func:`.certificates.plan_certificate`), and the Site path
+issue, renewal or relabel and the notes its Secret needs (:func:`.certificates.plan_certificate`), the Site path
 (:func:`.compose.compose_site`: router objects, ConfigMap, Services, router access, binding, Link and Site states,
-Events). Where one write feeds another (a Certificate applied for a SecuredAccess whose Service must be written
-first; a Certificate's status from the certificate its issue produced) the plan names both and the writer applies
-them in order; the statuses are composed from the plan and the writer's typed results (:mod:`.status_writer`), so
-neither the writer nor the status writer changes the plan. The same snapshot gives the same plan.
+Events), and each AccessGrant's default ``redemptionsAllowed``, status and expiry.
+
+Where one write feeds another (a Certificate applied for a SecuredAccess whose Service must be written first; a
+Certificate's status from the certificate its issue produced) the plan names both and the writer applies them in
+order; the statuses are composed from the plan and the writer's typed results (:mod:`.status_writer`), so neither
+the writer nor the status writer changes the plan. The same snapshot gives the same plan.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ apply), listener Services (created with POST, so a Service that appears meanwhil
 a merge patch guarded by the resourceVersion seen), stale Services and the second router of a Site no longer HA
 (deleted with a uid precondition), RouterAccesses, access and SecuredAccess Services, Certificates (applied for their
 owners; one owned by another object is left alone), certificates issued into Secrets, Secret notes, link identity
-records, upstream's default ``redemptionsAllowed`` of AccessGrants. Every write counts in the metrics; every failure becomes :class:`~.outcomes.Failed` with the API server's
-message and whether a retry may fix it. The plan is never changed.
+records, upstream's default ``redemptionsAllowed`` of AccessGrants. Writes count in the metrics as they did before
+this module; every failure becomes :class:`~.outcomes.Failed` with the API server's message and whether a retry may
+fix it. The plan is never changed.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class PlanWriter:
                         else None for item in plan.grants])
         return PlanResults(secured, certificates, site, grants)
 
-    # ---- the three paths -----------------------------------------------------------------------------------------
+    # ---- the paths -----------------------------------------------------------------------------------------------
     async def _write_secured(self, namespace: str, item: SecuredItem) -> SecuredWritten:
         service: Result = UNCHANGED
         if item.composed.service is not None:
