@@ -258,4 +258,4 @@ def artifacts() -> Any:
     import os
     from pathlib import Path
 
-    return Path(os.environ.get("TEST_ARTIFACTS") or Path(__file__).resolve().parents[2] / "test-artifacts")
+    return Path(os.environ.get("TEST_ARTIFACTS") or Path(__file__).resolve().parents[3] / "test-artifacts")

@@ -25,7 +25,7 @@ from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
 from service_network.crd.generate import all_crds
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "docs" / "service-network.md"
 CRD_RESOURCE = "customresourcedefinitions.apiextensions.k8s.io"
 

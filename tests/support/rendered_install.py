@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MANIFESTS_DIR = REPO / "deploy" / "manifests"
 CHART_DIR = REPO / "deploy" / "helm" / "listener-operator"
 

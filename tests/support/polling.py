@@ -1,5 +1,5 @@
-"""The one wait the end-to-end environments share (imported by ``test_listener_controller`` and
-``test_volumes_harness``).
+"""The one wait the end-to-end environments share (imported by the end-to-end tests of the Listener operator and of
+the development environment: ``tests/listener_operator/e2e/``, ``tests/devenv/e2e/``).
 
 The tests observe the operator's effects through the API as a user would, so they poll a check rather than follow
 a watch: most checks combine several objects or read files, which no single watch covers.

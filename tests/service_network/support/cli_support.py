@@ -16,7 +16,7 @@ from service_network.crd.generate import all_crds
 __all__ = ["SKUPPER", "SRC", "cli_cluster", "cli_env", "run_in", "run_skupper"]
 
 SKUPPER = Path(sys.executable).parent / "skupper"
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -104,7 +104,7 @@ def _as_an_earlier_version_made_it(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_router_deployments_of_an_earlier_version_keep_working_after_an_upgrade(env: SiteEnv) -> None:
-    """kubesim refuses a changed Deployment selector as Kubernetes does (tests/kubesim/test_server_crud.py): the
+    """kubesim refuses a changed Deployment selector as Kubernetes does (tests/kubesim/server/test_server_crud.py): the
     controller keeps the selector an earlier version gave the router Deployments (so its applies are accepted and
     the Site stays Ready), and their Pods roll to upstream's labels."""
     controller = await env.start_controller()

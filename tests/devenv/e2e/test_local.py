@@ -19,7 +19,7 @@ import pytest
 
 from kubesim.testing.patience import patience
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 
 

@@ -11,8 +11,8 @@ every schema keyword but ``description``. Those facts are kept here in ``upstrea
 reference by ``scripts/upstream-facts`` (this module run as a script), so the comparison runs in every clone;
 ``test_upstream_crds.py`` checks that the file still matches the reference wherever the reference is present.
 
-Run as a script: ``python tests/service_network/upstream_reference.py [--check]`` writes (or checks) the facts file
-from the reference.
+Run as a script: ``python tests/service_network/support/upstream_reference.py [--check]`` writes (or checks) the
+facts file from the reference.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import yaml
 __all__ = ["DEFAULT_REFERENCE", "FACTS", "PATH_VARIABLE", "REQUIRE_VARIABLE", "crd_facts", "facts_from",
            "reference", "reference_dir", "upstream_crd_facts"]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_REFERENCE = REPO.parent / "shared" / "reference" / "upstream-skupper"
 PATH_VARIABLE = "UPSTREAM_SKUPPER_REFERENCE"
 REQUIRE_VARIABLE = "REQUIRE_UPSTREAM_REFERENCE"
