@@ -59,11 +59,13 @@ class RouterProcess:
     state: Literal["running", "stopped", "crashed"]
     pid: int | None = None
     router_pid: int | None = None
+    container: str | None = None          # the container it runs in (podman and docker platforms)
 
     def describe(self) -> str:
         if self.state == "running":
             inner = f"router process {self.router_pid}" if self.router_pid else "its router process is starting"
-            return f"running (pid {self.pid}, {inner})"
+            where = f"container {self.container}, " if self.container else ""
+            return f"running ({where}pid {self.pid}, {inner})"
         if self.state == "crashed":
             return (f"crashed (pid {self.pid} ended without skupper system stop; skupper system start starts it "
                     f"again)")
