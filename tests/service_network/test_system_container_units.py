@@ -52,7 +52,8 @@ def test_the_router_container_is_named_and_labelled_as_upstreams() -> None:
     assert "UsernsMode" not in body["HostConfig"] and body["User"] == "0:1000"
     rootless = router_spec(spec(uid=1000))
     assert rootless["HostConfig"]["UsernsMode"] == "keep-id" and rootless["User"] == "1000:1000"
-    assert router_spec(spec("docker", uid=1000))["User"] == "0:1000"
+    docker = RouterContainer(**{**spec("docker", uid=1000).__dict__, "docker_gid": 999})
+    assert router_spec(docker)["User"] == "0:999" and "UsernsMode" not in router_spec(docker)["HostConfig"]
 
 
 def test_the_image_is_upstreams_variable_or_this_versions() -> None:

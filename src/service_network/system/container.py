@@ -10,6 +10,7 @@ document's file names hold in the container and the site's command line reaches 
 from __future__ import annotations
 
 import contextlib
+import grp
 import importlib.metadata
 import os
 import tempfile
@@ -56,10 +57,19 @@ class RouterContainer:
     uid: int
     gid: int
     platform: str
+    docker_gid: int = 0            # the docker group's (Docker: the container runs as root with it, as upstream's)
 
     @property
     def name(self) -> str:
         return f"{self.namespace}-skupper-router"
+
+
+def docker_group_id() -> int:
+    """The ``docker`` group's id (0 where there is none), as upstream's container user on Docker."""
+    try:
+        return grp.getgrnam("docker").gr_gid
+    except KeyError:
+        return 0
 
 
 def router_spec(c: RouterContainer) -> dict[str, Any]:
@@ -81,7 +91,7 @@ def router_spec(c: RouterContainer) -> dict[str, Any]:
         "Cmd": ["router", "--config", str(c.config), "--state-dir", str(c.state_dir)],
         "Env": ["APPLICATION_NAME=skupper-router", f"SKUPPER_SITE_ID={c.site_id}"],
         "Labels": labels,
-        "User": f"{c.uid}:{c.gid}" if c.platform == "podman" else f"0:{c.gid}",
+        "User": f"{c.uid}:{c.gid}" if c.platform == "podman" else f"0:{c.docker_gid}",
         "HostConfig": host,
     }
 

@@ -51,7 +51,15 @@ from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
 from ..site.site_keys import ANNOTATION_SITE_BINDING
 from .compose import AccessPlan, SystemPlan, compose_system, router_access
-from .container import APP_LABEL, SITE_ID_LABEL, ContainerRouter, RouterContainer, extra_mounts, router_image
+from .container import (
+    APP_LABEL,
+    SITE_ID_LABEL,
+    ContainerRouter,
+    RouterContainer,
+    docker_group_id,
+    extra_mounts,
+    router_image,
+)
 from .container import STOP_SECONDS as CONTAINER_STOP_SECONDS
 from .engine import runtime_dir
 from .names import SECRET, TLS_FILES
@@ -654,7 +662,7 @@ class SystemSite:
             namespace=self.namespace,
             site_id=self.site_id() if (self.runtime / "site-id").exists() else "", image=router_image(), config=self.router_config,
             state_dir=self.runtime / "router" / "state", mounts=mounts, uid=os.getuid(), gid=os.getgid(),
-            platform=self.platform), self.endpoint)
+            platform=self.platform, docker_gid=docker_group_id() if self.platform == "docker" else 0), self.endpoint)
 
     async def stop_router(self) -> bool:
         if self.in_container:       # as upstream's stop: the container goes (start makes it again)

@@ -1,18 +1,19 @@
-"""System sites on a Podman host (issue 44), with the real Podman from Debian running this project's image: the
-router runs in the container upstream names and labels (``<ns>-skupper-router``, ``application=skupper-v2``,
+"""System sites on Podman and Docker hosts (issue 44), with the real Podman (and Docker) from Debian running this
+project's image: the router runs in the container upstream names and labels (``<ns>-skupper-router``, ``application=skupper-v2``,
 ``skupper.io/v2-component=router``, ``skupper.io/site-id``), on the host's network with ``runtime/`` mounted and the
 ``always`` restart policy; ``status`` says so; Listeners on the host and Connectors to host services carry bytes; the
 engine restarts a killed router and traffic resumes; ``stop`` refuses another platform with upstream's words and
 removes the container; ``start``, ``reload`` keep links; ``uninstall --force`` leaves no container and no files.
-It links with a Kubernetes site on kubesim and with a Linux system site, both ways. ``--platform docker`` is driven
-through Podman's Docker-compatible API (the API upstream's Docker client uses; no Docker daemon runs here).
+It links with a Kubernetes site on kubesim and with a Linux system site, both ways. ``--platform docker`` runs with
+Debian's Docker daemon.
 
-Everything runs with the ``skupper`` command as a user types it; loopback only, every wait bounded (podman_support:
-skipped where podman is missing unless REQUIRE_PODMAN=1)."""
+Everything runs with the ``skupper`` command as a user types it; loopback only, every wait bounded (engine_support:
+skipped where podman or dockerd is missing unless REQUIRE_PODMAN=1 or REQUIRE_DOCKER=1)."""
 
 from __future__ import annotations
 
 import asyncio
+import grp
 import json
 import os
 import signal
@@ -23,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 from e2e_support import greeting
+from engine_support import LocalEngine, docker_engine, podman_engine
 from multisite_support import MultiSite, multisite_environment
-from podman_support import Podman, podman_engine
 from router_support import refused
 from test_system_site import host_server, west_with_token
 from test_system_site import skupper as kube_skupper
@@ -47,13 +48,19 @@ NAMESPACES = Path("data/skupper/namespaces")
 
 
 @pytest.fixture(scope="module")
-def podman() -> Iterator[Podman]:
+def podman() -> Iterator[LocalEngine]:
     with podman_engine() as engine:
         yield engine
 
 
+@pytest.fixture(scope="module")
+def docker(podman: LocalEngine) -> Iterator[LocalEngine]:
+    with docker_engine(podman) as engine:
+        yield engine
+
+
 @pytest.fixture
-def home(podman: Podman, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def home(podman: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A short home whose ``skupper`` reaches the test's engine (``CONTAINER_ENDPOINT``, upstream's variable) and
     runs its image (``SKUPPER_ROUTER_IMAGE``); the engine must hold no container after the test."""
     monkeypatch.setenv("CONTAINER_ENDPOINT", podman.endpoint)
@@ -62,7 +69,7 @@ def home(podman: Podman, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     podman.run("rm", "--all", "--force", "--time", "2")
 
 
-def inspect(podman: Podman, name: str) -> dict[str, Any]:
+def inspect(podman: LocalEngine, name: str) -> dict[str, Any]:
     found = podman.run("inspect", name)
     assert found.returncode == 0, found.stderr
     answer: dict[str, Any] = json.loads(found.stdout)[0]
@@ -75,7 +82,7 @@ async def fails(*args: str, cwd: Path) -> str:
     return out
 
 
-async def test_a_podman_site_runs_its_router_in_upstreams_container(podman: Podman, home: Path) -> None:
+async def test_a_podman_site_runs_its_router_in_upstreams_container(podman: LocalEngine, home: Path) -> None:
     server, echo_port = await echo_server()
     listen = free_port()
     site_file(home, echo_port, listen)
@@ -132,9 +139,12 @@ async def test_a_podman_site_runs_its_router_in_upstreams_container(podman: Podm
         server.close()
 
 
-async def test_the_docker_platform_through_the_docker_compatible_api(podman: Podman, home: Path) -> None:
-    """``--platform docker`` (Podman's Docker-compatible API stands in for Docker's: the same requests): the
-    container runs as root with the caller's group, as upstream runs it on Docker, and serves."""
+async def test_a_docker_site_runs_its_router_in_upstreams_container(docker: LocalEngine, home: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--platform docker`` with Debian's Docker daemon: ``install`` runs the router in upstream's container, as
+    root with the docker group (upstream's user on Docker), which serves; another platform is refused; ``uninstall
+    --force`` leaves no container."""
+    monkeypatch.setenv("CONTAINER_ENDPOINT", docker.endpoint)
     server, echo_port = await echo_server()
     listen = free_port()
     site_file(home, echo_port, listen)
@@ -142,12 +152,17 @@ async def test_the_docker_platform_through_the_docker_compatible_api(podman: Pod
         await ok("system", "apply", "-f", "site.yaml", cwd=home)
         out = await ok("system", "install", "--platform", "docker", cwd=home)
         assert "its router runs (container default-skupper-router" in out and "systemd is not available" in out
-        assert inspect(podman, "default-skupper-router")["Config"]["User"] == f"0:{os.getgid()}"
+        container = inspect(docker, "default-skupper-router")
+        assert container["Config"]["User"] == f"0:{grp.getgrnam('docker').gr_gid}"
+        assert container["Config"]["Labels"]["application"] == "skupper-v2"
+        assert container["HostConfig"]["NetworkMode"] == "host"
+        assert container["HostConfig"]["RestartPolicy"]["Name"] == "always"
         assert await echoed(listen)
         out = await fails("system", "start", "--platform", "podman", cwd=home)
         assert 'existing namespace uses "docker" platform and it cannot change to "podman"' in out
         await ok("system", "uninstall", "--force", cwd=home)
-        assert podman.names() == []
+        assert docker.names() == []
+        assert await refused(HOST, listen)
     finally:
         server.close()
 
@@ -162,7 +177,7 @@ async def test_no_engine_is_said_with_its_socket(home: Path, monkeypatch: pytest
             f"podman's API service running?") in out, out
 
 
-async def test_a_podman_site_and_a_linux_site_link_both_ways(podman: Podman, home: Path) -> None:
+async def test_a_podman_site_and_a_linux_site_link_both_ways(podman: LocalEngine, home: Path) -> None:
     """A Linux system site ("hub", with a RouterAccess) and a Podman site ("edge") that dials it with the Link
     ``generate-link`` gives: a client on each side reaches the other side's server over the one link; ``reload``
     of the Podman site keeps the link and an open connection."""
@@ -223,7 +238,7 @@ async def sites() -> AsyncIterator[MultiSite]:
         yield environment
 
 
-async def test_a_podman_site_links_to_a_kubernetes_site_both_ways(podman: Podman, home: Path,
+async def test_a_podman_site_links_to_a_kubernetes_site_both_ways(podman: LocalEngine, home: Path,
                                                                   sites: MultiSite) -> None:
     """Upstream's hello-world shape: West (kubesim) issues a token, the Podman site redeems it and dials West; a
     client in West reaches the host's server through the Podman site's Connector, a client on the host reaches
