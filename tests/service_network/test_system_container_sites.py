@@ -31,6 +31,7 @@ from test_system_site import host_server, west_with_token
 from test_system_site import skupper as kube_skupper
 from test_system_site_truth import (
     HOST,
+    SKUPPER,
     echo_server,
     echoed,
     free_port,
@@ -165,6 +166,50 @@ async def test_a_docker_site_runs_its_router_in_upstreams_container(docker: Loca
         assert await refused(HOST, listen)
     finally:
         server.close()
+
+
+async def test_a_bundle_of_a_podman_site_installs_on_podman_and_never_takes_another_sites_container(
+        podman: LocalEngine, home: Path) -> None:
+    """``generate-bundle`` of a Podman site: its ``install.sh`` sets the site up on Podman on the other host (here
+    another home on the same engine). While the first site runs, the container name is taken: the install is
+    refused with upstream's words and the first site keeps serving (its container is not touched); once the first
+    site is uninstalled, the bundle's site runs in its own container and serves the same Listener."""
+    server, echo_port = await echo_server()
+    listen = free_port()
+    site_file(home, echo_port, listen)
+    other = home / "other-host"
+    other.mkdir()
+    env = {**os.environ, "HOME": str(other), "XDG_DATA_HOME": str(other / "data"), "SKUPPER": str(SKUPPER)}
+    try:
+        await ok("system", "apply", "-f", "site.yaml", "-n", "west", cwd=home)
+        await ok("system", "setup", "--platform", "podman", "-n", "west", cwd=home)
+        first = inspect(podman, "west-skupper-router")["Id"]
+        await ok("system", "generate-bundle", str(other / "west.tar.gz"), "-n", "west", cwd=home)
+        assert await _run(["tar", "-xzf", "west.tar.gz"], other, env) == (0, "")
+        code, out = await _run(["sh", "install.sh"], other, env)
+        assert code == 1 and "Error: container west-skupper-router already exists (component: router)" in out, out
+        assert inspect(podman, "west-skupper-router")["Id"] == first and await echoed(listen)
+
+        await ok("system", "uninstall", "--force", cwd=home)
+        code, out = await _run(["sh", "install.sh"], other, env)
+        assert code == 0 and "its router runs (container west-skupper-router" in out, out
+        installed = inspect(podman, "west-skupper-router")
+        other_id = (other / NAMESPACES / "west" / "runtime" / "site-id").read_text().strip()
+        assert installed["Config"]["Labels"]["skupper.io/site-id"] == other_id and installed["Id"] != first
+        assert await echoed(listen)
+        assert await _run([str(SKUPPER), "system", "uninstall", "--force"], other, env) == (
+            0, 'Removing active site namespace "west"\nNamespace "west" has been removed\n')
+        assert podman.names() == []
+    finally:
+        server.close()
+
+
+async def _run(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(*command, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,
+                                                   stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode()
 
 
 async def test_no_engine_is_said_with_its_socket(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,7 +112,9 @@ class ContainerRouter:
         self.engine = Engine(endpoint or default_endpoint(spec.platform), spec.platform)
 
     def container(self) -> Container | None:
-        return self.engine.inspect(self.spec.name)
+        """This site's router container (one of the name that runs another site is not this site's)."""
+        found = self.engine.inspect(self.spec.name)
+        return found if found is not None and found.labels.get(SITE_ID_LABEL) == self.spec.site_id else None
 
     def ensure_image(self) -> None:
         """The image is there, or pulled (``EngineError`` naming it when it cannot be)."""
@@ -120,13 +122,18 @@ class ContainerRouter:
             self.engine.pull(self.spec.image)
 
     def start(self) -> Container:
-        """Create the container when it does not exist (or exists with another site id, image or command), then
-        start it unless it runs; returns it once the engine reports it running (``EngineError`` when it does not
+        """Create the container when it does not exist (again when it has another image; refused when it runs
+        another site, as upstream refuses a container that exists), then start it unless it runs; returns it once the engine reports it running (``EngineError`` when it does not
         within ``STARTED_SECONDS``, with the end of its log)."""
         wanted = router_spec(self.spec)
-        found = self.container()
-        if found is not None and (found.labels.get(SITE_ID_LABEL) != self.spec.site_id
-                                  or found.image != self.spec.image):
+        found = self.engine.inspect(self.spec.name)
+        if found is not None and found.labels.get(SITE_ID_LABEL) != self.spec.site_id:
+            raise EngineError(409, f"container {self.spec.name} already exists (component: router), and it runs "
+                                   f"another site (skupper.io/site-id "
+                                   f"{found.labels.get(SITE_ID_LABEL, 'not set')[:64]}, not {self.spec.site_id}): "
+                                   f"this site is not started (another namespace name, or that site's uninstall, "
+                                   f"frees the name)")
+        if found is not None and found.image != self.spec.image:        # another image: made again with it
             self.engine.remove(self.spec.name)
             found = None
         if found is None:

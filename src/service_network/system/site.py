@@ -93,7 +93,8 @@ __all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_h
 #: the bundle's installer: copies what it carries into the site's input directory and sets the site up
 INSTALL_SCRIPT = """#!/bin/sh
 # Installs the skupper system site @NAMESPACE@ on this host: copies resources/ and certs/ into
-# ${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input/ and runs "skupper system setup".
+# ${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input/ and runs "skupper system setup" on the
+# platform of the site it was made of (@PLATFORM@), or SKUPPER_PLATFORM.
 # Needs the skupper command (pip install listener-operator), or SKUPPER=/path/to/skupper.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -101,7 +102,7 @@ base="${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input"
 mkdir -p "$base/resources" "$base/certs"
 [ -d "$here/resources" ] && cp -R "$here/resources/." "$base/resources/"
 [ -d "$here/certs" ] && cp -R "$here/certs/." "$base/certs/"
-exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@
+exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@ --platform "${SKUPPER_PLATFORM:-@PLATFORM@}"
 """
 #: ``generate-bundle --type shell-script``: the tarball follows the marker line, base64-encoded
 BUNDLE_SCRIPT = """#!/bin/sh
@@ -737,7 +738,8 @@ class SystemSite:
         ``left_out``. ``BundleRefused`` when a file of ``input/resources`` cannot be used (it would fail on every
         host too). ``source``: a directory of resource files to take instead of ``input/`` (its Secrets are the
         credentials)."""
-        bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()})
+        bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace)
+                         .replace("@PLATFORM@", self.platform).encode()})
         broken = []
         inputs = source or self.resources_dir
         for path in sorted(inputs.glob("*")) if inputs.is_dir() else []:
