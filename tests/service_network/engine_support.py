@@ -128,7 +128,7 @@ def podman_engine() -> Iterator[LocalEngine]:
     finally:
         podman.run("rm", "--all", "--force", "--time", "2")
         _end(service)
-        podman.run("system", "reset", "--force", timeout=300)
+        _unmount_under(work)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -201,6 +201,7 @@ async def test_a_bundle_of_a_podman_site_installs_on_podman_and_never_takes_anot
             0, 'Removing active site namespace "west"\nNamespace "west" has been removed\n')
         assert podman.names() == []
     finally:
+        await _run([str(SKUPPER), "system", "uninstall", "--force"], other, env)    # (a failed run's too)
         server.close()
 
 
