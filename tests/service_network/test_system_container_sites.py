@@ -39,6 +39,7 @@ from test_system_site_truth import (
     resource,
     short_home,
     skupper,
+    status_of,
     until,
 )
 from test_system_site_verbs import site_file
@@ -117,6 +118,16 @@ async def test_a_podman_site_runs_its_router_in_upstreams_container(podman: Loca
             return bool(now["State"]["Running"] and now["State"]["Pid"] != pid and await echoed(listen))
         await until(restarted, 60, "the router's container restarted by podman, serving", home)
         assert inspect(podman, "west-skupper-router")["RestartCount"] >= 1
+
+        # a container stopped behind skupper's back (the engine does not restart it): status says so, start mends
+        assert podman.run("stop", "--time", "2", "west-skupper-router").returncode == 0
+        text, table = await status_of("west", home)
+        assert ("Router: crashed (container west-skupper-router is exited: it ended without skupper system stop, "
+                "and the engine did not start it again; skupper system start starts it)") in text, text
+        assert table[("Site", "here")] == ("Error", "the router is not running: its container west-skupper-router "
+                                                    "ended without skupper system stop")
+        assert "Router started (container west-skupper-router" in await ok("system", "start", "-n", "west", cwd=home)
+        assert await echoed(listen)
 
         # stop: another platform is refused (upstream's words); the container goes, the site stays
         out = await fails("system", "stop", "--platform", "docker", "-n", "west", cwd=home)

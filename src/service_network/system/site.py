@@ -591,15 +591,18 @@ class SystemSite:
 
     def process(self) -> RouterProcess:
         """The router process: running (with the pid of the ``service-network-router`` it runs), stopped, or
-        crashed (the pid ``start`` recorded is gone, and no ``stop`` removed it)."""
+        crashed (the pid ``start`` recorded is gone, and no ``stop`` removed it; its container is there and does
+        not run)."""
         pid = self.router_pid()
         if pid is not None:
             inner = next((c for c in _pids() if _proc_parent(c) == pid and "--control-socket" in _proc_cmdline(c)),
                          None)
             return RouterProcess("running", pid, inner, self.container_router().spec.name if self.in_container
                                  else None)
-        if self.in_container:
-            return RouterProcess("stopped")
+        if self.in_container:           # (stop removes the container: one that is there has ended by itself)
+            found = self.container_router().container()
+            return (RouterProcess("stopped") if found is None else
+                    RouterProcess("crashed", container=found.name, container_state=found.state))
         with contextlib.suppress(OSError, ValueError):
             return RouterProcess("crashed", int(self.pid_file.read_text(encoding="utf-8").strip()))
         return RouterProcess("stopped")
