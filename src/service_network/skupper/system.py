@@ -2,6 +2,10 @@
 site on this Linux host, without Kubernetes (:mod:`service_network.system.site`). ``-n/--namespace`` names the
 site's directory (default ``default``).
 
+``--platform podman|docker`` (or ``SKUPPER_PLATFORM``) runs the router in the engine's container instead of as a
+process (:mod:`service_network.system.container`); the site records its platform, and a verb naming another is
+refused with upstream's words.
+
 ``status`` prints what the router process and the router report now (:mod:`service_network.system.status`). The
 verbs that change the site wait (bounded) for the router to report on it, print their success line, then exit 1
 listing every failure with its file, line and resource; files that cannot be used are refused by ``apply`` with exit
@@ -51,7 +55,8 @@ def command() -> Command:
     made = Command(
         "system", "Sites on this Linux host, without Kubernetes",
         long="A site on this host, without Kubernetes: its resources are files (skupper system apply), its router "
-             "a process of this user (or a systemd user unit).",
+             "a process of this user (or a systemd user unit), or with --platform podman or docker a container of "
+             "that engine.",
         example="skupper system apply -f my-site.yaml\nskupper system setup\nskupper system status",
         children=[
             plain("setup", "Set the site up from input/resources and start its router", setup),
