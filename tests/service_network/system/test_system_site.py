@@ -60,13 +60,19 @@ def resource(kind: str, name: str, spec: dict[str, object]) -> dict[str, object]
     return {"apiVersion": "skupper.io/v2alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
+async def west_with_token(west: SiteEnv, cwd: Path) -> str:
+    """West with link access, a token in ``cwd/west.token`` and a Connector "backend" to an echo Pod; its name."""
+    await skupper("site", "create", "west", "--enable-link-access", cwd=cwd, env=west)
+    await skupper("token", "issue", "west.token", cwd=cwd, env=west)
+    await west.deployment("backend", ECHO_IMAGE, 1, {"app": "backend"})
+    await skupper("connector", "create", "backend", "7000", cwd=cwd, env=west)
+    name: str = (await west.wait_ready_pods({"app": "backend"}, 1))[0]["metadata"]["name"]
+    return name
+
+
 async def test_a_system_site_links_to_a_kubernetes_site_both_ways(sites: MultiSite, tmp_path: Path) -> None:
     west = sites["west"]
-    await skupper("site", "create", "west", "--enable-link-access", cwd=tmp_path, env=west)
-    await skupper("token", "issue", "west.token", cwd=tmp_path, env=west)
-    await west.deployment("backend", ECHO_IMAGE, 1, {"app": "backend"})
-    await skupper("connector", "create", "backend", "7000", cwd=tmp_path, env=west)
-    pod = (await west.wait_ready_pods({"app": "backend"}, 1))[0]["metadata"]["name"]
+    pod = await west_with_token(west, tmp_path)
 
     server, server_port = await host_server()       # a server process on this host
     listen_port = free_port()
