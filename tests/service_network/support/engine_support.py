@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SERVICE_SECONDS = 30.0
 
 
