@@ -173,9 +173,12 @@ fn amqp(f: &Frame) -> &Performative {
 #[test]
 fn skrouterds_sasl_frames() {
     let (f, ours) = frame(SASL_MECHANISMS);
-    assert_eq!(f.body, FrameBody::Sasl(Sasl::Mechanisms(snrouter::amqp::performative::sasl::Mechanisms {
-        mechanisms: vec![s("ANONYMOUS")]
-    })));
+    assert_eq!(
+        f.body,
+        FrameBody::Sasl(Sasl::Mechanisms(snrouter::amqp::performative::sasl::Mechanisms {
+            mechanisms: vec![s("ANONYMOUS")]
+        }))
+    );
     assert_eq!(ours, unhex(SASL_MECHANISMS), "byte for byte");
     let (f, ours) = frame(SASL_OUTCOME);
     let FrameBody::Sasl(Sasl::Outcome(o)) = &f.body else { panic!("{f:?}") };
@@ -224,7 +227,10 @@ fn skrouterds_open_begin_attach_flow() {
     let (f, _) = frame(FLOW);
     let Performative::Flow(fl) = amqp(&f) else { panic!("{f:?}") };
     assert_eq!((fl.next_incoming_id, fl.incoming_window, fl.next_outgoing_id), (Some(1), 512, 1));
-    assert_eq!((fl.outgoing_window, fl.handle, fl.delivery_count, fl.link_credit), (0x7fff_ffff, Some(1), Some(1), Some(250)));
+    assert_eq!(
+        (fl.outgoing_window, fl.handle, fl.delivery_count, fl.link_credit),
+        (0x7fff_ffff, Some(1), Some(1), Some(250))
+    );
     assert_eq!((fl.available, fl.drain, fl.echo), (None, false, false));
 }
 
@@ -342,7 +348,9 @@ fn a_multiple_field_is_one_symbol_or_an_array() {
     use snrouter::amqp::composite::CompositeType;
     use snrouter::amqp::performative::terminus::Source;
     // source: address null, durable 0, expiry-policy link-detach, timeout 0, dynamic false, 4 nulls, capabilities
-    let mut one = BytesMut::from(&b"\x00\x53\x28\xc0\x00\x0b\x40\x43\xa3\x0blink-detach\x43\x42\x40\x40\x40\x40\x40\xa3\x09qd.router"[..]);
+    let mut one = BytesMut::from(
+        &b"\x00\x53\x28\xc0\x00\x0b\x40\x43\xa3\x0blink-detach\x43\x42\x40\x40\x40\x40\x40\xa3\x09qd.router"[..],
+    );
     one[4] = (one.len() - 5) as u8;
     let (v, _) = snrouter::amqp::codec::decode(&one.freeze(), &limits()).unwrap();
     let src = Source::from_value(v).unwrap();
@@ -352,4 +360,12 @@ fn a_multiple_field_is_one_symbol_or_an_array() {
     assert!(again.windows(2).any(|w| w == [0xe0, 0x0c]), "an array8 of symbols: {again:x?}");
     let back = Source::from_value(snrouter::amqp::codec::decode(&again, &limits()).unwrap().0).unwrap();
     assert_eq!(back, src);
+}
+
+#[test]
+fn a_header_claiming_a_huge_frame_reserves_a_bounded_step() {
+    let reader = FrameReader::new(u32::MAX, limits());
+    let mut buf = BytesMut::from(&[0xffu8, 0xff, 0xff, 0xf0, 2, 0, 0, 0][..]);
+    assert!(reader.parse(&mut buf).unwrap().is_none());
+    assert!(buf.capacity() < 1024 * 1024, "reserved {} bytes for a frame that has not come", buf.capacity());
 }
