@@ -369,3 +369,63 @@ fn a_header_claiming_a_huge_frame_reserves_a_bounded_step() {
     assert!(reader.parse(&mut buf).unwrap().is_none());
     assert!(buf.capacity() < 1024 * 1024, "reserved {} bytes for a frame that has not come", buf.capacity());
 }
+
+/// The inter-router attach, flow and HELLO transfer of the trace (`a.log`), rebuilt from their fields: each frame
+/// round-trips, and the transfer's payload is the HELLO's bytes, parsed from the frame read back.
+#[test]
+fn inter_router_frames_from_the_trace_round_trip() {
+    use snrouter::amqp::performative::terminus::{Source, Target};
+    use snrouter::amqp::performative::{Attach, Flow, Transfer};
+    let (caps, expiry) = (vec![s("qd.router")], s("link-detach"));
+    let attach = Attach {
+        name: s("qdlink.1O3b0kdOJs2Oh3W"),
+        handle: 0,
+        role: Role::Receiver,
+        snd_settle_mode: 2,
+        rcv_settle_mode: 0,
+        source: Some(Source { expiry_policy: expiry.clone(), capabilities: caps.clone(), ..Source::default() }),
+        target: Some(Target { expiry_policy: expiry, capabilities: caps, ..Target::default() }),
+        initial_delivery_count: Some(0),
+        max_message_size: Some(0),
+        ..Attach::default()
+    };
+    let flow = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 0x2000,
+        next_outgoing_id: 0,
+        outgoing_window: 0x7fff_ffff,
+        handle: Some(1),
+        delivery_count: Some(0),
+        link_credit: Some(0xfa),
+        drain: false,
+        ..Flow::default()
+    };
+    let transfer = Transfer {
+        handle: 1,
+        delivery_id: Some(0),
+        delivery_tag: Some(Bytes::from_static(&[0; 8])),
+        message_format: Some(0),
+        settled: Some(true),
+        ..Transfer::default()
+    };
+    let frames = [
+        (Performative::Attach(Box::new(attach)), &b""[..]),
+        (Performative::Flow(flow), &b""[..]),
+        (Performative::Transfer(transfer), HELLO),
+    ];
+    let reader = FrameReader::new(0x4000, limits());
+    let mut wire = BytesMut::new();
+    for (p, payload) in &frames {
+        snrouter::amqp::frame::write_frame(&mut wire, 0, &FrameBody::Amqp(p.clone()), payload);
+    }
+    for (p, payload) in &frames {
+        let f = reader.parse(&mut wire).unwrap().unwrap();
+        assert_eq!((&f.body, &f.payload[..]), (&FrameBody::Amqp(p.clone()), *payload));
+    }
+    assert!(wire.is_empty());
+    let mut again = BytesMut::new();
+    snrouter::amqp::frame::write_frame(&mut again, 0, &FrameBody::Amqp(frames[2].0.clone()), HELLO);
+    let f = reader.parse(&mut again).unwrap().unwrap();
+    let head = parse_head(&f.payload, &limits()).unwrap();
+    assert_eq!(head.head.router_annotations.unwrap().ingress_router, Some(s("0/B")));
+}
