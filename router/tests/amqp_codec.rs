@@ -201,6 +201,32 @@ fn skip_steps_over_compounds_without_reading_them() {
     assert_eq!(skip(&section[..100], &Limits::default()).unwrap_err().kind, DecodeErrorKind::Truncated { needed: 908 });
 }
 
+/// Found by the `amqp_value` fuzz target: 16 chained descriptors around an array of two empty lists, whose elements
+/// were `list0` (zero bytes each). Re-encoded with `list32` elements, the same value went one level deeper than the
+/// limit. Now empty lists count as deep as any list, and an array of empty lists is encoded with `list0`.
+#[test]
+fn every_encoding_of_a_value_is_as_deep() {
+    let crash = concat!(
+        "00a30000a30000a30000a30000a30000a30000a30000a30000a30000a30000a30000a30000a30000a30000",
+        "a300e002024500a300a30000"
+    );
+    let bytes: Vec<u8> =
+        (0..crash.len()).step_by(2).map(|i| u8::from_str_radix(&crash[i..i + 2], 16).unwrap()).collect();
+    amqp_fuzz::amqp_value(&bytes);
+    let empties = Array::new(None, Kind::List, vec![Value::List(vec![]); 2]).unwrap();
+    assert_eq!(hex(&round_trip(&Value::Array(empties))), "e0020245");
+    let limits = Limits { max_depth: 1, ..Limits::default() };
+    assert!(decode(&Bytes::from_static(b"\x45"), &limits).is_ok());
+    assert_eq!(
+        decode(&Bytes::from_static(b"\xc0\x02\x01\x45"), &limits).unwrap_err().kind,
+        DecodeErrorKind::TooDeep(1)
+    );
+    assert_eq!(
+        decode(&Bytes::from_static(b"\xc0\x03\x01\xc0\x00"), &limits).unwrap_err().kind,
+        DecodeErrorKind::TooDeep(1)
+    );
+}
+
 /// Any value: scalars at the leaves, lists, maps, arrays of one kind and described values around them.
 fn value() -> impl Strategy<Value = Value> {
     let text = "[a-z:/0-9é]{0,12}";

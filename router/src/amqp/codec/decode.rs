@@ -221,6 +221,10 @@ impl<'l> Decoder<'l> {
             0xa0 | 0xb0 => Value::Binary(self.bytes(code == 0xb0)?),
             0xa1 | 0xb1 => Value::String(self.text(code == 0xb1)?),
             0xa3 | 0xb3 => Value::Symbol(self.text(code == 0xb3)?),
+            // an empty list is a compound too: as deep as any list (so every encoding of it has the same depth)
+            0x45 if depth >= self.limits.max_depth => {
+                return self.fail(DecodeErrorKind::TooDeep(self.limits.max_depth))
+            }
             0x45 => Value::List(vec![]),
             0xc0 | 0xd0 => Value::List(self.list(code == 0xd0, depth)?),
             0xc1 | 0xd1 => Value::Map(self.map(code == 0xd1, depth)?),
