@@ -41,7 +41,9 @@ pub fn amqp_frame(data: &[u8]) {
                 assert!(buf.len() < before);
                 let mut again = BytesMut::new();
                 frame.encode(&mut again);
-                let big = FrameReader::new(u32::MAX, fuzz_limits());
+                // read back under the default limits: typed fields may re-encode with a few more values (one
+                // symbol of a `multiple` field becomes an array of one)
+                let big = FrameReader::new(u32::MAX, Limits::default());
                 let back = big.parse(&mut again).expect("an encoded frame reads").expect("whole");
                 assert_eq!(back, frame);
             }
@@ -68,7 +70,7 @@ pub fn amqp_message(data: &[u8]) {
     let mut out = BytesMut::new();
     parsed.head.encode(&mut out);
     let again = out.freeze();
-    let back = parse_head(&again, &limits).expect("an encoded head parses");
+    let back = parse_head(&again, &Limits::default()).expect("an encoded head parses");
     assert_eq!(back.head, parsed.head);
     assert_eq!(back.len, again.len());
 }
