@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
 
 

@@ -71,7 +71,7 @@ async def subprocess_server(workdir: Path, tls: bool) -> AsyncIterator[Endpoint]
     """`kubesim serve` on a free port; the URL is read from its kubeconfig once the file appears."""
     kubeconfig = workdir / "kubeconfig"
     script = Path(sys.executable).parent / "kubesim"
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "kubesim.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "kubesim.cli.main"]
     proc = await asyncio.create_subprocess_exec(
         *command,
         "serve",

@@ -34,7 +34,7 @@ from devenv.observer import show_observer
 from devenv.sysdemo import system_demo
 from devenv.up import Console, absolute, run_command
 from kubesim.errors import ApiError
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 from operator_runtime.objects import items, mapping
 
 #: The ``listener-operator network-demo`` help line (a command of the ``listener_operator.commands`` group).

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 from operator_runtime.objects import mapping
 
 __all__ = ["EXAMPLES_DIR", "NetworkReach", "format_network", "probe_network", "wait_network_ready"]

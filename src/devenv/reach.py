@@ -2,7 +2,7 @@
 answered (``127.1.1.2:30017 -> broker-1``).
 
 :func:`probe_listeners` does the I/O (bounded: a few connections per address, each with a short timeout, loopback
-only through :mod:`kubesim.traffic`); :func:`format_reach` renders the result; :func:`unexpected` says which
+only through :mod:`kubesim.testing.traffic`); :func:`format_reach` renders the result; :func:`unexpected` says which
 addresses failed although Pods stand behind them (an address of a Listener no Pod mounts is expected to refuse).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim.traffic import published_targets, who_answers
+from kubesim.testing.traffic import published_targets, who_answers
 from operator_runtime.objects import items, mapping
 
 #: Connections per published address: enough to show a shared Listener spreading over its replicas.

@@ -25,7 +25,7 @@ import yaml
 from devenv.multicluster import LocalSites, SiteOptions
 from devenv.up import Console
 from kubesim.errors import ApiError
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 
 __all__ = ["run_system_demo"]
 

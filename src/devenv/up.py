@@ -277,7 +277,7 @@ class LocalCluster:
                               "after a reboot; --fresh starts a new cluster)")
         elif store is not None:
             self.console.step(f"the cluster is kept in {store}: `local up` on this state directory resumes it")
-        from kubesim.cli import host_name_lines
+        from kubesim.cli.main import host_name_lines
 
         for line in host_name_lines(sim):
             self.console.step(line)

@@ -7,7 +7,7 @@ machine's own loopback users such as 127.0.0.1 and 127.0.0.53):
 =====================  ==========================  =========================================
 range                  use                         example (block 5)
 =====================  ==========================  =========================================
-``127.N.0.10``         cluster DNS for the host    127.5.0.10 (``kubesim.cluster.hostnames``)
+``127.N.0.10``         cluster DNS for the host    127.5.0.10 (``kubesim.cluster.dns.hostnames``)
 ``127.N.0.11``         SOCKS5 proxy for the host   127.5.0.11
 ``127.N.1.1-254``      node ``InternalIP``         node-2: 127.5.1.2
 ``127.N.2.1-254``      node ``ExternalIP``         node-2: 127.5.2.2
@@ -110,7 +110,7 @@ class AddressBlock:
 
     @property
     def dns_ip(self) -> str:
-        """Where the cluster's DNS server answers the host (``kubesim.cluster.hostnames``)."""
+        """Where the cluster's DNS server answers the host (``kubesim.cluster.dns.hostnames``)."""
         return f"127.{self.index}.0.10"
 
     @property

@@ -11,7 +11,7 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.jsonvalues import json_clone
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 from kubesim.store.store import Store
 
 _PATCH_TYPES = ("merge", "json", "strategic", "apply")
@@ -147,7 +147,7 @@ class ApiClient:
 
     async def bind(self, namespace: str, name: str, node: str) -> dict[str, Any]:
         """Bind a Pod to ``node`` as ``pods/<name>/binding`` does (409 when it is bound or being deleted)."""
-        from kubesim.binding import bind_pod
+        from kubesim.registry.podbinding import bind_pod
 
         result: dict[str, Any] = _copy(bind_pod(self.store, namespace, name, node))
         return result

@@ -88,7 +88,7 @@ class KubeSim:
         `work_dir`: where the server's own files (TLS keys, the default kubeconfig) are kept while it runs, in a
         fresh directory removed by `stop()`; default the system temporary directory.
 
-        `host_names`: with nodes, serve the cluster's names to the host (``kubesim.cluster.hostnames``): a DNS
+        `host_names`: with nodes, serve the cluster's names to the host (``kubesim.cluster.dns.hostnames``): a DNS
         server on the block's 127.B.0.10 (port 53, else a free port) and a SOCKS5 proxy on 127.B.0.11 (port 1080,
         else a free port); `dns_address` and `proxy_address` say where.
 
@@ -212,7 +212,7 @@ class KubeSim:
         return self
 
     async def _serve_host_names(self) -> None:
-        from kubesim.cluster.hostnames import ClusterDns, SocksProxy
+        from kubesim.cluster.dns.hostnames import ClusterDns, SocksProxy
 
         self.dns_address = self.cluster.pod_dns_address  # the Pods' cluster DNS, when it runs, serves the host too
         if self.dns_address is None:
@@ -225,7 +225,7 @@ class KubeSim:
         """Where the simulated Pods reach this server: its loopback address and port, CA and token issuer."""
         from urllib.parse import urlsplit
 
-        from kubesim.cluster.context import ApiAccess
+        from kubesim.cluster.base.context import ApiAccess
 
         parts = urlsplit(self.url)
         return ApiAccess(host=parts.hostname or self.host, port=parts.port or 443, ca_pem=self.ca_pem,

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from csi_proto import csi_pb2, csi_pb2_grpc
-from kubesim.patience import patience
+from kubesim.testing.patience import patience
 from listener_operator.constants import ANNOTATION_LISTENER_CLASS
 from listener_operator.crd.generate import all_crds
 from listener_operator.csi_server.node import NodeService

@@ -24,9 +24,9 @@ from csi_support import (
 )
 
 from csi_proto import csi_pb2
-from kubesim.auth import AllowAll, RequestAttributes
-from kubesim.patience import patience
+from kubesim.auth.authn import AllowAll, RequestAttributes
 from kubesim.sim import KubeSim
+from kubesim.testing.patience import patience
 from listener_operator.constants import (
     ANNOTATION_LISTENER_CLASS,
     ANNOTATION_LISTENER_NAME,

@@ -33,7 +33,7 @@ from csi_support import (
 from rendered_install import granted_rules, operator_service_account
 
 from csi_proto import csi_pb2
-from kubesim.auth import RequestAttributes, User
+from kubesim.auth.authn import RequestAttributes, User
 from kubesim.sim import KubeSim, write_kubeconfig
 from kubesim.store.store import Store
 from listener_operator.constants import (

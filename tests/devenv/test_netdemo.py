@@ -1,5 +1,5 @@
 """The network demo's pure parts: what it applies per site, the token it makes from a grant, which Links a cut
-deletes, how statuses and the client's result read. (The demo itself runs in tests/e2e/test_network_demo.py.)"""
+deletes, how statuses and the client's result read. (The demo itself runs in tests/devenv/e2e/test_network_demo.py.)"""
 
 from __future__ import annotations
 

@@ -437,7 +437,7 @@ async def test_helm_installs_upgrades_and_uninstalls_the_release_in_kubesim(kube
     await kubesim.api.get("deployments.apps", SITE_CONTROLLER, "ops")   # the service network, enabled
     assert "The service network is enabled" in upgraded and "kubectl get sites" in upgraded  # NOTES.txt
 
-    # Purging the release's Secrets sends protobuf DeleteOptions (tests/kubesim/test_server_protobuf.py).
+    # Purging the release's Secrets sends protobuf DeleteOptions (tests/kubesim/server/codecs/test_server_protobuf.py).
     await helm_against_kubesim("uninstall", "listener-operator", "--namespace", "ops")
     deployments, _ = await kubesim.api.list("deployments.apps", "ops")
     drivers, _ = await kubesim.api.list("csidrivers.storage.k8s.io")

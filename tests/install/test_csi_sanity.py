@@ -24,8 +24,8 @@ from rendered_install import CHART_DIR
 from test_install_run import BIN, NAMESPACE, ready_pods, run, until
 
 from devenv.image import load_project_image
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
+from kubesim.testing.patience import patience
 
 CSI_SANITY = BIN / "csi-sanity"
 PVC = "sanity-data"

@@ -4,7 +4,7 @@ printed digest is the archive's manifest digest.
 
 Slow (a Debian root file system and a buildah build: about a minute with warm caches under .cache/image/, two on a
 fresh machine). Set LISTENER_OPERATOR_IMAGE_ARCHIVE to an archive built by scripts/build-image to test that one
-instead of building.
+instead of building (and LISTENER_OPERATOR_IMAGE_DIGEST to the digest it printed: scripts/test sets both).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def run(*command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     given = os.environ.get("LISTENER_OPERATOR_IMAGE_ARCHIVE")
     if given:
-        yield Image(Path(given), "")
+        yield Image(Path(given), os.environ.get("LISTENER_OPERATOR_IMAGE_DIGEST", ""))
         return
     out = tmp_path_factory.mktemp("image")
     built = run(str(REPO / "scripts" / "build-image"), "--output", str(out), timeout=1100)

@@ -24,11 +24,11 @@ import yaml
 from rendered_install import CHART_DIR, one
 
 from devenv.image import load_project_image
+from kubesim.auth.rbac import RbacAuthorizer, rules_allow
 from kubesim.errors import ApiError
-from kubesim.patience import patience
-from kubesim.rbac import RbacAuthorizer, rules_allow
 from kubesim.sim import KubeSim
-from kubesim.traffic import published_targets, who_answers
+from kubesim.testing.patience import patience
+from kubesim.testing.traffic import published_targets, who_answers
 
 BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 NAMESPACE = "listener-operator"
@@ -54,7 +54,7 @@ async def _daemon_set_counts(sim: KubeSim, expected: tuple[int, int]) -> bool:
 
 async def until(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
     """The first truthy result of ``check``; the state spans several objects, so it is polled with a deadline
-    (stretched on a busy machine: ``kubesim.patience``)."""
+    (stretched on a busy machine: ``kubesim.testing.patience``)."""
     deadline = time.monotonic() + patience(within)
     last: Any = None
     while time.monotonic() < deadline:

@@ -23,10 +23,10 @@ from rendered_install import CHART_DIR, REPO
 from test_install_run import BIN, run, until
 
 from devenv.image import load_project_image
+from kubesim.auth.rbac import RbacAuthorizer, rules_allow
 from kubesim.errors import ApiError
-from kubesim.rbac import RbacAuthorizer, rules_allow
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 
 NAMESPACE = "listener-operator"
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:listener-operator-service-network-controller"

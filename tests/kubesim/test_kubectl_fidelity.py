@@ -9,7 +9,7 @@ from typing import Any
 
 from test_kubectl_crd import WIDGET_CRD
 
-from kubesim.cluster.nodes import KUBELET_VERSION
+from kubesim.cluster.kubelet.nodes import KUBELET_VERSION
 
 WIDGET = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"},
           "spec": {"size": 1}}

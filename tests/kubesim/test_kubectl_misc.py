@@ -338,7 +338,7 @@ async def test_both_kubectl_binaries_are_the_intended_versions(kubectl: Any) -> 
 
 async def test_rbac_authorizer_denies_what_the_rules_do_not_grant(kubectl: Any, kubesim: Any) -> None:
     """With `ClusterRoleAuthorizer` installed, kubectl sees 403s worded like the RBAC authorizer's."""
-    from kubesim.rbac import ClusterRoleAuthorizer
+    from kubesim.auth.rbac import ClusterRoleAuthorizer
 
     await kubectl.make("ConfigMap", "readable", "default", data={"a": "1"})
     kubesim.server.authorizer = ClusterRoleAuthorizer(
@@ -383,7 +383,7 @@ async def test_auth_can_i_asks_the_installed_authorizer(kubectl: Any, kubesim: A
     admin = await kubectl.run("auth", "can-i", "delete", "nodes")
     assert admin.stdout.strip() == "yes", "the kubeconfig's token is a cluster admin by default"
 
-    from kubesim.rbac import ClusterRoleAuthorizer
+    from kubesim.auth.rbac import ClusterRoleAuthorizer
 
     kubesim.server.authorizer = ClusterRoleAuthorizer(
         [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]

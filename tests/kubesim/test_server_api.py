@@ -8,7 +8,7 @@ import pytest
 
 from kubesim.errors import ApiError
 from kubesim.sim import KubeSim
-from kubesim.testing import RawClient
+from kubesim.testing.rawhttp import RawClient
 
 
 async def test_crud_and_errors(kubesim: KubeSim) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.rbac import ClusterRoleAuthorizer
+from kubesim.auth.rbac import ClusterRoleAuthorizer
 from kubesim.sim import KubeSim
 from operator_runtime.config import make_api
 from operator_runtime.crdmaintenance import (

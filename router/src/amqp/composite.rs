@@ -188,6 +188,11 @@ impl Fields {
         })
     }
 
+    /// A symbol or a string, kept as sent (skrouterd sends some symbol fields as strings).
+    pub fn text(&mut self, field: &'static str) -> Result<Option<Value>, CompositeError> {
+        self.typed(field, "symbol", |v| if v.as_str().is_some() { Ok(v) } else { Err(v) })
+    }
+
     pub fn symbol(&mut self, field: &'static str) -> Result<Option<Symbol>, CompositeError> {
         self.typed(field, "symbol", |v| if let Value::Symbol(s) = v { Ok(s) } else { Err(v) })
     }

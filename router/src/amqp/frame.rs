@@ -25,6 +25,9 @@ pub const HEADER_LEN: usize = 8;
 pub const MIN_MAX_FRAME_SIZE: u32 = 512;
 pub const TYPE_AMQP: u8 = 0;
 pub const TYPE_SASL: u8 = 1;
+/// The most a waiting frame reserves in the read buffer at once: a header claiming a large frame (up to the
+/// max-frame-size) is not trusted with memory before its bytes arrive.
+const RESERVE_STEP: usize = 64 * 1024;
 
 /// Which protocol a connection's 8-byte header announces: `AMQP` then a protocol id and version 1.0.0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +145,7 @@ impl FrameReader {
         self.max_frame_size
     }
 
-    /// The next whole frame, taken from the front of `buf`; `Ok(None)` (nothing taken; room reserved for the rest)
+    /// The next whole frame, taken from the front of `buf`; `Ok(None)` (nothing taken; room reserved for more)
     /// until all its bytes are there. The header is checked as soon as its 8 bytes are there.
     pub fn parse(&self, buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         let Some(h) = buf.get(..HEADER_LEN).and_then(|h| <[u8; HEADER_LEN]>::try_from(h).ok()) else {
@@ -165,7 +168,8 @@ impl FrameReader {
         }
         let size = size as usize;
         if buf.len() < size {
-            buf.reserve(size - buf.len());
+            // room for the rest, but never more than a bounded step ahead of the bytes that came
+            buf.reserve((size - buf.len()).min(RESERVE_STEP));
             return Ok(None);
         }
         let frame = buf.split_to(size).freeze();

@@ -9,7 +9,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-use super::codec::{decode, encode, Described, Descriptor, Limits, Str, Symbol, Value};
+use super::codec::{decode, encode, Described, Descriptor, Limits, Str, Value};
 use super::composite::{descriptor_name, type_name, Composite, CompositeError, CompositeType, FieldList, Fields};
 
 /// skrouterd's router annotations section: domain `SKPR`, id `--RA`.
@@ -140,8 +140,10 @@ pub struct Properties {
     pub subject: Option<Str>,
     pub reply_to: Option<Str>,
     pub correlation_id: Option<Value>,
-    pub content_type: Option<Symbol>,
-    pub content_encoding: Option<Symbol>,
+    /// A symbol by the spec; skrouterd's TCP adaptor sends `application/octet-stream` as a string (and checks
+    /// only the text): kept as sent, a string or a symbol.
+    pub content_type: Option<Value>,
+    pub content_encoding: Option<Value>,
     pub absolute_expiry_time: Option<i64>,
     pub creation_time: Option<i64>,
     pub group_id: Option<Str>,
@@ -164,8 +166,8 @@ impl CompositeType for Properties {
             subject: f.string("subject")?,
             reply_to: f.address("reply-to")?,
             correlation_id: id(f.value()),
-            content_type: f.symbol("content-type")?,
-            content_encoding: f.symbol("content-encoding")?,
+            content_type: f.text("content-type")?,
+            content_encoding: f.text("content-encoding")?,
             absolute_expiry_time: f.timestamp("absolute-expiry-time")?,
             creation_time: f.timestamp("creation-time")?,
             group_id: f.string("group-id")?,
@@ -182,8 +184,8 @@ impl CompositeType for Properties {
             .string(self.subject.as_ref())
             .string(self.reply_to.as_ref())
             .opt(self.correlation_id.clone(), |v| v)
-            .symbol(self.content_type.as_ref())
-            .symbol(self.content_encoding.as_ref())
+            .opt(self.content_type.clone(), |v| v)
+            .opt(self.content_encoding.clone(), |v| v)
             .opt(self.absolute_expiry_time, Value::Timestamp)
             .opt(self.creation_time, Value::Timestamp)
             .string(self.group_id.as_ref())

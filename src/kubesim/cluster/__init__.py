@@ -1,8 +1,10 @@
-"""The simulated cluster (kubesim parts 2 and 3): ``cluster.Cluster`` composes simulated nodes (a kubelet each,
-running Pods through ``runtime/``), the controllers (scheduler, provisioner, workloads, endpoints, node lifecycle,
-taint eviction, load balancer) and kube-proxy (``proxy/``), each a module of this package, driven by shared
-informers (``informer.py``, ``indexes.py``). ``context.ApiAccess`` says where Pods reach the API server.
+"""The simulated cluster (kubesim parts 2 and 3), one package per job, composed by ``cluster.Cluster``:
+``kubelet/`` (simulated nodes: a kubelet each, running Pods through the container runtime ``runtime/``, their
+volumes' files from ``volumes/``), ``controllers/`` (scheduler, workloads, endpoints, node lifecycle, taint
+eviction, load balancer, ephemeral volumes), ``csi/`` (plugin registration, external-provisioner, the emulated
+sidecars), ``dns/`` (cluster names, the DNS server, Pods' resolv.conf) and ``proxy/`` (kube-proxy), all driven by
+the shared informers and work queues of ``base/`` (``base/context.ApiAccess`` says where Pods reach the API server).
 
 This file is only the package's description: the code is in its modules, so importing one of them (a pure
-``rollout.py``, ``volumefiles.py``...) does not import the whole cluster first.
+``controllers/rollout.py``, ``volumes/volumefiles.py``...) does not import the whole cluster first.
 """

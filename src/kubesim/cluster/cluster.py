@@ -22,38 +22,46 @@ from pathlib import Path
 from typing import Any
 
 from kubesim.addresses import AddressBlock, AddressBlockClaim, claim_address_block
+from kubesim.cluster.base.apitypes import Api
+from kubesim.cluster.base.background import BackgroundTasks
+from kubesim.cluster.base.context import (
+    CSI_NODES,
+    NODES,
+    PODS,
+    SERVICES,
+    WATCHED,
+    ApiAccess,
+    Context,
+    Options,
+)
+from kubesim.cluster.base.indexes import PODS_BY_NODE, pod_node
+from kubesim.cluster.base.informer import Informer
+from kubesim.cluster.base.nodefs import NodeFilesystem
+from kubesim.cluster.base.objects import check_dns_subdomain, name_of
+from kubesim.cluster.controllers.daemonset import DaemonSetController
+from kubesim.cluster.controllers.deployment import DeploymentController
+from kubesim.cluster.controllers.endpoints import EndpointsController
+from kubesim.cluster.controllers.ephemeral import EphemeralVolumeController
+from kubesim.cluster.controllers.jobs import JobController
+from kubesim.cluster.controllers.loadbalancer import LoadBalancerController
+from kubesim.cluster.controllers.nodelifecycle import NodeLifecycleController
+from kubesim.cluster.controllers.replicaset import ReplicaSetController
+from kubesim.cluster.controllers.scheduler import Scheduler
+from kubesim.cluster.controllers.statefulset import StatefulSetController
+from kubesim.cluster.controllers.tainteviction import TaintEvictionController
+from kubesim.cluster.csi.client import UNIX_PATH_MAX, socket_path_of
+from kubesim.cluster.csi.plugin_watch import SocketWatcher
+from kubesim.cluster.csi.provisioner import Provisioner
+from kubesim.cluster.csi.sidecars import sidecar_handlers
+from kubesim.cluster.dns.hostnames import ClusterDns
+from kubesim.cluster.dns.names import lookup, resolve
+from kubesim.cluster.kubelet.kubelet import FINALIZER, Kubelet
+from kubesim.cluster.kubelet.nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
+from kubesim.cluster.proxy import KubeProxy
+from kubesim.cluster.runtime import RuntimeRegistry, default_registry
+from kubesim.cluster.runtime.execution import ExecResult, run_command
+from kubesim.cluster.runtime.rootfs import resolv_mount_problem
 from kubesim.errors import ApiError
-
-from .apitypes import Api
-from .background import BackgroundTasks
-from .context import CSI_NODES, NODES, PODS, SERVICES, WATCHED, ApiAccess, Context, Options
-from .csi_client import UNIX_PATH_MAX, socket_path_of
-from .daemonset import DaemonSetController
-from .deployment import DeploymentController
-from .dns import lookup, resolve
-from .endpoints import EndpointsController
-from .ephemeral import EphemeralVolumeController
-from .hostnames import ClusterDns
-from .indexes import PODS_BY_NODE, pod_node
-from .informer import Informer
-from .jobs import JobController
-from .kubelet import FINALIZER, Kubelet
-from .loadbalancer import LoadBalancerController
-from .nodefs import NodeFilesystem
-from .nodelifecycle import NodeLifecycleController
-from .nodes import create_node, node_addresses, set_node_ready, set_node_unschedulable
-from .objects import check_dns_subdomain, name_of
-from .plugin_watch import SocketWatcher
-from .provisioner import Provisioner
-from .proxy import KubeProxy
-from .replicaset import ReplicaSetController
-from .runtime import RuntimeRegistry, default_registry
-from .runtime.execution import ExecResult, run_command
-from .runtime.rootfs import resolv_mount_problem
-from .scheduler import Scheduler
-from .sidecars import sidecar_handlers
-from .statefulset import StatefulSetController
-from .tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 

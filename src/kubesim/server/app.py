@@ -15,13 +15,14 @@ from typing import Any
 from aiohttp import web
 
 from kubesim import errors
-from kubesim.admission import Admission
-from kubesim.auth import Authorizer, TokenAuthenticator, User
+from kubesim.auth.authn import Authorizer, TokenAuthenticator, User
+from kubesim.auth.rbac import RbacAuthorizer
+from kubesim.auth.serviceaccounts import ServiceAccountTokens
 from kubesim.errors import ApiError
 from kubesim.faults import Faults
-from kubesim.rbac import RbacAuthorizer
-from kubesim.resources import Registry
-from kubesim.server import discovery, objects
+from kubesim.kinds.resources import Registry
+from kubesim.registry.admission import Admission
+from kubesim.server import crud, discovery
 from kubesim.server.admin import admin, inject_faults
 from kubesim.server.authz import ACCESS_REVIEW, USER_KEY, access_review, authenticate, authorize
 from kubesim.server.bindings import binding_request
@@ -33,7 +34,6 @@ from kubesim.server.routing import Target, parse_target, verb_of
 from kubesim.server.tokens import token_request
 from kubesim.server.watchstream import watch
 from kubesim.server.wire import bool_param, error_response, json_response
-from kubesim.serviceaccounts import ServiceAccountTokens
 from kubesim.store.gc import GarbageCollector
 from kubesim.store.hooks import StoreHooks
 from kubesim.store.namespaces import Namespaces
@@ -46,13 +46,13 @@ log = logging.getLogger(__name__)
 Handler = Callable[[ServerContext, web.Request, Target], Awaitable[web.StreamResponse]]
 _HANDLERS: dict[str, Handler] = {
     "watch": watch,
-    "list": objects.list_objects,
-    "get": objects.get,
-    "create": objects.create,
-    "update": objects.update,
-    "patch": objects.patch_object,
-    "delete": objects.delete,
-    "deletecollection": objects.delete_collection,
+    "list": crud.list_objects,
+    "get": crud.get,
+    "create": crud.create,
+    "update": crud.update,
+    "patch": crud.patch_object,
+    "delete": crud.delete,
+    "deletecollection": crud.delete_collection,
 }
 
 
@@ -190,7 +190,7 @@ class ApiServer:
         await inject_faults(self.faults, verb, t)
         ctx = self.context
         if t.subresource == "scale":
-            return await objects.scale(ctx, request, t, verb)
+            return await crud.scale(ctx, request, t, verb)
         if t.subresource == "token":
             return await token_request(ctx, request, t)
         if t.subresource == "log":

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from kubesim import errors
-from kubesim.auth import Authorizer, RequestAttributes, TokenAuthenticator, User
+from kubesim.auth.authn import Authorizer, RequestAttributes, TokenAuthenticator, User
 from kubesim.errors import ApiError
 from kubesim.selectors import parse_field_selector
 from kubesim.server import wire

@@ -1,5 +1,5 @@
 """``POST .../pods/<name>/binding`` and ``POST .../namespaces/<ns>/bindings`` (a v1 Binding): the scheduler's way of
-putting a Pod on a node (``kubesim.binding``). Answered with a Success Status (201), as the apiserver does."""
+putting a Pod on a node (``kubesim.registry.podbinding``). Answered with a Success Status (201), as the apiserver does."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from kubesim import errors
-from kubesim.binding import bind_pod, binding_target
+from kubesim.registry.podbinding import bind_pod, binding_target
 from kubesim.server import wire
 from kubesim.server.routing import Target
 

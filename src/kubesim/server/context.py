@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kubesim.auth.serviceaccounts import ServiceAccountTokens
 from kubesim.faults import Faults
-from kubesim.resources import Registry
-from kubesim.serviceaccounts import ServiceAccountTokens
+from kubesim.kinds.resources import Registry
 from kubesim.store.store import Store
 
 #: (namespace, pod, container) -> the container's log file, or None when there is none

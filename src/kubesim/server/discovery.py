@@ -8,8 +8,9 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim import errors, openapi, version
-from kubesim.resources import Registry
+from kubesim import errors, version
+from kubesim.kinds.resources import Registry
+from kubesim.registry import openapi
 from kubesim.server.wire import json_response
 
 VERSION_INFO = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kubesim import errors
-from kubesim.resources import Registry, ResourceType
-from kubesim.scale import SCALABLE
+from kubesim.kinds.resources import Registry, ResourceType
+from kubesim.registry.scale import SCALABLE
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from kubesim import errors
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 from kubesim.table.printers import NAME_LAST_KINDS, builtin_columns
 from kubesim.table.render import render_table as render
 from kubesim.table.render import table_version

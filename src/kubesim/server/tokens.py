@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kubesim import errors
+from kubesim.auth.serviceaccounts import DEFAULT_EXPIRATION_SECONDS
 from kubesim.server import wire
 from kubesim.server.routing import Target
-from kubesim.serviceaccounts import DEFAULT_EXPIRATION_SECONDS
 
 if TYPE_CHECKING:
     from kubesim.server.context import ServerContext

@@ -14,13 +14,13 @@ from aiohttp import web
 
 from kubesim import errors
 from kubesim.errors import ApiError
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 from kubesim.selectors import parse_field_selector
 from kubesim.server import wire
-from kubesim.server.objects import served
+from kubesim.server.crud import served
 from kubesim.server.routing import Target
 from kubesim.server.tables import render_table, wants_table
-from kubesim.watch import HTTP_MAX_BACKLOG, Watcher, WatchEvent, dumps
+from kubesim.store.watch import HTTP_MAX_BACKLOG, Watcher, WatchEvent, dumps
 
 if TYPE_CHECKING:
     from kubesim.server.context import ServerContext

@@ -8,10 +8,11 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim import bodies, errors, protobuf
+from kubesim import errors
 from kubesim.errors import ApiError
 from kubesim.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
-from kubesim.watch import dumps
+from kubesim.server.codecs import bodies, protobuf
+from kubesim.store.watch import dumps
 
 JSON = "application/json"
 PATCH_TYPES = {

@@ -3,7 +3,7 @@ containers, ports, volumes, conditions, ...; atomic label selectors; everything 
 
 from __future__ import annotations
 
-from kubesim.patch import POD_SPEC_PREFIXES
+from kubesim.kinds.podspec import POD_SPEC_PREFIXES
 from kubesim.ssa.listtypes import ATOMIC, SET, ListKeys, ListType, TypedKeys
 
 _CONTAINER_LISTS: dict[tuple[str, ...], ListType] = {

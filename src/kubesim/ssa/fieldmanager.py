@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim import errors
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 from kubesim.ssa.apply import ApplyConflict
 from kubesim.ssa.apply import apply as apply_config
 from kubesim.ssa.builtin_types import builtin_list_keys

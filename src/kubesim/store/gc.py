@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubesim.jsonvalues import json_clone
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 from kubesim.store.deferred import call_later
 from kubesim.store.hooks import StoreWriter
 from kubesim.store.index import Location

@@ -2,7 +2,7 @@
 objects come and go), garbage collection and namespace lifecycle (after a change). ``Store`` is built with one of
 each (``StoreHooks``) and hands itself to every call as a ``StoreReader`` (admission reads) or a ``StoreWriter``
 (the controllers write as a controller would: delete, commit, remove), so none of them imports the store; the
-store imports none of them either (``kubesim.admission``, ``store.gc``, ``store.namespaces`` implement these).
+store imports none of them either (``kubesim.registry.admission``, ``store.gc``, ``store.namespaces`` implement these).
 
 Every hook runs on the event loop thread, inside the store's write, so what it reads and writes is atomic with it.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kubesim.resources import Registry, ResourceType
+from kubesim.kinds.resources import Registry, ResourceType
 from kubesim.store.index import ObjectIndex
 
 Obj = dict[str, Any]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 Obj = dict[str, Any]
 Location = tuple[str, str, str]  # (resource key, namespace or "", name)

@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, paging, views
-from kubesim.fields import supported_field
-from kubesim.resources import ResourceType
+from kubesim import errors
+from kubesim.kinds import views
+from kubesim.kinds.fields import supported_field
+from kubesim.kinds.resources import ResourceType
+from kubesim.store import paging
 from kubesim.store.index import ObjectIndex
+from kubesim.store.watch import Watcher
 from kubesim.store.watchhub import WatchHub
-from kubesim.watch import Watcher
 
 if TYPE_CHECKING:
     from kubesim.selectors import FieldSelector, LabelSelector

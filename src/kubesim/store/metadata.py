@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from kubesim import errors
-from kubesim.resources import CRD_KEY, ResourceType
+from kubesim.kinds.resources import CRD_KEY, ResourceType
 
 Obj = dict[str, Any]
 

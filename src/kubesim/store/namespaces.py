@@ -9,7 +9,7 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.jsonvalues import json_clone
-from kubesim.resources import NAMESPACE_KEY, ResourceType
+from kubesim.kinds.resources import NAMESPACE_KEY, ResourceType
 from kubesim.store.deferred import call_later
 from kubesim.store.hooks import StoreReader, StoreWriter
 from kubesim.store.metadata import now_iso

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim import errors, patch
+from kubesim import errors
 from kubesim.jsonvalues import json_clone
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
+from kubesim.store import patch
 
 Obj = dict[str, Any]
 

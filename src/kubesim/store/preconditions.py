@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim import errors
-from kubesim.resources import ResourceType
+from kubesim.kinds.resources import ResourceType
 
 _PROPAGATION_POLICIES = (None, "", "Background", "Foreground", "Orphan")
 

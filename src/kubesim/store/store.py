@@ -15,9 +15,10 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from kubesim import errors, views
+from kubesim import errors
 from kubesim.jsonvalues import json_clone
-from kubesim.resources import CRD_KEY, NAMESPACE_KEY, Registry, ResourceType, types_from_crd
+from kubesim.kinds import views
+from kubesim.kinds.resources import CRD_KEY, NAMESPACE_KEY, Registry, ResourceType, types_from_crd
 from kubesim.ssa import fieldmanager
 from kubesim.store import metadata
 from kubesim.store.hooks import StoreHooks
@@ -26,8 +27,8 @@ from kubesim.store.listing import ListResult, check_field_selector, continuation
 from kubesim.store.patching import check_apply_body, patched
 from kubesim.store.persist import StoreFile
 from kubesim.store.preconditions import check_delete, check_no_new_finalizers, check_update_target
+from kubesim.store.watch import Watcher, WatchEvent
 from kubesim.store.watchhub import WatchHub
-from kubesim.watch import Watcher, WatchEvent
 
 if TYPE_CHECKING:
     from kubesim.selectors import FieldSelector, LabelSelector
@@ -289,7 +290,7 @@ class Store:
             if not managed_fields and sent is not None:  # computed by server-side apply
                 meta["managedFields"] = json_clone(sent)
         elif subresource == "binding" and rt.key == "pods":
-            pass  # kubesim.binding: spec.nodeName and the PodScheduled condition in one write
+            pass  # kubesim.registry.podbinding: spec.nodeName and the PodScheduled condition in one write
         elif subresource is not None:
             raise errors.no_such_resource(f"{rt.plural}/{subresource}")
         elif rt.has_status:

@@ -2,14 +2,14 @@
 events (older ones are compacted away) and offered to the open watches of its resource.
 
 The one place events fan out to watchers: where an event would be encoded once per resourceVersion for all of
-them (``kubesim.watch.WatchEvent`` caches its wire lines)."""
+them (``kubesim.store.watch.WatchEvent`` caches its wire lines)."""
 
 from __future__ import annotations
 
 from collections import deque
 
 from kubesim import errors
-from kubesim.watch import Watcher, WatchEvent
+from kubesim.store.watch import Watcher, WatchEvent
 
 
 class WatchHub:

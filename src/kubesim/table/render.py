@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from kubesim.gofmt import go_text
-from kubesim.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
 from kubesim.table.cells import AGE_DESCRIPTION, Column, age
+from kubesim.table.jsonpath import JSONPathError, evaluate_json_path, parse_json_path
 
 _NAME_COLUMN: Column = {
     "name": "Name",

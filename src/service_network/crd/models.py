@@ -9,7 +9,7 @@ applied by the controller, not by the API server. Docstrings become the descript
 
 All twelve of upstream's kinds are here: Site, Listener, Connector (part 1); RouterAccess, Link, AccessGrant,
 AccessToken (part 2); AttachedConnector, AttachedConnectorBinding, MultiKeyListener, Certificate, SecuredAccess
-(part 4). ``tests/service_network/test_upstream_crds.py`` holds the generated CRDs to upstream's.
+(part 4). ``tests/service_network/crd/test_upstream_crds.py`` holds the generated CRDs to upstream's.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from operator_runtime.objects import mapping, meta
 from operator_runtime.reflector import Reflector
 
 from .access_io import decode
+from .bounded import BoundedCache
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN
 from .identities import fingerprint
@@ -93,7 +94,7 @@ class CredentialBinder:
         self.site_access = site_access
         self.keys = SiteKeys(api)
         #: Secret uid:resourceVersion -> done (bound or refused), or the monotonic time of the next try
-        self._done: dict[str, float | None] = {}
+        self._done: BoundedCache[str, float | None] = BoundedCache()
 
     async def reconcile(self, namespace: str) -> list[BindOutcome]:
         access = self.site_access(namespace)
@@ -107,12 +108,10 @@ class CredentialBinder:
             if secret is None or ANNOTATION_SITE_BINDING not in meta(secret).annotations:
                 continue
             key = f"{meta(secret).uid}:{meta(secret).resource_version}"
-            if key in self._done and (self._done[key] is None or time.monotonic() < (self._done[key] or 0)):
+            if key in self._done and ((until := self._done.get(key)) is None or time.monotonic() < until):
                 continue
             outcome = await self._bind(link, secret, access.site)
-            if len(self._done) > 4096:
-                self._done.clear()
-            self._done[key] = time.monotonic() + 5.0 if outcome.retry else None
+            self._done.put(key, time.monotonic() + 5.0 if outcome.retry else None)
             outcomes.append(outcome)
         return outcomes
 

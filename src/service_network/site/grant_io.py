@@ -1,5 +1,6 @@
-"""The granting side of access grants (I/O): AccessGrant statuses (URL, code, CA, expiry, Ready) and the
-redemption of a token at this site, called by the grant server.
+"""The granting side of access grants (I/O): what the controller remembers of each AccessGrant (when it first
+processed it, the code it generated: :meth:`GrantKeeper.recall`, read into the namespace's snapshot, from which
+:mod:`.plan` makes the grants' statuses) and the redemption of a token at this site, called by the grant server.
 
 A redemption, in this order so that a refusal leaves nothing behind:
 
@@ -39,14 +40,13 @@ from operator_runtime.kinds import CONFIG_MAP, SECRET
 from operator_runtime.objects import JsonDict, mapping, meta
 from operator_runtime.reflector import Reflector
 
-from ..constants import FIELD_MANAGER_STATUS, GROUP_VERSION
 from ..kinds import ACCESS_GRANT
 from . import pki
 from .access import default_issuer
 from .access_io import decode
+from .bounded import BoundedCache
 from .grant_server import GrantServer
 from .grants import (
-    DEFAULT_REDEMPTIONS,
     LinkEndpoint,
     Redeemed,
     RedeemRequest,
@@ -54,8 +54,6 @@ from .grants import (
     check_redemption,
     format_time,
     grant_of,
-    grant_state,
-    grant_status,
     no_such_claim,
     wrong_code,
 )
@@ -72,6 +70,7 @@ from .identities import (
 )
 from .site_key_io import SiteKeys, held_vouchers
 from .site_keys import ProofProblem, ProvenSite, make_voucher, public_key, verify_proof, voucher_text
+from .snapshot import GrantInput
 
 __all__ = ["GrantKeeper", "NetworkLinks", "SiteAccess"]
 
@@ -130,72 +129,34 @@ class GrantKeeper:
         self.keys = SiteKeys(api)
         self.server: GrantServer | None = None
         self._codes: dict[str, str] = {}
-        self._first_seen: dict[str, datetime.datetime] = {}    # uid -> first processed, until the status shows it
+        # uid -> first processed, until the status shows it
+        self._first_seen: BoundedCache[str, datetime.datetime] = BoundedCache()
         grants.add_index("uid", lambda o: [meta(o).uid])
 
-    # ---- statuses -------------------------------------------------------------------------------------------------
-    async def reconcile(self, namespace: str) -> tuple[float | None, bool]:
-        """Write the statuses of the namespace's grants; (seconds until the next expiry, retry)."""
-        access = self.site_access(namespace)
-        now = _now()
-        next_expiry: float | None = None
-        retry = False
+    # ---- what the controller remembers of grants -----------------------------------------------------------------
+    def recall(self, namespace: str, now: datetime.datetime) -> tuple[GrantInput, ...]:
+        """The namespace's grants with when each was first processed and its generated code (each kept until the
+        watch shows it in the status), and the grant server's URL for it."""
+        found = []
         for obj in self.grants.by_index("namespace", namespace):
             if meta(obj).deletion_timestamp:
                 continue
             previous = mapping(obj, "status")
             uid = meta(obj).uid
+            first_seen = None
             if previous.get("expirationTime"):
-                self._first_seen.pop(uid, None)
-            if len(self._first_seen) > 4096:
-                self._first_seen.clear()     # bounded; a grant seen again just now starts its window a little later
-            first_seen = self._first_seen.setdefault(uid, now) if not previous.get("expirationTime") else None
-            grant = grant_of(obj, first_seen)
-            if not grant.code:   # generated once: kept here until the watch shows it written
-                code = self._codes.setdefault(grant.uid, secrets.token_urlsafe(18))
-                grant = grant_of({**obj, "status": {**previous, "code": code}}, first_seen)
+                self._first_seen.pop(uid)
             else:
-                self._codes.pop(grant.uid, None)
-            if "redemptionsAllowed" not in mapping(obj, "spec") and not grant.problem:
-                retry |= await self._write_default_redemptions(namespace, grant.name)
-            site_problem = ("No active site in namespace" if access.site is None else
-                            None if access.endpoints else
-                            "waiting for the site's link access (Site linkAccess or a RouterAccess)")
-            state = grant_state(grant, now, site_problem=site_problem, server=self.server is not None)
-            url = self.server.url(grant.uid) if self.server is not None else None
-            ca = self.server.ca_pem if self.server is not None else None
-            status = grant_status(previous, grant, state=state, url=url, ca=ca, generation=meta(obj).generation,
-                                  now=_stamp())
-            if grant.expires is not None and not grant.expired(now):
-                left = (grant.expires - now).total_seconds()
-                next_expiry = left if next_expiry is None else min(next_expiry, left)
-            if status == dict(previous):
-                continue
-            body = {"apiVersion": GROUP_VERSION, "kind": "AccessGrant",
-                    "metadata": {"name": grant.name, "namespace": namespace},
-                    "status": {k: v for k, v in status.items() if k != "redemptions"}}   # only redemptions count it
-            try:
-                await self.api.apply(ACCESS_GRANT, body, name=grant.name, namespace=namespace,
-                                     field_manager=FIELD_MANAGER_STATUS, force=True, subresource="status")
-            except NotFound:
-                pass
-            except KubeError as failure:
-                log.warning("could not write the status of AccessGrant %s/%s: %s", namespace, grant.name, failure)
-                retry = True
-        return next_expiry, retry
-
-    async def _write_default_redemptions(self, namespace: str, name: str) -> bool:
-        """Upstream writes the default ``redemptionsAllowed`` (1) into the grant's spec; whether to retry."""
-        try:
-            await self.api.merge_patch(ACCESS_GRANT, {"spec": {"redemptionsAllowed": DEFAULT_REDEMPTIONS}},
-                                       name=name, namespace=namespace)
-        except NotFound:
-            return False
-        except KubeError as failure:
-            log.warning("could not write the default redemptionsAllowed of AccessGrant %s/%s: %s", namespace, name,
-                        failure)
-            return True
-        return False
+                # bounded: a grant dropped from it (least recently seen) starts its window a little later
+                first_seen = self._first_seen.get(uid) or now
+                self._first_seen.put(uid, first_seen)
+            code = None
+            if not grant_of(obj, first_seen).code:   # generated once: kept here until the watch shows it written
+                code = self._codes.setdefault(uid, secrets.token_urlsafe(18))
+            else:
+                self._codes.pop(uid, None)
+            found.append(GrantInput(obj, first_seen, code, self.server.url(uid) if self.server is not None else None))
+        return tuple(found)
 
     # ---- redemption -----------------------------------------------------------------------------------------------
     async def redeem(self, uid: str, request: RedeemRequest) -> Redeemed | Refusal:

@@ -46,6 +46,7 @@ from operator_runtime.reflector import Reflector
 
 from ..crd.models import AccessTokenSpec
 from ..kinds import LINK
+from .bounded import BoundedCache
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN, AnswerProblem, link_name_problem, link_names, link_objects, parse_answer
 from .resources import owner_references
@@ -158,10 +159,11 @@ class TokenRedeemer:
         self.secrets = secrets
         self.site_access = site_access
         self.keys = SiteKeys(api)
-        self._redeemed: dict[str, tuple[int | None, str]] = {}   # token uid -> (generation, remote site)
+        # token uid -> (generation, remote site)
+        self._redeemed: BoundedCache[str, tuple[int | None, str]] = BoundedCache()
         #: token uid -> (generation, outcome, not before): a refusal is not sent again for the same generation;
         #: a retryable failure is tried again after a delay that doubles (1 s to 60 s), whatever triggers.
-        self._last: dict[str, tuple[int | None, TokenOutcome, float, float]] = {}
+        self._last: BoundedCache[str, tuple[int | None, TokenOutcome, float, float]] = BoundedCache()
 
     async def reconcile(self, namespace: str) -> list[TokenOutcome]:
         outcomes = []
@@ -187,11 +189,9 @@ class TokenRedeemer:
         outcome = await self._attempt(obj)
         delay = min(60.0, (last[3] * 2) if last is not None and last[0] == token_meta.generation else 1.0)
         if not outcome.sent:
-            self._last.pop(uid, None)
+            self._last.pop(uid)
         else:
-            if len(self._last) > 4096:
-                self._last.clear()
-            self._last[uid] = (token_meta.generation, outcome, time.monotonic() + delay, delay)
+            self._last.put(uid, (token_meta.generation, outcome, time.monotonic() + delay, delay))
         return outcome
 
     async def _attempt(self, obj: Mapping[str, Any]) -> TokenOutcome:
@@ -276,9 +276,7 @@ class TokenRedeemer:
                                 reason="CreateFailed")
         await self._keep_voucher(site, name, answer.voucher, key)
         host = urlsplit(spec.url).hostname or "?"
-        self._redeemed[token_meta.uid] = (token_meta.generation, host)
-        if len(self._redeemed) > 4096:
-            self._redeemed.clear()
+        self._redeemed.put(token_meta.uid, (token_meta.generation, host))
         log.info("AccessToken %s/%s redeemed at %s: Links %s created", namespace, name, host[:64],
                  ", ".join(created))
         return TokenOutcome(obj, ready(), redeemed=True,

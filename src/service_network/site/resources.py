@@ -52,7 +52,7 @@ ROUTER_CONFIG_MAPS = (ROUTER_NAME, "skupper-router-2", NETWORK_STATUS_NAME)
 
 _READ = ["get", "list", "watch"]
 #: Everything the site controller does with the API, as the rules of its ClusterRole (the Helm chart renders these;
-#: ``tests/service_network/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
+#: ``tests/service_network/site/test_site_rbac.py`` runs the controller with exactly them). Reading Secrets and
 #: ConfigMaps is also what lets it create the router's Role, which grants those reads (RBAC escalation check).
 CONTROLLER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": ["skupper.io"], "resources": ["sites", "listeners", "connectors", "accessgrants", "accesstokens",

@@ -91,26 +91,27 @@ def _go_int(text: str) -> int:
 
 HELP_FLAG_NAME = "help"
 
-#: upstream's persistent flags (``--platform`` only ``kubernetes`` here; system sites: ``skupper system``)
+#: upstream's persistent flags (``--platform``: ``kubernetes``; ``skupper system`` also podman, docker, linux)
 GLOBAL_FLAGS = (
     Flag("context", "string", "", "Set the kubeconfig context", short="c"),
     Flag("kubeconfig", "string", "", "Path to the kubeconfig file to use", files=True),
     Flag("namespace", "string", "", "Set the namespace", short="n"),
-    Flag("platform", "string", "", "Set the platform type to use [kubernetes] (system sites: skupper system)",
-         short="p", values=("kubernetes",)),
+    Flag("platform", "string", "", "Set the platform type to use [kubernetes, podman, docker, linux]",
+         short="p", values=("kubernetes", "podman", "docker", "linux")),
 )
 
 
 class Command:
     """One command: ``use`` is its name and the arguments it takes (``create <name> <port>``); ``run`` is called
     with the parsed flags and positional arguments (in ``args.<positional>``) and the cluster session (None for an
-    ``offline`` command); a command with ``children`` and no ``run`` only groups them. ``run`` is a coroutine that
+    ``offline`` command); a command with ``children`` and no ``run`` only groups them; ``platforms``: the values of
+    ``--platform`` it serves. ``run`` is a coroutine that
     never suspends (blocking requests and pauses) unless ``event_loop``: then it runs in asyncio's loop."""
 
     def __init__(self, use: str, short: str, *, long: str = "", example: str = "", flags: tuple[Flag, ...] = (),
                  run: Run | None = None, offline: bool = False, positional: str = "args",
                  children: list[Command | Lazy] | None = None, hidden: bool = False, flags_in_use: bool = True,
-                 event_loop: bool = False) -> None:
+                 event_loop: bool = False, platforms: tuple[str, ...] = ("", "kubernetes")) -> None:
         self.use = use
         self.short = short
         self.long = long
@@ -123,6 +124,7 @@ class Command:
         self.hidden = hidden
         self.flags_in_use = flags_in_use
         self.event_loop = event_loop
+        self.platforms = platforms          # the --platform values it serves ("": not given)
 
     @property
     def name(self) -> str:

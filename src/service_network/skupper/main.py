@@ -59,7 +59,7 @@ async def run(command: Command, args: Args) -> int:
     from .errors import CliError
     session = None
     try:
-        if args.platform not in ("", "kubernetes"):
+        if args.platform not in command.platforms:
             raise CliError(f'platform "{args.platform}" is not served by this command line: it drives Kubernetes '
                            f'sites (sites on this host: skupper system)')
         if not command.offline:

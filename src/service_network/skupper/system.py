@@ -2,6 +2,10 @@
 site on this Linux host, without Kubernetes (:mod:`service_network.system.site`). ``-n/--namespace`` names the
 site's directory (default ``default``).
 
+``--platform podman|docker`` (or ``SKUPPER_PLATFORM``) runs the router in the engine's container instead of as a
+process (:mod:`service_network.system.container`); the site records its platform, and a verb naming another is
+refused with upstream's words.
+
 ``status`` prints what the router process and the router report now (:mod:`service_network.system.status`). The
 verbs that change the site wait (bounded) for the router to report on it, print their success line, then exit 1
 listing every failure with its file, line and resource; files that cannot be used are refused by ``apply`` with exit
@@ -29,14 +33,30 @@ RELOAD_TYPES = ("manual", "auto")         # (as service_network.system.watch's: 
 BUNDLE_TYPES = ("tarball", "shell-script")
 
 
+SYSTEM_PLATFORMS = ("", "kubernetes", "podman", "docker", "linux")   # ("kubernetes": upstream's podman default)
+
+
+def _engine_errors(run: Run) -> Run:
+    """``run`` with the container engine's errors and a platform refused said as ``Error: ...`` (exit code 1)."""
+    async def wrapped(args: Args, session: None) -> None:
+        from ..system.engine import EngineError, EngineUnavailable
+        from ..system.platform import PlatformMismatch
+        try:
+            await run(args, session)
+        except (EngineUnavailable, EngineError, PlatformMismatch, ValueError) as e:
+            raise CliError(f"Error: {e}") from None
+    return wrapped
+
+
 def command() -> Command:
     def plain(use: str, short: str, run: Run) -> Command:
         return Command(use, short, long=short + ".", run=run, offline=True, event_loop=True)
 
-    return Command(
+    made = Command(
         "system", "Sites on this Linux host, without Kubernetes",
         long="A site on this host, without Kubernetes: its resources are files (skupper system apply), its router "
-             "a process of this user (or a systemd user unit).",
+             "a process of this user (or a systemd user unit), or with --platform podman or docker a container of "
+             "that engine.",
         example="skupper system apply -f my-site.yaml\nskupper system setup\nskupper system status",
         children=[
             plain("setup", "Set the site up from input/resources and start its router", setup),
@@ -96,11 +116,29 @@ def command() -> Command:
                                 "standard input)", short="f", files=True),),
                     run=delete, offline=True, event_loop=True),
         ])
+    for child in made.children:
+        assert isinstance(child, Command) and child.run is not None
+        child.platforms = SYSTEM_PLATFORMS
+        child.run = _engine_errors(child.run)
+    return made
 
 
-def _site(args: Args) -> SystemSite:
+def _site(args: Args, *, same: bool = False) -> SystemSite:
+    """The site of ``-n``, on the platform asked for (``--platform``, ``SKUPPER_PLATFORM``) or the one it records
+    (``internal/platform.yaml``); ``same``: refused (upstream's words) when it records another than the one asked
+    for."""
+    from ..system.platform import check_same, chosen, requested
     from ..system.site import SystemSite
-    return SystemSite(args.namespace or "default")
+    site = SystemSite(args.namespace or "default")
+    site.platform = chosen(args.platform, site.base)
+    if same:
+        check_same(requested(args.platform), site.base, site.namespace)
+    return site
+
+
+def _record_platform(site: SystemSite) -> None:
+    from ..system.platform import write_platform
+    write_platform(site.base, site.platform)
 
 
 def _failed(problems: list[str]) -> CliError:
@@ -139,36 +177,43 @@ def _start(site: SystemSite) -> int:
     return pid
 
 
+def _runs(site: SystemSite, pid: int) -> str:
+    """How the router runs: ``pid P`` (linux), ``container C, pid P`` (podman, docker)."""
+    return f"container {site.container_router().spec.name}, pid {pid}" if site.in_container else f"pid {pid}"
+
+
 async def setup(args: Args, session: None) -> None:
-    site = _site(args)
+    site = _site(args, same=True)
     loaded = await site.refresh()
     _need_site(site, loaded)
+    _record_platform(site)
     pid = _start(site)
-    await _report(site, loaded, f'Site "{site.namespace}" is set up; its router runs (pid {pid}).')
+    await _report(site, loaded, f'Site "{site.namespace}" is set up; its router runs ({_runs(site, pid)}).')
 
 
 async def start(args: Args, session: None) -> None:
-    site = _site(args)
+    site = _site(args, same=True)
     if not site.router_config.exists():         # upstream's start: the site is made of input/resources
         await setup(args, session)
         return
     if (running := site.router_pid()) is not None:
-        print(f"The router of namespace {site.namespace} is already running (pid {running}); nothing started "
-              f"(skupper system reload applies changed files).")
+        print(f"The router of namespace {site.namespace} is already running ({_runs(site, running)}); nothing "
+              f"started (skupper system reload applies changed files).")
         return
     loaded = await site.refresh()
     _need_site(site, loaded)
-    await _report(site, loaded, f"Router started (pid {_start(site)}).")
+    _record_platform(site)
+    await _report(site, loaded, f"Router started ({_runs(site, _start(site))}).")
 
 
 async def stop(args: Args, session: None) -> None:
-    site = _site(args)
+    site = _site(args, same=True)
     site.watcher.stop()
     print("Router stopped." if await site.stop_router() else "The router was not running.")
 
 
 async def reload(args: Args, session: None) -> None:
-    site = _site(args)
+    site = _site(args, same=True)
     if args.watch:
         await _watch(site)
         return
@@ -332,14 +377,20 @@ def _choice_problem(what: str, value: str, choices: tuple[str, ...]) -> str | No
 async def install(args: Args, session: None) -> None:
     if problem := _choice_problem("reload type is not valid", args.reload_type, RELOAD_TYPES):
         raise Invalid([problem])
-    site = _site(args)
+    site = _site(args, same=True)
+    from ..system.site import systemctl
+    systemd = await systemctl("show-environment")
+    if site.in_container:
+        await _prepare_engine(site, systemd)
     loaded = await site.refresh()
     _need_site(site, loaded)
+    _record_platform(site)
     site.watcher.set_reload_type(args.reload_type)
     auto = args.reload_type == "auto"
     how = (" It is reloaded when its input files change (reload type auto)." if auto else "")
-    from ..system.site import systemctl
-    if await systemctl("show-environment"):
+    if site.in_container:
+        site.write_scripts()
+    if systemd:
         units = [(site.unit_name, site.systemd_unit())] + (
             [(site.reload_unit_name, site.systemd_reload_unit())] if auto else [])
         site.unit_path.parent.mkdir(parents=True, exist_ok=True)
@@ -356,9 +407,28 @@ async def install(args: Args, session: None) -> None:
     if not auto:
         site.watcher.stop()
     pid = _start(site)
+    if site.in_container:
+        await _report(site, loaded, f'Site "{site.namespace}" is set up; its router runs ({_runs(site, pid)}), '
+                                    f"restarted by {site.platform} when it ends; systemd is not available for "
+                                    f"this user, so no unit starts it after a reboot (skupper system start does)."
+                                    f"{how}")
+        return
     await _report(site, loaded, f'Site "{site.namespace}" is set up; systemd is not available for this user, so '
                                 f"its router runs as a process started here (pid {pid}); skupper system start "
                                 f"starts it again after a reboot.{how}")
+
+
+async def _prepare_engine(site: SystemSite, systemd: bool) -> None:
+    """What upstream's install does for the engine: Podman's API socket enabled where systemd runs; then the
+    engine must answer (else its error names the socket) and have the router's image (pulled when missing)."""
+    import asyncio
+
+    from ..system.site import systemctl
+    if systemd and site.platform == "podman":
+        await systemctl("enable", "--now", "podman.socket")
+    router = site.container_router()
+    await asyncio.to_thread(router.engine.version)
+    await asyncio.to_thread(router.ensure_image)
 
 
 async def generate_bundle(args: Args, session: None) -> None:

@@ -51,7 +51,20 @@ from ..site.grants import parse_answer as parse_grant_answer
 from ..site.redeem import post_redemption
 from ..site.site_keys import ANNOTATION_SITE_BINDING
 from .compose import AccessPlan, SystemPlan, compose_system, router_access
+from .container import (
+    APP_LABEL,
+    SITE_ID_LABEL,
+    ContainerRouter,
+    RouterContainer,
+    docker_group_id,
+    extra_mounts,
+    router_image,
+)
+from .container import STOP_SECONDS as CONTAINER_STOP_SECONDS
+from .engine import runtime_dir
 from .names import SECRET, TLS_FILES
+from .platform import CONTAINER_PLATFORMS, read_platform
+from .platform import DEFAULT as DEFAULT_PLATFORM
 from .process import spawn
 from .resources import (
     DNS1123_SUBDOMAIN,
@@ -80,7 +93,8 @@ __all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_h
 #: the bundle's installer: copies what it carries into the site's input directory and sets the site up
 INSTALL_SCRIPT = """#!/bin/sh
 # Installs the skupper system site @NAMESPACE@ on this host: copies resources/ and certs/ into
-# ${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input/ and runs "skupper system setup".
+# ${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input/ and runs "skupper system setup" on the
+# platform of the site it was made of (@PLATFORM@), or SKUPPER_PLATFORM.
 # Needs the skupper command (pip install listener-operator), or SKUPPER=/path/to/skupper.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -88,7 +102,7 @@ base="${XDG_DATA_HOME:-$HOME/.local/share}/skupper/namespaces/@NAMESPACE@/input"
 mkdir -p "$base/resources" "$base/certs"
 [ -d "$here/resources" ] && cp -R "$here/resources/." "$base/resources/"
 [ -d "$here/certs" ] && cp -R "$here/certs/." "$base/certs/"
-exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@
+exec "${SKUPPER:-skupper}" system setup -n @NAMESPACE@ --platform "${SKUPPER_PLATFORM:-@PLATFORM@}"
 """
 #: ``generate-bundle --type shell-script``: the tarball follows the marker line, base64-encoded
 BUNDLE_SCRIPT = """#!/bin/sh
@@ -212,6 +226,12 @@ def read_file(path: Path, shown: str) -> list[ResourceFile]:
 @dataclass
 class SystemSite:
     namespace: str
+    platform: str = DEFAULT_PLATFORM     # linux: the router as a process; podman, docker: in the engine's container
+    endpoint: str | None = None          # the engine's API (None: $CONTAINER_ENDPOINT or upstream's default)
+
+    @property
+    def in_container(self) -> bool:
+        return self.platform in CONTAINER_PLATFORMS
 
     @property
     def base(self) -> Path:
@@ -558,7 +578,11 @@ class SystemSite:
 
     def router_pid(self) -> int | None:
         """The running router's pid: the one ``start`` recorded, else one a systemd unit runs (checked: the
-        process runs our router with this site's document)."""
+        process runs our router with this site's document); on a container platform, the main process of the
+        router's running container."""
+        if self.in_container:
+            found = self.container_router().container()
+            return found.pid if found is not None and found.running and found.pid else None
         with contextlib.suppress(OSError, ValueError):
             recorded = int(self.pid_file.read_text(encoding="utf-8").strip())
             if self._ours(recorded):
@@ -567,12 +591,18 @@ class SystemSite:
 
     def process(self) -> RouterProcess:
         """The router process: running (with the pid of the ``service-network-router`` it runs), stopped, or
-        crashed (the pid ``start`` recorded is gone, and no ``stop`` removed it)."""
+        crashed (the pid ``start`` recorded is gone, and no ``stop`` removed it; its container is there and does
+        not run)."""
         pid = self.router_pid()
         if pid is not None:
             inner = next((c for c in _pids() if _proc_parent(c) == pid and "--control-socket" in _proc_cmdline(c)),
                          None)
-            return RouterProcess("running", pid, inner)
+            return RouterProcess("running", pid, inner, self.container_router().spec.name if self.in_container
+                                 else None)
+        if self.in_container:           # (stop removes the container: one that is there has ended by itself)
+            found = self.container_router().container()
+            return (RouterProcess("stopped") if found is None else
+                    RouterProcess("crashed", container=found.name, container_state=found.state))
         with contextlib.suppress(OSError, ValueError):
             return RouterProcess("crashed", int(self.pid_file.read_text(encoding="utf-8").strip()))
         return RouterProcess("stopped")
@@ -621,13 +651,29 @@ class SystemSite:
     def start_router(self) -> int:
         """Start the router process (unless it runs) and record its pid; returns once the process shows its
         command line (a process just started shows none for a moment, and would not be recognised as ours)."""
+        if self.in_container:
+            return self.container_router().start().pid
         running = self.router_pid()
         if running is not None:
             return running
         return spawn(self.router_command(), log=self.runtime / "logs" / "router.log", cwd=self.runtime,
                      pid_file=self.pid_file, ours=self._ours)
 
+    def container_router(self) -> ContainerRouter:
+        """The router's container (``podman`` and ``docker`` platforms): this site's names and mounts."""
+        mounts = (self.runtime, self.input_certs, *extra_mounts(self.control_socket, self.runtime))
+        return ContainerRouter(RouterContainer(
+            namespace=self.namespace,
+            site_id=self.site_id() if (self.runtime / "site-id").exists() else "", image=router_image(), config=self.router_config,
+            state_dir=self.runtime / "router" / "state", mounts=mounts, uid=os.getuid(), gid=os.getgid(),
+            platform=self.platform, docker_gid=docker_group_id() if self.platform == "docker" else 0), self.endpoint)
+
     async def stop_router(self) -> bool:
+        if self.in_container:       # as upstream's stop: the container goes (start makes it again)
+            router = self.container_router()
+            running = await asyncio.to_thread(router.stop)
+            await asyncio.to_thread(router.remove)
+            return running
         pid = self.router_pid()
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
@@ -656,12 +702,33 @@ class SystemSite:
         return config / "systemd" / "user" / self.unit_name
 
     def systemd_unit(self) -> str:
-        """A systemd user unit running this site's router (restarted when it fails)."""
+        """A systemd user unit running this site's router (restarted when it fails); on a container platform,
+        upstream's unit: it starts and stops the site's containers (``internal/scripts/``), the engine restarts
+        them."""
+        if self.in_container:
+            scripts = self.base / "internal" / "scripts"
+            return (f"[Unit]\nDescription={self.unit_name}\nWants=network-online.target\n"
+                    f"After=network-online.target\nRequiresMountsFor={runtime_dir(os.getuid())}/containers\n\n"
+                    f"[Service]\nTimeoutStopSec=70\nRemainAfterExit=yes\nExecStart=/bin/sh {scripts / 'start.sh'}\n"
+                    f"ExecStop=/bin/sh {scripts / 'stop.sh'}\nType=simple\n\n[Install]\nWantedBy=default.target\n")
         command = " ".join(shlex.quote(part) for part in self.router_command())
         return (f"[Unit]\nDescription=Skupper system site {self.namespace} (service network router)\n"
                 f"After=network-online.target\n\n[Service]\nType=simple\nExecStart={command}\n"
                 f"WorkingDirectory={self.runtime}\nRestart=on-failure\nRestartSec=2\n\n"
                 f"[Install]\nWantedBy=default.target\n")
+
+    def write_scripts(self) -> None:
+        """``internal/scripts/start.sh`` and ``stop.sh`` (container platforms): the engine's command starting or
+        stopping every container labelled with this site's id, as upstream's unit runs them."""
+        scripts = self.base / "internal" / "scripts"
+        scripts.mkdir(parents=True, exist_ok=True)
+        engine = "docker" if self.platform == "docker" else "podman"
+        listing = (f"{engine} container ls --all --filter label={APP_LABEL[0]}={APP_LABEL[1]} "
+                   f"--filter label={SITE_ID_LABEL}={self.site_id()} --format '{{{{.Names}}}}'")
+        for name, verb in (("start.sh", "start"), ("stop.sh", f"stop -t {CONTAINER_STOP_SECONDS}")):
+            (scripts / name).write_text(f"#!/bin/sh\nset -eu\nfor name in $({listing}); do\n"
+                                        f"    {engine} {verb} \"$name\"\ndone\n", encoding="utf-8")
+            (scripts / name).chmod(0o755)
 
     def router_command(self) -> list[str]:
         return [sys.executable, "-m", "service_network.cli", "router", "--config", str(self.router_config),
@@ -674,7 +741,8 @@ class SystemSite:
         ``left_out``. ``BundleRefused`` when a file of ``input/resources`` cannot be used (it would fail on every
         host too). ``source``: a directory of resource files to take instead of ``input/`` (its Secrets are the
         credentials)."""
-        bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace).encode()})
+        bundle = Bundle({"install.sh": INSTALL_SCRIPT.replace("@NAMESPACE@", self.namespace)
+                         .replace("@PLATFORM@", self.platform).encode()})
         broken = []
         inputs = source or self.resources_dir
         for path in sorted(inputs.glob("*")) if inputs.is_dir() else []:
@@ -768,6 +836,8 @@ class SystemSite:
 
 
 def namespaces() -> list[SystemSite]:
-    """Every system site of this user (a directory of ``$XDG_DATA_HOME/skupper/namespaces``)."""
+    """Every system site of this user (a directory of ``$XDG_DATA_HOME/skupper/namespaces``), on the platform it
+    records."""
     base = data_home() / "skupper" / "namespaces"
-    return [SystemSite(p.name) for p in sorted(base.iterdir()) if p.is_dir()] if base.is_dir() else []
+    return [SystemSite(p.name, read_platform(p) or DEFAULT_PLATFORM) for p in sorted(base.iterdir())
+            if p.is_dir()] if base.is_dir() else []

@@ -3,7 +3,8 @@ the router itself report, with the same rules as the Kubernetes site controller 
 ``site/links.py``, ``site/network.py``):
 
 - the router process (the ``service-network router`` adaptor, which runs ``service-network-router``) is running,
-  stopped (by ``skupper system stop``, or never started) or crashed (its pid file is there, the process is not);
+  stopped (by ``skupper system stop``, or never started) or crashed (its pid file is there, the process is not; on
+  podman and docker: its container is there and does not run, as ``stop`` removes it);
   while it does not run, nothing is Ready: the Site is Pending (stopped) or Error (crashed), every other resource
   Pending ``the router is not running``;
 - a Listener is Ready once the router listens on its address: that needs its routing key to have a connector here
@@ -59,11 +60,18 @@ class RouterProcess:
     state: Literal["running", "stopped", "crashed"]
     pid: int | None = None
     router_pid: int | None = None
+    container: str | None = None          # the container it runs in (podman and docker platforms)
+    container_state: str = ""             # a container's state when it does not run (exited, created, ...)
 
     def describe(self) -> str:
         if self.state == "running":
             inner = f"router process {self.router_pid}" if self.router_pid else "its router process is starting"
-            return f"running (pid {self.pid}, {inner})"
+            where = f"container {self.container}, " if self.container else ""
+            return f"running ({where}pid {self.pid}, {inner})"
+        if self.state == "crashed" and self.container:
+            return (f"crashed (container {self.container} is {self.container_state or 'not running'}: it ended "
+                    f"without skupper system stop, and the engine did not start it again; skupper system start "
+                    f"starts it)")
         if self.state == "crashed":
             return (f"crashed (pid {self.pid} ended without skupper system stop; skupper system start starts it "
                     f"again)")
@@ -182,7 +190,8 @@ def _down(kind: str, process: RouterProcess) -> ConditionState:
     if kind != "Site":
         return pending(ROUTER_NOT_RUNNING)
     if process.state == "crashed":
-        return error(f"the router is not running: its process {process.pid} ended without skupper system stop")
+        what = f"container {process.container}" if process.container else f"process {process.pid}"
+        return error(f"the router is not running: its {what} ended without skupper system stop")
     return pending("the router is stopped: skupper system start starts it")
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest_asyncio
 
 from kubesim.cluster.cluster import Cluster
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.errors import ApiError
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
+from kubesim.testing.patience import patience
 
 TIMEOUT = 20.0
 FAST_RETRIES: dict[str, Any] = {"mount_backoff": (0.05, 0.5), "provision_backoff": (0.05, 0.5)}

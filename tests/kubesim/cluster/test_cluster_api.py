@@ -11,7 +11,7 @@ import pytest
 from clusterhelpers import pod_ready, short_state_dir, wait_for, wait_for_event
 
 from kubesim.cluster.cluster import Cluster
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kubesim.cluster.loadbalancer import expand_pool
-from kubesim.cluster.matching import node_selector_matches, pod_fits_node
-from kubesim.cluster.objects import parse_quantity
+from kubesim.cluster.base.objects import parse_quantity
+from kubesim.cluster.controllers.loadbalancer import expand_pool
+from kubesim.cluster.controllers.matching import node_selector_matches, pod_fits_node
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from clusterhelpers import FAST_RETRIES, short_state_dir
 from traffichelpers import FAST_RESTARTS, NS, container, deployment, eventually, ready_pods
 
 from kubesim.addresses import claim_address_block
-from kubesim.cluster.testdriver import SimpleCsiDriver, deploy
+from kubesim.cluster.csi.testdriver import SimpleCsiDriver, deploy
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 
 
 @pytest.fixture

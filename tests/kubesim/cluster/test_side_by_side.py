@@ -12,7 +12,7 @@ from traffichelpers import NS, answers, deployment, eventually, ready_pods, serv
 
 from kubesim.addresses import AddressBlockError, claim_address_block
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.traffic import who_answers
 
 HTTP = [{"name": "http", "port": 80, "targetPort": "http"}]
 

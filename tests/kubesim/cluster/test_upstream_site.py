@@ -18,8 +18,8 @@ from traffichelpers import FAST_RESTARTS, eventually
 from upstream_peers import peers
 
 from devenv.upstream_images import UPSTREAM_IMAGES, PeersMissing, load_upstream_images
+from kubesim.auth.rbac import subject_matches
 from kubesim.cluster.runtime import RuntimeRegistry
-from kubesim.rbac import subject_matches
 from kubesim.sim import KubeSim
 
 NS = "west"
@@ -49,7 +49,7 @@ def test_every_image_upstreams_manifests_name_runs_from_the_peers() -> None:
 
 
 def test_a_role_binding_subject_without_namespace_is_the_bindings_namespace() -> None:
-    from kubesim.auth import User
+    from kubesim.auth.authn import User
 
     account = User(name="system:serviceaccount:west:skupper-controller", groups=())
     subject = {"kind": "ServiceAccount", "name": "skupper-controller"}

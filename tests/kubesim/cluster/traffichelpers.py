@@ -16,9 +16,9 @@ from typing import Any
 import pytest_asyncio
 from clusterhelpers import pod_ready, short_state_dir, wait_for
 
-from kubesim.patience import patience
 from kubesim.sim import KubeSim
-from kubesim.traffic import who_answers
+from kubesim.testing.patience import patience
+from kubesim.testing.traffic import who_answers
 
 NS = "default"
 AGNHOST = "registry.k8s.io/e2e-test-images/agnhost:2.53"

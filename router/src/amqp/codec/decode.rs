@@ -168,7 +168,8 @@ impl<'l> Decoder<'l> {
             return self.payload(code, depth);
         }
         if depth >= self.limits.max_depth {
-            return self.fail(DecodeErrorKind::TooDeep(self.limits.max_depth));
+            let offset = self.pos - 1;
+            return Err(DecodeError { offset, kind: DecodeErrorKind::TooDeep(self.limits.max_depth) });
         }
         let descriptor = self.descriptor(depth + 1)?;
         let value = self.value(depth + 1)?;
@@ -220,6 +221,10 @@ impl<'l> Decoder<'l> {
             0xa0 | 0xb0 => Value::Binary(self.bytes(code == 0xb0)?),
             0xa1 | 0xb1 => Value::String(self.text(code == 0xb1)?),
             0xa3 | 0xb3 => Value::Symbol(self.text(code == 0xb3)?),
+            // an empty list is a compound too: as deep as any list (so every encoding of it has the same depth)
+            0x45 if depth >= self.limits.max_depth => {
+                return self.fail(DecodeErrorKind::TooDeep(self.limits.max_depth))
+            }
             0x45 => Value::List(vec![]),
             0xc0 | 0xd0 => Value::List(self.list(code == 0xd0, depth)?),
             0xc1 | 0xd1 => Value::Map(self.map(code == 0xd1, depth)?),
@@ -249,13 +254,13 @@ impl<'l> Decoder<'l> {
 
     /// A compound's size and count; returns where it ends and how many elements it holds. The size is checked
     /// against the input before anything else is read.
-    fn compound(&mut self, wide: bool, depth: usize) -> Result<(usize, usize), DecodeError> {
+    fn compound(&mut self, wide: bool, depth: usize) -> Result<(usize, usize, usize), DecodeError> {
         if depth >= self.limits.max_depth {
             return self.fail(DecodeErrorKind::TooDeep(self.limits.max_depth));
         }
         let size = self.len(wide)?;
         self.need(size)?;
-        let end = self.pos + size;
+        let (start, end) = (self.pos, self.pos + size);
         let count_at = self.pos;
         let count = self.len(wide).map_err(|_| DecodeError {
             offset: count_at,
@@ -273,14 +278,14 @@ impl<'l> Decoder<'l> {
                 kind: DecodeErrorKind::TooManyItems { count: count as u64, limit: self.limits.max_items },
             });
         }
-        Ok((end, count))
+        Ok((start, end, count))
     }
 
-    /// Reads a compound's elements with `each` inside its bounds; checks they fill it exactly.
+    /// Reads a compound's elements with `each` inside its bounds (`start..end`, after the size field); checks they
+    /// fill it exactly.
     fn within<T>(
         &mut self,
-        end: usize,
-        start: usize,
+        (start, end, _): (usize, usize, usize),
         each: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
     ) -> Result<T, DecodeError> {
         let outer = std::mem::replace(&mut self.end, end);
@@ -296,9 +301,9 @@ impl<'l> Decoder<'l> {
     }
 
     fn list(&mut self, wide: bool, depth: usize) -> Result<Vec<Value>, DecodeError> {
-        let start = self.pos;
-        let (end, count) = self.compound(wide, depth)?;
-        self.within(end, start, |d| {
+        let bounds = self.compound(wide, depth)?;
+        let (_, end, count) = bounds;
+        self.within(bounds, |d| {
             // every element takes at least one byte: the capacity is bounded by the input as well as the limit
             let mut items = Vec::with_capacity(count.min(end - d.pos));
             for _ in 0..count {
@@ -309,12 +314,12 @@ impl<'l> Decoder<'l> {
     }
 
     fn map(&mut self, wide: bool, depth: usize) -> Result<Vec<(Value, Value)>, DecodeError> {
-        let start = self.pos;
-        let (end, count) = self.compound(wide, depth)?;
+        let bounds = self.compound(wide, depth)?;
+        let (_, end, count) = bounds;
         if count % 2 != 0 {
             return self.fail(DecodeErrorKind::OddMap(count as u64));
         }
-        self.within(end, start, |d| {
+        self.within(bounds, |d| {
             let mut pairs = Vec::with_capacity((count / 2).min(end - d.pos));
             for _ in 0..count / 2 {
                 let k = d.value(depth + 1)?;
@@ -326,9 +331,9 @@ impl<'l> Decoder<'l> {
     }
 
     fn array_value(&mut self, wide: bool, depth: usize) -> Result<Array, DecodeError> {
-        let start = self.pos;
-        let (end, count) = self.compound(wide, depth)?;
-        self.within(end, start, |d| {
+        let bounds = self.compound(wide, depth)?;
+        let (_, end, count) = bounds;
+        self.within(bounds, |d| {
             let mut code = d.u8()?;
             let mut descriptor = None;
             if code == 0x00 {

@@ -1,7 +1,8 @@
 //! Encoding AMQP 1.0 values into [`BytesMut`] in their most compact valid form: `uint0`/`smalluint`, `ulong0`/
 //! `smallulong`, `smallint`/`smalllong`, `list0`, the 8-bit forms of binaries, strings, symbols, lists, maps and
 //! arrays whenever their size and count fit in a byte, the 32-bit forms otherwise. An array uses one constructor for
-//! all its elements: the smallest that fits every one (a list or map inside an array takes its 32-bit form).
+//! all its elements: the smallest that fits every one (lists inside an array take `list0` when all are empty, else
+//! their 32-bit form, as maps do).
 //! Lengths above 4 GiB cannot be encoded (no decoded value comes near: see [`super::Limits`]).
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -134,6 +135,7 @@ fn array_code(a: &Array) -> u8 {
             };
             short_or_long(items.iter().map(len).max().unwrap_or(0), short, long)
         }
+        Kind::List if items.iter().all(|v| matches!(v, Value::List(l) if l.is_empty())) => 0x45,
         Kind::List => 0xd0,
         Kind::Map => 0xd1,
         Kind::Array => 0xf0,

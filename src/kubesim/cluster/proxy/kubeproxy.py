@@ -20,16 +20,15 @@ import time
 from dataclasses import dataclass, field
 
 from kubesim.addresses import is_loopback
-
-from ..background import BackgroundTasks
-from ..context import ENDPOINT_SLICES, NODES, SERVICES, Context
-from ..events import EventRecorder
-from ..indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
-from ..informer import Key
-from ..objects import Obj, labels_of, name_of
-from ..workqueue import Reconciler, Retry
-from .relay import Relay, reset
-from .rules import (
+from kubesim.cluster.base.background import BackgroundTasks
+from kubesim.cluster.base.context import ENDPOINT_SLICES, NODES, SERVICES, Context
+from kubesim.cluster.base.events import EventRecorder
+from kubesim.cluster.base.indexes import SERVICES_BY_TYPE, SLICES_BY_SERVICE, service_type, slice_service
+from kubesim.cluster.base.informer import Key
+from kubesim.cluster.base.objects import Obj, labels_of, name_of
+from kubesim.cluster.base.workqueue import Reconciler, Retry
+from kubesim.cluster.proxy.relay import Relay, reset
+from kubesim.cluster.proxy.rules import (
     SERVICE_NAME_LABEL,
     SOURCE_BACKEND_NODE,
     SOURCE_CLIENT,

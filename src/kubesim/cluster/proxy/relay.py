@@ -15,7 +15,7 @@ import socket
 import struct
 from collections.abc import Callable
 
-from .rules import Endpoint
+from kubesim.cluster.proxy.rules import Endpoint
 
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux; Python < 3.12 lacks the name
 

@@ -8,8 +8,14 @@ scripts), ``nginx`` / ``nginx-unprivileged``, ``pause`` and Skupper's ``hello-wo
 
 from __future__ import annotations
 
-from . import agnhost, busybox, helloworld, nginx
-from .registry import Container, ContainerSpec, RuntimeHandler, RuntimeRegistry, parse_image
+from kubesim.cluster.runtime import agnhost, busybox, helloworld, nginx
+from kubesim.cluster.runtime.registry import (
+    Container,
+    ContainerSpec,
+    RuntimeHandler,
+    RuntimeRegistry,
+    parse_image,
+)
 
 
 def default_registry() -> RuntimeRegistry:

@@ -28,9 +28,9 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
-from .httpserve import HttpServer, bind_tcp, bind_udp, text
-from .inprocess import InProcessHandler, Program, ProgramContext
-from .registry import ContainerSpec
+from kubesim.cluster.runtime.httpserve import HttpServer, bind_tcp, bind_udp, text
+from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 MAX_ECHO = 64 * 1024
 

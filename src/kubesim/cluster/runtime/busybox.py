@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import re
 
-from .execution import run_command
-from .inprocess import InProcessHandler, Program, ProgramContext
-from .registry import ContainerSpec
+from kubesim.cluster.runtime.execution import run_command
+from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 SHELLS = ("sh", "/bin/sh", "bash", "/bin/bash", "ash", "/bin/ash")
 _DURATION = r"(?:infinity|inf|\d+(?:\.\d+)?[smhd]?)"

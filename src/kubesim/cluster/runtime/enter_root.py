@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from .rootfs import Bind, RootPlan
+from kubesim.cluster.runtime.rootfs import Bind, RootPlan
 
 MS_RDONLY = 1
 MS_NOSUID = 2

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from ..downward import field_value
-from ..objects import quantity_value
-from ..volumefiles import object_bytes
+from kubesim.cluster.base.objects import quantity_value
+from kubesim.cluster.volumes.downward import field_value
+from kubesim.cluster.volumes.volumefiles import object_bytes
 
 Obj = Mapping[str, Any]
 _NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")

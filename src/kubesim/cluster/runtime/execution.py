@@ -22,7 +22,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .registry import ContainerSpec
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 __all__ = ["ExecResult", "run_command"]
 

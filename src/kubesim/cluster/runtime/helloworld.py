@@ -25,10 +25,9 @@ import aiohttp
 from aiohttp import web
 
 from kubesim.addresses import not_loopback_reason
-
-from .httpserve import HttpServer, text
-from .inprocess import InProcessHandler, Program, ProgramContext
-from .registry import ContainerSpec
+from kubesim.cluster.runtime.httpserve import HttpServer, text
+from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 PORT = 8080
 MAX_BODY = 64 * 1024

@@ -37,10 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .podnet import PodNetworks
-from .registry import Container, ContainerSpec
-from .rootfs import RESOLV_CONF, Bind, enter_argv, plan_root, system_binds, system_program, with_resolv_conf
-from .view import ContainerView
+from kubesim.cluster.runtime.podnet import PodNetworks
+from kubesim.cluster.runtime.registry import Container, ContainerSpec
+from kubesim.cluster.runtime.rootfs import (
+    RESOLV_CONF,
+    Bind,
+    enter_argv,
+    plan_root,
+    system_binds,
+    system_program,
+    with_resolv_conf,
+)
+from kubesim.cluster.runtime.view import ContainerView
 
 #: The variable that points in-cluster clients at the token volume (kubesim's addition; see docs/kubesim.md).
 SERVICE_ACCOUNT_DIR_ENV = "KUBERNETES_SERVICE_ACCOUNT_DIR"

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Any
 
-from .registry import Container, ContainerSpec
+from kubesim.cluster.runtime.registry import Container, ContainerSpec
 
 log = logging.getLogger(__name__)
 

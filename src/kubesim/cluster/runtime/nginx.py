@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
-from .httpserve import HttpServer, text
-from .inprocess import InProcessHandler, Program, ProgramContext
-from .registry import ContainerSpec
+from kubesim.cluster.runtime.httpserve import HttpServer, text
+from kubesim.cluster.runtime.inprocess import InProcessHandler, Program, ProgramContext
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 DOCUMENT_ROOT = "/usr/share/nginx/html"
 MAX_FILE = 16 * 1024 * 1024

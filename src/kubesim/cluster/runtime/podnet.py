@@ -33,8 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..hostnames import pipe
-from .registry import ContainerSpec
+from kubesim.cluster.dns.hostnames import pipe
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 log = logging.getLogger(__name__)
 

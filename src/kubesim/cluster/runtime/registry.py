@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .env import expand
+from kubesim.cluster.runtime.env import expand
 
 DOCKER_HUB = "docker.io"
 MAX_HOSTNAME = 63
@@ -97,7 +97,7 @@ class ContainerSpec:
     #: cluster DNS as the Pod's resolver sees it (search ``<namespace>.svc.cluster.local``): a name -> its
     #: loopback address, or None (kubesim cannot change the machine's resolver)
     resolve: Callable[[str], str | None] | None = None
-    #: the Pod's /etc/resolv.conf as the kubelet composed it (``poddns.py``), or None: this machine's
+    #: the Pod's /etc/resolv.conf as the kubelet composed it (``cluster/dns/poddns.py``), or None: this machine's
     resolv_conf: str | None = None
 
     @property

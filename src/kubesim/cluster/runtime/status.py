@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .registry import describe_unhandled
-from .supervisor import ContainerState
+from kubesim.cluster.runtime.registry import describe_unhandled
+from kubesim.cluster.runtime.supervisor import ContainerState
 
 SIMULATED_CONDITION = "kubesim.io/ContainersSimulated"
 

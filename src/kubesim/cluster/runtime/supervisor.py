@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..objects import now
-from .probes import ProbeResult, run_probe, timing
-from .registry import Container, ContainerSpec, RuntimeHandler
+from kubesim.cluster.base.objects import now
+from kubesim.cluster.runtime.probes import ProbeResult, run_probe, timing
+from kubesim.cluster.runtime.registry import Container, ContainerSpec, RuntimeHandler
 
 log = logging.getLogger(__name__)
 

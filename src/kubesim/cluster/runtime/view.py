@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .registry import ContainerSpec
+from kubesim.cluster.runtime.registry import ContainerSpec
 
 WILDCARDS = ("0.0.0.0", "[::]", "::")
 
