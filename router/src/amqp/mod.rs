@@ -1,14 +1,18 @@
-//! Upstream's link protocol: AMQP 1.0 as skupper-router (skrouterd) speaks it between routers. This family holds
-//! the type system ([`codec`]), frames and protocol headers ([`frame`]), the performatives of the connection,
-//! session, link and SASL layers ([`performative`], [`composite`] their field lists), the message sections with
-//! skrouterd's router annotations ([`message`]), and upstream's routing protocol ([`routing`]: HELLO, RA, LSU, LSR,
-//! MAU, MAR and the engine that makes this router a node of upstream's network). All of it is pure: bytes in,
+//! Upstream's link protocol: AMQP 1.0 as skupper-router (skrouterd) speaks it between routers. This family holds the
+//! type system ([`codec`]), frames and protocol headers ([`frame`]), the performatives of the connection, session, link
+//! and SASL layers ([`performative`], [`composite`] their field lists), the message sections with skrouterd's router
+//! annotations ([`message`]), SASL ([`sasl`]), the connection as a sans-I/O state machine ([`conn`]), inter-router
+//! connections as upstream makes them ([`interior`]), and upstream's routing protocol ([`routing`]: HELLO, RA, LSU,
+//! LSR, MAU, MAR and the engine that makes this router a node of upstream's network). All of it is pure: bytes in,
 //! values out, and back. Only the stream layer (`stream::*`) and this family may use it (`tests/module_graph.rs`
 //! checks); `docs/dev/amqp.md` describes the layout and the limits.
 
 pub mod codec;
 pub mod composite;
+pub mod conn;
 pub mod frame;
+pub mod interior;
 pub mod message;
 pub mod performative;
 pub mod routing;
+pub mod sasl;
