@@ -295,11 +295,15 @@ async def sites() -> AsyncIterator[MultiSite]:
         yield environment
 
 
-async def test_a_podman_site_links_to_a_kubernetes_site_both_ways(podman: LocalEngine, home: Path,
-                                                                  sites: MultiSite) -> None:
-    """Upstream's hello-world shape: West (kubesim) issues a token, the Podman site redeems it and dials West; a
-    client in West reaches the host's server through the Podman site's Connector, a client on the host reaches
-    West's Pod through its Listener; ``stop``/``start`` and ``reload`` keep the link."""
+@pytest.mark.parametrize("platform", ["podman", "docker"])
+async def test_a_container_site_links_to_a_kubernetes_site_both_ways(platform: str, home: Path, sites: MultiSite,
+                                                                     request: pytest.FixtureRequest,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's hello-world shape, on Podman and on Docker: West (kubesim) issues a token, the host's site redeems
+    it and dials West; a client in West reaches the host's server through the host site's Connector, a client on
+    the host reaches West's Pod through its Listener; ``stop``/``start`` and ``reload`` keep the link."""
+    engine: LocalEngine = request.getfixturevalue(platform)
+    monkeypatch.setenv("CONTAINER_ENDPOINT", engine.endpoint)
     west = sites["west"]
     pod = await west_with_token(west, home)
     server, server_port = await host_server()
@@ -311,7 +315,8 @@ async def test_a_podman_site_links_to_a_kubernetes_site_both_ways(podman: LocalE
     try:
         await ok("system", "apply", "-f", "laptop.yaml", "-n", "laptop", cwd=home)
         await ok("system", "apply", "-f", "west.token", "-n", "laptop", cwd=home)
-        await ok("system", "setup", "--platform", "podman", "-n", "laptop", cwd=home)
+        await ok("system", "setup", "--platform", platform, "-n", "laptop", cwd=home)
+        assert engine.names() == ["laptop-skupper-router"]
         await kube_skupper("listener", "create", "host-echo", "7100", "--wait", "ready", "--timeout", "90s",
                            cwd=home, env=west)
         ip = (await west.service("host-echo"))["spec"]["clusterIP"]
@@ -328,4 +333,4 @@ async def test_a_podman_site_links_to_a_kubernetes_site_both_ways(podman: LocalE
     finally:
         await skupper("system", "uninstall", "--force", cwd=home)
         server.close()
-    assert podman.names() == []
+    assert engine.names() == []
