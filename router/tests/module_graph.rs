@@ -51,6 +51,7 @@ const LAYERS: &[&str] = &[
     "amqp::routing::messages",
     "amqp::routing::paths",
     "amqp::routing::engine",
+    "amqp::routing::wire",
     "amqp::routing",
     "amqp",
     "stream::halves",
