@@ -289,6 +289,7 @@ proptest! {
         amqp_fuzz::amqp_value(&data);
         amqp_fuzz::amqp_frame(&data);
         amqp_fuzz::amqp_message(&data);
+        amqp_fuzz::routing_message(&data);
     }
 
     #[test]
@@ -313,5 +314,28 @@ proptest! {
         let mut section = vec![0x00, 0x53, 0x73];
         section.extend_from_slice(&data);
         amqp_fuzz::amqp_message(&section);
+    }
+
+    #[test]
+    fn a_mutated_routing_message_reads_or_fails(which in 0usize..4, flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4), cut in any::<usize>()) {
+        use snrouter::amqp::routing::messages::*;
+        use snrouter::amqp::routing::wire::encode_message;
+        let entry = AddressEntry { address: "Mecho:9090".into(), treatment: Some(3), inlinks: 1, sole_mesh: Some("m".into()) };
+        let m = match which {
+            0 => RouterMessage::Hello(Hello { id: "A".into(), pv: 1, instance: 1 << 40, seen: vec!["B".into()] }),
+            1 => RouterMessage::Lsu(Lsu { id: "A".into(), pv: 1, instance: 5, ls_seq: 2,
+                ls: LinkState { id: "A".into(), ls_seq: 2, peers: [("B".to_string(), 1)].into() } }),
+            2 => RouterMessage::Mau(Mau { id: "A".into(), pv: 2, mobile_seq: 3,
+                change: AddressChange::Differential { add: vec![entry], del: vec!["Mx".into()] } }),
+            _ => RouterMessage::Mau(Mau { id: "A".into(), pv: 2, mobile_seq: 3, change: AddressChange::Absolute { exist: vec![entry] } }),
+        };
+        let mut data = encode_message(&m, ALL_ROUTERS, "A").to_vec();
+        amqp_fuzz::routing_message(&data);
+        for (at, x) in flips {
+            let i = at % data.len();
+            data[i] ^= x;
+        }
+        data.truncate(cut % (data.len() + 1));
+        amqp_fuzz::routing_message(&data);
     }
 }

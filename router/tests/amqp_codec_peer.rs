@@ -5,10 +5,12 @@
 //! it sends, and re-encode to bytes that decode to the same values. Skipped, with the reason, when the peers
 //! directory is absent; `REQUIRE_UPSTREAM_PEERS=1` makes that a failure. `AMQP_CAPTURE=1` prints each frame's bytes.
 
+#[path = "support/upstream.rs"]
+mod upstream;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -23,65 +25,16 @@ use snrouter::amqp::performative::{Attach, Begin, Disposition, Ending, Flow, Ope
 const PATIENCE: Duration = Duration::from_secs(60);
 const MAX_FRAME: u32 = 16 * 1024;
 
-/// The peers directory as `tests/kubesim/cluster/upstream_peers.py` finds it: `$UPSTREAM_PEERS`, else
-/// `shared/peers` beside the checkout (or one level further up, for a worktree).
-fn peers_dir() -> PathBuf {
-    if let Some(p) = std::env::var_os("UPSTREAM_PEERS").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let candidates = [repo.join("../shared/peers"), repo.join("../../shared/peers")];
-    candidates.iter().find(|p| p.is_dir()).unwrap_or(&candidates[0]).clone()
-}
-
-/// skrouterd's home, or `None` (test skipped) with the reason printed; a failure when peers are required.
-fn skrouterd_home() -> Option<PathBuf> {
-    let home = peers_dir().join("skupper-router-3.5.1");
-    if home.join("sbin/skrouterd").is_file() {
-        return Some(home);
-    }
-    let reason = format!("upstream's router is missing: {}/sbin/skrouterd does not exist", home.display());
-    assert!(std::env::var("REQUIRE_UPSTREAM_PEERS").as_deref() != Ok("1"), "{reason} (REQUIRE_UPSTREAM_PEERS=1)");
-    eprintln!("skipped: {reason} (../shared/peers/ beside the checkout, or $UPSTREAM_PEERS)");
-    None
-}
-
-/// skrouterd, stopped when dropped.
-struct Skrouterd {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Skrouterd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_skrouterd(home: &Path) -> Skrouterd {
+/// skrouterd with a `normal` listener on a free loopback port (stopped when dropped), and the port.
+fn start_skrouterd(home: &Path) -> (upstream::Skrouterd, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("skrouterd.json");
     let doc = serde_json::json!([
         ["router", {"id": "codec-peer", "mode": "interior"}],
         ["listener", {"host": "127.0.0.1", "port": port, "role": "normal", "authenticatePeer": false,
                       "saslMechanisms": "ANONYMOUS"}],
         ["log", {"module": "DEFAULT", "enable": "warning+"}],
     ]);
-    std::fs::write(&config, doc.to_string()).unwrap();
-    let log = std::fs::File::create(dir.path().join("skrouterd.log")).unwrap();
-    let child = Command::new(home.join("sbin/skrouterd"))
-        .arg("-c")
-        .arg(&config)
-        .arg("-I")
-        .arg(home.join("lib/skupper-router/python"))
-        .stdout(Stdio::from(log.try_clone().unwrap()))
-        .stderr(Stdio::from(log))
-        .spawn()
-        .expect("skrouterd starts");
-    Skrouterd { child, port, _dir: dir }
+    (upstream::Skrouterd::start(home, &doc), port)
 }
 
 struct Conn {
@@ -184,9 +137,9 @@ fn s(v: &str) -> Str {
 
 #[test]
 fn skrouterd_accepts_our_frames_and_its_answers_decode() {
-    let Some(home) = skrouterd_home() else { return };
-    let router = start_skrouterd(&home);
-    let mut c = Conn::connect(router.port);
+    let Some(home) = upstream::home() else { return };
+    let (_router, port) = start_skrouterd(&home);
+    let mut c = Conn::connect(port);
 
     // SASL ANONYMOUS
     c.sock.write_all(&ProtocolHeader::Sasl.bytes()).unwrap();

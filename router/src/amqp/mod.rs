@@ -10,9 +10,11 @@
 pub mod codec;
 pub mod composite;
 pub mod conn;
+pub mod driver;
 pub mod frame;
 pub mod interior;
 pub mod message;
+pub mod node;
 pub mod performative;
 pub mod routing;
 pub mod sasl;

@@ -5,3 +5,4 @@
 pub mod engine;
 pub mod messages;
 pub mod paths;
+pub mod wire;

@@ -1,0 +1,263 @@
+//! This router as a node of upstream's network: a task that runs [`Engine`] over the inter-router connections it
+//! is given (each driven by [`super::driver`]), ticks it every second, hands it the routing messages that arrive
+//! on control links (`routing::wire`), sends what it asks (`Out::Neighbours` on every control link, `Out::To` toward
+//! the router its address names by the next hops, or to every neighbour for `_topo/0/all/...`), forwards messages
+//! for other routers toward them (never back the way they came; floods only from the origins the paths make valid)
+//! and tells the engine when a connection ends. Callers see the routes, the neighbours and every router's mobile
+//! addresses through a `watch`, and set this router's own addresses.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{mpsc, watch};
+
+use super::codec::Limits;
+use super::conn::{Event, LinkId as ConnLink};
+use super::driver::{Handle, Sender};
+use super::routing::engine::{Bounds, Engine, LinkId, Out, Timers};
+use super::routing::messages::{destination, AddressEntry, Destination, RouterMessage, ALL_ROUTERS, HELLO_ADDRESS};
+use super::routing::paths::Routes;
+use super::routing::wire::{decode_message, encode_message};
+
+/// The largest routing message taken (upstream's are a few hundred bytes; an absolute MAU grows with addresses).
+const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+/// How often the engine ticks (upstream's router ticks once a second).
+const TICK: Duration = Duration::from_secs(1);
+
+/// What the node knows, as callers see it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeState {
+    pub routes: Routes,
+    /// Every other router's mobile addresses (hash keys, `M<address>`).
+    pub addresses: BTreeMap<String, BTreeSet<String>>,
+    /// The routers this one exchanges HELLO with.
+    pub neighbours: BTreeSet<String>,
+}
+
+enum Command {
+    Connect { handle: Handle, control_tx: ConnLink, control_rx: ConnLink, cost: i64 },
+    SetAddresses(BTreeMap<String, AddressEntry>),
+}
+
+enum Inbound {
+    Message(Bytes),
+    Ended,
+}
+
+/// The caller's side of the node task.
+pub struct NodeHandle {
+    commands: mpsc::Sender<Command>,
+    pub state: watch::Receiver<NodeState>,
+}
+
+impl NodeHandle {
+    /// Runs the routing protocol over a driven inter-router connection whose control links are `control_tx` (ours
+    /// sending) and `control_rx` (the peer's), at `cost`.
+    pub async fn add_connection(&self, handle: Handle, control_tx: ConnLink, control_rx: ConnLink, cost: i64) {
+        let _ = self.commands.send(Command::Connect { handle, control_tx, control_rx, cost }).await;
+    }
+
+    /// This router's own mobile addresses (keyed by hash key, e.g. `Mecho:9090`).
+    pub async fn set_addresses(&self, addresses: BTreeMap<String, AddressEntry>) {
+        let _ = self.commands.send(Command::SetAddresses(addresses)).await;
+    }
+}
+
+/// Starts the node task for router `id` (`instance`: its start time in seconds, as upstream's).
+pub fn spawn(id: &str, instance: i64) -> NodeHandle {
+    let (commands, command_rx) = mpsc::channel(64);
+    let (state_tx, state) = watch::channel(NodeState::default());
+    let engine = Engine::new(id, instance, Timers::default(), Bounds::default());
+    let node = Node { engine, links: HashMap::new(), next: 0, state: state_tx };
+    tokio::spawn(node.run(command_rx));
+    NodeHandle { commands, state }
+}
+
+struct Link {
+    sender: Sender,
+    control_tx: ConnLink,
+    cost: i64,
+}
+
+struct Node {
+    engine: Engine,
+    links: HashMap<LinkId, Link>,
+    next: LinkId,
+    state: watch::Sender<NodeState>,
+}
+
+impl Node {
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+        let (inbound_tx, mut inbound) = mpsc::channel::<(LinkId, Inbound)>(1024);
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let out = self.engine.tick(Instant::now());
+                    self.act(out);
+                }
+                command = commands.recv() => match command {
+                    None => return,
+                    Some(Command::Connect { handle, control_tx, control_rx, cost }) => {
+                        let link = self.next;
+                        self.next += 1;
+                        self.links.insert(link, Link { sender: handle.sender(), control_tx, cost });
+                        tokio::spawn(pump(handle, control_rx, link, inbound_tx.clone()));
+                    }
+                    Some(Command::SetAddresses(addresses)) => {
+                        let out = self.engine.set_addresses(addresses, Instant::now());
+                        self.act(out);
+                    }
+                },
+                Some((link, msg)) = inbound.recv() => match msg {
+                    Inbound::Message(payload) => self.arrived(link, payload),
+                    Inbound::Ended => {
+                        self.links.remove(&link);
+                        self.engine.link_lost(link);
+                        let routes = self.engine.routes().clone();
+                        self.publish(|s| s.routes = routes);
+                    }
+                },
+            }
+        }
+    }
+
+    fn arrived(&mut self, link: LinkId, payload: Bytes) {
+        let got = match decode_message(&payload, &Limits::default()) {
+            Ok(got) => got,
+            Err(e) => {
+                tracing::debug!("control link {link}: {e}");
+                return;
+            }
+        };
+        let to = got.to.unwrap_or_default();
+        match destination(&to) {
+            Destination::Router { id, .. } if id != self.engine.id() => {
+                let id = id.to_string();
+                if let Some(hop) = self.link_toward(&id).filter(|hop| *hop != link) {
+                    self.send_raw(hop, payload);
+                }
+                return;
+            }
+            Destination::AllRouters(_) => {
+                let origin = got.message.sender().to_string();
+                let valid = self.engine.routes().valid_origins.clone();
+                let targets: Vec<LinkId> = self
+                    .links
+                    .keys()
+                    .copied()
+                    .filter(|l| *l != link)
+                    .filter(|l| {
+                        self.engine.neighbour_on(*l).is_some_and(|n| valid.get(n).is_some_and(|o| o.contains(&origin)))
+                    })
+                    .collect();
+                for t in targets {
+                    self.send_raw(t, payload.clone());
+                }
+            }
+            Destination::Other(_) => return,
+            _ => {}
+        }
+        let cost = self.links.get(&link).map_or(1, |l| l.cost);
+        let out = self.engine.receive(got.message, link, cost, Instant::now());
+        self.act(out);
+        let neighbours = self.neighbours();
+        self.publish(|s| s.neighbours = neighbours);
+    }
+
+    fn neighbours(&self) -> BTreeSet<String> {
+        self.links.keys().filter_map(|l| self.engine.neighbour_on(*l)).map(str::to_string).collect()
+    }
+
+    /// The control link toward router `id`: its next hop's, or its own when it is a neighbour not yet in the routes.
+    fn link_toward(&self, id: &str) -> Option<LinkId> {
+        let hop = self.engine.routes().next_hops.get(id).map_or(id, String::as_str);
+        self.links.keys().copied().find(|l| self.engine.neighbour_on(*l) == Some(hop))
+    }
+
+    fn send_raw(&self, link: LinkId, payload: Bytes) {
+        if let Some(l) = self.links.get(&link) {
+            l.sender.send(l.control_tx, payload);
+        }
+    }
+
+    fn send(&self, link: LinkId, message: &RouterMessage, to: &str) {
+        self.send_raw(link, encode_message(message, to, self.engine.id()));
+    }
+
+    fn act(&mut self, out: Vec<Out>) {
+        for o in out {
+            match o {
+                Out::Neighbours(m) => {
+                    let to = if matches!(m, RouterMessage::Hello(_)) { HELLO_ADDRESS } else { ALL_ROUTERS };
+                    for link in self.links.keys() {
+                        self.send(*link, &m, to);
+                    }
+                }
+                Out::To { address, message } => match destination(&address) {
+                    Destination::AllRouters(_) => {
+                        let neighbours: Vec<LinkId> =
+                            self.links.keys().copied().filter(|l| self.engine.neighbour_on(*l).is_some()).collect();
+                        for link in neighbours {
+                            self.send(link, &message, &address);
+                        }
+                    }
+                    Destination::Router { id, .. } => {
+                        if let Some(link) = self.link_toward(id) {
+                            self.send(link, &message, &address);
+                        }
+                    }
+                    _ => {}
+                },
+                Out::Routes(routes) => {
+                    let neighbours = self.neighbours();
+                    self.publish(|s| {
+                        s.routes = routes;
+                        s.neighbours = neighbours;
+                    });
+                }
+                Out::Addresses { router, addresses } => self.publish(|s| {
+                    if addresses.is_empty() {
+                        s.addresses.remove(&router);
+                    } else {
+                        s.addresses.insert(router, addresses);
+                    }
+                }),
+                Out::Warning(w) => tracing::warn!("routing: {w}"),
+            }
+        }
+    }
+
+    fn publish(&self, change: impl FnOnce(&mut NodeState)) {
+        self.state.send_if_modified(|s| {
+            let before = s.clone();
+            change(s);
+            *s != before
+        });
+    }
+}
+
+/// Hands the node the whole deliveries that arrive on `control_rx`, then says the connection ended.
+async fn pump(mut handle: Handle, control_rx: ConnLink, link: LinkId, inbound: mpsc::Sender<(LinkId, Inbound)>) {
+    let mut partial = BytesMut::new();
+    while let Some(e) = handle.events.recv().await {
+        if let Event::Transfer { link: l, first, payload, more, aborted, .. } = e {
+            if l != control_rx {
+                continue;
+            }
+            if first {
+                partial.clear();
+            }
+            if aborted || partial.len() + payload.len() > MAX_MESSAGE {
+                partial.clear();
+                continue;
+            }
+            partial.extend_from_slice(&payload);
+            if !more && inbound.send((link, Inbound::Message(partial.split().freeze()))).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = inbound.send((link, Inbound::Ended)).await;
+}
