@@ -7,37 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 use serde_json::{json, Value};
 use snrouter::api::{self, Slot};
 use snrouter::config::Document;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-pub struct Ca {
-    pub cert: rcgen::Certificate,
-    pub key: KeyPair,
-    pub pem: String,
-}
-
-pub fn ca(name: &str) -> Ca {
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.distinguished_name.push(DnType::CommonName, name);
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let key = KeyPair::generate().unwrap();
-    let cert = p.self_signed(&key).unwrap();
-    let pem = cert.pem();
-    Ca { cert, key, pem }
-}
-
-/// A certificate with common name `cn` signed by `ca`: (certificate PEM, key PEM).
-pub fn leaf(ca: &Ca, cn: &str, dns: &[&str]) -> (String, String) {
-    let mut p = CertificateParams::new(dns.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    p.distinguished_name.push(DnType::CommonName, cn);
-    let key = KeyPair::generate().unwrap();
-    let cert = p.signed_by(&key, &ca.cert, &ca.key).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
+pub mod pki;
+#[allow(unused_imports)]
+pub use pki::{ca, leaf, Ca};
 
 pub struct Files {
     pub dir: tempfile::TempDir,
