@@ -156,6 +156,17 @@ class PodNetwork:
     declared: set[int] = field(default_factory=set)
     outbound: int = 0
     watcher: asyncio.Task[None] | None = None
+    #: both ends of every connection relayed now (closed with the namespace)
+    open_ends: set[asyncio.StreamWriter] = field(default_factory=set)
+
+    async def relay(self, client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                    server: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+        ends = {client[1], server[1]}
+        self.open_ends |= ends
+        try:
+            await _relay(client, server)
+        finally:
+            self.open_ends -= ends
 
     def nsenter(self) -> list[str]:
         if NSENTER is None:
@@ -230,6 +241,8 @@ class PodNetworks:
         net.undeclared.clear()
         for server in servers:
             server.close()
+        for end in list(net.open_ends):  # the relays end with the Pod, as its connections would
+            end.close()
         for server in servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 1.0)
@@ -279,7 +292,7 @@ class PodNetworks:
             except (OSError, PodNetworkError):
                 writer.close()  # nothing listens inside: the client's connection is reset
                 return
-            await _relay((reader, writer), inside)
+            await net.relay((reader, writer), inside)
         return handle
 
     def _outbound(self, net: PodNetwork) -> Any:
@@ -295,7 +308,7 @@ class PodNetworks:
                 except OSError:
                     writer.close()
                     return
-                await _relay((reader, writer), outside)
+                await net.relay((reader, writer), outside)
             finally:
                 net.outbound -= 1
         return handle
