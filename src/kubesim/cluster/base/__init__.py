@@ -1,7 +1,7 @@
 """What every simulated component builds on, as client-go and the kubelet's common packages give it.
 
 Modules: ``context`` (``Context``: the API client, the informers, options, address allocators; ``ApiAccess``),
-``apitypes`` (the part of the in-process client the cluster uses, as a Protocol), ``informer`` (one list+watch cache
+``apitypes`` (``Api``: the in-process client the cluster takes), ``informer`` (one list+watch cache
 per resource, with indexes), ``indexes`` (the named indexes the controllers share), ``workqueue`` (a de-duplicating
 queue with per-key backoff driving one reconcile function), ``events`` (core/v1 Events, aggregated),
 ``background`` (owned fire-and-forget tasks), ``objects`` (helpers over plain-dict objects), ``nodefs`` (a node's
