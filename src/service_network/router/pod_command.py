@@ -119,8 +119,11 @@ async def run(args: argparse.Namespace) -> int:
     source = ConfigMapSource(api, args.namespace, args.config_map, ROUTER_CONFIG_KEY)
     resolver = SecretTlsResolver(api, args.namespace, on_change=source.refresh)
     stop = asyncio.Event()
+    # warm_start: a restarted container's router runs its last document again at once (the state directory is the
+    # Pod's emptyDir), before the API server has answered anything
     options = AdaptorOptions(state_dir=state_dir, metrics_address=metrics, tls_resolver=resolver,
-                             bind_host=args.bind_address or None, router_binary=args.router_binary)
+                             bind_host=args.bind_address or None, router_binary=args.router_binary,
+                             warm_start=True)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
     publishing: asyncio.Task[None] | None = None

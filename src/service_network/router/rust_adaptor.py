@@ -17,14 +17,11 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from .config import RouterConfig, parse_config, with_bind_host
 from .dataplane import DataPlane
@@ -42,6 +39,9 @@ from .tls import (
     write_material,
 )
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 __all__ = ["RustAdaptor", "adaptor_for", "run_adaptor"]
 
 log = logging.getLogger("service_network.router.adaptor")
@@ -50,47 +50,28 @@ STATUS_INTERVAL = 0.25      # the router is asked this often; network.json is wr
 START_CANCEL_SECONDS = 2.0
 
 
-class _Collector(Collector):
-    def __init__(self, adaptor: RustAdaptor) -> None:
-        self.adaptor = adaptor
-
-    def collect(self) -> Iterable[Metric]:
-        a = self.adaptor
-        out: list[Metric] = []
-        for name, text, value in (
-                ("service_network_router_adaptor_applies", "Documents handed to the router", a.applies),
-                ("service_network_router_config_errors", "Invalid configuration documents", a.config_errors),
-                ("service_network_router_restarts", "Router process restarts after a crash", a.plane.restarts)):
-            family = CounterMetricFamily(name, text)
-            family.add_metric([], value)
-            out.append(family)
-        up = GaugeMetricFamily("service_network_router_up", "1 while the router process runs")
-        up.add_metric([], 1 if a.plane.running else 0)
-        out.append(up)
-        return out
-
-
 class RustAdaptor:
     """Keeps one router process in line with its configuration source."""
 
     def __init__(self, source: ConfigSource, state_dir: Path, *, metrics_address: tuple[str, int] | None = None,
                  tls_resolver: TlsResolver | None = None, bind_host: str | None = None,
-                 router_binary: str | None = None, threads: int | None = None) -> None:
+                 router_binary: str | None = None, threads: int | None = None, warm_start: bool = False) -> None:
         self.source = source
         self.state_dir = state_dir.absolute()
         self.metrics_address = metrics_address
         self.tls_resolver: TlsResolver = tls_resolver or FileTlsResolver()
         self.bind_host = bind_host
+        self.warm_start = warm_start
         self._threads = threads      # given here: wins over the document's router.threads
         self.plane = DataPlane(self.state_dir, router_binary, threads=threads,
                                log_level=os.environ.get("ROUTER_LOG", "info"))
-        self.registry = CollectorRegistry()
-        self.registry.register(_Collector(self))
+        self._registry: CollectorRegistry | None = None     # made by the first scrape (adaptor_metrics.py)
         self.applies = 0
         self.config_errors = 0
         self.metrics_port: int | None = None
         self.applied = asyncio.Event()
         self.document: RouterConfig | None = None
+        self.listener_names: list[str] = []   # of the document the router runs (what its readiness waits for)
         self.problems: list[str] = []
         self.status: dict[str, Any] | None = None
         self.status_changed = asyncio.Event()
@@ -101,6 +82,11 @@ class RustAdaptor:
     @property
     def network_status_file(self) -> Path:
         return self.state_dir / "network.json"
+
+    @property
+    def document_file(self) -> Path:
+        """The document last handed to the router, with the bind host it was made for (``warm_start``)."""
+        return self.state_dir / "document.json"
 
     def kill(self) -> None:
         self.plane.kill()
@@ -165,6 +151,8 @@ class RustAdaptor:
         if not answer.get("ok"):
             raise ConfigError([str(p) for p in answer.get("problems", [])])
         self.document = config
+        self.listener_names = [listener.name for listener in config.listeners]
+        self._store_document(document)
         if self._threads is None:
             self.plane.threads = config.router.threads
         if self.plane.threads != self.plane.started_threads:
@@ -187,6 +175,60 @@ class RustAdaptor:
             log.error("configuration from %s not applied: %s", snap.origin, e)
         finally:
             self.applied.set()
+
+    def _store_document(self, document: dict[str, Any]) -> None:
+        if not self.warm_start:
+            return
+        path = self.document_file
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            tmp.write_text(json.dumps({"bindHost": self.bind_host, "document": document}, separators=(",", ":")))
+            os.replace(tmp, path)
+        except OSError as e:
+            log.warning("the applied document not kept in %s: %s", path, e)
+
+    def _stored_document(self) -> dict[str, Any] | None:
+        """The document the router ran before this adaptor started, if it was made for this bind host."""
+        try:
+            stored = json.loads(self.document_file.read_text())
+        except (OSError, ValueError):
+            return None
+        document = stored.get("document") if isinstance(stored, dict) else None
+        if not isinstance(document, dict) or stored.get("bindHost") != self.bind_host:
+            return None
+        return document
+
+    async def _warm_start(self, stopping: asyncio.Event) -> None:
+        """The router started from its stored document (``warm_start``), its readiness served: it listens again
+        before the configuration source answers (a restarted container's adaptor waits on no API server). The
+        source's first document is applied next, as any update (what did not change keeps running)."""
+        document = self._stored_document() if self.warm_start else None
+        if document is None:
+            return
+        router = document.get("router")
+        if self._threads is None and isinstance(router, dict) and isinstance(router.get("threads"), int):
+            self.plane.threads = router["threads"]
+        await self.plane.start()
+        try:
+            answer = await self.plane.apply(document)
+        except RouterError as e:
+            answer = {"ok": False, "problems": [str(e)]}
+        if not answer.get("ok"):
+            log.warning("the stored document was not applied (%s); waiting for the configuration",
+                        "; ".join(str(p) for p in answer.get("problems", []))[:500])
+            return
+        listeners = document.get("listeners")
+        self.listener_names = [str(x.get("name")) for x in listeners if isinstance(x, dict)] \
+            if isinstance(listeners, list) else []
+        self._start_background(stopping)
+        log.info("router started from its last document (%s), before the configuration was read",
+                 self.document_file)
+        await self._start_http()
+
+    def _start_background(self, stopping: asyncio.Event) -> None:
+        if not self._background:
+            self._background = [asyncio.create_task(self._status_loop(), name="network-status"),
+                                asyncio.create_task(self.plane.supervise(stopping), name="router-supervisor")]
 
     # --- status --------------------------------------------------------------------------------------------------
 
@@ -218,11 +260,15 @@ class RustAdaptor:
     # --- HTTP ----------------------------------------------------------------------------------------------------
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        body = generate_latest(self.registry)
+        from . import adaptor_metrics
+
+        if self._registry is None:
+            self._registry = adaptor_metrics.registry_for(self)
+        body = adaptor_metrics.render(self._registry)
         with contextlib.suppress(RouterError):
             text = await self.plane.metrics_text()
             body += "".join(line + "\n" for line in text.splitlines() if line != "# EOF").encode()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=body, headers={"Content-Type": adaptor_metrics.CONTENT_TYPE})
 
     async def _healthz(self, _: web.Request) -> web.Response:
         ok = self.plane.running
@@ -240,9 +286,8 @@ class RustAdaptor:
     async def _readyz(self, _: web.Request) -> web.Response:
         if self.plane.restarts:
             self.routes.remember(())     # what the crashed router process listened for is known
-        listeners = [listener.name for listener in self.document.listeners] if self.document is not None else []
         try:
-            ok, reason = await self.plane.ready(self.routes.routed(listeners))
+            ok, reason = await self.plane.ready(self.routes.routed(self.listener_names))
         except RouterError as e:
             ok, reason = False, str(e)
         return web.Response(status=200 if ok else 503, text="ready\n" if ok else f"not ready: {reason}\n")
@@ -282,18 +327,20 @@ class RustAdaptor:
 
     async def _start(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
         self._remember_stored_routes()
+        await self._warm_start(stopping)
         first = await anext(snapshots)
         config = self._parse(first)
         self._watch_tls(config)
-        if self._threads is None:
-            self.plane.threads = config.router.threads
-        await self.plane.start()
+        if not self.plane.running:
+            if self._threads is None:
+                self.plane.threads = config.router.threads
+            await self.plane.start()
         await self._apply(config, first.origin)
         log.info("router started from %s", first.origin)
         self.applied.set()
-        self._background = [asyncio.create_task(self._status_loop(), name="network-status"),
-                            asyncio.create_task(self.plane.supervise(stopping), name="router-supervisor")]
-        await self._start_http()
+        self._start_background(stopping)
+        if self._runner is None:
+            await self._start_http()
 
     async def _serve(self, snapshots: AsyncIterator[ConfigSnapshot], stop: asyncio.Event,
                      stopping: asyncio.Event) -> None:
@@ -341,7 +388,7 @@ def adaptor_for(source: ConfigSource, options: AdaptorOptions) -> RustAdaptor:
     """The adaptor ``options`` describe, following ``source``."""
     return RustAdaptor(source, options.state_dir, metrics_address=options.metrics_address,
                        tls_resolver=options.tls_resolver, bind_host=options.bind_host,
-                       router_binary=options.router_binary)
+                       router_binary=options.router_binary, warm_start=options.warm_start)
 
 
 async def run_adaptor(source: ConfigSource, options: AdaptorOptions, stop: asyncio.Event) -> None:
