@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .early import EarlyRouter
 from .tls import TlsResolver
 
 __all__ = ["AdaptorOptions"]
@@ -24,3 +25,5 @@ class AdaptorOptions:
     #: arrives: a router Pod's restarted container (its state directory is the Pod's emptyDir) serves again without
     #: waiting for the API server, as upstream's router reads its configuration from a mounted file.
     warm_start: bool = False
+    #: the router ``early.start_early`` started from that document before the adaptor was imported: taken over
+    early: EarlyRouter | None = None

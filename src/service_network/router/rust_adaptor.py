@@ -25,6 +25,14 @@ from aiohttp import web
 
 from .config import RouterConfig, parse_config, with_bind_host
 from .dataplane import DataPlane
+from .early import (
+    EarlyRouter,
+    listener_names,
+    readiness,
+    remember_stored_routes,
+    store_document,
+    stored_document,
+)
 from .errors import ConfigError, RouterError, truncate
 from .options import AdaptorOptions
 from .routed import RouteMemory, listening_in_status
@@ -55,7 +63,8 @@ class RustAdaptor:
 
     def __init__(self, source: ConfigSource, state_dir: Path, *, metrics_address: tuple[str, int] | None = None,
                  tls_resolver: TlsResolver | None = None, bind_host: str | None = None,
-                 router_binary: str | None = None, threads: int | None = None, warm_start: bool = False) -> None:
+                 router_binary: str | None = None, threads: int | None = None, warm_start: bool = False,
+                 early: EarlyRouter | None = None) -> None:
         self.source = source
         self.state_dir = state_dir.absolute()
         self.metrics_address = metrics_address
@@ -63,8 +72,10 @@ class RustAdaptor:
         self.bind_host = bind_host
         self.warm_start = warm_start
         self._threads = threads      # given here: wins over the document's router.threads
-        self.plane = DataPlane(self.state_dir, router_binary, threads=threads,
-                               log_level=os.environ.get("ROUTER_LOG", "info"))
+        #: the router ``early.start_early`` started before this adaptor existed (taken over), if any
+        self.early = early
+        self.plane = early.plane if early is not None else DataPlane(
+            self.state_dir, router_binary, threads=threads, log_level=os.environ.get("ROUTER_LOG", "info"))
         self._registry: CollectorRegistry | None = None     # made by the first scrape (adaptor_metrics.py)
         self.applies = 0
         self.config_errors = 0
@@ -75,7 +86,8 @@ class RustAdaptor:
         self.problems: list[str] = []
         self.status: dict[str, Any] | None = None
         self.status_changed = asyncio.Event()
-        self.routes = RouteMemory()     # the Listeners that had a route: what a restarted router's readiness awaits
+        # the Listeners that had a route: what a restarted router's readiness awaits
+        self.routes = early.routes if early is not None else RouteMemory()
         self._runner: web.AppRunner | None = None
         self._background: list[asyncio.Task[None]] = []
 
@@ -83,10 +95,6 @@ class RustAdaptor:
     def network_status_file(self) -> Path:
         return self.state_dir / "network.json"
 
-    @property
-    def document_file(self) -> Path:
-        """The document last handed to the router, with the bind host it was made for (``warm_start``)."""
-        return self.state_dir / "document.json"
 
     def kill(self) -> None:
         self.plane.kill()
@@ -179,50 +187,38 @@ class RustAdaptor:
     def _store_document(self, document: dict[str, Any]) -> None:
         if not self.warm_start:
             return
-        path = self.document_file
-        tmp = path.with_name(f".{path.name}.tmp")
         try:
-            tmp.write_text(json.dumps({"bindHost": self.bind_host, "document": document}, separators=(",", ":")))
-            os.replace(tmp, path)
+            store_document(self.state_dir, self.bind_host, document)
         except OSError as e:
-            log.warning("the applied document not kept in %s: %s", path, e)
-
-    def _stored_document(self) -> dict[str, Any] | None:
-        """The document the router ran before this adaptor started, if it was made for this bind host."""
-        try:
-            stored = json.loads(self.document_file.read_text())
-        except (OSError, ValueError):
-            return None
-        document = stored.get("document") if isinstance(stored, dict) else None
-        if not isinstance(document, dict) or stored.get("bindHost") != self.bind_host:
-            return None
-        return document
+            log.warning("the applied document not kept in %s: %s", self.state_dir, e)
 
     async def _warm_start(self, stopping: asyncio.Event) -> None:
-        """The router started from its stored document (``warm_start``), its readiness served: it listens again
-        before the configuration source answers (a restarted container's adaptor waits on no API server). The
-        source's first document is applied next, as any update (what did not change keeps running)."""
-        document = self._stored_document() if self.warm_start else None
-        if document is None:
-            return
-        router = document.get("router")
-        if self._threads is None and isinstance(router, dict) and isinstance(router.get("threads"), int):
-            self.plane.threads = router["threads"]
-        await self.plane.start()
-        try:
-            answer = await self.plane.apply(document)
-        except RouterError as e:
-            answer = {"ok": False, "problems": [str(e)]}
-        if not answer.get("ok"):
-            log.warning("the stored document was not applied (%s); waiting for the configuration",
-                        "; ".join(str(p) for p in answer.get("problems", []))[:500])
-            return
-        listeners = document.get("listeners")
-        self.listener_names = [str(x.get("name")) for x in listeners if isinstance(x, dict)] \
-            if isinstance(listeners, list) else []
+        """The router running its stored document (``warm_start``; ``early``: already started by the command), its
+        readiness served: it listens again before the configuration source answers (a restarted container's
+        adaptor waits on no API server). The source's first document is applied next, as any update (what did not
+        change keeps running)."""
+        if self.early is not None and self.plane.running and self.plane.last_document is not None:
+            document: dict[str, Any] | None = self.plane.last_document
+        else:
+            document = stored_document(self.state_dir, self.bind_host) if self.warm_start else None
+            if document is None:
+                return
+            router = document.get("router")
+            if self._threads is None and isinstance(router, dict) and isinstance(router.get("threads"), int):
+                self.plane.threads = router["threads"]
+            await self.plane.start()
+            try:
+                answer = await self.plane.apply(document)
+            except RouterError as e:
+                answer = {"ok": False, "problems": [str(e)]}
+            if not answer.get("ok"):
+                log.warning("the stored document was not applied (%s); waiting for the configuration",
+                            "; ".join(str(p) for p in answer.get("problems", []))[:500])
+                return
+            log.info("router started from its last document, before the configuration was read")
+        assert document is not None
+        self.listener_names = listener_names(document)
         self._start_background(stopping)
-        log.info("router started from its last document (%s), before the configuration was read",
-                 self.document_file)
         await self._start_http()
 
     def _start_background(self, stopping: asyncio.Event) -> None:
@@ -274,23 +270,9 @@ class RustAdaptor:
         ok = self.plane.running
         return web.Response(status=200 if ok else 503, text="ok\n" if ok else "the router is not running\n")
 
-    def _remember_stored_routes(self) -> None:
-        """The Listeners the router listened for before this adaptor started (its ``network.json``, kept in the
-        state directory across a container restart)."""
-        try:
-            stored = json.loads(self.network_status_file.read_text())
-        except (OSError, ValueError):
-            return
-        self.routes.remember(listening_in_status(stored))
-
     async def _readyz(self, _: web.Request) -> web.Response:
-        if self.plane.restarts:
-            self.routes.remember(())     # what the crashed router process listened for is known
-        try:
-            ok, reason = await self.plane.ready(self.routes.routed(self.listener_names))
-        except RouterError as e:
-            ok, reason = False, str(e)
-        return web.Response(status=200 if ok else 503, text="ready\n" if ok else f"not ready: {reason}\n")
+        status, text = await readiness(self.plane, self.routes, self.listener_names)
+        return web.Response(status=status, text=text)
 
     async def _network(self, _: web.Request) -> web.Response:
         if self.status is None:
@@ -298,6 +280,8 @@ class RustAdaptor:
         return web.json_response(self.status)
 
     async def _start_http(self) -> None:
+        if self.early is not None:
+            await self.early.close_http()     # its address is this server's
         if self.metrics_address is None:
             return
         app = web.Application()
@@ -326,7 +310,7 @@ class RustAdaptor:
             await self._shutdown(snapshots, stopping)
 
     async def _start(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
-        self._remember_stored_routes()
+        remember_stored_routes(self.state_dir, self.routes)
         await self._warm_start(stopping)
         first = await anext(snapshots)
         config = self._parse(first)
@@ -388,7 +372,7 @@ def adaptor_for(source: ConfigSource, options: AdaptorOptions) -> RustAdaptor:
     """The adaptor ``options`` describe, following ``source``."""
     return RustAdaptor(source, options.state_dir, metrics_address=options.metrics_address,
                        tls_resolver=options.tls_resolver, bind_host=options.bind_host,
-                       router_binary=options.router_binary, warm_start=options.warm_start)
+                       router_binary=options.router_binary, warm_start=options.warm_start, early=options.early)
 
 
 async def run_adaptor(source: ConfigSource, options: AdaptorOptions, stop: asyncio.Event) -> None:
