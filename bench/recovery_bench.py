@@ -22,7 +22,9 @@ clients do not. Three events, each ``--rounds`` times:
 
 For each round also when the router answered again on its Pod IP (the first Listener socket that accepts), when
 the Pod was seen NotReady and Ready again, and when the first and the last Listener Service had a ready endpoint
-in its EndpointSlices again, so the JSON says where the time goes. Every address is on the cluster's loopback
+in its EndpointSlices again, so the JSON says where the time goes; for ``pod`` also when the container's process
+and the router process ran again, when the adaptor had its API client (its imports done) and had started the router
+(its log lines) and when every Listener was bound again on the Pod IP (``/proc/net/tcp``). Every address is on the cluster's loopback
 block; every loop is bounded in time. Run it alone: ``flock /tmp/heavy.lock python bench/recovery_bench.py``
 (a round at 1,000 Listeners: ``--listeners 1000 --rounds 2``, about three minutes).
 """
@@ -197,6 +199,39 @@ def _router_pids(pod_ip: str) -> tuple[int | None, int | None]:
     return container, router
 
 
+def _listening_on(ip: str) -> int:
+    """How many TCP sockets listen on ``ip`` (``/proc/net/tcp``: the router's Listeners bound to its Pod IP)."""
+    packed = "".join(f"{int(part):02X}" for part in reversed(ip.split(".")))
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    return sum(1 for line in lines if (f := line.split())[1].startswith(packed + ":") and f[3] == "0A")
+
+
+#: the adaptor's log lines that mark its start: its imports done and its API client made; the router process started
+#: and the document applied
+_LOG_MARKS = {"adaptor_configured": " from ConfigMap ", "router_started": "router started from "}
+
+
+def _log_marks(state: Path, kill_wall: float) -> dict[str, float]:
+    """Seconds from the kill (``time.time()``) to the first line after it of each of ``_LOG_MARKS`` in the router
+    containers' logs (kubesim's kubelet keeps them under the state directory; their ``asctime``, local time, millisecond resolution)."""
+    found: dict[str, float] = {}
+    for log in state.glob("*/kubelet/*/pods/*/logs/router.log"):
+        with contextlib.suppress(OSError):
+            for line in log.read_text(errors="replace").splitlines():
+                for mark, words in _LOG_MARKS.items():
+                    if words not in line or mark in found:
+                        continue
+                    with contextlib.suppress(ValueError):
+                        stamp, millis = line[:23].split(",")
+                        at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+                        if at >= kill_wall:
+                            found[mark] = round(at - kill_wall, 3)
+    return found
+
+
 # --- the site ---------------------------------------------------------------------------------------------------------
 
 async def _link(west: Any, east: Any) -> None:
@@ -243,7 +278,7 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
 
 
 async def _round(victim_site: Any, router_port: int, ips: dict[str, str], clients: Clients, event: str,
-                 within: float) -> dict[str, Any]:
+                 within: float, state: Path) -> dict[str, Any]:
     """One kill of the router of ``victim_site`` (whose router listens on ``router_port``), then every Listener
     probed at ``ips`` until it answers."""
     api = victim_site.api
@@ -288,12 +323,30 @@ async def _round(victim_site: Any, router_port: int, ips: dict[str, str], client
         except (OSError, TimeoutError):
             return False
 
+    async def processes_back() -> None:
+        """When the container's process and the router process run again, and when every Listener is bound again
+        (the Pod's listening sockets, ``/proc/net/tcp``): the phases the clients cannot see."""
+        if event != "pod":
+            return
+        while time.monotonic() < deadline and not {"container_running", "router_running"} <= marks.keys():
+            new_container, new_router = await asyncio.to_thread(_router_pids, pod_ip)
+            if new_container not in (None, container):
+                marks.setdefault("container_running", time.monotonic() - start)
+            if new_router not in (None, router):
+                marks.setdefault("router_running", time.monotonic() - start)
+            await asyncio.sleep(PROBE_INTERVAL)
+        while time.monotonic() < deadline:
+            if await asyncio.to_thread(_listening_on, pod_ip) >= len(ips):
+                marks["all_bound"] = time.monotonic() - start
+                return
+            await asyncio.sleep(PROBE_INTERVAL)
+
     async def router_back() -> None:
         # the first connect after the kill may still reach the dying process' socket: wait for it to go first
         await asyncio.sleep(0.01)
         marks["router_accepts"] = await _until(router_answers, start, deadline)
 
-    start = time.monotonic()
+    start, kill_wall = time.monotonic(), time.time()
     deadline = start + within
     slices = asyncio.create_task(_endpoints_back(api, set(ips), start, deadline))
     await asyncio.sleep(0)  # the watch starts before the kill
@@ -304,22 +357,36 @@ async def _round(victim_site: Any, router_port: int, ips: dict[str, str], client
         os.kill(victim, signal.SIGKILL)
     pod_watch = asyncio.create_task(watch_pod())
     back = asyncio.create_task(router_back())
+    phases = asyncio.create_task(processes_back())
     times = await clients.measure(start, within)
     await back
-    for task in (pod_watch, slices):
+    for task in (pod_watch, slices, phases):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    probe_failures = await _probe_failures(api, before["metadata"]["name"]) if event == "pod" else None
     back_at = sorted(slices_back.values()) if (slices_back := _slices_seen.pop(start, {})) else []
     answered = sorted(t for t in times if t is not None)
     return {"event": event, "listeners": len(ips), "answered": len(answered),
             "p50_seconds": round(statistics.median(answered), 3) if answered else None,
             "p100_seconds": round(answered[-1], 3) if len(answered) == len(ips) else None,
+            "container_running_seconds": _rounded(marks.get("container_running")),
+            "router_running_seconds": _rounded(marks.get("router_running")),
+            **{f"{mark}_seconds": at for mark, at in (_log_marks(state, kill_wall) if event == "pod" else {}).items()},
             "router_accepts_seconds": _rounded(marks.get("router_accepts")),
+            "all_bound_seconds": _rounded(marks.get("all_bound")),
             "pod_not_ready_seconds": _rounded(marks.get("pod_not_ready")),
             "pod_ready_again_seconds": _rounded(marks.get("pod_ready_again")),
             "endpoints_first_ready_seconds": _rounded(back_at[0]) if back_at else None,
-            "endpoints_all_ready_seconds": _rounded(back_at[-1]) if len(back_at) == len(ips) else None}
+            "endpoints_all_ready_seconds": _rounded(back_at[-1]) if len(back_at) == len(ips) else None,
+            **({"readiness_probe_failures": probe_failures} if probe_failures is not None else {})}
+
+
+async def _probe_failures(api: Any, pod: str) -> dict[str, int]:
+    """The router Pod's failed readiness probes so far (its ``Unhealthy`` Events): message -> count."""
+    events, _ = await api.list("events", NAMESPACE)
+    return {str(e.get("message"))[:160]: int(e.get("count") or 1) for e in events
+            if e.get("reason") == "Unhealthy" and (e.get("involvedObject") or {}).get("name") == pod}
 
 
 _slices_seen: dict[float, dict[str, float]] = {}
@@ -389,7 +456,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                             await _replace_router_pod(victim)
                         await _settled(clients, 120)
                         port = await _router_port(victim, west)
-                        result = await _round(victim, port, ips, clients, event, args.within)
+                        result = await _round(victim, port, ips, clients, event, args.within, state)
                         result.update(round=n + 1, killed=side)
                         rounds.append(result)
                         print(json.dumps(result), file=sys.stderr, flush=True)

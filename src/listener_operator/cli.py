@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from types import ModuleType
 
+from operator_runtime.commands import chosen_module
+
 #: Entry-point group of the extra subcommands.
 COMMAND_GROUP = "listener_operator.commands"
 
@@ -55,14 +57,6 @@ def commands() -> list[tuple[tuple[str, ...], str, str | None]]:
     return found
 
 
-def _chosen(argv: Sequence[str], found: list[tuple[tuple[str, ...], str, str | None]]) -> str | None:
-    """The module of the command ``argv`` names, or None (no command, an unknown one, or help wanted)."""
-    words = [arg for arg in argv if not arg.startswith("-")]
-    if any(arg in ("-h", "--help") for arg in argv[:2]):
-        return None
-    return next((module for path, module, _ in found if tuple(words[:len(path)]) == path), None)
-
-
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full parser; given ``argv`` that names a command, only that command's module is imported (a running
     operator does not carry the other commands' dependencies: gRPC, the development environment)."""
@@ -70,7 +64,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     found = commands()
-    chosen = _chosen(argv, found) if argv is not None else None
+    chosen = chosen_module(argv, found) if argv is not None else None
     for path, module_name, help_text in found:
         module = importlib.import_module(module_name) if chosen in (None, module_name) else None
         text = help_text or (_help(module) if module is not None else "")

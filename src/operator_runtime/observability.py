@@ -3,7 +3,6 @@ server: what every operator process of ours serves."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import logging
@@ -13,6 +12,8 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from .commands import parse_http_address
 
 __all__ = ["LOG_FORMATS", "HealthServer", "JsonFormatter", "MetricsRegistry", "parse_http_address", "setup_logging"]
 
@@ -48,16 +49,6 @@ def setup_logging(fmt: str = "plain", level: str = "INFO") -> None:
     # one line per HTTP request is noise at INFO; our own code logs what matters
     for noisy in ("aiohttp.access",):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
-
-
-def parse_http_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` too; an empty host means all interfaces) for the health/metrics server."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host or "0.0.0.0", int(port)
 
 
 class MetricsRegistry:

@@ -3,7 +3,9 @@
 ``service-network <verb>`` runs upstream's ``skupper`` verbs (:mod:`.skupper`); ``service-network crd`` prints the CRDs; ``run controller`` runs the site controller; ``run router`` runs a site's
 router in its Pod (ConfigMap and Secrets from the API); ``router --config FILE`` runs a router from a file alone.
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``async def run(args) -> int``,
-imported only when its command runs.
+imported only when its command runs: a command line naming one imports only that command's module (the router
+Pod's container starts ``run router`` again after every crash, and the site controller's, the CRDs' and the
+observer's imports took about half of its start), help imports them all.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import asyncio
 import importlib
 import sys
 from collections.abc import Sequence
+
+from operator_runtime.commands import chosen_module
 
 # (command path, module, help)
 _COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
@@ -28,7 +32,10 @@ _COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; given ``argv`` that names a command, only that command's module is imported (the others'
+    subparsers are there, without their options)."""
+    chosen = chosen_module(argv, _COMMANDS) if argv is not None else None
     parser = argparse.ArgumentParser(prog="service-network", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
@@ -41,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                 groups[path[0]] = group.add_subparsers(dest="subcommand", required=True)
             sub = groups[path[0]].add_parser(path[1], help=help_text, description=help_text)
         sub.set_defaults(_module=module_name)
-        importlib.import_module(module_name).add_arguments(sub)
+        if chosen in (None, module_name):
+            importlib.import_module(module_name).add_arguments(sub)
     return parser
 
 
@@ -54,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments and arguments[0] in SKUPPER_VERBS:
         from .skupper.main import main as skupper_main
         return skupper_main(arguments, prog="service-network")
-    args = build_parser().parse_args(arguments)
+    args = build_parser(arguments).parse_args(arguments)
     module = importlib.import_module(args._module)
     try:
         return int(asyncio.run(module.run(args)) or 0)

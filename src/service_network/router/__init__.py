@@ -16,13 +16,37 @@ Public API (what the site controller, the router Pod and the commands use):
 
 from __future__ import annotations
 
-from .config import CONFIG_VERSION, RouterConfig, parse_config
-from .dataplane import DataPlane
-from .errors import ConfigError, RouterBinaryNotFound, RouterError
-from .options import AdaptorOptions
-from .rust_adaptor import RustAdaptor, adaptor_for, run_adaptor
-from .sources import ConfigSnapshot, ConfigSource, FileConfigSource
-from .tls import FileTlsResolver, ProfileFiles, TlsMaterial, TlsProblem, TlsResolver
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import CONFIG_VERSION, RouterConfig, parse_config
+    from .dataplane import DataPlane
+    from .errors import ConfigError, RouterBinaryNotFound, RouterError
+    from .options import AdaptorOptions
+    from .rust_adaptor import RustAdaptor, adaptor_for, run_adaptor
+    from .sources import ConfigSnapshot, ConfigSource, FileConfigSource
+    from .tls import FileTlsResolver, ProfileFiles, TlsMaterial, TlsProblem, TlsResolver
+
+#: where each public name lives: imported on first use, so that importing a module of this package (the router
+#: Pod's command, ``early.py``) does not import them all (pydantic, aiohttp: most of a restarted container's start)
+_HOMES = {
+    "CONFIG_VERSION": "config", "RouterConfig": "config", "parse_config": "config",
+    "DataPlane": "dataplane",
+    "ConfigError": "errors", "RouterBinaryNotFound": "errors", "RouterError": "errors",
+    "AdaptorOptions": "options",
+    "RustAdaptor": "rust_adaptor", "adaptor_for": "rust_adaptor", "run_adaptor": "rust_adaptor",
+    "ConfigSnapshot": "sources", "ConfigSource": "sources", "FileConfigSource": "sources",
+    "FileTlsResolver": "tls", "ProfileFiles": "tls", "TlsMaterial": "tls", "TlsProblem": "tls", "TlsResolver": "tls",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{home}", __name__), name)
+
 
 __all__ = [
     "CONFIG_VERSION",

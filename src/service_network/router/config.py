@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .errors import ConfigError, truncate
-from .names import encode_name
+from .names import encode_name, is_ip_address
 
 __all__ = [
     "CONFIG_VERSION",
@@ -285,14 +285,6 @@ class RouterConfig(_Model):
     @property
     def router_id(self) -> str:
         return self.router.id or self.site.id
-
-
-def is_ip_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_dns_name(text: str) -> bool:

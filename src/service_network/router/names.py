@@ -7,14 +7,24 @@ cannot be encoded (empty, or not valid Unicode) is refused by the document's val
 
 ``CONTROL_SNI`` is the name a link's control connection sends; ``KEY_SNI_WILDCARD`` stays in the router access
 certificates the site issues (earlier routers checked the access against a name under it), so certificates read as
-they always did.
+they always did. ``is_ip_address`` tells an address from a name (here, not in ``config.py``, so that the router
+Pod's command checks its bind address without importing pydantic).
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 
-__all__ = ["CONTROL_SNI", "KEY_SNI_WILDCARD", "MAX_ID_COMPONENT", "encode_name"]
+__all__ = ["CONTROL_SNI", "KEY_SNI_WILDCARD", "MAX_ID_COMPONENT", "encode_name", "is_ip_address"]
+
+
+def is_ip_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 # '_' is the escape character, so it is always escaped itself
 _KEEP = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")

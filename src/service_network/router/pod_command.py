@@ -13,24 +13,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from operator_runtime.commands import parse_http_address
 from operator_runtime.errors import KubeError
-from operator_runtime.observability import parse_http_address
 
 from ..constants import ADAPTOR_PORT, NETWORK_STATUS_NAME, ROUTER_CONFIG_KEY, ROUTER_NAME, ROUTER_STATE_DIR
-from .config import is_ip_address
+from .early import EarlyRouter, start_early
 from .errors import RouterError, exit_code
-from .options import AdaptorOptions
+from .names import is_ip_address
 from .routed import listening_in_status_texts
-from .rust_adaptor import RustAdaptor, adaptor_for
 from .shutdown import STEP_SECONDS, StopSignals, before_exit, bounded, cancel_and_wait
 
 if TYPE_CHECKING:
+    from .rust_adaptor import RustAdaptor
     from .status_publisher import StatusPublisher
 
 __all__ = ["add_arguments", "run"]
@@ -92,11 +93,6 @@ async def _publish(adaptor: RustAdaptor, publisher: StatusPublisher) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from operator_runtime.config import ConfigError, make_api
-
-    from .kube import ConfigMapSource, SecretTlsResolver
-    from .status_publisher import StatusPublisher
-
     logging.basicConfig(level=str(args.log_level).upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.namespace:
@@ -109,18 +105,50 @@ async def run(args: argparse.Namespace) -> int:
     metrics = args.metrics_address if not isinstance(args.metrics_address, str) else parse_http_address(args.metrics_address)
     try:
         state_dir = _state_dir(args.state_dir)
-        api = make_api(args.kubeconfig)
-    except (RouterError, OSError) as e:
+    except OSError as e:
         print(f"service-network run router: {e}", file=sys.stderr)
-        return exit_code(e) if isinstance(e, RouterError) else 2
+        return 2
+    # a restarted container: the router runs its last document and answers the kubelet's probes before the
+    # imports below (early.py)
+    early = await start_early(state_dir, args.bind_address or None, args.router_binary, metrics)
+    try:
+        if early is not None:
+            # imported beside the event loop, which meanwhile answers the kubelet's probes
+            await asyncio.to_thread(_import_adaptor)
+        return await _run(args, state_dir, metrics, early)
+    finally:
+        if early is not None and early.server is not None:
+            early.abort()       # the adaptor never took it over
+
+
+def _import_adaptor() -> None:
+    """What the adaptor needs beyond ``early.py``: most of the container's start."""
+    for module in ("operator_runtime.config", ".kube", ".options", ".rust_adaptor", ".status_publisher"):
+        importlib.import_module(module, __package__)
+
+
+async def _run(args: argparse.Namespace, state_dir: Path, metrics: tuple[str, int] | None,
+               early: EarlyRouter | None) -> int:
+    from operator_runtime.config import ConfigError, make_api
+
+    from .kube import ConfigMapSource, SecretTlsResolver
+    from .options import AdaptorOptions
+    from .rust_adaptor import adaptor_for
+    from .status_publisher import StatusPublisher
+
+    try:
+        api = make_api(args.kubeconfig)
     except ConfigError as e:
         print(f"service-network run router: {e}", file=sys.stderr)
         return 2
     source = ConfigMapSource(api, args.namespace, args.config_map, ROUTER_CONFIG_KEY)
     resolver = SecretTlsResolver(api, args.namespace, on_change=source.refresh)
     stop = asyncio.Event()
+    # warm_start: a restarted container's router runs its last document again at once (the state directory is the
+    # Pod's emptyDir), before the API server has answered anything
     options = AdaptorOptions(state_dir=state_dir, metrics_address=metrics, tls_resolver=resolver,
-                             bind_host=args.bind_address or None, router_binary=args.router_binary)
+                             bind_host=args.bind_address or None, router_binary=args.router_binary,
+                             warm_start=True, early=early)
     log.info("router of namespace %s from ConfigMap %s, bound to %s", args.namespace, args.config_map,
              args.bind_address or "all interfaces")
     publishing: asyncio.Task[None] | None = None

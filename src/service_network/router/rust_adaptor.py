@@ -17,17 +17,22 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from .config import RouterConfig, parse_config, with_bind_host
 from .dataplane import DataPlane
+from .early import (
+    EarlyRouter,
+    listener_names,
+    readiness,
+    remember_stored_routes,
+    store_document,
+    stored_document,
+)
 from .errors import ConfigError, RouterError, truncate
 from .options import AdaptorOptions
 from .routed import RouteMemory, listening_in_status
@@ -42,6 +47,9 @@ from .tls import (
     write_material,
 )
 
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
 __all__ = ["RustAdaptor", "adaptor_for", "run_adaptor"]
 
 log = logging.getLogger("service_network.router.adaptor")
@@ -50,57 +58,43 @@ STATUS_INTERVAL = 0.25      # the router is asked this often; network.json is wr
 START_CANCEL_SECONDS = 2.0
 
 
-class _Collector(Collector):
-    def __init__(self, adaptor: RustAdaptor) -> None:
-        self.adaptor = adaptor
-
-    def collect(self) -> Iterable[Metric]:
-        a = self.adaptor
-        out: list[Metric] = []
-        for name, text, value in (
-                ("service_network_router_adaptor_applies", "Documents handed to the router", a.applies),
-                ("service_network_router_config_errors", "Invalid configuration documents", a.config_errors),
-                ("service_network_router_restarts", "Router process restarts after a crash", a.plane.restarts)):
-            family = CounterMetricFamily(name, text)
-            family.add_metric([], value)
-            out.append(family)
-        up = GaugeMetricFamily("service_network_router_up", "1 while the router process runs")
-        up.add_metric([], 1 if a.plane.running else 0)
-        out.append(up)
-        return out
-
-
 class RustAdaptor:
     """Keeps one router process in line with its configuration source."""
 
     def __init__(self, source: ConfigSource, state_dir: Path, *, metrics_address: tuple[str, int] | None = None,
                  tls_resolver: TlsResolver | None = None, bind_host: str | None = None,
-                 router_binary: str | None = None, threads: int | None = None) -> None:
+                 router_binary: str | None = None, threads: int | None = None, warm_start: bool = False,
+                 early: EarlyRouter | None = None) -> None:
         self.source = source
         self.state_dir = state_dir.absolute()
         self.metrics_address = metrics_address
         self.tls_resolver: TlsResolver = tls_resolver or FileTlsResolver()
         self.bind_host = bind_host
+        self.warm_start = warm_start
         self._threads = threads      # given here: wins over the document's router.threads
-        self.plane = DataPlane(self.state_dir, router_binary, threads=threads,
-                               log_level=os.environ.get("ROUTER_LOG", "info"))
-        self.registry = CollectorRegistry()
-        self.registry.register(_Collector(self))
+        #: the router ``early.start_early`` started before this adaptor existed (taken over), if any
+        self.early = early
+        self.plane = early.plane if early is not None else DataPlane(
+            self.state_dir, router_binary, threads=threads, log_level=os.environ.get("ROUTER_LOG", "info"))
+        self._registry: CollectorRegistry | None = None     # made by the first scrape (adaptor_metrics.py)
         self.applies = 0
         self.config_errors = 0
         self.metrics_port: int | None = None
         self.applied = asyncio.Event()
         self.document: RouterConfig | None = None
+        self.listener_names: list[str] = []   # of the document the router runs (what its readiness waits for)
         self.problems: list[str] = []
         self.status: dict[str, Any] | None = None
         self.status_changed = asyncio.Event()
-        self.routes = RouteMemory()     # the Listeners that had a route: what a restarted router's readiness awaits
+        # the Listeners that had a route: what a restarted router's readiness awaits
+        self.routes = early.routes if early is not None else RouteMemory()
         self._runner: web.AppRunner | None = None
         self._background: list[asyncio.Task[None]] = []
 
     @property
     def network_status_file(self) -> Path:
         return self.state_dir / "network.json"
+
 
     def kill(self) -> None:
         self.plane.kill()
@@ -165,6 +159,8 @@ class RustAdaptor:
         if not answer.get("ok"):
             raise ConfigError([str(p) for p in answer.get("problems", [])])
         self.document = config
+        self.listener_names = [listener.name for listener in config.listeners]
+        self._store_document(document)
         if self._threads is None:
             self.plane.threads = config.router.threads
         if self.plane.threads != self.plane.started_threads:
@@ -187,6 +183,48 @@ class RustAdaptor:
             log.error("configuration from %s not applied: %s", snap.origin, e)
         finally:
             self.applied.set()
+
+    def _store_document(self, document: dict[str, Any]) -> None:
+        if not self.warm_start:
+            return
+        try:
+            store_document(self.state_dir, self.bind_host, document)
+        except OSError as e:
+            log.warning("the applied document not kept in %s: %s", self.state_dir, e)
+
+    async def _warm_start(self, stopping: asyncio.Event) -> None:
+        """The router running its stored document (``warm_start``; ``early``: already started by the command), its
+        readiness served: it listens again before the configuration source answers (a restarted container's
+        adaptor waits on no API server). The source's first document is applied next, as any update (what did not
+        change keeps running)."""
+        if self.early is not None and self.plane.running and self.plane.last_document is not None:
+            document: dict[str, Any] | None = self.plane.last_document
+        else:
+            document = stored_document(self.state_dir, self.bind_host) if self.warm_start else None
+            if document is None:
+                return
+            router = document.get("router")
+            if self._threads is None and isinstance(router, dict) and isinstance(router.get("threads"), int):
+                self.plane.threads = router["threads"]
+            await self.plane.start()
+            try:
+                answer = await self.plane.apply(document)
+            except RouterError as e:
+                answer = {"ok": False, "problems": [str(e)]}
+            if not answer.get("ok"):
+                log.warning("the stored document was not applied (%s); waiting for the configuration",
+                            "; ".join(str(p) for p in answer.get("problems", []))[:500])
+                return
+            log.info("router started from its last document, before the configuration was read")
+        assert document is not None
+        self.listener_names = listener_names(document)
+        self._start_background(stopping)
+        await self._start_http()
+
+    def _start_background(self, stopping: asyncio.Event) -> None:
+        if not self._background:
+            self._background = [asyncio.create_task(self._status_loop(), name="network-status"),
+                                asyncio.create_task(self.plane.supervise(stopping), name="router-supervisor")]
 
     # --- status --------------------------------------------------------------------------------------------------
 
@@ -218,34 +256,23 @@ class RustAdaptor:
     # --- HTTP ----------------------------------------------------------------------------------------------------
 
     async def _metrics(self, _: web.Request) -> web.Response:
-        body = generate_latest(self.registry)
+        from . import adaptor_metrics
+
+        if self._registry is None:
+            self._registry = adaptor_metrics.registry_for(self)
+        body = adaptor_metrics.render(self._registry)
         with contextlib.suppress(RouterError):
             text = await self.plane.metrics_text()
             body += "".join(line + "\n" for line in text.splitlines() if line != "# EOF").encode()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+        return web.Response(body=body, headers={"Content-Type": adaptor_metrics.CONTENT_TYPE})
 
     async def _healthz(self, _: web.Request) -> web.Response:
         ok = self.plane.running
         return web.Response(status=200 if ok else 503, text="ok\n" if ok else "the router is not running\n")
 
-    def _remember_stored_routes(self) -> None:
-        """The Listeners the router listened for before this adaptor started (its ``network.json``, kept in the
-        state directory across a container restart)."""
-        try:
-            stored = json.loads(self.network_status_file.read_text())
-        except (OSError, ValueError):
-            return
-        self.routes.remember(listening_in_status(stored))
-
     async def _readyz(self, _: web.Request) -> web.Response:
-        if self.plane.restarts:
-            self.routes.remember(())     # what the crashed router process listened for is known
-        listeners = [listener.name for listener in self.document.listeners] if self.document is not None else []
-        try:
-            ok, reason = await self.plane.ready(self.routes.routed(listeners))
-        except RouterError as e:
-            ok, reason = False, str(e)
-        return web.Response(status=200 if ok else 503, text="ready\n" if ok else f"not ready: {reason}\n")
+        status, text = await readiness(self.plane, self.routes, self.listener_names)
+        return web.Response(status=status, text=text)
 
     async def _network(self, _: web.Request) -> web.Response:
         if self.status is None:
@@ -253,6 +280,8 @@ class RustAdaptor:
         return web.json_response(self.status)
 
     async def _start_http(self) -> None:
+        if self.early is not None:
+            await self.early.close_http()     # its address is this server's
         if self.metrics_address is None:
             return
         app = web.Application()
@@ -281,19 +310,21 @@ class RustAdaptor:
             await self._shutdown(snapshots, stopping)
 
     async def _start(self, snapshots: AsyncIterator[ConfigSnapshot], stopping: asyncio.Event) -> None:
-        self._remember_stored_routes()
+        remember_stored_routes(self.state_dir, self.routes)
+        await self._warm_start(stopping)
         first = await anext(snapshots)
         config = self._parse(first)
         self._watch_tls(config)
-        if self._threads is None:
-            self.plane.threads = config.router.threads
-        await self.plane.start()
+        if not self.plane.running:
+            if self._threads is None:
+                self.plane.threads = config.router.threads
+            await self.plane.start()
         await self._apply(config, first.origin)
         log.info("router started from %s", first.origin)
         self.applied.set()
-        self._background = [asyncio.create_task(self._status_loop(), name="network-status"),
-                            asyncio.create_task(self.plane.supervise(stopping), name="router-supervisor")]
-        await self._start_http()
+        self._start_background(stopping)
+        if self._runner is None:
+            await self._start_http()
 
     async def _serve(self, snapshots: AsyncIterator[ConfigSnapshot], stop: asyncio.Event,
                      stopping: asyncio.Event) -> None:
@@ -341,7 +372,7 @@ def adaptor_for(source: ConfigSource, options: AdaptorOptions) -> RustAdaptor:
     """The adaptor ``options`` describe, following ``source``."""
     return RustAdaptor(source, options.state_dir, metrics_address=options.metrics_address,
                        tls_resolver=options.tls_resolver, bind_host=options.bind_host,
-                       router_binary=options.router_binary)
+                       router_binary=options.router_binary, warm_start=options.warm_start, early=options.early)
 
 
 async def run_adaptor(source: ConfigSource, options: AdaptorOptions, stop: asyncio.Event) -> None:

@@ -16,10 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
-
 from .config import TlsProfile
 from .names import encode_name
 
@@ -93,13 +89,14 @@ class FileTlsResolver:
         return [Path(p) for p in (profile.files.ca, profile.files.cert, profile.files.key) if p]
 
 
-def _public_bytes(key: PrivateKeyTypes) -> bytes:
-    return key.public_key().public_bytes(serialization.Encoding.DER,  # type: ignore[union-attr]
-                                         serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
 def check_material(material: TlsMaterial) -> None:
-    """Raise ``TlsProblem`` unless every present part parses and the key matches the first certificate."""
+    """Raise ``TlsProblem`` unless every present part parses and the key matches the first certificate.
+    ``cryptography`` is imported by the first check, not with this module: a router Pod's adaptor starts without
+    it (a router without TLS profiles never needs it)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    der, spki = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     certs: list[x509.Certificate] = []
     if material.ca is not None:
         try:
@@ -120,8 +117,8 @@ def check_material(material: TlsMaterial) -> None:
         except (ValueError, TypeError) as e:
             raise TlsProblem(f"key is not an unencrypted PEM private key: {e}") from None
         try:
-            matches = _public_bytes(key) == certs[0].public_key().public_bytes(
-                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+            public = key.public_key().public_bytes(der, spki)  # type: ignore[union-attr]
+            matches = public == certs[0].public_key().public_bytes(der, spki)
         except (AttributeError, ValueError):
             matches = False
         if not matches:

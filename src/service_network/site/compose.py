@@ -208,11 +208,14 @@ class _ListenerWork:
 def _carrying(name: str, host: str, inputs: SiteInputs) -> ConditionState:
     """Whether a client of the Listener's Service gets through now: a router listens on its port, and the Service's
     EndpointSlices route the port to a ready router Pod (kube-proxy programs from them). Until then the Listener is
-    not Ready, so that a client that waits for Ready is not refused."""
-    if inputs.listening is not None and name not in inputs.listening:
-        return pending("waiting for the router to listen")
+    not Ready, so that a client that waits for Ready is not refused. With both missing, the Service is named: a
+    crashed router's Pod loses its endpoints before its new router reports what it listens on, so the Listener keeps
+    one message through the restart (not one more status write per Listener of the site while nothing changes for
+    its clients)."""
     if inputs.ready_ports is not None and name not in inputs.ready_ports.get(host, frozenset()):
         return pending(f"waiting for Service {host} to route to a ready router Pod")
+    if inputs.listening is not None and name not in inputs.listening:
+        return pending("waiting for the router to listen")
     return ready()
 
 

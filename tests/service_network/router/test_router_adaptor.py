@@ -11,12 +11,14 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from router_support import (
     alive,
     document,
     free_port,
     loopback,
+    readyz,
     refused,
     router_pid,
     target_connectors,
@@ -214,3 +216,79 @@ async def test_a_cancelled_run_starts_nothing_afterwards(state_dir) -> None:
     await asyncio.sleep(1.0)
     assert adaptor.plane.pid is None, "the router process started after run() was cancelled"
     assert not [t for t in asyncio.all_tasks() if t.get_name() in ("router-start", "config-follow")]
+
+
+async def _stop(adaptor_run: asyncio.Task[None], stop: asyncio.Event) -> None:
+    stop.set()
+    await asyncio.wait_for(adaptor_run, 15)
+
+
+async def test_a_restarted_adaptor_serves_its_last_document_before_the_source_answers(
+        state_dir: Path, start_backend: Any) -> None:
+    """``warm_start`` (a router Pod's container restarted, its state directory kept): the router listens again and
+    ``/readyz`` says ready with the document it ran before, while the configuration source has not answered (the
+    API server is slow); the source's document is applied when it comes, and then kept for the next start."""
+    host = loopback()
+    ports = [free_port(host), free_port(host)]
+    pod = await start_backend("pod-a")
+    listeners = [{"name": f"l{i}", "routingKey": "backend", "host": host, "port": port}
+                 for i, port in enumerate(ports)]
+    before = document(listeners=listeners[:1], connectors=target_connectors("backend", [pod]))
+
+    first_source = _LateSource(json.dumps(before))
+    first_source.release.set()
+    first = RustAdaptor(first_source, state_dir, warm_start=True)
+    stop = asyncio.Event()
+    run = asyncio.create_task(first.run(stop))
+    assert (await wait_until(lambda: _try_who(host, ports[0]), what="the first adaptor serving"))[0] == "pod-a"
+    await _stop(run, stop)
+    assert await refused(host, ports[0])
+
+    late = _LateSource(json.dumps(document(listeners=listeners, connectors=target_connectors("backend", [pod]))))
+    second = RustAdaptor(late, state_dir, metrics_address=("127.0.0.1", 0), warm_start=True)
+    stop = asyncio.Event()
+    run = asyncio.create_task(second.run(stop))
+    try:
+        name, _, writer = await wait_until(lambda: _try_who(host, ports[0]), what="the stored document served")
+        writer.close()
+        assert name == "pod-a"
+        await wait_until(lambda: second.metrics_port, what="readiness served")
+        assert await readyz(second) == (200, "ready\n")
+        assert second.document is None and not late.release.is_set()   # the source has not answered
+        assert await refused(host, ports[1])
+
+        late.release.set()
+        name, _, writer = await wait_until(lambda: _try_who(host, ports[1]), what="the source's document applied")
+        writer.close()
+        assert name == "pod-a"
+        stored = json.loads((state_dir / "document.json").read_text())
+        assert [x["name"] for x in stored["document"]["listeners"]] == ["l0", "l1"]
+    finally:
+        await _stop(run, stop)
+
+
+async def test_without_warm_start_nothing_runs_before_the_source_answers(state_dir: Path, start_backend: Any) -> None:
+    """The file command's adaptor (no ``warm_start``) keeps no document and starts its router from the source only:
+    a configuration file edited while it was stopped is never preceded by the old one."""
+    host = loopback()
+    port = free_port(host)
+    pod = await start_backend("pod-a")
+    doc = document(listeners=[{"name": "l", "routingKey": "backend", "host": host, "port": port}],
+                   connectors=target_connectors("backend", [pod]))
+    source = _LateSource(json.dumps(doc))
+    source.release.set()
+    adaptor = RustAdaptor(source, state_dir)
+    stop = asyncio.Event()
+    run = asyncio.create_task(adaptor.run(stop))
+    assert (await wait_until(lambda: _try_who(host, port), what="serving"))[0] == "pod-a"
+    await _stop(run, stop)
+    assert not (state_dir / "document.json").exists()
+
+    again = RustAdaptor(_LateSource(json.dumps(doc)), state_dir)
+    stop = asyncio.Event()
+    run = asyncio.create_task(again.run(stop))
+    try:
+        await asyncio.sleep(1.0)
+        assert again.plane.pid is None and await refused(host, port)
+    finally:
+        await _stop(run, stop)

@@ -9,29 +9,14 @@ import contextlib
 import json
 import os
 import signal
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from router_support import Backend, document, free_port, loopback, target_connectors, wait_until, who
+from router_support import Backend, document, free_port, loopback, readyz, target_connectors, wait_until, who
 
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
-
-
-def _readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
-async def readyz(adaptor: RustAdaptor) -> tuple[int, str]:
-    assert adaptor.metrics_port is not None
-    return await asyncio.to_thread(_readyz, adaptor.metrics_port)
 
 
 @contextlib.asynccontextmanager

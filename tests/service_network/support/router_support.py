@@ -13,6 +13,8 @@ import socket
 import ssl
 import struct
 import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -289,3 +291,17 @@ async def read_link_hello(reader: asyncio.StreamReader) -> dict[str, Any]:
     except asyncio.IncompleteReadError:
         raise ConnectionError("closed by the access") from None
     return answer
+
+
+def _readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+async def readyz(adaptor: RustAdaptor) -> tuple[int, str]:
+    """The adaptor's ``/readyz``: (HTTP status, body)."""
+    assert adaptor.metrics_port is not None
+    return await asyncio.to_thread(_readyz, adaptor.metrics_port)
