@@ -166,9 +166,9 @@ async fn our_router_dials_skrouterds_inter_router_listener() {
     stop(&slot);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn skrouterds_connector_dials_our_router_access() {
-    let Some(home) = upstream::home() else { return };
+/// Our router "ours" with a router access, and skrouterd `id` (its client certificate names `cn`) whose
+/// `inter-router` connector dials it as upstream's controller writes one.
+async fn dialed_by(home: &std::path::Path, id: &str, cn: &str) -> (Net, snrouter::api::Slot, Value) {
     let files = Files::new();
     let ca = ca("site-ca");
     let access_port = free_port();
@@ -178,18 +178,40 @@ async fn skrouterds_connector_dials_our_router_access() {
     d["routerAccess"] =
         json!([{"name": "inter-router", "host": "127.0.0.1", "port": access_port, "tlsProfile": "site-server"}]);
     let slot = start(&d);
-    let client = pki::write_profile(files.path(), "skupper-link", &ca.pem, &leaf(&ca, "up-b", &[]));
+    let client = pki::write_profile(files.path(), "skupper-link", &ca.pem, &leaf(&ca, cn, &[]));
     let (skrouterd, echo_port) = skrouterd(
-        &home,
-        "up-b",
+        home,
+        id,
         vec![
             client.ssl_profile("skupper-link"),
             json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": "inter-router",
                                  "sslProfile": "skupper-link", "cost": 1}]),
         ],
     );
-    let net = Net { files, ca, skrouterd, echo_port };
+    (Net { files, ca, skrouterd, echo_port }, slot, d)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skrouterds_connector_dials_our_router_access() {
+    let Some(home) = upstream::home() else { return };
+    let (net, slot, d) = dialed_by(&home, "up-b", "up-b").await;
     border_both_ways(&net, &slot, &d, "up-b").await;
+    stop(&slot);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_access_refuses_an_upstream_router_whose_id_its_certificate_does_not_allow() {
+    let Some(home) = upstream::home() else { return };
+    // skrouterd calls itself up-y; its client certificate names up-b
+    let (net, slot, _) = dialed_by(&home, "up-y", "up-b").await;
+    until("the refusal is in the network status", &net.skrouterd, async || {
+        network(&slot)["refused"].as_array().is_some_and(|r| {
+            r.iter().any(|x| x["reason"].as_str().is_some_and(|w| w.contains("certificate of up-b claimed to be up-y")))
+        })
+    })
+    .await;
+    assert_eq!(network(&slot)["upstream"]["neighbours"], json!([]));
+    assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
     stop(&slot);
 }
 
