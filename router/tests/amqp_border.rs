@@ -196,6 +196,8 @@ async fn skrouterds_connector_dials_our_router_access() {
     let Some(home) = upstream::home() else { return };
     let (net, slot, d) = dialed_by(&home, "up-b", "up-b").await;
     border_both_ways(&net, &slot, &d, "up-b").await;
+    // its data connections name the same router id: admitted like its control connection, none refused
+    assert_eq!(network(&slot)["refused"], json!([]), "{}", network(&slot));
     stop(&slot);
 }
 

@@ -32,8 +32,6 @@ use crate::tls;
 enum Handshook {
     Native(Box<Accepted>),
     Amqp(Pending, Claim),
-    /// One of upstream's data connections: driven, nothing to hand on.
-    AmqpData,
 }
 
 /// The rejection reason of a connection closed before it sent a byte (a TCP health check, such as a load
@@ -164,7 +162,6 @@ impl Access {
                                 }
                                 Ok(Ok(Handshook::Native(accepted))) => me.links.accepted(*accepted),
                                 Ok(Ok(Handshook::Amqp(pending, claim))) => me.links.accepted_amqp(pending, claim),
-                                Ok(Ok(Handshook::AmqpData)) => {}
                             }
                         });
                     }
@@ -252,9 +249,8 @@ impl Access {
         cn: &str,
         certificate: &str,
     ) -> Result<Handshook, (&'static str, String)> {
-        let Some(pending) = self.links.border().accept(tls, cn).await.map_err(|e| ("amqp", e))? else {
-            return Ok(Handshook::AmqpData);
-        };
+        // the control connection and the data connections alike: each is refused unless its id is admitted
+        let pending = self.links.border().accept(tls, cn).await.map_err(|e| ("amqp", e))?;
         let admitted = if pending.peer == self.id {
             Err(("identity", format!("a router claimed to be this router ({})", truncate(&pending.peer, 100))))
         } else {

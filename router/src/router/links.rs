@@ -338,15 +338,19 @@ impl Links {
     }
 
     /// An AMQP connection the router access accepted (upstream's router dialed, its identity admitted): joins the
-    /// node at cost 1, holding the identity's claim while it runs.
+    /// node at cost 1 (a data connection is only kept), holding the identity's claim while it runs.
     pub fn accepted_amqp(&self, pending: Pending, claim: Claim) {
         let border = self.border.clone();
         tokio::spawn(async move {
-            let peer = pending.peer.clone();
+            let (peer, data) = (pending.peer.clone(), pending.is_data());
             let joined = border.join(pending, 1).await;
-            tracing::info!("upstream router {} linked (AMQP)", truncate(&peer, 100));
+            if !data {
+                tracing::info!("upstream router {} linked (AMQP)", truncate(&peer, 100));
+            }
             let why = joined.ended().await;
-            tracing::info!("upstream router {}: AMQP connection ended: {why}", truncate(&peer, 100));
+            if !data {
+                tracing::info!("upstream router {}: AMQP connection ended: {why}", truncate(&peer, 100));
+            }
             drop(claim);
         });
     }

@@ -45,6 +45,11 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// One of upstream's data ("trunk") connections: no router links.
+    pub fn is_data(&self) -> bool {
+        self.control.is_none()
+    }
+
     /// Refuses the connection (an AMQP `close`, then the socket).
     pub fn close(self) {
         self.handle.sender().close();
@@ -132,8 +137,9 @@ impl Border {
 
     /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
     /// `EXTERNAL` with `identity` (the client certificate's common name), our `open`, the peer's `open` and its
-    /// control links. `Ok(None)`: one of upstream's data connections, kept driven until it ends (no router links).
-    pub async fn accept<S>(&self, mut io: S, identity: &str) -> Result<Option<Pending>, String>
+    /// control links; or one of upstream's data connections ([`Pending::is_data`]: no router links, kept driven
+    /// once joined). Either way the caller checks the peer's id before joining it.
+    pub async fn accept<S>(&self, mut io: S, identity: &str) -> Result<Pending, String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -149,27 +155,23 @@ impl Border {
             .iter()
             .any(|(k, v)| k.as_str() == Some("qd.inter-router-role") && v.as_i64() == Some(ROLE_INTER_ROUTER_DATA));
         if data {
-            tokio::spawn(async move { while handle.events.recv().await.is_some() {} });
-            return Ok(None);
+            return Ok(Pending { peer, handle, control: None });
         }
-        let waited = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_control_links(&mut handle)).await;
-        match waited {
-            Ok(Some(control)) => Ok(Some(Pending { peer, handle, control: Some(control) })),
-            _ => {
-                // no control links: a data connection that did not say so; keep it driven like one
-                tokio::spawn(async move { while handle.events.recv().await.is_some() {} });
-                Ok(None)
-            }
-        }
+        // no control links in time: a data connection that did not say so, kept like one
+        let control = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_control_links(&mut handle)).await.ok().flatten();
+        Ok(Pending { peer, handle, control })
     }
 
-    /// Hands a connection to the node at `cost` (the one place connections join it; a connection without control
-    /// links is closed).
+    /// Hands a connection to the node at `cost` (the one place connections join it); a data connection is only
+    /// kept driven (it carries no router links).
     pub async fn join(&self, p: Pending, cost: u32) -> Joined {
         let sender = p.handle.sender();
+        let mut handle = p.handle;
         match p.control {
-            Some((tx, rx)) => self.node().add_connection(p.handle, tx, rx, i64::from(cost.max(1))).await,
-            None => sender.close(),
+            Some((tx, rx)) => self.node().add_connection(handle, tx, rx, i64::from(cost.max(1))).await,
+            None => {
+                tokio::spawn(async move { while handle.events.recv().await.is_some() {} });
+            }
         }
         Joined { sender }
     }
