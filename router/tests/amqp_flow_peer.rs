@@ -226,7 +226,10 @@ async fn our_flows_reach_skrouterds_connectors() {
         return;
     }
     let (echo, source) = (echo_server().await, source_server(100 * MIB).await);
-    let connector = |name: &str, addr: SocketAddr| json!(["tcpConnector", {"name": name, "host": "127.0.0.1", "port": addr.port(), "address": name}]);
+    let connector = |name: &str, addr: SocketAddr| {
+        let (host, port) = ("127.0.0.1", addr.port());
+        json!(["tcpConnector", {"name": name, "host": host, "port": port, "address": name}])
+    };
     let nobody: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     let entities = vec![connector("k2", echo), connector("src", source), connector("nobody", nobody)];
     let (router, node, flows) = connect("up-out", free_port(), entities, HashMap::new()).await;

@@ -1,7 +1,8 @@
 //! TCP flows over upstream's inter-router connections (`docs/dev/mixed-networks.md` section 3): one flow is two
-//! streaming deliveries, one per direction, as skrouterd's TCP adaptor sends them (`docs/dev/upstream-router-protocol.md`
-//! section 3). Layout: [`head`] (pure: the deliveries' heads, the window arithmetic), [`halves`] (a flow's
-//! [`FlowTx`]/[`FlowRx`] and their shared state), [`mux`] (the task that owns a connection's streaming links).
+//! streaming deliveries, one per direction, as skrouterd's TCP adaptor sends them
+//! (`docs/dev/upstream-router-protocol.md` section 3). Layout: [`head`] (pure: the deliveries' heads, the window
+//! arithmetic), [`halves`] (a flow's [`FlowTx`]/[`FlowRx`] and their shared state), [`mux`] (the task that owns a
+//! connection's streaming links).
 //!
 //! # API
 //!
