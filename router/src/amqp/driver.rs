@@ -1,39 +1,77 @@
 //! A tokio task that drives one [`Conn`] over a byte stream (TCP or TLS, after SASL): it reads into the
-//! connection's frame reader, writes its output, ticks its idle timer, accepts the peer's new links and keeps
-//! `credit` granted on every receiving link, and queues what the caller sends until the link has credit. The caller
-//! holds a [`Handle`]: send a message on a link, receive the connection's events, learn when it ended and why.
+//! connection's frame reader, writes its output, ticks its idle timer, accepts the peer's new links, and carries
+//! two kinds of links for its callers:
 //!
-//! Bounds: at most [`MAX_QUEUED`] messages wait per link (the oldest is dropped beyond: routing messages are
-//! repeated by their protocol), commands wait in a channel of [`COMMANDS`]; events go to the caller as they come
-//! (the connection's own limits bound what one peer can make it buffer).
+//! * **router links** (the control and data links, anything but streaming links): `credit` is kept granted on every
+//!   receiving one, and [`Sender::send`] queues whole pre-settled messages until the link has credit;
+//! * **streaming links** (the peer's attaches without address or capabilities, `interior::classify`, and the links
+//!   a caller attaches with [`Sender::attach`]): nothing is granted or settled by the driver; the owner (`amqp::flow`)
+//!   drives them with [`Sender::op`]: transfers of a delivery frame by frame (`more` until its end), abort,
+//!   dispositions, credit, `consumed`, detach, applied in order per link (a transfer waits for credit and window).
+//!
+//! The peer's data links (`qd.router-data`, on which skrouterd also sends flows: one at a time per priority) are
+//! granted like router links but their events go with the streaming links'.
+//!
+//! Events are demultiplexed: those of streaming links go to [`Handle::take_streams`]'s receiver, all others to
+//! [`Handle::events`]. Bounds: both channels hold at most [`EVENTS`] events; a consumer that lets one fill (a peer
+//! flooding faster than it is read) gets the connection closed with `amqp:resource-limit-exceeded`, never memory
+//! that grows. At most [`MAX_QUEUED`] router messages wait per link (the oldest is dropped beyond: routing messages
+//! are repeated by their protocol); commands wait in a channel of [`COMMANDS`]; a streaming link's queued
+//! operations are bounded by its owner's window (`amqp::flow` never has more than ~1 MiB unacknowledged).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use super::conn::{Conn, Event, LinkId};
-use super::performative::Role;
+use super::conn::{condition, error, Conn, ConnError, Event, LinkId};
+use super::interior::{classify, PeerLink};
+use super::performative::terminus::DeliveryState;
+use super::performative::{Attach, Role};
 
 /// Messages that may wait for credit on one link.
 pub const MAX_QUEUED: usize = 1024;
 /// Commands that may wait for the task.
 pub const COMMANDS: usize = 1024;
+/// Events that may wait for each consumer (router links, streaming links).
+pub const EVENTS: usize = 8192;
 /// The longest the task sleeps without ticking the connection.
 const MAX_WAIT: Duration = Duration::from_millis(500);
 
+/// One operation on a streaming link, applied in order with the link's others.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkOp {
+    /// Part of an unsettled delivery on a sending link (a new delivery starts after the last ended): waits for
+    /// credit and session window.
+    Transfer { payload: Bytes, more: bool },
+    /// Aborts the sending link's delivery in progress.
+    Abort,
+    /// A delivery's state (ours on a sending link, the peer's on a receiving one); `delivery_id` `None`: the
+    /// last delivery this link sent.
+    Disposition { delivery_id: Option<u32>, state: Option<DeliveryState>, settled: bool },
+    /// Credit for a receiving link (replacing what was left).
+    Grant(u32),
+    /// Bytes of the link's transfers passed on (the connection's buffer bounds).
+    Consumed(usize),
+    /// Detaches (closes) the link.
+    Detach,
+}
+
 enum Command {
     Send { link: LinkId, payload: Bytes },
+    Attach { attach: Box<Attach>, reply: oneshot::Sender<Option<LinkId>> },
+    Op { link: LinkId, op: LinkOp },
     Close,
 }
 
 /// The caller's side of a driven connection.
 pub struct Handle {
     commands: mpsc::Sender<Command>,
-    /// The connection's events (after the driver's own handling: new links already accepted, credit granted).
-    pub events: mpsc::UnboundedReceiver<Event>,
+    /// The events of router links and of the connection (new links already accepted, credit granted).
+    pub events: mpsc::Receiver<Event>,
+    streams: Option<mpsc::Receiver<Event>>,
     ended: watch::Receiver<Option<String>>,
 }
 
@@ -49,6 +87,25 @@ impl Sender {
     /// connection has ended or the task's queue is full.
     pub fn send(&self, link: LinkId, payload: Bytes) -> bool {
         self.commands.try_send(Command::Send { link, payload }).is_ok()
+    }
+
+    /// Attaches a streaming link (on a session the driver begins once for them); its events go to the streams
+    /// receiver. `None` when the connection has ended or has no room for it.
+    pub async fn attach(&self, attach: Attach) -> Option<LinkId> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(Command::Attach { attach: Box::new(attach), reply }).await.ok()?;
+        answer.await.ok().flatten()
+    }
+
+    /// Queues `op` on streaming link `link` (waits while the command channel is full); false once the
+    /// connection has ended.
+    pub async fn op(&self, link: LinkId, op: LinkOp) -> bool {
+        self.commands.send(Command::Op { link, op }).await.is_ok()
+    }
+
+    /// [`Sender::op`] without waiting (for drop paths): false when the channel is full or the connection ended.
+    pub fn try_op(&self, link: LinkId, op: LinkOp) -> bool {
+        self.commands.try_send(Command::Op { link, op }).is_ok()
     }
 
     /// Closes the connection (an AMQP `close`, then the socket).
@@ -79,30 +136,70 @@ impl Handle {
     pub fn sender(&self) -> Sender {
         Sender { commands: self.commands.clone(), ended: self.ended.clone() }
     }
+
+    /// The events of streaming links (once: `amqp::flow` takes it before the handle goes to the node). Not taken,
+    /// the peer's streaming links are attached but never given credit.
+    pub fn take_streams(&mut self) -> Option<mpsc::Receiver<Event>> {
+        self.streams.take()
+    }
 }
 
 /// Drives `conn` over `stream` (`rest`: bytes read past the SASL exchange) on a new task, granting `credit` on
-/// every receiving link.
+/// every receiving router link.
 pub fn spawn<S>(stream: S, conn: Conn, rest: Bytes, credit: u32) -> Handle
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (commands, command_rx) = mpsc::channel(COMMANDS);
-    let (events_tx, events) = mpsc::unbounded_channel();
+    let (events_tx, events) = mpsc::channel(EVENTS);
+    let (streams_tx, streams) = mpsc::channel(EVENTS);
     let (ended_tx, ended) = watch::channel(None);
     tokio::spawn(async move {
-        let why =
-            Driver { conn, credit, queued: HashMap::new(), events: events_tx }.run(stream, rest, command_rx).await;
+        let driver = Driver {
+            conn,
+            credit,
+            queued: HashMap::new(),
+            ops: HashMap::new(),
+            sent: HashMap::new(),
+            streaming: HashSet::new(),
+            owner_credit: HashSet::new(),
+            stream_session: None,
+            events: events_tx,
+            streams: streams_tx,
+            overflow: false,
+        };
+        let why = driver.run(stream, rest, command_rx).await;
         let _ = ended_tx.send(Some(why));
     });
-    Handle { commands, events, ended }
+    Handle { commands, events, streams: Some(streams), ended }
 }
 
 struct Driver {
     conn: Conn,
     credit: u32,
     queued: HashMap<LinkId, VecDeque<Bytes>>,
-    events: mpsc::UnboundedSender<Event>,
+    ops: HashMap<LinkId, VecDeque<LinkOp>>,
+    /// The last delivery each streaming sender sent.
+    sent: HashMap<LinkId, u32>,
+    /// The streaming links (their events go to `streams`; no automatic credit).
+    streaming: HashSet<LinkId>,
+    /// The links whose credit their owner grants (streaming links proper).
+    owner_credit: HashSet<LinkId>,
+    stream_session: Option<u16>,
+    events: mpsc::Sender<Event>,
+    streams: mpsc::Sender<Event>,
+    overflow: bool,
+}
+
+fn event_link(e: &Event) -> Option<LinkId> {
+    match e {
+        Event::Attached { link, .. }
+        | Event::Credit { link, .. }
+        | Event::Transfer { link, .. }
+        | Event::Disposition { link, .. }
+        | Event::Detached { link, .. } => Some(*link),
+        _ => None,
+    }
 }
 
 impl Driver {
@@ -127,6 +224,9 @@ impl Driver {
                 let _ = stream.shutdown().await;
                 return "closed".into();
             }
+            if self.overflow {
+                return "a consumer fell behind: events overflowed".into();
+            }
             let wait = match self.conn.tick(Instant::now()) {
                 Ok(next) => next.map_or(MAX_WAIT, |t| t.saturating_duration_since(Instant::now()).min(MAX_WAIT)),
                 Err(e) => return self.finish(&mut stream, e.to_string()).await,
@@ -142,18 +242,55 @@ impl Driver {
                     Err(e) => return format!("read: {e}"),
                 },
                 command = commands.recv() => match command {
-                    Some(Command::Send { link, payload }) => {
-                        let q = self.queued.entry(link).or_default();
-                        if q.len() >= MAX_QUEUED {
-                            q.pop_front();
+                    Some(c) => {
+                        self.command(c);
+                        // Take what else is waiting before writing (a flow's frames come in runs).
+                        while let Ok(c) = commands.try_recv() {
+                            self.command(c);
                         }
-                        q.push_back(payload);
                     }
-                    Some(Command::Close) | None => self.conn.close(None),
+                    None => self.conn.close(None),
                 },
                 _ = tokio::time::sleep(wait) => {}
             }
         }
+    }
+
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Send { link, payload } => {
+                let q = self.queued.entry(link).or_default();
+                if q.len() >= MAX_QUEUED {
+                    q.pop_front();
+                }
+                q.push_back(payload);
+            }
+            Command::Attach { attach, reply } => {
+                let link = self.attach_streaming(*attach);
+                let _ = reply.send(link);
+            }
+            Command::Op { link, op } => {
+                if self.streaming.contains(&link) {
+                    self.ops.entry(link).or_default().push_back(op);
+                }
+            }
+            Command::Close => self.conn.close(None),
+        }
+    }
+
+    fn attach_streaming(&mut self, attach: Attach) -> Option<LinkId> {
+        let session = match self.stream_session {
+            Some(s) => s,
+            None => {
+                let s = self.conn.begin().ok()?;
+                self.stream_session = Some(s);
+                s
+            }
+        };
+        let link = self.conn.attach(session, attach).ok()?;
+        self.streaming.insert(link);
+        self.owner_credit.insert(link);
+        Some(link)
     }
 
     /// Writes what the connection still has to say (its `close`) and says why it ended.
@@ -171,21 +308,52 @@ impl Driver {
                 Event::Attached { link, attach, new } => {
                     if *new {
                         let _ = self.conn.accept_attach(*link);
+                        match classify(attach) {
+                            PeerLink::Streaming => {
+                                self.streaming.insert(*link);
+                                self.owner_credit.insert(*link);
+                            }
+                            // skrouterd also sends streaming deliveries on its data links (then one at a time
+                            // per priority): the flows read them; the driver keeps them granted.
+                            PeerLink::Data if attach.role == Role::Sender => {
+                                self.streaming.insert(*link);
+                            }
+                            _ => {}
+                        }
                     }
                     // The peer's role is the opposite of ours: it sends on our receivers.
-                    if attach.role == Role::Sender {
+                    if attach.role == Role::Sender && !self.owner_credit.contains(link) {
                         let _ = self.conn.grant(*link, self.credit);
                     }
                 }
-                Event::Transfer { link, more: false, .. } if self.conn.credit(*link) < self.credit / 2 => {
+                Event::Transfer { link, more: false, .. }
+                    if !self.owner_credit.contains(link) && self.conn.credit(*link) < self.credit / 2 =>
+                {
                     let _ = self.conn.grant(*link, self.credit);
                 }
                 Event::Detached { link, .. } => {
                     self.queued.remove(link);
+                    self.ops.remove(link);
+                    self.sent.remove(link);
                 }
                 _ => {}
             }
-            let _ = self.events.send(e);
+            let streaming = event_link(&e).filter(|l| self.streaming.contains(l));
+            if let Some(Event::Detached { link, .. }) = streaming.as_ref().map(|_| &e) {
+                self.streaming.remove(link);
+                self.owner_credit.remove(link);
+            }
+            let to = if streaming.is_some() { &self.streams } else { &self.events };
+            match to.try_send(e) {
+                Ok(()) => {}
+                // Nobody takes streaming events: those links simply never get credit.
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    self.conn.close(Some(error(condition::RESOURCE_LIMIT, "events not read")));
+                    self.overflow = true;
+                    return;
+                }
+            }
         }
     }
 
@@ -198,6 +366,34 @@ impl Driver {
                 }
             }
         }
+        for (link, q) in &mut self.ops {
+            while let Some(op) = q.front() {
+                let done = match op {
+                    LinkOp::Transfer { payload, more } => self.conn.transfer(*link, payload, *more, false).map(|d| {
+                        self.sent.insert(*link, d);
+                    }),
+                    LinkOp::Abort => self.conn.abort(*link),
+                    LinkOp::Disposition { delivery_id, state, settled } => {
+                        match delivery_id.or_else(|| self.sent.get(link).copied()) {
+                            Some(d) => self.conn.disposition(*link, d, state.clone(), *settled),
+                            None => Ok(()),
+                        }
+                    }
+                    LinkOp::Grant(n) if self.owner_credit.contains(link) => self.conn.grant(*link, *n),
+                    LinkOp::Grant(_) => Ok(()),
+                    LinkOp::Consumed(n) => {
+                        self.conn.consumed(*link, *n);
+                        Ok(())
+                    }
+                    LinkOp::Detach => self.conn.detach(*link, true, None),
+                };
+                if matches!(done, Err(ConnError::Blocked(_))) {
+                    break;
+                }
+                q.pop_front();
+            }
+        }
+        self.ops.retain(|_, q| !q.is_empty());
     }
 }
 

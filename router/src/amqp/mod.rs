@@ -2,15 +2,17 @@
 //! type system ([`codec`]), frames and protocol headers ([`frame`]), the performatives of the connection, session, link
 //! and SASL layers ([`performative`], [`composite`] their field lists), the message sections with skrouterd's router
 //! annotations ([`message`]), SASL ([`sasl`]), the connection as a sans-I/O state machine ([`conn`]), inter-router
-//! connections as upstream makes them ([`interior`]), and upstream's routing protocol ([`routing`]: HELLO, RA, LSU,
-//! LSR, MAU, MAR and the engine that makes this router a node of upstream's network). All of it is pure: bytes in,
-//! values out, and back. Only the stream layer (`stream::*`) and this family may use it (`tests/module_graph.rs`
-//! checks); `docs/dev/amqp.md` describes the layout and the limits.
+//! connections as upstream makes them ([`interior`]), upstream's routing protocol ([`routing`]: HELLO, RA, LSU, LSR,
+//! MAU, MAR and the engine that makes this router a node of upstream's network), the task driving a connection
+//! ([`driver`]), the node ([`node`]) and TCP flows as streaming deliveries ([`flow`]). The codec layers are pure:
+//! bytes in, values out, and back. Only the stream layer (`stream::*`) and this family may use it
+//! (`tests/module_graph.rs` checks); `docs/dev/amqp.md` describes the layout and the limits.
 
 pub mod codec;
 pub mod composite;
 pub mod conn;
 pub mod driver;
+pub mod flow;
 pub mod frame;
 pub mod interior;
 pub mod message;

@@ -1,13 +1,14 @@
 //! A stream's two halves, whatever link protocol carries it: [`StreamTx`] sends (within the credit its peer gave),
 //! [`StreamRx`] receives and gives credit back once the bytes were written onward; [`OnOpen`] is what a link
-//! connection calls for each stream its peer opens. Each is an enum with one variant per protocol (today the native
-//! protocol's multiplexed streams, `native::mux`): a call is one `match`, no allocation or dynamic dispatch on the
-//! data path. A second protocol adds its variant here and its arm to each method; the routing code is unchanged.
+//! connection calls for each stream its peer opens. Each is an enum with one variant per protocol (the native
+//! protocol's multiplexed streams, `native::mux`; upstream's TCP flows over AMQP, `amqp::flow`): a call is one
+//! `match`, no allocation or dynamic dispatch on the data path. A second protocol adds its variant here and its arm to each method; the routing code is unchanged.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::amqp::flow;
 use crate::native::mux;
 use crate::stream::types::{Inbound, Open, ResetReason, StreamClosed};
 
@@ -17,6 +18,7 @@ pub type OnOpen = Arc<dyn Fn(StreamTx, StreamRx, Open) + Send + Sync>;
 /// The sending half of a stream.
 pub enum StreamTx {
     Native(mux::StreamTx),
+    Amqp(Box<flow::FlowTx>),
 }
 
 impl StreamTx {
@@ -24,6 +26,7 @@ impl StreamTx {
     pub async fn send(&self, data: Bytes) -> Result<(), StreamClosed> {
         match self {
             Self::Native(tx) => tx.send(data).await,
+            Self::Amqp(tx) => tx.send(data).await,
         }
     }
 
@@ -31,6 +34,7 @@ impl StreamTx {
     pub async fn fin(&self) {
         match self {
             Self::Native(tx) => tx.fin().await,
+            Self::Amqp(tx) => tx.fin().await,
         }
     }
 
@@ -38,6 +42,7 @@ impl StreamTx {
     pub async fn opened(&self) {
         match self {
             Self::Native(tx) => tx.opened().await,
+            Self::Amqp(tx) => tx.opened().await,
         }
     }
 
@@ -45,6 +50,7 @@ impl StreamTx {
     pub async fn reset(&self, reason: ResetReason) {
         match self {
             Self::Native(tx) => tx.reset(reason).await,
+            Self::Amqp(tx) => tx.reset(reason).await,
         }
     }
 }
@@ -52,6 +58,7 @@ impl StreamTx {
 /// The receiving half of a stream.
 pub enum StreamRx {
     Native(mux::StreamRx),
+    Amqp(flow::FlowRx),
 }
 
 impl StreamRx {
@@ -60,6 +67,7 @@ impl StreamRx {
     pub async fn recv(&mut self) -> Inbound {
         match self {
             Self::Native(rx) => rx.recv().await,
+            Self::Amqp(rx) => rx.recv().await,
         }
     }
 
@@ -67,6 +75,7 @@ impl StreamRx {
     pub async fn consumed(&mut self, n: usize) {
         match self {
             Self::Native(rx) => rx.consumed(n).await,
+            Self::Amqp(rx) => rx.consumed(n).await,
         }
     }
 
@@ -75,8 +84,9 @@ impl StreamRx {
     /// nothing changes: everything keeps arriving through [`StreamRx::recv`]. The caller keeps `onward` alive or
     /// resets it while this stream may still receive, and calls [`StreamRx::stop_forwarding`] when the relay ends.
     pub fn forward_to(&self, onward: &StreamTx) {
-        match (self, onward) {
-            (Self::Native(rx), StreamTx::Native(tx)) => rx.forward_to(tx),
+        // AMQP flows go through `recv` (their bytes are already in the flow's queue).
+        if let (Self::Native(rx), StreamTx::Native(tx)) = (self, onward) {
+            rx.forward_to(tx)
         }
     }
 
@@ -84,6 +94,7 @@ impl StreamRx {
     pub fn stop_forwarding(&self) {
         match self {
             Self::Native(rx) => rx.stop_forwarding(),
+            Self::Amqp(_) => {}
         }
     }
 
@@ -91,6 +102,17 @@ impl StreamRx {
     pub fn forwarded(&self) -> u64 {
         match self {
             Self::Native(rx) => rx.forwarded(),
+            Self::Amqp(_) => 0,
         }
     }
+}
+
+/// `on_open` for the flows a peer opens over AMQP (`amqp::flow::spawn`'s callback).
+pub fn amqp_on_open(on_open: OnOpen) -> flow::OnFlow {
+    Arc::new(move |tx, rx, open| on_open(StreamTx::Amqp(Box::new(tx)), StreamRx::Amqp(rx), open))
+}
+
+/// Opens an outbound flow over AMQP as a stream's halves; `None` when the connection has ended.
+pub async fn open_amqp(flows: &flow::Flows, open: Open) -> Option<(StreamTx, StreamRx)> {
+    flows.open(open).await.map(|(tx, rx)| (StreamTx::Amqp(Box::new(tx)), StreamRx::Amqp(rx)))
 }

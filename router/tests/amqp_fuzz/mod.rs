@@ -58,10 +58,14 @@ pub fn amqp_frame(data: &[u8]) {
 }
 
 /// Any bytes as a message: a head (its length within the input, whole sections) and the section after it, or an
-/// error; the head re-encodes to sections that parse back the same.
+/// error (and as a flow delivery's head, within the input); the head re-encodes to sections that parse back the same.
 pub fn amqp_message(data: &[u8]) {
     let limits = fuzz_limits();
     let input = Bytes::copy_from_slice(data);
+    // a flow delivery's head (amqp::flow::head) reads from the same bytes: never past them
+    if let Ok(Some(h)) = snrouter::amqp::flow::head::read_head(&input, &limits) {
+        assert!(h.len <= data.len());
+    }
     let Ok(parsed) = parse_head(&input, &limits) else { return };
     assert!(parsed.len <= data.len());
     if parsed.complete {

@@ -1,0 +1,289 @@
+//! The task that owns a connection's streaming links for its flows: it grants each link the peer attaches credit
+//! for one delivery, reads each delivery's head, hands a delivery for a routing key to the `OnFlow` callback as a
+//! new flow (or refuses it `modified` when nobody serves flows), a delivery to one of our reply addresses to the
+//! flow waiting for it (`Inbound::Opened`), the bytes after the head and the delivery's end or abort to the flow's
+//! receiving half, and the peer's outcomes and `received` windows on our deliveries to their sending half.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+
+use super::super::codec::Limits;
+use super::super::conn::{Event, LinkId};
+use super::super::driver::{LinkOp, Sender};
+use super::super::performative::terminus::DeliveryState;
+use super::super::performative::Role;
+use super::halves::{failed, streaming_attach, FlowRx, FlowTx, MuxCmd, OnFlow, Shared, Stats, HOP_LIMIT};
+use super::head::{area_id, read_head, server_head, strip_area, StreamHead, MAX_HEAD};
+use crate::stream::types::{Inbound, Open, ResetReason};
+
+enum Use {
+    /// Waiting for a delivery.
+    Idle,
+    /// A delivery's first bytes, until its head is whole.
+    Head { delivery: u32, settled: bool, buf: BytesMut },
+    /// A delivery that is no flow's (refused): its frames are passed over.
+    Refused,
+    /// A flow's delivery in progress, or ended (its outcome may still come).
+    Flow { shared: Arc<Shared>, ended: bool },
+    /// Our sending link.
+    Ours(Arc<Shared>),
+}
+
+pub struct Mux {
+    pub id: String,
+    pub sender: Sender,
+    pub on_flow: Option<OnFlow>,
+    pub stats: Arc<Stats>,
+    pub commands: mpsc::Sender<MuxCmd>,
+    links: HashMap<LinkId, Use>,
+    replies: HashMap<String, Arc<Shared>>,
+    limits: Limits,
+}
+
+impl Mux {
+    pub fn new(
+        id: String,
+        sender: Sender,
+        on_flow: Option<OnFlow>,
+        stats: Arc<Stats>,
+        commands: mpsc::Sender<MuxCmd>,
+    ) -> Mux {
+        Mux {
+            id,
+            sender,
+            on_flow,
+            stats,
+            commands,
+            links: HashMap::new(),
+            replies: HashMap::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    pub async fn run(mut self, mut streams: mpsc::Receiver<Event>, mut commands: mpsc::Receiver<MuxCmd>) {
+        loop {
+            tokio::select! {
+                e = streams.recv() => match e {
+                    Some(e) => self.event(e).await,
+                    None => break,
+                },
+                Some(c) = commands.recv() => match c {
+                    MuxCmd::Reply { address, shared } => {
+                        self.replies.insert(address, shared);
+                    }
+                    MuxCmd::Own { link, shared } => {
+                        self.links.insert(link, Use::Ours(shared));
+                    }
+                },
+            }
+        }
+        // The connection ended: every flow on it is over (upstream: the delivery is aborted).
+        for u in self.links.values() {
+            if let Use::Flow { shared, .. } | Use::Ours(shared) = u {
+                shared.push(Inbound::Rst(ResetReason::Aborted));
+            }
+        }
+        for shared in self.replies.values() {
+            shared.push(Inbound::Rst(ResetReason::Aborted));
+        }
+    }
+
+    async fn op(&self, link: LinkId, op: LinkOp) {
+        self.sender.op(link, op).await;
+    }
+
+    async fn event(&mut self, e: Event) {
+        match e {
+            Event::Attached { link, attach, new: true } if attach.role == Role::Sender => {
+                self.links.insert(link, Use::Idle);
+                // (a no-op on data links: the driver keeps those granted)
+                self.op(link, LinkOp::Grant(1)).await;
+            }
+            Event::Transfer { link, delivery_id, payload, more, aborted, settled, .. } => {
+                self.transfer(link, (delivery_id, settled), payload, more, aborted).await
+            }
+            Event::Disposition { link, state, settled, .. } => self.disposition(link, state, settled).await,
+            Event::Detached { link, .. } => {
+                if let Some(Use::Flow { shared, ended: false } | Use::Ours(shared)) = self.links.remove(&link) {
+                    shared.push(Inbound::Rst(ResetReason::Aborted));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn transfer(&mut self, link: LinkId, delivery: (u32, bool), payload: Bytes, more: bool, aborted: bool) {
+        let Some(u) = self.links.get_mut(&link) else { return };
+        if aborted {
+            if let Use::Flow { shared, .. } = u {
+                shared.push(Inbound::Rst(ResetReason::Aborted));
+            }
+            *u = Use::Idle;
+            self.op(link, LinkOp::Grant(1)).await;
+            return;
+        }
+        let len = payload.len();
+        match u {
+            Use::Idle | Use::Flow { ended: true, .. } => {
+                *u = Use::Head { delivery: delivery.0, settled: delivery.1, buf: BytesMut::from(&payload[..]) };
+                self.op(link, LinkOp::Consumed(len)).await;
+                self.head(link, more).await;
+            }
+            Use::Head { buf, .. } => {
+                buf.extend_from_slice(&payload);
+                self.op(link, LinkOp::Consumed(len)).await;
+                self.head(link, more).await;
+            }
+            Use::Refused => {
+                self.op(link, LinkOp::Consumed(len)).await;
+                if !more {
+                    self.links.insert(link, Use::Idle);
+                    self.op(link, LinkOp::Grant(1)).await;
+                }
+            }
+            Use::Flow { shared, ended } => {
+                shared.push(Inbound::Data(payload));
+                if !more {
+                    shared.push(Inbound::Fin);
+                    *ended = true;
+                }
+            }
+            Use::Ours(_) => {}
+        }
+    }
+
+    /// Reads the head gathered on `link`; when whole, the delivery goes to its flow.
+    async fn head(&mut self, link: LinkId, more: bool) {
+        let Some(Use::Head { delivery, settled, buf }) = self.links.get(&link) else { return };
+        let (delivery, settled) = (*delivery, *settled);
+        let bytes = buf.clone().freeze();
+        let read = read_head(&bytes, &self.limits);
+        let head = match read {
+            Ok(Some(h)) => h,
+            Ok(None) if more && bytes.len() <= MAX_HEAD => return,
+            // a head cut within a section reads as an error: wait for the rest (up to MAX_HEAD)
+            Err(_) if more && bytes.len() <= MAX_HEAD => return,
+            Ok(None) => {
+                return self.refuse(link, (delivery, settled), more, "the delivery ended within its head").await
+            }
+            Err(e) => return self.refuse(link, (delivery, settled), more, &e.to_string()).await,
+        };
+        let rest = bytes.slice(head.len..);
+        let shared = if let Some(shared) = self.replies.remove(&head.to) {
+            shared.lock().rx = Some((link, delivery));
+            shared.push(Inbound::Opened);
+            shared
+        } else {
+            match self.inbound(link, delivery, &head) {
+                Some(shared) => shared,
+                None => return self.refuse(link, (delivery, settled), more, "nobody serves this address here").await,
+            }
+        };
+        shared.push(Inbound::Data(rest));
+        if !more {
+            shared.push(Inbound::Fin);
+        }
+        self.links.insert(link, Use::Flow { shared, ended: !more });
+    }
+
+    /// A delivery for a routing key: a new flow for the callback.
+    fn inbound(&self, link: LinkId, delivery: u32, head: &StreamHead) -> Option<Arc<Shared>> {
+        let on_flow = self.on_flow.as_ref()?;
+        let reply_to = head.reply_to.clone()?;
+        if head.to.contains("_topo/") {
+            return None;
+        }
+        let shared = Shared::new(self.stats.clone());
+        shared.lock().rx = Some((link, delivery));
+        let mut trace = head.trace.clone();
+        let ours = area_id(&self.id);
+        if !trace.contains(&ours) {
+            trace.push(ours.clone());
+        }
+        let attach = streaming_attach(Role::Sender);
+        let tx = FlowTx {
+            sender: self.sender.clone(),
+            shared: shared.clone(),
+            mux: self.commands.clone(),
+            start: tokio::sync::Mutex::new(Some((attach, server_head(&reply_to, &ours, std::slice::from_ref(&ours))))),
+        };
+        let rx = FlowRx { sender: self.sender.clone(), shared: shared.clone() };
+        let hops = u8::try_from(head.trace.len()).unwrap_or(u8::MAX);
+        let open = Open {
+            ttl: HOP_LIMIT.saturating_sub(hops).max(1),
+            key: head.to.clone(),
+            origin: head.ingress.as_deref().map_or_else(|| self.id.clone(), |i| strip_area(i).to_string()),
+        };
+        on_flow(tx, rx, open);
+        Some(shared)
+    }
+
+    /// Answers a delivery that is no flow's `modified` (delivery-failed), as upstream refuses a stream.
+    async fn refuse(&mut self, link: LinkId, (delivery, settled): (u32, bool), more: bool, why: &str) {
+        tracing::debug!("streaming delivery refused: {why}");
+        if !settled {
+            self.op(link, LinkOp::Disposition { delivery_id: Some(delivery), state: failed(), settled: false }).await;
+        }
+        if more {
+            self.links.insert(link, Use::Refused);
+        } else {
+            self.links.insert(link, Use::Idle);
+            self.op(link, LinkOp::Grant(1)).await;
+        }
+    }
+
+    async fn disposition(&mut self, link: LinkId, state: Option<DeliveryState>, settled: bool) {
+        let Some(u) = self.links.get(&link) else { return };
+        let bad =
+            matches!(state, Some(DeliveryState::Modified(_) | DeliveryState::Rejected(_) | DeliveryState::Released));
+        match u {
+            Use::Ours(shared) => {
+                let shared = shared.clone();
+                match state {
+                    Some(DeliveryState::Received(r)) => shared.received(r.section_offset),
+                    Some(DeliveryState::Accepted) => {
+                        let settle = LinkOp::Disposition {
+                            delivery_id: None,
+                            state: Some(DeliveryState::Accepted),
+                            settled: true,
+                        };
+                        self.op(link, settle).await;
+                        self.op(link, LinkOp::Detach).await;
+                        self.links.remove(&link);
+                    }
+                    _ if bad => {
+                        let opened = shared.lock().rx.is_some();
+                        let reason = if opened { ResetReason::Aborted } else { ResetReason::DialFailed };
+                        let end = {
+                            let mut i = shared.lock();
+                            !std::mem::replace(&mut i.tx_ended, true)
+                        };
+                        shared.push(Inbound::Rst(reason));
+                        if end {
+                            self.op(link, LinkOp::Transfer { payload: Bytes::new(), more: false }).await;
+                        }
+                        if !settled {
+                            let settle = LinkOp::Disposition { delivery_id: None, state: failed(), settled: true };
+                            self.op(link, settle).await;
+                        }
+                        self.op(link, LinkOp::Detach).await;
+                        self.links.remove(&link);
+                    }
+                    _ => {}
+                }
+            }
+            Use::Flow { shared, ended } => {
+                if bad {
+                    shared.push(Inbound::Rst(ResetReason::Aborted));
+                }
+                if settled && *ended {
+                    self.links.insert(link, Use::Idle);
+                }
+            }
+            _ => {}
+        }
+    }
+}
