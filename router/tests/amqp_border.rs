@@ -6,8 +6,10 @@
 //! `tcpConnector` key binds our Listener (and unbinds once skrouterd is gone); a second router of ours, linked
 //! natively, binds its Listener for skrouterd's key through our advert and its Connector's key reaches skrouterd; a
 //! router whose `open` names an id its certificate does not allow is refused; an AMQP header then silence is
-//! dropped after the handshake timeout. Bytes over these links are task "amqpflow"'s. Skipped with the reason when
-//! upstream's router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
+//! dropped after the handshake timeout. Bytes cross both ways as TCP flows (each end's echo target greets with its
+//! name, echoes, and says "done" after the client's half-close), 64 MiB each way with our router dialing, and
+//! through a second router of ours. Skipped with the reason when upstream's router is absent
+//! (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
 mod support;
 #[path = "support/upstream.rs"]
@@ -32,8 +34,9 @@ struct Net {
     echo_port: u16,
 }
 
-/// skrouterd `id` with the given entities, a `tcpListener` for `echo:9090` and a `tcpConnector` for `back:8080`.
-fn skrouterd(home: &std::path::Path, id: &str, mut entities: Vec<Value>) -> (Skrouterd, u16) {
+/// skrouterd `id` with the given entities, a `tcpListener` for `echo:9090` and a `tcpConnector` for `back:8080`
+/// (to `back`).
+fn skrouterd(home: &std::path::Path, id: &str, back: u16, mut entities: Vec<Value>) -> (Skrouterd, u16) {
     let echo_port = free_port();
     let mut c = vec![
         json!(["router", {"id": id, "mode": "interior", "helloMaxAgeSeconds": "3"}]),
@@ -41,19 +44,20 @@ fn skrouterd(home: &std::path::Path, id: &str, mut entities: Vec<Value>) -> (Skr
     ];
     c.append(&mut entities);
     c.push(json!(["tcpListener", {"name": "echo", "host": "127.0.0.1", "port": echo_port, "address": "echo:9090"}]));
-    c.push(json!(["tcpConnector", {"name": "back", "host": "127.0.0.1", "port": free_port(), "address": "back:8080"}]));
+    c.push(json!(["tcpConnector", {"name": "back", "host": "127.0.0.1", "port": back, "address": "back:8080"}]));
     (Skrouterd::start(home, &Value::Array(c)), echo_port)
 }
 
 /// skrouterd `id` (its certificate names `cn`) with an `inter-router` listener on `port` as upstream's controller
 /// writes it.
-fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16) -> Net {
+fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, back: u16) -> Net {
     let files = Files::new();
     let ca = ca("site-ca");
     let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
     let (skrouterd, echo_port) = skrouterd(
         home,
         id,
+        back,
         vec![
             server.ssl_profile("skupper-site-server"),
             json!(["listener", {"name": "skupper-router-inter-router", "host": "127.0.0.1", "port": port,
@@ -68,7 +72,7 @@ fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16) ->
 async fn listening(id: &str, cn: &str) -> Option<(Net, u16)> {
     let home = upstream::home()?;
     let port = free_port();
-    let net = listening_skrouterd(&home, id, cn, port);
+    let net = listening_skrouterd(&home, id, cn, port, echo("up-echo").await.port());
     until("skrouterd listens", &net.skrouterd, async || accepts(port).await).await;
     Some((net, port))
 }
@@ -107,12 +111,56 @@ async fn until(what: &str, s: &Skrouterd, mut cond: impl AsyncFnMut() -> bool) {
     }
 }
 
+fn back_port(doc: &Value) -> u16 {
+    doc["listeners"][0]["port"].as_u64().unwrap() as u16
+}
+
 async fn accepts(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).await.is_ok()
 }
 
 fn next_hops_name(s: &Skrouterd, id: &str) -> bool {
     s.log().lines().rev().find(|l| l.contains("Computed next hops")).is_some_and(|l| l.contains(&format!("'{id}'")))
+}
+
+const MIB: usize = 1 << 20;
+
+/// A deterministic byte pattern (not periodic in 64 KiB: a lost or repeated chunk shows).
+fn pattern(from: usize, n: usize) -> Vec<u8> {
+    (from..from + n).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
+}
+
+/// A client of `port`: the target that answers greets with `name`, echoes `n` bytes (written while the answer is
+/// read), and after our half-close says "done" and closes; every byte is checked.
+async fn through(port: u16, name: &str, n: usize) {
+    let started = Instant::now();
+    let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut r, mut w) = s.into_split();
+    let writer = tokio::spawn(async move {
+        let mut at = 0;
+        while at < n {
+            let k = (n - at).min(64 * 1024);
+            w.write_all(&pattern(at, k)).await.unwrap();
+            at += k;
+        }
+        w.shutdown().await.unwrap();
+    });
+    let mut got = Vec::with_capacity(n + 64);
+    let read = tokio::time::timeout(LIMIT * 4, r.read_to_end(&mut got)).await;
+    assert!(matches!(read, Ok(Ok(_))), "{name} through port {port}: {read:?} after {} bytes", got.len());
+    writer.await.unwrap();
+    let greeting = format!("{name}\n");
+    assert!(
+        got.starts_with(greeting.as_bytes()),
+        "{name} answered: {:?}",
+        String::from_utf8_lossy(&got[..got.len().min(40)])
+    );
+    assert!(got.ends_with(b"done\n"), "{name} said done after our half-close ({} bytes)", got.len());
+    assert_eq!(got.len(), greeting.len() + n + 5, "{name}: every byte echoed once");
+    assert!(got[greeting.len()..greeting.len() + n] == pattern(0, n)[..], "{name}: the bytes echoed are ours");
+    if n >= MIB {
+        eprintln!("{} MiB each way through port {port} ({name}) in {:?}", n / MIB, started.elapsed());
+    }
 }
 
 fn bound(slot: &snrouter::api::Slot, listener: &str) -> bool {
@@ -122,7 +170,7 @@ fn bound(slot: &snrouter::api::Slot, listener: &str) -> bool {
 /// Both directions of border routing between router `ours` (in `slot`) and skrouterd `id`: neighbours on both
 /// sides, our Connector's key opens skrouterd's `tcpListener`, skrouterd's `tcpConnector` key binds our Listener
 /// and says so in the network status; removing our Connector closes skrouterd's port again.
-async fn border_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id: &str) {
+async fn border_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id: &str, bytes: bool) {
     let s = &net.skrouterd;
     until(&format!("our router has {id} as an upstream neighbour"), s, async || {
         network(slot)["upstream"]["neighbours"].as_array().is_some_and(|n| n.contains(&json!(id)))
@@ -136,6 +184,11 @@ async fn border_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id
     until("our Listener for skrouterd's back:8080 binds", s, async || bound(slot, "back")).await;
     let status = network(slot);
     assert_eq!(status["upstream"]["imported"]["back:8080"], json!([id]), "{status}");
+    // bytes both ways: skrouterd's listener to our Connector's target, our Listener to skrouterd's connector's
+    if bytes {
+        through(net.echo_port, "ours-echo", 1000).await;
+        through(back_port(doc), "up-echo", 1000).await;
+    }
     let mut without = doc.clone();
     without["connectors"] = json!([]);
     assert_eq!(reapply(slot, &without)["ok"], json!(true));
@@ -157,7 +210,9 @@ async fn our_router_dials_skrouterds_inter_router_listener() {
         net.skrouterd.log().contains("auth=EXTERNAL user=CN=ours")
     })
     .await;
-    border_both_ways(&net, &slot, &d, "up-a").await;
+    border_both_ways(&net, &slot, &d, "up-a", true).await;
+    through(back_port(&d), "up-echo", 64 * MIB).await;
+    through(net.echo_port, "ours-echo", 64 * MIB).await;
 
     // skrouterd gone: the link says so, the key it served is no longer routed here
     drop(net.skrouterd);
@@ -182,6 +237,7 @@ async fn dialed_by(home: &std::path::Path, id: &str, cn: &str) -> (Net, snrouter
     let (skrouterd, echo_port) = skrouterd(
         home,
         id,
+        echo("up-echo").await.port(),
         vec![
             client.ssl_profile("skupper-link"),
             json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": "inter-router",
@@ -195,7 +251,7 @@ async fn dialed_by(home: &std::path::Path, id: &str, cn: &str) -> (Net, snrouter
 async fn skrouterds_connector_dials_our_router_access() {
     let Some(home) = upstream::home() else { return };
     let (net, slot, d) = dialed_by(&home, "up-b", "up-b").await;
-    border_both_ways(&net, &slot, &d, "up-b").await;
+    border_both_ways(&net, &slot, &d, "up-b", false).await;
     // its data connections name the same router id: admitted like its control connection, none refused
     assert_eq!(network(&slot)["refused"], json!([]), "{}", network(&slot));
     stop(&slot);
@@ -233,6 +289,7 @@ async fn a_far_router_of_ours_routes_through_the_border() {
     let west = start(&west);
     // east: a Connector for echo:9090 and a Listener for back:8080, linked natively to west
     let mut east = ours_doc(free_port()).await;
+    let east_back = back_port(&east);
     east["router"]["id"] = json!("east");
     east["site"] = json!({"id": "east", "name": "east", "namespace": "east"});
     east["tlsProfiles"] = json!([net.files.profile("link-west", &net.ca.pem, Some(&leaf(&net.ca, "east", &[])))]);
@@ -245,6 +302,9 @@ async fn a_far_router_of_ours_routes_through_the_border() {
     let status = network(&east);
     let route = status["routes"].as_array().unwrap().iter().find(|r| r["routingKey"] == json!("back:8080")).cloned();
     assert_eq!(route.map(|r| r["via"][0]["router"].clone()), Some(json!("ours")), "{status}");
+    // a chain each way: east's Listener -> west -> skrouterd's target; skrouterd's listener -> west -> east's target
+    through(east_back, "up-echo", 4 * MIB).await;
+    through(net.echo_port, "ours-echo", 4 * MIB).await;
     stop(&east);
     until("skrouterd's tcpListener closes once east is gone", s, async || !accepts(net.echo_port).await).await;
     stop(&west);

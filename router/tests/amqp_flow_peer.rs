@@ -210,7 +210,9 @@ async fn drain(rx: &mut flow::FlowRx, pause_after: Option<usize>, flows: &Flows)
             tokio::time::sleep(Duration::from_secs(2)).await;
             most = flows.stats().buffered.load(Ordering::Relaxed).max(1);
         }
-        match tokio::time::timeout(PATIENCE, rx.recv()).await.expect("no stall") {
+        let next = tokio::time::timeout(PATIENCE, rx.recv()).await;
+        let Ok(next) = next else { panic!("no stall: after {} bytes, {}", sum.1, rx.describe()) };
+        match next {
             Inbound::Data(d) => {
                 sum.add(&d);
                 rx.consumed(d.len()).await;

@@ -14,6 +14,7 @@ use crate::link::{KeyLoad, LinkGroup};
 use crate::pump::{self, Counts, End};
 use crate::router::control::Control;
 use crate::router::targets::{LoadGuard, Target, Targets};
+use crate::stream::border::{Border, Carried};
 use crate::stream::halves::{OnOpen, StreamRx, StreamTx};
 use crate::stream::types::{Open, ResetReason};
 
@@ -24,11 +25,14 @@ pub const TTL: u8 = 16;
 pub enum Dest {
     Local(Arc<Target>),
     Remote(Arc<LinkGroup>),
+    /// An upstream router, as a TCP flow over an AMQP link (`stream::border`).
+    Upstream,
 }
 
 pub struct Forward {
     targets: Arc<Targets>,
     control: Arc<Control>,
+    border: Arc<Border>,
     shutdown: CancellationToken,
     rotate: AtomicUsize,
     /// The copy buffer of a client or target connection (`router.bufferSize`).
@@ -36,8 +40,24 @@ pub struct Forward {
 }
 
 impl Forward {
-    pub fn new(targets: Arc<Targets>, control: Arc<Control>, shutdown: CancellationToken) -> Forward {
-        Forward { targets, control, shutdown, rotate: AtomicUsize::new(0), buffer: AtomicUsize::new(64 * 1024) }
+    pub fn new(
+        targets: Arc<Targets>,
+        control: Arc<Control>,
+        border: Arc<Border>,
+        shutdown: CancellationToken,
+    ) -> Forward {
+        let buffer = AtomicUsize::new(64 * 1024);
+        Forward { targets, control, border, shutdown, rotate: AtomicUsize::new(0), buffer }
+    }
+
+    /// This router's node in upstream's network.
+    pub fn border(&self) -> &Arc<Border> {
+        &self.border
+    }
+
+    /// Opens a stream toward an upstream router serving `open.key` (a flow over an AMQP link).
+    pub async fn open_upstream(&self, open: Open) -> Option<Carried> {
+        self.border.open(open, |r| self.control.knows_router(|k| k == r)).await
     }
 
     pub fn buffer(&self) -> usize {
@@ -67,6 +87,12 @@ impl Forward {
                 cands.push((g.key_load(key) + cost as usize, cost, Dest::Remote(g.clone())));
             }
         });
+        // upstream routers (at cost 1), never back to one a stream came from
+        if !from.is_some_and(|f| self.border.is_peer(f)) {
+            if let Some(load) = self.border.load(key, |r| self.control.knows_router(|k| k == r)) {
+                cands.push((load + 1, 1, Dest::Upstream));
+            }
+        }
         if cands.is_empty() {
             return None;
         }
@@ -124,6 +150,17 @@ impl Forward {
                             pump::stream_stream((tx, rx), onward, &counts, pump::Cancel::new(cancel)).await;
                             group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
                             group.bytes_in.fetch_add(counts.down.load(Ordering::Relaxed), Ordering::Relaxed);
+                        }
+                    }
+                }
+                Some(Dest::Upstream) => {
+                    let next = Open { ttl: open.ttl - 1, key: open.key.clone(), origin: open.origin.clone() };
+                    match me.open_upstream(next).await {
+                        None => tx.reset(ResetReason::NoRoute).await,
+                        Some(onward) => {
+                            let counts = Counts::default();
+                            pump::stream_stream((tx, rx), (onward.tx, onward.rx), &counts, pump::Cancel::new(cancel))
+                                .await;
                         }
                     }
                 }

@@ -88,10 +88,9 @@ impl Links {
             site: site.clone(),
             limits,
             control,
+            border: forward.border().clone(),
             forward,
             identities,
-            // this router's node in upstream's network (one per process), for the AMQP links
-            border: Arc::new(Border::new(id, now_s() as i64)),
             shutdown,
             runs: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
@@ -168,7 +167,8 @@ impl Links {
                 Ok(Dialed::Amqp(pending)) => {
                     let peer = pending.peer.clone();
                     let remote = Some((peer.clone(), Site { id: peer.clone(), name: peer.clone(), namespace: None }));
-                    let joined = self.border.join(pending, cost).await;
+                    let on_open = self.forward.on_open_for(peer.clone());
+                    let joined = self.border.join(pending, cost, on_open).await;
                     self.set_state(&l.name, cost, true, "", remote.clone());
                     let reason = tokio::select! {
                         r = joined.ended() => r,
@@ -341,9 +341,10 @@ impl Links {
     /// node at cost 1 (a data connection is only kept), holding the identity's claim while it runs.
     pub fn accepted_amqp(&self, pending: Pending, claim: Claim) {
         let border = self.border.clone();
+        let on_open = self.forward.on_open_for(pending.peer.clone());
         tokio::spawn(async move {
             let (peer, data) = (pending.peer.clone(), pending.is_data());
-            let joined = border.join(pending, 1).await;
+            let joined = border.join(pending, 1, on_open).await;
             if !data {
                 tracing::info!("upstream router {} linked (AMQP)", truncate(&peer, 100));
             }

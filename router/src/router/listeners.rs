@@ -450,7 +450,7 @@ impl Listeners {
             return;
         };
         // over a link: carried on the main runtime, beside the link's tasks (crate::workers)
-        if let (Dest::Remote(_), Some(main)) = (&dest, crate::workers::main_from_worker()) {
+        if let (Dest::Remote(_) | Dest::Upstream, Some(main)) = (&dest, crate::workers::main_from_worker()) {
             match stream.into_std() {
                 Ok(std) => {
                     main.spawn(async move {
@@ -519,11 +519,20 @@ impl Listeners {
                     }
                 }
             }
-            Dest::Remote(group) => {
-                let _load = KeyLoad::new(group.clone(), &key);
+            Dest::Remote(_) | Dest::Upstream => {
+                let group = match &dest {
+                    Dest::Remote(group) => Some(group.clone()),
+                    _ => None,
+                };
+                let _load = group.as_ref().map(|g| KeyLoad::new(g.clone(), &key));
                 let started = Instant::now();
-                match group.open(Open { ttl: TTL, key: key.clone(), origin: self.id.clone() }).await {
-                    Some((tx, rx)) => {
+                let open = Open { ttl: TTL, key: key.clone(), origin: self.id.clone() };
+                let opened = match &group {
+                    Some(g) => g.open(open).await.map(|(tx, rx)| (tx, rx, None)),
+                    None => self.forward.open_upstream(open).await.map(|c| (c.tx, c.rx, Some(c.guard))),
+                };
+                match opened {
+                    Some((tx, rx, _guard)) => {
                         let end = pump::socket_stream(
                             client,
                             tx,
@@ -546,8 +555,10 @@ impl Listeners {
                                 self.refused(&series, reason.as_str());
                             }
                         }
-                        group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
-                        group.bytes_in.fetch_add(counts.down.load(Ordering::Relaxed), Ordering::Relaxed);
+                        if let Some(group) = &group {
+                            group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
+                            group.bytes_in.fetch_add(counts.down.load(Ordering::Relaxed), Ordering::Relaxed);
+                        }
                     }
                     None => {
                         client.set_reset_on_close();

@@ -98,7 +98,9 @@ impl Router {
         let targets = Arc::new(Targets::new(metrics.clone(), traffic.clone()));
         let control =
             Arc::new(Control::new(&id, &site, limits.clone(), metrics.clone(), traffic.clone(), shutdown.clone()));
-        let forward = Arc::new(Forward::new(targets.clone(), control.clone(), shutdown.clone()));
+        // this router's node in upstream's network (one per process), for the AMQP links
+        let border = Arc::new(crate::stream::border::Border::new(&id, crate::clock::now_s() as i64));
+        let forward = Arc::new(Forward::new(targets.clone(), control.clone(), border, shutdown.clone()));
         let identities = Arc::new(Identities::new());
         let links = Arc::new(Links::new(
             &id,

@@ -6,23 +6,27 @@
 //!
 //! A connection becomes a [`Pending`] once the peer's `open` named its router id; the caller checks that id against
 //! the certificate (its identity rule) and then [`Border::join`]s it, the one place a connection is handed to the
-//! node. Streams over these links are not carried yet (the TCP-flow mapping is task "amqpflow"'s): a stream toward a
-//! key served only upstream is reset `NoRoute` until then.
+//! node, after it starts the connection's flows (`amqp::flow`; data connections carry flows too): skrouterd's flows
+//! toward our keys go to the routing code's `OnOpen` as streams, and [`Border::open`] opens a stream toward a key
+//! served upstream as a flow on a connection to the next hop of a router serving it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::amqp::conn::{Conn, Event, LinkId};
 use crate::amqp::driver::{self, Handle, Sender};
+use crate::amqp::flow::{self, Flows};
 use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
 use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
+use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
+use crate::stream::types::Open as StreamOpen;
 
 /// How long an accepted connection may take, after its `open`, to attach the control links before it is taken
 /// for one of upstream's data ("trunk") connections, which carry no router links.
@@ -78,11 +82,46 @@ pub struct Border {
     instance: i64,
     node: OnceLock<NodeHandle>,
     conn_ids: AtomicI64,
+    /// The joined connections' flows (those ended are dropped as they are met).
+    carriers: Mutex<Vec<Arc<Carrier>>>,
+}
+
+/// A joined connection that carries flows.
+struct Carrier {
+    peer: String,
+    /// One of upstream's data connections (preferred for flows, as upstream sends its streaming links there).
+    data: bool,
+    flows: Flows,
+    sender: Sender,
+    /// Flows opened over it and still open.
+    open: AtomicUsize,
+}
+
+/// Counts a flow open on its connection while held.
+pub struct OpenGuard(Arc<Carrier>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A stream over an AMQP link: its halves, and what keeps it counted on its connection until dropped.
+pub struct Carried {
+    pub tx: StreamTx,
+    pub rx: StreamRx,
+    pub guard: OpenGuard,
 }
 
 impl Border {
     pub fn new(id: &str, instance: i64) -> Border {
-        Border { id: id.to_string(), instance, node: OnceLock::new(), conn_ids: AtomicI64::new(1) }
+        Border {
+            id: id.to_string(),
+            instance,
+            node: OnceLock::new(),
+            conn_ids: AtomicI64::new(1),
+            carriers: Mutex::default(),
+        }
     }
 
     /// Whether the node runs (it starts with the first AMQP link connection).
@@ -162,11 +201,18 @@ impl Border {
         Ok(Pending { peer, handle, control })
     }
 
-    /// Hands a connection to the node at `cost` (the one place connections join it); a data connection is only
-    /// kept driven (it carries no router links).
-    pub async fn join(&self, p: Pending, cost: u32) -> Joined {
+    /// Hands a connection to the node at `cost` (the one place connections join it), its flows started first
+    /// (the peer's flows to our keys go to `on_open` as streams); a data connection is only kept driven and
+    /// carries flows (it carries no router links).
+    pub async fn join(&self, p: Pending, cost: u32, on_open: OnOpen) -> Joined {
         let sender = p.handle.sender();
         let mut handle = p.handle;
+        if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
+            let data = p.control.is_none();
+            let carrier =
+                Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
+            self.lock_carriers().push(Arc::new(carrier));
+        }
         match p.control {
             Some((tx, rx)) => self.node().add_connection(handle, tx, rx, i64::from(cost.max(1))).await,
             None => {
@@ -199,6 +245,55 @@ impl Border {
             }
         }
         keys
+    }
+
+    fn lock_carriers(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Carrier>>> {
+        let mut c = self.carriers.lock().unwrap_or_else(|e| e.into_inner());
+        c.retain(|c| c.sender.ended().is_none());
+        c
+    }
+
+    /// Whether `router` is an upstream router linked to this one (a stream it sent is not sent back upstream).
+    pub fn is_peer(&self, router: &str) -> bool {
+        self.lock_carriers().iter().any(|c| c.peer == router)
+    }
+
+    /// The upstream neighbours through which `key` is reached (next hops of the routers serving it), routers
+    /// `ours` says are of our own network left out.
+    fn hops_for(&self, key: &str, ours: impl Fn(&str) -> bool) -> BTreeSet<String> {
+        let Some(node) = self.node.get() else { return BTreeSet::new() };
+        let state = node.state.borrow();
+        let address = format!("M{key}");
+        state
+            .addresses
+            .iter()
+            .filter(|(router, a)| !ours(router) && a.contains(&address))
+            .filter_map(|(router, _)| state.routes.next_hops.get(router).cloned())
+            .collect()
+    }
+
+    /// The flows open over connections toward `key`'s upstream routers (`None`: no such connection).
+    pub fn load(&self, key: &str, ours: impl Fn(&str) -> bool) -> Option<usize> {
+        let hops = self.hops_for(key, ours);
+        let carriers = self.lock_carriers();
+        carriers.iter().filter(|c| hops.contains(&c.peer)).map(|c| c.open.load(Ordering::Relaxed)).min()
+    }
+
+    /// Opens `open` as a flow toward an upstream router serving its key, on the connection with the fewest open
+    /// flows among those to its next hops; `None` when there is none or it ended.
+    pub async fn open(&self, open: StreamOpen, ours: impl Fn(&str) -> bool) -> Option<Carried> {
+        let hops = self.hops_for(&open.key, ours);
+        let carrier = {
+            let carriers = self.lock_carriers();
+            let to_hops = carriers.iter().filter(|c| hops.contains(&c.peer));
+            let best = to_hops.min_by_key(|c| (!c.data, c.open.load(Ordering::Relaxed)));
+            let best = best?.clone();
+            best.open.fetch_add(1, Ordering::Relaxed);
+            best
+        };
+        let guard = OpenGuard(carrier.clone());
+        let (tx, rx) = open_amqp(&carrier.flows, open).await?;
+        Some(Carried { tx, rx, guard })
     }
 
     /// The upstream routers this one exchanges HELLO with.

@@ -303,6 +303,25 @@ impl FlowRx {
         }
     }
 
+    /// The flow's state in words (for a test's failure message).
+    pub fn describe(&self) -> String {
+        let i = self.shared.lock();
+        format!(
+            "sent {} acked {} (tx ended {}, failed {}); received: {} items, {} bytes queued, written {} acked {}, \
+             reset {}, rx {:?}",
+            i.window.sent,
+            i.window.acked,
+            i.tx_ended,
+            i.tx_failed,
+            i.items.len(),
+            i.in_bytes,
+            i.ack.written,
+            i.ack.acked,
+            i.reset,
+            i.rx
+        )
+    }
+
     fn take(&self) -> (Option<Inbound>, Option<(LinkId, u32)>) {
         let mut i = self.shared.lock();
         let item = i.items.pop_front();
