@@ -311,37 +311,67 @@ pub struct StreamTx {
 }
 
 impl StreamTx {
-    /// Sends `data`, waiting for credit as needed.
+    /// Sends `data`, waiting for credit as needed. Credit there and room in the writer's queue (the usual case)
+    /// cost no waiting state; only a send that must wait boxes what it waits with, so the future a pump holds
+    /// for its whole life stays small (issue 45: the memory of an idle connection).
     pub async fn send(&self, mut data: Bytes) -> Result<(), StreamClosed> {
         while !data.is_empty() {
             let want = data.len().min(MAX_DATA);
-            let permit = self.credit.acquire().await.map_err(|_| StreamClosed)?;
-            permit.forget();
-            let mut got = 1;
-            let extra = (want - 1).min(self.credit.available_permits());
-            if extra > 0 {
-                if let Ok(p) = self.credit.try_acquire_many(extra as u32) {
-                    p.forget();
-                    got += extra;
-                }
-            }
+            let got = match self.try_credit(want)? {
+                Some(got) => got,
+                None => Box::pin(self.wait_credit(want)).await?,
+            };
             let chunk = data.split_to(got);
-            self.conn.tx.send(Frame::Data { stream: self.id, data: chunk }).await.map_err(|_| StreamClosed)?;
+            queue_frame(&self.conn.tx, Frame::Data { stream: self.id, data: chunk }).await.map_err(|_| StreamClosed)?;
         }
         Ok(())
     }
 
+    /// Takes up to `want` bytes of the credit there is now (`None`: none there).
+    fn try_credit(&self, want: usize) -> Result<Option<usize>, StreamClosed> {
+        let there = want.min(self.credit.available_permits());
+        if there == 0 {
+            return if self.credit.is_closed() { Err(StreamClosed) } else { Ok(None) };
+        }
+        match self.credit.try_acquire_many(there as u32) {
+            Ok(p) => {
+                p.forget();
+                Ok(Some(there))
+            }
+            Err(tokio::sync::TryAcquireError::Closed) => Err(StreamClosed),
+            Err(tokio::sync::TryAcquireError::NoPermits) => Ok(None),
+        }
+    }
+
+    /// Waits for credit, then takes up to `want` bytes of it.
+    async fn wait_credit(&self, want: usize) -> Result<usize, StreamClosed> {
+        let permit = self.credit.acquire().await.map_err(|_| StreamClosed)?;
+        permit.forget();
+        // more if there is more now; the credit taken above is sent even if the stream closed meanwhile
+        Ok(1 + self.try_credit(want - 1).ok().flatten().unwrap_or(0))
+    }
+
     pub async fn fin(&self) {
-        let _ = self.conn.tx.send(Frame::Fin { stream: self.id }).await;
+        let _ = queue_frame(&self.conn.tx, Frame::Fin { stream: self.id }).await;
     }
 
     pub async fn opened(&self) {
-        let _ = self.conn.tx.send(Frame::Opened { stream: self.id }).await;
+        let _ = queue_frame(&self.conn.tx, Frame::Opened { stream: self.id }).await;
     }
 
     pub async fn reset(&self, reason: ResetReason) {
         self.credit.close();
-        let _ = self.conn.tx.send(Frame::Rst { stream: self.id, reason }).await;
+        let _ = queue_frame(&self.conn.tx, Frame::Rst { stream: self.id, reason }).await;
+    }
+}
+
+/// Puts `frame` on a writer's queue, in order with what the caller queued before: at once when there is room,
+/// otherwise waiting for room in a boxed future (a stream's futures stay small while it is idle).
+async fn queue_frame(tx: &mpsc::Sender<Frame>, frame: Frame) -> Result<(), ()> {
+    match tx.try_send(frame) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+        Err(mpsc::error::TrySendError::Full(frame)) => Box::pin(tx.send(frame)).await.map_err(|_| ()),
     }
 }
 
@@ -381,7 +411,7 @@ impl StreamRx {
             return;
         }
         if let Some(bytes) = self.state.consume(n) {
-            let _ = self.conn.tx.send(Frame::Credit { stream: self.id, bytes }).await;
+            let _ = queue_frame(&self.conn.tx, Frame::Credit { stream: self.id, bytes }).await;
         }
     }
 
