@@ -47,9 +47,34 @@ pub const MAX_STREAMS: usize = 65_536;
 pub type OnOpen = Arc<dyn Fn(StreamTx, StreamRx, Open) + Send + Sync>;
 
 struct Slot {
-    inbound: mpsc::UnboundedSender<Inbound>,
     credit: Arc<Semaphore>,
     rx: Arc<RxState>,
+}
+
+impl Drop for Slot {
+    /// The stream's sending side (the connection's reader) is gone: its receiver reads the end.
+    fn drop(&mut self) {
+        let waker = {
+            let mut q = self.rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            q.closed = true;
+            q.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A stream's inbound queue: it allocates as items come (an idle stream holds no preallocated block, as a tokio
+/// channel does: issue 45), one receiver; bounded by the stream's window like the channel it replaces.
+#[derive(Default)]
+struct Inbox {
+    items: std::collections::VecDeque<Inbound>,
+    waker: Option<std::task::Waker>,
+    /// No more items will come (the slot is gone).
+    closed: bool,
+    /// The receiver is gone: items are dropped.
+    gone: bool,
 }
 
 /// A stream's receiving state, shared by the connection's reader and the stream's [`StreamRx`].
@@ -67,9 +92,28 @@ struct RxState {
     forward_off: AtomicBool,
     /// Bytes the reader handed straight on.
     forwarded: AtomicU64,
+    /// What the reader queued for the stream's receiver.
+    inbox: Mutex<Inbox>,
 }
 
 impl RxState {
+    /// The next queued item; `None` once the slot is gone and the queue is empty.
+    fn poll_next(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Inbound>> {
+        let mut q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(item) = q.items.pop_front() {
+            if q.items.is_empty() && q.items.capacity() > 16 {
+                q.items = std::collections::VecDeque::new();
+            }
+            return std::task::Poll::Ready(Some(item));
+        }
+        if q.closed {
+            return std::task::Poll::Ready(None);
+        }
+        if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            q.waker = Some(cx.waker().clone());
+        }
+        std::task::Poll::Pending
+    }
     /// `n` bytes were written onward: returns the credit to send back, if a batch is complete.
     fn consume(&self, n: usize) -> Option<u32> {
         self.unacked.fetch_sub(n, Ordering::AcqRel);
@@ -247,7 +291,6 @@ fn rand_token() -> u64 {
 
 impl ConnShared {
     fn register(self: &Arc<Self>, id: u32) -> Option<(StreamTx, StreamRx)> {
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
         let credit = Arc::new(Semaphore::new(WINDOW));
         let state = Arc::new(RxState::default());
         {
@@ -255,13 +298,13 @@ impl ConnShared {
             if self.closed.load(Ordering::Acquire) || streams.len() >= MAX_STREAMS || streams.contains_key(&id) {
                 return None;
             }
-            streams.insert(id, Slot { inbound: in_tx, credit: credit.clone(), rx: state.clone() });
+            streams.insert(id, Slot { credit: credit.clone(), rx: state.clone() });
         }
         self.open.fetch_add(1, Ordering::Relaxed);
         let guard = Arc::new(StreamGuard { id, conn: self.clone() });
         Some((
             StreamTx { id, conn: self.clone(), credit, _guard: guard.clone() },
-            StreamRx { id, conn: self.clone(), inbound: in_rx, state, unsettled: false, _guard: guard },
+            StreamRx { id, conn: self.clone(), state, unsettled: false, _guard: guard },
         ))
     }
 
@@ -379,7 +422,6 @@ async fn queue_frame(tx: &mpsc::Sender<Frame>, frame: Frame) -> Result<(), ()> {
 pub struct StreamRx {
     id: u32,
     conn: Arc<ConnShared>,
-    inbound: mpsc::UnboundedReceiver<Inbound>,
     state: Arc<RxState>,
     /// The item `recv` returned last is still counted in `state.queued`.
     unsettled: bool,
@@ -393,7 +435,7 @@ impl StreamRx {
         if std::mem::take(&mut self.unsettled) {
             self.state.queued.fetch_sub(1, Ordering::AcqRel);
         }
-        match self.inbound.recv().await {
+        match std::future::poll_fn(|cx| self.state.poll_next(cx)).await {
             Some(item) => {
                 self.unsettled = true;
                 item
@@ -440,6 +482,17 @@ impl StreamRx {
     /// Bytes the reader put straight on the onward stream (see [`StreamRx::forward_to`]).
     pub fn forwarded(&self) -> u64 {
         self.state.forwarded.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for StreamRx {
+    fn drop(&mut self) {
+        let items = {
+            let mut q = self.state.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            q.gone = true;
+            std::mem::take(&mut q.items)
+        };
+        drop(items);
     }
 }
 
@@ -713,8 +766,18 @@ fn forward(slot: &Slot, data: Bytes) -> Result<(), Bytes> {
 /// Puts an item on a stream's queue (counted until its receiver is done with it).
 fn queue(slot: &Slot, what: Inbound) {
     slot.rx.queued.fetch_add(1, Ordering::AcqRel);
-    if slot.inbound.send(what).is_err() {
-        slot.rx.queued.fetch_sub(1, Ordering::AcqRel);
+    let waker = {
+        let mut q = slot.rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if q.gone {
+            drop(q);
+            slot.rx.queued.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        q.items.push_back(what);
+        q.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
     }
 }
 
