@@ -247,17 +247,21 @@ pub struct Link {
     pub cost: i64,
     #[serde(default = "tls13")]
     pub tls_version: String,
-    /// The link protocol it speaks (the native protocol when absent).
+    /// The link protocol it speaks (`auto` when absent: found on the wire).
     #[serde(default)]
     pub protocol: LinkProtocol,
 }
 
-/// A link's protocol (`links[].protocol`): today only `native`, this router's own (`sn-link/1`).
+/// A link's protocol (`links[].protocol`): `native`, this router's own (`sn-link/1`); `amqp`, upstream's
+/// inter-router AMQP (skupper-router's); `auto` (the default), the native protocol when the far end agrees to its
+/// TLS ALPN id, else AMQP (upstream's router answers no ALPN).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkProtocol {
     #[default]
+    Auto,
     Native,
+    Amqp,
 }
 
 fn one() -> i64 {
@@ -494,16 +498,19 @@ mod tests {
     }
 
     #[test]
-    fn a_link_speaks_the_native_protocol_unless_it_names_another() {
+    fn a_link_finds_its_protocol_on_the_wire_unless_it_names_one() {
         let doc = |links: &str| {
             Document::parse(&format!(r#"{{"version":1,"site":{{"id":"s","name":"w"}},"links":[{links}]}}"#))
         };
         let link = r#""name":"l","host":"127.0.0.2","tlsProfile":"p""#;
-        assert_eq!(doc(&format!("{{{link}}}")).unwrap().links[0].protocol, LinkProtocol::Native);
-        let named = doc(&format!(r#"{{{link},"protocol":"native"}}"#)).unwrap();
-        assert_eq!(named.links[0].protocol, LinkProtocol::Native);
-        let err = doc(&format!(r#"{{{link},"protocol":"amqp"}}"#)).unwrap_err();
-        assert!(err[0].contains("unknown variant `amqp`, expected `native`"), "{err:?}");
+        assert_eq!(doc(&format!("{{{link}}}")).unwrap().links[0].protocol, LinkProtocol::Auto);
+        for (word, p) in [("auto", LinkProtocol::Auto), ("native", LinkProtocol::Native), ("amqp", LinkProtocol::Amqp)]
+        {
+            let named = doc(&format!(r#"{{{link},"protocol":"{word}"}}"#)).unwrap();
+            assert_eq!(named.links[0].protocol, p);
+        }
+        let err = doc(&format!(r#"{{{link},"protocol":"core"}}"#)).unwrap_err();
+        assert!(err[0].contains("unknown variant `core`, expected one of `auto`, `native`, `amqp`"), "{err:?}");
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub struct Service {
     pub connectors: Vec<String>,
     #[serde(default)]
     pub listeners: Vec<String>,
+    /// Imported by this (border) router: the upstream routers, reached over its AMQP links, that serve the key
+    /// (docs/service-network-router.md, "Border routing"). Routed to like connectors; never exported back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -87,7 +91,10 @@ pub fn check_advert(ad: &Advert, limits: &Limits) -> Result<(), String> {
         if !name_ok(&s.key, crate::config::MAX_NAME) {
             return Err("a routing key is empty or longer than 4096 bytes".into());
         }
-        if s.connectors.len() > limits.names_per_key || s.listeners.len() > limits.names_per_key {
+        if s.connectors.len() > limits.names_per_key
+            || s.listeners.len() > limits.names_per_key
+            || s.upstream.len() > limits.names_per_key
+        {
             return Err(format!(
                 "advertisement of router {} refused: key with {} connectors and {} listeners (limit {})",
                 crate::text::truncate(&ad.router, 100),
@@ -96,7 +103,8 @@ pub fn check_advert(ad: &Advert, limits: &Limits) -> Result<(), String> {
                 limits.names_per_key
             ));
         }
-        if s.connectors.iter().chain(&s.listeners).any(|n| n.len() > 2 * crate::config::MAX_NAME + 1) {
+        if s.connectors.iter().chain(&s.listeners).chain(&s.upstream).any(|n| n.len() > 2 * crate::config::MAX_NAME + 1)
+        {
             return Err("a connector or listener name is too long".into());
         }
     }
@@ -276,7 +284,7 @@ pub fn routes(adverts: &HashMap<String, Advert>, me: &str) -> BTreeMap<String, B
             continue;
         };
         for s in &ad.services {
-            if s.connectors.is_empty() {
+            if s.connectors.is_empty() && s.upstream.is_empty() {
                 continue;
             }
             let e = out.entry(s.key.clone()).or_default().entry(first.clone()).or_insert(*cost);
@@ -306,7 +314,7 @@ mod tests {
             peers: peers.iter().map(|p| (*p).into()).collect(),
             services: keys
                 .iter()
-                .map(|k| Service { key: (*k).into(), connectors: vec!["c@t".into()], listeners: vec![] })
+                .map(|k| Service { key: (*k).into(), connectors: vec!["c@t".into()], ..Service::default() })
                 .collect(),
         }
     }

@@ -132,9 +132,9 @@ pub fn access_server(m: &Material, min_version: &str, alpn: &[&[u8]]) -> Result<
 }
 
 /// A link: the client certificate the remote site issued, the remote site CA as the only trust anchor, names not
-/// checked (the dedicated CA is the anchor; the identity is the certificate's common name). `alpn`: the ALPN id of
-/// the link's protocol.
-pub fn link_client(m: &Material, version: &str, alpn: &[u8]) -> Result<Arc<ClientConfig>, String> {
+/// checked (the dedicated CA is the anchor; the identity is the certificate's common name). `alpn`: the ALPN id the
+/// link asks for (none for an AMQP link, as upstream's routers dial).
+pub fn link_client(m: &Material, version: &str, alpn: Option<&[u8]>) -> Result<Arc<ClientConfig>, String> {
     let roots = m.ca.clone().ok_or("a link needs the remote site CA")?;
     let (chain, key) = cert_and_key(m, "a link")?;
     let verifier = AnyName::new(roots)?;
@@ -145,7 +145,7 @@ pub fn link_client(m: &Material, version: &str, alpn: &[u8]) -> Result<Arc<Clien
         .with_custom_certificate_verifier(verifier)
         .with_client_auth_cert(chain, key)
         .map_err(|e| format!("client certificate: {e}"))?;
-    cfg.alpn_protocols = vec![alpn.to_vec()];
+    cfg.alpn_protocols = alpn.iter().map(|id| id.to_vec()).collect();
     // No session resumption: upstream's router (OpenSSL, peer verification on, no session id context) fails a
     // handshake that offers a session it ticketed ("session id context uninitialized"), so every redial after the
     // first would fail. Links are long-lived; a full handshake per dial costs little.

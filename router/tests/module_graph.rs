@@ -59,6 +59,7 @@ const LAYERS: &[&str] = &[
     "stream::halves",
     "stream::control",
     "stream::conn",
+    "stream::border",
     "stream::protocol",
     "stream",
     "metrics",
@@ -71,6 +72,7 @@ const LAYERS: &[&str] = &[
     "router::reports",
     "router::targets",
     "router::control",
+    "router::upstream",
     "router::forward",
     "router::links",
     "router::access",
@@ -87,7 +89,7 @@ const PROTOCOL_FAMILIES: &[&str] = &["native", "amqp"];
 
 /// The modules of the stream layer that dispatch to each protocol (one enum variant or match arm per protocol):
 /// besides a protocol's own family, the only modules that may use it.
-const PROTOCOL_DISPATCH: &[&str] = &["stream::halves", "stream::conn", "stream::protocol"];
+const PROTOCOL_DISPATCH: &[&str] = &["stream::halves", "stream::conn", "stream::border", "stream::protocol"];
 
 fn read_crate() -> Crate {
     Crate::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))

@@ -1,6 +1,9 @@
 //! The router access (accepting links): the document's `routerAccess[0]` bound, each connection's TLS handshake and
-//! HELLO within `handshakeTimeoutSeconds`, at most `handshakes` of them at once (beyond, a new connection is reset
-//! at once), the dialer's identity checked against its certificate. What passes is handed to [`Links::accepted`].
+//! introduction within `handshakeTimeoutSeconds`, at most `handshakes` of them at once (beyond, a new connection is
+//! reset at once), the dialer's identity checked against its certificate. The protocol: the native one when TLS
+//! agreed on its ALPN id; without ALPN, an AMQP protocol header first is upstream's router (SASL EXTERNAL, its
+//! `open`), anything else the native HELLO of our older routers. What passes is handed to [`Links::accepted`] (or
+//! [`Links::accepted_amqp`]).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -10,17 +13,26 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::LinkProtocol;
 use crate::config::{self, Document, Limits, Site};
 use crate::link::link_io;
+use crate::link::LinkIo;
 use crate::metrics::{Metrics, ReasonLabels};
-use crate::router::identities;
+use crate::router::identities::{self, Claim};
 use crate::router::links::{Accepted, Links};
 use crate::router::net::{self, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
-use crate::stream::protocol;
+use crate::stream::border::Pending;
+use crate::stream::protocol::{self, Primed};
 use crate::stream::types::Answer;
 use crate::text::truncate;
 use crate::tls;
+
+/// What a handshake that passed leaves.
+enum Handshook {
+    Native(Box<Accepted>),
+    Amqp(Pending, Claim),
+}
 
 /// The rejection reason of a connection closed before it sent a byte (a TCP health check, such as a load
 /// balancer's): counted in `service_network_access_rejected_total`, logged only at debug.
@@ -148,7 +160,8 @@ impl Access {
                                         tracing::info!(%peer, "link refused: {}", reason.1);
                                     }
                                 }
-                                Ok(Ok(accepted)) => me.links.accepted(accepted),
+                                Ok(Ok(Handshook::Native(accepted))) => me.links.accepted(*accepted),
+                                Ok(Ok(Handshook::Amqp(pending, claim))) => me.links.accepted_amqp(pending, claim),
                             }
                         });
                     }
@@ -173,12 +186,12 @@ impl Access {
         &self,
         stream: TcpStream,
         acceptor: tokio_rustls::TlsAcceptor,
-    ) -> Result<Accepted, (&'static str, String)> {
+    ) -> Result<Handshook, (&'static str, String)> {
         let mut first = [0u8; 1];
         if matches!(stream.peek(&mut first).await, Ok(0)) {
             return Err((CLOSED_BEFORE_TLS, "closed before the TLS handshake".into()));
         }
-        let mut tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
+        let tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
         let (cn, certificate) = {
             let leaf = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
             let cn = leaf
@@ -189,9 +202,20 @@ impl Access {
                 .ok_or(("identity", "the client certificate does not parse".to_string()))?;
             (cn, certificate)
         };
-        let link_protocol = protocol::of_alpn(tls.get_ref().1.alpn_protocol())
-            .ok_or(("hello", "the dialer asked for a link protocol this router does not speak".to_string()))?;
-        let introduced = protocol::read_introduction(link_protocol, &mut tls).await?;
+        let agreed = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        // without ALPN the dialer's first bytes tell: 8 are an AMQP protocol header
+        let mut tls = Primed::read_first(tls, if agreed.is_some() { 0 } else { 8 })
+            .await
+            .map_err(|e| ("hello", format!("reading the first bytes: {e}")))?;
+        let link_protocol = match agreed.as_deref() {
+            Some(id) => protocol::of_alpn(Some(id))
+                .ok_or(("hello", "the dialer asked for a link protocol this router does not speak".to_string()))?,
+            None => protocol::of_first_bytes(tls.first()),
+        };
+        if link_protocol == LinkProtocol::Amqp {
+            return self.handshake_amqp(tls, &cn, &certificate).await;
+        }
+        let introduced = protocol::read_introduction(&mut tls).await?;
         let hello = &introduced.introduction;
         if hello.router.len() > 253
             || hello.link.len() > config::MAX_NAME
@@ -213,11 +237,36 @@ impl Access {
         let sent = protocol::answer(&mut tls, &introduced, answer).await.map_err(|e| ("hello", e.to_string()));
         let claim = admitted?;
         sent?;
-        Ok((tls, link_protocol, introduced, claim))
+        Ok(Handshook::Native(Box::new((tls, link_protocol, introduced, claim))))
+    }
+
+    /// Upstream's router dialed: SASL EXTERNAL as the certificate's common name, our `open` and its own, whose
+    /// container-id (its router id) must be an identity its certificate may speak as (the native links' rule); a
+    /// refused one is closed and logged with the reason.
+    async fn handshake_amqp(
+        &self,
+        tls: Primed<tokio_rustls::server::TlsStream<LinkIo>>,
+        cn: &str,
+        certificate: &str,
+    ) -> Result<Handshook, (&'static str, String)> {
+        // the control connection and the data connections alike: each is refused unless its id is admitted
+        let pending = self.links.border().accept(tls, cn).await.map_err(|e| ("amqp", e))?;
+        let admitted = if pending.peer == self.id {
+            Err(("identity", format!("a router claimed to be this router ({})", truncate(&pending.peer, 100))))
+        } else {
+            self.links.admit(cn, certificate, &pending.peer)
+        };
+        match admitted {
+            Ok(claim) => Ok(Handshook::Amqp(pending, claim)),
+            Err(e) => {
+                pending.close();
+                Err(e)
+            }
+        }
     }
 }
 
-/// The ALPN ids of every link protocol: the router access speaks them all.
+/// The ALPN ids of every link protocol that has one (AMQP has none): the router access speaks them all.
 fn alpns() -> Vec<&'static [u8]> {
-    protocol::ALL.iter().map(|p| protocol::alpn(*p)).collect()
+    protocol::ALL.iter().filter_map(|p| protocol::alpn(*p)).collect()
 }

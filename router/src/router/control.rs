@@ -3,7 +3,7 @@
 //! advertisement, flooding, and the routes per key that follow. Whoever runs a link group hands it to
 //! [`Control::run_group`] for as long as it is up.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -47,6 +47,8 @@ pub struct Control {
     changed: watch::Sender<u64>,
     /// What this router offers, as the last applied document says (connector targets and running listeners).
     services: Mutex<Vec<Service>>,
+    /// Keys served by upstream routers this router reaches over AMQP links, with those routers (border routing).
+    imported: RwLock<BTreeMap<String, BTreeSet<String>>>,
 }
 
 impl Control {
@@ -78,6 +80,7 @@ impl Control {
             routes: RwLock::new(BTreeMap::new()),
             changed: watch::channel(0).0,
             services: Mutex::new(vec![]),
+            imported: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -88,9 +91,40 @@ impl Control {
         self.changed.subscribe()
     }
 
-    /// Whether another router with a target for `key` can be reached.
+    /// Whether another router with a target for `key` can be reached (one of ours, or an upstream router through
+    /// this router's AMQP links).
     pub fn has_route(&self, key: &str) -> bool {
         self.routes.read().unwrap().get(key).map(|r| !r.is_empty()).unwrap_or(false)
+            || self.imported.read().unwrap().contains_key(key)
+    }
+
+    /// The keys upstream routers serve through this router's AMQP links from now on; true when they changed (the
+    /// caller readvertises).
+    pub fn set_imported(&self, imported: BTreeMap<String, BTreeSet<String>>) -> bool {
+        let mut current = self.imported.write().unwrap();
+        if *current == imported {
+            return false;
+        }
+        *current = imported;
+        true
+    }
+
+    /// The keys imported from upstream routers, with the routers serving each.
+    pub fn imported(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.imported.read().unwrap().clone()
+    }
+
+    /// The keys routers of our network serve with connectors of their own (imported keys left out), this
+    /// router's local ones included when `local` lists them.
+    pub fn served_keys(&self, local: BTreeSet<String>) -> BTreeSet<String> {
+        let db = self.db.lock().unwrap();
+        let mut keys = local;
+        for (router, ad) in &db.adverts {
+            if *router != self.id {
+                keys.extend(ad.services.iter().filter(|s| !s.connectors.is_empty()).map(|s| s.key.clone()));
+            }
+        }
+        keys
     }
 
     /// Shows `f` each next hop for `key` that has link groups up, with its path cost and groups.
@@ -322,7 +356,15 @@ impl Control {
 
     /// Rebuilds this router's own advertisement from its services and links, floods it when it changed.
     pub fn readvertise(self: &Arc<Self>) {
-        let services = self.services.lock().unwrap().clone();
+        let mut services = self.services.lock().unwrap().clone();
+        for (key, routers) in self.imported.read().unwrap().iter() {
+            let upstream: Vec<String> = routers.iter().cloned().collect();
+            match services.iter_mut().find(|s| &s.key == key) {
+                Some(s) => s.upstream = upstream,
+                None => services.push(Service { key: key.clone(), upstream, ..Service::default() }),
+            }
+        }
+        services.sort_by(|a, b| a.key.cmp(&b.key));
         let (links, peers) = {
             let n = self.neighbours.lock().unwrap();
             let mut links = vec![];

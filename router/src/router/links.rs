@@ -22,7 +22,8 @@ use crate::router::forward::Forward;
 use crate::router::identities::{identity_of, Claim, Identities};
 use crate::router::net::{describe_io, RETRY_INTERVAL};
 use crate::router::profiles::Profiles;
-use crate::stream::protocol::{self, Introduced};
+use crate::stream::border::{Border, Pending};
+use crate::stream::protocol::{self, Introduced, Primed};
 use crate::stream::types::{Answer, Introduction, Role};
 use crate::text::truncate;
 use crate::tls;
@@ -41,7 +42,14 @@ pub struct LinkState {
 
 /// A connection the router access accepted, after TLS and the dialer's introduction: the stream, its protocol, the
 /// introduction and the identity it speaks as, held for the link's life.
-pub type Accepted = (tokio_rustls::server::TlsStream<LinkIo>, LinkProtocol, Introduced, Claim);
+pub type Accepted = (Primed<tokio_rustls::server::TlsStream<LinkIo>>, LinkProtocol, Introduced, Claim);
+
+/// A link connection dialed and introduced: a native one (the stream and the acceptor's answer), or an AMQP one
+/// (upstream's router opened; [`Border::join`] hands it to the node).
+enum Dialed {
+    Native(Box<(tokio_rustls::client::TlsStream<LinkIo>, Answer)>),
+    Amqp(Pending),
+}
 
 struct LinkRun {
     fingerprint: String,
@@ -55,6 +63,7 @@ pub struct Links {
     control: Arc<Control>,
     forward: Arc<Forward>,
     identities: Arc<Identities>,
+    border: Arc<Border>,
     shutdown: CancellationToken,
     /// The dialed links running, by name.
     runs: Mutex<HashMap<String, LinkRun>>,
@@ -81,6 +90,8 @@ impl Links {
             control,
             forward,
             identities,
+            // this router's node in upstream's network (one per process), for the AMQP links
+            border: Arc::new(Border::new(id, now_s() as i64)),
             shutdown,
             runs: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
@@ -154,9 +165,24 @@ impl Links {
             };
             match dialed {
                 Err(reason) => self.set_state(&l.name, cost, false, &reason, None),
-                Ok((conn_io, hello)) => {
+                Ok(Dialed::Amqp(pending)) => {
+                    let peer = pending.peer.clone();
+                    let remote = Some((peer.clone(), Site { id: peer.clone(), name: peer.clone(), namespace: None }));
+                    let joined = self.border.join(pending, cost).await;
+                    self.set_state(&l.name, cost, true, "", remote.clone());
+                    let reason = tokio::select! {
+                        r = joined.ended() => r,
+                        _ = cancel.cancelled() => {
+                            joined.close();
+                            return;
+                        }
+                    };
+                    self.set_state(&l.name, cost, false, &format!("AMQP connection ended: {reason}"), remote);
+                }
+                Ok(Dialed::Native(native)) => {
+                    let (conn_io, hello) = *native;
                     let on_open = self.forward.on_open_for(hello.router.clone());
-                    let (conn, ctl_rx) = protocol::start(l.protocol, conn_io, Role::Dialer, on_open);
+                    let (conn, ctl_rx) = protocol::start(conn_io, Role::Dialer, on_open);
                     let group =
                         LinkGroup::new(hello.router.clone(), hello.site.clone(), l.name.clone(), cost, true, conn);
                     self.set_state(&l.name, cost, true, "", Some((hello.router.clone(), hello.site.clone())));
@@ -165,10 +191,11 @@ impl Links {
                         let me = self.clone();
                         let (l2, cfg2, gid, g) = (l.clone(), cfg.clone(), group_id.clone(), group.clone());
                         tokio::spawn(async move {
-                            if let Ok((io, h)) = me.dial(&l2, &cfg2, &gid, index, count).await {
+                            if let Ok(Dialed::Native(native)) = me.dial(&l2, &cfg2, &gid, index, count).await {
+                                let (io, h) = *native;
                                 if h.router == g.peer {
                                     let on_open = me.forward.on_open_for(h.router.clone());
-                                    g.add(protocol::start(l2.protocol, io, Role::Dialer, on_open).0);
+                                    g.add(protocol::start(io, Role::Dialer, on_open).0);
                                 }
                             }
                         });
@@ -194,9 +221,10 @@ impl Links {
         }
     }
 
-    /// Dials connection `index` of `count` of a link's group: TCP, TLS, the introduction both ways (the link
-    /// protocol's: HELLO frames for the native one), the remote router's identity checked against its
-    /// certificate; within the handshake timeout.
+    /// Dials connection `index` of `count` of a link's group: TCP, TLS, the introduction both ways (HELLO frames
+    /// for the native protocol; SASL EXTERNAL and `open` for AMQP, whose link is one connection), the remote
+    /// router's identity (its HELLO router id, or its `open` container-id) checked against its certificate; within
+    /// the handshake timeout.
     async fn dial(
         &self,
         l: &config::Link,
@@ -204,7 +232,7 @@ impl Links {
         group: &str,
         index: u32,
         count: u32,
-    ) -> Result<(tokio_rustls::client::TlsStream<LinkIo>, Answer), String> {
+    ) -> Result<Dialed, String> {
         let work = async {
             let tcp = match l.host.parse::<std::net::IpAddr>() {
                 Ok(ip) => TcpStream::connect(SocketAddr::new(ip, l.port)).await,
@@ -222,6 +250,29 @@ impl Links {
                 .and_then(|c| c.first())
                 .and_then(tls::common_name)
                 .ok_or("the remote access certificate has no common name")?;
+            if protocol::of_dialed(l.protocol, tls.get_ref().1.alpn_protocol()) == LinkProtocol::Amqp {
+                if index > 0 {
+                    return Err("an AMQP link has one connection".into());
+                }
+                let pending = self.border.dial(tls, &l.host).await?;
+                let refused = if !tls::identity_allows(&cn, &pending.peer) {
+                    Some(format!(
+                        "the upstream router calls itself {} but its certificate names {}",
+                        truncate(&pending.peer, 100),
+                        truncate(&cn, 100)
+                    ))
+                } else if pending.peer == self.id {
+                    Some("the link leads back to this router".to_string())
+                } else {
+                    None
+                };
+                if let Some(reason) = refused {
+                    tracing::warn!("link {}: {reason}", truncate(&l.name, 100));
+                    pending.close();
+                    return Err(reason);
+                }
+                return Ok(Dialed::Amqp(pending));
+            }
             let intro = Introduction {
                 router: self.id.clone(),
                 site: self.site.clone(),
@@ -231,7 +282,7 @@ impl Links {
                 index,
                 count,
             };
-            let hello = protocol::introduce(l.protocol, &mut tls, &intro).await?;
+            let hello = protocol::introduce(&mut tls, &intro).await?;
             if let Some(reason) = &hello.refused {
                 return Err(format!("refused by the remote router: {}", truncate(reason, 300)));
             }
@@ -245,7 +296,7 @@ impl Links {
             if hello.router == self.id {
                 return Err("the link leads back to this router".into());
             }
-            Ok((tls, hello))
+            Ok(Dialed::Native(Box::new((tls, hello))))
         };
         match tokio::time::timeout(Duration::from_secs(self.limits.handshake_timeout_seconds.max(1)), work).await {
             Ok(r) => r,
@@ -286,6 +337,29 @@ impl Links {
         self.identities.admit(cn, certificate, router, &known)
     }
 
+    /// An AMQP connection the router access accepted (upstream's router dialed, its identity admitted): joins the
+    /// node at cost 1 (a data connection is only kept), holding the identity's claim while it runs.
+    pub fn accepted_amqp(&self, pending: Pending, claim: Claim) {
+        let border = self.border.clone();
+        tokio::spawn(async move {
+            let (peer, data) = (pending.peer.clone(), pending.is_data());
+            let joined = border.join(pending, 1).await;
+            if !data {
+                tracing::info!("upstream router {} linked (AMQP)", truncate(&peer, 100));
+            }
+            let why = joined.ended().await;
+            if !data {
+                tracing::info!("upstream router {}: AMQP connection ended: {why}", truncate(&peer, 100));
+            }
+            drop(claim);
+        });
+    }
+
+    /// The AMQP link protocol's node (this router in upstream's network).
+    pub fn border(&self) -> &Arc<Border> {
+        &self.border
+    }
+
     /// Takes the document's `peers`.
     pub fn apply_peers(&self, doc: &Document) {
         self.identities.apply(doc);
@@ -299,13 +373,13 @@ impl Links {
     /// A connection the router access accepted: connection 0 of a group starts the group (replacing an older link
     /// of the same router under the same name) and runs its control channel, holding the identity's claim while
     /// it runs; the others join their group when they came with its certificate.
-    pub fn accepted(&self, (tls, protocol, introduced, claim): Accepted) {
+    pub fn accepted(&self, (tls, _protocol, introduced, claim): Accepted) {
         let hello = &introduced.introduction;
         let peer = hello.router.clone();
         let key = (peer.clone(), hello.group.clone());
         if hello.index == 0 {
             let on_open = self.forward.on_open_for(peer.clone());
-            let (conn, ctl_rx) = protocol::start(protocol, tls, Role::Acceptor, on_open);
+            let (conn, ctl_rx) = protocol::start(tls, Role::Acceptor, on_open);
             let group = LinkGroup::accepted_with(
                 peer.clone(),
                 hello.site.clone(),
@@ -338,7 +412,7 @@ impl Links {
             match group {
                 Some(g) if g.is_up() && g.connections() < 16 && g.certificate == claim.certificate => {
                     let on_open = self.forward.on_open_for(peer);
-                    g.add(protocol::start(protocol, tls, Role::Acceptor, on_open).0);
+                    g.add(protocol::start(tls, Role::Acceptor, on_open).0);
                 }
                 _ => drop(tls),
             }

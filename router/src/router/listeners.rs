@@ -524,7 +524,9 @@ impl Listeners {
                 let started = Instant::now();
                 match group.open(Open { ttl: TTL, key: key.clone(), origin: self.id.clone() }).await {
                     Some((tx, rx)) => {
-                        let end = pump::socket_stream(
+                        // boxed: a connection to a local target (the plain relay, a far smaller future) does not
+                        // carry this one's room in its task (issue 45: memory per idle connection)
+                        let end = Box::pin(pump::socket_stream(
                             client,
                             tx,
                             rx,
@@ -535,7 +537,7 @@ impl Listeners {
                                 opened: Some((started, &self.metrics.stream_open_seconds)),
                                 tap: tap.as_ref(),
                             },
-                        )
+                        ))
                         .await;
                         clean = end == End::Closed;
                         if let End::Reset(Some(reason)) = end {

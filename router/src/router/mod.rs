@@ -7,6 +7,7 @@
 //! | `reports` | the traffic reports kept and sent, recent connections |
 //! | `targets` | connector targets per key, dialing them (TLS origination), their books |
 //! | `control` | neighbours, each link's control channel, the link-state database, flooding, routes |
+//! | `upstream` | border routing: keys imported from upstream's network, our keys exported to it |
 //! | `forward` | the balanced choice of a destination; streams neighbours open |
 //! | `links` | dialing links, their states, groups of accepted connections |
 //! | `access` | the router access: TLS and HELLO handshakes within their budget and timeout |
@@ -26,6 +27,7 @@ mod profiles;
 mod reports;
 mod status;
 mod targets;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -151,6 +153,7 @@ impl Router {
 
     /// Starts the background work that does not depend on a document (purging, link metrics, traffic reports).
     pub fn start(self: &Arc<Self>) {
+        upstream::spawn(self.control.clone(), self.targets.clone(), self.links.border().clone(), self.shutdown.clone());
         let me = self.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(HELLO_INTERVAL);
@@ -228,7 +231,7 @@ impl Router {
             .map(|(key, (mut connectors, mut listeners))| {
                 connectors.sort();
                 listeners.sort();
-                Service { key, connectors, listeners }
+                Service { key, connectors, listeners, upstream: vec![] }
             })
             .collect()
     }

@@ -219,6 +219,10 @@ impl Status {
             "listening": listening,
             "unreachable": self.targets.unreachable(),
             "refused": self.links.refusals(),
+            "upstream": {
+                "neighbours": self.links.border().neighbours(),
+                "imported": self.control.imported(),
+            },
         })
     }
 }

@@ -3,8 +3,10 @@
 //! routing key, origin and hop limit, bytes within flow-control credit, half-close, resets with a reason) and, on
 //! its first connection, the control channel as decoded messages ([`control`]). [`protocol`] chooses and starts a
 //! link protocol's connection; each protocol lives in a module family of its own (`native/`: frames, multiplexing,
-//! HELLO) and appears here as one variant of each enum and one arm of each function.
+//! HELLO) and appears here as one variant of each enum and one arm of each function; upstream's AMQP links join
+//! this router's node in upstream's network through [`border`].
 
+pub mod border;
 pub mod conn;
 pub mod control;
 pub mod halves;

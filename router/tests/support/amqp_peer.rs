@@ -8,11 +8,12 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use snrouter::amqp::conn::{Conn, Event, LinkId};
+use snrouter::amqp::conn::{Conn, LinkId};
 use snrouter::amqp::driver::{self, Handle};
-use snrouter::amqp::interior::{self, PeerLink, LINK_CAPACITY};
+use snrouter::amqp::interior::{self, LINK_CAPACITY};
 use snrouter::amqp::node::{NodeHandle, NodeState};
 use snrouter::amqp::performative::Role;
+use snrouter::stream::border;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
@@ -90,24 +91,8 @@ where
 {
     let conn = Conn::new(interior::open(&params(1, Some("ours:1"))), interior::limits(), Instant::now());
     let mut handle = driver::spawn(stream, conn, rest, LINK_CAPACITY);
-    let (mut tx, mut rx) = (None, None);
-    let waited = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Some(e) = handle.events.recv().await {
-            if let Event::Attached { link, attach, .. } = e {
-                if interior::classify(&attach) == PeerLink::Control {
-                    match attach.role {
-                        Role::Sender => rx = Some(link),
-                        Role::Receiver => tx = Some(link),
-                    }
-                }
-            }
-            if tx.is_some() && rx.is_some() {
-                return;
-            }
-        }
-    })
-    .await;
-    if let (Ok(()), Some(tx), Some(rx)) = (waited, tx, rx) {
+    let waited = tokio::time::timeout(Duration::from_secs(2), border::peer_control_links(&mut handle)).await;
+    if let Ok(Some((tx, rx))) = waited {
         node.add_connection(handle, tx, rx, 1).await;
         return true;
     }

@@ -1,0 +1,252 @@
+//! This router's place in upstream's network, in the stream layer's words (strings, no AMQP types): one
+//! `amqp::node` per router process, the AMQP link connections handed to it (dialed: SASL `EXTERNAL`, upstream's
+//! inter-router `open` and link set; accepted: SASL `EXTERNAL` answered with the certificate's identity, our
+//! `open`, the peer's link set), the upstream routers' routing keys (their mobile addresses `M<key>`) and this
+//! router's own keys set as its mobile addresses (`docs/dev/mixed-networks.md`, sections 1, 2 and 5).
+//!
+//! A connection becomes a [`Pending`] once the peer's `open` named its router id; the caller checks that id against
+//! the certificate (its identity rule) and then [`Border::join`]s it, the one place a connection is handed to the
+//! node. Streams over these links are not carried yet (the TCP-flow mapping is task "amqpflow"'s): a stream toward a
+//! key served only upstream is reset `NoRoute` until then.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::amqp::conn::{Conn, Event, LinkId};
+use crate::amqp::driver::{self, Handle, Sender};
+use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
+use crate::amqp::node::{self, NodeHandle};
+use crate::amqp::performative::{Open, Role};
+use crate::amqp::routing::messages::AddressEntry;
+use crate::amqp::sasl::{self, Mechanism, ServerConfig};
+
+/// How long an accepted connection may take, after its `open`, to attach the control links before it is taken
+/// for one of upstream's data ("trunk") connections, which carry no router links.
+const CONTROL_ATTACH_WAIT: Duration = Duration::from_secs(3);
+/// `qd.inter-router-role` of upstream's data connections (its `open` properties).
+const ROLE_INTER_ROUTER_DATA: i64 = 4;
+
+/// Whether `first` (the first bytes a dialer sent after TLS) begins an AMQP protocol header (`AMQP` + 4 bytes;
+/// SASL's `AMQP\x03\x01\x00\x00` on upstream's links). The native protocol's HELLO frame never starts so.
+pub fn is_amqp_header(first: &[u8]) -> bool {
+    first.starts_with(b"AMQP")
+}
+
+/// An AMQP link connection whose peer has opened (named its router id), not yet handed to the node.
+pub struct Pending {
+    /// The peer's router id (its `open` container-id).
+    pub peer: String,
+    handle: Handle,
+    control: Option<(LinkId, LinkId)>,
+}
+
+impl Pending {
+    /// One of upstream's data ("trunk") connections: no router links.
+    pub fn is_data(&self) -> bool {
+        self.control.is_none()
+    }
+
+    /// Refuses the connection (an AMQP `close`, then the socket).
+    pub fn close(self) {
+        self.handle.sender().close();
+    }
+}
+
+/// A connection handed to the node: wait for its end, or end it.
+#[derive(Clone)]
+pub struct Joined {
+    sender: Sender,
+}
+
+impl Joined {
+    pub async fn ended(&self) -> String {
+        self.sender.wait_ended().await
+    }
+
+    pub fn close(&self) {
+        self.sender.close();
+    }
+}
+
+/// The router's node in upstream's network (started at its first use, inside the runtime).
+pub struct Border {
+    id: String,
+    instance: i64,
+    node: OnceLock<NodeHandle>,
+    conn_ids: AtomicI64,
+}
+
+impl Border {
+    pub fn new(id: &str, instance: i64) -> Border {
+        Border { id: id.to_string(), instance, node: OnceLock::new(), conn_ids: AtomicI64::new(1) }
+    }
+
+    /// Whether the node runs (it starts with the first AMQP link connection).
+    pub fn started(&self) -> bool {
+        self.node.get().is_some()
+    }
+
+    fn node(&self) -> &NodeHandle {
+        self.node.get_or_init(|| node::spawn(&self.id, self.instance))
+    }
+
+    fn params(&self, access_id: Option<String>, hostname: Option<&str>) -> OpenParams {
+        OpenParams {
+            router_id: self.id.clone(),
+            conn_id: self.conn_ids.fetch_add(1, Ordering::Relaxed),
+            access_id,
+            hostname: hostname.map(str::to_string),
+        }
+    }
+
+    /// The dialer's handshake over `io` (TLS is up, no ALPN agreed): SASL `EXTERNAL`, upstream's inter-router
+    /// `open` and link set, until the peer's `open` names it. The caller bounds it in time.
+    pub async fn dial<S>(&self, mut io: S, hostname: &str) -> Result<Pending, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let auth = sasl::client(&mut io, Mechanism::External, Some(hostname))
+            .await
+            .map_err(|e| format!("SASL EXTERNAL: {e}"))?;
+        let mut conn =
+            Conn::new(interior::open(&self.params(None, Some(hostname))), interior::limits(), Instant::now());
+        let mut sessions = vec![];
+        for _ in 0..=interior::PRIORITIES {
+            sessions.push(conn.begin().map_err(|e| e.to_string())?);
+        }
+        let (mut tx, mut rx) = (None, None);
+        let conn_id = self.conn_ids.load(Ordering::Relaxed);
+        for (session, attach) in interior::link_set(|i| format!("{}.{conn_id}.{i}", self.id)) {
+            let role = attach.role;
+            let link = conn.attach(sessions[usize::from(session)], attach).map_err(|e| e.to_string())?;
+            if session == 0 {
+                match role {
+                    Role::Sender => tx = Some(link),
+                    Role::Receiver => rx = Some(link),
+                }
+            }
+        }
+        let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
+        let open = opened(&mut handle).await?;
+        Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx) })
+    }
+
+    /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
+    /// `EXTERNAL` with `identity` (the client certificate's common name), our `open`, the peer's `open` and its
+    /// control links; or one of upstream's data connections ([`Pending::is_data`]: no router links, kept driven
+    /// once joined). Either way the caller checks the peer's id before joining it.
+    pub async fn accept<S>(&self, mut io: S, identity: &str) -> Result<Pending, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let cfg = ServerConfig { allow_anonymous: false, tls_identity: Some(identity.to_string()) };
+        let auth = sasl::server(&mut io, &cfg).await.map_err(|e| format!("SASL: {e}"))?;
+        let open = interior::open(&self.params(Some(format!("{}:access", self.id)), None));
+        let conn = Conn::new(open, interior::limits(), Instant::now());
+        let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
+        let theirs = opened(&mut handle).await?;
+        let peer = theirs.container_id.as_str().to_string();
+        let data = theirs
+            .properties
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("qd.inter-router-role") && v.as_i64() == Some(ROLE_INTER_ROUTER_DATA));
+        if data {
+            return Ok(Pending { peer, handle, control: None });
+        }
+        // no control links in time: a data connection that did not say so, kept like one
+        let control = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_control_links(&mut handle)).await.ok().flatten();
+        Ok(Pending { peer, handle, control })
+    }
+
+    /// Hands a connection to the node at `cost` (the one place connections join it); a data connection is only
+    /// kept driven (it carries no router links).
+    pub async fn join(&self, p: Pending, cost: u32) -> Joined {
+        let sender = p.handle.sender();
+        let mut handle = p.handle;
+        match p.control {
+            Some((tx, rx)) => self.node().add_connection(handle, tx, rx, i64::from(cost.max(1))).await,
+            None => {
+                tokio::spawn(async move { while handle.events.recv().await.is_some() {} });
+            }
+        }
+        Joined { sender }
+    }
+
+    /// Sets this router's routing keys as its mobile addresses in upstream's network (`M<key>`).
+    pub async fn set_keys(&self, keys: &BTreeSet<String>) {
+        let addresses = keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
+        self.node().set_addresses(addresses).await;
+    }
+
+    /// The routing keys served by upstream routers (their mobile addresses `M<key>`), with the routers serving
+    /// each; routers `ours` says belong to our network are left out (our own keys coming back).
+    pub fn upstream_keys(&self, ours: impl Fn(&str) -> bool) -> BTreeMap<String, BTreeSet<String>> {
+        let Some(node) = self.node.get() else { return BTreeMap::new() };
+        let state = node.state.borrow();
+        let mut keys: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (router, addresses) in &state.addresses {
+            if ours(router) || !state.routes.next_hops.contains_key(router) {
+                continue;
+            }
+            for a in addresses {
+                if let Some(key) = a.strip_prefix('M').filter(|k| !k.is_empty()) {
+                    keys.entry(key.to_string()).or_default().insert(router.clone());
+                }
+            }
+        }
+        keys
+    }
+
+    /// The upstream routers this one exchanges HELLO with.
+    pub fn neighbours(&self) -> BTreeSet<String> {
+        self.node.get().map(|n| n.state.borrow().neighbours.clone()).unwrap_or_default()
+    }
+}
+
+/// Waits until the peer attached both control links (`qd.router`): (ours sending, ours receiving); `None` when the
+/// connection ended first. Other events are passed over.
+pub async fn peer_control_links(handle: &mut Handle) -> Option<(LinkId, LinkId)> {
+    let (mut tx, mut rx) = (None, None);
+    while let Some(e) = handle.events.recv().await {
+        if let Event::Attached { link, attach, .. } = e {
+            if interior::classify(&attach) == PeerLink::Control {
+                match attach.role {
+                    Role::Sender => rx = Some(link),
+                    Role::Receiver => tx = Some(link),
+                }
+            }
+        }
+        if let (Some(tx), Some(rx)) = (tx, rx) {
+            return Some((tx, rx));
+        }
+    }
+    None
+}
+
+/// Waits for the peer's `open`; the connection's end before it is an error.
+async fn opened(handle: &mut Handle) -> Result<Box<Open>, String> {
+    while let Some(e) = handle.events.recv().await {
+        if let Event::Opened(open) = e {
+            return Ok(open);
+        }
+    }
+    Err(format!("closed before its open: {}", handle.sender().wait_ended().await))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amqp::frame::ProtocolHeader;
+
+    #[test]
+    fn an_amqp_header_is_told_from_a_native_hello() {
+        assert!(is_amqp_header(&ProtocolHeader::Sasl.bytes()));
+        assert!(is_amqp_header(b"AMQP\x00\x01\x00\x00"));
+        assert!(!is_amqp_header(b"\x00\x00\x00\x10{\"t\":"));
+        assert!(!is_amqp_header(b""));
+    }
+}
