@@ -739,7 +739,8 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::native::mux::{self, Conn};
+    use crate::stream::halves::OnOpen;
+    use crate::stream::protocol;
     use crate::stream::types::{Open, Role};
 
     /// A connected pair of loopback sockets.
@@ -754,16 +755,14 @@ mod tests {
     async fn stream() -> ((StreamTx, StreamRx), (StreamTx, StreamRx)) {
         let (a, b) = tokio::io::duplex(1024 * 1024);
         let (open_tx, mut open_rx) = mpsc::unbounded_channel();
-        let on_open: mux::OnOpen = Arc::new(move |tx, rx, _open| {
+        let on_open: OnOpen = Arc::new(move |tx, rx, _open| {
             let _ = open_tx.send((tx, rx));
         });
-        let never: mux::OnOpen = Arc::new(|_, _, _| {});
-        let (ctl, _ctl_rx) = mpsc::unbounded_channel();
-        let dialer = Conn::start(a, Role::Dialer, never, ctl.clone());
-        let _acceptor = Conn::start(b, Role::Acceptor, on_open, ctl);
-        let (tx, rx) = dialer.open(Open { ttl: 8, key: "k".into(), origin: "r".into() }).await.unwrap();
-        let (ptx, prx) = open_rx.recv().await.unwrap();
-        ((StreamTx::Native(tx), StreamRx::Native(rx)), (StreamTx::Native(ptx), StreamRx::Native(prx)))
+        let never: OnOpen = Arc::new(|_, _, _| {});
+        let (dialer, _) = protocol::start(a, Role::Dialer, never);
+        let _acceptor = protocol::start(b, Role::Acceptor, on_open);
+        let opener = dialer.open(Open { ttl: 8, key: "k".into(), origin: "r".into() }).await.unwrap();
+        (opener, open_rx.recv().await.unwrap())
     }
 
     /// One poll of `reader` on `s`.
