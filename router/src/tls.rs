@@ -146,6 +146,10 @@ pub fn link_client(m: &Material, version: &str, alpn: Option<&[u8]>) -> Result<A
         .with_client_auth_cert(chain, key)
         .map_err(|e| format!("client certificate: {e}"))?;
     cfg.alpn_protocols = alpn.iter().map(|id| id.to_vec()).collect();
+    // No session resumption: upstream's router (OpenSSL, peer verification on, no session id context) fails a
+    // handshake that offers a session it ticketed ("session id context uninitialized"), so every redial after the
+    // first would fail. Links are long-lived; a full handshake per dial costs little.
+    cfg.resumption = rustls::client::Resumption::disabled();
     Ok(Arc::new(cfg))
 }
 

@@ -47,9 +47,34 @@ pub const MAX_STREAMS: usize = 65_536;
 pub type OnOpen = Arc<dyn Fn(StreamTx, StreamRx, Open) + Send + Sync>;
 
 struct Slot {
-    inbound: mpsc::UnboundedSender<Inbound>,
     credit: Arc<Semaphore>,
     rx: Arc<RxState>,
+}
+
+impl Drop for Slot {
+    /// The stream's sending side (the connection's reader) is gone: its receiver reads the end.
+    fn drop(&mut self) {
+        let waker = {
+            let mut q = self.rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            q.closed = true;
+            q.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A stream's inbound queue: it allocates as items come (an idle stream holds no preallocated block, as a tokio
+/// channel does: issue 45), one receiver; bounded by the stream's window like the channel it replaces.
+#[derive(Default)]
+struct Inbox {
+    items: std::collections::VecDeque<Inbound>,
+    waker: Option<std::task::Waker>,
+    /// No more items will come (the slot is gone).
+    closed: bool,
+    /// The receiver is gone: items are dropped.
+    gone: bool,
 }
 
 /// A stream's receiving state, shared by the connection's reader and the stream's [`StreamRx`].
@@ -67,9 +92,28 @@ struct RxState {
     forward_off: AtomicBool,
     /// Bytes the reader handed straight on.
     forwarded: AtomicU64,
+    /// What the reader queued for the stream's receiver.
+    inbox: Mutex<Inbox>,
 }
 
 impl RxState {
+    /// The next queued item; `None` once the slot is gone and the queue is empty.
+    fn poll_next(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Inbound>> {
+        let mut q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(item) = q.items.pop_front() {
+            if q.items.is_empty() && q.items.capacity() > 16 {
+                q.items = std::collections::VecDeque::new();
+            }
+            return std::task::Poll::Ready(Some(item));
+        }
+        if q.closed {
+            return std::task::Poll::Ready(None);
+        }
+        if !q.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            q.waker = Some(cx.waker().clone());
+        }
+        std::task::Poll::Pending
+    }
     /// `n` bytes were written onward: returns the credit to send back, if a batch is complete.
     fn consume(&self, n: usize) -> Option<u32> {
         self.unacked.fetch_sub(n, Ordering::AcqRel);
@@ -247,7 +291,6 @@ fn rand_token() -> u64 {
 
 impl ConnShared {
     fn register(self: &Arc<Self>, id: u32) -> Option<(StreamTx, StreamRx)> {
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
         let credit = Arc::new(Semaphore::new(WINDOW));
         let state = Arc::new(RxState::default());
         {
@@ -255,13 +298,13 @@ impl ConnShared {
             if self.closed.load(Ordering::Acquire) || streams.len() >= MAX_STREAMS || streams.contains_key(&id) {
                 return None;
             }
-            streams.insert(id, Slot { inbound: in_tx, credit: credit.clone(), rx: state.clone() });
+            streams.insert(id, Slot { credit: credit.clone(), rx: state.clone() });
         }
         self.open.fetch_add(1, Ordering::Relaxed);
         let guard = Arc::new(StreamGuard { id, conn: self.clone() });
         Some((
             StreamTx { id, conn: self.clone(), credit, _guard: guard.clone() },
-            StreamRx { id, conn: self.clone(), inbound: in_rx, state, unsettled: false, _guard: guard },
+            StreamRx { id, conn: self.clone(), state, unsettled: false, _guard: guard },
         ))
     }
 
@@ -311,37 +354,67 @@ pub struct StreamTx {
 }
 
 impl StreamTx {
-    /// Sends `data`, waiting for credit as needed.
+    /// Sends `data`, waiting for credit as needed. Credit there and room in the writer's queue (the usual case)
+    /// cost no waiting state; only a send that must wait boxes what it waits with, so the future a pump holds
+    /// for its whole life stays small (issue 45: the memory of an idle connection).
     pub async fn send(&self, mut data: Bytes) -> Result<(), StreamClosed> {
         while !data.is_empty() {
             let want = data.len().min(MAX_DATA);
-            let permit = self.credit.acquire().await.map_err(|_| StreamClosed)?;
-            permit.forget();
-            let mut got = 1;
-            let extra = (want - 1).min(self.credit.available_permits());
-            if extra > 0 {
-                if let Ok(p) = self.credit.try_acquire_many(extra as u32) {
-                    p.forget();
-                    got += extra;
-                }
-            }
+            let got = match self.try_credit(want)? {
+                Some(got) => got,
+                None => Box::pin(self.wait_credit(want)).await?,
+            };
             let chunk = data.split_to(got);
-            self.conn.tx.send(Frame::Data { stream: self.id, data: chunk }).await.map_err(|_| StreamClosed)?;
+            queue_frame(&self.conn.tx, Frame::Data { stream: self.id, data: chunk }).await.map_err(|_| StreamClosed)?;
         }
         Ok(())
     }
 
+    /// Takes up to `want` bytes of the credit there is now (`None`: none there).
+    fn try_credit(&self, want: usize) -> Result<Option<usize>, StreamClosed> {
+        let there = want.min(self.credit.available_permits());
+        if there == 0 {
+            return if self.credit.is_closed() { Err(StreamClosed) } else { Ok(None) };
+        }
+        match self.credit.try_acquire_many(there as u32) {
+            Ok(p) => {
+                p.forget();
+                Ok(Some(there))
+            }
+            Err(tokio::sync::TryAcquireError::Closed) => Err(StreamClosed),
+            Err(tokio::sync::TryAcquireError::NoPermits) => Ok(None),
+        }
+    }
+
+    /// Waits for credit, then takes up to `want` bytes of it.
+    async fn wait_credit(&self, want: usize) -> Result<usize, StreamClosed> {
+        let permit = self.credit.acquire().await.map_err(|_| StreamClosed)?;
+        permit.forget();
+        // more if there is more now; the credit taken above is sent even if the stream closed meanwhile
+        Ok(1 + self.try_credit(want - 1).ok().flatten().unwrap_or(0))
+    }
+
     pub async fn fin(&self) {
-        let _ = self.conn.tx.send(Frame::Fin { stream: self.id }).await;
+        let _ = queue_frame(&self.conn.tx, Frame::Fin { stream: self.id }).await;
     }
 
     pub async fn opened(&self) {
-        let _ = self.conn.tx.send(Frame::Opened { stream: self.id }).await;
+        let _ = queue_frame(&self.conn.tx, Frame::Opened { stream: self.id }).await;
     }
 
     pub async fn reset(&self, reason: ResetReason) {
         self.credit.close();
-        let _ = self.conn.tx.send(Frame::Rst { stream: self.id, reason }).await;
+        let _ = queue_frame(&self.conn.tx, Frame::Rst { stream: self.id, reason }).await;
+    }
+}
+
+/// Puts `frame` on a writer's queue, in order with what the caller queued before: at once when there is room,
+/// otherwise waiting for room in a boxed future (a stream's futures stay small while it is idle).
+async fn queue_frame(tx: &mpsc::Sender<Frame>, frame: Frame) -> Result<(), ()> {
+    match tx.try_send(frame) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
+        Err(mpsc::error::TrySendError::Full(frame)) => Box::pin(tx.send(frame)).await.map_err(|_| ()),
     }
 }
 
@@ -349,7 +422,6 @@ impl StreamTx {
 pub struct StreamRx {
     id: u32,
     conn: Arc<ConnShared>,
-    inbound: mpsc::UnboundedReceiver<Inbound>,
     state: Arc<RxState>,
     /// The item `recv` returned last is still counted in `state.queued`.
     unsettled: bool,
@@ -363,7 +435,7 @@ impl StreamRx {
         if std::mem::take(&mut self.unsettled) {
             self.state.queued.fetch_sub(1, Ordering::AcqRel);
         }
-        match self.inbound.recv().await {
+        match std::future::poll_fn(|cx| self.state.poll_next(cx)).await {
             Some(item) => {
                 self.unsettled = true;
                 item
@@ -381,7 +453,7 @@ impl StreamRx {
             return;
         }
         if let Some(bytes) = self.state.consume(n) {
-            let _ = self.conn.tx.send(Frame::Credit { stream: self.id, bytes }).await;
+            let _ = queue_frame(&self.conn.tx, Frame::Credit { stream: self.id, bytes }).await;
         }
     }
 
@@ -410,6 +482,17 @@ impl StreamRx {
     /// Bytes the reader put straight on the onward stream (see [`StreamRx::forward_to`]).
     pub fn forwarded(&self) -> u64 {
         self.state.forwarded.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for StreamRx {
+    fn drop(&mut self) {
+        let items = {
+            let mut q = self.state.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            q.gone = true;
+            std::mem::take(&mut q.items)
+        };
+        drop(items);
     }
 }
 
@@ -683,8 +766,18 @@ fn forward(slot: &Slot, data: Bytes) -> Result<(), Bytes> {
 /// Puts an item on a stream's queue (counted until its receiver is done with it).
 fn queue(slot: &Slot, what: Inbound) {
     slot.rx.queued.fetch_add(1, Ordering::AcqRel);
-    if slot.inbound.send(what).is_err() {
-        slot.rx.queued.fetch_sub(1, Ordering::AcqRel);
+    let waker = {
+        let mut q = slot.rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if q.gone {
+            drop(q);
+            slot.rx.queued.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        q.items.push_back(what);
+        q.waker.take()
+    };
+    if let Some(w) = waker {
+        w.wake();
     }
 }
 

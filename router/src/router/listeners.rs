@@ -533,7 +533,9 @@ impl Listeners {
                 };
                 match opened {
                     Some((tx, rx, _guard)) => {
-                        let end = pump::socket_stream(
+                        // boxed: a connection to a local target (the plain relay, a far smaller future) does not
+                        // carry this one's room in its task (issue 45: memory per idle connection)
+                        let end = Box::pin(pump::socket_stream(
                             client,
                             tx,
                             rx,
@@ -544,7 +546,7 @@ impl Listeners {
                                 opened: Some((started, &self.metrics.stream_open_seconds)),
                                 tap: tap.as_ref(),
                             },
-                        )
+                        ))
                         .await;
                         clean = end == End::Closed;
                         if let End::Reset(Some(reason)) = end {

@@ -32,6 +32,7 @@ from .access_io import decode
 from .bounded import BoundedCache
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN
+from .http_body import BodyTooLarge, read_body
 from .identities import fingerprint
 from .redeem import REDEEM_TIMEOUT, checked_voucher, client_context
 from .site_key_io import SiteKeys, held_vouchers
@@ -64,8 +65,11 @@ async def post_binding(url: str, ca_pem: str, subject: str, proof: str) -> str |
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REDEEM_TIMEOUT)) as session, \
                 session.post(url, data=b"", ssl=context,
                              headers={"subject": subject, PROOF_HEADER: proof}) as response:
-            text = (await response.content.read(MAX_ANSWER)).decode(errors="replace")
             status = response.status
+            text = (await read_body(response.content, MAX_ANSWER)).decode(errors="replace")
+    except BodyTooLarge as e:
+        return BindingRefused(f"the site that issued the link credential answered with more than it may: {e}",
+                              status=0, retry=False)
     except (aiohttp.ClientError, TimeoutError, OSError) as e:
         return BindingRefused(f"could not reach the site that issued the link credential at {url[:200]}: "
                               f"{str(e)[:200]}", status=0, retry=True)

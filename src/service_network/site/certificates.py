@@ -160,6 +160,11 @@ def plan_certificate(obj: Mapping[str, Any], secrets: Mapping[str, Mapping[str, 
     marker = (f"subject={spec.subject}|hosts={','.join(hosts)}|client={bool(spec.client)}|"
               f"server={bool(spec.server)}|signing={bool(spec.signing)}|ca={spec.ca}:{ca_uid}")
     dns, ips = endpoint_hosts(hosts)
+    if ips:
+        # an IP also as a DNS name, as upstream's certificates have it: upstream's router (Qpid Proton) checks the
+        # host it dials, an IP included, against the DNS names only; the marker reissues a certificate made before
+        dns = (*dns, *ips)
+        marker += "|ip-as-dns"
     metadata = secret_metadata(name, hosts, templates)
     request = IssueRequest(name, spec.ca or None, spec.subject, dns, ips, bool(spec.client), bool(spec.server),
                            bool(spec.signing), marker, obj, labels=metadata["labels"],

@@ -49,6 +49,7 @@ from ..kinds import LINK
 from .bounded import BoundedCache
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN, AnswerProblem, link_name_problem, link_names, link_objects, parse_answer
+from .http_body import BodyTooLarge, read_body
 from .resources import owner_references
 from .site_key_io import SiteKeys, held_vouchers
 from .site_keys import PROOF_HEADER, ProofProblem, Voucher, make_proof, parse_voucher, public_key
@@ -113,8 +114,11 @@ async def post_redemption(url: str, ca_pem: str, code: str, name: str, subject: 
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit)) as session, \
                 session.post(url, data=code.encode(), ssl=context, headers=headers) as response:
-            raw = await response.content.read(MAX_ANSWER)
             status = response.status
+            raw = await read_body(response.content, MAX_ANSWER)
+    except BodyTooLarge as e:
+        raise _Refused(f"the redemption server at {where} answered with more than it may: {e}", retry=False,
+                       reason="InvalidAnswer") from None
     except aiohttp.ClientConnectorCertificateError as e:
         raise _Refused(f"the redemption server at {where} is not trusted by the token's CA: "
                        f"{str(e.certificate_error)[:200]}", retry=False, reason="UntrustedServer") from None

@@ -52,7 +52,7 @@ def test_a_missing_secret_is_issued_and_a_current_one_left_alone() -> None:
     plan = plan_certificate(cert, {"site-ca": ca}, NOW)
     assert plan.issue is not None and plan.issue.replace is False
     assert (plan.issue.dns, plan.issue.ips, plan.issue.server, plan.issue.client) == (
-        ("*.key.example", "router.example"), ("127.0.0.5",), True, False)
+        ("*.key.example", "router.example", "127.0.0.5"), ("127.0.0.5",), True, False)  # the IP a DNS name too
     issued = secret_view("server", {
         "internal.skupper.io/certificate-names": plan.issue.marker,
         ANNOTATION_NOT_BEFORE: timestamp(NOW), ANNOTATION_NOT_AFTER: timestamp(NOW + datetime.timedelta(days=3))})
@@ -176,7 +176,8 @@ async def test_certificates_are_issued_reissued_renewed_and_an_owners_secret_kep
     assert pki.signed_by(_decoded(server, "tls.crt"), _decoded(ca, "tls.crt"))
     assert _decoded(server, "ca.crt") == _decoded(ca, "tls.crt")
     info = pki.cert_info(_decoded(server, "tls.crt"))
-    assert (info.dns_names, info.ip_addresses, info.is_ca) == ({"backend.example"}, {"127.0.0.7"}, False)
+    # the IP a DNS name too: upstream's router checks the host it dials against the DNS names only
+    assert (info.dns_names, info.ip_addresses, info.is_ca) == ({"backend.example", "127.0.0.7"}, {"127.0.0.7"}, False)
     assert pki.cert_info(_decoded(ca, "tls.crt")).is_ca
     assert server_status["expiration"] == timestamp(info.not_after)
     assert ca_status["expiration"]
