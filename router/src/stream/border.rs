@@ -6,8 +6,8 @@
 //!
 //! A connection becomes a [`Pending`] once the peer's `open` named its router id; the caller checks that id against
 //! the certificate (its identity rule) and then [`Border::join`]s it, the one place a connection is handed to the
-//! node. Streams over these links are not carried yet (the TCP-flow mapping is task "amqpflow"'s): a stream toward a
-//! key served only upstream is reset `NoRoute` until then.
+//! node. Streams over these links are not carried yet (the TCP-flow mapping, `amqp::flow`, is not merged yet): a
+//! stream toward a key served only upstream is reset `NoRoute` until then.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
