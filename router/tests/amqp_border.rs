@@ -4,9 +4,12 @@
 //! router access, with no new field in either (`links[].protocol` is `auto`). Both come up and see each other as
 //! neighbours; our Connector's key opens skrouterd's `tcpListener` (and closes it once removed); skrouterd's
 //! `tcpConnector` key binds our Listener (and unbinds once skrouterd is gone); a second router of ours, linked
-//! natively, binds its Listener for skrouterd's key through our advert and its Connector's key reaches skrouterd; a
-//! router whose `open` names an id its certificate does not allow is refused; an AMQP header then silence is
-//! dropped after the handshake timeout. Bytes cross both ways as TCP flows (each end's echo target greets with its
+//! natively, binds its Listener for skrouterd's key through our advert and its Connector's key reaches skrouterd.
+//! skrouterd calls itself as upstream's controller names it (`<site name>-<Pod name>`) while its certificates name
+//! `skupper-router` (its server certificate) or the Site uid our grant bound its client certificate to: the router
+//! id is an alias of the certificate's identity (ours dialing: the Link's), refused when it is our own id, one of
+//! our native routers, or held by another identity while that one is linked (and free again once it is gone). An
+//! AMQP header then silence is dropped after the handshake timeout. Bytes cross both ways as TCP flows (each end's echo target greets with its
 //! name, echoes, and says "done" after the client's half-close), 64 MiB each way with our router dialing, and
 //! through a second router of ours. Skipped with the reason when upstream's router is absent
 //! (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
@@ -25,6 +28,12 @@ use upstream::Skrouterd;
 
 /// The host skrouterd's connector dials (our access certificate names it; skrouterd verifies host names).
 const HOST: &str = "localhost";
+/// skrouterd's router id as upstream's controller writes it: `<site name>-${HOSTNAME}` (the Pod's name).
+const UP_ID: &str = "site-a-skupper-router-7d9f8c6b5-x2x4q";
+/// The common name of upstream's router access server certificate, the same on every upstream site.
+const UP_SERVER_CN: &str = "skupper-router";
+/// The uid of upstream's Site, the subject our grant issues its client certificate for.
+const UP_UID: &str = "0b7e8f52-3c1a-4f0e-9d55-6a2b1c9e7f10";
 
 struct Net {
     files: Files,
@@ -38,8 +47,9 @@ struct Net {
 /// (to `back`).
 fn skrouterd(home: &std::path::Path, id: &str, back: u16, mut entities: Vec<Value>) -> (Skrouterd, u16) {
     let echo_port = free_port();
+    let metadata = json!({"id": UP_UID, "version": "2.2.1"}).to_string();
     let mut c = vec![
-        json!(["router", {"id": id, "mode": "interior", "helloMaxAgeSeconds": "3"}]),
+        json!(["router", {"id": id, "mode": "interior", "helloMaxAgeSeconds": "3", "metadata": metadata}]),
         json!(["log", {"module": "ROUTER_LS", "enable": "info+"}]),
     ];
     c.append(&mut entities);
@@ -199,18 +209,19 @@ async fn border_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_router_dials_skrouterds_inter_router_listener() {
-    let Some((net, slot, d)) = dialing("up-a", "up-a").await else { return };
+    // its server certificate names skupper-router, its router id the site and the Pod: the Link is the identity
+    let Some((net, slot, d)) = dialing(UP_ID, UP_SERVER_CN).await else { return };
     assert!(!bound(&slot, "back"), "no route for back:8080 before the link");
     until("our link is up with skrouterd's router id", &net.skrouterd, async || {
         let l = &network(&slot)["links"][0];
-        l["up"] == json!(true) && l["remoteRouter"] == json!("up-a")
+        l["up"] == json!(true) && l["remoteRouter"] == json!(UP_ID)
     })
     .await;
     until("skrouterd authenticated us by our certificate", &net.skrouterd, async || {
         net.skrouterd.log().contains("auth=EXTERNAL user=CN=ours")
     })
     .await;
-    border_both_ways(&net, &slot, &d, "up-a", true).await;
+    border_both_ways(&net, &slot, &d, UP_ID, true).await;
     through(back_port(&d), "up-echo", 64 * MIB).await;
     through(net.echo_port, "ours-echo", 64 * MIB).await;
 
@@ -221,55 +232,162 @@ async fn our_router_dials_skrouterds_inter_router_listener() {
     stop(&slot);
 }
 
-/// Our router "ours" with a router access, and skrouterd `id` (its client certificate names `cn`) whose
-/// `inter-router` connector dials it as upstream's controller writes one.
-async fn dialed_by(home: &std::path::Path, id: &str, cn: &str) -> (Net, snrouter::api::Slot, Value) {
-    let files = Files::new();
-    let ca = ca("site-ca");
+/// Our router "ours" ([`ours_doc`]) with a router access whose certificate `ca` signs, and `peers`: (its slot,
+/// its document, the access port).
+async fn our_access(files: &Files, ca: &Ca, peers: Value) -> (snrouter::api::Slot, Value, u16) {
     let access_port = free_port();
     let mut d = ours_doc(free_port()).await;
     d["tlsProfiles"] =
-        json!([files.profile("site-server", &ca.pem, Some(&leaf(&ca, "ours", &[HOST, "control.service-network"])))]);
+        json!([files.profile("site-server", &ca.pem, Some(&leaf(ca, "ours", &[HOST, "control.service-network"])))]);
     d["routerAccess"] =
         json!([{"name": "inter-router", "host": "127.0.0.1", "port": access_port, "tlsProfile": "site-server"}]);
+    d["peers"] = peers;
     let slot = start(&d);
-    let client = pki::write_profile(files.path(), "skupper-link", &ca.pem, &leaf(&ca, cn, &[]));
-    let (skrouterd, echo_port) = skrouterd(
+    (slot, d, access_port)
+}
+
+/// skrouterd `id` whose `inter-router` connector dials our access on `access_port` as upstream's controller writes
+/// one, presenting `client` (a certificate of our `ca`, as our grant issues it).
+async fn connecting_skrouterd(
+    home: &std::path::Path,
+    files: &Files,
+    id: &str,
+    client: &(String, String),
+    ca: &Ca,
+    access_port: u16,
+) -> (Skrouterd, u16) {
+    let dir = files.path().join(format!("skrouterd-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
+    skrouterd(
         home,
         id,
         echo("up-echo").await.port(),
         vec![
-            client.ssl_profile("skupper-link"),
+            profile.ssl_profile("skupper-link"),
             json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": "inter-router",
                                  "sslProfile": "skupper-link", "cost": 1}]),
         ],
-    );
+    )
+}
+
+/// Our router "ours" with a router access, and skrouterd `id` dialing it with a client certificate whose common
+/// name is `cn`, bound in our `peers` to identity `bound` (unlisted when `None`).
+async fn dialed_by(
+    home: &std::path::Path,
+    id: &str,
+    cn: &str,
+    bound: Option<&str>,
+) -> (Net, snrouter::api::Slot, Value) {
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let client = leaf(&ca, cn, &[]);
+    let peers = match bound {
+        Some(identity) => json!([{"certificate": pki::fingerprint(&client.1), "identity": identity}]),
+        None => json!([]),
+    };
+    let (slot, d, access_port) = our_access(&files, &ca, peers).await;
+    let (skrouterd, echo_port) = connecting_skrouterd(home, &files, id, &client, &ca, access_port).await;
     (Net { files, ca, skrouterd, echo_port }, slot, d)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skrouterds_connector_dials_our_router_access() {
     let Some(home) = upstream::home() else { return };
-    let (net, slot, d) = dialed_by(&home, "up-b", "up-b").await;
-    border_both_ways(&net, &slot, &d, "up-b", false).await;
+    // its client certificate is bound to its Site's uid, its router id names the site and the Pod
+    let (net, slot, d) = dialed_by(&home, UP_ID, UP_UID, Some(UP_UID)).await;
+    border_both_ways(&net, &slot, &d, UP_ID, false).await;
     // its data connections name the same router id: admitted like its control connection, none refused
     assert_eq!(network(&slot)["refused"], json!([]), "{}", network(&slot));
     stop(&slot);
 }
 
+/// A client certificate of `ca` for `uid` as our grant issues it, and its `peers` entry binding it to `uid`.
+fn bound_client(ca: &Ca, uid: &str) -> ((String, String), Value) {
+    let client = leaf(ca, uid, &[]);
+    let peer = json!({"certificate": pki::fingerprint(&client.1), "identity": uid});
+    (client, peer)
+}
+
+/// Whether the network status of `slot` lists a refusal whose reason contains `words`.
+fn refused_with(slot: &snrouter::api::Slot, words: &str) -> bool {
+    network(slot)["refused"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|x| x["reason"].as_str().is_some_and(|w| w.contains(words))))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn our_access_refuses_an_upstream_router_whose_id_its_certificate_does_not_allow() {
+async fn our_access_refuses_an_upstream_router_that_claims_our_own_id() {
     let Some(home) = upstream::home() else { return };
-    // skrouterd calls itself up-y; its client certificate names up-b
-    let (net, slot, _) = dialed_by(&home, "up-y", "up-b").await;
+    // a bound certificate, and the router id of the router it dials
+    let (net, slot, _) = dialed_by(&home, "ours", UP_UID, Some(UP_UID)).await;
     until("the refusal is in the network status", &net.skrouterd, async || {
-        network(&slot)["refused"].as_array().is_some_and(|r| {
-            r.iter().any(|x| x["reason"].as_str().is_some_and(|w| w.contains("certificate of up-b claimed to be up-y")))
-        })
+        refused_with(&slot, &format!("{UP_UID} linked as router ours, which is this router's own id"))
     })
     .await;
     assert_eq!(network(&slot)["upstream"]["neighbours"], json!([]));
     assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
+    stop(&slot);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_access_refuses_an_upstream_router_that_claims_one_of_our_native_routers() {
+    let Some(home) = upstream::home() else { return };
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let (client, peer) = bound_client(&ca, UP_UID);
+    let (west, _, access_port) = our_access(&files, &ca, json!([peer])).await;
+    // east, one of our routers, linked natively to ours
+    let mut east = doc("east");
+    east["site"] = json!({"id": "east", "name": "east", "namespace": "east"});
+    east["tlsProfiles"] = json!([files.profile("link-west", &ca.pem, Some(&leaf(&ca, "east", &[])))]);
+    east["links"] = json!([{"name": "link-west", "host": "127.0.0.1", "port": access_port, "tlsProfile": "link-west"}]);
+    let east = start(&east);
+    wait_for("east is linked to ours natively", LIMIT, || {
+        network(&west)["incoming"].as_array().is_some_and(|i| i.iter().any(|g| g["router"] == json!("east")))
+    })
+    .await;
+    // upstream's router calls itself east
+    let (skrouterd, echo_port) = connecting_skrouterd(&home, &files, "east", &client, &ca, access_port).await;
+    until("the refusal is in the network status", &skrouterd, async || {
+        refused_with(&west, &format!("{UP_UID} linked as router east, which is a router of this network"))
+    })
+    .await;
+    assert_eq!(network(&west)["upstream"]["neighbours"], json!([]));
+    assert!(!accepts(echo_port).await, "our key must not reach a refused router");
+    assert_eq!(network(&east)["links"][0]["up"], json!(true), "east keeps its link");
+    stop(&east);
+    stop(&west);
+}
+
+/// Two upstream routers with the same router id, each with a certificate bound to its own Site: the second is
+/// refused while the first is linked, and linked once the first is gone (the alias is free again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_identity_is_refused_the_router_id_while_the_first_holds_it() {
+    let Some(home) = upstream::home() else { return };
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let (first_uid, second_uid) = (UP_UID, "5d1c2a9e-7b3f-4e61-8c0d-2f4a6b8e1c3d");
+    let ((first_cert, first_peer), (second_cert, second_peer)) =
+        (bound_client(&ca, first_uid), bound_client(&ca, second_uid));
+    let (slot, _, access_port) = our_access(&files, &ca, json!([first_peer, second_peer])).await;
+    let (first, _) = connecting_skrouterd(&home, &files, UP_ID, &first_cert, &ca, access_port).await;
+    until("the first upstream router is our neighbour", &first, async || {
+        network(&slot)["upstream"]["neighbours"] == json!([UP_ID])
+    })
+    .await;
+    let (second, second_echo) = connecting_skrouterd(&home, &files, UP_ID, &second_cert, &ca, access_port).await;
+    until("the second is refused with the reason", &second, async || {
+        refused_with(&slot, &format!("{second_uid} linked as router {UP_ID}, which {first_uid} is linked as now"))
+    })
+    .await;
+    assert!(!accepts(second_echo).await, "our key must not reach the refused router");
+    // the first gone, its id is free: the second links as it (its connector dials again)
+    drop(first);
+    until("the second upstream router links once the first is gone", &second, async || {
+        network(&slot)["upstream"]["neighbours"] == json!([UP_ID]) && accepts(second_echo).await
+    })
+    .await;
     stop(&slot);
 }
 
@@ -311,17 +429,16 @@ async fn a_far_router_of_ours_routes_through_the_border() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_router_whose_id_its_certificate_does_not_allow_is_refused() {
-    // skrouterd calls itself up-x; its certificate names up-a
-    let Some((net, slot, _)) = dialing("up-x", "up-a").await else { return };
+async fn our_link_refuses_an_upstream_router_that_claims_our_own_id() {
+    // skrouterd calls itself by the id of the router that dials it
+    let Some((net, slot, _)) = dialing("ours", UP_SERVER_CN).await else { return };
     until("the link says why it is refused", &net.skrouterd, async || {
         network(&slot)["links"][0]["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("calls itself up-x but its certificate names up-a"))
+            .is_some_and(|r| r.contains("Link link-up linked as router ours, which is this router's own id"))
     })
     .await;
     assert_eq!(network(&slot)["links"][0]["up"], json!(false));
-    assert!(!next_hops_name(&net.skrouterd, "ours"), "skrouterd must not route to a refused link");
     assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
     stop(&slot);
 }

@@ -72,6 +72,7 @@ const LAYERS: &[&str] = &[
     "pump",
     "router::net",
     "router::profiles",
+    "router::aliases",
     "router::identities",
     "router::reports",
     "router::targets",

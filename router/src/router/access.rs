@@ -240,9 +240,10 @@ impl Access {
         Ok(Handshook::Native(Box::new((tls, link_protocol, introduced, claim))))
     }
 
-    /// Upstream's router dialed: SASL EXTERNAL as the certificate's common name, our `open` and its own, whose
-    /// container-id (its router id) must be an identity its certificate may speak as (the native links' rule); a
-    /// refused one is closed and logged with the reason.
+    /// Upstream's router dialed: SASL EXTERNAL as the certificate's common name, our `open` and its own; it speaks
+    /// as the identity its certificate is bound to, and its container-id (its router id) is an alias of that
+    /// identity, pinned while it is linked ([`Links::admit_amqp`]); a refused one is closed and logged with the
+    /// reason.
     async fn handshake_amqp(
         &self,
         tls: Primed<tokio_rustls::server::TlsStream<LinkIo>>,
@@ -251,12 +252,7 @@ impl Access {
     ) -> Result<Handshook, (&'static str, String)> {
         // the control connection and the data connections alike: each is refused unless its id is admitted
         let pending = self.links.border().accept(tls, cn).await.map_err(|e| ("amqp", e))?;
-        let admitted = if pending.peer == self.id {
-            Err(("identity", format!("a router claimed to be this router ({})", truncate(&pending.peer, 100))))
-        } else {
-            self.links.admit(cn, certificate, &pending.peer)
-        };
-        match admitted {
+        match self.links.admit_amqp(cn, certificate, &pending.peer) {
             Ok(claim) => Ok(Handshook::Amqp(pending, claim)),
             Err(e) => {
                 pending.close();

@@ -12,7 +12,10 @@
 //!
 //! And one identity is linked through one certificate at a time: while a link accepted for an identity is up, a link
 //! presenting another certificate for it is refused, and the first keeps its traffic. A [`Claim`] holds an
-//! identity for a link from its handshake until the link ends. Refusals are kept (the latest few) for the network
+//! identity for a link from its handshake until the link ends.
+//!
+//! On AMQP links (upstream's routers, [`Identities::admit_amqp`]) the certificate alone decides the identity, and
+//! the router id the peer claims is an alias of it, pinned while linked (`router/aliases.rs`). Refusals are kept (the latest few) for the network
 //! status, so the site controller can tell the site's administrator.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -22,6 +25,7 @@ use serde_json::{json, Value};
 
 use crate::clock::now_s;
 use crate::config::Document;
+use crate::router::aliases::{AliasHold, Aliases, Side};
 use crate::text::truncate;
 use crate::tls;
 
@@ -45,6 +49,68 @@ pub fn identity_of(router: &str) -> &str {
     router.split('/').next().unwrap_or(router)
 }
 
+/// The identity a certificate is bound to: by the document, or here at its first link.
+fn bound<'a>(peers: &'a Peers, learned: &'a HashMap<String, String>, fingerprint: &str) -> Option<&'a str> {
+    match peers.by_certificate.get(fingerprint) {
+        Some(Some(identity)) => Some(identity.as_str()),
+        Some(None) => learned.get(fingerprint).map(String::as_str),
+        None => None,
+    }
+}
+
+/// Whether `identity` is taken for an unbound credential: recorded for another certificate, bound here to one, or
+/// a router of the network.
+fn taken(peers: &Peers, learned: &HashMap<String, String>, identity: &str, known: &dyn Fn(&str) -> bool) -> Verdict {
+    if peers.by_identity.contains_key(identity) || learned.values().any(|v| v == identity) {
+        return Err((
+            "identity_taken",
+            format!("{} is bound to another certificate; this credential cannot speak as it", truncate(identity, 100)),
+        ));
+    }
+    if known(identity) {
+        return Err((
+            "identity_taken",
+            format!(
+                "{} is already a router of this network; an unbound credential cannot take its identity",
+                truncate(identity, 100)
+            ),
+        ));
+    }
+    Ok(identity.to_string())
+}
+
+/// The identity of a certificate the document does not list: its common name, unless that identity is recorded
+/// for other certificates.
+fn unlisted(peers: &Peers, cn: &str) -> Verdict {
+    if peers.by_identity.contains_key(cn) {
+        return Err((
+            "identity_certificate",
+            format!("{} presented a certificate other than the one recorded for it", truncate(cn, 100)),
+        ));
+    }
+    Ok(cn.to_string())
+}
+
+/// The identity an AMQP dialer (upstream's router) with certificate `fingerprint` (common name `cn`) speaks as,
+/// whatever router id it claims: the identity the certificate is bound to; an unbound credential binds to its
+/// common name (upstream's router ids name a Pod, which a restart changes); an unlisted certificate is its common
+/// name, unless that identity is recorded for other certificates.
+fn decide_amqp(
+    peers: &Peers,
+    learned: &HashMap<String, String>,
+    cn: &str,
+    fingerprint: &str,
+    known: &dyn Fn(&str) -> bool,
+) -> Verdict {
+    if let Some(identity) = bound(peers, learned, fingerprint) {
+        return Ok(identity.to_string());
+    }
+    if peers.by_certificate.contains_key(fingerprint) {
+        return taken(peers, learned, cn, known);
+    }
+    unlisted(peers, cn)
+}
+
 /// The identity a dialer with certificate `fingerprint` (common name `cn`) may speak as when it calls itself
 /// `router`, before the one-certificate-at-a-time rule. `known`: whether an identity is a router of the network.
 fn decide(
@@ -55,12 +121,7 @@ fn decide(
     router: &str,
     known: &dyn Fn(&str) -> bool,
 ) -> Verdict {
-    let bound = match peers.by_certificate.get(fingerprint) {
-        Some(Some(identity)) => Some(identity.as_str()),
-        Some(None) => learned.get(fingerprint).map(String::as_str),
-        None => None,
-    };
-    if let Some(identity) = bound {
+    if let Some(identity) = bound(peers, learned, fingerprint) {
         return if tls::identity_allows(identity, router) {
             Ok(identity.to_string())
         } else {
@@ -76,26 +137,7 @@ fn decide(
     }
     if peers.by_certificate.contains_key(fingerprint) {
         // a credential not bound yet: it binds to the identity of the first router that links with it
-        let identity = identity_of(router);
-        if peers.by_identity.contains_key(identity) || learned.values().any(|v| v == identity) {
-            return Err((
-                "identity_taken",
-                format!(
-                    "{} is bound to another certificate; this credential cannot speak as it",
-                    truncate(identity, 100)
-                ),
-            ));
-        }
-        if known(identity) {
-            return Err((
-                "identity_taken",
-                format!(
-                    "{} is already a router of this network; an unbound credential cannot take its identity",
-                    truncate(identity, 100)
-                ),
-            ));
-        }
-        return Ok(identity.to_string());
+        return taken(peers, learned, identity_of(router), known);
     }
     if !tls::identity_allows(cn, router) {
         return Err((
@@ -103,13 +145,7 @@ fn decide(
             format!("a router with the certificate of {} claimed to be {}", truncate(cn, 100), truncate(router, 100)),
         ));
     }
-    if peers.by_identity.contains_key(cn) {
-        return Err((
-            "identity_certificate",
-            format!("{} presented a certificate other than the one recorded for it", truncate(cn, 100)),
-        ));
-    }
-    Ok(cn.to_string())
+    unlisted(peers, cn)
 }
 
 pub struct Identities {
@@ -118,6 +154,8 @@ pub struct Identities {
     learned: Mutex<HashMap<String, String>>,
     /// Identities linked now: the certificate, and how many handshakes and links hold it.
     claims: Mutex<HashMap<String, (String, usize)>>,
+    /// The router ids upstream's routers claim, pinned to their identities while linked.
+    aliases: Arc<Aliases>,
     refusals: Mutex<VecDeque<Value>>,
 }
 
@@ -126,6 +164,8 @@ pub struct Claim {
     identities: Arc<Identities>,
     pub identity: String,
     pub certificate: String,
+    /// On an AMQP link: the router id the peer claims, pinned to the identity.
+    pub alias: Option<AliasHold>,
 }
 
 impl std::fmt::Debug for Claim {
@@ -152,6 +192,7 @@ impl Identities {
             peers: RwLock::new(Peers::default()),
             learned: Mutex::new(HashMap::new()),
             claims: Mutex::new(HashMap::new()),
+            aliases: Arc::default(),
             refusals: Mutex::new(VecDeque::new()),
         }
     }
@@ -179,39 +220,91 @@ impl Identities {
         router: &str,
         known: &dyn Fn(&str) -> bool,
     ) -> Result<Claim, (&'static str, String)> {
-        let verdict = {
-            let peers = self.peers.read().unwrap();
-            let mut learned = self.learned.lock().unwrap();
-            let verdict = decide(&peers, &learned, cn, fingerprint, router, known);
-            let mut claims = self.claims.lock().unwrap();
-            match verdict {
-                Ok(identity) => match claims.get_mut(&identity) {
-                    Some((held, _)) if held != fingerprint => Err((
-                        "identity_in_use",
-                        format!("{} is linked already through another certificate", truncate(&identity, 100)),
-                    )),
-                    Some((_, count)) => {
-                        *count += 1;
-                        Ok(identity)
-                    }
-                    None => {
-                        if matches!(peers.by_certificate.get(fingerprint), Some(None)) {
-                            learned.insert(fingerprint.to_string(), identity.clone());
-                        }
-                        claims.insert(identity.clone(), (fingerprint.to_string(), 1));
-                        Ok(identity)
-                    }
-                },
-                Err(e) => Err(e),
+        let claimed = self.claim(fingerprint, |peers, learned| {
+            let identity = decide(peers, learned, cn, fingerprint, router, known)?;
+            // an upstream router linked as one of this identity's router ids holds it meanwhile
+            match self.aliases.holds(&identity, identity_of) {
+                Some(holder) => Err((
+                    "identity_in_use",
+                    format!(
+                        "{} is the router id an upstream router linked as {} holds now",
+                        truncate(&identity, 100),
+                        truncate(&holder, 100)
+                    ),
+                )),
+                None => Ok(identity),
             }
+        });
+        claimed.inspect_err(|(_, words)| self.refused(identity_of(router), fingerprint, words))
+    }
+
+    /// Admits an AMQP connection (upstream's router) accepted with certificate `fingerprint` (common name `cn`) that
+    /// calls itself `router`: the identity is the certificate's ([`decide_amqp`]), `router` an alias of it pinned
+    /// for the connection's life (never this router's id `own`, a router `known` in our network, an identity
+    /// recorded for other certificates, or an alias another identity holds now). The refusal is kept for the
+    /// network status.
+    pub fn admit_amqp(
+        self: &Arc<Self>,
+        cn: &str,
+        fingerprint: &str,
+        router: &str,
+        own: &str,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Result<Claim, (&'static str, String)> {
+        let admitted = self
+            .claim(fingerprint, |peers, learned| decide_amqp(peers, learned, cn, fingerprint, known))
+            .and_then(|mut claim| {
+                claim.alias = Some(self.pin(router, &claim.identity, Side::Accepted, own, known)?);
+                Ok(claim)
+            });
+        admitted.inspect_err(|(_, words)| self.refused(identity_of(router), fingerprint, words))
+    }
+
+    /// Pins `router`, the id an upstream router claims on an AMQP link, to `identity` on `side` while the hold
+    /// lives ([`Aliases::pin`]); besides this router's id `own` and routers `known` in our network, an identity
+    /// the document records for certificates is no alias of another identity.
+    pub fn pin(
+        &self,
+        router: &str,
+        identity: &str,
+        side: Side,
+        own: &str,
+        known: &dyn Fn(&str) -> bool,
+    ) -> Result<AliasHold, (&'static str, String)> {
+        let recorded = |alias: &str| {
+            let part = identity_of(alias);
+            part != identity && self.peers.read().unwrap().by_identity.contains_key(part)
         };
-        match verdict {
-            Ok(identity) => Ok(Claim { identities: self.clone(), identity, certificate: fingerprint.to_string() }),
-            Err((reason, words)) => {
-                self.refused(identity_of(router), fingerprint, &words);
-                Err((reason, words))
+        self.aliases.pin(router, identity, side, own, &|alias| known(alias) || recorded(alias))
+    }
+
+    /// Holds the identity `decide` gives the certificate `fingerprint`: one certificate per identity at a time; an
+    /// unbound credential is bound here at its first claim.
+    fn claim(
+        self: &Arc<Self>,
+        fingerprint: &str,
+        decide: impl FnOnce(&Peers, &HashMap<String, String>) -> Verdict,
+    ) -> Result<Claim, (&'static str, String)> {
+        let peers = self.peers.read().unwrap();
+        let mut learned = self.learned.lock().unwrap();
+        let identity = decide(&peers, &learned)?;
+        let mut claims = self.claims.lock().unwrap();
+        match claims.get_mut(&identity) {
+            Some((held, _)) if held != fingerprint => {
+                return Err((
+                    "identity_in_use",
+                    format!("{} is linked already through another certificate", truncate(&identity, 100)),
+                ))
+            }
+            Some((_, count)) => *count += 1,
+            None => {
+                if matches!(peers.by_certificate.get(fingerprint), Some(None)) {
+                    learned.insert(fingerprint.to_string(), identity.clone());
+                }
+                claims.insert(identity.clone(), (fingerprint.to_string(), 1));
             }
         }
+        Ok(Claim { identities: self.clone(), identity, certificate: fingerprint.to_string(), alias: None })
     }
 
     fn refused(&self, identity: &str, fingerprint: &str, words: &str) {
@@ -327,6 +420,39 @@ mod tests {
         ids.apply(&doc_with(&[("aa", Some("newsite")), ("bb", Some("east"))]));
         assert_eq!(ids.admit("link-west", "sha256:aa", "othersite", &known).unwrap_err().0, "identity");
         assert!(ids.admit("link-west", "sha256:aa", "newsite", &known).is_ok());
+    }
+
+    #[test]
+    fn an_amqp_link_speaks_as_its_credential_and_its_router_id_is_an_alias() {
+        let ids = identities(&[("aa", Some("uid-1")), ("bb", None), ("cc", Some("east"))]);
+        let native = |r: &str| r == "west";
+        // bound: the uid, whatever the router calls itself (upstream's <site>-<Pod>)
+        let first = ids.admit_amqp("uid-1", "sha256:aa", "theirs-router-x", "ours", &native).unwrap();
+        assert_eq!(first.identity, "uid-1");
+        assert_eq!(first.alias.as_ref().map(|a| a.alias.as_str()), Some("theirs-router-x"));
+        // unbound: binds to its common name, not to the Pod's name; unlisted: its common name
+        let unbound = ids.admit_amqp("uid-2", "sha256:bb", "theirs-router-y", "ours", &native).unwrap();
+        assert_eq!(unbound.identity, "uid-2");
+        assert_eq!(ids.admit_amqp("uid-3", "sha256:dd", "other-r", "ours", &native).unwrap().identity, "uid-3");
+        // refused: another identity's alias while held, our own id, a native router, an identity the site records
+        let (reason, words) = ids.admit_amqp("uid-2", "sha256:bb", "theirs-router-x", "ours", &native).unwrap_err();
+        assert_eq!(reason, "identity_in_use");
+        assert_eq!(
+            words,
+            "uid-2 linked as router theirs-router-x, which uid-1 is linked as now; refused while that link lives"
+        );
+        assert!(ids.admit_amqp("uid-1", "sha256:aa", "ours", "ours", &native).is_err());
+        assert!(ids.admit_amqp("uid-1", "sha256:aa", "west", "ours", &native).is_err());
+        assert!(ids.admit_amqp("uid-1", "sha256:aa", "east", "ours", &native).is_err());
+        // a native router may not speak as an identity an alias holds meanwhile
+        assert_eq!(
+            ids.admit("theirs-router-x", "sha256:ee", "theirs-router-x", NOBODY).unwrap_err().0,
+            "identity_in_use"
+        );
+        drop(first);
+        // free again: a restarted upstream router, or another identity once the first is gone
+        assert!(ids.admit_amqp("uid-2", "sha256:bb", "theirs-router-x", "ours", &native).is_ok());
+        assert_eq!(ids.refusals().len(), 5);
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::now_s;
 use crate::config::{self, Document, Limits, LinkProtocol, Site};
 use crate::link::{self, link_io, LinkGroup, LinkIo};
+use crate::router::aliases::{AliasHold, Side};
 use crate::router::control::Control;
 use crate::router::forward::Forward;
 use crate::router::identities::{identity_of, Claim, Identities};
@@ -48,7 +49,7 @@ pub type Accepted = (Primed<tokio_rustls::server::TlsStream<LinkIo>>, LinkProtoc
 /// (upstream's router opened; [`Border::join`] hands it to the node).
 enum Dialed {
     Native(Box<(tokio_rustls::client::TlsStream<LinkIo>, Answer)>),
-    Amqp(Pending),
+    Amqp(Pending, AliasHold),
 }
 
 struct LinkRun {
@@ -164,7 +165,7 @@ impl Links {
             };
             match dialed {
                 Err(reason) => self.set_state(&l.name, cost, false, &reason, None),
-                Ok(Dialed::Amqp(pending)) => {
+                Ok(Dialed::Amqp(pending, alias)) => {
                     let peer = pending.peer.clone();
                     let remote = Some((peer.clone(), Site { id: peer.clone(), name: peer.clone(), namespace: None }));
                     let on_open = self.forward.on_open_for(peer.clone());
@@ -177,6 +178,7 @@ impl Links {
                             return;
                         }
                     };
+                    drop(alias);
                     self.set_state(&l.name, cost, false, &format!("AMQP connection ended: {reason}"), remote);
                 }
                 Ok(Dialed::Native(native)) => {
@@ -255,23 +257,18 @@ impl Links {
                     return Err("an AMQP link has one connection".into());
                 }
                 let pending = self.border.dial(tls, &l.host).await?;
-                let refused = if !tls::identity_allows(&cn, &pending.peer) {
-                    Some(format!(
-                        "the upstream router calls itself {} but its certificate names {}",
-                        truncate(&pending.peer, 100),
-                        truncate(&cn, 100)
-                    ))
-                } else if pending.peer == self.id {
-                    Some("the link leads back to this router".to_string())
-                } else {
-                    None
+                // the identity is the Link (its server certificate chains to the CA it was given); the router id
+                // upstream's router names in its open is an alias of it
+                let identity = format!("Link {}", truncate(&l.name, 100));
+                let alias = match self.pin(&pending.peer, &identity, Side::Dialed) {
+                    Ok(alias) => alias,
+                    Err((_, reason)) => {
+                        tracing::warn!("link {}: refused: {reason}", truncate(&l.name, 100));
+                        pending.close();
+                        return Err(format!("refused: {reason}"));
+                    }
                 };
-                if let Some(reason) = refused {
-                    tracing::warn!("link {}: {reason}", truncate(&l.name, 100));
-                    pending.close();
-                    return Err(reason);
-                }
-                return Ok(Dialed::Amqp(pending));
+                return Ok(Dialed::Amqp(pending, alias));
             }
             let intro = Introduction {
                 router: self.id.clone(),
@@ -335,6 +332,23 @@ impl Links {
     pub fn admit(&self, cn: &str, certificate: &str, router: &str) -> Result<Claim, (&'static str, String)> {
         let known = |identity: &str| self.control.knows_router(|r| identity_of(r) == identity);
         self.identities.admit(cn, certificate, router, &known)
+    }
+
+    /// Whether `router` is a router of our native network, or under one's identity (no upstream router's alias).
+    fn native(&self, router: &str) -> bool {
+        self.control.knows_router(|r| r == router || identity_of(r) == identity_of(router))
+    }
+
+    /// Admits an AMQP connection the router access accepted ([`Identities::admit_amqp`]: the certificate's
+    /// identity, `router` an alias of it), or why it is refused.
+    pub fn admit_amqp(&self, cn: &str, certificate: &str, router: &str) -> Result<Claim, (&'static str, String)> {
+        let known = |identity: &str| self.native(identity);
+        self.identities.admit_amqp(cn, certificate, router, &self.id, &known)
+    }
+
+    /// Pins `router` (the id an upstream router names on an AMQP link) to `identity` on `side`, or why not.
+    fn pin(&self, router: &str, identity: &str, side: Side) -> Result<AliasHold, (&'static str, String)> {
+        self.identities.pin(router, identity, side, &self.id, &|r| self.native(r))
     }
 
     /// An AMQP connection the router access accepted (upstream's router dialed, its identity admitted): joins the

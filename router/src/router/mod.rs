@@ -9,6 +9,7 @@
 //! | `control` | neighbours, each link's control channel, the link-state database, flooding, routes |
 //! | `upstream` | border routing: keys imported from upstream's network, our keys exported to it |
 //! | `forward` | the balanced choice of a destination; streams neighbours open |
+//! | `aliases`, `identities` | upstream routers' ids pinned to their identities; which certificate speaks as which identity |
 //! | `links` | dialing links, their states, groups of accepted connections |
 //! | `access` | the router access: TLS and HELLO handshakes within their budget and timeout |
 //! | `listeners` | binding, accepting, picking a key, carrying a client |
@@ -16,6 +17,7 @@
 //! | `observation` | this router's traffic report, what an observer reads |
 
 mod access;
+mod aliases;
 mod control;
 mod forward;
 mod identities;

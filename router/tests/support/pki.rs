@@ -62,3 +62,12 @@ impl Profile {
         snrouter::config::TlsFiles { ca: s(&self.ca), cert: s(&self.cert), key: s(&self.key) }
     }
 }
+
+/// How the router document's `peers` name a certificate: `sha256:<hex>` of its public key (SubjectPublicKeyInfo),
+/// from the certificate's key PEM.
+pub fn fingerprint(key_pem: &str) -> String {
+    let spki = KeyPair::from_pem(key_pem).unwrap().public_key_der();
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &spki);
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
