@@ -45,11 +45,22 @@ struct Net {
 
 /// skrouterd `id` with the given entities, a `tcpListener` for `echo:9090` and a `tcpConnector` for `back:8080`
 /// (to `back`).
-fn skrouterd(home: &std::path::Path, id: &str, back: u16, mut entities: Vec<Value>) -> (Skrouterd, u16) {
+fn skrouterd(home: &std::path::Path, id: &str, back: u16, entities: Vec<Value>) -> (Skrouterd, u16) {
+    skrouterd_in_mode(home, id, "interior", back, entities)
+}
+
+/// [`skrouterd`] in `mode` (`interior` or `edge`).
+fn skrouterd_in_mode(
+    home: &std::path::Path,
+    id: &str,
+    mode: &str,
+    back: u16,
+    mut entities: Vec<Value>,
+) -> (Skrouterd, u16) {
     let echo_port = free_port();
     let metadata = json!({"id": UP_UID, "version": "2.2.1"}).to_string();
     let mut c = vec![
-        json!(["router", {"id": id, "mode": "interior", "helloMaxAgeSeconds": "3", "metadata": metadata}]),
+        json!(["router", {"id": id, "mode": mode, "helloMaxAgeSeconds": "3", "metadata": metadata}]),
         json!(["log", {"module": "ROUTER_LS", "enable": "info+"}]),
     ];
     c.append(&mut entities);
@@ -187,6 +198,14 @@ async fn border_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id
     })
     .await;
     until("skrouterd's next hops name our router", s, async || next_hops_name(s, "ours")).await;
+    keys_both_ways(net, slot, doc, id, bytes).await;
+}
+
+/// Our Connector's key opens skrouterd `id`'s `tcpListener`, its `tcpConnector` key binds our Listener and says so
+/// in the network status (with `bytes`, a client through each); removing our Connector closes skrouterd's port
+/// again, and putting it back opens it.
+async fn keys_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id: &str, bytes: bool) {
+    let s = &net.skrouterd;
     until("skrouterd's tcpListener for echo:9090 accepts (our Connector is its consumer)", s, async || {
         accepts(net.echo_port).await
     })
@@ -246,8 +265,10 @@ async fn our_access(files: &Files, ca: &Ca, peers: Value) -> (snrouter::api::Slo
     (slot, d, access_port)
 }
 
-/// skrouterd `id` whose `inter-router` connector dials our access on `access_port` as upstream's controller writes
-/// one, presenting `client` (a certificate of our `ca`, as our grant issues it).
+/// skrouterd `id` whose connector with `role` dials our access on `access_port` as upstream's controller writes
+/// one, presenting `client` (a certificate of our `ca`, as our grant issues it). `role` `edge`: skrouterd runs in
+/// `mode: edge`, as upstream's controller configures a Site with `spec.edge: true`.
+#[allow(clippy::too_many_arguments)]
 async fn connecting_skrouterd(
     home: &std::path::Path,
     files: &Files,
@@ -255,17 +276,20 @@ async fn connecting_skrouterd(
     client: &(String, String),
     ca: &Ca,
     access_port: u16,
+    role: &str,
 ) -> (Skrouterd, u16) {
     let dir = files.path().join(format!("skrouterd-{}", free_port()));
     std::fs::create_dir_all(&dir).unwrap();
     let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
-    skrouterd(
+    let mode = if role == "edge" { "edge" } else { "interior" };
+    skrouterd_in_mode(
         home,
         id,
+        mode,
         echo("up-echo").await.port(),
         vec![
             profile.ssl_profile("skupper-link"),
-            json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": "inter-router",
+            json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": role,
                                  "sslProfile": "skupper-link", "cost": 1}]),
         ],
     )
@@ -279,6 +303,17 @@ async fn dialed_by(
     cn: &str,
     bound: Option<&str>,
 ) -> (Net, snrouter::api::Slot, Value) {
+    dialed_by_as(home, id, cn, bound, "inter-router").await
+}
+
+/// [`dialed_by`] with the connector's `role` (`inter-router`, or `edge`: skrouterd then runs in `mode: edge`).
+async fn dialed_by_as(
+    home: &std::path::Path,
+    id: &str,
+    cn: &str,
+    bound: Option<&str>,
+    role: &str,
+) -> (Net, snrouter::api::Slot, Value) {
     let files = Files::new();
     let ca = ca("site-ca");
     let client = leaf(&ca, cn, &[]);
@@ -287,7 +322,7 @@ async fn dialed_by(
         None => json!([]),
     };
     let (slot, d, access_port) = our_access(&files, &ca, peers).await;
-    let (skrouterd, echo_port) = connecting_skrouterd(home, &files, id, &client, &ca, access_port).await;
+    let (skrouterd, echo_port) = connecting_skrouterd(home, &files, id, &client, &ca, access_port, role).await;
     (Net { files, ca, skrouterd, echo_port }, slot, d)
 }
 
@@ -326,6 +361,7 @@ async fn our_access_refuses_an_upstream_router_that_claims_our_own_id() {
     })
     .await;
     assert_eq!(network(&slot)["upstream"]["neighbours"], json!([]));
+    assert_eq!(network(&slot)["upstream"]["edges"], json!([]));
     assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
     stop(&slot);
 }
@@ -348,7 +384,8 @@ async fn our_access_refuses_an_upstream_router_that_claims_one_of_our_native_rou
     })
     .await;
     // upstream's router calls itself east
-    let (skrouterd, echo_port) = connecting_skrouterd(&home, &files, "east", &client, &ca, access_port).await;
+    let (skrouterd, echo_port) =
+        connecting_skrouterd(&home, &files, "east", &client, &ca, access_port, "inter-router").await;
     until("the refusal is in the network status", &skrouterd, async || {
         refused_with(&west, &format!("{UP_UID} linked as router east, which is a router of this network"))
     })
@@ -371,12 +408,13 @@ async fn a_second_identity_is_refused_the_router_id_while_the_first_holds_it() {
     let ((first_cert, first_peer), (second_cert, second_peer)) =
         (bound_client(&ca, first_uid), bound_client(&ca, second_uid));
     let (slot, _, access_port) = our_access(&files, &ca, json!([first_peer, second_peer])).await;
-    let (first, _) = connecting_skrouterd(&home, &files, UP_ID, &first_cert, &ca, access_port).await;
+    let (first, _) = connecting_skrouterd(&home, &files, UP_ID, &first_cert, &ca, access_port, "inter-router").await;
     until("the first upstream router is our neighbour", &first, async || {
         network(&slot)["upstream"]["neighbours"] == json!([UP_ID])
     })
     .await;
-    let (second, second_echo) = connecting_skrouterd(&home, &files, UP_ID, &second_cert, &ca, access_port).await;
+    let (second, second_echo) =
+        connecting_skrouterd(&home, &files, UP_ID, &second_cert, &ca, access_port, "inter-router").await;
     until("the second is refused with the reason", &second, async || {
         refused_with(&slot, &format!("{second_uid} linked as router {UP_ID}, which {first_uid} is linked as now"))
     })
@@ -388,6 +426,43 @@ async fn a_second_identity_is_refused_the_router_id_while_the_first_holds_it() {
         network(&slot)["upstream"]["neighbours"] == json!([UP_ID]) && accepts(second_echo).await
     })
     .await;
+    stop(&slot);
+}
+
+/// Upstream's edge router (skrouterd `mode: edge`, its `edge` connector as upstream's controller writes a Link of a
+/// Site with `spec.edge: true`) dials our router access: we take it as an edge (no routing protocol; its keys from
+/// its proxy links, ours told over its address-tracking link), its `tcpListener` opens for our Connector's key, its
+/// `tcpConnector` key binds our Listener, bytes cross both ways, and its keys go when it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skrouterds_edge_dials_our_router_access() {
+    let Some(home) = upstream::home() else { return };
+    let (net, slot, d) = dialed_by_as(&home, "edge-a", "edge-a", None, "edge").await;
+    until("our router lists skrouterd as an edge router", &net.skrouterd, async || {
+        network(&slot)["upstream"]["edges"].as_array().is_some_and(|n| n.contains(&json!("edge-a")))
+    })
+    .await;
+    assert_eq!(network(&slot)["upstream"]["neighbours"], json!([]), "an edge runs no routing protocol");
+    assert_eq!(network(&slot)["refused"], json!([]), "{}", network(&slot));
+    keys_both_ways(&net, &slot, &d, "edge-a", true).await;
+    drop(net.skrouterd);
+    wait_for("our Listener for back:8080 unbinds once the edge is gone", LIMIT, || !bound(&slot, "back")).await;
+    wait_for("the edge is no longer listed", LIMIT, || network(&slot)["upstream"]["edges"] == json!([])).await;
+    stop(&slot);
+}
+
+/// An edge router is held to the same identity rule as an interior one: claiming our own id, it is refused, holds
+/// no place (neither neighbour nor edge), and our key does not reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_access_refuses_an_edge_router_that_claims_our_own_id() {
+    let Some(home) = upstream::home() else { return };
+    let (net, slot, _) = dialed_by_as(&home, "ours", UP_UID, Some(UP_UID), "edge").await;
+    until("the refusal is in the network status", &net.skrouterd, async || {
+        refused_with(&slot, &format!("{UP_UID} linked as router ours, which is this router's own id"))
+    })
+    .await;
+    assert_eq!(network(&slot)["upstream"]["neighbours"], json!([]));
+    assert_eq!(network(&slot)["upstream"]["edges"], json!([]));
+    assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
     stop(&slot);
 }
 

@@ -54,6 +54,7 @@ const LAYERS: &[&str] = &[
     "amqp::routing::engine",
     "amqp::routing::wire",
     "amqp::routing",
+    "amqp::edge",
     "amqp::node",
     "amqp::flow::head",
     "amqp::flow::halves",

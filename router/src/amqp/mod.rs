@@ -4,7 +4,8 @@
 //! annotations ([`message`]), SASL ([`sasl`]), the connection as a sans-I/O state machine ([`conn`]), inter-router
 //! connections as upstream makes them ([`interior`]), upstream's routing protocol ([`routing`]: HELLO, RA, LSU, LSR,
 //! MAU, MAR and the engine that makes this router a node of upstream's network), the task driving a connection
-//! ([`driver`]), the node ([`node`]) and TCP flows as streaming deliveries ([`flow`]). The codec layers are pure:
+//! ([`driver`]), upstream's edge connections seen from the interior ([`edge`]), the node ([`node`]) and TCP flows
+//! as streaming deliveries ([`flow`]). The codec layers are pure:
 //! bytes in, values out, and back. Only the stream layer (`stream::*`) and this family may use it
 //! (`tests/module_graph.rs` checks); `docs/dev/amqp.md` describes the layout and the limits.
 
@@ -12,6 +13,7 @@ pub mod codec;
 pub mod composite;
 pub mod conn;
 pub mod driver;
+pub mod edge;
 pub mod flow;
 pub mod frame;
 pub mod interior;

@@ -31,7 +31,7 @@ use crate::tls;
 /// What a handshake that passed leaves.
 enum Handshook {
     Native(Box<Accepted>),
-    Amqp(Pending, Claim),
+    Amqp(Box<(Pending, Claim)>),
 }
 
 /// The rejection reason of a connection closed before it sent a byte (a TCP health check, such as a load
@@ -161,7 +161,10 @@ impl Access {
                                     }
                                 }
                                 Ok(Ok(Handshook::Native(accepted))) => me.links.accepted(*accepted),
-                                Ok(Ok(Handshook::Amqp(pending, claim))) => me.links.accepted_amqp(pending, claim),
+                                Ok(Ok(Handshook::Amqp(amqp))) => {
+                                    let (pending, claim) = *amqp;
+                                    me.links.accepted_amqp(pending, claim)
+                                }
                             }
                         });
                     }
@@ -253,7 +256,7 @@ impl Access {
         // the control connection and the data connections alike: each is refused unless its id is admitted
         let pending = self.links.border().accept(tls, cn).await.map_err(|e| ("amqp", e))?;
         match self.links.admit_amqp(cn, certificate, &pending.peer) {
-            Ok(claim) => Ok(Handshook::Amqp(pending, claim)),
+            Ok(claim) => Ok(Handshook::Amqp(Box::new((pending, claim)))),
             Err(e) => {
                 pending.close();
                 Err(e)

@@ -358,13 +358,14 @@ impl Links {
         let on_open = self.forward.on_open_for(pending.peer.clone());
         tokio::spawn(async move {
             let (peer, data) = (pending.peer.clone(), pending.is_data());
+            let kind = if pending.is_edge() { "edge router" } else { "router" };
             let joined = border.join(pending, 1, on_open).await;
             if !data {
-                tracing::info!("upstream router {} linked (AMQP)", truncate(&peer, 100));
+                tracing::info!("upstream {kind} {} linked (AMQP)", truncate(&peer, 100));
             }
             let why = joined.ended().await;
             if !data {
-                tracing::info!("upstream router {}: AMQP connection ended: {why}", truncate(&peer, 100));
+                tracing::info!("upstream {kind} {}: AMQP connection ended: {why}", truncate(&peer, 100));
             }
             drop(claim);
         });

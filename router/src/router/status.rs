@@ -221,6 +221,7 @@ impl Status {
             "refused": self.links.refusals(),
             "upstream": {
                 "neighbours": self.links.border().neighbours(),
+                "edges": self.links.border().edges(),
                 "imported": self.control.imported(),
             },
         })

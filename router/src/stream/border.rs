@@ -13,12 +13,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::amqp::conn::{Conn, Event, LinkId};
 use crate::amqp::driver::{self, Handle, Sender};
+use crate::amqp::edge;
 use crate::amqp::flow::{self, Flows};
 use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
 use crate::amqp::node::{self, NodeHandle};
@@ -46,12 +49,19 @@ pub struct Pending {
     pub peer: String,
     handle: Handle,
     control: Option<(LinkId, LinkId)>,
+    /// An edge router's connection (upstream's `edge` role): the events read before it showed it was one.
+    edge: Option<Vec<Event>>,
 }
 
 impl Pending {
     /// One of upstream's data ("trunk") connections: no router links.
     pub fn is_data(&self) -> bool {
-        self.control.is_none()
+        self.control.is_none() && self.edge.is_none()
+    }
+
+    /// An edge router's connection (upstream's `edge` role: no routing protocol, address tracking instead).
+    pub fn is_edge(&self) -> bool {
+        self.edge.is_some()
     }
 
     /// Refuses the connection (an AMQP `close`, then the socket).
@@ -84,6 +94,17 @@ pub struct Border {
     conn_ids: AtomicI64,
     /// The joined connections' flows (those ended are dropped as they are met).
     carriers: Mutex<Vec<Arc<Carrier>>>,
+    /// This router's routing keys (what edges are told is reachable through it).
+    ours: watch::Sender<BTreeSet<String>>,
+    /// The edge routers linked to this one (those ended are dropped as they are met).
+    edges: Mutex<Vec<EdgePeer>>,
+}
+
+/// An edge router's connection: its router id and the keys it serves.
+struct EdgePeer {
+    peer: String,
+    sender: Sender,
+    served: watch::Receiver<BTreeSet<String>>,
 }
 
 /// A joined connection that carries flows.
@@ -121,6 +142,8 @@ impl Border {
             node: OnceLock::new(),
             conn_ids: AtomicI64::new(1),
             carriers: Mutex::default(),
+            ours: watch::Sender::new(BTreeSet::new()),
+            edges: Mutex::default(),
         }
     }
 
@@ -171,7 +194,7 @@ impl Border {
         }
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let open = opened(&mut handle).await?;
-        Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx) })
+        Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx), edge: None })
     }
 
     /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
@@ -194,11 +217,15 @@ impl Border {
             .iter()
             .any(|(k, v)| k.as_str() == Some("qd.inter-router-role") && v.as_i64() == Some(ROLE_INTER_ROUTER_DATA));
         if data {
-            return Ok(Pending { peer, handle, control: None });
+            return Ok(Pending { peer, handle, control: None, edge: None });
         }
         // no control links in time: a data connection that did not say so, kept like one
-        let control = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_control_links(&mut handle)).await.ok().flatten();
-        Ok(Pending { peer, handle, control })
+        let first = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_first_links(&mut handle)).await.ok().flatten();
+        Ok(match first {
+            Some(FirstLinks::Control(tx, rx)) => Pending { peer, handle, control: Some((tx, rx)), edge: None },
+            Some(FirstLinks::Edge(seen)) => Pending { peer, handle, control: None, edge: Some(seen) },
+            None => Pending { peer, handle, control: None, edge: None },
+        })
     }
 
     /// Hands a connection to the node at `cost` (the one place connections join it), its flows started first
@@ -208,10 +235,16 @@ impl Border {
         let sender = p.handle.sender();
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
-            let data = p.control.is_none();
+            let data = p.control.is_none() && p.edge.is_none();
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
             self.lock_carriers().push(Arc::new(carrier));
+        }
+        if let Some(seen) = p.edge {
+            self.node();
+            let served = edge::spawn(handle, seen, self.ours.subscribe());
+            self.lock_edges().push(EdgePeer { peer: p.peer, sender: sender.clone(), served });
+            return Joined { sender };
         }
         match p.control {
             Some((tx, rx)) => self.node().add_connection(handle, tx, rx, i64::from(cost.max(1))).await,
@@ -224,6 +257,11 @@ impl Border {
 
     /// Sets this router's routing keys as its mobile addresses in upstream's network (`M<key>`).
     pub async fn set_keys(&self, keys: &BTreeSet<String>) {
+        self.ours.send_if_modified(|k| {
+            let changed = k != keys;
+            k.clone_from(keys);
+            changed
+        });
         let addresses = keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
         self.node().set_addresses(addresses).await;
     }
@@ -244,7 +282,24 @@ impl Border {
                 }
             }
         }
+        drop(state);
+        for e in self.lock_edges().iter().filter(|e| !ours(&e.peer)) {
+            for key in e.served.borrow().iter() {
+                keys.entry(key.clone()).or_default().insert(e.peer.clone());
+            }
+        }
         keys
+    }
+
+    fn lock_edges(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
+        let mut e = self.edges.lock().unwrap_or_else(|e| e.into_inner());
+        e.retain(|e| e.sender.ended().is_none());
+        e
+    }
+
+    /// The edge routers linked to this one.
+    pub fn edges(&self) -> BTreeSet<String> {
+        self.lock_edges().iter().map(|e| e.peer.clone()).collect()
     }
 
     fn lock_carriers(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Carrier>>> {
@@ -264,12 +319,16 @@ impl Border {
         let Some(node) = self.node.get() else { return BTreeSet::new() };
         let state = node.state.borrow();
         let address = format!("M{key}");
-        state
+        let mut hops: BTreeSet<String> = state
             .addresses
             .iter()
             .filter(|(router, a)| !ours(router) && a.contains(&address))
             .filter_map(|(router, _)| state.routes.next_hops.get(router).cloned())
-            .collect()
+            .collect();
+        drop(state);
+        let edges = self.lock_edges();
+        hops.extend(edges.iter().filter(|e| !ours(&e.peer) && e.served.borrow().contains(key)).map(|e| e.peer.clone()));
+        hops
     }
 
     /// The flows open over connections toward `key`'s upstream routers (`None`: no such connection).
@@ -317,6 +376,44 @@ pub async fn peer_control_links(handle: &mut Handle) -> Option<(LinkId, LinkId)>
         }
         if let (Some(tx), Some(rx)) = (tx, rx) {
             return Some((tx, rx));
+        }
+    }
+    None
+}
+
+/// The first links an accepted connection's peer attached.
+enum FirstLinks {
+    /// Its control links (an interior router's): (ours sending, ours receiving).
+    Control(LinkId, LinkId),
+    /// An edge router's links (its downlink or address-tracking receiver), with the events read until then.
+    Edge(Vec<Event>),
+}
+
+/// The most events kept while waiting for an edge's first links (it attaches them first).
+const MAX_SEEN: usize = 64;
+
+/// Waits until the peer attached both control links or one only an edge attaches; `None` when the connection ended
+/// first.
+async fn peer_first_links(handle: &mut Handle) -> Option<FirstLinks> {
+    let (mut tx, mut rx) = (None, None);
+    let mut seen = vec![];
+    while let Some(e) = handle.events.recv().await {
+        if let Event::Attached { link, attach, .. } = &e {
+            if interior::classify(attach) == PeerLink::Control {
+                match attach.role {
+                    Role::Sender => rx = Some(*link),
+                    Role::Receiver => tx = Some(*link),
+                }
+            } else if edge::is_edge_attach(attach) {
+                seen.push(e);
+                return Some(FirstLinks::Edge(seen));
+            }
+        }
+        if let (Some(tx), Some(rx)) = (tx, rx) {
+            return Some(FirstLinks::Control(tx, rx));
+        }
+        if seen.len() < MAX_SEEN {
+            seen.push(e);
         }
     }
     None
