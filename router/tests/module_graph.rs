@@ -65,6 +65,7 @@ const LAYERS: &[&str] = &[
     "metrics",
     "link",
     "tls",
+    "splice",
     "pump",
     "router::net",
     "router::profiles",
