@@ -2,15 +2,14 @@
 //! pipe into the other socket, so the bytes are never copied through user space (issue 45, goal 1).
 //!
 //! Written over rustix's `splice` (rustix 1.1, pinned in `Cargo.lock`; the crate is maintained and wraps the
-//! system call safely, so this crate keeps `#![forbid(unsafe_code)]`). Not tokio-splice2 (used before): its
-//! direction empties the whole pipe into the writer before it reads again (the reader waits while the writer is
-//! full), shuts its writer down when it reaches a target length, and gives no way to tell a refused splice from a
-//! failed connection.
+//! system call safely, so this crate keeps `#![forbid(unsafe_code)]`). Not tokio-splice2 (used before): it
+//! shuts its writer down when it reaches a target length (an observed HTTP body must leave the connection open) and
+//! gives no way to tell a refused splice from a failed connection.
 //!
 //! [`PipeSplice`] moves bytes one way, up to a length or to the reader's end, and leaves both sockets open (the
-//! caller shuts the writer down, or goes on copying after an observed HTTP body). While the writer can take
-//! nothing, the pipe's free room is filled from the reader. Bounded: at most [`PIPE_CAPACITY`] bytes (or what the
-//! kernel grants, `fs.pipe-max-size`) wait in the pipe, none in user space.
+//! caller shuts the writer down, or goes on copying after an observed HTTP body). The pipe is filled only while
+//! empty, so `EAGAIN` from the reader always means the socket has nothing (never "pipe full"). Bounded: at most
+//! [`PIPE_CAPACITY`] bytes (or what the kernel grants, `fs.pipe-max-size`) wait in the pipe, none in user space.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -46,8 +45,8 @@ pub struct PipeSplice {
     moved: u64,
     /// The reader reached its end.
     ended: bool,
-    /// The pipe's capacity.
-    room: usize,
+    /// Bytes asked of the reader at once: the pipe's capacity.
+    chunk: usize,
 }
 
 impl PipeSplice {
@@ -55,11 +54,11 @@ impl PipeSplice {
     /// file descriptors or memory: the caller copies instead).
     pub fn new(len: u64) -> io::Result<Self> {
         let (pipe_out, pipe_in) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
-        let room = match rustix::pipe::fcntl_setpipe_size(&pipe_in, PIPE_CAPACITY) {
+        let chunk = match rustix::pipe::fcntl_setpipe_size(&pipe_in, PIPE_CAPACITY) {
             Ok(n) => n,
             Err(_) => rustix::pipe::fcntl_getpipe_size(&pipe_in)?,
         };
-        Ok(PipeSplice { pipe_out, pipe_in, in_pipe: 0, left: len, moved: 0, ended: false, room })
+        Ok(PipeSplice { pipe_out, pipe_in, in_pipe: 0, left: len, moved: 0, ended: false, chunk })
     }
 
     /// Bytes written so far.
@@ -81,8 +80,10 @@ impl PipeSplice {
         !self.ended && self.left > 0
     }
 
+    /// Bytes to ask the reader for: the pipe's capacity, or less when less is left. (Asking for all that is left,
+    /// as the kernel stops when the pipe's slots are full anyway, measured at half the throughput.)
     fn want(&self) -> usize {
-        (self.room - self.in_pipe).min(usize::try_from(self.left).unwrap_or(usize::MAX))
+        self.chunk.min(usize::try_from(self.left).unwrap_or(usize::MAX))
     }
 
     fn read_into_pipe(&mut self, n: usize) {
@@ -98,35 +99,21 @@ impl PipeSplice {
     pub fn poll(&mut self, cx: &mut Context<'_>, r: &TcpStream, w: &TcpStream) -> Poll<io::Result<()>> {
         loop {
             if self.in_pipe > 0 {
-                match w.poll_write_ready(cx) {
-                    Poll::Ready(Ok(())) => {
-                        let (out, len) = (&self.pipe_out, self.in_pipe);
-                        match w.try_io(Interest::WRITABLE, || Ok(splice(out, None, w, None, len, FLAGS)?)) {
-                            Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                            Ok(n) => {
-                                self.in_pipe -= n;
-                                self.moved += n as u64;
-                            }
-                            // readiness cleared: the next poll registers the waker
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                            Err(e) => return Poll::Ready(Err(e)),
-                        }
-                        continue;
+                // A full writer waits with the pipe as it is (filling its free room meanwhile measured slower: more
+                // bytes in flight and a read attempt per wait; docs/service-network-router.md, "One plain hop").
+                std::task::ready!(w.poll_write_ready(cx))?;
+                let (out, len) = (&self.pipe_out, self.in_pipe);
+                match w.try_io(Interest::WRITABLE, || Ok(splice(out, None, w, None, len, FLAGS)?)) {
+                    Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                    Ok(n) => {
+                        self.in_pipe -= n;
+                        self.moved += n as u64;
                     }
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => {}
+                    // readiness cleared: the next poll registers the waker
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Err(e)),
                 }
-                // The writer is full (its waker is registered): fill the pipe's free room meanwhile. Not through
-                // the reader's readiness: with bytes in the pipe, EAGAIN may mean "pipe full" as well as "nothing
-                // to read", and must not mark the socket as drained.
-                if self.reading() && self.want() > 0 {
-                    match splice(r, None, &self.pipe_in, None, self.want(), FLAGS) {
-                        Ok(n) => self.read_into_pipe(n),
-                        Err(Errno::AGAIN | Errno::INTR) => {}
-                        Err(e) => return Poll::Ready(Err(e.into())),
-                    }
-                }
-                return Poll::Pending;
+                continue;
             }
             if !self.reading() {
                 return Poll::Ready(Ok(()));
