@@ -1,4 +1,4 @@
-"""Two-hop throughput of several router variants side by side, in the same run, alternating; JSON on stdout.
+"""Throughput of router variants side by side (two hops, or one), in the same run, alternating; JSON on stdout.
 
 Each side is a whole two-hop network as ``dataplane_bench.py`` builds it (client -> West -> mutual TLS -> Middle ->
 mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run, the sides in turn, for
@@ -7,8 +7,10 @@ processes of a stream settle on the CPUs in a way that stays for the processes' 
 same binary's throughput by 10 % between two networks of one run. A side is ``haproxy`` (the baseline,
 ``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings and/or
 another binary: ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``,
-``rust:bin=/tmp/old-router,threads=1``. For each side: the median Gbit/s, every run, and the CPUs the whole machine
-left idle meanwhile (the share of the run's CPU time, every process and the kernel included).
+``rust:bin=/tmp/old-router,threads=1``; or ``direct`` (the sink itself, no router). ``--topology one_hop``: each
+network is West alone with a Listener and a local Connector, plain TCP (the spliced relay). For each side: the
+median Gbit/s, every run, the CPUs the whole machine left idle meanwhile (the share of the run's CPU time, every
+process and the kernel included) and, with a ``direct`` side, the median as a share of direct's.
 
 Meant for deciding between variants of the data plane on a noisy machine: a single run of a single stream moves by
 10-20 % here from one run to the next, so variants are compared only within one run, by their medians over rounds.
@@ -38,6 +40,8 @@ SETTINGS = {"threads": int, "bufferSize": int}
 
 def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
     """(engine, binary, router settings) of a side's description; ValueError names what is wrong."""
+    if text == "direct":
+        return text, None, {}
     engine, _, options = text.partition(":")
     if engine not in db.ENGINES:
         raise ValueError(f"{text!r}: the engine is haproxy or rust")
@@ -67,9 +71,13 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
         for side in order:
             i = args.sides.index(side)
             engine, binary, settings = parse_side(side)
+            if engine == "direct":
+                nets[side] = (backends["sink"], rb.BACKEND)
+                continue
             hosts = {name: f"127.0.{80 + i}.{200 + j}" for j, name in enumerate(("west", "middle", "east"))}
             where = Path(tempfile.mkdtemp(prefix=f"side-{i}-", dir=state))
-            docs = db._two_hop_documents(where / "certs", hosts, backends)
+            docs = (db._two_hop_documents(where / "certs", hosts, backends) if args.topology == "two_hops"
+                    else db._one_hop_documents(hosts, backends))
             for doc in docs.values():
                 doc["router"].update(settings)
             _, listeners = await stack.enter_async_context(db._network(where / "routers", engine, docs, haproxy,
@@ -104,12 +112,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         out[side] = {"gbit_per_s": round(statistics.median(g for g, _ in values), 2),
                      "all_gbit_per_s": [g for g, _ in values],
                      "machine_idle_share": round(statistics.median(i for _, i in values), 3)}
-    return {"sides": out, "rounds": args.rounds, "seconds": args.seconds, "cpus": os.cpu_count()}
+    if "direct" in out:
+        for side in out.values():
+            side["of_direct"] = round(side["gbit_per_s"] / max(out["direct"]["gbit_per_s"], 1e-9), 3)
+    return {"sides": out, "topology": args.topology, "rounds": args.rounds, "seconds": args.seconds,
+            "cpus": os.cpu_count(), "load_average": os.getloadavg()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sides", nargs="+", help="haproxy | rust[:bin=PATH][,threads=N][,bufferSize=BYTES]")
+    parser.add_argument("sides", nargs="+",
+                        help="direct | haproxy | rust[:bin=PATH][,threads=N][,bufferSize=BYTES]")
+    parser.add_argument("--topology", choices=("two_hops", "one_hop"), default="two_hops")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each run")
     args = parser.parse_args()

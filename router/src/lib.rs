@@ -24,6 +24,7 @@ pub mod observe;
 pub mod pump;
 pub mod report;
 pub mod router;
+pub mod splice;
 pub mod stream;
 pub mod text;
 pub mod tls;

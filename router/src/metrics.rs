@@ -200,6 +200,10 @@ pub struct Metrics {
     pub access_rejected: Family<ReasonLabels, Counter>,
     pub config_problems: Gauge,
     pub applies: Counter,
+    /// Bytes moved between a client and a local target through kernel pipes (`pump`, `splice`).
+    pub spliced_bytes: Counter,
+    /// Directions between a client and a local target that copied because the kernel refused to splice.
+    pub splice_refused: Counter,
 }
 
 impl Metrics {
@@ -275,6 +279,8 @@ impl Metrics {
             access_rejected: Family::default(),
             config_problems: Gauge::default(),
             applies: Counter::default(),
+            spliced_bytes: Counter::default(),
+            splice_refused: Counter::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -332,6 +338,8 @@ impl Metrics {
         );
         r.register("router_config_problems", "Entities withheld from the applied document", m.config_problems.clone());
         r.register("router_applies", "Documents applied", m.applies.clone());
+        r.register("router_spliced_bytes", "Bytes to and from local targets moved by splice", m.spliced_bytes.clone());
+        r.register("router_splice_refused", "Relay directions copied: splice refused", m.splice_refused.clone());
         Metrics { registry, ..m }
     }
 

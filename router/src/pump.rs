@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ListenerSeries;
 use crate::observe::{Protocol, Session};
+use crate::splice::{self, PipeSplice};
 use crate::stream::halves::{StreamRx, StreamTx};
 use crate::stream::types::{Inbound, ResetReason};
 
@@ -217,6 +218,10 @@ impl Cancel {
 pub struct Counts {
     pub up: AtomicU64,
     pub down: AtomicU64,
+    /// Of those, bytes spliced (moved through a kernel pipe, both ways; plain TCP to a local target only).
+    pub spliced: AtomicU64,
+    /// Directions that were to splice and copied instead because the kernel refused (no pipe, `EINVAL`).
+    pub splice_refused: AtomicU64,
 }
 
 /// How a pump ended.
@@ -451,8 +456,9 @@ async fn relay(from: &mut StreamRx, to: &StreamTx, counter: &AtomicU64) -> Resul
 }
 
 /// Copies between a client and a local target until both directions close; a failure resets both. Two plain TCP
-/// sockets go through [`Spliced`]: copied through a small buffer at first, then spliced (kernel pipes, no copy
-/// through user space) once a direction has carried [`SPLICE_AFTER`] bytes. Anything with TLS goes through
+/// sockets go through [`Spliced`]: copied through a small buffer at first, then spliced (a kernel pipe per
+/// direction, made then, no copy through user space: [`crate::splice`]) once a direction has carried
+/// [`SPLICE_AFTER`] bytes; where the kernel refuses, copied on. Anything with TLS goes through
 /// `buffer`-sized copies.
 /// With a `tap`, copied bytes are shown to it, and a direction splices only once the tap wants no more.
 pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel: Cancel, tap: Option<&Tap<'_>>) -> End {
@@ -465,6 +471,10 @@ pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel:
         };
         counts.up.fetch_add(spliced.forward.moved(), Ordering::Relaxed);
         counts.down.fetch_add(spliced.backward.moved(), Ordering::Relaxed);
+        let stats = &spliced.stats;
+        let under_way = spliced.forward.splicing() + spliced.backward.splicing();
+        counts.spliced.fetch_add(stats.spliced + under_way, Ordering::Relaxed);
+        counts.splice_refused.fetch_add(stats.refused, Ordering::Relaxed);
         if result.is_ok() {
             return End::Closed;
         }
@@ -497,8 +507,8 @@ pub async fn socket_socket(a: Io, b: Io, buffer: usize, counts: &Counts, cancel:
 }
 
 /// Bytes a direction of [`Spliced`] copies through user space before it switches to splice: a short exchange (a
-/// request and its answer) never pays for the two kernel pipes a spliced direction needs (creating, sizing and
-/// closing them cost more than copying a few kilobytes), a bulk transfer soon stops copying.
+/// request and its answer) never pays for the kernel pipe a spliced direction needs (creating, sizing and closing
+/// it cost more than copying a few kilobytes), a bulk transfer soon stops copying.
 pub const SPLICE_AFTER: u64 = 64 * 1024;
 /// An observed direction splices a body of known length when at least this long (the observer only counts it):
 /// an observed bulk transfer costs what an unobserved one does.
@@ -506,39 +516,60 @@ pub const SPLICE_BODY_AFTER: u64 = 64 * 1024;
 /// The user-space buffer of a direction while it copies.
 const COPY_BUFFER: usize = 16 * 1024;
 
-type SpliceDir = std::pin::Pin<Box<tokio_splice2::SpliceIo<TcpStream, TcpStream>>>;
-
-/// One direction of a plain TCP relay: copying, spliced, splicing an observed body (then copying again), shutting
-/// its writer down, or done.
+/// One direction of a plain TCP relay: copying (`splice`: whether it may still switch to splicing), spliced (`body`:
+/// an observed body, after which it copies again), shutting its writer down, or done.
 enum Direction {
-    Copy { reader: LazyReader, out: Bytes, moved: u64 },
-    Splice { io: SpliceDir, before: u64 },
-    SpliceBody { body: BodySplice, before: u64 },
+    Copy { reader: LazyReader, out: Bytes, moved: u64, splice: bool },
+    Splice { pipe: PipeSplice, before: u64, body: bool },
     Shutdown { moved: u64 },
     Done { moved: u64 },
 }
 
+/// What the splices of a relay did: bytes moved through pipes, and directions that went on copying because the
+/// kernel refused (no pipe: out of file descriptors; `EINVAL` and the like from `splice`).
+#[derive(Default)]
+struct SpliceStats {
+    spliced: u64,
+    refused: u64,
+}
+
 impl Direction {
     /// Copying (through a buffer held only while bytes keep coming, see [`LazyReader`]), `moved` bytes so far.
-    fn copy(moved: u64) -> Self {
-        Direction::Copy { reader: LazyReader::new(COPY_BUFFER), out: Bytes::new(), moved }
+    fn copy(moved: u64, splice: bool) -> Self {
+        Direction::Copy { reader: LazyReader::new(COPY_BUFFER), out: Bytes::new(), moved, splice }
     }
 
     fn new() -> Self {
-        Direction::copy(0)
+        Direction::copy(0, true)
     }
 
     /// Bytes written to the other side so far.
     fn moved(&self) -> u64 {
         match self {
             Direction::Copy { moved, .. } | Direction::Shutdown { moved } | Direction::Done { moved } => *moved,
-            Direction::Splice { io, before } => before + io.has_written() as u64,
-            Direction::SpliceBody { body, before } => before + body.moved,
+            Direction::Splice { pipe, before, .. } => before + pipe.moved(),
         }
     }
 
     fn is_done(&self) -> bool {
         matches!(self, Direction::Done { .. })
+    }
+
+    /// Bytes the splice under way has moved (counted in [`SpliceStats`] when it ends).
+    fn splicing(&self) -> u64 {
+        match self {
+            Direction::Splice { pipe, .. } => pipe.moved(),
+            _ => 0,
+        }
+    }
+
+    /// After the reader's end: shut the writer down, unless `other_done` (see [`Direction::poll`]).
+    fn ended(moved: u64, other_done: bool) -> Self {
+        if other_done {
+            Direction::Done { moved }
+        } else {
+            Direction::Shutdown { moved }
+        }
     }
 
     /// Moves bytes from `r` to `w` until `r` ends, then shuts `w`'s writing down (half-close is carried through)
@@ -551,10 +582,11 @@ impl Direction {
         w: &mut TcpStream,
         other_done: bool,
         tap: Option<(&Tap<'_>, bool)>,
+        stats: &mut SpliceStats,
     ) -> Poll<io::Result<()>> {
         loop {
             match self {
-                Direction::Copy { reader, out, moved } => {
+                Direction::Copy { reader, out, moved, splice } => {
                     if !out.is_empty() {
                         let n = std::task::ready!(Pin::new(&mut *w).poll_write(cx, out))?;
                         if n == 0 {
@@ -566,21 +598,19 @@ impl Direction {
                     }
                     // written: the bytes (and any buffer they kept alive) go
                     *out = Bytes::new();
-                    if let Some((t, from_client)) = tap {
-                        let body = t.opaque(from_client);
-                        if body >= SPLICE_BODY_AFTER {
-                            // No pipe (out of file descriptors, say): go on copying.
-                            if let Ok(body) = BodySplice::new(body) {
-                                *self = Direction::SpliceBody { body, before: *moved };
+                    let body = tap.map_or(0, |(t, from_client)| t.opaque(from_client));
+                    let whole = *moved >= SPLICE_AFTER && tap.is_none_or(|(t, _)| !t.active());
+                    if *splice && (body >= SPLICE_BODY_AFTER || whole) {
+                        match PipeSplice::new(if whole { u64::MAX } else { body }) {
+                            Ok(pipe) => {
+                                *self = Direction::Splice { pipe, before: *moved, body: !whole };
                                 continue;
                             }
-                        }
-                    }
-                    if *moved >= SPLICE_AFTER && tap.is_none_or(|(t, _)| !t.active()) {
-                        // No pipe (out of file descriptors, say): go on copying.
-                        if let Ok(ctx) = tokio_splice2::SpliceIoCtx::prepare() {
-                            *self = Direction::Splice { io: Box::pin(ctx.into_io()), before: *moved };
-                            continue;
+                            // No pipe (out of file descriptors, say): go on copying.
+                            Err(_) => {
+                                stats.refused += 1;
+                                *splice = false;
+                            }
                         }
                     }
                     // Reads into spare capacity (never zeroed: no memset per connection), holding no buffer while
@@ -592,36 +622,29 @@ impl Direction {
                             }
                             *out = data;
                         }
-                        None => {
-                            *self = if other_done {
-                                Direction::Done { moved: *moved }
-                            } else {
-                                Direction::Shutdown { moved: *moved }
-                            };
+                        None => *self = Direction::ended(*moved, other_done),
+                    }
+                }
+                Direction::Splice { pipe, before, body } => {
+                    let result = std::task::ready!(pipe.poll(cx, r, w));
+                    stats.spliced += pipe.moved();
+                    let moved = *before + pipe.moved();
+                    if let Err(e) = result {
+                        if pipe.untouched() && splice::refused(&e) {
+                            // The kernel will not splice these sockets: copy, nothing was lost.
+                            stats.refused += 1;
+                            *self = Direction::copy(moved, false);
+                            continue;
                         }
+                        *self = Direction::Done { moved };
+                        return Poll::Ready(Err(e));
                     }
-                }
-                Direction::Splice { io, before } => {
-                    let result = std::task::ready!(io.as_mut().poll_execute(cx, Pin::new(r), Pin::new(w)));
-                    let moved = *before + io.has_written() as u64;
-                    *self = Direction::Done { moved };
-                    return Poll::Ready(result);
-                }
-                Direction::SpliceBody { body, before } => {
-                    let result = std::task::ready!(body.poll(cx, r, w));
-                    if let Some((t, from_client)) = tap {
-                        t.skipped(from_client, body.moved);
+                    if let (true, Some((t, from_client))) = (*body, tap) {
+                        t.skipped(from_client, pipe.moved());
                     }
-                    result?;
-                    let moved = *before + body.moved;
-                    *self = if !body.ended {
-                        Direction::copy(moved)
-                    } else if other_done {
-                        // The reader ended inside the body: as a copying direction that read its end.
-                        Direction::Done { moved }
-                    } else {
-                        Direction::Shutdown { moved }
-                    };
+                    // A body passed (the connection goes on as HTTP), or the reader ended.
+                    *self =
+                        if pipe.ended() { Direction::ended(moved, other_done) } else { Direction::copy(moved, true) };
                 }
                 Direction::Shutdown { moved } => {
                     std::task::ready!(Pin::new(&mut *w).poll_shutdown(cx))?;
@@ -633,83 +656,17 @@ impl Direction {
     }
 }
 
-/// Splices a body of known length (or up to the reader's end) from one socket to the other through a pipe and
-/// leaves both sockets open, so the connection goes on as HTTP after it. Written here over rustix's safe `splice`:
-/// tokio-splice2 0.3 shuts its writer down when it reaches a target length. The pipe is filled only while empty, so
-/// `EAGAIN` from the reader means the socket has nothing (never "pipe full").
-struct BodySplice {
-    pipe_out: std::os::fd::OwnedFd,
-    pipe_in: std::os::fd::OwnedFd,
-    in_pipe: usize,
-    left: u64,
-    moved: u64,
-    ended: bool,
-    /// Bytes moved into the pipe at once: its capacity.
-    chunk: u64,
-}
-
-/// The pipe's capacity asked for (as tokio-splice2 does; the kernel may grant less: `fs.pipe-max-size`).
-const PIPE_CAPACITY: usize = 1 << 20;
-
-impl BodySplice {
-    fn new(len: u64) -> io::Result<Self> {
-        let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
-        let (pipe_out, pipe_in) = rustix::pipe::pipe_with(flags)?;
-        let chunk = match rustix::pipe::fcntl_setpipe_size(&pipe_in, PIPE_CAPACITY) {
-            Ok(n) => n,
-            Err(_) => rustix::pipe::fcntl_getpipe_size(&pipe_in)?,
-        } as u64;
-        Ok(BodySplice { pipe_out, pipe_in, in_pipe: 0, left: len, moved: 0, ended: false, chunk })
-    }
-
-    fn poll(&mut self, cx: &mut Context<'_>, r: &TcpStream, w: &TcpStream) -> Poll<io::Result<()>> {
-        use rustix::pipe::{splice, SpliceFlags};
-        use tokio::io::Interest;
-        let flags = SpliceFlags::NONBLOCK | SpliceFlags::MOVE;
-        loop {
-            if self.in_pipe > 0 {
-                std::task::ready!(w.poll_write_ready(cx))?;
-                let len = self.in_pipe;
-                let out = &self.pipe_out;
-                match w.try_io(Interest::WRITABLE, || Ok(splice(out, None, w, None, len, flags)?)) {
-                    Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                    Ok(n) => {
-                        self.in_pipe -= n;
-                        self.moved += n as u64;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Poll::Ready(Err(e)),
-                }
-            } else if self.left == 0 || self.ended {
-                return Poll::Ready(Ok(()));
-            } else {
-                std::task::ready!(r.poll_read_ready(cx))?;
-                let want = self.left.min(self.chunk) as usize;
-                let pipe_in = &self.pipe_in;
-                match r.try_io(Interest::READABLE, || Ok(splice(r, None, pipe_in, None, want, flags)?)) {
-                    Ok(0) => self.ended = true,
-                    Ok(n) => {
-                        self.in_pipe += n;
-                        self.left -= n as u64;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Poll::Ready(Err(e)),
-                }
-            }
-        }
-    }
-}
-
 /// A relay between two plain TCP sockets, both directions polled by one task (each direction reads one socket and
 /// writes the other, so their wakers never collide). Ends when both directions are done or either fails.
 struct Spliced {
     forward: Direction,
     backward: Direction,
+    stats: SpliceStats,
 }
 
 impl Spliced {
     fn new() -> Self {
-        Spliced { forward: Direction::new(), backward: Direction::new() }
+        Spliced { forward: Direction::new(), backward: Direction::new(), stats: SpliceStats::default() }
     }
 
     fn poll(
@@ -720,9 +677,9 @@ impl Spliced {
         tap: Option<&Tap<'_>>,
     ) -> Poll<io::Result<()>> {
         let backward_done = self.backward.is_done();
-        let forward = self.forward.poll(cx, a, b, backward_done, tap.map(|t| (t, true)));
+        let forward = self.forward.poll(cx, a, b, backward_done, tap.map(|t| (t, true)), &mut self.stats);
         let forward_done = self.forward.is_done();
-        let backward = self.backward.poll(cx, b, a, forward_done, tap.map(|t| (t, false)));
+        let backward = self.backward.poll(cx, b, a, forward_done, tap.map(|t| (t, false)), &mut self.stats);
         match (forward, backward) {
             (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),

@@ -70,6 +70,7 @@ const LAYERS: &[&str] = &[
     "metrics",
     "link",
     "tls",
+    "splice",
     "pump",
     "router::net",
     "router::profiles",

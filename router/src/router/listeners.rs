@@ -511,6 +511,8 @@ impl Listeners {
                         let end =
                             pump::socket_socket(client, t, self.forward.buffer(), &counts, cancel, tap.as_ref()).await;
                         clean = end == End::Closed;
+                        self.metrics.spliced_bytes.inc_by(counts.spliced.load(Ordering::Relaxed));
+                        self.metrics.splice_refused.inc_by(counts.splice_refused.load(Ordering::Relaxed));
                         self.targets.closed(&target, &counts, false, &self.id, start_us, clean);
                     }
                     None => {

@@ -182,3 +182,27 @@ pub async fn round_trip(mut s: TcpStream, data: &[u8]) -> Vec<u8> {
 pub fn network(slot: &Slot) -> Value {
     router(slot).network_status()
 }
+
+/// The value of the series `name` (with its labels as the text shows them) in a router's metrics text.
+pub fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok()).map(|v| v as u64)
+}
+
+/// A router with a Listener whose routing key has one local target (an echo target, "local-pod"); returns the
+/// router and the first connection that got the target's greeting.
+pub async fn local_listener() -> (Slot, TcpStream) {
+    let target = echo("local-pod").await;
+    let port = free_port();
+    let r = start(&solo_doc("l", port, target, "pod"));
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let start_at = Instant::now();
+    let conn = loop {
+        if let Ok((name, c)) = greeting(addr).await {
+            assert_eq!(name, "local-pod");
+            break c;
+        }
+        assert!(start_at.elapsed() < LIMIT, "the Listener never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    (r, conn)
+}
