@@ -122,6 +122,13 @@ class _Unreachable(_In):
     failures: int = Field(default=1, ge=0)
 
 
+class _Upstream(_In):
+    """Upstream's network as the router's AMQP links show it: the keys upstream routers serve (their mobile
+    addresses, imported as this router's services), with the routers serving each."""
+
+    imported: dict[str, tuple[str, ...]] = Field(default_factory=dict, max_length=100_000)
+
+
 class _Status(_In):
     version: int = Field(ge=1, le=1)
     router: str = _ID
@@ -137,6 +144,8 @@ class _Status(_In):
     refused: tuple[_Refusal, ...] = Field(default=(), max_length=64)
     #: connector targets whose last dials failed (absent from routers that do not report them)
     unreachable: tuple[_Unreachable, ...] = Field(default=(), max_length=100_000)
+    #: upstream's routers seen through this router's AMQP links (absent from routers without any)
+    upstream: _Upstream | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,8 @@ class RouterStatus:
     incoming: tuple[IncomingLink, ...] = ()
     refused: tuple[LinkRefusal, ...] = ()
     unreachable: tuple[TargetFailure, ...] = ()
+    #: routing keys upstream routers serve through this router's AMQP links (their connectors)
+    imported: frozenset[str] = frozenset()
 
 
 def parse_router_status(text: str) -> RouterStatus:
@@ -225,8 +236,9 @@ def parse_router_status(text: str) -> RouterStatus:
     refused = tuple(LinkRefusal(r.identity, r.certificate or "", r.reason, r.at or "") for r in status.refused)
     unreachable = tuple(TargetFailure(u.connector, u.target, u.host, u.port, u.error, u.failures)
                         for u in status.unreachable)
+    imported = frozenset(k for k, routers in (status.upstream.imported if status.upstream else {}).items() if routers)
     return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers,
-                        incoming, refused, unreachable)
+                        incoming, refused, unreachable, imported)
 
 
 def _reach(start: str, edges: Iterable[tuple[str, str]]) -> frozenset[str]:
@@ -271,10 +283,12 @@ def network_snapshot(local: SiteRecord, statuses: Sequence[RouterStatus]) -> Net
     by_site: dict[str, list[SiteRecord]] = {}
     edges: set[tuple[str, str]] = set()
     reports: list[LinkReport] = []
+    imported: set[str] = set()
     for status in statuses:
         if status.site_id != local.id:
             continue                   # a status left from another incarnation of the Site: not this site's view
         edges.update(status.edges)
+        imported.update(status.imported)
         reports.extend(status.links)
         for record in status.sites:
             if record.id != local.id:
@@ -282,7 +296,8 @@ def network_snapshot(local: SiteRecord, statuses: Sequence[RouterStatus]) -> Net
     others = sorted((_merge(records) for records in by_site.values()), key=lambda r: (r.name, r.id))
     return NetworkSnapshot((local, *others), reaches=_reach(local.id, edges),
                            reached_by=_reach(local.id, ((b, a) for a, b in edges)),
-                           links=tuple(sorted(reports, key=lambda r: (r.name, r.router))))
+                           links=tuple(sorted(reports, key=lambda r: (r.name, r.router))),
+                           imported=frozenset(imported))
 
 
 class StatusReader:

@@ -121,12 +121,14 @@ class NetworkSnapshot:
 
     ``reaches``: ids of the sites this site's connections can be carried to (itself included); ``reached_by``: ids
     of the sites whose connections can be carried to this one. None: every site (one site alone, or tests).
-    ``links``: this site's links as its routers report them."""
+    ``links``: this site's links as its routers report them. ``imported``: routing keys upstream routers serve
+    through this site's routers' AMQP links (connectors of upstream's sites, which send no site records)."""
 
     sites: tuple[SiteRecord, ...]
     reaches: frozenset[str] | None = None
     reached_by: frozenset[str] | None = None
     links: tuple[LinkReport, ...] = ()
+    imported: frozenset[str] = frozenset()
 
     def _services(self, among: frozenset[str] | None) -> Iterable[ServiceRecord]:
         for i, record in enumerate(self.sites):
@@ -135,8 +137,9 @@ class NetworkSnapshot:
 
     def has_connector(self, routing_key: str) -> bool:
         """A connector target for ``routing_key`` exists at a site this site's connections reach (here included):
-        what the router needs to accept on a Listener."""
-        return any(s.routing_key == routing_key and s.connectors for s in self._services(self.reaches))
+        what the router needs to accept on a Listener; a key upstream's routers serve through our AMQP links counts."""
+        return routing_key in self.imported or any(
+            s.routing_key == routing_key and s.connectors for s in self._services(self.reaches))
 
     def has_listener(self, routing_key: str) -> bool:
         """A listener for ``routing_key`` exists at a site whose connections reach this one (here included)."""

@@ -6,20 +6,25 @@ for the host it dials, ours dials upstream's without offering a session it canno
 Past TLS and AMQP, our router admits upstream's router by its credential (the Link it dialed; the Site uid our grant
 bound its client certificate to), its router id (``<site>-<Pod>``) an alias of that identity, and our Link is Ready.
 Upstream's Link is computed by upstream's controller from the flow records of its network status, which our router
-does not emit: it stays without an operational state (docs/dev/mixed-networks.md, section 7). Traffic is not
-tested here yet: flows from our Listeners upstream still stall (the open fault on amqpglue)."""
+does not emit: it stays without an operational state (docs/dev/mixed-networks.md, section 7).
+
+Traffic: upstream's hello-world across the two sites, both ways (frontend on upstream's site and backend on ours,
+then the reverse), each answer naming the backend Pod that answered; our Listener Matched/Ready for a Connector
+only upstream's site has (a key its routers serve through our AMQP link), and no longer once it is deleted."""
 
 from __future__ import annotations
 
 import base64
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
-from mixed_support import OURS, THEIRS, MixedSites, mixed_environment
+from mixed_support import ANSWER, OURS, THEIRS, MixedSites, mixed_environment, ready_pods, say_hello
+from upstream_reference import reference
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(900),
               pytest.mark.skipif(os.geteuid() != 0, reason="upstream's containers need a private mount namespace "
@@ -90,3 +95,96 @@ async def test_tokens_both_ways_tls_and_amqp_up_both_ways(mixed: MixedSites) -> 
     # our router emits none, so upstream's CLI shows no STATUS for it (docs/dev/mixed-networks.md, section 7)
     theirs_row = await mixed.link_status("upstream")
     assert theirs_row[0] == theirs_link["metadata"]["name"] and "Ready" not in theirs_row, theirs_row
+
+
+async def _answer_from(mixed: MixedSites, namespace: str, backends: set[str], what: str) -> str:
+    """The Pod (one of ``backends``) upstream's backend names when asked through the frontend's Service in
+    ``namespace``: the Service kubectl exposed, reached at its cluster IP as a client in the cluster reaches it."""
+    assert mixed.sim.cluster is not None
+    cluster = mixed.sim.cluster
+    last: list[object] = [None]
+
+    async def answered() -> str | None:
+        address = cluster.resolve(f"frontend.{namespace}.svc.cluster.local")
+        if address is None:
+            return None
+        try:
+            last[0] = code, body = await say_hello(address, 8080, "Tester")
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            last[0] = error
+            return None
+        found = ANSWER.search(body) if code == 200 else None
+        return found.group("pod") if found and found.group("pod") in backends else None
+    try:
+        pod: str = await mixed.env.wait_for(answered, 120, what)
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}; the last answer: {last[0]!r}") from None
+    return pod
+
+
+async def _listener_matched(mixed: MixedSites, name: str, matched: bool, what: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        status = await mixed.env.status("Listener", name, OURS)
+        if matched:
+            return status if status.get("status") == "Ready" and status.get("hasMatchingConnector") is True else None
+        return status if not status.get("hasMatchingConnector") else None
+    found: dict[str, Any] = await mixed.env.wait_for(check, 120, what)
+    return found
+
+
+async def _hello_world(mixed: MixedSites, files: Path, backend_in: str, connector: Awaitable[str],
+                       listener: Awaitable[str]) -> set[str]:
+    """Upstream's backend (3 Pods) in ``backend_in`` with ``connector`` (a CLI command) for it, its frontend in the
+    other namespace with ``listener`` and a Service made by ``kubectl expose``; the backend Pods' names once Ready."""
+    frontend_in = THEIRS if backend_in == OURS else OURS
+    await mixed.kubectl("apply", "-n", backend_in, "-f", str(files / "east" / "backend.yml"))
+    await connector
+    await mixed.kubectl("apply", "-n", frontend_in, "-f", str(files / "west" / "frontend.yml"))
+    await listener
+    await mixed.kubectl("expose", "-n", frontend_in, "deployment/frontend", "--port", "8080")
+    await ready_pods(mixed, frontend_in, "frontend", 1)
+    return await ready_pods(mixed, backend_in, "backend", 3)
+
+
+async def test_upstream_hello_world_both_ways(mixed: MixedSites) -> None:
+    """Upstream's hello-world (its ``e2e-hello-world`` Deployments applied with kubectl, the frontend exposed with
+    ``kubectl expose`` as its getting-started does) across one Link, ours dialing upstream's site with upstream's
+    token: (a) backend on our site behind our Connector, frontend on upstream's behind upstream's Listener (its CLI's
+    ``listener create``); (b) backend on upstream's site behind its Connector (its CLI's ``connector create``),
+    frontend on ours behind our Listener, whose status follows a Connector that only upstream's site has."""
+    hello_world = reference("e2e-hello-world")
+    await mixed.redeem_in_ours(await mixed.upstream_token("theirs.token"))
+
+    async def ours_ready() -> list[str] | None:
+        row = await mixed.link_status("ours")
+        return row if row[1:3] == ["Ready", "1"] else None
+    await mixed.env.wait_for(ours_ready, 120, "our Link to upstream's site Ready")
+
+    # (a) backend on ours (our Connector), frontend on upstream's (upstream's Listener)
+    ours_backends = await _hello_world(
+        mixed, hello_world, backend_in=OURS,
+        connector=mixed.ours("connector", "create", "backend", "8080", "--selector", "app=backend"),
+        listener=mixed.upstream("listener", "create", "backend", "8080"))
+    pod = await _answer_from(mixed, THEIRS, ours_backends,
+                             "upstream's frontend answered by our backend Pods through upstream's Listener")
+    assert pod in ours_backends
+
+    # (b) backend on upstream's site (its Connector), frontend on ours (our Listener); another routing key, so
+    # that the only Connector our Listener can match is upstream's
+    theirs_backends = await _hello_world(
+        mixed, hello_world, backend_in=THEIRS,
+        connector=mixed.upstream("connector", "create", "backend", "8080", "--routing-key", "backend-theirs"),
+        listener=mixed.ours("listener", "create", "backend-theirs", "8080", "--host", "backend",
+                            "--routing-key", "backend-theirs"))
+    pod = await _answer_from(mixed, OURS, theirs_backends,
+                             "our frontend answered by upstream's backend Pods through our Listener")
+    assert pod in theirs_backends
+    status = await _listener_matched(mixed, "backend-theirs", True,
+                                     "our Listener Ready and matched by upstream's Connector")
+    assert status["status"] == "Ready", status
+
+    # upstream's Connector deleted (its CLI): our Listener no longer matched
+    await mixed.upstream("connector", "delete", "backend")
+    status = await _listener_matched(mixed, "backend-theirs", False,
+                                     "our Listener unmatched once upstream's Connector is gone")
+    assert status.get("hasMatchingConnector") is not True, status

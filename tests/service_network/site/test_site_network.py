@@ -178,6 +178,23 @@ def test_a_connector_behind_a_link_in_the_other_direction_does_not_match() -> No
     assert not east_view.has_listener("backend")
 
 
+def test_listener_matches_a_key_upstream_routers_serve_through_our_amqp_link() -> None:
+    """Upstream's sites send no site records: a Connector there is seen only as a key upstream's routers serve
+    through this site's router (its ``upstream.imported``), and it matches our Listener while served."""
+    west = advert("west", listeners=["backend"])
+    document_ = json.loads(status_text(network_status(west.router, west.site, (west,), ())))
+    assert not network_snapshot(local("west", listeners=["backend"]), [parse_router_status(json.dumps(
+        document_))]).has_connector("backend")
+    document_["upstream"] = {"neighbours": [], "imported": {"backend": ["theirs-skupper-router-1"], "gone": []}}
+    snapshot = network_snapshot(local("west", listeners=["backend"]), [parse_router_status(json.dumps(document_))])
+    assert snapshot.has_connector("backend")
+    assert not snapshot.has_connector("gone") and not snapshot.has_connector("other")
+    assert [s.name for s in snapshot.sites] == ["west"]     # upstream's site is no site record of ours
+    # a status left from another incarnation of the Site says nothing
+    assert not network_snapshot(local("other", listeners=["backend"]), [parse_router_status(json.dumps(
+        document_))]).has_connector("backend")
+
+
 def test_three_sites_in_a_chain() -> None:
     west = advert("west", links={"w-m": "middle-uid"}, listeners=["db"])
     middle = advert("middle", links={"m-e": "east-uid"})

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 from cli_support import SKUPPER, cli_env
 from site_support import SiteEnv, site_environment
@@ -181,3 +183,25 @@ async def mixed_environment(workdir: Path) -> AsyncIterator[MixedSites]:
         finally:
             with contextlib.suppress(Exception):
                 await mixed.kubectl("delete", "namespace", THEIRS, "--wait=false", within=30)
+
+
+# ---- upstream's hello-world across the two sites -----------------------------------------------------------------
+ANSWER = re.compile(r"Hi, (?P<name>.+)\.  I am [A-Z][a-z]+ [A-Z][a-z]+ \((?P<pod>\S+)\)\.")
+
+
+async def ready_pods(mixed: MixedSites, namespace: str, app: str, count: int) -> set[str]:
+    """The names of ``count`` Ready Pods labelled ``app`` in ``namespace``, once there are that many."""
+    async def check() -> set[str] | None:
+        pods, _ = await mixed.sim.api.list("pods", namespace, label_selector=f"app={app}")
+        ready = {p["metadata"]["name"] for p in pods if any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in p.get("status", {}).get("conditions", []))}
+        return ready if len(ready) == count else None
+    found: set[str] = await mixed.env.wait_for(check, 120, f"{count} Ready Pods app={app} in {namespace}")
+    return found
+
+
+async def say_hello(address: str, port: int, name: str) -> tuple[int, str]:
+    """What the frontend's page does: ``POST /api/hello`` at ``address:port``; its status and body (bounded)."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as client, client.post(
+            f"http://{address}:{port}/api/hello", json={"name": name, "text": "Hello!"}) as response:
+        return response.status, (await response.content.read(64 * 1024)).decode(errors="replace")
