@@ -20,3 +20,4 @@ pub mod node;
 pub mod performative;
 pub mod routing;
 pub mod sasl;
+pub mod vanflow;
