@@ -62,6 +62,7 @@ const LAYERS: &[&str] = &[
     "amqp::vanflow::records",
     "amqp::vanflow::wire",
     "amqp::vanflow::source",
+    "amqp::vanflow::task",
     "amqp::vanflow",
     "amqp",
     "stream::halves",

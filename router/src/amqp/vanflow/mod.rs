@@ -3,10 +3,12 @@
 //! `status.network`, Link Operational, Listener `hasMatchingConnector`, Connector `hasMatchingListener`) are true
 //! about our site. [`records`] (record types, attribute codepoints, the records our site sends), [`wire`] (the
 //! messages: encoded byte for byte as upstream's Go code encodes them, decoded bounded), [`source`] (a source's
-//! records, updates, beacon, heartbeat and flush answer; pure).
+//! records, updates, beacon, heartbeat and flush answer; pure), [`task`] (the source running over an inter-router
+//! link).
 
 pub mod records;
 pub mod source;
+pub mod task;
 pub mod wire;
 
 pub use records::{Attr, Endpoint, Record, SiteInfo};
