@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -37,6 +37,8 @@ pub const MAX_QUEUED: usize = 1024;
 pub const COMMANDS: usize = 1024;
 /// Events that may wait for each consumer (router links, streaming links).
 pub const EVENTS: usize = 8192;
+/// Output bytes not yet taken by the socket beyond which the task takes no more commands or queued sends.
+const OUTPUT_HIGH: usize = 256 * 1024;
 /// The longest the task sleeps without ticking the connection.
 const MAX_WAIT: Duration = Duration::from_millis(500);
 
@@ -203,25 +205,33 @@ fn event_link(e: &Event) -> Option<LinkId> {
 }
 
 impl Driver {
-    async fn run<S>(mut self, mut stream: S, rest: Bytes, mut commands: mpsc::Receiver<Command>) -> String
+    async fn run<S>(mut self, stream: S, rest: Bytes, mut commands: mpsc::Receiver<Command>) -> String
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
+        // Reads and writes go on together: a driver blocked writing a long run of our transfers would leave the
+        // peer's frames unread (its attaches unanswered: see `docs/dev/amqp-connections.md` on skrouterd's
+        // cut-through start), so output waits in `pending` and is written as the socket takes it.
+        let (mut rd, mut wr) = tokio::io::split(stream);
+        let mut pending = BytesMut::new();
         if let Err(e) = self.conn.receive(&rest, Instant::now()) {
-            return self.finish(&mut stream, e.to_string()).await;
+            return self.finish(&mut wr, pending, e.to_string()).await;
         }
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             self.handle_events();
-            self.flush_queues();
+            if pending.len() < OUTPUT_HIGH {
+                self.flush_queues();
+            }
             let out = self.conn.output(Instant::now());
-            if !out.is_empty() {
-                if let Err(e) = stream.write_all(&out).await {
-                    return format!("write: {e}");
-                }
+            if pending.is_empty() {
+                pending = out;
+            } else {
+                pending.extend_from_slice(&out);
             }
             if self.conn.is_closed() {
-                let _ = stream.shutdown().await;
+                let _ = tokio::time::timeout(MAX_WAIT, wr.write_all(&pending)).await;
+                let _ = wr.shutdown().await;
                 return "closed".into();
             }
             if self.overflow {
@@ -229,19 +239,25 @@ impl Driver {
             }
             let wait = match self.conn.tick(Instant::now()) {
                 Ok(next) => next.map_or(MAX_WAIT, |t| t.saturating_duration_since(Instant::now()).min(MAX_WAIT)),
-                Err(e) => return self.finish(&mut stream, e.to_string()).await,
+                Err(e) => return self.finish(&mut wr, pending, e.to_string()).await,
             };
             tokio::select! {
-                read = stream.read(&mut buf) => match read {
+                read = rd.read(&mut buf) => match read {
                     Ok(0) => return "the peer closed the socket".into(),
                     Ok(n) => {
                         if let Err(e) = self.conn.receive(&buf[..n], Instant::now()) {
-                            return self.finish(&mut stream, e.to_string()).await;
+                            return self.finish(&mut wr, pending, e.to_string()).await;
                         }
                     }
                     Err(e) => return format!("read: {e}"),
                 },
-                command = commands.recv() => match command {
+                written = wr.write(&pending), if !pending.is_empty() => match written {
+                    Ok(0) => return "write: the socket took nothing".into(),
+                    Ok(n) => pending.advance(n),
+                    Err(e) => return format!("write: {e}"),
+                },
+                // Commands (our transfers among them) wait while the socket is behind.
+                command = commands.recv(), if pending.len() < OUTPUT_HIGH => match command {
                     Some(c) => {
                         self.command(c);
                         // Take what else is waiting before writing (a flow's frames come in runs).
@@ -294,10 +310,10 @@ impl Driver {
     }
 
     /// Writes what the connection still has to say (its `close`) and says why it ended.
-    async fn finish<S: AsyncWrite + Unpin>(&mut self, stream: &mut S, why: String) -> String {
-        let out = self.conn.output(Instant::now());
-        if !out.is_empty() {
-            let _ = tokio::time::timeout(MAX_WAIT, stream.write_all(&out)).await;
+    async fn finish<S: AsyncWrite + Unpin>(&mut self, stream: &mut S, mut pending: BytesMut, why: String) -> String {
+        pending.extend_from_slice(&self.conn.output(Instant::now()));
+        if !pending.is_empty() {
+            let _ = tokio::time::timeout(MAX_WAIT, stream.write_all(&pending)).await;
         }
         why
     }

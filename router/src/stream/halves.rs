@@ -2,7 +2,9 @@
 //! [`StreamRx`] receives and gives credit back once the bytes were written onward; [`OnOpen`] is what a link
 //! connection calls for each stream its peer opens. Each is an enum with one variant per protocol (the native
 //! protocol's multiplexed streams, `native::mux`; upstream's TCP flows over AMQP, `amqp::flow`): a call is one
-//! `match`, no allocation or dynamic dispatch on the data path. A second protocol adds its variant here and its arm to each method; the routing code is unchanged.
+//! `match`, no dynamic dispatch on the data path; the AMQP arms box their futures, so the native path's pump
+//! futures stay as small as they were (`pump::tests::pump_futures_stay_small`). A second protocol adds its variant
+//! here and its arm to each method; the routing code is unchanged.
 
 use std::sync::Arc;
 
@@ -26,7 +28,7 @@ impl StreamTx {
     pub async fn send(&self, data: Bytes) -> Result<(), StreamClosed> {
         match self {
             Self::Native(tx) => tx.send(data).await,
-            Self::Amqp(tx) => tx.send(data).await,
+            Self::Amqp(tx) => Box::pin(tx.send(data)).await,
         }
     }
 
@@ -34,7 +36,7 @@ impl StreamTx {
     pub async fn fin(&self) {
         match self {
             Self::Native(tx) => tx.fin().await,
-            Self::Amqp(tx) => tx.fin().await,
+            Self::Amqp(tx) => Box::pin(tx.fin()).await,
         }
     }
 
@@ -42,7 +44,7 @@ impl StreamTx {
     pub async fn opened(&self) {
         match self {
             Self::Native(tx) => tx.opened().await,
-            Self::Amqp(tx) => tx.opened().await,
+            Self::Amqp(tx) => Box::pin(tx.opened()).await,
         }
     }
 
@@ -50,7 +52,7 @@ impl StreamTx {
     pub async fn reset(&self, reason: ResetReason) {
         match self {
             Self::Native(tx) => tx.reset(reason).await,
-            Self::Amqp(tx) => tx.reset(reason).await,
+            Self::Amqp(tx) => Box::pin(tx.reset(reason)).await,
         }
     }
 }
@@ -67,7 +69,7 @@ impl StreamRx {
     pub async fn recv(&mut self) -> Inbound {
         match self {
             Self::Native(rx) => rx.recv().await,
-            Self::Amqp(rx) => rx.recv().await,
+            Self::Amqp(rx) => Box::pin(rx.recv()).await,
         }
     }
 
@@ -75,7 +77,7 @@ impl StreamRx {
     pub async fn consumed(&mut self, n: usize) {
         match self {
             Self::Native(rx) => rx.consumed(n).await,
-            Self::Amqp(rx) => rx.consumed(n).await,
+            Self::Amqp(rx) => Box::pin(rx.consumed(n)).await,
         }
     }
 

@@ -147,20 +147,16 @@ pub async fn introduce<S>(io: &mut S, intro: &Introduction) -> Result<Answer, St
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    {
-        {
-            let mine = hello::DialerHello { versions: VERSIONS.to_vec(), introduction: intro.clone() };
-            hello::send_hello(io, &mine).await.map_err(|e| format!("closed by the remote router ({e})"))?;
-            let theirs: hello::AcceptorHello = hello::read_hello(io).await.map_err(|e| {
-                if e.starts_with("TLS") {
-                    e
-                } else {
-                    format!("{e} (it refused this router's HELLO)")
-                }
-            })?;
-            Ok(theirs.answer)
+    let mine = hello::DialerHello { versions: VERSIONS.to_vec(), introduction: intro.clone() };
+    hello::send_hello(io, &mine).await.map_err(|e| format!("closed by the remote router ({e})"))?;
+    let theirs: hello::AcceptorHello = hello::read_hello(io).await.map_err(|e| {
+        if e.starts_with("TLS") {
+            e
+        } else {
+            format!("{e} (it refused this router's HELLO)")
         }
-    }
+    })?;
+    Ok(theirs.answer)
 }
 
 /// The acceptor's side of the native protocol, first half: reads the dialer's introduction and agrees on a version.
@@ -169,18 +165,11 @@ pub async fn read_introduction<S>(io: &mut S) -> Result<Introduced, (&'static st
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    {
-        {
-            let h: hello::DialerHello = hello::read_hello(io).await.map_err(|e| ("hello", e))?;
-            let Some(version) = hello::negotiate(&h.versions) else {
-                return Err((
-                    "version",
-                    format!("no common protocol version in {:?}", &h.versions[..h.versions.len().min(8)]),
-                ));
-            };
-            Ok(Introduced { introduction: h.introduction, protocol: Negotiated::Native { version } })
-        }
-    }
+    let h: hello::DialerHello = hello::read_hello(io).await.map_err(|e| ("hello", e))?;
+    let Some(version) = hello::negotiate(&h.versions) else {
+        return Err(("version", format!("no common protocol version in {:?}", &h.versions[..h.versions.len().min(8)])));
+    };
+    Ok(Introduced { introduction: h.introduction, protocol: Negotiated::Native { version } })
 }
 
 /// The acceptor's side, second half: sends its answer (with the refusal, if any).
@@ -202,14 +191,9 @@ pub fn start<S>(io: S, role: Role, on_open: OnOpen) -> (Connection, ControlRx)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    {
-        {
-            let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-            let native: mux::OnOpen =
-                Arc::new(move |tx, rx, open| on_open(StreamTx::Native(tx), StreamRx::Native(rx), open));
-            (Connection::Native(mux::Conn::start(io, role, native, ctl_tx)), ControlRx::Native(ctl_rx))
-        }
-    }
+    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+    let native: mux::OnOpen = Arc::new(move |tx, rx, open| on_open(StreamTx::Native(tx), StreamRx::Native(rx), open));
+    (Connection::Native(mux::Conn::start(io, role, native, ctl_tx)), ControlRx::Native(ctl_rx))
 }
 
 #[cfg(test)]

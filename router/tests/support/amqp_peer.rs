@@ -117,6 +117,11 @@ pub fn skrouterd_config(id: &str, echo_port: u16, entities: Vec<serde_json::Valu
         serde_json::json!(["router", {"id": id, "mode": "interior", "helloMaxAgeSeconds": "3"}]),
         serde_json::json!(["log", {"module": "ROUTER_LS", "enable": "info+"}]),
     ];
+    // `SKROUTERD_TRACE=TCP_ADAPTOR:debug+,PROTOCOL:trace+` adds skrouterd log modules (for a failing run).
+    for spec in std::env::var("SKROUTERD_TRACE").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        let (module, level) = spec.split_once(':').unwrap_or((spec, "debug+"));
+        c.push(serde_json::json!(["log", {"module": module, "enable": level}]));
+    }
     c.extend(entities);
     c.push(serde_json::json!(["tcpListener", {"name": "echo", "host": "127.0.0.1", "port": echo_port,
                                               "address": "echo:9090"}]));

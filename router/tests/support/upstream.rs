@@ -62,5 +62,10 @@ impl Drop for Skrouterd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // `SKROUTERD_KEEP_LOG=<dir>` keeps each skrouterd's log there (the temporary directory goes).
+        if let Ok(keep) = std::env::var("SKROUTERD_KEEP_LOG") {
+            let name = format!("skrouterd-{}.log", self.child.id());
+            let _ = std::fs::copy(self.dir.path().join("skrouterd.log"), Path::new(&keep).join(name));
+        }
     }
 }

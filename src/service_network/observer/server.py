@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from ..http_body import BodyTooLarge, read_body
 from .access import Htpasswd, ServerTls
 from .metrics import metrics_text
 from .model import Network, ObserverState, SnapshotError, parse_snapshot
@@ -77,9 +78,10 @@ class Observer:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode(errors="replace")
                 raise SnapshotError(f"the router answered {resp.status}: {text.strip()}")
-            body = await resp.content.read(MAX_SNAPSHOT_BYTES + 1)
-            if len(body) > MAX_SNAPSHOT_BYTES:
-                raise SnapshotError(f"the router's answer is longer than {MAX_SNAPSHOT_BYTES} bytes")
+            try:
+                body = await read_body(resp.content, MAX_SNAPSHOT_BYTES)
+            except BodyTooLarge:
+                raise SnapshotError(f"the router's answer is longer than {MAX_SNAPSHOT_BYTES} bytes") from None
         return parse_snapshot(json.loads(body))
 
     async def poll_once(self, session: aiohttp.ClientSession) -> None:

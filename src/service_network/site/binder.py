@@ -28,11 +28,11 @@ from operator_runtime.kinds import SECRET
 from operator_runtime.objects import mapping, meta
 from operator_runtime.reflector import Reflector
 
+from ..http_body import BodyTooLarge, read_body
 from .access_io import decode
 from .bounded import BoundedCache
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN
-from .http_body import BodyTooLarge, read_body
 from .identities import fingerprint
 from .redeem import REDEEM_TIMEOUT, checked_voucher, client_context
 from .site_key_io import SiteKeys, held_vouchers

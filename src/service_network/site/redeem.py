@@ -45,11 +45,11 @@ from operator_runtime.objects import mapping, meta
 from operator_runtime.reflector import Reflector
 
 from ..crd.models import AccessTokenSpec
+from ..http_body import BodyTooLarge, read_body
 from ..kinds import LINK
 from .bounded import BoundedCache
 from .grant_io import SiteAccess
 from .grants import ANNOTATION_TOKEN, AnswerProblem, link_name_problem, link_names, link_objects, parse_answer
-from .http_body import BodyTooLarge, read_body
 from .resources import owner_references
 from .site_key_io import SiteKeys, held_vouchers
 from .site_keys import PROOF_HEADER, ProofProblem, Voucher, make_proof, parse_voucher, public_key

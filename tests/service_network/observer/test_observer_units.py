@@ -203,3 +203,41 @@ def test_metrics_with_upstreams_names() -> None:
     assert sorted(line.rsplit(" ", 1)[1] for line in requests) == ["2.0", "7.0"]
     assert any('code="5xx"' in line and 'method="POST"' in line for line in requests)
     assert "skupper_sent_bytes_total{" in text and "skupper_received_bytes_total{" in text
+
+
+async def test_a_snapshot_written_in_pieces_is_read_whole() -> None:
+    """A router's observe answer that arrives in several pieces is read to its end (``content.read(n)`` returned only
+    the first piece, and the snapshot failed to parse)."""
+    import asyncio
+    import json
+
+    import aiohttp
+    from aiohttp import web
+
+    from service_network.observer.server import Observer
+
+    body = json.dumps(snapshot()).encode()
+
+    async def observe(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(body[:100])
+        await asyncio.sleep(0.2)
+        await resp.write(body[100:])
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/observe", observe)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site_ = web.TCPSite(runner, "127.0.0.1", 0)
+    await site_.start()
+    try:
+        port = site_._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as session:
+            got = await Observer(url)._read(session, url)
+        assert got == parse_snapshot(snapshot())
+    finally:
+        await runner.cleanup()

@@ -104,6 +104,8 @@ pub struct Inner {
     pub tx_ended: bool,
     /// Sending is over (reset, refused).
     pub tx_failed: bool,
+    /// A flow we opened sends no bytes before the far side's answer began (see [`FlowTx::send`]).
+    pub hold_for_answer: bool,
     reset: bool,
 }
 
@@ -150,6 +152,11 @@ impl Shared {
                 i.reset = true;
                 i.tx_failed = true;
                 i.items.push_back(Inbound::Rst(r));
+                self.tx_ready.notify_waiters();
+            }
+            Inbound::Opened => {
+                i.hold_for_answer = false;
+                i.items.push_back(Inbound::Opened);
                 self.tx_ready.notify_waiters();
             }
             other => i.items.push_back(other),
@@ -203,6 +210,12 @@ impl FlowTx {
     }
 
     /// Sends `data` within the window (waits while ~1 MiB is unacknowledged).
+    ///
+    /// On a flow we opened, the first bytes also wait for the answer's first transfer. skrouterd starts sending
+    /// the answer (cut-through from its connector's socket) on a new streaming link once we grant it credit, and
+    /// registers for more of the socket's bytes only after that first send: bytes its connector reads during that
+    /// first send are never sent on (its reader stops when its slots are full, and nothing wakes the sender).
+    /// Holding ours until the answer began means the target has nothing to answer yet when that first send runs.
     pub async fn send(&self, data: Bytes) -> Result<(), StreamClosed> {
         let link = self.started().await?;
         loop {
@@ -214,7 +227,7 @@ impl FlowTx {
                 if i.tx_failed || i.tx_ended {
                     return Err(StreamClosed);
                 }
-                if i.window.open() {
+                if i.window.open() && !i.hold_for_answer {
                     i.window.sent(data.len());
                     self.shared.stats.peak(i.window.unacked() as usize);
                     break;

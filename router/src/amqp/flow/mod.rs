@@ -71,6 +71,7 @@ impl Flows {
     /// Opens an outbound flow (see the module's docs); `None` when the connection has ended.
     pub async fn open(&self, open: Open) -> Option<(FlowTx, FlowRx)> {
         let shared = Shared::new(self.stats.clone());
+        shared.lock().hold_for_answer = true;
         let reply_to = format!("amqp:/_topo/0/{}/temp.{}", self.id, random(15));
         let reply = MuxCmd::Reply { address: reply_to.clone(), shared: shared.clone() };
         self.mux.send(reply).await.ok()?;
