@@ -8,14 +8,23 @@
 //! router whose `open` names an id its certificate does not allow is refused; an AMQP header then silence is
 //! dropped after the handshake timeout. Bytes cross both ways as TCP flows (each end's echo target greets with its
 //! name, echoes, and says "done" after the client's half-close), 64 MiB each way with our router dialing, and
-//! through a second router of ours. Skipped with the reason when upstream's router is absent
-//! (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
+//! through a second router of ours. A vanflow collector on skrouterd's `normal` listener gets our site's records
+//! (SITE, ROUTER, ROUTER_ACCESS, LISTENER, CONNECTOR, with the document's values) after a `FLUSH`, whichever side
+//! dialed, and the end of a Connector's record once the document drops it. Skipped with the reason when upstream's
+//! router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
+#[path = "support/collector.rs"]
+mod collector;
 mod support;
 #[path = "support/upstream.rs"]
 mod upstream;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use collector::Collector;
+use snrouter::amqp::vanflow::records::{attr, kind};
+use snrouter::amqp::vanflow::Record;
 
 use serde_json::{json, Value};
 use support::*;
@@ -32,12 +41,14 @@ struct Net {
     skrouterd: Skrouterd,
     /// skrouterd's `tcpListener` for `echo:9090`: open only while our Connector serves the key.
     echo_port: u16,
+    /// skrouterd's `normal` listener (where upstream's collectors attach).
+    normal_port: u16,
 }
 
 /// skrouterd `id` with the given entities, a `tcpListener` for `echo:9090` and a `tcpConnector` for `back:8080`
 /// (to `back`).
-fn skrouterd(home: &std::path::Path, id: &str, back: u16, mut entities: Vec<Value>) -> (Skrouterd, u16) {
-    let echo_port = free_port();
+fn skrouterd(home: &std::path::Path, id: &str, back: u16, mut entities: Vec<Value>) -> (Skrouterd, u16, u16) {
+    let (echo_port, normal_port) = (free_port(), free_port());
     let mut c = vec![
         json!(["router", {"id": id, "mode": "interior", "helloMaxAgeSeconds": "3"}]),
         json!(["log", {"module": "ROUTER_LS", "enable": "info+"}]),
@@ -45,7 +56,9 @@ fn skrouterd(home: &std::path::Path, id: &str, back: u16, mut entities: Vec<Valu
     c.append(&mut entities);
     c.push(json!(["tcpListener", {"name": "echo", "host": "127.0.0.1", "port": echo_port, "address": "echo:9090"}]));
     c.push(json!(["tcpConnector", {"name": "back", "host": "127.0.0.1", "port": back, "address": "back:8080"}]));
-    (Skrouterd::start(home, &Value::Array(c)), echo_port)
+    c.push(json!(["listener", {"host": "127.0.0.1", "port": normal_port, "role": "normal",
+                               "authenticatePeer": false, "saslMechanisms": "ANONYMOUS"}]));
+    (Skrouterd::start(home, &Value::Array(c)), echo_port, normal_port)
 }
 
 /// skrouterd `id` (its certificate names `cn`) with an `inter-router` listener on `port` as upstream's controller
@@ -54,7 +67,7 @@ fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, ba
     let files = Files::new();
     let ca = ca("site-ca");
     let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
-    let (skrouterd, echo_port) = skrouterd(
+    let (skrouterd, echo_port, normal_port) = skrouterd(
         home,
         id,
         back,
@@ -65,7 +78,7 @@ fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, ba
                                 "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
         ],
     );
-    Net { files, ca, skrouterd, echo_port }
+    Net { files, ca, skrouterd, echo_port, normal_port }
 }
 
 /// [`listening_skrouterd`] once it listens on a free port; `None` (skipped) without upstream's router.
@@ -234,7 +247,7 @@ async fn dialed_by(home: &std::path::Path, id: &str, cn: &str) -> (Net, snrouter
         json!([{"name": "inter-router", "host": "127.0.0.1", "port": access_port, "tlsProfile": "site-server"}]);
     let slot = start(&d);
     let client = pki::write_profile(files.path(), "skupper-link", &ca.pem, &leaf(&ca, cn, &[]));
-    let (skrouterd, echo_port) = skrouterd(
+    let (skrouterd, echo_port, normal_port) = skrouterd(
         home,
         id,
         echo("up-echo").await.port(),
@@ -244,7 +257,7 @@ async fn dialed_by(home: &std::path::Path, id: &str, cn: &str) -> (Net, snrouter
                                  "sslProfile": "skupper-link", "cost": 1}]),
         ],
     );
-    (Net { files, ca, skrouterd, echo_port }, slot, d)
+    (Net { files, ca, skrouterd, echo_port, normal_port }, slot, d)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -390,4 +403,55 @@ fn write(files: &Files, name: &str, pem: &str) -> String {
     let p = files.path().join(name);
     std::fs::write(&p, pem).unwrap();
     p.to_string_lossy().into_owned()
+}
+
+/// Our site's vanflow records after a collector on skrouterd's `normal` listener sent `FLUSH`es: SITE, ROUTER,
+/// ROUTER_ACCESS when the document has an access, LISTENER, CONNECTOR, with the document's values.
+async fn our_records(net: &Net, access: bool) -> (Collector, BTreeMap<String, Record>) {
+    let mut collector = Collector::connect(net.normal_port, "ours").await;
+    let want = ["ours", "ours:router", "ours:listener:back", "ours:connector:echo"];
+    let done = |got: &BTreeMap<String, Record>| {
+        want.iter().all(|id| got.contains_key(*id)) && (!access || got.contains_key("ours:access"))
+    };
+    let got = collector.flushed(LIMIT, done).await;
+    let got = got.unwrap_or_else(|got| panic!("our records after FLUSH: {got:?}\n{}", net.skrouterd.log()));
+    assert_eq!(got["ours"].kind, kind::SITE);
+    assert_eq!((got["ours"].get_str(attr::NAME), got["ours"].get_str(attr::NAMESPACE)), (Some("ours"), Some("ours")));
+    assert_eq!((got["ours:router"].kind, got["ours:router"].get_str(attr::PARENT)), (kind::ROUTER, Some("ours")));
+    let listener = &got["ours:listener:back"];
+    assert_eq!((listener.kind, listener.get_str(attr::ADDRESS)), (kind::LISTENER, Some("back:8080")));
+    let connector = &got["ours:connector:echo"];
+    assert_eq!((connector.kind, connector.get_str(attr::ADDRESS)), (kind::CONNECTOR, Some("echo:9090")));
+    assert_eq!(connector.get_str(attr::DEST_HOST), Some("127.0.0.1"));
+    (collector, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_on_skrouterd_gets_our_records_when_we_dial_and_a_removed_connector_ends() {
+    let Some((net, slot, d)) = dialing("up-v", "up-v").await else { return };
+    until("our link is up", &net.skrouterd, async || network(&slot)["links"][0]["up"] == json!(true)).await;
+    let (mut collector, _) = our_records(&net, false).await;
+
+    let mut without = d.clone();
+    without["connectors"] = json!([]);
+    assert_eq!(reapply(&slot, &without)["ok"], json!(true));
+    let ended = collector.changes(LIMIT, |c| c.get("ours:connector:echo").is_some()).await;
+    let ended = ended.unwrap_or_else(|c| panic!("no end of our Connector's record: {c:?}"));
+    assert!(ended["ours:connector:echo"].get_u64(attr::END_TIME).is_some(), "{ended:?}");
+    stop(&slot);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_on_skrouterd_gets_our_records_when_skrouterd_dials_us() {
+    let Some(home) = upstream::home() else { return };
+    let (net, slot, _) = dialed_by(&home, "up-w", "up-w").await;
+    until("skrouterd is our neighbour", &net.skrouterd, async || {
+        network(&slot)["upstream"]["neighbours"].as_array().is_some_and(|n| n.contains(&json!("up-w")))
+    })
+    .await;
+    let (_collector, got) = our_records(&net, true).await;
+    let access = &got["ours:access"];
+    assert_eq!((access.kind, access.get_str(attr::NAME)), (kind::ROUTER_ACCESS, Some("inter-router")));
+    assert_eq!(access.get_str(attr::PARENT), Some("ours:router"));
+    stop(&slot);
 }

@@ -186,11 +186,7 @@ impl Node {
     /// A message from another router link: to the inbox when addressed to it.
     fn other(&self, payload: Bytes) {
         let Some((address, tx)) = &self.inbox else { return };
-        let Ok(parsed) = parse_head(&payload, &Limits::default()) else { return };
-        let head = parsed.head;
-        let to = head.router_annotations.as_ref().and_then(|ra| ra.to_override.clone());
-        let to = to.or_else(|| head.properties.as_ref().and_then(|p| p.to.clone()));
-        if to.as_deref() == Some(address.as_str()) {
+        if addressed_to(&payload, address) {
             let _ = tx.try_send(payload);
         }
     }
@@ -265,6 +261,16 @@ impl Node {
             *s != before
         });
     }
+}
+
+/// Whether whole message `payload` is addressed to `address` (its router annotations' `to` override, else its
+/// properties' `to`).
+pub fn addressed_to(payload: &Bytes, address: &str) -> bool {
+    let Ok(parsed) = parse_head(payload, &Limits::default()) else { return false };
+    let head = parsed.head;
+    let to = head.router_annotations.as_ref().and_then(|ra| ra.to_override.clone());
+    let to = to.or_else(|| head.properties.as_ref().and_then(|p| p.to.clone()));
+    to.as_deref() == Some(address)
 }
 
 /// Hands the node the whole deliveries that arrive on `control_rx` (and those of other links, up to

@@ -25,6 +25,7 @@ use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
+use crate::amqp::vanflow::Publisher;
 use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
 use crate::stream::types::Open as StreamOpen;
 
@@ -84,6 +85,8 @@ pub struct Border {
     conn_ids: AtomicI64,
     /// The joined connections' flows (those ended are dropped as they are met).
     carriers: Mutex<Vec<Arc<Carrier>>>,
+    /// This router as a vanflow source over its connections to upstream (`amqp::vanflow::publish`).
+    vanflow: Publisher,
 }
 
 /// A joined connection that carries flows.
@@ -121,6 +124,7 @@ impl Border {
             node: OnceLock::new(),
             conn_ids: AtomicI64::new(1),
             carriers: Mutex::default(),
+            vanflow: Publisher::new(id),
         }
     }
 
@@ -208,6 +212,7 @@ impl Border {
         let sender = p.handle.sender();
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
+            self.publish_over(&flows, &sender).await;
             let data = p.control.is_none();
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
@@ -222,10 +227,27 @@ impl Border {
         Joined { sender }
     }
 
-    /// Sets this router's routing keys as its mobile addresses in upstream's network (`M<key>`).
+    /// Sets this router's routing keys as its mobile addresses in upstream's network (`M<key>`), with its vanflow
+    /// source's `Msfe.<id>`.
     pub async fn set_keys(&self, keys: &BTreeSet<String>) {
-        let addresses = keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
+        let mut addresses: BTreeMap<String, AddressEntry> =
+            keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
+        let source = self.vanflow.mobile_address();
+        addresses.insert(source.clone(), AddressEntry::new(source));
         self.node().set_addresses(addresses).await;
+    }
+
+    /// This router's vanflow source (the router sets its records).
+    pub fn vanflow(&self) -> &Publisher {
+        &self.vanflow
+    }
+
+    /// The vanflow hook of a joined connection: `FLUSH`es to our source arriving on it go to the source (from its
+    /// flows' links, and from the node's data links), and the source may send over it.
+    async fn publish_over(&self, flows: &Flows, sender: &Sender) {
+        flows.set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
+        self.node().set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
+        self.vanflow.offer(sender.clone());
     }
 
     /// The routing keys served by upstream routers (their mobile addresses `M<key>`), with the routers serving

@@ -58,22 +58,34 @@ async fn run(
     mut records: watch::Receiver<Vec<Record>>,
     mut inbox: mpsc::Receiver<Bytes>,
 ) {
+    let initial = records.borrow_and_update().clone();
+    source.set(initial, now_us());
+    serve(&mut source, &sender, link, &mut records, &mut inbox).await;
+}
+
+/// Serves `source` over `link` of `sender` (beacon at once): returns `true` when the connection ended (the
+/// source may go on over another), `false` when `records` or `inbox` closed.
+pub async fn serve(
+    source: &mut Source,
+    sender: &Sender,
+    link: LinkId,
+    records: &mut watch::Receiver<Vec<Record>>,
+    inbox: &mut mpsc::Receiver<Bytes>,
+) -> bool {
     let id = source.id().to_string();
     let send = |bare: Bytes| sender.send(link, annotated(&id, &bare));
     let mut beacon = tokio::time::interval(BEACON_EVERY);
     let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
-    let initial = records.borrow_and_update().clone();
-    source.set(initial, now_us());
     loop {
         if sender.ended().is_some() {
-            return;
+            return true;
         }
         tokio::select! {
             _ = beacon.tick() => { send(source.beacon()); }
             _ = heartbeat.tick() => { send(source.heartbeat(now_us())); }
             changed = records.changed() => {
                 if changed.is_err() {
-                    return;
+                    return false;
                 }
                 let next = records.borrow_and_update().clone();
                 for m in source.set(next, now_us()) {
@@ -81,7 +93,7 @@ async fn run(
                 }
             }
             got = inbox.recv() => match got {
-                None => return,
+                None => return false,
                 Some(bytes) => match decode(&bytes, &Limits::default()) {
                     Ok(m) => {
                         for answer in source.handle(&m) {
@@ -93,7 +105,7 @@ async fn run(
             },
             why = sender.wait_ended() => {
                 tracing::debug!("vanflow source {id}: the connection ended: {why}");
-                return;
+                return true;
             }
         }
     }
