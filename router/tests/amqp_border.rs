@@ -9,8 +9,8 @@
 //! dropped after the handshake timeout. Bytes cross both ways as TCP flows (each end's echo target greets with its
 //! name, echoes, and says "done" after the client's half-close), 64 MiB each way with our router dialing, and
 //! through a second router of ours. A vanflow collector on skrouterd's `normal` listener gets our site's records
-//! (SITE, ROUTER, ROUTER_ACCESS, LISTENER, CONNECTOR, with the document's values) after a `FLUSH`, whichever side
-//! dialed, and the end of a Connector's record once the document drops it. Skipped with the reason when upstream's
+//! (SITE, ROUTER, ROUTER_ACCESS, LINK, LISTENER, CONNECTOR, with the document's values) after a `FLUSH`, whichever
+//! side dialed, and the end of a Connector's record once the document drops it. Skipped with the reason when upstream's
 //! router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
 #[path = "support/collector.rs"]
@@ -406,13 +406,11 @@ fn write(files: &Files, name: &str, pem: &str) -> String {
 }
 
 /// Our site's vanflow records after a collector on skrouterd's `normal` listener sent `FLUSH`es: SITE, ROUTER,
-/// ROUTER_ACCESS when the document has an access, LISTENER, CONNECTOR, with the document's values.
-async fn our_records(net: &Net, access: bool) -> (Collector, BTreeMap<String, Record>) {
+/// LISTENER, CONNECTOR, with the document's values, and the records `more` names (ROUTER_ACCESS, LINK).
+async fn our_records(net: &Net, more: &str) -> (Collector, BTreeMap<String, Record>) {
     let mut collector = Collector::connect(net.normal_port, "ours").await;
-    let want = ["ours", "ours:router", "ours:listener:back", "ours:connector:echo"];
-    let done = |got: &BTreeMap<String, Record>| {
-        want.iter().all(|id| got.contains_key(*id)) && (!access || got.contains_key("ours:access"))
-    };
+    let want = ["ours", "ours:router", "ours:listener:back", "ours:connector:echo", more];
+    let done = |got: &BTreeMap<String, Record>| want.iter().all(|id| got.contains_key(*id));
     let got = collector.flushed(LIMIT, done).await;
     let got = got.unwrap_or_else(|got| panic!("our records after FLUSH: {got:?}\n{}", net.skrouterd.log()));
     assert_eq!(got["ours"].kind, kind::SITE);
@@ -430,7 +428,12 @@ async fn our_records(net: &Net, access: bool) -> (Collector, BTreeMap<String, Re
 async fn a_collector_on_skrouterd_gets_our_records_when_we_dial_and_a_removed_connector_ends() {
     let Some((net, slot, d)) = dialing("up-v", "up-v").await else { return };
     until("our link is up", &net.skrouterd, async || network(&slot)["links"][0]["up"] == json!(true)).await;
-    let (mut collector, _) = our_records(&net, false).await;
+    // our LINK record: the Link's name, up, its peer the access identity skrouterd sent in its `open`
+    let (mut collector, got) = our_records(&net, "ours:link:link-up").await;
+    let link = &got["ours:link:link-up"];
+    assert_eq!((link.kind, link.get_str(attr::NAME)), (kind::LINK, Some("link-up")));
+    assert_eq!((link.get_str(attr::OPER_STATUS), link.get_str(attr::PARENT)), (Some("up"), Some("ours:router")));
+    assert!(link.get_str(attr::PEER).is_some_and(|p| !p.is_empty()), "{link:?}");
 
     let mut without = d.clone();
     without["connectors"] = json!([]);
@@ -449,7 +452,7 @@ async fn a_collector_on_skrouterd_gets_our_records_when_skrouterd_dials_us() {
         network(&slot)["upstream"]["neighbours"].as_array().is_some_and(|n| n.contains(&json!("up-w")))
     })
     .await;
-    let (_collector, got) = our_records(&net, true).await;
+    let (_collector, got) = our_records(&net, "ours:access").await;
     let access = &got["ours:access"];
     assert_eq!((access.kind, access.get_str(attr::NAME)), (kind::ROUTER_ACCESS, Some("inter-router")));
     assert_eq!(access.get_str(attr::PARENT), Some("ours:router"));

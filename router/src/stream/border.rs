@@ -175,6 +175,7 @@ impl Border {
         }
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let open = opened(&mut handle).await?;
+        self.note_access(&open);
         Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx) })
     }
 
@@ -240,6 +241,14 @@ impl Border {
     /// This router's vanflow source (the router sets its records).
     pub fn vanflow(&self) -> &Publisher {
         &self.vanflow
+    }
+
+    /// The vanflow hook of a connection we dialed: the peer's access identity, for our LINK record's peer.
+    fn note_access(&self, open: &Open) {
+        let access = open.properties.iter().find(|(k, _)| k.as_str() == Some("qd.access-id"));
+        if let Some(id) = access.and_then(|(_, v)| v.as_str()) {
+            self.vanflow.note_access(open.container_id.as_str(), id);
+        }
     }
 
     /// The vanflow hook of a joined connection: `FLUSH`es to our source arriving on it go to the source (from its

@@ -4,6 +4,7 @@
 //! over one live connection at a time (a streaming link of its own, as `task::serve` sends), and moves to another
 //! offered connection when that one ends.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -35,7 +36,21 @@ pub struct Publisher {
     start: Mutex<Option<Parts>>,
     /// When the router started (microseconds since the epoch: its SITE and ROUTER records' start time).
     start_us: u64,
+    /// The records of the last document, and the links dialed, by name (their LINK records).
+    parts: Mutex<SiteParts>,
 }
+
+/// What the records are made of.
+#[derive(Default)]
+struct SiteParts {
+    document: Vec<Record>,
+    links: BTreeMap<String, site::LinkState>,
+    /// The `qd.access-id` each upstream router we dialed sent (by router id; at most [`MAX_ACCESSES`]).
+    accesses: BTreeMap<String, String>,
+}
+
+/// The upstream routers whose access identity is remembered.
+const MAX_ACCESSES: usize = 1024;
 
 impl Publisher {
     /// The source of router `id` (its identity and addresses are upstream's: `sfe.<id>`, `mc/sfe.<id>`).
@@ -50,6 +65,7 @@ impl Publisher {
             notify: Arc::default(),
             start: Mutex::new(Some((records_rx, inbox_rx))),
             start_us: now_us(),
+            parts: Mutex::default(),
         }
     }
 
@@ -77,9 +93,46 @@ impl Publisher {
         });
     }
 
-    /// Makes the records of document `doc`'s site the source's (`site::records`).
+    /// Makes the records of document `doc`'s site the source's (`site::records`), with the links' records.
     pub fn set_document(&self, doc: &Document) {
-        self.set(site::records(doc, self.start_us));
+        let records = site::records(doc, self.start_us);
+        self.update(|p| p.document = records);
+    }
+
+    /// Remembers the `qd.access-id` upstream router `router` sent in the `open` of a connection we dialed.
+    pub fn note_access(&self, router: &str, access_id: &str) {
+        self.update(|p| {
+            if p.accesses.len() < MAX_ACCESSES || p.accesses.contains_key(router) {
+                p.accesses.insert(router.to_string(), access_id.to_string());
+            }
+        });
+    }
+
+    /// Link `name` (dialed, at `cost`) is up to upstream router `peer`, or down: its LINK record says so, its peer
+    /// the access identity that router sent.
+    pub fn link_state(&self, name: &str, cost: u32, peer: &str, up: bool) {
+        self.update(|p| {
+            let access = p.accesses.get(peer).cloned();
+            p.links.insert(name.to_string(), site::LinkState { cost, peer: access, up });
+        });
+    }
+
+    /// Link `name` is no longer in the document: its LINK record ends.
+    pub fn link_removed(&self, name: &str) {
+        self.update(|p| {
+            p.links.remove(name);
+        });
+    }
+
+    fn update(&self, change: impl FnOnce(&mut SiteParts)) {
+        let records = {
+            let mut p = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut p);
+            let mut records = p.document.clone();
+            records.extend(site::link_records(&self.id, &p.links));
+            records
+        };
+        self.set(records);
     }
 
     /// The records set.

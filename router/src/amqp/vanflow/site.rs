@@ -4,6 +4,8 @@
 //! across documents (`<router id>:<kind>:<name>`), so a removed entity's record ends and a changed one is sent
 //! as what changed (`amqp::vanflow::source`).
 
+use std::collections::BTreeMap;
+
 use super::records::{kind, Endpoint, Record, SiteInfo};
 use crate::config::Document;
 
@@ -13,6 +15,27 @@ pub const PLATFORM: &str = "kubernetes";
 /// The `qd.access-id` this router sends in the `open` of an AMQP link it accepts (its ROUTER_ACCESS identity).
 pub fn access_id(router_id: &str) -> String {
     format!("{router_id}:access")
+}
+
+/// A link this router dialed, as its LINK record says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkState {
+    pub cost: u32,
+    /// The `qd.access-id` the accepting router sent (its ROUTER_ACCESS identity).
+    pub peer: Option<String>,
+    pub up: bool,
+}
+
+/// The LINK records of router `router_id`'s dialed links (identities `<router id>:link:<name>`).
+pub fn link_records(router_id: &str, links: &BTreeMap<String, LinkState>) -> Vec<Record> {
+    let router = format!("{router_id}:router");
+    links
+        .iter()
+        .map(|(name, l)| {
+            let id = format!("{router_id}:link:{name}");
+            Record::link(&id, &router, name, "inter-router", u64::from(l.cost), l.peer.as_deref(), l.up)
+        })
+        .collect()
 }
 
 /// The records of `doc`'s site and router, the router started at `start_us` (microseconds since the epoch).
@@ -78,5 +101,17 @@ mod tests {
             (r[4].get_str(attr::DEST_HOST), r[4].get_str(attr::PARENT)),
             (Some("10.0.0.9"), Some("uid-1:router"))
         );
+    }
+
+    #[test]
+    fn a_dialed_links_record_names_it_and_its_peers_access_identity() {
+        let up = LinkState { cost: 3, peer: Some("up-a:access".into()), up: true };
+        let down = LinkState { cost: 1, peer: None, up: false };
+        let links = BTreeMap::from([("a".to_string(), up), ("b".to_string(), down)]);
+        let r = link_records("ours", &links);
+        assert_eq!(r[0].id, "ours:link:a");
+        assert_eq!((r[0].get_str(attr::PEER), r[0].get_str(attr::OPER_STATUS)), (Some("up-a:access"), Some("up")));
+        assert_eq!((r[0].get_u64(attr::LINK_COST), r[0].get_str(attr::PARENT)), (Some(3), Some("ours:router")));
+        assert_eq!((r[1].get_str(attr::PEER), r[1].get_str(attr::OPER_STATUS)), (None, Some("down")));
     }
 }
