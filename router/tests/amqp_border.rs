@@ -11,14 +11,23 @@
 //! our native routers, or held by another identity while that one is linked (and free again once it is gone). An
 //! AMQP header then silence is dropped after the handshake timeout. Bytes cross both ways as TCP flows (each end's echo target greets with its
 //! name, echoes, and says "done" after the client's half-close), 64 MiB each way with our router dialing, and
-//! through a second router of ours. Skipped with the reason when upstream's router is absent
-//! (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
+//! through a second router of ours. A vanflow collector on skrouterd's `normal` listener gets our site's records
+//! (SITE, ROUTER, ROUTER_ACCESS, LINK, LISTENER, CONNECTOR, with the document's values) after a `FLUSH`, whichever
+//! side dialed, and the end of a Connector's record once the document drops it. Skipped with the reason when upstream's
+//! router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
+#[path = "support/collector.rs"]
+mod collector;
 mod support;
 #[path = "support/upstream.rs"]
 mod upstream;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+use collector::Collector;
+use snrouter::amqp::vanflow::records::{attr, kind};
+use snrouter::amqp::vanflow::Record;
 
 use serde_json::{json, Value};
 use support::*;
@@ -41,11 +50,13 @@ struct Net {
     skrouterd: Skrouterd,
     /// skrouterd's `tcpListener` for `echo:9090`: open only while our Connector serves the key.
     echo_port: u16,
+    /// skrouterd's `normal` listener (where upstream's collectors attach).
+    normal_port: u16,
 }
 
 /// skrouterd `id` with the given entities, a `tcpListener` for `echo:9090` and a `tcpConnector` for `back:8080`
 /// (to `back`).
-fn skrouterd(home: &std::path::Path, id: &str, back: u16, entities: Vec<Value>) -> (Skrouterd, u16) {
+fn skrouterd(home: &std::path::Path, id: &str, back: u16, entities: Vec<Value>) -> (Skrouterd, u16, u16) {
     skrouterd_in_mode(home, id, "interior", back, entities)
 }
 
@@ -56,8 +67,8 @@ fn skrouterd_in_mode(
     mode: &str,
     back: u16,
     mut entities: Vec<Value>,
-) -> (Skrouterd, u16) {
-    let echo_port = free_port();
+) -> (Skrouterd, u16, u16) {
+    let (echo_port, normal_port) = (free_port(), free_port());
     let metadata = json!({"id": UP_UID, "version": "2.2.1"}).to_string();
     let mut c = vec![
         json!(["router", {"id": id, "mode": mode, "helloMaxAgeSeconds": "3", "metadata": metadata}]),
@@ -66,7 +77,9 @@ fn skrouterd_in_mode(
     c.append(&mut entities);
     c.push(json!(["tcpListener", {"name": "echo", "host": "127.0.0.1", "port": echo_port, "address": "echo:9090"}]));
     c.push(json!(["tcpConnector", {"name": "back", "host": "127.0.0.1", "port": back, "address": "back:8080"}]));
-    (Skrouterd::start(home, &Value::Array(c)), echo_port)
+    c.push(json!(["listener", {"host": "127.0.0.1", "port": normal_port, "role": "normal",
+                               "authenticatePeer": false, "saslMechanisms": "ANONYMOUS"}]));
+    (Skrouterd::start(home, &Value::Array(c)), echo_port, normal_port)
 }
 
 /// skrouterd `id` (its certificate names `cn`) with an `inter-router` listener on `port` as upstream's controller
@@ -75,7 +88,7 @@ fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, ba
     let files = Files::new();
     let ca = ca("site-ca");
     let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
-    let (skrouterd, echo_port) = skrouterd(
+    let (skrouterd, echo_port, normal_port) = skrouterd(
         home,
         id,
         back,
@@ -86,7 +99,7 @@ fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, ba
                                 "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
         ],
     );
-    Net { files, ca, skrouterd, echo_port }
+    Net { files, ca, skrouterd, echo_port, normal_port }
 }
 
 /// [`listening_skrouterd`] once it listens on a free port; `None` (skipped) without upstream's router.
@@ -277,7 +290,7 @@ async fn connecting_skrouterd(
     ca: &Ca,
     access_port: u16,
     role: &str,
-) -> (Skrouterd, u16) {
+) -> (Skrouterd, u16, u16) {
     let dir = files.path().join(format!("skrouterd-{}", free_port()));
     std::fs::create_dir_all(&dir).unwrap();
     let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
@@ -322,8 +335,9 @@ async fn dialed_by_as(
         None => json!([]),
     };
     let (slot, d, access_port) = our_access(&files, &ca, peers).await;
-    let (skrouterd, echo_port) = connecting_skrouterd(home, &files, id, &client, &ca, access_port, role).await;
-    (Net { files, ca, skrouterd, echo_port }, slot, d)
+    let (skrouterd, echo_port, normal_port) =
+        connecting_skrouterd(home, &files, id, &client, &ca, access_port, role).await;
+    (Net { files, ca, skrouterd, echo_port, normal_port }, slot, d)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,7 +398,7 @@ async fn our_access_refuses_an_upstream_router_that_claims_one_of_our_native_rou
     })
     .await;
     // upstream's router calls itself east
-    let (skrouterd, echo_port) =
+    let (skrouterd, echo_port, _) =
         connecting_skrouterd(&home, &files, "east", &client, &ca, access_port, "inter-router").await;
     until("the refusal is in the network status", &skrouterd, async || {
         refused_with(&west, &format!("{UP_UID} linked as router east, which is a router of this network"))
@@ -408,12 +422,12 @@ async fn a_second_identity_is_refused_the_router_id_while_the_first_holds_it() {
     let ((first_cert, first_peer), (second_cert, second_peer)) =
         (bound_client(&ca, first_uid), bound_client(&ca, second_uid));
     let (slot, _, access_port) = our_access(&files, &ca, json!([first_peer, second_peer])).await;
-    let (first, _) = connecting_skrouterd(&home, &files, UP_ID, &first_cert, &ca, access_port, "inter-router").await;
+    let (first, _, _) = connecting_skrouterd(&home, &files, UP_ID, &first_cert, &ca, access_port, "inter-router").await;
     until("the first upstream router is our neighbour", &first, async || {
         network(&slot)["upstream"]["neighbours"] == json!([UP_ID])
     })
     .await;
-    let (second, second_echo) =
+    let (second, second_echo, _) =
         connecting_skrouterd(&home, &files, UP_ID, &second_cert, &ca, access_port, "inter-router").await;
     until("the second is refused with the reason", &second, async || {
         refused_with(&slot, &format!("{second_uid} linked as router {UP_ID}, which {first_uid} is linked as now"))
@@ -582,4 +596,58 @@ fn write(files: &Files, name: &str, pem: &str) -> String {
     let p = files.path().join(name);
     std::fs::write(&p, pem).unwrap();
     p.to_string_lossy().into_owned()
+}
+
+/// Our site's vanflow records after a collector on skrouterd's `normal` listener sent `FLUSH`es: SITE, ROUTER,
+/// LISTENER, CONNECTOR, with the document's values, and the records `more` names (ROUTER_ACCESS, LINK).
+async fn our_records(net: &Net, more: &str) -> (Collector, BTreeMap<String, Record>) {
+    let mut collector = Collector::connect(net.normal_port, "ours").await;
+    let want = ["ours", "ours:router", "ours:listener:back", "ours:connector:echo", more];
+    let done = |got: &BTreeMap<String, Record>| want.iter().all(|id| got.contains_key(*id));
+    let got = collector.flushed(LIMIT, done).await;
+    let got = got.unwrap_or_else(|got| panic!("our records after FLUSH: {got:?}\n{}", net.skrouterd.log()));
+    assert_eq!(got["ours"].kind, kind::SITE);
+    assert_eq!((got["ours"].get_str(attr::NAME), got["ours"].get_str(attr::NAMESPACE)), (Some("ours"), Some("ours")));
+    assert_eq!((got["ours:router"].kind, got["ours:router"].get_str(attr::PARENT)), (kind::ROUTER, Some("ours")));
+    let listener = &got["ours:listener:back"];
+    assert_eq!((listener.kind, listener.get_str(attr::ADDRESS)), (kind::LISTENER, Some("back:8080")));
+    let connector = &got["ours:connector:echo"];
+    assert_eq!((connector.kind, connector.get_str(attr::ADDRESS)), (kind::CONNECTOR, Some("echo:9090")));
+    assert_eq!(connector.get_str(attr::DEST_HOST), Some("127.0.0.1"));
+    (collector, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_on_skrouterd_gets_our_records_when_we_dial_and_a_removed_connector_ends() {
+    let Some((net, slot, d)) = dialing("up-v", "up-v").await else { return };
+    until("our link is up", &net.skrouterd, async || network(&slot)["links"][0]["up"] == json!(true)).await;
+    // our LINK record: the Link's name, up, its peer the access identity skrouterd sent in its `open`
+    let (mut collector, got) = our_records(&net, "ours:link:link-up").await;
+    let link = &got["ours:link:link-up"];
+    assert_eq!((link.kind, link.get_str(attr::NAME)), (kind::LINK, Some("link-up")));
+    assert_eq!((link.get_str(attr::OPER_STATUS), link.get_str(attr::PARENT)), (Some("up"), Some("ours:router")));
+    assert!(link.get_str(attr::PEER).is_some_and(|p| !p.is_empty()), "{link:?}");
+
+    let mut without = d.clone();
+    without["connectors"] = json!([]);
+    assert_eq!(reapply(&slot, &without)["ok"], json!(true));
+    let ended = collector.changes(LIMIT, |c| c.get("ours:connector:echo").is_some()).await;
+    let ended = ended.unwrap_or_else(|c| panic!("no end of our Connector's record: {c:?}"));
+    assert!(ended["ours:connector:echo"].get_u64(attr::END_TIME).is_some(), "{ended:?}");
+    stop(&slot);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_on_skrouterd_gets_our_records_when_skrouterd_dials_us() {
+    let Some(home) = upstream::home() else { return };
+    let (net, slot, _) = dialed_by(&home, "up-w", "up-w", None).await;
+    until("skrouterd is our neighbour", &net.skrouterd, async || {
+        network(&slot)["upstream"]["neighbours"].as_array().is_some_and(|n| n.contains(&json!("up-w")))
+    })
+    .await;
+    let (_collector, got) = our_records(&net, "ours:access").await;
+    let access = &got["ours:access"];
+    assert_eq!((access.kind, access.get_str(attr::NAME)), (kind::ROUTER_ACCESS, Some("inter-router")));
+    assert_eq!(access.get_str(attr::PARENT), Some("ours:router"));
+    stop(&slot);
 }

@@ -290,6 +290,7 @@ proptest! {
         amqp_fuzz::amqp_frame(&data);
         amqp_fuzz::amqp_message(&data);
         amqp_fuzz::routing_message(&data);
+        amqp_fuzz::vanflow_message(&data);
     }
 
     #[test]

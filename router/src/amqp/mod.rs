@@ -22,3 +22,4 @@ pub mod node;
 pub mod performative;
 pub mod routing;
 pub mod sasl;
+pub mod vanflow;

@@ -4,7 +4,9 @@
 //! the router its address names by the next hops, or to every neighbour for `_topo/0/all/...`), forwards messages
 //! for other routers toward them (never back the way they came; floods only from the origins the paths make valid)
 //! and tells the engine when a connection ends. Callers see the routes, the neighbours and every router's mobile
-//! addresses through a `watch`, and set this router's own addresses.
+//! addresses through a `watch`, and set this router's own addresses. Whole messages that arrive on a connection's
+//! other router links (skrouterd's data links: at most [`MAX_OTHER`] bytes each) addressed to the address given
+//! with [`NodeHandle::set_inbox`] go to its receiver (this router's vanflow source: `FLUSH` to `sfe.<id>`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 use super::codec::Limits;
 use super::conn::{Event, LinkId as ConnLink};
 use super::driver::{Handle, Sender};
+use super::message::parse_head;
 use super::routing::engine::{Bounds, Engine, LinkId, Out, Timers};
 use super::routing::messages::{destination, AddressEntry, Destination, RouterMessage, ALL_ROUTERS, HELLO_ADDRESS};
 use super::routing::paths::Routes;
@@ -24,6 +27,8 @@ use super::routing::wire::{decode_message, encode_message};
 const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 /// How often the engine ticks (upstream's router ticks once a second).
 const TICK: Duration = Duration::from_secs(1);
+/// The largest message taken from a link other than the control link for the inbox (vanflow commands are small).
+pub const MAX_OTHER: usize = 64 * 1024;
 
 /// What the node knows, as callers see it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -38,10 +43,13 @@ pub struct NodeState {
 enum Command {
     Connect { handle: Handle, control_tx: ConnLink, control_rx: ConnLink, cost: i64 },
     SetAddresses(BTreeMap<String, AddressEntry>),
+    SetInbox { address: String, tx: mpsc::Sender<Bytes> },
 }
 
 enum Inbound {
     Message(Bytes),
+    /// A whole message from another router link.
+    Other(Bytes),
     Ended,
 }
 
@@ -62,6 +70,12 @@ impl NodeHandle {
     pub async fn set_addresses(&self, addresses: BTreeMap<String, AddressEntry>) {
         let _ = self.commands.send(Command::SetAddresses(addresses)).await;
     }
+
+    /// Messages to `address` that arrive on any connection's other router links go to `tx` (dropped while it is
+    /// full). The caller also sets the address among this router's addresses, so that it is routed here.
+    pub async fn set_inbox(&self, address: &str, tx: mpsc::Sender<Bytes>) {
+        let _ = self.commands.send(Command::SetInbox { address: address.to_string(), tx }).await;
+    }
 }
 
 /// Starts the node task for router `id` (`instance`: its start time in seconds, as upstream's).
@@ -69,7 +83,7 @@ pub fn spawn(id: &str, instance: i64) -> NodeHandle {
     let (commands, command_rx) = mpsc::channel(64);
     let (state_tx, state) = watch::channel(NodeState::default());
     let engine = Engine::new(id, instance, Timers::default(), Bounds::default());
-    let node = Node { engine, links: HashMap::new(), next: 0, state: state_tx };
+    let node = Node { engine, links: HashMap::new(), next: 0, state: state_tx, inbox: None };
     tokio::spawn(node.run(command_rx));
     NodeHandle { commands, state }
 }
@@ -85,6 +99,7 @@ struct Node {
     links: HashMap<LinkId, Link>,
     next: LinkId,
     state: watch::Sender<NodeState>,
+    inbox: Option<(String, mpsc::Sender<Bytes>)>,
 }
 
 impl Node {
@@ -109,9 +124,11 @@ impl Node {
                         let out = self.engine.set_addresses(addresses, Instant::now());
                         self.act(out);
                     }
+                    Some(Command::SetInbox { address, tx }) => self.inbox = Some((address, tx)),
                 },
                 Some((link, msg)) = inbound.recv() => match msg {
                     Inbound::Message(payload) => self.arrived(link, payload),
+                    Inbound::Other(payload) => self.other(payload),
                     Inbound::Ended => {
                         self.links.remove(&link);
                         self.engine.link_lost(link);
@@ -164,6 +181,14 @@ impl Node {
         self.act(out);
         let neighbours = self.neighbours();
         self.publish(|s| s.neighbours = neighbours);
+    }
+
+    /// A message from another router link: to the inbox when addressed to it.
+    fn other(&self, payload: Bytes) {
+        let Some((address, tx)) = &self.inbox else { return };
+        if addressed_to(&payload, address) {
+            let _ = tx.try_send(payload);
+        }
     }
 
     fn neighbours(&self) -> BTreeSet<String> {
@@ -238,12 +263,47 @@ impl Node {
     }
 }
 
-/// Hands the node the whole deliveries that arrive on `control_rx`, then says the connection ended.
+/// Whether whole message `payload` is addressed to `address` (its router annotations' `to` override, else its
+/// properties' `to`).
+pub fn addressed_to(payload: &Bytes, address: &str) -> bool {
+    let Ok(parsed) = parse_head(payload, &Limits::default()) else { return false };
+    let head = parsed.head;
+    let to = head.router_annotations.as_ref().and_then(|ra| ra.to_override.clone());
+    let to = to.or_else(|| head.properties.as_ref().and_then(|p| p.to.clone()));
+    to.as_deref() == Some(address)
+}
+
+/// Hands the node the whole deliveries that arrive on `control_rx` (and those of other links, up to
+/// [`MAX_OTHER`] bytes), then says the connection ended.
 async fn pump(mut handle: Handle, control_rx: ConnLink, link: LinkId, inbound: mpsc::Sender<(LinkId, Inbound)>) {
     let mut partial = BytesMut::new();
+    // per other link: the delivery so far, `None` while skipping the rest of one too large
+    let mut others: HashMap<ConnLink, Option<BytesMut>> = HashMap::new();
     while let Some(e) = handle.events.recv().await {
         if let Event::Transfer { link: l, first, payload, more, aborted, .. } = e {
             if l != control_rx {
+                let slot = others.entry(l).or_insert_with(|| Some(BytesMut::new()));
+                if first {
+                    *slot = Some(BytesMut::new());
+                }
+                let whole = match slot {
+                    Some(buf) if !aborted && buf.len() + payload.len() <= MAX_OTHER => {
+                        buf.extend_from_slice(&payload);
+                        (!more).then(|| buf.split().freeze())
+                    }
+                    _ => {
+                        *slot = None;
+                        None
+                    }
+                };
+                if !more || aborted {
+                    others.remove(&l);
+                }
+                if let Some(whole) = whole {
+                    if inbound.send((link, Inbound::Other(whole))).await.is_err() {
+                        return;
+                    }
+                }
                 continue;
             }
             if first {

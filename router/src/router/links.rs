@@ -161,7 +161,10 @@ impl Links {
             let count = self.data_connections.load(Ordering::Relaxed) as u32;
             let dialed = tokio::select! {
                 r = self.dial(&l, &cfg, &group_id, 0, count) => r,
-                _ = cancel.cancelled() => return,
+                _ = cancel.cancelled() => {
+                    self.border.vanflow().link_removed(&l.name);
+                    return;
+                }
             };
             match dialed {
                 Err(reason) => self.set_state(&l.name, cost, false, &reason, None),
@@ -171,15 +174,18 @@ impl Links {
                     let on_open = self.forward.on_open_for(peer.clone());
                     let joined = self.border.join(pending, cost, on_open).await;
                     self.set_state(&l.name, cost, true, "", remote.clone());
+                    self.border.vanflow().link_state(&l.name, cost, &peer, true);
                     let reason = tokio::select! {
                         r = joined.ended() => r,
                         _ = cancel.cancelled() => {
                             joined.close();
+                            self.border.vanflow().link_removed(&l.name);
                             return;
                         }
                     };
                     drop(alias);
                     self.set_state(&l.name, cost, false, &format!("AMQP connection ended: {reason}"), remote);
+                    self.border.vanflow().link_state(&l.name, cost, &peer, false);
                 }
                 Ok(Dialed::Native(native)) => {
                     let (conn_io, hello) = *native;

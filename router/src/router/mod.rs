@@ -218,6 +218,8 @@ impl Router {
         self.metrics.applies.inc();
         self.control.set_services(self.services());
         self.control.readvertise();
+        // this router's vanflow records in upstream's network (its site, Listeners, Connectors)
+        self.links.border().vanflow().set_document(&doc);
         Applied { generation, problems, refused: false }
     }
 

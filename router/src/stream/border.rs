@@ -28,6 +28,7 @@ use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
+use crate::amqp::vanflow::Publisher;
 use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
 use crate::stream::types::Open as StreamOpen;
 
@@ -98,6 +99,8 @@ pub struct Border {
     ours: watch::Sender<BTreeSet<String>>,
     /// The edge routers linked to this one (those ended are dropped as they are met).
     edges: Mutex<Vec<EdgePeer>>,
+    /// This router as a vanflow source over its connections to upstream (`amqp::vanflow::publish`).
+    vanflow: Publisher,
 }
 
 /// An edge router's connection: its router id and the keys it serves.
@@ -144,6 +147,7 @@ impl Border {
             carriers: Mutex::default(),
             ours: watch::Sender::new(BTreeSet::new()),
             edges: Mutex::default(),
+            vanflow: Publisher::new(id),
         }
     }
 
@@ -194,6 +198,7 @@ impl Border {
         }
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let open = opened(&mut handle).await?;
+        self.note_access(&open);
         Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx), edge: None })
     }
 
@@ -235,6 +240,7 @@ impl Border {
         let sender = p.handle.sender();
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
+            self.publish_over(&flows, &sender).await;
             let data = p.control.is_none() && p.edge.is_none();
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
@@ -255,15 +261,40 @@ impl Border {
         Joined { sender }
     }
 
-    /// Sets this router's routing keys as its mobile addresses in upstream's network (`M<key>`).
+    /// Sets this router's routing keys as its mobile addresses in upstream's network (`M<key>`), with its vanflow
+    /// source's `Msfe.<id>`.
     pub async fn set_keys(&self, keys: &BTreeSet<String>) {
         self.ours.send_if_modified(|k| {
             let changed = k != keys;
             k.clone_from(keys);
             changed
         });
-        let addresses = keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
+        let mut addresses: BTreeMap<String, AddressEntry> =
+            keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
+        let source = self.vanflow.mobile_address();
+        addresses.insert(source.clone(), AddressEntry::new(source));
         self.node().set_addresses(addresses).await;
+    }
+
+    /// This router's vanflow source (the router sets its records).
+    pub fn vanflow(&self) -> &Publisher {
+        &self.vanflow
+    }
+
+    /// The vanflow hook of a connection we dialed: the peer's access identity, for our LINK record's peer.
+    fn note_access(&self, open: &Open) {
+        let access = open.properties.iter().find(|(k, _)| k.as_str() == Some("qd.access-id"));
+        if let Some(id) = access.and_then(|(_, v)| v.as_str()) {
+            self.vanflow.note_access(open.container_id.as_str(), id);
+        }
+    }
+
+    /// The vanflow hook of a joined connection: `FLUSH`es to our source arriving on it go to the source (from its
+    /// flows' links, and from the node's data links), and the source may send over it.
+    async fn publish_over(&self, flows: &Flows, sender: &Sender) {
+        flows.set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
+        self.node().set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
+        self.vanflow.offer(sender.clone());
     }
 
     /// The routing keys served by upstream routers (their mobile addresses `M<key>`), with the routers serving

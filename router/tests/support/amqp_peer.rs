@@ -67,20 +67,29 @@ pub fn open_link_set<S>(stream: S, rest: Bytes, conn_id: i64) -> (Handle, LinkId
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (handle, tx, rx, _) = open_link_set_with_data(stream, rest, conn_id);
+    (handle, tx, rx)
+}
+
+/// [`open_link_set`], and the first data link on which ours sends.
+pub fn open_link_set_with_data<S>(stream: S, rest: Bytes, conn_id: i64) -> (Handle, LinkId, LinkId, LinkId)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut conn = Conn::new(interior::open(&params(conn_id, None)), interior::limits(), Instant::now());
     let sessions: Vec<u16> = (0..=interior::PRIORITIES).map(|_| conn.begin().unwrap()).collect();
-    let (mut tx, mut rx) = (None, None);
+    let (mut tx, mut rx, mut data_tx) = (None, None, None);
     for (session, attach) in interior::link_set(|i| format!("ours.{conn_id}.{i}")) {
         let role = attach.role;
         let link = conn.attach(sessions[usize::from(session)], attach).unwrap();
-        if session == 0 {
-            match role {
-                Role::Sender => tx = Some(link),
-                Role::Receiver => rx = Some(link),
-            }
+        match (session, role) {
+            (0, Role::Sender) => tx = Some(link),
+            (0, Role::Receiver) => rx = Some(link),
+            (_, Role::Sender) => data_tx = data_tx.or(Some(link)),
+            _ => {}
         }
     }
-    (driver::spawn(stream, conn, rest, LINK_CAPACITY), tx.unwrap(), rx.unwrap())
+    (driver::spawn(stream, conn, rest, LINK_CAPACITY), tx.unwrap(), rx.unwrap(), data_tx.unwrap())
 }
 
 /// The listener's half after SASL: drives the connection skrouterd made; if it attaches the control links within

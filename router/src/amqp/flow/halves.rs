@@ -89,6 +89,8 @@ pub enum MuxCmd {
     Reply { address: String, shared: Arc<Shared> },
     /// `link` is this flow's sending link.
     Own { link: LinkId, shared: Arc<Shared> },
+    /// Whole deliveries to `address` (at most `node::MAX_OTHER` bytes, in one transfer) go to `tx`.
+    Inbox { address: String, tx: mpsc::Sender<Bytes> },
 }
 
 #[derive(Default)]

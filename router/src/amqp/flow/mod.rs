@@ -94,6 +94,12 @@ impl Flows {
         Some((tx, FlowRx { sender: self.sender.clone(), shared }))
     }
 
+    /// Non-streaming messages to `address` that arrive on this connection's streaming links (skrouterd's data links
+    /// when it dialed us) go to `tx`, settled `accepted` (this router's vanflow inbox: `FLUSH` to `sfe.<id>`).
+    pub async fn set_inbox(&self, address: &str, tx: mpsc::Sender<bytes::Bytes>) {
+        let _ = self.mux.send(MuxCmd::Inbox { address: address.to_string(), tx }).await;
+    }
+
     /// Bytes held for this connection's flows.
     pub fn stats(&self) -> Arc<Stats> {
         self.stats.clone()

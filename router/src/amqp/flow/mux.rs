@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::super::codec::Limits;
 use super::super::conn::{Event, LinkId};
 use super::super::driver::{LinkOp, Sender};
+use super::super::node::{addressed_to, MAX_OTHER};
 use super::super::performative::terminus::DeliveryState;
 use super::super::performative::Role;
 use super::halves::{failed, streaming_attach, FlowRx, FlowTx, MuxCmd, OnFlow, Shared, Stats, HOP_LIMIT};
@@ -41,6 +42,8 @@ pub struct Mux {
     links: HashMap<LinkId, Use>,
     replies: HashMap<String, Arc<Shared>>,
     limits: Limits,
+    /// Where whole messages to an address of ours go (`MuxCmd::Inbox`).
+    inbox: Option<(String, mpsc::Sender<Bytes>)>,
 }
 
 impl Mux {
@@ -60,6 +63,7 @@ impl Mux {
             links: HashMap::new(),
             replies: HashMap::new(),
             limits: Limits::default(),
+            inbox: None,
         }
     }
 
@@ -77,6 +81,7 @@ impl Mux {
                     MuxCmd::Own { link, shared } => {
                         self.links.insert(link, Use::Ours(shared));
                     }
+                    MuxCmd::Inbox { address, tx } => self.inbox = Some((address, tx)),
                 },
             }
         }
@@ -160,6 +165,16 @@ impl Mux {
         let Some(Use::Head { delivery, settled, buf }) = self.links.get(&link) else { return };
         let (delivery, settled) = (*delivery, *settled);
         let bytes = buf.clone().freeze();
+        if !more && self.to_inbox(&bytes) {
+            if !settled {
+                let accepted = Some(DeliveryState::Accepted);
+                self.op(link, LinkOp::Disposition { delivery_id: Some(delivery), state: accepted, settled: true })
+                    .await;
+            }
+            self.links.insert(link, Use::Idle);
+            self.op(link, LinkOp::Grant(1)).await;
+            return;
+        }
         let read = read_head(&bytes, &self.limits);
         let head = match read {
             Ok(Some(h)) => h,
@@ -187,6 +202,16 @@ impl Mux {
             shared.push(Inbound::Fin);
         }
         self.links.insert(link, Use::Flow { shared, ended: !more });
+    }
+
+    /// Whether whole delivery `bytes` is a message to the inbox (then it went there; dropped while it is full).
+    fn to_inbox(&self, bytes: &Bytes) -> bool {
+        let Some((address, tx)) = &self.inbox else { return false };
+        if bytes.len() > MAX_OTHER || !addressed_to(bytes, address) {
+            return false;
+        }
+        let _ = tx.try_send(bytes.clone());
+        true
     }
 
     /// A delivery for a routing key: a new flow for the callback.

@@ -1,0 +1,182 @@
+//! This router process's one vanflow source ([`Publisher`]): the records the router sets (from its document), the
+//! inbox where `FLUSH`es to `sfe.<id>` arrive (from the node's data links, or a connection's flow task when
+//! skrouterd dialed us), and the connections to upstream's routers it may send over. One task serves the source
+//! over one live connection at a time (a streaming link of its own, as `task::serve` sends), and moves to another
+//! offered connection when that one ends.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::records::Record;
+use super::site;
+use super::source::Source;
+use super::task::{now_us, serve};
+use crate::amqp::driver::Sender;
+use crate::amqp::flow::streaming_attach;
+use crate::amqp::performative::Role;
+use crate::config::Document;
+
+/// FLUSHes waiting for the source (more are dropped: a collector asks again).
+const INBOX: usize = 16;
+
+type Parts = (watch::Receiver<Vec<Record>>, mpsc::Receiver<Bytes>);
+
+/// The router's vanflow source and the connections it may use.
+pub struct Publisher {
+    id: String,
+    records: watch::Sender<Vec<Record>>,
+    inbox: mpsc::Sender<Bytes>,
+    /// Connections offered and not known to have ended (pruned at each offer and pick).
+    offered: Arc<Mutex<Vec<Sender>>>,
+    notify: Arc<Notify>,
+    /// The task's inputs until it starts (at the first offer, inside the runtime).
+    start: Mutex<Option<Parts>>,
+    /// When the router started (microseconds since the epoch: its SITE and ROUTER records' start time).
+    start_us: u64,
+    /// The records of the last document, and the links dialed, by name (their LINK records).
+    parts: Mutex<SiteParts>,
+}
+
+/// What the records are made of.
+#[derive(Default)]
+struct SiteParts {
+    document: Vec<Record>,
+    links: BTreeMap<String, site::LinkState>,
+    /// The `qd.access-id` each upstream router we dialed sent (by router id; at most [`MAX_ACCESSES`]).
+    accesses: BTreeMap<String, String>,
+}
+
+/// The upstream routers whose access identity is remembered.
+const MAX_ACCESSES: usize = 1024;
+
+impl Publisher {
+    /// The source of router `id` (its identity and addresses are upstream's: `sfe.<id>`, `mc/sfe.<id>`).
+    pub fn new(id: &str) -> Publisher {
+        let (records, records_rx) = watch::channel(vec![]);
+        let (inbox, inbox_rx) = mpsc::channel(INBOX);
+        Publisher {
+            id: id.to_string(),
+            records,
+            inbox,
+            offered: Arc::default(),
+            notify: Arc::default(),
+            start: Mutex::new(Some((records_rx, inbox_rx))),
+            start_us: now_us(),
+            parts: Mutex::default(),
+        }
+    }
+
+    /// The address commands are sent to (`sfe.<id>`).
+    pub fn direct(&self) -> String {
+        Source::new(&self.id).direct()
+    }
+
+    /// The mobile address to advertise so that commands are routed here (`Msfe.<id>`).
+    pub fn mobile_address(&self) -> String {
+        format!("M{}", self.direct())
+    }
+
+    /// Where messages to [`Publisher::direct`] are to be handed.
+    pub fn inbox(&self) -> mpsc::Sender<Bytes> {
+        self.inbox.clone()
+    }
+
+    /// Makes `records` the source's records (a change is sent at once over the connection in use).
+    pub fn set(&self, records: Vec<Record>) {
+        self.records.send_if_modified(|r| {
+            let changed = *r != records;
+            *r = records;
+            changed
+        });
+    }
+
+    /// Makes the records of document `doc`'s site the source's (`site::records`), with the links' records.
+    pub fn set_document(&self, doc: &Document) {
+        let records = site::records(doc, self.start_us);
+        self.update(|p| p.document = records);
+    }
+
+    /// Remembers the `qd.access-id` upstream router `router` sent in the `open` of a connection we dialed.
+    pub fn note_access(&self, router: &str, access_id: &str) {
+        self.update(|p| {
+            if p.accesses.len() < MAX_ACCESSES || p.accesses.contains_key(router) {
+                p.accesses.insert(router.to_string(), access_id.to_string());
+            }
+        });
+    }
+
+    /// Link `name` (dialed, at `cost`) is up to upstream router `peer`, or down: its LINK record says so, its peer
+    /// the access identity that router sent.
+    pub fn link_state(&self, name: &str, cost: u32, peer: &str, up: bool) {
+        self.update(|p| {
+            let access = p.accesses.get(peer).cloned();
+            p.links.insert(name.to_string(), site::LinkState { cost, peer: access, up });
+        });
+    }
+
+    /// Link `name` is no longer in the document: its LINK record ends.
+    pub fn link_removed(&self, name: &str) {
+        self.update(|p| {
+            p.links.remove(name);
+        });
+    }
+
+    fn update(&self, change: impl FnOnce(&mut SiteParts)) {
+        let records = {
+            let mut p = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut p);
+            let mut records = p.document.clone();
+            records.extend(site::link_records(&self.id, &p.links));
+            records
+        };
+        self.set(records);
+    }
+
+    /// The records set.
+    pub fn records(&self) -> Vec<Record> {
+        self.records.borrow().clone()
+    }
+
+    /// Offers a connection to upstream's router; the first offer starts the source.
+    pub fn offer(&self, sender: Sender) {
+        {
+            let mut offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
+            offered.retain(|s| s.ended().is_none());
+            offered.push(sender);
+        }
+        self.notify.notify_one();
+        let parts = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((records, inbox)) = parts {
+            tokio::spawn(run(self.id.clone(), records, inbox, self.offered.clone(), self.notify.clone()));
+        }
+    }
+}
+
+async fn run(
+    id: String,
+    mut records: watch::Receiver<Vec<Record>>,
+    mut inbox: mpsc::Receiver<Bytes>,
+    offered: Arc<Mutex<Vec<Sender>>>,
+    notify: Arc<Notify>,
+) {
+    let mut source = Source::new(&id);
+    source.set(records.borrow_and_update().clone(), now_us());
+    loop {
+        let picked = {
+            let mut o = offered.lock().unwrap_or_else(|e| e.into_inner());
+            o.retain(|s| s.ended().is_none());
+            o.first().cloned()
+        };
+        let Some(sender) = picked else {
+            notify.notified().await;
+            continue;
+        };
+        let Some(link) = sender.attach(streaming_attach(Role::Sender)).await else { continue };
+        if !serve(&mut source, &sender, link, &mut records, &mut inbox).await {
+            return;
+        }
+    }
+}

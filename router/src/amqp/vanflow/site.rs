@@ -1,0 +1,117 @@
+//! The vanflow records of this router's site, composed from its document (pure): SITE (the document's `site`),
+//! ROUTER, a ROUTER_ACCESS per router access (identity: the `qd.access-id` our `open` sends when we accept an
+//! AMQP link, `<router id>:access`), a LISTENER per Listener and a CONNECTOR per Connector. Identities are stable
+//! across documents (`<router id>:<kind>:<name>`), so a removed entity's record ends and a changed one is sent
+//! as what changed (`amqp::vanflow::source`).
+
+use std::collections::BTreeMap;
+
+use super::records::{kind, Endpoint, Record, SiteInfo};
+use crate::config::Document;
+
+/// The platform our SITE record names (kube-adaptor's word for a site on a Kubernetes API).
+pub const PLATFORM: &str = "kubernetes";
+
+/// The `qd.access-id` this router sends in the `open` of an AMQP link it accepts (its ROUTER_ACCESS identity).
+pub fn access_id(router_id: &str) -> String {
+    format!("{router_id}:access")
+}
+
+/// A link this router dialed, as its LINK record says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkState {
+    pub cost: u32,
+    /// The `qd.access-id` the accepting router sent (its ROUTER_ACCESS identity).
+    pub peer: Option<String>,
+    pub up: bool,
+}
+
+/// The LINK records of router `router_id`'s dialed links (identities `<router id>:link:<name>`).
+pub fn link_records(router_id: &str, links: &BTreeMap<String, LinkState>) -> Vec<Record> {
+    let router = format!("{router_id}:router");
+    links
+        .iter()
+        .map(|(name, l)| {
+            let id = format!("{router_id}:link:{name}");
+            Record::link(&id, &router, name, "inter-router", u64::from(l.cost), l.peer.as_deref(), l.up)
+        })
+        .collect()
+}
+
+/// The records of `doc`'s site and router, the router started at `start_us` (microseconds since the epoch).
+pub fn records(doc: &Document, start_us: u64) -> Vec<Record> {
+    let id = doc.router_id();
+    let site = SiteInfo {
+        id: doc.site.id.clone(),
+        name: doc.site.name.clone(),
+        namespace: doc.site.namespace.clone().unwrap_or_default(),
+        platform: PLATFORM.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let router = format!("{id}:router");
+    let mut out = vec![Record::site(&site, start_us), Record::router(&router, id, &site.id, "interior", start_us)];
+    // one access identity for the router (what our `open` says), named after the first inter-router access
+    let access = doc.router_access.iter().find(|a| a.role == "inter-router").or(doc.router_access.first());
+    if let Some(a) = access {
+        out.push(Record::router_access(&access_id(id), &router, &a.name, &a.role, 0));
+    }
+    for l in &doc.listeners {
+        let e =
+            Endpoint { name: l.name.clone(), routing_key: l.routing_key.clone(), host: l.host.clone(), port: l.port };
+        out.push(Record::endpoint(kind::LISTENER, &format!("{id}:listener:{}", l.name), &router, &e));
+    }
+    for c in &doc.connectors {
+        let host = c.targets.first().map(|t| t.host.clone()).unwrap_or_default();
+        let e = Endpoint { name: c.name.clone(), routing_key: c.routing_key.clone(), host, port: c.port };
+        out.push(Record::endpoint(kind::CONNECTOR, &format!("{id}:connector:{}", c.name), &router, &e));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amqp::vanflow::records::attr;
+
+    fn doc() -> Document {
+        serde_json::from_value(serde_json::json!({
+            "version": 1,
+            "site": {"id": "uid-1", "name": "west", "namespace": "ns-w"},
+            "routerAccess": [{"name": "skupper-inter-router", "tlsProfile": "p"}],
+            "listeners": [{"name": "db", "routingKey": "db:5432", "host": "0.0.0.0", "port": 5432}],
+            "connectors": [{"name": "web", "routingKey": "web:80", "port": 8080, "targets": [{"host": "10.0.0.9"}]}],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_documents_site_router_access_listener_and_connector_are_records() {
+        let r = records(&doc(), 7);
+        let kinds: Vec<u32> = r.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [kind::SITE, kind::ROUTER, kind::ROUTER_ACCESS, kind::LISTENER, kind::CONNECTOR]);
+        assert_eq!(
+            (r[0].id.as_str(), r[0].get_str(attr::NAME), r[0].get_str(attr::NAMESPACE)),
+            ("uid-1", Some("west"), Some("ns-w"))
+        );
+        assert_eq!(r[1].get_str(attr::PARENT), Some("uid-1"));
+        assert_eq!(r[2].id, "uid-1:access");
+        assert_eq!(r[2].get_str(attr::NAME), Some("skupper-inter-router"));
+        assert_eq!((r[3].get_str(attr::ADDRESS), r[3].get_str(attr::DEST_PORT)), (Some("db:5432"), Some("5432")));
+        assert_eq!(
+            (r[4].get_str(attr::DEST_HOST), r[4].get_str(attr::PARENT)),
+            (Some("10.0.0.9"), Some("uid-1:router"))
+        );
+    }
+
+    #[test]
+    fn a_dialed_links_record_names_it_and_its_peers_access_identity() {
+        let up = LinkState { cost: 3, peer: Some("up-a:access".into()), up: true };
+        let down = LinkState { cost: 1, peer: None, up: false };
+        let links = BTreeMap::from([("a".to_string(), up), ("b".to_string(), down)]);
+        let r = link_records("ours", &links);
+        assert_eq!(r[0].id, "ours:link:a");
+        assert_eq!((r[0].get_str(attr::PEER), r[0].get_str(attr::OPER_STATUS)), (Some("up-a:access"), Some("up")));
+        assert_eq!((r[0].get_u64(attr::LINK_COST), r[0].get_str(attr::PARENT)), (Some(3), Some("ours:router")));
+        assert_eq!((r[1].get_str(attr::PEER), r[1].get_str(attr::OPER_STATUS)), (None, Some("down")));
+    }
+}

@@ -1,0 +1,112 @@
+//! This router as a running vanflow source: a task that sends [`Source`]'s beacon (at once, then every
+//! [`BEACON_EVERY`]), heartbeat (every [`HEARTBEAT_EVERY`]) and record updates (whenever the records it watches
+//! change) as pre-settled messages on an inter-router link toward upstream's router, each behind router
+//! annotations as from this router (ingress and trace: our id), and answers the `FLUSH`es that reach it (the
+//! node hands it the deliveries to `sfe.<id>`, see `amqp::node`) with every record again.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{mpsc, watch};
+
+use super::records::Record;
+use super::source::Source;
+use super::wire::decode;
+use crate::amqp::codec::{Limits, Str};
+use crate::amqp::conn::LinkId;
+use crate::amqp::driver::Sender;
+use crate::amqp::flow::head::area_id;
+use crate::amqp::message::{RouterAnnotations, Section};
+
+/// How often the beacon goes (upstream: 10 s).
+pub const BEACON_EVERY: Duration = Duration::from_secs(10);
+/// How often the heartbeat goes (upstream: 2 s).
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+
+/// Microseconds since the Unix epoch (vanflow's times).
+pub fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// `bare` behind router annotations saying it entered the network at router `id`.
+pub fn annotated(id: &str, bare: &Bytes) -> Bytes {
+    let ours = Str::from(area_id(id));
+    let ra = RouterAnnotations { ingress_router: Some(ours.clone()), trace: vec![ours], ..Default::default() };
+    let mut out = BytesMut::with_capacity(bare.len() + 64);
+    Section::RouterAnnotations(ra).encode(&mut out);
+    out.extend_from_slice(bare);
+    out.freeze()
+}
+
+/// Runs source `id` over `link` of `sender` (a sending router link of an inter-router connection) until the
+/// connection ends: the records are `records`' (every change is sent), the `FLUSH`es come on `inbox`.
+pub fn spawn(
+    id: &str,
+    sender: Sender,
+    link: LinkId,
+    records: watch::Receiver<Vec<Record>>,
+    inbox: mpsc::Receiver<Bytes>,
+) -> tokio::task::JoinHandle<()> {
+    let source = Source::new(id);
+    tokio::spawn(run(source, sender, link, records, inbox))
+}
+
+async fn run(
+    mut source: Source,
+    sender: Sender,
+    link: LinkId,
+    mut records: watch::Receiver<Vec<Record>>,
+    mut inbox: mpsc::Receiver<Bytes>,
+) {
+    let initial = records.borrow_and_update().clone();
+    source.set(initial, now_us());
+    serve(&mut source, &sender, link, &mut records, &mut inbox).await;
+}
+
+/// Serves `source` over `link` of `sender` (beacon at once): returns `true` when the connection ended (the
+/// source may go on over another), `false` when `records` or `inbox` closed.
+pub async fn serve(
+    source: &mut Source,
+    sender: &Sender,
+    link: LinkId,
+    records: &mut watch::Receiver<Vec<Record>>,
+    inbox: &mut mpsc::Receiver<Bytes>,
+) -> bool {
+    let id = source.id().to_string();
+    let send = |bare: Bytes| sender.send(link, annotated(&id, &bare));
+    let mut beacon = tokio::time::interval(BEACON_EVERY);
+    let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
+    loop {
+        if sender.ended().is_some() {
+            return true;
+        }
+        tokio::select! {
+            _ = beacon.tick() => { send(source.beacon()); }
+            _ = heartbeat.tick() => { send(source.heartbeat(now_us())); }
+            changed = records.changed() => {
+                if changed.is_err() {
+                    return false;
+                }
+                let next = records.borrow_and_update().clone();
+                for m in source.set(next, now_us()) {
+                    send(m);
+                }
+            }
+            got = inbox.recv() => match got {
+                None => return false,
+                Some(bytes) => match decode(&bytes, &Limits::default()) {
+                    Ok(m) => {
+                        for answer in source.handle(&m) {
+                            send(answer);
+                        }
+                    }
+                    Err(e) => tracing::debug!("vanflow: {e}"),
+                },
+            },
+            why = sender.wait_ended() => {
+                tracing::debug!("vanflow source {id}: the connection ended: {why}");
+                return true;
+            }
+        }
+    }
+}
