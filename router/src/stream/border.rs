@@ -369,14 +369,17 @@ impl Border {
         carriers.iter().filter(|c| hops.contains(&c.peer)).map(|c| c.open.load(Ordering::Relaxed)).min()
     }
 
-    /// Opens `open` as a flow toward an upstream router serving its key, on the connection with the fewest open
-    /// flows among those to its next hops; `None` when there is none or it ended.
+    /// Opens `open` as a flow toward an upstream router serving its key, on a control connection to one of its next
+    /// hops (the one with the fewest open flows), else a data connection; `None` when there is none or it ended.
     pub async fn open(&self, open: StreamOpen, ours: impl Fn(&str) -> bool) -> Option<Carried> {
         let hops = self.hops_for(&open.key, ours);
         let carrier = {
             let carriers = self.lock_carriers();
             let to_hops = carriers.iter().filter(|c| hops.contains(&c.peer));
-            let best = to_hops.min_by_key(|c| (!c.data, c.open.load(Ordering::Relaxed)));
+            // control connections first: our streaming attaches on the data connections skrouterd dialed to us
+            // carried nothing (the flow was reset at once: `skrouterds_connector_dials_our_router_access`), while
+            // its own flows arrive there and are served
+            let best = to_hops.min_by_key(|c| (c.data, c.open.load(Ordering::Relaxed)));
             let best = best?.clone();
             best.open.fetch_add(1, Ordering::Relaxed);
             best

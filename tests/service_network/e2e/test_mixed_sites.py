@@ -172,16 +172,13 @@ async def _link_theirs_dialing(mixed: MixedSites) -> None:
     assert len(await mixed.links(THEIRS)) == 1
 
 
-# the link's direction; whether (b)'s answer through our Listener is asserted: not yet when upstream's router
-# dialed ours (docs/dev/mixed-networks.md, section 7: our router accepts the frontend's connection and resets it,
-# skrouterd sees no flow for the key)
-LINK_DIRECTIONS = [pytest.param(_link_ours_dialing, True, id="ours-dials"),
-                   pytest.param(_link_theirs_dialing, False, id="theirs-dials")]
+# the link's direction
+LINK_DIRECTIONS = [pytest.param(_link_ours_dialing, id="ours-dials"),
+                   pytest.param(_link_theirs_dialing, id="theirs-dials")]
 
 
-@pytest.mark.parametrize(("link", "answers_through_our_listener"), LINK_DIRECTIONS)
-async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[[MixedSites], Awaitable[None]],
-                                              answers_through_our_listener: bool) -> None:
+@pytest.mark.parametrize("link", LINK_DIRECTIONS)
+async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[[MixedSites], Awaitable[None]]) -> None:
     """Upstream's hello-world (its ``e2e-hello-world`` Deployments applied with kubectl, the frontend exposed with
     ``kubectl expose`` as its getting-started does) across one Link, made either way (``link``): ours dialing
     upstream's site with upstream's token, or upstream's dialing ours with our token. (a) backend on our site behind
@@ -207,10 +204,9 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
         connector=mixed.upstream("connector", "create", "backend", "8080", "--routing-key", "backend-theirs"),
         listener=mixed.ours("listener", "create", "backend-theirs", "8080", "--host", "backend",
                             "--routing-key", "backend-theirs"))
-    if answers_through_our_listener:
-        pod = await _answer_from(mixed, OURS, theirs_backends,
-                                 "our frontend answered by upstream's backend Pods through our Listener")
-        assert pod in theirs_backends
+    pod = await _answer_from(mixed, OURS, theirs_backends,
+                             "our frontend answered by upstream's backend Pods through our Listener")
+    assert pod in theirs_backends
     status = await _listener_matched(mixed, "backend-theirs", True,
                                      "our Listener Ready and matched by upstream's Connector")
     assert status["status"] == "Ready", status
