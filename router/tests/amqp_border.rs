@@ -16,6 +16,8 @@
 //! side dialed, and the end of a Connector's record once the document drops it. Skipped with the reason when upstream's
 //! router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
+#[path = "support/border.rs"]
+mod border;
 #[path = "support/collector.rs"]
 mod collector;
 mod support;
@@ -25,219 +27,15 @@ mod upstream;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use border::*;
 use collector::Collector;
 use snrouter::amqp::vanflow::records::{attr, kind};
 use snrouter::amqp::vanflow::Record;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use upstream::Skrouterd;
-
-/// The host skrouterd's connector dials (our access certificate names it; skrouterd verifies host names).
-const HOST: &str = "localhost";
-/// skrouterd's router id as upstream's controller writes it: `<site name>-${HOSTNAME}` (the Pod's name).
-const UP_ID: &str = "site-a-skupper-router-7d9f8c6b5-x2x4q";
-/// The common name of upstream's router access server certificate, the same on every upstream site.
-const UP_SERVER_CN: &str = "skupper-router";
-/// The uid of upstream's Site, the subject our grant issues its client certificate for.
-const UP_UID: &str = "0b7e8f52-3c1a-4f0e-9d55-6a2b1c9e7f10";
-
-struct Net {
-    files: Files,
-    ca: Ca,
-    skrouterd: Skrouterd,
-    /// skrouterd's `tcpListener` for `echo:9090`: open only while our Connector serves the key.
-    echo_port: u16,
-    /// skrouterd's `normal` listener (where upstream's collectors attach).
-    normal_port: u16,
-}
-
-/// skrouterd `id` with the given entities, a `tcpListener` for `echo:9090` and a `tcpConnector` for `back:8080`
-/// (to `back`).
-fn skrouterd(home: &std::path::Path, id: &str, back: u16, entities: Vec<Value>) -> (Skrouterd, u16, u16) {
-    skrouterd_in_mode(home, id, "interior", back, entities)
-}
-
-/// [`skrouterd`] in `mode` (`interior` or `edge`).
-fn skrouterd_in_mode(
-    home: &std::path::Path,
-    id: &str,
-    mode: &str,
-    back: u16,
-    mut entities: Vec<Value>,
-) -> (Skrouterd, u16, u16) {
-    let (echo_port, normal_port) = (free_port(), free_port());
-    let metadata = json!({"id": UP_UID, "version": "2.2.1"}).to_string();
-    let mut c = vec![
-        json!(["router", {"id": id, "mode": mode, "helloMaxAgeSeconds": "3", "metadata": metadata}]),
-        json!(["log", {"module": "ROUTER_LS", "enable": "info+"}]),
-    ];
-    c.append(&mut entities);
-    c.push(json!(["tcpListener", {"name": "echo", "host": "127.0.0.1", "port": echo_port, "address": "echo:9090"}]));
-    c.push(json!(["tcpConnector", {"name": "back", "host": "127.0.0.1", "port": back, "address": "back:8080"}]));
-    c.push(json!(["listener", {"host": "127.0.0.1", "port": normal_port, "role": "normal",
-                               "authenticatePeer": false, "saslMechanisms": "ANONYMOUS"}]));
-    (Skrouterd::start(home, &Value::Array(c)), echo_port, normal_port)
-}
-
-/// skrouterd `id` (its certificate names `cn`) with an `inter-router` listener on `port` as upstream's controller
-/// writes it.
-fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, back: u16) -> Net {
-    let files = Files::new();
-    let ca = ca("site-ca");
-    let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
-    let (skrouterd, echo_port, normal_port) = skrouterd(
-        home,
-        id,
-        back,
-        vec![
-            server.ssl_profile("skupper-site-server"),
-            json!(["listener", {"name": "skupper-router-inter-router", "host": "127.0.0.1", "port": port,
-                                "role": "inter-router", "sslProfile": "skupper-site-server",
-                                "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
-        ],
-    );
-    Net { files, ca, skrouterd, echo_port, normal_port }
-}
-
-/// [`listening_skrouterd`] once it listens on a free port; `None` (skipped) without upstream's router.
-async fn listening(id: &str, cn: &str) -> Option<(Net, u16)> {
-    let home = upstream::home()?;
-    let port = free_port();
-    let net = listening_skrouterd(&home, id, cn, port, echo("up-echo").await.port());
-    until("skrouterd listens", &net.skrouterd, async || accepts(port).await).await;
-    Some((net, port))
-}
-
-/// skrouterd `id` (certificate `cn`) listening, and our router "ours" ([`ours_doc`]) linked to it.
-async fn dialing(id: &str, cn: &str) -> Option<(Net, snrouter::api::Slot, Value)> {
-    let (net, port) = listening(id, cn).await?;
-    let mut d = ours_doc(free_port()).await;
-    link_to(&net, &mut d, port);
-    let slot = start(&d);
-    Some((net, slot, d))
-}
-
-/// Our router "ours": a Connector for `echo:9090` (to an echo target) and a Listener for `back:8080` on
-/// `back_port`.
-async fn ours_doc(back_port: u16) -> Value {
-    let target = echo("ours-echo").await;
-    let mut d = doc("ours");
-    d["connectors"] = json!([{"name": "echo", "routingKey": "echo:9090", "port": target.port(),
-                              "targets": [{"host": "127.0.0.1", "name": "echo-0"}]}]);
-    d["listeners"] = json!([{"name": "back", "routingKey": "back:8080", "host": "127.0.0.1", "port": back_port}]);
-    d
-}
-
-fn link_to(net: &Net, d: &mut Value, port: u16) {
-    let profile = net.files.profile("link-up", &net.ca.pem, Some(&leaf(&net.ca, "ours", &[])));
-    d["tlsProfiles"] = json!([profile]);
-    d["links"] = json!([{"name": "link-up", "host": "127.0.0.1", "port": port, "tlsProfile": "link-up"}]);
-}
-
-async fn until(what: &str, s: &Skrouterd, mut cond: impl AsyncFnMut() -> bool) {
-    let start = Instant::now();
-    while !cond().await {
-        assert!(start.elapsed() < LIMIT, "not within {LIMIT:?}: {what}\nskrouterd's log:\n{}", s.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn back_port(doc: &Value) -> u16 {
-    doc["listeners"][0]["port"].as_u64().unwrap() as u16
-}
-
-async fn accepts(port: u16) -> bool {
-    TcpStream::connect(("127.0.0.1", port)).await.is_ok()
-}
-
-fn next_hops_name(s: &Skrouterd, id: &str) -> bool {
-    s.log().lines().rev().find(|l| l.contains("Computed next hops")).is_some_and(|l| l.contains(&format!("'{id}'")))
-}
-
-const MIB: usize = 1 << 20;
-
-/// A deterministic byte pattern (not periodic in 64 KiB: a lost or repeated chunk shows).
-fn pattern(from: usize, n: usize) -> Vec<u8> {
-    (from..from + n).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
-}
-
-/// A client of `port`: the target that answers greets with `name`, echoes `n` bytes (written while the answer is
-/// read), and after our half-close says "done" and closes; every byte is checked.
-async fn through(port: u16, name: &str, n: usize) {
-    let started = Instant::now();
-    let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut r, mut w) = s.into_split();
-    let writer = tokio::spawn(async move {
-        let mut at = 0;
-        while at < n {
-            let k = (n - at).min(64 * 1024);
-            w.write_all(&pattern(at, k)).await.unwrap();
-            at += k;
-        }
-        w.shutdown().await.unwrap();
-    });
-    let mut got = Vec::with_capacity(n + 64);
-    let read = tokio::time::timeout(LIMIT * 4, r.read_to_end(&mut got)).await;
-    assert!(matches!(read, Ok(Ok(_))), "{name} through port {port}: {read:?} after {} bytes", got.len());
-    writer.await.unwrap();
-    let greeting = format!("{name}\n");
-    assert!(
-        got.starts_with(greeting.as_bytes()),
-        "{name} answered: {:?}",
-        String::from_utf8_lossy(&got[..got.len().min(40)])
-    );
-    assert!(got.ends_with(b"done\n"), "{name} said done after our half-close ({} bytes)", got.len());
-    assert_eq!(got.len(), greeting.len() + n + 5, "{name}: every byte echoed once");
-    assert!(got[greeting.len()..greeting.len() + n] == pattern(0, n)[..], "{name}: the bytes echoed are ours");
-    if n >= MIB {
-        eprintln!("{} MiB each way through port {port} ({name}) in {:?}", n / MIB, started.elapsed());
-    }
-}
-
-fn bound(slot: &snrouter::api::Slot, listener: &str) -> bool {
-    router(slot).bound_listeners().iter().any(|(name, _)| name == listener)
-}
-
-/// Both directions of border routing between router `ours` (in `slot`) and skrouterd `id`: neighbours on both
-/// sides, our Connector's key opens skrouterd's `tcpListener`, skrouterd's `tcpConnector` key binds our Listener
-/// and says so in the network status; removing our Connector closes skrouterd's port again.
-async fn border_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id: &str, bytes: bool) {
-    let s = &net.skrouterd;
-    until(&format!("our router has {id} as an upstream neighbour"), s, async || {
-        network(slot)["upstream"]["neighbours"].as_array().is_some_and(|n| n.contains(&json!(id)))
-    })
-    .await;
-    until("skrouterd's next hops name our router", s, async || next_hops_name(s, "ours")).await;
-    keys_both_ways(net, slot, doc, id, bytes).await;
-}
-
-/// Our Connector's key opens skrouterd `id`'s `tcpListener`, its `tcpConnector` key binds our Listener and says so
-/// in the network status (with `bytes`, a client through each); removing our Connector closes skrouterd's port
-/// again, and putting it back opens it.
-async fn keys_both_ways(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id: &str, bytes: bool) {
-    let s = &net.skrouterd;
-    until("skrouterd's tcpListener for echo:9090 accepts (our Connector is its consumer)", s, async || {
-        accepts(net.echo_port).await
-    })
-    .await;
-    until("our Listener for skrouterd's back:8080 binds", s, async || bound(slot, "back")).await;
-    let status = network(slot);
-    assert_eq!(status["upstream"]["imported"]["back:8080"], json!([id]), "{status}");
-    // bytes both ways: skrouterd's listener to our Connector's target, our Listener to skrouterd's connector's
-    if bytes {
-        through(net.echo_port, "ours-echo", 1000).await;
-        through(back_port(doc), "up-echo", 1000).await;
-    }
-    let mut without = doc.clone();
-    without["connectors"] = json!([]);
-    assert_eq!(reapply(slot, &without)["ok"], json!(true));
-    until("skrouterd's tcpListener closes once our Connector is gone", s, async || !accepts(net.echo_port).await).await;
-    assert_eq!(reapply(slot, doc)["ok"], json!(true));
-    until("and opens again when it is back", s, async || accepts(net.echo_port).await).await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_router_dials_skrouterds_inter_router_listener() {
@@ -264,82 +62,6 @@ async fn our_router_dials_skrouterds_inter_router_listener() {
     stop(&slot);
 }
 
-/// Our router "ours" ([`ours_doc`]) with a router access whose certificate `ca` signs, and `peers`: (its slot,
-/// its document, the access port).
-async fn our_access(files: &Files, ca: &Ca, peers: Value) -> (snrouter::api::Slot, Value, u16) {
-    let access_port = free_port();
-    let mut d = ours_doc(free_port()).await;
-    d["tlsProfiles"] =
-        json!([files.profile("site-server", &ca.pem, Some(&leaf(ca, "ours", &[HOST, "control.service-network"])))]);
-    d["routerAccess"] =
-        json!([{"name": "inter-router", "host": "127.0.0.1", "port": access_port, "tlsProfile": "site-server"}]);
-    d["peers"] = peers;
-    let slot = start(&d);
-    (slot, d, access_port)
-}
-
-/// skrouterd `id` whose connector with `role` dials our access on `access_port` as upstream's controller writes
-/// one, presenting `client` (a certificate of our `ca`, as our grant issues it). `role` `edge`: skrouterd runs in
-/// `mode: edge`, as upstream's controller configures a Site with `spec.edge: true`.
-#[allow(clippy::too_many_arguments)]
-async fn connecting_skrouterd(
-    home: &std::path::Path,
-    files: &Files,
-    id: &str,
-    client: &(String, String),
-    ca: &Ca,
-    access_port: u16,
-    role: &str,
-) -> (Skrouterd, u16, u16) {
-    let dir = files.path().join(format!("skrouterd-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
-    let mode = if role == "edge" { "edge" } else { "interior" };
-    skrouterd_in_mode(
-        home,
-        id,
-        mode,
-        echo("up-echo").await.port(),
-        vec![
-            profile.ssl_profile("skupper-link"),
-            json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": role,
-                                 "sslProfile": "skupper-link", "cost": 1}]),
-        ],
-    )
-}
-
-/// Our router "ours" with a router access, and skrouterd `id` dialing it with a client certificate whose common
-/// name is `cn`, bound in our `peers` to identity `bound` (unlisted when `None`).
-async fn dialed_by(
-    home: &std::path::Path,
-    id: &str,
-    cn: &str,
-    bound: Option<&str>,
-) -> (Net, snrouter::api::Slot, Value) {
-    dialed_by_as(home, id, cn, bound, "inter-router").await
-}
-
-/// [`dialed_by`] with the connector's `role` (`inter-router`, or `edge`: skrouterd then runs in `mode: edge`).
-async fn dialed_by_as(
-    home: &std::path::Path,
-    id: &str,
-    cn: &str,
-    bound: Option<&str>,
-    role: &str,
-) -> (Net, snrouter::api::Slot, Value) {
-    let files = Files::new();
-    let ca = ca("site-ca");
-    let client = leaf(&ca, cn, &[]);
-    let peers = match bound {
-        Some(identity) => json!([{"certificate": pki::fingerprint(&client.1), "identity": identity}]),
-        None => json!([]),
-    };
-    let (slot, d, access_port) = our_access(&files, &ca, peers).await;
-    let (skrouterd, echo_port, normal_port) =
-        connecting_skrouterd(home, &files, id, &client, &ca, access_port, role).await;
-    (Net { files, ca, skrouterd, echo_port, normal_port }, slot, d)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skrouterds_connector_dials_our_router_access() {
     let Some(home) = upstream::home() else { return };
@@ -349,20 +71,6 @@ async fn skrouterds_connector_dials_our_router_access() {
     // its data connections name the same router id: admitted like its control connection, none refused
     assert_eq!(network(&slot)["refused"], json!([]), "{}", network(&slot));
     stop(&slot);
-}
-
-/// A client certificate of `ca` for `uid` as our grant issues it, and its `peers` entry binding it to `uid`.
-fn bound_client(ca: &Ca, uid: &str) -> ((String, String), Value) {
-    let client = leaf(ca, uid, &[]);
-    let peer = json!({"certificate": pki::fingerprint(&client.1), "identity": uid});
-    (client, peer)
-}
-
-/// Whether the network status of `slot` lists a refusal whose reason contains `words`.
-fn refused_with(slot: &snrouter::api::Slot, words: &str) -> bool {
-    network(slot)["refused"]
-        .as_array()
-        .is_some_and(|r| r.iter().any(|x| x["reason"].as_str().is_some_and(|w| w.contains(words))))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
