@@ -220,6 +220,12 @@ async fn a_far_router_of_ours_routes_through_the_border() {
     let status = network(&east);
     let route = status["routes"].as_array().unwrap().iter().find(|r| r["routingKey"] == json!("back:8080")).cloned();
     assert_eq!(route.map(|r| r["via"][0]["router"].clone()), Some(json!("ours")), "{status}");
+    // east's status says which upstream routers west imports the key from (what makes east's Listener Matched)
+    let west_site = status["sites"].as_array().unwrap().iter().find(|s| s["id"] == json!("ours")).cloned();
+    let service = west_site.and_then(|s| {
+        s["services"].as_array().unwrap().iter().find(|v| v["routingKey"] == json!("back:8080")).cloned()
+    });
+    assert_eq!(service.map(|v| v["upstream"].clone()), Some(json!(["up-c"])), "{status}");
     // a chain each way: east's Listener -> west -> skrouterd's target; skrouterd's listener -> west -> east's target
     through(east_back, "up-echo", 4 * MIB).await;
     through(net.echo_port, "ours-echo", 4 * MIB).await;

@@ -18,7 +18,9 @@ use crate::router::listeners::Listeners;
 use crate::router::targets::Targets;
 
 /// Connector targets and listeners of one routing key at one site.
-type NamesPerKey = (BTreeSet<String>, BTreeSet<String>);
+/// Per routing key: the connectors and listeners serving it, and the upstream routers a border router imports it
+/// from.
+type NamesPerKey = (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>);
 
 pub struct Status {
     id: String,
@@ -110,9 +112,10 @@ impl Status {
             }
             let per_key = services.entry(ad.site.id.clone()).or_default();
             for s in &ad.services {
-                let (c, l) = per_key.entry(s.key.clone()).or_default();
+                let (c, l, u) = per_key.entry(s.key.clone()).or_default();
                 c.extend(s.connectors.iter().cloned());
                 l.extend(s.listeners.iter().cloned());
+                u.extend(s.upstream.iter().cloned());
             }
             for link in &ad.links {
                 if !members.contains(&link.to) {
@@ -139,7 +142,15 @@ impl Status {
                     .remove(&id)
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|(k, (c, l))| json!({"routingKey": k, "connectors": c, "listeners": l}))
+                    .map(|(k, (c, l, u))| {
+                        let mut s = json!({"routingKey": k, "connectors": c, "listeners": l});
+                        // keys a border router of that site imports from upstream's network, and from which
+                        // routers: what makes a Listener here Matched for a Connector only upstream's site has
+                        if !u.is_empty() {
+                            s["upstream"] = json!(u);
+                        }
+                        s
+                    })
                     .collect();
                 m.insert("services".into(), json!(svc));
                 Value::Object(m)

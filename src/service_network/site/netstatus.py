@@ -61,6 +61,8 @@ class _Service(_In):
     routing_key: str = _TEXT
     connectors: tuple[str, ...] = Field(default=(), max_length=100_000)
     listeners: tuple[str, ...] = Field(default=(), max_length=100_000)
+    #: the upstream routers a border router of that site imports the key from (its AMQP links)
+    upstream: tuple[str, ...] = Field(default=(), max_length=10_000)
 
 
 class _SiteLink(_In):
@@ -236,7 +238,11 @@ def parse_router_status(text: str) -> RouterStatus:
     refused = tuple(LinkRefusal(r.identity, r.certificate or "", r.reason, r.at or "") for r in status.refused)
     unreachable = tuple(TargetFailure(u.connector, u.target, u.host, u.port, u.error, u.failures)
                         for u in status.unreachable)
-    imported = frozenset(k for k, routers in (status.upstream.imported if status.upstream else {}).items() if routers)
+    # keys upstream routers serve: through this router's own AMQP links, or through a border router of a site it
+    # reaches (that site's advert names the upstream routers)
+    imported = frozenset({*(k for k, routers in (status.upstream.imported if status.upstream else {}).items()
+                            if routers),
+                          *(s.routing_key for site in status.sites for s in site.services if s.upstream)})
     return RouterStatus(status.router, status.site.id, tuple(sites), frozenset(edges), reports, listening, routers,
                         incoming, refused, unreachable, imported)
 

@@ -195,6 +195,23 @@ def test_listener_matches_a_key_upstream_routers_serve_through_our_amqp_link() -
         document_))]).has_connector("backend")
 
 
+def test_listener_matches_a_key_a_border_router_of_another_site_imports() -> None:
+    """A site of ours behind another site's border router: the border router's advert names the upstream routers
+    serving a key (its status lists them under that site's service), and our Listener there is Matched."""
+    west = advert("west", links={"w-b": "border-uid"}, listeners=["backend"])
+    border = advert("border")
+    document_ = json.loads(status_text(network_status(west.router, west.site, (west, border), ())))
+    assert not network_snapshot(local("west", listeners=["backend"]), [parse_router_status(json.dumps(
+        document_))]).has_connector("backend")
+    [border_site] = [s for s in document_["sites"] if s["name"] == "border"]
+    border_site["services"] = [{"routingKey": "backend", "connectors": [], "listeners": [],
+                                "upstream": ["theirs-skupper-router-1"]},
+                               {"routingKey": "other", "connectors": [], "listeners": []}]
+    snapshot = network_snapshot(local("west", listeners=["backend"]), [parse_router_status(json.dumps(document_))])
+    assert snapshot.has_connector("backend")
+    assert not snapshot.has_connector("other")
+
+
 def test_three_sites_in_a_chain() -> None:
     west = advert("west", links={"w-m": "middle-uid"}, listeners=["db"])
     middle = advert("middle", links={"m-e": "east-uid"})
