@@ -151,10 +151,10 @@ def _stat(pid: int) -> tuple[int, int, int] | None:
     return int(fields[2]), int(fields[11]) + int(fields[12]), int(fields[21])
 
 
-def _router_pids(routers: dict[str, Router]) -> set[int]:
-    """The data-plane processes: each Rust router process, or each HAProxy process."""
-    pids = {r.plane.pid if isinstance(r, RustAdaptor) else r.pid for r in routers.values()}
-    return {pid for pid in pids if pid is not None}
+def _router_pids(routers: dict[str, Router]) -> dict[str, int]:
+    """The data-plane process of each router: its Rust router process, or its HAProxy process."""
+    pids = {name: r.plane.pid if isinstance(r, RustAdaptor) else r.pid for name, r in routers.items()}
+    return {name: pid for name, pid in pids.items() if pid is not None}
 
 
 def _cpu(pids: set[int]) -> float:
@@ -240,18 +240,46 @@ def _median(values: list[float]) -> float:
     return ordered[len(ordered) // 2]
 
 
-def _rounds(args: argparse.Namespace, sides: dict[str, tuple[int, str, set[int]]],
-            run: Callable[[int, str], dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], float]]]:
-    """``--repeats`` rounds of each side in turn: per side a list of (result, router CPU seconds)."""
+#: a side of a measurement: (port, host) a client connects to, and the router processes on its path by name
+Side = tuple[int, str, dict[str, int]]
+
+
+def _rounds(args: argparse.Namespace, sides: dict[str, Side], run: Callable[[int, str], dict[str, Any]],
+            failed: dict[str, str] | None = None) -> dict[str, list[tuple[dict[str, Any], float]]]:
+    """``--repeats`` rounds of each side in turn: per side a list of (result, router CPU seconds); each result also
+    holds ``router_cpu_s``, the CPU seconds of each router process by name. With ``failed``, a side whose run
+    fails (a stall past the client's timeout, a reset, a wrong byte count) is left out from then on and ``failed``
+    says why; without it, the failure ends the measurement."""
     out: dict[str, list[tuple[dict[str, Any], float]]] = {side: [] for side in sides}
     for _ in range(args.repeats):
         for side, (port, host, pids) in sides.items():
-            before, machine = _cpu(pids), _machine()
-            result = run(port, host)
+            if failed is not None and side in failed:
+                continue
+            before, machine = {name: _cpu({pid}) for name, pid in pids.items()}, _machine()
+            try:
+                result = run(port, host)
+            except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+                if failed is None:
+                    raise
+                failed[side] = f"{type(e).__name__}: {e}"
+                continue
             after = _machine()
             result["machine_busy_s"], result["machine_idle_s"] = (after[0] - machine[0], after[1] - machine[1])
-            out[side].append((result, _cpu(pids) - before))
-    return out
+            result["router_cpu_s"] = {name: _cpu({pid}) - before[name] for name, pid in pids.items()}
+            out[side].append((result, sum(result["router_cpu_s"].values())))
+    return {side: results for side, results in out.items() if results}
+
+
+def _per_router(results: list[tuple[dict[str, Any], float]], scale: float) -> dict[str, float]:
+    """Each router process's CPU seconds over all ``results``, times ``scale``."""
+    names = results[0][0]["router_cpu_s"] if results else {}
+    return {name: round(sum(r["router_cpu_s"][name] for r, _ in results) * scale, 3) for name in names}
+
+
+def machine(args: argparse.Namespace, **versions: str) -> dict[str, Any]:
+    """What a result was measured on and how: CPUs, load, versions, repeats and durations."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), **versions,
+            "load_average": os.getloadavg(), "repeats": args.repeats, "seconds": args.seconds}
 
 
 def _machine() -> tuple[float, float]:
@@ -263,20 +291,27 @@ def _machine() -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / tick, (idle + iowait) / tick
 
 
-def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
-             nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str) -> dict[str, Any]:
+def measure_sides(args: argparse.Namespace, wrk: str, sides: Callable[[str], dict[str, Side]], what: str,
+                  failed: dict[str, str] | None = None) -> dict[str, Any]:
+    """The measurements of ``args.only`` among throughput, connections and latency, each as ``--repeats`` rounds of
+    every side in turn, ``sides(kind)`` giving the sides for a backend kind (``sink``, ``http``, ``echo``); a side
+    named ``direct`` (the backend itself, no router) is the reference of the latency the others add. Router CPU is
+    given in all and per router process (``by_router``). With ``failed``, a side that fails a measurement is left
+    out of the rest (``_rounds``), ``failed`` saying which measurement failed and how."""
     max_bytes = int(args.max_gib * 1024**3)
     result: dict[str, Any] = {}
 
-    def sides(kind: str) -> dict[str, tuple[int, str, set[int]]]:
-        out = {"direct": (backends[kind], rb.BACKEND, set())}
-        for engine, (adaptors, listeners) in nets.items():
-            out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
+    def rounds(measure: str, kind: str, run: Callable[[int, str], dict[str, Any]]
+               ) -> dict[str, list[tuple[dict[str, Any], float]]]:
+        now: dict[str, str] | None = None if failed is None else {}
+        out = _rounds(args, {s: x for s, x in sides(kind).items() if not failed or s not in failed}, run, now)
+        if failed is not None and now:
+            failed.update({side: f"{measure}: {why}" for side, why in now.items()})
         return out
 
-    _progress(f"{topology}: measuring")
     if "throughput" in args.only:
-        runs = _rounds(args, sides("sink"), lambda p, h: rb._throughput(p, h, args.seconds, max_bytes))
+        _progress(f"{what}: throughput")
+        runs = rounds("throughput", "sink", lambda p, h: rb._throughput(p, h, args.seconds, max_bytes))
         tp: dict[str, Any] = {}
         for side, results in runs.items():
             gbit = [r["gbit_per_s"] for r, _ in results]
@@ -286,31 +321,46 @@ def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
             tp[side] = {"gbit_per_s": _median(gbit), "all_gbit_per_s": gbit,
                         "machine_cpu_seconds_per_gb": round(busy / max(gb, 1e-9), 3),
                         "machine_idle_share": round(idle / max(busy + idle, 1e-9), 3)}
-            if side != "direct":
+            if by_router := _per_router(results, 1 / max(gb, 1e-9)):
                 tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / max(gb, 1e-9), 3)
+                tp[side]["router_cpu_seconds_per_gb_by_router"] = by_router
         result["throughput"] = tp
     if "connections" in args.only:
-        _progress(f"{topology}: connections")
-        runs = _rounds(args, sides("http"), lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients))
+        _progress(f"{what}: connections")
+        runs = rounds("connections", "http", lambda p, h: rb._wrk(wrk, p, h, args.seconds, args.clients))
         cs: dict[str, Any] = {"clients": args.clients}
         for side, results in runs.items():
             rate = [r["connections_per_s"] for r, _ in results]
             count = sum(r["connections"] for r, _ in results)
             cs[side] = {"connections_per_s": _median(rate), "all_connections_per_s": rate}
-            if side != "direct":
+            if by_router := _per_router(results, 1e6 / max(1, count)):
                 cs[side]["router_cpu_us_per_connection"] = round(sum(c for _, c in results) * 1e6 / max(1, count))
+                cs[side]["router_cpu_us_per_connection_by_router"] = {k: round(v) for k, v in by_router.items()}
         result["connections"] = cs
     if "latency" in args.only:
-        _progress(f"{topology}: latency")
-        runs = _rounds(args, sides("echo"), lambda p, h: rb._latency(p, h, args.round_trips, args.seconds * 3))
+        _progress(f"{what}: latency")
+        runs = rounds("latency", "echo", lambda p, h: rb._latency(p, h, args.round_trips, args.seconds * 3))
         lat: dict[str, Any] = {}
         for side, results in runs.items():
             lat[side] = {"p50_us": _median([r["p50_us"] for r, _ in results]),
                          "p99_us": _median([r["p99_us"] for r, _ in results])}
-        for engine in nets:
-            lat[engine]["added_p99_us"] = round(lat[engine]["p99_us"] - lat["direct"]["p99_us"], 1)
-            lat[engine]["added_p50_us"] = round(lat[engine]["p50_us"] - lat["direct"]["p50_us"], 1)
+        for side in [s for s in lat if s != "direct" and "direct" in lat]:
+            lat[side]["added_p99_us"] = round(lat[side]["p99_us"] - lat["direct"]["p99_us"], 1)
+            lat[side]["added_p50_us"] = round(lat[side]["p50_us"] - lat["direct"]["p50_us"], 1)
         result["latency"] = lat
+    return result
+
+
+def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
+             nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str) -> dict[str, Any]:
+    def sides(kind: str) -> dict[str, Side]:
+        out: dict[str, Side] = {"direct": (backends[kind], rb.BACKEND, {})}
+        for engine, (adaptors, listeners) in nets.items():
+            out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
+        return out
+
+    _progress(f"{topology}: measuring")
+    result = measure_sides(args, wrk, sides, topology)
     if "memory" in args.only and topology == "two_hops":
         _progress(f"{topology}: memory per connection")
         result["memory_per_connection"] = {
@@ -323,7 +373,7 @@ def _idle_connections(args: argparse.Namespace, adaptors: dict[str, Router], por
                       ) -> dict[str, Any]:
     """RSS the three routers add per open connection: ``--idle`` connections opened through them, each answered
     (the echo backend's greeting passes every hop), held, then closed."""
-    pids = _router_pids(adaptors)
+    pids = set(_router_pids(adaptors).values())
     before = _rss(pids)
     held: list[socket.socket] = []
     deadline = time.monotonic() + 120
@@ -457,9 +507,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             _progress("memory per idle link")
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)
         result.update(_ratios(result))
-        result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                             "haproxy": hb.version(haproxy), "load_average": os.getloadavg(),
-                             "repeats": args.repeats, "seconds": args.seconds}
+        result["machine"] = machine(args, haproxy=hb.version(haproxy))
         return result
     finally:
         for p in procs:
@@ -468,13 +516,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="duration of each throughput/rate run")
+def add_measure_arguments(parser: argparse.ArgumentParser, *, seconds: float, round_trips: int, sides: str) -> None:
+    """The options ``measure_sides`` reads (but ``--only``): durations, sizes and rounds."""
+    parser.add_argument("--seconds", type=float, default=seconds, help="duration of each throughput/rate run")
     parser.add_argument("--max-gib", type=float, default=20.0, help="cap of bytes per throughput run")
     parser.add_argument("--clients", type=int, default=50, help="concurrent clients of the connection-rate run")
-    parser.add_argument("--round-trips", type=int, default=20000, help="round trips per latency run")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds of direct, HAProxy and Rust runs")
+    parser.add_argument("--round-trips", type=int, default=round_trips, help="round trips per latency run")
+    parser.add_argument("--repeats", type=int, default=3, help=f"rounds of {sides} runs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_measure_arguments(parser, seconds=3.0, round_trips=20000, sides="direct, HAProxy and Rust")
     parser.add_argument("--idle", type=int, default=2000, help="idle connections held for the memory measure")
     parser.add_argument("--links", type=int, default=20, help="routers linked to one for the per-link memory")
     parser.add_argument("--topologies", default="one_hop,two_hops", help="one_hop, two_hops or both")

@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -73,19 +74,25 @@ def _serve(kind: str, host: str, port: int) -> None:
     srv.bind((host, port))
     srv.listen(64)
     print("ready", flush=True)
-    buf = bytearray(CHUNK)
     while True:
         conn, _ = srv.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with conn:
-            if kind == "sink":          # count bytes until EOF, answer with the count
-                total = 0
-                while n := conn.recv_into(buf):
-                    total += n
-                conn.sendall(total.to_bytes(8, "big"))
-            else:                       # echo
-                while data := conn.recv(65536):
-                    conn.sendall(data)
+        # a thread per connection: one that a router never ends (a stalled run) does not hold up the next runs
+        threading.Thread(target=_serve_one, args=(kind, conn), daemon=True).start()
+
+
+def _serve_one(kind: str, conn: socket.socket) -> None:
+    # a connection reset by its client (a run that gave up) ends that connection, not the backend
+    with conn, contextlib.suppress(ConnectionError):
+        if kind == "sink":          # count bytes until EOF, answer with the count
+            buf = bytearray(CHUNK)
+            total = 0
+            while n := conn.recv_into(buf):
+                total += n
+            conn.sendall(total.to_bytes(8, "big"))
+        else:                       # echo
+            while data := conn.recv(65536):
+                conn.sendall(data)
 
 
 def _start_backend(kind: str, host: str, port: int) -> subprocess.Popen[str]:

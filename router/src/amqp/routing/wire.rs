@@ -184,10 +184,21 @@ fn body(m: &RouterMessage) -> Value {
     Value::Map(pairs)
 }
 
-/// An address descriptor as `qcm_mobile_sync_compose_addr_descriptor` writes it.
+/// A descriptor's treatment "no hint": the receiver's default.
+const NO_TREATMENT: i64 = -1;
+
+/// An address descriptor as `qcm_mobile_sync_compose_addr_descriptor` writes it. Without a treatment, the key
+/// alone (as upstream writes a descriptor without attributes), or -1 before the in-link count: upstream reads the
+/// treatment with `qd_parse_as_int`, which makes a null 0, multicast flood, and a flood of a TCP flow's
+/// delivery keeps the credit its egress gives (`received` dispositions) from reaching the ingress, so such a flow
+/// stalled after upstream's ~1 MiB window once it crossed a skrouterd on its way to us; -1 is "no hint" there
+/// (`qcm_mobile_sync_parse_addr_descriptor`), the receiver's default treatment (balanced).
 fn descriptor(e: &AddressEntry) -> Value {
     let int = |n: i64| i32::try_from(n).map_or(Value::Long(n), Value::Int);
-    let mut items = vec![text(&e.address), e.treatment.map_or(Value::Null, int), int(e.inlinks)];
+    let mut items = vec![text(&e.address)];
+    if e.treatment.is_some() || e.inlinks != 0 || e.sole_mesh.is_some() {
+        items.extend([int(e.treatment.unwrap_or(NO_TREATMENT)), int(e.inlinks)]);
+    }
     if let Some(mesh) = &e.sole_mesh {
         items.push(Value::Null);
         items.push(text(mesh));
@@ -378,7 +389,7 @@ fn entry(v: &Value) -> Option<AddressEntry> {
             Some(v) => int_of(v).map(Some),
         }
     };
-    let treatment = opt_int(1)?;
+    let treatment = opt_int(1)?.filter(|t| *t != NO_TREATMENT);
     let inlinks = opt_int(2)?.unwrap_or(0);
     let sole_mesh = match items.get(4) {
         None | Some(Value::Null) => None,
@@ -465,6 +476,31 @@ mod tests {
         let add = add.unwrap();
         assert_eq!((add.treatment, add.inlinks), (Some(3), 0));
         assert!(add.sole_mesh.is_some());
+    }
+
+    #[test]
+    fn an_address_without_a_treatment_is_not_a_multicast_flood_to_upstream() {
+        // upstream reads position 1 with `qd_parse_as_int`: absent is "no hint" (-1), a null reads as 0, which is
+        // QD_TREATMENT_MULTICAST_FLOOD
+        let upstream_reads = |v: &Value| match v {
+            Value::List(items) => match items.get(1) {
+                None => NO_TREATMENT,
+                Some(Value::Null) => 0,
+                Some(x) => int_of(x).unwrap(),
+            },
+            other => panic!("a descriptor is a list: {other:?}"),
+        };
+        let plain = AddressEntry::new("Mecho:9090");
+        let senders = AddressEntry { inlinks: 2, ..AddressEntry::new("Mecho:9090") };
+        let meshed = AddressEntry { sole_mesh: Some("m".into()), ..AddressEntry::new("Mecho:9090") };
+        let balanced = AddressEntry { treatment: Some(3), ..AddressEntry::new("Mecho:9090") };
+        for e in [&plain, &senders, &meshed] {
+            assert_eq!(upstream_reads(&descriptor(e)), NO_TREATMENT, "{e:?}");
+        }
+        assert_eq!(upstream_reads(&descriptor(&balanced)), 3);
+        for e in [plain, senders, meshed, balanced] {
+            assert_eq!(entry(&descriptor(&e)), Some(e));
+        }
     }
 
     #[test]
