@@ -250,6 +250,19 @@ pub struct Link {
     /// The link protocol it speaks (`auto` when absent: found on the wire).
     #[serde(default)]
     pub protocol: LinkProtocol,
+    /// The role this router links in (`inter-router` when absent; `edge`: a Site with `spec.edge: true`).
+    #[serde(default)]
+    pub role: LinkRole,
+}
+
+/// A link's role (`links[].role`), as upstream's connector roles: `inter-router` (interior to interior, the
+/// default) or `edge` (this router an edge of the interior it dials).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkRole {
+    #[default]
+    InterRouter,
+    Edge,
 }
 
 /// A link's protocol (`links[].protocol`): `native`, this router's own (`sn-link/1`); `amqp`, upstream's
@@ -414,12 +427,16 @@ impl Document {
                 p.push(format!("links[{i}].tlsVersion: must be \"1.3\" or \"1.2\""));
             }
         }
-        if self.router_access.len() > 1 {
-            p.push("routerAccess: at most one".into());
-        }
+        let mut roles = HashSet::new();
+        let mut ports = HashSet::new();
         for (i, a) in self.router_access.iter().enumerate() {
-            if a.role != "inter-router" {
-                p.push(format!("routerAccess[{i}].role: only inter-router is supported"));
+            if a.role != "inter-router" && a.role != "edge" {
+                p.push(format!("routerAccess[{i}].role: must be \"inter-router\" or \"edge\""));
+            } else if !roles.insert(a.role.as_str()) {
+                p.push(format!("routerAccess[{i}].role: at most one {} access", a.role));
+            }
+            if !ports.insert(a.port) {
+                p.push(format!("routerAccess[{i}].port: port {} is another access's too", a.port));
             }
             if !host_ok(&a.host) {
                 p.push(format!("routerAccess[{i}].host: not an IP address"));
@@ -498,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn a_link_finds_its_protocol_on_the_wire_unless_it_names_one() {
+    fn a_link_finds_its_protocol_on_the_wire_and_is_inter_router_unless_it_names_them() {
         let doc = |links: &str| {
             Document::parse(&format!(r#"{{"version":1,"site":{{"id":"s","name":"w"}},"links":[{links}]}}"#))
         };
@@ -511,6 +528,39 @@ mod tests {
         }
         let err = doc(&format!(r#"{{{link},"protocol":"core"}}"#)).unwrap_err();
         assert!(err[0].contains("unknown variant `core`, expected one of `auto`, `native`, `amqp`"), "{err:?}");
+        // its role: inter-router unless it says edge (a Site with `spec.edge: true`)
+        assert_eq!(doc(&format!("{{{link}}}")).unwrap().links[0].role, LinkRole::InterRouter);
+        for (word, role) in [("inter-router", LinkRole::InterRouter), ("edge", LinkRole::Edge)] {
+            assert_eq!(doc(&format!(r#"{{{link},"role":"{word}"}}"#)).unwrap().links[0].role, role);
+        }
+        let err = doc(&format!(r#"{{{link},"role":"normal"}}"#)).unwrap_err();
+        assert!(err[0].contains("unknown variant `normal`, expected `inter-router` or `edge`"), "{err:?}");
+    }
+
+    #[test]
+    fn a_router_access_serves_inter_router_and_edge_once_each_on_its_own_port() {
+        let doc = |access: &str| {
+            Document::parse(&format!(
+                r#"{{"version":1,"site":{{"id":"s","name":"w"}},"tlsProfiles":[{{"name":"p","files":{{"ca":"/c"}}}}],
+                "routerAccess":[{access}]}}"#
+            ))
+        };
+        let both =
+            doc(r#"{"name":"a","tlsProfile":"p"},{"name":"a","role":"edge","port":45671,"tlsProfile":"p"}"#).unwrap();
+        assert_eq!(
+            both.router_access.iter().map(|a| (a.role.as_str(), a.port)).collect::<Vec<_>>(),
+            [("inter-router", 55671), ("edge", 45671)]
+        );
+        assert_eq!(doc(r#"{"name":"a","role":"edge","port":45671,"tlsProfile":"p"}"#).unwrap().router_access.len(), 1);
+        let err = doc(
+            r#"{"name":"a","tlsProfile":"p"},{"name":"b","role":"inter-router","port":1,"tlsProfile":"p"},
+            {"name":"c","role":"edge","port":55671,"tlsProfile":"p"},{"name":"d","role":"normal","port":2,"tlsProfile":"p"}"#,
+        )
+        .unwrap_err()
+        .join("\n");
+        assert!(err.contains("routerAccess[1].role: at most one inter-router access"), "{err}");
+        assert!(err.contains("routerAccess[2].port: port 55671 is another access's too"), "{err}");
+        assert!(err.contains("routerAccess[3].role: must be \"inter-router\" or \"edge\""), "{err}");
     }
 
     #[test]

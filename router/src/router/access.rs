@@ -1,4 +1,6 @@
-//! The router access (accepting links): the document's `routerAccess[0]` bound, each connection's TLS handshake and
+//! The router access (accepting links): each of the document's `routerAccess` entries bound (one per role:
+//! `inter-router`, and `edge` as upstream's interior offers it to edge routers; both are served alike, an upstream
+//! router's first links tell an edge from an interior: `amqp::edge`), each connection's TLS handshake and
 //! introduction within `handshakeTimeoutSeconds`, at most `handshakes` of them at once (beyond, a new connection is
 //! reset at once), the dialer's identity checked against its certificate. The protocol: the native one when TLS
 //! agreed on its ALPN id; without ALPN, an AMQP protocol header first is upstream's router (SASL EXTERNAL, its
@@ -45,10 +47,10 @@ pub struct Access {
     metrics: Arc<Metrics>,
     links: Arc<Links>,
     shutdown: CancellationToken,
-    /// The router access running: its fingerprint and its stop.
-    run: Mutex<Option<(String, CancellationToken)>>,
-    /// Where it is bound right now.
-    addr: Mutex<Option<SocketAddr>>,
+    /// Each entry of the router access running (by its index in the document): its fingerprint and its stop.
+    run: Mutex<Vec<Option<(String, CancellationToken)>>>,
+    /// Where each entry is bound right now (by its index).
+    addr: Mutex<Vec<Option<SocketAddr>>>,
     /// Connections that have not finished TLS and HELLO.
     handshakes: Arc<Semaphore>,
 }
@@ -70,49 +72,66 @@ impl Access {
             metrics,
             links,
             shutdown,
-            run: Mutex::new(None),
-            addr: Mutex::new(None),
+            run: Mutex::new(Vec::new()),
+            addr: Mutex::new(Vec::new()),
         }
     }
 
-    /// Takes the document's router access: unchanged, it keeps running; changed, it is restarted; withheld when its
-    /// TLS profile cannot be used (a problem says why).
+    /// Takes the document's router access entries: each unchanged keeps running; changed, it is restarted; withheld
+    /// when its TLS profile cannot be used (a problem says why).
     pub fn apply(self: &Arc<Self>, doc: &Document, profiles: &Profiles<'_>, problems: &mut Vec<String>) {
-        let access = doc.router_access.first().cloned();
-        let access_fp = access.as_ref().map(|a| profiles.fingerprint(a, Some(&a.tls_profile)));
         let mut run = self.run.lock().unwrap();
-        if run.as_ref().map(|(fp, _)| fp) != access_fp.as_ref() {
-            if let Some((_, cancel)) = run.take() {
+        let count = doc.router_access.len().max(run.len());
+        run.resize_with(count, || None);
+        self.addr.lock().unwrap().resize(count, None);
+        for (i, slot) in run.iter_mut().enumerate() {
+            let access = doc.router_access.get(i).cloned();
+            let access_fp = access.as_ref().map(|a| profiles.fingerprint(a, Some(&a.tls_profile)));
+            if slot.as_ref().map(|(fp, _)| fp) == access_fp.as_ref() {
+                continue;
+            }
+            if let Some((_, cancel)) = slot.take() {
                 cancel.cancel();
             }
-            if let (Some(a), Some(fp)) = (access, access_fp) {
-                match profiles
-                    .material(&a.tls_profile)
-                    .and_then(|m| tls::access_server(&m, &a.min_tls_version, &alpns()))
-                {
-                    Ok(cfg) => {
-                        let cancel = self.shutdown.child_token();
-                        *run = Some((fp, cancel.clone()));
-                        let me = self.clone();
-                        tokio::spawn(async move { me.run(a, cfg, cancel).await });
-                    }
-                    Err(e) => problems.push(format!("routerAccess[0] ('{}') withheld: {e}", truncate(&a.name, 100))),
+            let (Some(a), Some(fp)) = (access, access_fp) else { continue };
+            match profiles.material(&a.tls_profile).and_then(|m| tls::access_server(&m, &a.min_tls_version, &alpns())) {
+                Ok(cfg) => {
+                    let cancel = self.shutdown.child_token();
+                    *slot = Some((fp, cancel.clone()));
+                    let me = self.clone();
+                    tokio::spawn(async move { me.run(i, a, cfg, cancel).await });
                 }
+                Err(e) => problems.push(format!("routerAccess[{i}] ('{}') withheld: {e}", truncate(&a.name, 100))),
             }
+        }
+        while run.last().is_some_and(Option::is_none) {
+            run.pop();
         }
     }
 
     /// Whether the applied document has a router access that is not withheld.
     pub fn wanted(&self) -> bool {
-        self.run.lock().unwrap().is_some()
+        self.run.lock().unwrap().iter().any(Option::is_some)
     }
 
-    /// Where the router access is bound right now.
+    /// Where the router access (its first entry) is bound right now.
     pub fn address(&self) -> Option<SocketAddr> {
-        *self.addr.lock().unwrap()
+        self.addr.lock().unwrap().first().copied().flatten()
     }
 
-    async fn run(self: Arc<Self>, a: config::RouterAccess, cfg: Arc<rustls::ServerConfig>, cancel: CancellationToken) {
+    fn bound(&self, index: usize, addr: Option<SocketAddr>) {
+        if let Some(slot) = self.addr.lock().unwrap().get_mut(index) {
+            *slot = addr;
+        }
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        index: usize,
+        a: config::RouterAccess,
+        cfg: Arc<rustls::ServerConfig>,
+        cancel: CancellationToken,
+    ) {
         let Some(addr) = net::address(&a.host, a.port) else { return };
         let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
         loop {
@@ -126,7 +145,7 @@ impl Access {
                     }
                 }
             };
-            *self.addr.lock().unwrap() = socket.local_addr().ok();
+            self.bound(index, socket.local_addr().ok());
             loop {
                 tokio::select! {
                     accepted = socket.accept() => {
@@ -169,7 +188,7 @@ impl Access {
                         });
                     }
                     _ = cancel.cancelled() => {
-                        *self.addr.lock().unwrap() = None;
+                        self.bound(index, None);
                         return;
                     }
                 }

@@ -305,3 +305,15 @@ pub fn refused_with(slot: &snrouter::api::Slot, words: &str) -> bool {
         .as_array()
         .is_some_and(|r| r.iter().any(|x| x["reason"].as_str().is_some_and(|w| w.contains(words))))
 }
+
+/// Our router lists skrouterd `id` as an edge router (not a neighbour: an edge runs no routing protocol), refuses
+/// nothing, and keys cross both ways (bytes only from the edge's listener to our Connector, `bytes` false).
+pub async fn taken_as_edge(net: &Net, slot: &snrouter::api::Slot, doc: &Value, id: &str) {
+    until("our router lists skrouterd as an edge router", &net.skrouterd, async || {
+        network(slot)["upstream"]["edges"].as_array().is_some_and(|n| n.contains(&json!(id)))
+    })
+    .await;
+    assert_eq!(network(slot)["upstream"]["neighbours"], json!([]), "an edge runs no routing protocol");
+    assert_eq!(network(slot)["refused"], json!([]), "{}", network(slot));
+    keys_both_ways(net, slot, doc, id, false).await;
+}

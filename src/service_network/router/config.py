@@ -2,8 +2,8 @@
 the router adaptor reads, as JSON. ``parse_config(text)`` validates it fully or raises ``ConfigError`` naming every
 bad field; nothing from an invalid document is applied.
 
-Version 1. Sections ``routerAccess`` (the inter-router endpoint, mutual TLS) and ``links`` (outgoing links to other
-routers' access, with cost) carry the service network across sites (docs/service-network-router.md); the router
+Version 1. Sections ``routerAccess`` (the endpoints other routers link to, one per role: ``inter-router`` and
+``edge``; mutual TLS) and ``links`` (outgoing links to other routers' access, with cost and role) carry the service network across sites (docs/service-network-router.md); the router
 computes its routes itself. ``remoteRoutes`` is still read (documents written for the HAProxy engine, which took
 routes in the document) and checked, but nothing uses it: the adaptor hands the router an empty list.
 """
@@ -210,12 +210,17 @@ class Connector(_Model):
 TlsVersion = Literal["1.3", "1.2"]
 
 
+AccessRole = Literal["inter-router", "edge"]
+
+
 class RouterAccess(_Model):
-    """The router's inter-router endpoint (Skupper RouterAccess, role ``inter-router``): mutual TLS with the site CA
-    (TLS 1.3 unless ``minTlsVersion``); linking routers' connections join a link (docs: "Links")."""
+    """An endpoint of the router that other routers link to (Skupper RouterAccess, one entry per role: role
+    ``inter-router``, and ``edge`` on its own port as upstream's interior offers it to edge routers, served alike):
+    mutual TLS with the site CA (TLS 1.3 unless ``minTlsVersion``); linking routers' connections join a link (docs:
+    "Links")."""
 
     name: str = Name
-    role: Literal["inter-router"] = "inter-router"
+    role: AccessRole = "inter-router"
     host: str = ""                        # an IP address; "" = all interfaces
     port: int = Field(default=55671, ge=1, le=65535)
     tls_profile: str = Field(min_length=1, max_length=MAX_NAME)   # server certificate + key, and the site CA
@@ -235,6 +240,17 @@ class Link(_Model):
     cost: int = Field(default=1, ge=-(2**31), le=2**31 - 1)
     #: highest TLS version offered: "1.3" (default; TLS 1.3 only) or "1.2" (TLS 1.2 only, for the connection rate)
     tls_version: TlsVersion = "1.3"
+    #: the role this router links in: "inter-router" (default) or "edge" (a Site with ``spec.edge: true``)
+    role: AccessRole = "inter-router"
+
+    @model_serializer(mode="wrap")
+    def _role_when_edge(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # ``role`` only when it is not the default: a document without it reads the same to a router of an earlier
+        # version (which refuses unknown fields)
+        out: dict[str, Any] = handler(self)
+        if self.role == "inter-router":
+            out.pop("role", None)
+        return out
 
     @property
     def effective_cost(self) -> int:
@@ -381,10 +397,16 @@ def _check_network(config: RouterConfig) -> list[str]:
     """routerAccess, links and remoteRoutes: names, addresses, profiles, ports."""
     problems: list[str] = []
     profiles = {p.name for p in config.tls_profiles}
-    if len(config.router_access) > 1:
-        problems.append("routerAccess: at most one inter-router access per router")
+    roles: dict[str, str] = {}
+    ports: dict[int, str] = {}
     for i, acc in enumerate(config.router_access):
         path = f"routerAccess[{i}]"
+        if acc.role in roles:
+            problems.append(f"{path}.role: at most one {acc.role} access per router (first at {roles[acc.role]})")
+        roles.setdefault(acc.role, path)
+        if acc.port in ports:
+            problems.append(f"{path}.port: port {acc.port} is used by {ports[acc.port]} too")
+        ports.setdefault(acc.port, path)
         if acc.host and not is_ip_address(acc.host):
             problems.append(f"{path}.host: {truncate(acc.host)} is not an IP address (use \"\" for all interfaces)")
         if acc.tls_profile not in profiles:

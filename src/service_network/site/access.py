@@ -5,11 +5,15 @@
   access's server certificate and the client certificates issued to linking sites. As upstream, it is a Certificate
   resource of that name (signing, self-signed, owned by the Site), which the Certificate reconcile keeps in the
   Secret (:mod:`.certificates`); a CA Secret that exists without being written by it is used as it is.
-- A Site with ``linkAccess`` other than none gets the RouterAccess ``skupper-router`` (role inter-router on 55671,
-  ``generateTlsCredentials`` with the site CA as issuer, server Secret ``skupper-site-server``); RouterAccess objects
-  written by users are honoured the same way. One RouterAccess per site is used (``skupper-router`` first, else the
-  oldest): the router has one access (``routerAccess[0]`` of the router document).
-- Exposure: a Service named after the RouterAccess selecting the router Pods' port 55671: ``LoadBalancer`` for
+- A Site with ``linkAccess`` other than none gets the RouterAccess ``skupper-router`` (roles inter-router on 55671
+  and edge on 45671, as upstream's interior; ``generateTlsCredentials`` with the site CA as issuer, server Secret
+  ``skupper-site-server``); RouterAccess objects written by users are honoured the same way. One RouterAccess per
+  site is used (``skupper-router`` first, else the oldest): the router document's ``routerAccess`` has one entry per
+  role it serves (inter-router, edge), each on its role's port, with the same TLS profile.
+- An edge Site (``spec.edge: true``) cannot accept links (as upstream: "Edge sites cannot accept links from remote
+  sites"): its ``linkAccess`` makes no RouterAccess (the Site's ``Resolved`` says why) and a RouterAccess in its
+  namespace is not served (its ``Configured`` says why).
+- Exposure: a Service named after the RouterAccess selecting the router Pods' port of each role: ``LoadBalancer`` for
   ``loadbalancer`` (and ``default``), ``NodePort`` for ``nodeport``, ``ClusterIP`` for ``local``. Its resolved
   endpoint (the load balancer's address, the router Pod's node address and the node port, or the Service's DNS name)
   goes into the RouterAccess status, and the Site is ``Resolved`` once it is known.
@@ -33,7 +37,7 @@ from pydantic import ValidationError
 
 from operator_runtime.objects import JsonDict, items, mapping, meta
 
-from ..constants import ANNOTATION_CONTROLLED, GROUP_VERSION, INTER_ROUTER_PORT, ROUTER_NAME
+from ..constants import ANNOTATION_CONTROLLED, EDGE_PORT, GROUP_VERSION, INTER_ROUTER_PORT, ROUTER_NAME
 from ..crd.models import RouterAccessSpec
 from ..router.names import CONTROL_SNI, KEY_SNI_WILDCARD
 from .ha import group_labels, group_selector, router_groups
@@ -46,6 +50,7 @@ __all__ = [
     "ANNOTATION_ACCESS",
     "ANNOTATION_CERT_ISSUER",
     "ANNOTATION_CERT_NAMES",
+    "EDGE_SITE",
     "ROUTER_ACCESS_NAME",
     "SITE_CA_SECRET",
     "SITE_SERVER_SECRET",
@@ -55,12 +60,18 @@ __all__ = [
     "compose_access",
     "default_issuer",
     "endpoint_hosts",
+    "is_edge",
 ]
 
 SITE_CA_SECRET = "skupper-site-ca"
 SITE_SERVER_SECRET = "skupper-site-server"
 ROUTER_ACCESS_NAME = "skupper-router"
 INTER_ROUTER = "inter-router"
+EDGE = "edge"
+#: role -> the port the router serves it on (upstream's defaults, ``RouterAccessRole.GetPort``), in endpoint order
+ROLE_PORTS = {INTER_ROUTER: INTER_ROUTER_PORT, EDGE: EDGE_PORT}
+#: Why an edge Site has no router access (upstream's words for ``spec.edge``, then ours).
+EDGE_SITE = "Edge sites cannot accept links from remote sites: an edge site has no link access"
 #: On generated Secrets: the names the certificate was issued for, and the uid of the CA Secret that signed it.
 ANNOTATION_CERT_NAMES = "internal.skupper.io/certificate-names"
 ANNOTATION_CERT_ISSUER = "internal.skupper.io/issuer-uid"
@@ -133,6 +144,11 @@ def _age(obj: Mapping[str, Any]) -> tuple[int, str, str]:
             str(mapping(obj, "metadata").get("creationTimestamp") or ""), meta(obj).name)
 
 
+def is_edge(site: Mapping[str, Any] | None) -> bool:
+    """Whether the Site runs its router as an edge (``spec.edge: true``): it links as an edge, accepts no links."""
+    return site is not None and mapping(site, "spec").get("edge") is True
+
+
 def default_issuer(site: Mapping[str, Any]) -> str:
     """The CA Secret that signs a Site's link credentials: ``spec.defaultIssuer``, else ``skupper-site-ca`` (what
     upstream publishes as ``status.defaultIssuer``)."""
@@ -146,14 +162,15 @@ def site_router_access(site: Mapping[str, Any], access_type: str) -> JsonDict:
             "metadata": {"name": ROUTER_ACCESS_NAME, "namespace": meta(site).namespace,
                          "annotations": {ANNOTATION_CONTROLLED: "true"}, "ownerReferences": owner_references(site)},
             "spec": {"accessType": access_type, "generateTlsCredentials": True, "issuer": issuer,
-                     "roles": [{"name": INTER_ROUTER, "port": INTER_ROUTER_PORT}],
+                     "roles": [{"name": role, "port": port} for role, port in ROLE_PORTS.items()],
                      "tlsCredentials": SITE_SERVER_SECRET}}
 
 
-def _access_service(obj: Mapping[str, Any], service_type: str, port: int, name: str | None = None,
+def _access_service(obj: Mapping[str, Any], service_type: str, ports: Mapping[str, int], name: str | None = None,
                     group: str = ROUTER_NAME) -> JsonDict:
     """The Service exposing the access (``name``, default the RouterAccess's) to the router Pods of ``group`` (one
-    router of the site), labelled and selecting as the Service upstream's SecuredAccess makes. It publishes router
+    router of the site), one port per role (``ports``: role -> port, named after the role), labelled and selecting
+    as the Service upstream's SecuredAccess makes. It publishes router
     Pods that are not Ready yet: a router becomes Ready once its Listeners have routes, which come over the links
     other sites dial to this access."""
     access_meta = meta(obj)
@@ -165,12 +182,13 @@ def _access_service(obj: Mapping[str, Any], service_type: str, port: int, name: 
                                               "name": access_meta.name, "uid": access_meta.uid}]},
             "spec": {"type": service_type, "selector": group_selector(group),
                      "publishNotReadyAddresses": True,
-                     "ports": [{"name": INTER_ROUTER, "port": port, "targetPort": port, "protocol": "TCP"}]}}
+                     "ports": [{"name": role, "port": port, "targetPort": port, "protocol": "TCP"}
+                               for role, port in ports.items()]}}
 
 
 def _resolve(service_type: str, service: Mapping[str, Any] | None, router_pods: Sequence[Mapping[str, Any]],
-             name: str, namespace: str, port: int) -> tuple[str | None, int | None, str]:
-    """(host, port, what is awaited) of an access Service."""
+             name: str, namespace: str, port: int, role: str = INTER_ROUTER) -> tuple[str | None, int | None, str]:
+    """(host, port, what is awaited) of the port of ``role`` of an access Service."""
     if service is None:
         return None, None, f"waiting for Service {name}"
     if service_type == "ClusterIP":
@@ -181,7 +199,7 @@ def _resolve(service_type: str, service: Mapping[str, Any] | None, router_pods: 
                 return str(ingress.get("ip") or ingress.get("hostname")), port, ""
         return None, None, f"waiting for a load balancer address of Service {name}"
     node_port = next((p.get("nodePort") for p in items(service, "spec", "ports")
-                      if isinstance(p, Mapping) and p.get("name") == INTER_ROUTER and p.get("nodePort")), None)
+                      if isinstance(p, Mapping) and p.get("name") == role and p.get("nodePort")), None)
     if not isinstance(node_port, int):
         return None, None, f"waiting for a node port of Service {name}"
     for pod in sorted(router_pods, key=lambda p: meta(p).name):
@@ -219,14 +237,17 @@ def compose_access(inputs: AccessInputs) -> AccessPlan:
     link_access = str(mapping(site, "spec").get("linkAccess") or "")
     accesses = sorted((o for o in inputs.router_accesses if not meta(o).deletion_timestamp), key=_age)
     access_type = DEFAULT_ACCESS_TYPE if link_access == "default" else link_access
-    if link_access in ("", "none") or access_type not in ACCESS_TYPES:
+    edge = is_edge(site)
+    if link_access in ("", "none") or access_type not in ACCESS_TYPES or edge:
         for obj in accesses:
             if meta(obj).name == ROUTER_ACCESS_NAME and any(
                     ref.kind == "Site" and ref.uid == meta(site).uid for ref in meta(obj).owner_references):
                 plan.stale_router_access = obj           # ours (owned by the Site): deleted, and not used meanwhile
         accesses = [o for o in accesses if o is not plan.stale_router_access]
     if link_access not in ("", "none"):
-        if access_type not in ACCESS_TYPES:
+        if edge:
+            plan.resolved = error(EDGE_SITE)
+        elif access_type not in ACCESS_TYPES:
             plan.resolved = error(f"link access {quoted(link_access)} is not supported here (supported: default, "
                                   f"{', '.join(ACCESS_TYPES)})")
         else:
@@ -248,6 +269,8 @@ def compose_access(inputs: AccessInputs) -> AccessPlan:
 def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, issuer_default: str,
                  plan: AccessPlan, used: str | None) -> AccessState:
     name = meta(obj).name
+    if is_edge(inputs.site):
+        return AccessState(obj, error(EDGE_SITE))
     if used is not None:
         return AccessState(obj, error(f"only one RouterAccess per site is supported; {used} is in use"))
     try:
@@ -255,14 +278,17 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
     except ValidationError as e:
         first = e.errors(include_input=False)[0]
         return AccessState(obj, error(f"spec.{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"))
-    role = next((r for r in spec.roles if r.name == INTER_ROUTER), None)
-    if role is None:
-        return AccessState(obj, error("no role inter-router: only inter-router access is supported (edge sites "
-                                      "are not)"))
-    port = role.port or INTER_ROUTER_PORT
-    if port != INTER_ROUTER_PORT:
-        return AccessState(obj, error(f"inter-router port {port} is not supported: the router access listens on "
-                                      f"{INTER_ROUTER_PORT}"))
+    ports: dict[str, int] = {}
+    for role in spec.roles:
+        if role.name in ROLE_PORTS and role.name not in ports:
+            ports[role.name] = role.port or ROLE_PORTS[role.name]
+    if not ports:
+        return AccessState(obj, error(f"no role {INTER_ROUTER} or {EDGE}: the router access serves only these"))
+    for role_name, port in ports.items():
+        if port != ROLE_PORTS[role_name]:
+            return AccessState(obj, error(f"{role_name} port {port} is not supported: the router access serves "
+                                          f"{role_name} on {ROLE_PORTS[role_name]}"))
+    ports = {role_name: ports[role_name] for role_name in ROLE_PORTS if role_name in ports}   # endpoint order
     access_type = spec.access_type or DEFAULT_ACCESS_TYPE
     if access_type == "default":
         access_type = DEFAULT_ACCESS_TYPE
@@ -282,14 +308,15 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
     for group, service_name in groups.items():
         labels = group_labels(group)
         if meta(obj).uid:
-            plan.services.append(_access_service(obj, service_type, port, service_name, group))
+            plan.services.append(_access_service(obj, service_type, ports, service_name, group))
         pods = [p for p in inputs.router_pods if all(meta(p).labels.get(k) == v for k, v in labels.items())]
-        host, resolved_port, awaited = _resolve(service_type, inputs.services.get(service_name), pods, service_name,
-                                                namespace, port)
-        if host is None:
-            awaiting.append(awaited)
-        else:
-            endpoints.append({"name": INTER_ROUTER, "host": host, "port": str(resolved_port), "group": group})
+        for role_name, port in ports.items():
+            host, resolved_port, awaited = _resolve(service_type, inputs.services.get(service_name), pods,
+                                                    service_name, namespace, port, role_name)
+            if host is None:
+                awaiting.append(awaited)
+            else:
+                endpoints.append({"name": role_name, "host": host, "port": str(resolved_port), "group": group})
     if awaiting:
         state.resolved = pending(awaiting[0])
     else:
@@ -317,7 +344,7 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
         state.configured = pending(f"waiting for the TLS credentials Secret {quoted(secret_name)} (ca.crt, tls.crt, "
                                    f"tls.key)")
         return state
-    plan.document_access = [{"name": name, "role": INTER_ROUTER, "host": "", "port": port,
-                             "tlsProfile": secret_name}]
+    plan.document_access = [{"name": name, "role": role_name, "host": "", "port": port, "tlsProfile": secret_name}
+                            for role_name, port in ports.items()]
     plan.profiles = [{"name": secret_name, "secret": {"name": secret_name}}]
     return state

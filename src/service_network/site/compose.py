@@ -38,7 +38,7 @@ from ..constants import (
 )
 from ..crd.models import ConnectorSpec, ListenerSpec
 from ..router.config import CONFIG_VERSION, parse_config
-from .access import AccessInputs, AccessPlan, compose_access, default_issuer
+from .access import AccessInputs, AccessPlan, compose_access, default_issuer, is_edge
 from .attached import BINDING, compose_attached
 from .bindings import (
     Binding,
@@ -320,7 +320,7 @@ def compose_site(inputs: SiteInputs) -> SitePlan:
         use_profile(secret)
 
     # ---- Links -> router links -------------------------------------------------------------------------------
-    link_states = compose_links(_live(inputs.links), inputs.secrets)
+    link_states = compose_links(_live(inputs.links), inputs.secrets, edge=is_edge(active))
     link_docs = [entry for state in link_states for entry in state.entries]
     for entry in link_docs:
         use_profile(str(entry["tlsProfile"]))

@@ -10,8 +10,9 @@ access is exposed per group (one Service each, selecting ``skupper.io/component=
 upstream's), and its endpoints carry the group, so a linking site links to every router of this site (one
 ``links[]`` entry per group, see :mod:`.links`) and losing one router leaves a path to the other.
 
-Without HA: one router, one group. An edge site cannot be HA (upstream refuses it too; edge sites are not
-supported here anyway). (Router Pods of earlier versions were told apart by :data:`LEGACY_GROUP_LABEL`; a second
+Without HA: one router, one group. Upstream's CRD says an edge site cannot be HA ("Currently, edge sites cannot
+also have HA enabled"), but neither its controller nor ours refuses ``edge`` with ``ha``: both routers then link as
+edges. (Router Pods of earlier versions were told apart by :data:`LEGACY_GROUP_LABEL`; a second
 router Deployment made then keeps it in its immutable selector, and so on its Pods: :mod:`.resources`.)
 """
 

@@ -1,7 +1,8 @@
 """Links -> the router document's ``links[]`` and Link status (pure).
 
-A Link (skupper-listener.md §2.3) names the remote site's router access in ``spec.endpoints`` (role
-``inter-router``, by ``name``), the Secret with the client certificate, its key and the remote site CA
+A Link (skupper-listener.md §2.3) names the remote site's router access in ``spec.endpoints`` (by role, in
+``name``: the site dials the ``inter-router`` endpoint, an edge Site (``spec.edge: true``) the ``edge`` one and its
+entries say ``role: edge``, as upstream's controller chooses its connector's role), the Secret with the client certificate, its key and the remote site CA
 (``spec.tlsCredentials``) and a ``cost``. Each endpoint ``group`` is one remote router (an HA site has two), and
 each becomes one ``links[]`` entry, so every local router links to every remote router: ``<link>`` when the Link
 has one group, ``<link>@<group>`` otherwise (``@`` cannot occur in object names: no two Links' entries collide).
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from operator_runtime.objects import JsonDict, meta
 
-from ..constants import INTER_ROUTER_PORT
+from ..constants import EDGE_PORT, INTER_ROUTER_PORT
 from ..crd.models import LinkSpec
 from .bindings import BindingError, SecretInfo, tls_problem
 from .network import LinkRecord, LinkReport
@@ -34,6 +35,9 @@ __all__ = ["OPERATIONAL", "LinkState", "check_link", "compose_links", "link_stat
 
 OPERATIONAL = "Operational"
 ROLE = "inter-router"
+EDGE_ROLE = "edge"
+#: the port an endpoint of a role has when it names none (upstream's ``RouterAccessRole.GetPort``)
+ROLE_PORTS = {ROLE: INTER_ROUTER_PORT, EDGE_ROLE: EDGE_PORT}
 NOT_REPORTED = "Not yet reported by the router"
 
 
@@ -75,16 +79,20 @@ def _spec(obj: Mapping[str, Any]) -> LinkSpec:
         raise BindingError("InvalidSpec", f"spec.{where}: {first['msg']}") from None
 
 
-def check_link(obj: Mapping[str, Any], secrets: Mapping[str, SecretInfo]) -> list[JsonDict]:
-    """The ``links[]`` entries of one Link, or ``BindingError`` saying why it cannot be configured."""
+def check_link(obj: Mapping[str, Any], secrets: Mapping[str, SecretInfo], *, edge: bool = False) -> list[JsonDict]:
+    """The ``links[]`` entries of one Link (``edge``: of an edge Site, dialing the ``edge`` endpoints), or
+    ``BindingError`` saying why it cannot be configured."""
     spec = _spec(obj)
     name = meta(obj).name
+    role = EDGE_ROLE if edge else ROLE
     groups: dict[str, tuple[int, Any]] = {}
     for i, endpoint in enumerate(spec.endpoints):
-        if endpoint.name == ROLE:
+        if endpoint.name == role:
             groups.setdefault(endpoint.group or "", (i, endpoint))
     if not groups:
-        raise BindingError("NoEndpoint", f"Link has no endpoint with name {quoted(ROLE)}")
+        raise BindingError("NoEndpoint", f"Link has no endpoint with name {quoted(role)}"
+                                         + (" (this site is an edge site: it links to the edge endpoint)" if edge
+                                            else ""))
     entries: list[JsonDict] = []
     secret = spec.tls_credentials or ""
     if not secret:
@@ -95,13 +103,16 @@ def check_link(obj: Mapping[str, Any], secrets: Mapping[str, SecretInfo]) -> lis
         host = endpoint.host or ""
         if problem := (host_problem(host) if host else "host must not be empty"):
             raise BindingError("InvalidHost", f"spec.endpoints[{i}].host: {problem}")
-        port_text = endpoint.port or str(INTER_ROUTER_PORT)
+        port_text = endpoint.port or str(ROLE_PORTS[role])
         port = int(port_text) if port_text.isascii() and port_text.isdigit() and len(port_text) <= 5 else 0
         if not 1 <= port <= 65535:
             raise BindingError("InvalidPort", f"spec.endpoints[{i}].port: {quoted(port_text)} is not a port "
                                               "between 1 and 65535")
-        entries.append({"name": name if len(groups) == 1 else f"{name}@{group}", "host": host, "port": port,
-                        "tlsProfile": secret, "cost": cost})
+        entry: JsonDict = {"name": name if len(groups) == 1 else f"{name}@{group}", "host": host, "port": port,
+                           "tlsProfile": secret, "cost": cost}
+        if edge:
+            entry["role"] = EDGE_ROLE
+        entries.append(entry)
     if tls := tls_problem(secret, secrets.get(secret), need_cert=True, need_ca=True):
         raise tls
     return entries
@@ -125,8 +136,9 @@ def _operational(state: LinkState, reports: Sequence[LinkReport]) -> None:
 
 
 def compose_links(links: Sequence[Mapping[str, Any]], secrets: Mapping[str, SecretInfo], *,
-                  no_site: str | None = None) -> list[LinkState]:
-    """The state of each Link of a namespace (``no_site``: the error when it has no active Site)."""
+                  no_site: str | None = None, edge: bool = False) -> list[LinkState]:
+    """The state of each Link of a namespace (``no_site``: the error when it has no active Site; ``edge``: the
+    active Site is an edge site)."""
     states = []
     for obj in links:
         state = LinkState(obj, ready())
@@ -135,7 +147,7 @@ def compose_links(links: Sequence[Mapping[str, Any]], secrets: Mapping[str, Secr
             state.fail("NoActiveSite", no_site)
             continue
         try:
-            state.entries = check_link(obj, secrets)
+            state.entries = check_link(obj, secrets, edge=edge)
         except BindingError as e:
             state.fail(e.reason, str(e))
     return states

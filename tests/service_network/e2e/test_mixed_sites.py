@@ -11,11 +11,14 @@ does not emit: it stays without an operational state (docs/dev/mixed-networks.md
 Traffic: upstream's hello-world across the two sites, both ways (frontend on upstream's site and backend on ours,
 then the reverse), over a Link either side dialed (ours with upstream's token, or upstream's with ours), each answer
 naming the backend Pod that answered (not yet through our Listener when upstream's router dialed: section 7); our Listener Matched/Ready for a Connector
-only upstream's site has (a key its routers serve through our AMQP link), and no longer once it is deleted."""
+only upstream's site has (a key its routers serve through our AMQP link), and no longer once it is deleted. The
+same with upstream's site an edge site (``spec.edge: true``) redeeming our token: its router dials our access's
+``edge`` endpoint as an edge (docs/dev/mixed-networks.md, section 6)."""
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,10 +35,11 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(900),
                                                            "(root; CI runs as root)")]
 
 @pytest.fixture
-async def mixed(tmp_path: Path) -> AsyncIterator[MixedSites]:
+async def mixed(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[MixedSites]:
+    """Both sites; upstream's an edge site when the test parametrizes this fixture with True (indirect)."""
     async with mixed_environment(tmp_path) as environment:
         try:
-            await environment.create_sites()
+            await environment.create_sites(theirs_edge=getattr(request, "param", False))
             yield environment
         finally:  # both routers' logs beside the test's files, to read a failure
             for namespace in (THEIRS, OURS):
@@ -64,7 +68,7 @@ async def test_tokens_both_ways_tls_and_amqp_up_both_ways(mixed: MixedSites) -> 
     [ours_link] = await mixed.links(OURS)
     assert _endpoints(ours_link) == {("inter-router", "55671"), ("edge", "45671")}  # upstream's ports
     [theirs_link] = await mixed.links(THEIRS)
-    assert _endpoints(theirs_link) == {("inter-router", "55671")}
+    assert _endpoints(theirs_link) == {("inter-router", "55671"), ("edge", "45671")}  # ours offers both as upstream
     for namespace, link in ((OURS, ours_link), (THEIRS, theirs_link)):
         secret = await _secret(mixed, namespace, link["spec"]["tlsCredentials"])
         assert {"ca.crt", "tls.crt", "tls.key"} <= secret.keys()
@@ -172,16 +176,48 @@ async def _link_theirs_dialing(mixed: MixedSites) -> None:
     assert len(await mixed.links(THEIRS)) == 1
 
 
-# the link's direction
-LINK_DIRECTIONS = [pytest.param(_link_ours_dialing, id="ours-dials"),
-                   pytest.param(_link_theirs_dialing, id="theirs-dials")]
+async def _link_theirs_edge_dialing(mixed: MixedSites) -> None:
+    """Our token redeemed with upstream's CLI in upstream's edge site: its controller configures its router (``mode:
+    edge``) with a connector of role ``edge`` to the ``edge`` endpoint our token lists (45671), and our router
+    admits it as an edge router (docs/dev/mixed-networks.md, section 6)."""
+    await mixed.our_token("ours.token")
+    out = await mixed.upstream("token", "redeem", "ours.token")
+    assert 'has been redeemed' in out, out
+    [theirs_link] = await mixed.links(THEIRS)
+    [edge] = [e for e in theirs_link["spec"]["endpoints"] if e["name"] == "edge"]
+    assert edge["port"] == "45671", theirs_link
+
+    async def connector() -> dict[str, Any] | None:      # upstream's router configuration, as its controller wrote it
+        found = await mixed.sim.api.get("configmaps", "skupper-router", THEIRS)
+        config = json.loads(found.get("data", {}).get("skrouterd.json") or "[]")
+        return next((e[1] for e in config if e[0] == "connector" and e[1].get("name") == theirs_link["metadata"][
+            "name"]), None)
+    dialed = await mixed.env.wait_for(connector, 120, "upstream's router configured with the Link's connector")
+    router = next(e[1] for e in json.loads((await mixed.sim.api.get("configmaps", "skupper-router", THEIRS))["data"][
+        "skrouterd.json"]) if e[0] == "router")
+    assert (router["mode"], dialed["role"], dialed["host"], str(dialed["port"])) == (
+        "edge", "edge", edge["host"], "45671"), (router, dialed)
+
+    async def admitted() -> bool:
+        log = await mixed.router_log(OURS)
+        return "upstream edge router theirs-skupper-router-" in log and " linked (AMQP)" in log
+    await mixed.env.wait_for(admitted, 120, "our router admitted upstream's edge router on its edge port")
+    assert await mixed.links(OURS) == [], "our site has no Link of its own"
+    assert "link refused" not in await mixed.router_log(OURS)
 
 
-@pytest.mark.parametrize("link", LINK_DIRECTIONS)
+# (whether upstream's site is an edge site, the link's direction)
+LINK_DIRECTIONS = [pytest.param(False, _link_ours_dialing, id="ours-dials"),
+                   pytest.param(False, _link_theirs_dialing, id="theirs-dials"),
+                   pytest.param(True, _link_theirs_edge_dialing, id="theirs-edge-dials")]
+
+
+@pytest.mark.parametrize(("mixed", "link"), LINK_DIRECTIONS, indirect=["mixed"])
 async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[[MixedSites], Awaitable[None]]) -> None:
     """Upstream's hello-world (its ``e2e-hello-world`` Deployments applied with kubectl, the frontend exposed with
     ``kubectl expose`` as its getting-started does) across one Link, made either way (``link``): ours dialing
-    upstream's site with upstream's token, or upstream's dialing ours with our token. (a) backend on our site behind
+    upstream's site with upstream's token, upstream's dialing ours with our token, or upstream's edge site (``spec.edge:
+    true``) dialing ours as an edge with our token. (a) backend on our site behind
     our Connector, frontend on upstream's behind upstream's Listener (its CLI's ``listener create``); (b) backend on
     upstream's site behind its Connector (its CLI's ``connector create``), frontend on ours behind our Listener,
     whose status follows a Connector that only upstream's site has. Each param has its own cluster (the fixture)."""

@@ -87,6 +87,12 @@ def test_valid_document_parses_with_defaults():
      "links[0].tlsProfile: no TLS profile named 'nope'"),
     (json.dumps(doc(routerAccess=[{"name": "a", "tlsProfile": "p", "host": "h"}])),
      "routerAccess[0].host: 'h' is not an IP address"),
+    (json.dumps(doc(routerAccess=[{"name": "a", "tlsProfile": "p"}, {"name": "b", "tlsProfile": "p", "port": 1}])),
+     "routerAccess[1].role: at most one inter-router access per router (first at routerAccess[0])"),
+    (json.dumps(doc(routerAccess=[{"name": "a", "tlsProfile": "p"}, {"name": "a", "role": "edge", "tlsProfile": "p"}])),
+     "routerAccess[1].port: port 55671 is used by routerAccess[0] too"),
+    (json.dumps(doc(routerAccess=[{"name": "a", "role": "normal", "tlsProfile": "p"}])), "routerAccess[0].role"),
+    (json.dumps(doc(links=[{"name": "east", "host": "h", "tlsProfile": "p", "role": "normal"}])), "links[0].role"),
     (json.dumps(doc(remoteRoutes=[{"routingKey": "k", "link": "gone"}])), "remoteRoutes[0].link: no link named"),
     (json.dumps(doc(remoteRoutes=[{"routingKey": "k", "link": "l", "cost": 0}])), "remoteRoutes[0].cost"),
     (json.dumps(doc(tlsProfiles=[{"name": "p"}])), "exactly one of files and secret"),
@@ -98,6 +104,20 @@ def test_invalid_documents_name_the_field(document, message):
     with pytest.raises(ConfigError) as info:
         parse_config(document)
     assert message in str(info.value)
+
+
+def test_router_access_serves_an_edge_role_and_links_say_edge_only_when_they_are():
+    """An ``edge`` routerAccess entry beside the inter-router one; ``links[].role`` is written only when ``edge``
+    (a document without it reads the same to a router of an earlier version)."""
+    config = parse_config(json.dumps(doc(
+        tlsProfiles=[{"name": "p", "secret": {"name": "p"}}],
+        routerAccess=[{"name": "a", "tlsProfile": "p"}, {"name": "a", "role": "edge", "port": 45671, "tlsProfile": "p"}],
+        links=[{"name": "up", "host": "h", "tlsProfile": "p"}, {"name": "down", "host": "h", "tlsProfile": "p",
+                                                                 "role": "edge"}])))
+    assert [(a.role, a.port) for a in config.router_access] == [("inter-router", 55671), ("edge", 45671)]
+    written = json.loads(config.to_json())
+    assert [link.get("role") for link in written["links"]] == [None, "edge"]
+    assert parse_config(config.to_json()) == config
 
 
 def test_huge_values_are_not_echoed():

@@ -105,6 +105,8 @@ async def test_token_issued_in_west_redeemed_in_east_creates_one_link_dialed_by_
     west_host, west_port = await sites.access_endpoint("west")
     link = await east.get("Link", "to-west")
     assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": west_host, "port": str(west_port),
+                                           "group": "skupper-router"},
+                                          {"name": "edge", "host": west_host, "port": "45671",
                                            "group": "skupper-router"}],
                             "tlsCredentials": "to-west", "cost": 3}
     west_ca = await sites.site_ca("west")
@@ -228,6 +230,8 @@ async def test_a_request_shaped_as_upstreams_is_redeemed_creating_nothing_here_a
     assert pki.cert_info(base64.b64decode(secret["data"]["tls.crt"])).subject == "x-uid"
     west_host, west_port = await sites.access_endpoint("west")
     assert link["spec"] == {"endpoints": [{"name": "inter-router", "host": west_host, "port": str(west_port),
+                                           "group": "skupper-router"},
+                                          {"name": "edge", "host": west_host, "port": "45671",
                                            "group": "skupper-router"}], "tlsCredentials": "to-west", "cost": 1}
     assert not await _names(west, "links.skupper.io")
     # nothing for the redeemer: the only Secret made is West's own site key, at its first redemption (it signs the

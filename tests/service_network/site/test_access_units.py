@@ -21,6 +21,7 @@ from operator_runtime.objects import meta
 from service_network.site import pki
 from service_network.site.access import (
     ANNOTATION_ACCESS,
+    EDGE_SITE,
     AccessInputs,
     compose_access,
 )
@@ -358,6 +359,74 @@ def test_the_sites_router_access_is_stale_once_link_access_is_none() -> None:
     users = _router_access("mine")                          # one a user wrote stays in use
     plan = compose_access(AccessInputs(_site("none"), [users], {}, {}, []))
     assert plan.stale_router_access is None and [meta(s.obj).name for s in plan.states] == ["mine"]
+
+
+BOTH_ROLES = [{"name": "inter-router", "port": 55671}, {"name": "edge", "port": 45671}]
+
+
+def test_the_sites_router_access_offers_inter_router_and_edge_as_upstreams_interior() -> None:
+    """``skupper-router`` has upstream's two roles; its Service exposes both ports (named by role), the endpoints
+    list both per router, and the document has an entry per role with one TLS profile."""
+    plan = compose_access(AccessInputs(_site("default"), [], {}, {}, []))
+    assert plan.router_access is not None and plan.router_access["spec"]["roles"] == BOTH_ROLES
+    access = _router_access()
+    access["spec"]["roles"] = BOTH_ROLES
+    service = _service("LoadBalancer", loadBalancer={"ingress": [{"ip": "127.1.3.1"}]})
+    secrets = {"skupper-site-ca": _secret("skupper-site-ca"), "skupper-site-server": _secret("skupper-site-server")}
+    plan = compose_access(AccessInputs(_site("default"), [access], secrets, {"skupper-router": service}, []))
+    assert [(p["name"], p["port"], p["targetPort"]) for p in plan.services[0]["spec"]["ports"]] == [
+        ("inter-router", 55671, 55671), ("edge", 45671, 45671)]
+    assert plan.endpoints == [{"name": "inter-router", "host": "127.1.3.1", "port": "55671", "group": "skupper-router"},
+                              {"name": "edge", "host": "127.1.3.1", "port": "45671", "group": "skupper-router"}]
+    assert plan.document_access == [
+        {"name": "skupper-router", "role": "inter-router", "host": "", "port": 55671, "tlsProfile": "skupper-site-server"},
+        {"name": "skupper-router", "role": "edge", "host": "", "port": 45671, "tlsProfile": "skupper-site-server"}]
+    # a NodePort access: each role's endpoint is its own node port
+    node_service = _service("NodePort")
+    node_service["spec"]["ports"].append({"name": "edge", "port": 45671, "nodePort": 31001})
+    pod = {"metadata": {"name": "r", "labels": {"skupper.io/group": "skupper-router"}}, "status": {"hostIP": "127.1.1.1"}}
+    access["spec"]["accessType"] = "nodeport"
+    plan = compose_access(AccessInputs(_site("nodeport"), [access], secrets, {"skupper-router": node_service}, [pod]))
+    assert [(e["name"], e["port"]) for e in plan.endpoints] == [("inter-router", "31000"), ("edge", "31001")]
+    # an edge-only RouterAccess (upstream's CRD allows one): served alone, on the edge port
+    access = _router_access()
+    access["spec"]["roles"] = [{"name": "edge"}]
+    plan = compose_access(AccessInputs(_site(None), [access], secrets, {"skupper-router": service}, []))
+    assert [(d["role"], d["port"]) for d in plan.document_access] == [("edge", 45671)]
+
+
+@pytest.mark.parametrize(("roles", "message"), [
+    ([{"name": "normal"}], "no role inter-router or edge: the router access serves only these"),
+    ([{"name": "inter-router"}, {"name": "edge", "port": 5000}],
+     "edge port 5000 is not supported: the router access serves edge on 45671"),
+    ([{"name": "inter-router", "port": 1234}],
+     "inter-router port 1234 is not supported: the router access serves inter-router on 55671"),
+])
+def test_router_access_roles_it_cannot_serve_are_refused_with_the_reason(roles: list[Any], message: str) -> None:
+    access = _router_access()
+    access["spec"]["roles"] = roles
+    plan = compose_access(AccessInputs(_site(None), [access], {}, {}, []))
+    assert plan.states[0].configured.reason == "Error" and plan.states[0].configured.message == message
+    assert plan.document_access == [] and plan.services == []
+
+
+def test_an_edge_site_has_no_link_access() -> None:
+    """Upstream: "Edge sites cannot accept links from remote sites": no RouterAccess from its linkAccess (the Site's
+    Resolved says why), its own one from an earlier linkAccess is stale, and one a user wrote is not served."""
+    site = _site("default")
+    site["spec"]["edge"] = True
+    ours = _router_access()
+    ours["metadata"]["ownerReferences"] = [{"kind": "Site", "name": "west", "uid": "site-uid"}]
+    secrets = {"skupper-site-ca": _secret("skupper-site-ca"), "skupper-site-server": _secret("skupper-site-server")}
+    plan = compose_access(AccessInputs(site, [ours], secrets, {}, []))
+    assert plan.router_access is None and plan.stale_router_access is ours
+    assert plan.resolved is not None and (plan.resolved.reason, plan.resolved.message) == ("Error", EDGE_SITE)
+    assert plan.document_access == [] and plan.endpoints == [] and plan.services == []
+    assert EDGE_SITE.startswith("Edge sites cannot accept links from remote sites")
+    users = _router_access("mine")
+    plan = compose_access(AccessInputs(_site(None) | {"spec": {"edge": True}}, [users], secrets, {}, []))
+    assert [(meta(s.obj).name, s.configured.message) for s in plan.states] == [("mine", EDGE_SITE)]
+    assert plan.document_access == [] and plan.services == [] and plan.resolved is None
 
 
 # ---- link identities (docs/service-network-router.md, "Trust") -----------------------------------------------------

@@ -73,7 +73,8 @@ async def test_link_access_loadbalancer_and_nodeport_reachable_across_clusters_w
     assert resolved["status"] == "True"
     # the endpoints upstream's CLI reads to issue tokens and generate links
     assert site["status"]["endpoints"] == [{"name": "inter-router", "host": host, "port": "55671",
-                                            "group": "skupper-router"}]
+                                            "group": "skupper-router"},
+                                           {"name": "edge", "host": host, "port": "45671", "group": "skupper-router"}]
 
     ca = await sites.site_ca("west")
     server = await west.api.get("secrets", "skupper-site-server", "west")
@@ -83,9 +84,9 @@ async def test_link_access_loadbalancer_and_nodeport_reachable_across_clusters_w
     assert {"*.key.service-network", "control.service-network", "skupper-router.west"} <= info.dns_names
     config = await west.api.get("configmaps", "skupper-router", "west")
     document = json.loads(config["data"]["router.json"])
-    assert document["routerAccess"] == [{"name": "skupper-router", "role": "inter-router", "host": "",
-                                         "port": 55671, "tlsProfile": "skupper-site-server",
-                                         "minTlsVersion": "1.3"}]
+    assert document["routerAccess"] == [{"name": "skupper-router", "role": role, "host": "", "port": port,
+                                         "tlsProfile": "skupper-site-server", "minTlsVersion": "1.3"}
+                                        for role, port in (("inter-router", 55671), ("edge", 45671))]
 
     # The certificate names the load balancer's address once it is known.
     await west.wait_for(lambda: _names_cover(west, host), 30, "server certificate names the access address")

@@ -67,6 +67,22 @@ def test_link_to_an_ha_site_gives_one_entry_per_remote_router() -> None:
                                                           ("to-east@skupper-router-2", "127.0.70.6")]
 
 
+def test_an_edge_sites_link_dials_the_edge_endpoint_with_role_edge() -> None:
+    """As upstream's controller: an edge Site's connector takes the Link's ``edge`` endpoint and role ``edge``."""
+    lnk = link("to-east", ep(), ep("127.0.70.6", role="edge", port="45671"), cost=2)
+    assert check_link(lnk, LINK_SECRET, edge=True) == [{"name": "to-east", "host": "127.0.70.6", "port": 45671,
+                                                         "tlsProfile": "east-link", "cost": 2, "role": "edge"}]
+    assert check_link(link("l", ep(role="edge", port="")), LINK_SECRET, edge=True)[0]["port"] == 45671
+    ha = check_link(link("l", ep(group="a"), ep("127.0.70.7", role="edge", group="a", port="45671"),
+                         ep("127.0.70.8", role="edge", group="b", port="45671")), LINK_SECRET, edge=True)
+    assert [(e["name"], e["host"], e["role"]) for e in ha] == [("l@a", "127.0.70.7", "edge"),
+                                                                ("l@b", "127.0.70.8", "edge")]
+    [state] = compose_links([link("l", ep())], LINK_SECRET, edge=True)      # an interior's Link without edge
+    assert state.entries == [] and state.reason == "NoEndpoint"
+    assert state.configured.message == ('Link has no endpoint with name "edge" (this site is an edge site: it links '
+                                        "to the edge endpoint)")
+
+
 @pytest.mark.parametrize(("lnk", "secrets", "reason", "message"), [
     (link("l", ep(role="edge")), LINK_SECRET, "NoEndpoint", 'Link has no endpoint with name "inter-router"'),
     (link("l", ep(), secret=None), LINK_SECRET, "TlsCredentialsNotFound",
@@ -315,6 +331,19 @@ def test_compose_puts_links_in_the_document_and_reports_them() -> None:
     assert network[0]["links"] == [{"name": "to-east", "operational": True, "remoteSiteId": "east-uid",
                                     "remoteSiteName": "east"}]
     assert network[1]["name"] == "east"
+
+
+def test_an_edge_sites_document_dials_the_edge_endpoint_and_has_no_router_access() -> None:
+    """A Site with ``spec.edge: true`` (and a linkAccess it cannot have): its router document's link dials the
+    Link's ``edge`` endpoint with ``role: edge``, it has no ``routerAccess``, and the Site's Resolved says why."""
+    plan = compose_with([], links=[link("to-east", ep(), ep("127.0.70.6", role="edge", port="45671"))],
+                        sites=[site("west", edge=True, linkAccess="default")])
+    doc = document(plan)
+    assert doc["links"] == [{"name": "to-east", "host": "127.0.70.6", "port": 45671, "tlsProfile": "east-link",
+                             "cost": 1, "tlsVersion": "1.3", "role": "edge"}]
+    assert doc["routerAccess"] == []
+    resolved = plan.sites[0].resolved
+    assert resolved is not None and resolved.message.startswith("Edge sites cannot accept links from remote sites")
 
 
 def test_links_without_an_active_site_are_errors() -> None:

@@ -97,7 +97,8 @@ async def test_a_generated_link_works_once_and_a_second_site_with_it_is_refused(
     assert links == ["link-west-skupper-router"]
     certificate = (await west.get("Certificate", "link-west"))["spec"]
     host, _ = await sites.access_endpoint("west")
-    assert certificate == {"ca": "skupper-site-ca", "client": True, "subject": host}
+    # upstream's subject: every endpoint's host, joined (the inter-router and the edge endpoint: one host twice)
+    assert certificate == {"ca": "skupper-site-ca", "client": True, "subject": f"{host},{host}"}
 
     # applied in East: Ready, and East's client reaches West's backend over it
     await _apply(sites, "east", documents)

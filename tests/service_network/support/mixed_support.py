@@ -103,12 +103,28 @@ class MixedSites:
             return (found.get("status") or {}).get("readyReplicas") == 1
         await self.env.wait_for(ready, 120, "upstream's controller Ready in theirs")
 
-    async def create_sites(self) -> None:
-        """Both Sites with link access, each made by its own CLI (which waits until the site is ready)."""
-        out = await self.upstream("site", "create", THEIRS, "--enable-link-access")
-        assert f'Site "{THEIRS}" is ready.' in out, out
+    async def create_sites(self, theirs_edge: bool = False) -> None:
+        """Both Sites with link access, each made by its own CLI (which waits until the site is ready); with
+        ``theirs_edge``, upstream's Site is an edge site instead (``spec.edge: true``, no link access: upstream's
+        CLI has no flag for it, so its YAML is applied with kubectl), until upstream's controller says it is Ready."""
+        if theirs_edge:
+            await self.apply(THEIRS, {"apiVersion": "skupper.io/v2alpha1", "kind": "Site",
+                                      "metadata": {"name": THEIRS}, "spec": {"edge": True}})
+
+            async def ready() -> bool:
+                return (await self.env.status("Site", THEIRS, THEIRS)).get("status") == "Ready"
+            await self.env.wait_for(ready, 180, "upstream's edge Site Ready")
+        else:
+            out = await self.upstream("site", "create", THEIRS, "--enable-link-access")
+            assert f'Site "{THEIRS}" is ready.' in out, out
         out = await self.ours("site", "create", OURS, "--enable-link-access")
         assert f'Site "{OURS}" is ready.' in out, out
+
+    async def apply(self, namespace: str, body: dict[str, Any]) -> str:
+        """``body`` written to a file and applied with kubectl in ``namespace``, as a user applies YAML."""
+        path = self.workdir / f"{body['kind'].lower()}-{body['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(body))
+        return await self.kubectl("apply", "-n", namespace, "-f", str(path))
 
     # ---- tokens --------------------------------------------------------------------------------------------------
     async def upstream_token(self, name: str) -> dict[str, Any]:
@@ -125,9 +141,7 @@ class MixedSites:
 
     async def redeem_in_ours(self, token: dict[str, Any]) -> dict[str, Any]:
         """The token YAML applied in ``ours`` (as ``kubectl apply -f``), until its status says redeemed."""
-        path = self.workdir / f"{token['metadata']['name']}.yaml"
-        path.write_text(yaml.safe_dump(token))
-        await self.kubectl("apply", "-n", OURS, "-f", str(path))
+        await self.apply(OURS, token)
 
         last: list[dict[str, Any]] = [{}]
 
