@@ -54,6 +54,7 @@ enum Inbound {
 }
 
 /// The caller's side of the node task.
+#[derive(Clone)]
 pub struct NodeHandle {
     commands: mpsc::Sender<Command>,
     pub state: watch::Receiver<NodeState>,
@@ -72,7 +73,8 @@ impl NodeHandle {
     }
 
     /// Messages to `address` that arrive on any connection's other router links go to `tx` (dropped while it is
-    /// full). The caller also sets the address among this router's addresses, so that it is routed here.
+    /// full; `address` ending in `*`: every address beginning with what precedes it; one `tx` per `address`). The
+    /// caller also sets the address among this router's addresses, so that it is routed here.
     pub async fn set_inbox(&self, address: &str, tx: mpsc::Sender<Bytes>) {
         let _ = self.commands.send(Command::SetInbox { address: address.to_string(), tx }).await;
     }
@@ -83,7 +85,7 @@ pub fn spawn(id: &str, instance: i64) -> NodeHandle {
     let (commands, command_rx) = mpsc::channel(64);
     let (state_tx, state) = watch::channel(NodeState::default());
     let engine = Engine::new(id, instance, Timers::default(), Bounds::default());
-    let node = Node { engine, links: HashMap::new(), next: 0, state: state_tx, inbox: None };
+    let node = Node { engine, links: HashMap::new(), next: 0, state: state_tx, inbox: vec![] };
     tokio::spawn(node.run(command_rx));
     NodeHandle { commands, state }
 }
@@ -99,7 +101,7 @@ struct Node {
     links: HashMap<LinkId, Link>,
     next: LinkId,
     state: watch::Sender<NodeState>,
-    inbox: Option<(String, mpsc::Sender<Bytes>)>,
+    inbox: Vec<(String, mpsc::Sender<Bytes>)>,
 }
 
 impl Node {
@@ -124,7 +126,7 @@ impl Node {
                         let out = self.engine.set_addresses(addresses, Instant::now());
                         self.act(out);
                     }
-                    Some(Command::SetInbox { address, tx }) => self.inbox = Some((address, tx)),
+                    Some(Command::SetInbox { address, tx }) => set_inbox(&mut self.inbox, address, tx),
                 },
                 Some((link, msg)) = inbound.recv() => match msg {
                     Inbound::Message(payload) => self.arrived(link, payload),
@@ -185,8 +187,7 @@ impl Node {
 
     /// A message from another router link: to the inbox when addressed to it.
     fn other(&self, payload: Bytes) {
-        let Some((address, tx)) = &self.inbox else { return };
-        if addressed_to(&payload, address) {
+        if let Some(tx) = inbox_for(&self.inbox, &payload) {
             let _ = tx.try_send(payload);
         }
     }
@@ -263,14 +264,36 @@ impl Node {
     }
 }
 
-/// Whether whole message `payload` is addressed to `address` (its router annotations' `to` override, else its
-/// properties' `to`).
-pub fn addressed_to(payload: &Bytes, address: &str) -> bool {
-    let Ok(parsed) = parse_head(payload, &Limits::default()) else { return false };
+/// The address a message goes to (its router annotations' `to` override, or its `to`).
+fn destination_of(payload: &Bytes) -> Option<String> {
+    let parsed = parse_head(payload, &Limits::default()).ok()?;
     let head = parsed.head;
     let to = head.router_annotations.as_ref().and_then(|ra| ra.to_override.clone());
     let to = to.or_else(|| head.properties.as_ref().and_then(|p| p.to.clone()));
-    to.as_deref() == Some(address)
+    to.map(|t| t.as_str().to_string())
+}
+
+/// Whether a message to `to` is for inbox `address` (`address` ending in `*`: a prefix).
+pub fn inbox_matches(to: &str, address: &str) -> bool {
+    match address.strip_suffix('*') {
+        Some(prefix) => to.starts_with(prefix),
+        None => to == address,
+    }
+}
+
+/// Sets `tx` as the inbox of `address` among `inboxes` (in place of the one it had).
+pub fn set_inbox(inboxes: &mut Vec<(String, mpsc::Sender<Bytes>)>, address: String, tx: mpsc::Sender<Bytes>) {
+    inboxes.retain(|(a, _)| *a != address);
+    inboxes.push((address, tx));
+}
+
+/// The inbox among `inboxes` message `payload` is for.
+pub fn inbox_for<'a>(inboxes: &'a [(String, mpsc::Sender<Bytes>)], payload: &Bytes) -> Option<&'a mpsc::Sender<Bytes>> {
+    if inboxes.is_empty() {
+        return None;
+    }
+    let to = destination_of(payload)?;
+    inboxes.iter().find(|(a, _)| inbox_matches(&to, a)).map(|(_, tx)| tx)
 }
 
 /// Hands the node the whole deliveries that arrive on `control_rx` (and those of other links, up to

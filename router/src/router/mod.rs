@@ -133,8 +133,16 @@ impl Router {
             targets.clone(),
             listeners.clone(),
         ));
-        let observation =
-            Observation::new(&id, &site, traffic, control.clone(), targets.clone(), listeners.clone(), status.clone());
+        let observation = Observation::new(
+            &id,
+            &site,
+            traffic,
+            control.clone(),
+            targets.clone(),
+            listeners.clone(),
+            status.clone(),
+            links.border().clone(),
+        );
         Arc::new(Router {
             id,
             site,

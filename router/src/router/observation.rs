@@ -15,6 +15,7 @@ use crate::router::listeners::Listeners;
 use crate::router::reports::Traffic;
 use crate::router::status::Status;
 use crate::router::targets::Targets;
+use crate::stream::border::Border;
 use crate::stream::control::ControlOut;
 
 pub struct Observation {
@@ -25,9 +26,11 @@ pub struct Observation {
     targets: Arc<Targets>,
     listeners: Arc<Listeners>,
     status: Arc<Status>,
+    border: Arc<Border>,
 }
 
 impl Observation {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: &str,
         site: &Site,
@@ -36,8 +39,9 @@ impl Observation {
         targets: Arc<Targets>,
         listeners: Arc<Listeners>,
         status: Arc<Status>,
+        border: Arc<Border>,
     ) -> Observation {
-        Observation { id: id.to_string(), site: site.clone(), traffic, control, targets, listeners, status }
+        Observation { id: id.to_string(), site: site.clone(), traffic, control, targets, listeners, status, border }
     }
 
     /// This router's traffic report now: its Listeners, its connector targets, its recent connections, its links.
@@ -65,7 +69,8 @@ impl Observation {
     }
 
     /// What an observer needs from this router: every known router's advertisement and traffic report (this
-    /// router's own built now), and this router's network status.
+    /// router's own built now), this router's network status, and what upstream's routers reported over vanflow
+    /// (`vanflow`: display only, see `amqp::vanflow::collected`).
     pub fn observe(&self) -> Value {
         let adverts = self.control.adverts();
         let now = now_s();
@@ -80,6 +85,7 @@ impl Observation {
             "adverts": adverts,
             "reports": reports,
             "network": self.status.network(),
+            "vanflow": self.border.collector().report(),
         })
     }
 }

@@ -28,7 +28,7 @@ use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
-use crate::amqp::vanflow::Publisher;
+use crate::amqp::vanflow::{Collector, Publisher};
 use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
 use crate::stream::types::Open as StreamOpen;
 
@@ -37,6 +37,19 @@ use crate::stream::types::Open as StreamOpen;
 const CONTROL_ATTACH_WAIT: Duration = Duration::from_secs(3);
 /// `qd.inter-router-role` of upstream's data connections (its `open` properties).
 const ROLE_INTER_ROUTER_DATA: i64 = 4;
+
+/// The mobile addresses (hash keys `M<address>`) of this router in upstream's network: its routing keys, its
+/// vanflow source's `source` (`Msfe.<id>`), and the vanflow addresses its collector subscribes to.
+fn mobile_addresses(
+    keys: &BTreeSet<String>,
+    source: &str,
+    subscriptions: &BTreeSet<String>,
+) -> BTreeMap<String, AddressEntry> {
+    let mut out: BTreeMap<String, AddressEntry> =
+        keys.iter().chain(subscriptions).map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
+    out.insert(source.to_string(), AddressEntry::new(source));
+    out
+}
 
 /// Whether `first` (the first bytes a dialer sent after TLS) begins an AMQP protocol header (`AMQP` + 4 bytes;
 /// SASL's `AMQP\x03\x01\x00\x00` on upstream's links). The native protocol's HELLO frame never starts so.
@@ -101,6 +114,10 @@ pub struct Border {
     edges: Mutex<Vec<EdgePeer>>,
     /// This router as a vanflow source over its connections to upstream (`amqp::vanflow::publish`).
     vanflow: Publisher,
+    /// This router as a vanflow collector of upstream's sources, for the observer (`amqp::vanflow::collect`).
+    collector: Collector,
+    /// Whether the task that keeps the collector's subscriptions among the mobile addresses runs.
+    following: std::sync::atomic::AtomicBool,
 }
 
 /// An edge router's connection: its router id and the keys it serves.
@@ -148,6 +165,8 @@ impl Border {
             ours: watch::Sender::new(BTreeSet::new()),
             edges: Mutex::default(),
             vanflow: Publisher::new(id),
+            collector: Collector::standard(id),
+            following: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -269,11 +288,34 @@ impl Border {
             k.clone_from(keys);
             changed
         });
-        let mut addresses: BTreeMap<String, AddressEntry> =
-            keys.iter().map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
-        let source = self.vanflow.mobile_address();
-        addresses.insert(source.clone(), AddressEntry::new(source));
+        let subscriptions = self.collector.subscriptions().borrow().clone();
+        let addresses = mobile_addresses(keys, &self.vanflow.mobile_address(), &subscriptions);
         self.node().set_addresses(addresses).await;
+    }
+
+    /// This router's vanflow collector (what upstream's sources reported, for the observer).
+    pub fn collector(&self) -> &Collector {
+        &self.collector
+    }
+
+    /// Keeps the collector's subscriptions among this router's mobile addresses as they change (started once).
+    fn follow_subscriptions(&self) {
+        if self.following.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let (node, source) = (self.node().clone(), self.vanflow.mobile_address());
+        let (mut subscriptions, mut ours) = (self.collector.subscriptions(), self.ours.subscribe());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = subscriptions.changed() => if changed.is_err() { return },
+                    changed = ours.changed() => if changed.is_err() { return },
+                }
+                let subs = subscriptions.borrow_and_update().clone();
+                let keys = ours.borrow_and_update().clone();
+                node.set_addresses(mobile_addresses(&keys, &source, &subs)).await;
+            }
+        });
     }
 
     /// This router's vanflow source (the router sets its records).
@@ -295,6 +337,11 @@ impl Border {
         flows.set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
         self.node().set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
         self.vanflow.offer(sender.clone());
+        let collector = Collector::inbox_address();
+        flows.set_inbox(&collector, self.collector.inbox()).await;
+        self.node().set_inbox(&collector, self.collector.inbox()).await;
+        self.collector.offer(sender.clone());
+        self.follow_subscriptions();
     }
 
     /// The routing keys served by upstream routers (their mobile addresses `M<key>`), with the routers serving

@@ -28,7 +28,7 @@ pub struct Collector {
     partial: HashMap<LinkId, BytesMut>,
 }
 
-fn attach(name: &str, role: Role, source: Option<&str>, target: Option<&str>) -> Attach {
+pub fn attach(name: &str, role: Role, source: Option<&str>, target: Option<&str>) -> Attach {
     Attach {
         name: Str::from(name),
         role,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .totals import Key, Totals
+from .upstream import upstream_records
 
 __all__ = ["CONNECTION_TTL_US", "MAX_CONNECTIONS", "Network", "ObserverState", "SnapshotError", "ident",
            "parse_snapshot"]
@@ -52,6 +53,8 @@ class Snapshot:
     adverts: list[dict[str, Any]]
     reports: list[dict[str, Any]]
     network: dict[str, Any]
+    #: what upstream's routers reported over vanflow (see ``upstream``); empty when the router follows none
+    vanflow: dict[str, Any] = field(default_factory=dict)
 
 
 def _obj(value: Any, what: str) -> dict[str, Any]:
@@ -85,8 +88,10 @@ def parse_snapshot(doc: Any) -> Snapshot:
             raise SnapshotError("a report names no router or site")
         reports.append(report)
     network = body.get("network")
+    vanflow = body.get("vanflow")
     return Snapshot(router=router, adverts=adverts, reports=reports,
-                    network=network if isinstance(network, dict) else {})
+                    network=network if isinstance(network, dict) else {},
+                    vanflow=vanflow if isinstance(vanflow, dict) else {})
 
 
 def _int(value: Any) -> int:
@@ -183,6 +188,13 @@ class _Builder:
     def base(self, identity: str) -> dict[str, Any]:
         return {"identity": identity, "startTime": self.state._start(identity, self.now), "endTime": 0}
 
+    def base_at(self, identity: str, start: Any) -> dict[str, Any]:
+        """A record's common fields, its start time the one a record gave (else when it was first seen)."""
+        rec = self.base(identity)
+        if isinstance(start, int) and not isinstance(start, bool) and start > 0:
+            rec["startTime"] = start
+        return rec
+
     def site_of(self, router: str) -> tuple[str, str]:
         site = self.router_site.get(router) or {}
         return site_identity(_str(site.get("id"))), _str(site.get("name"))
@@ -199,6 +211,7 @@ class _Builder:
         self.services_and_processes()
         self.connections()
         self.pairs()
+        self.upstream()
         return self.net
 
     def sites(self) -> None:
@@ -529,6 +542,48 @@ class _Builder:
                     out.append({"labels": {**labels, "method": k[3], "code": k[4]},
                                 "value": self.state.totals.get(router, k)})
         return out
+
+    def upstream(self) -> None:
+        """Upstream's sites as upstream's routers reported them over vanflow, beside ours (``upstream``)."""
+        ours = {s["identity"] for s in self.net.records.get("sites", [])}
+        up = upstream_records(self.snap.vanflow, self.base_at, site_identity, ours)
+        for kind, recs in up.records.items():
+            self.net.records.setdefault(kind, []).extend(recs)
+        for rec in (*up.records.get("listeners", []), *up.records.get("connectors", [])):
+            rec["serviceId"] = ident("service", rec["routingKey"], "tcp")
+        for link in up.records.get("routerlinks", []):
+            # a link to one of our routers: named as our records name it (our router publishes `0/<id>`)
+            name = link["destinationRouterName"] or ""
+            ours_id = name.partition("/")[2]
+            if link["destinationSiteId"] in ours and ours_id in self.router_site:
+                link.update(destinationRouterId=ident("router", ours_id), destinationRouterName=ours_id,
+                            routerAccessId=ident("access", ours_id))
+        services = {s["name"]: s for s in self.net.records.get("services", [])}
+        traffic = self.net.traffic.setdefault("services", {})
+        for key, c in sorted(up.services.items()):
+            svc = services.get(key)
+            if svc is None:
+                svc = {**self.base(ident("service", key, "tcp")), "name": key, "protocol": "tcp",
+                       "observedApplicationProtocols": [], "listenerCount": 0, "connectorCount": 0}
+                self.net.records.setdefault("services", []).append(svc)
+            svc["listenerCount"] += c["listenerCount"]
+            svc["connectorCount"] += c["connectorCount"]
+            svc["isBound"] = svc["listenerCount"] > 0 and svc["connectorCount"] > 0
+            svc["hasListener"] = svc["listenerCount"] > 0
+            t = traffic.setdefault(key, {"opened": 0, "closed": 0, "refused": 0, "bytesIn": 0, "bytesOut": 0,
+                                         "open": 0, "requests": {}, "methods": {}, "httpRequests": 0,
+                                         "latencyUs": 0})
+            for f in ("opened", "closed", "bytesIn", "bytesOut"):
+                t[f] += c[f]
+            t["open"] += max(0, c["opened"] - c["closed"])
+        pairs = self.net.traffic.setdefault("sitepairs", {})
+        for (src, dst), p in sorted(up.sitepairs.items()):
+            sp = ident("pair", "SITE", src, dst, "tcp")
+            rec = self.pair("SITE", sp, src, p["sourceName"], dst, p["destinationName"])
+            rec["recordCount"] = p["opened"]
+            self.net.records.setdefault("sitepairs", []).append(rec)
+            pairs[sp] = {f: p[f] for f in ("opened", "closed", "bytesOut", "bytesIn")}
+        self.net.traffic["upstream"] = up.sources
 
     def pair(self, kind: str, identity: str, src: str, src_name: str, dst: str, dst_name: str) -> dict[str, Any]:
         return {**self.base(identity), "pairType": kind, "recordCount": 0, "sourceId": src, "destinationId": dst,

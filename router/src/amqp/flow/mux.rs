@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::super::codec::Limits;
 use super::super::conn::{Event, LinkId};
 use super::super::driver::{LinkOp, Sender};
-use super::super::node::{addressed_to, MAX_OTHER};
+use super::super::node::{inbox_for, set_inbox, MAX_OTHER};
 use super::super::performative::terminus::DeliveryState;
 use super::super::performative::Role;
 use super::halves::{failed, streaming_attach, FlowRx, FlowTx, MuxCmd, OnFlow, Shared, Stats, HOP_LIMIT};
@@ -43,7 +43,7 @@ pub struct Mux {
     replies: HashMap<String, Arc<Shared>>,
     limits: Limits,
     /// Where whole messages to an address of ours go (`MuxCmd::Inbox`).
-    inbox: Option<(String, mpsc::Sender<Bytes>)>,
+    inbox: Vec<(String, mpsc::Sender<Bytes>)>,
 }
 
 impl Mux {
@@ -63,7 +63,7 @@ impl Mux {
             links: HashMap::new(),
             replies: HashMap::new(),
             limits: Limits::default(),
-            inbox: None,
+            inbox: vec![],
         }
     }
 
@@ -81,7 +81,7 @@ impl Mux {
                     MuxCmd::Own { link, shared } => {
                         self.links.insert(link, Use::Ours(shared));
                     }
-                    MuxCmd::Inbox { address, tx } => self.inbox = Some((address, tx)),
+                    MuxCmd::Inbox { address, tx } => set_inbox(&mut self.inbox, address, tx),
                 },
             }
         }
@@ -175,6 +175,10 @@ impl Mux {
             self.op(link, LinkOp::Grant(1)).await;
             return;
         }
+        // a message to an inbox in several transfers (skrouterd's vanflow records): gathered whole first
+        if more && bytes.len() <= MAX_OTHER && inbox_for(&self.inbox, &bytes).is_some() {
+            return;
+        }
         let read = read_head(&bytes, &self.limits);
         let head = match read {
             Ok(Some(h)) => h,
@@ -206,10 +210,10 @@ impl Mux {
 
     /// Whether whole delivery `bytes` is a message to the inbox (then it went there; dropped while it is full).
     fn to_inbox(&self, bytes: &Bytes) -> bool {
-        let Some((address, tx)) = &self.inbox else { return false };
-        if bytes.len() > MAX_OTHER || !addressed_to(bytes, address) {
+        if bytes.len() > MAX_OTHER {
             return false;
         }
+        let Some(tx) = inbox_for(&self.inbox, bytes) else { return false };
         let _ = tx.try_send(bytes.clone());
         true
     }

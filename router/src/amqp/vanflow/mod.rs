@@ -5,7 +5,11 @@
 //! messages: encoded byte for byte as upstream's Go code encodes them, decoded bounded), [`source`] (a source's
 //! records, updates, beacon, heartbeat and flush answer; pure), [`task`] (the source running over an inter-router
 //! link), [`site`] (the records of a router document's site; pure), [`publish`] (the router process's one source, moved between its connections to upstream).
+//! The other way, for the observer: [`collected`] (what upstream's sources reported: sources, records, traffic
+//! totals; bounded, pure) and [`collect`] (the router process's one collector of them).
 
+pub mod collect;
+pub mod collected;
 pub mod publish;
 pub mod records;
 pub mod site;
@@ -13,6 +17,7 @@ pub mod source;
 pub mod task;
 pub mod wire;
 
+pub use collect::Collector;
 pub use publish::Publisher;
 pub use records::{Attr, Endpoint, Record, SiteInfo};
 pub use source::Source;

@@ -1,0 +1,173 @@
+//! This router process's one vanflow collector ([`Collector`]) of upstream's sources, for the observer: the
+//! messages to `mc/sfe.*` that reach this router (beacons on `mc/sfe.all`, a source's records on `mc/sfe.<id>`;
+//! routed here because the border advertises [`Collector::subscriptions`] as its mobile addresses) come to its
+//! inbox from the same connections the source publishes over; it keeps them in [`Collected`] and sends a `FLUSH`
+//! to each source discovered over one of the connections offered (a streaming link of its own). What it holds is
+//! read as a JSON report ([`Collector::report`]); it is never fed to routing or identity decisions.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::collected::{Collected, TIMEOUT_S};
+use super::task::annotated;
+use super::wire::{decode, encode, Message};
+use crate::amqp::codec::Limits;
+use crate::amqp::conn::LinkId;
+use crate::amqp::driver::Sender;
+use crate::amqp::flow::streaming_attach;
+use crate::amqp::performative::Role;
+
+/// Messages waiting for the collector (more are dropped: a source's records come again when it is flushed, its
+/// beacons every 10 s).
+const INBOX: usize = 256;
+/// How often sources are checked (timeouts, FLUSHes due).
+const TICK: Duration = Duration::from_secs(1);
+
+type Parts = mpsc::Receiver<Bytes>;
+
+/// The router's vanflow collector and the connections it may send its `FLUSH`es over.
+pub struct Collector {
+    id: String,
+    inbox: mpsc::Sender<Bytes>,
+    state: Arc<Mutex<Collected>>,
+    subscriptions: watch::Sender<BTreeSet<String>>,
+    offered: Arc<Mutex<Vec<Sender>>>,
+    notify: Arc<Notify>,
+    start: Mutex<Option<Parts>>,
+    timeout: f64,
+}
+
+impl Collector {
+    /// The collector of router `id` (its own source is not followed), forgetting a source silent for `timeout`.
+    pub fn new(id: &str, timeout: Duration) -> Collector {
+        let (inbox, inbox_rx) = mpsc::channel(INBOX);
+        let state = Collected::new(id);
+        Collector {
+            id: id.to_string(),
+            inbox,
+            subscriptions: watch::Sender::new(state.subscriptions()),
+            state: Arc::new(Mutex::new(state)),
+            offered: Arc::default(),
+            notify: Arc::default(),
+            start: Mutex::new(Some(inbox_rx)),
+            timeout: timeout.as_secs_f64(),
+        }
+    }
+
+    /// With upstream's timeout ([`TIMEOUT_S`]).
+    pub fn standard(id: &str) -> Collector {
+        Collector::new(id, Duration::from_secs_f64(TIMEOUT_S))
+    }
+
+    /// The addresses the inbox takes: every address beginning so (`mc/sfe.`, as `node::inbox_matches` reads `*`).
+    pub fn inbox_address() -> String {
+        format!("{}*", super::collected::RECORDS_PREFIX)
+    }
+
+    /// Where messages to `mc/sfe.*` are to be handed.
+    pub fn inbox(&self) -> mpsc::Sender<Bytes> {
+        self.inbox.clone()
+    }
+
+    /// The addresses to be routed here (`mc/sfe.all`, each followed source's `mc/sfe.<id>`), as they change.
+    pub fn subscriptions(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.subscriptions.subscribe()
+    }
+
+    /// What is collected, for the observer (`Collected::report`).
+    pub fn report(&self) -> serde_json::Value {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).report(now_s())
+    }
+
+    /// Offers a connection to upstream's router; the first offer starts the collector.
+    pub fn offer(&self, sender: Sender) {
+        {
+            let mut offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
+            offered.retain(|s| s.ended().is_none());
+            offered.push(sender);
+        }
+        self.notify.notify_one();
+        let inbox = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(inbox) = inbox {
+            let task = Task {
+                id: self.id.clone(),
+                state: self.state.clone(),
+                subscriptions: self.subscriptions.clone(),
+                offered: self.offered.clone(),
+                link: None,
+                timeout: self.timeout,
+            };
+            tokio::spawn(task.run(inbox));
+        }
+    }
+}
+
+fn now_s() -> f64 {
+    super::task::now_us() as f64 / 1e6
+}
+
+struct Task {
+    id: String,
+    state: Arc<Mutex<Collected>>,
+    subscriptions: watch::Sender<BTreeSet<String>>,
+    offered: Arc<Mutex<Vec<Sender>>>,
+    /// The link `FLUSH`es go out on, and its connection.
+    link: Option<(Sender, LinkId)>,
+    timeout: f64,
+}
+
+impl Task {
+    async fn run(mut self, mut inbox: mpsc::Receiver<Bytes>) {
+        let mut tick = tokio::time::interval(TICK);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let due = self.lock().tick(now_s(), self.timeout);
+                    for direct in due {
+                        self.flush(&direct).await;
+                    }
+                }
+                got = inbox.recv() => match got {
+                    None => return,
+                    Some(bytes) => match decode(&bytes, &Limits::default()) {
+                        Ok(m) => self.lock().handle(m, now_s()),
+                        Err(e) => tracing::debug!("vanflow collector: {e}"),
+                    },
+                },
+            }
+            let subs = self.lock().subscriptions();
+            self.subscriptions.send_if_modified(|s| {
+                let changed = *s != subs;
+                *s = subs;
+                changed
+            });
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends a `FLUSH` to `direct` over a live connection (a link of ours attached on it first); none: dropped
+    /// (the source is asked again later).
+    async fn flush(&mut self, direct: &str) {
+        if self.link.as_ref().is_none_or(|(s, _)| s.ended().is_some()) {
+            self.link = None;
+            let picked = {
+                let mut o = self.offered.lock().unwrap_or_else(|e| e.into_inner());
+                o.retain(|s| s.ended().is_none());
+                o.first().cloned()
+            };
+            let Some(sender) = picked else { return };
+            let Some(link) = sender.attach(streaming_attach(Role::Sender)).await else { return };
+            self.link = Some((sender, link));
+        }
+        let Some((sender, link)) = &self.link else { return };
+        let m = Message::Flush { to: direct.to_string(), reply_to: format!("sfe.{}.collector", self.id) };
+        sender.send(*link, annotated(&self.id, &encode(&m)));
+    }
+}

@@ -1,0 +1,129 @@
+"""The observer shows upstream's sites from the vanflow records upstream's routers sent our router (the ``vanflow``
+part of its ``observe`` answer): sites with their routers, links, router access, listeners and connectors, the
+services they make, and the traffic (connections and bytes) per service and site pair; beside our own sites, which
+are never shown twice."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from service_network.observer.model import ObserverState, ident, parse_snapshot
+from service_network.observer.query import run_query
+
+NOW = 1_800_000_000_000_000
+UP_SITE = "0b7e8f52-3c1a-4f0e-9d55-6a2b1c9e7f10"
+
+#: what our router's `/observe` said, `vanflow` as `amqp::vanflow::collected` reports skrouterd 3.5.1's records
+#: (its ROUTER's parent is SKUPPER_SITE_ID; the SITE record is the kube-adaptor's, a CONTROLLER source)
+VANFLOW: dict[str, Any] = {"refused": 0, "sources": [
+    {"id": "x2x4q", "sourceType": "ROUTER", "age": 0.4, "dropped": 0, "records": [
+        {"type": "RouterRecord", "identity": "x2x4q:0", "parent": UP_SITE, "startTime": NOW - 5_000_000,
+         "name": "0/site-a-skupper-router-7d9f8c6b5-x2x4q", "mode": "interior", "buildVersion": "3.5.1",
+         "hostName": "site-a-skupper-router-7d9f8c6b5-x2x4q"},
+        {"type": "RouterAccessRecord", "identity": "x2x4q:1", "parent": "x2x4q:0",
+         "name": "skupper-inter-router", "role": "inter-router", "linkCount": 1},
+        {"type": "LinkRecord", "identity": "x2x4q:2", "parent": "x2x4q:0", "name": "link-ours",
+         "role": "inter-router", "linkCost": 1, "operStatus": "up", "peer": "ours:access"},
+        {"type": "ListenerRecord", "identity": "x2x4q:3", "parent": "x2x4q:0", "name": "echo",
+         "address": "echo:9090", "destHost": "0.0.0.0", "destPort": "9090", "protocol": "tcp"},
+        {"type": "ConnectorRecord", "identity": "x2x4q:4", "parent": "x2x4q:0", "name": "back",
+         "address": "back:8080", "destHost": "10.1.2.3", "destPort": "8080", "protocol": "tcp"},
+    ], "traffic": [
+        {"type": "TransportBiflowRecord", "parent": "x2x4q:3", "connectorId": "ours:connector:echo",
+         "opened": 3, "closed": 2, "octets": 3000, "octetsReverse": 6000},
+    ]},
+    {"id": UP_SITE, "sourceType": "CONTROLLER", "age": 1.0, "dropped": 0, "records": [
+        {"type": "SiteRecord", "identity": UP_SITE, "name": "site-a", "namespace": "upstream",
+         "platform": "kubernetes", "version": "2.2.1"},
+    ], "traffic": []},
+    # another border router of ours: its records (our own site) come through skrouterd too
+    {"id": "ours", "sourceType": "ROUTER", "age": 0.1, "dropped": 0, "records": [
+        {"type": "SiteRecord", "identity": "ours-uid", "name": "ours"},
+        {"type": "RouterRecord", "identity": "ours:router", "parent": "ours-uid", "name": "0/ours"},
+        {"type": "RouterAccessRecord", "identity": "ours:access", "parent": "ours:router", "name": "access"},
+        {"type": "ConnectorRecord", "identity": "ours:connector:echo", "parent": "ours:router", "name": "echo",
+         "address": "echo:9090", "destHost": "127.0.0.1", "destPort": "7000"},
+    ], "traffic": []},
+]}
+
+
+def snapshot(vanflow: dict[str, Any] | None = None) -> dict[str, Any]:
+    ours = {"id": "ours-uid", "name": "ours", "namespace": "west"}
+    report = {"router": "ours", "site": ours, "seq": 1, "instance": 1, "listeners": [], "links": [], "flows": [],
+              "targets": [{"connector": "echo", "name": "echo-0", "key": "echo:9090", "host": "127.0.0.1",
+                           "port": 7000, "opened": 3, "open": 0, "errors": 0, "bytesOut": 6000, "bytesIn": 3000,
+                           "origins": []}]}
+    return {"ok": True, "router": "ours", "site": ours,
+            "adverts": [{"router": "ours", "site": ours, "seq": 1, "links": [], "peers": [],
+                         "services": [{"key": "echo:9090", "connectors": ["echo@echo-0"]}]}],
+            "reports": [{"report": report, "age": 0}], "network": {},
+            "vanflow": VANFLOW if vanflow is None else vanflow}
+
+
+def build(vanflow: dict[str, Any] | None = None) -> Any:
+    return ObserverState(version="9.9").take(parse_snapshot(snapshot(vanflow)), NOW)
+
+
+def by(net: Any, kind: str, field: str = "name") -> dict[Any, dict[str, Any]]:
+    return {r[field]: r for r in net.records[kind]}
+
+
+def test_the_upstream_site_is_listed_beside_ours_with_its_router() -> None:
+    net = build()
+    sites = by(net, "sites")
+    assert set(sites) == {"ours", "site-a"}, "our own site once, from our reports"
+    up = sites["site-a"]
+    assert (up["identity"], up["namespace"], up["platform"], up["version"], up["routerCount"]) == (
+        UP_SITE, "upstream", "kubernetes", "2.2.1", 1)
+    routers = by(net, "routers")
+    router = routers["0/site-a-skupper-router-7d9f8c6b5-x2x4q"]
+    assert (router["siteId"], router["mode"], router["buildVersion"]) == (UP_SITE, "interior", "3.5.1")
+    assert router["startTime"] == NOW - 5_000_000, "the record's own start time"
+    page, _ = run_query(net.records["routers"], {"siteId": [UP_SITE]}, NOW)
+    assert [r["name"] for r in page] == ["0/site-a-skupper-router-7d9f8c6b5-x2x4q"]
+
+
+def test_links_access_listeners_and_connectors_of_the_upstream_site() -> None:
+    net = build()
+    link = by(net, "routerlinks")["link-ours"]
+    assert (link["status"], link["cost"], link["sourceSiteId"]) == ("up", 1, UP_SITE)
+    assert (link["destinationSiteId"], link["destinationSiteName"]) == ("ours-uid", "ours"), link
+    assert link["routerName"] == "0/site-a-skupper-router-7d9f8c6b5-x2x4q"
+    access = by(net, "routeraccess")["skupper-inter-router"]
+    router = by(net, "routers")["0/site-a-skupper-router-7d9f8c6b5-x2x4q"]
+    assert (access["linkCount"], access["routerId"]) == (1, router["identity"])
+    ours = by(net, "routers")["ours"]
+    assert (link["destinationRouterId"], link["destinationRouterName"]) == (ours["identity"], "ours"), \
+        "the link's peer is our router's access"
+    listener = by(net, "listeners")["echo"]
+    assert (listener["routingKey"], listener["siteId"], listener["siteName"]) == ("echo:9090", UP_SITE, "site-a")
+    assert listener["serviceId"] == ident("service", "echo:9090", "tcp")
+    connectors = {(c["name"], c["siteName"]) for c in net.records["connectors"]}
+    assert ("back", "site-a") in connectors and ("echo", "ours") in connectors
+    assert all(c["siteName"] != "ours" or c["destHost"] == "127.0.0.1" for c in net.records["connectors"]), \
+        "our own connector is not listed again from vanflow"
+    services = by(net, "services")
+    assert services["echo:9090"]["isBound"] is True, "upstream's listener, our connector"
+    assert (services["back:8080"]["connectorCount"], services["back:8080"]["hasListener"]) == (1, False)
+
+
+def test_traffic_through_the_upstream_site_counts_connections_and_bytes() -> None:
+    net = build()
+    echo = net.traffic["services"]["echo:9090"]
+    assert (echo["opened"], echo["closed"], echo["open"], echo["bytesIn"], echo["bytesOut"]) == (3, 2, 1, 3000, 6000)
+    pair = next(p for p in net.records["sitepairs"] if p["sourceId"] == UP_SITE)
+    assert (pair["destinationId"], pair["destinationName"], pair["recordCount"]) == ("ours-uid", "ours", 3)
+    assert {s["id"]: s["sourceType"] for s in net.traffic["upstream"]}[UP_SITE] == "CONTROLLER"
+
+
+def test_without_vanflow_or_with_a_stranger_s_junk_only_our_sites_show() -> None:
+    assert {s["name"] for s in build({}).records["sites"]} == {"ours"}
+    junk = copy.deepcopy(VANFLOW)
+    junk["sources"][0]["records"] += [{"type": 7}, "x", {"identity": "no-type"},
+                                      {"type": "RouterRecord", "identity": "../../etc", "parent": "../x"}]
+    junk["sources"].append({"id": "odd", "records": "not a list", "traffic": [1, None]})
+    net = build(junk)
+    assert {s["name"] for s in net.records["sites"]} == {"ours", "site-a", "../x"}
+    odd = by(net, "sites")["../x"]
+    assert "/" not in odd["identity"], "identities are URL-safe"
