@@ -368,9 +368,11 @@ impl Links {
             let joined = border.join(pending, 1, on_open).await;
             if !data {
                 tracing::info!("upstream {kind} {} linked (AMQP)", truncate(&peer, 100));
+                border.vanflow().access_link(true);
             }
             let why = joined.ended().await;
             if !data {
+                border.vanflow().access_link(false);
                 tracing::info!("upstream {kind} {}: AMQP connection ended: {why}", truncate(&peer, 100));
             }
             drop(claim);
@@ -424,9 +426,12 @@ impl Links {
             for g in old {
                 g.close();
             }
-            let control = self.control.clone();
+            let (control, border) = (self.control.clone(), self.border.clone());
             tokio::spawn(async move {
+                // a link on our router access while it runs (the ROUTER_ACCESS record's linkCount)
+                border.vanflow().access_link(true);
                 control.run_group(group, ctl_rx).await;
+                border.vanflow().access_link(false);
                 drop(claim);
             });
         } else {

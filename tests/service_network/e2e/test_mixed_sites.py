@@ -5,15 +5,18 @@ for the host it dials, ours dials upstream's without offering a session it canno
 
 Past TLS and AMQP, our router admits upstream's router by its credential (the Link it dialed; the Site uid our grant
 bound its client certificate to), its router id (``<site>-<Pod>``) an alias of that identity, and our Link is Ready.
-Upstream's Link is computed by upstream's controller from the flow records of its network status, which our router
-does not emit: it stays without an operational state (docs/dev/mixed-networks.md, section 7).
+Upstream's own statuses are true about our site (issue 43 item 4): upstream's controller computes them from the flow
+records (vanflow) its kube-adaptor collects into the ConfigMap ``skupper-network-status``, and our router emits our
+site's (docs/dev/mixed-networks.md, sections 4.1 and 7): upstream's Site counts our site in its network, its Link to
+our site is Ready naming our site, its Listener is matched by our Connector (and not once it is deleted), its
+Connector by our Listener, as upstream's CLI prints them.
 
 Traffic: upstream's hello-world across the two sites, both ways (frontend on upstream's site and backend on ours,
 then the reverse), over a Link either side dialed (ours with upstream's token, or upstream's with ours), each answer
-naming the backend Pod that answered (not yet through our Listener when upstream's router dialed: section 7); our Listener Matched/Ready for a Connector
-only upstream's site has (a key its routers serve through our AMQP link), and no longer once it is deleted. The
-same with upstream's site an edge site (``spec.edge: true``) redeeming our token: its router dials our access's
-``edge`` endpoint as an edge (docs/dev/mixed-networks.md, section 6)."""
+naming the backend Pod that answered; our Listener Matched/Ready for a Connector only upstream's site has (a key its
+routers serve through our AMQP link), and no longer once it is deleted. The same with upstream's site an edge site
+(``spec.edge: true``) redeeming our token: its router dials our access's ``edge`` endpoint as an edge
+(docs/dev/mixed-networks.md, section 6)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,18 @@ from typing import Any
 
 import aiohttp
 import pytest
-from mixed_support import ANSWER, OURS, THEIRS, MixedSites, mixed_environment, ready_pods, say_hello
+from mixed_support import (
+    ANSWER,
+    OURS,
+    THEIRS,
+    MixedSites,
+    cli_flag,
+    mixed_environment,
+    ready_pods,
+    say_hello,
+    site_uid,
+    upstream_yaml,
+)
 from upstream_reference import reference
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(900),
@@ -96,10 +110,66 @@ async def test_tokens_both_ways_tls_and_amqp_up_both_ways(mixed: MixedSites) -> 
     assert "link refused" not in await mixed.router_log(OURS)
 
     # upstream's Link: its controller sets Operational only from a link record of its network status, which its
-    # kube-adaptor builds from the routers' flow records (a link whose peer is a router access some site reports);
-    # our router emits none, so upstream's CLI shows no STATUS for it (docs/dev/mixed-networks.md, section 7)
-    theirs_row = await mixed.link_status("upstream")
-    assert theirs_row[0] == theirs_link["metadata"]["name"] and "Ready" not in theirs_row, theirs_row
+    # kube-adaptor builds from the routers' flow records (skrouterd's LINK, whose peer is the access identity our
+    # router sent, and our ROUTER_ACCESS of that identity under our ROUTER and SITE records): Ready, naming our site
+    # (docs/dev/mixed-networks.md, sections 4.1 and 7)
+    link = await _upstream_link_ready(mixed, theirs_link["metadata"]["name"])
+    assert link["status"]["remoteSiteId"] == await site_uid(mixed, OURS), link["status"]
+    await _upstream_network_has_ours(mixed)
+
+
+# ---- upstream's statuses about our site (issue 43 item 4), as upstream's CLI prints them --------------------------
+async def _upstream_link_ready(mixed: MixedSites, name: str) -> dict[str, Any]:
+    """Upstream's Link ``name`` Ready in its ``link status`` and, in ``link status <name> -o yaml``, naming our
+    site as the remote site; that Link."""
+    async def ready() -> dict[str, Any] | None:
+        row = await mixed.link_status("upstream")
+        if row[:2] != [name, "Ready"]:
+            return None
+        link = await upstream_yaml(mixed, "link", "status", name)
+        status = link.get("status") or {}
+        operational = [c for c in status.get("conditions", []) if c.get("type") == "Operational"]
+        return link if status.get("remoteSiteName") == OURS and operational and \
+            operational[0].get("status") == "True" else None
+    found: dict[str, Any] = await mixed.env.wait_for(ready, 120, "upstream's Link Ready, naming our site")
+    return found
+
+
+async def _upstream_network_has_ours(mixed: MixedSites) -> dict[str, Any]:
+    """Upstream's Site (``site status -o yaml``): two sites in its network, ours one of them (its id our Site's
+    uid), each with its Link operational to the other when it has one; our site's entry."""
+    ours_id = await site_uid(mixed, OURS)
+    last: list[object] = [None]
+
+    async def counted() -> dict[str, Any] | None:
+        status = (await upstream_yaml(mixed, "site", "status")).get("status") or {}
+        last[0] = {k: status.get(k) for k in ("sitesInNetwork", "network")}
+        network = status.get("network") or []
+        ours = [s for s in network if s.get("id") == ours_id]
+        if status.get("sitesInNetwork") != 2 or len(network) != 2 or not ours or ours[0].get("name") != OURS:
+            return None
+        for site in network:
+            for link in site.get("links") or []:
+                if not link.get("operational") or link.get("remoteSiteName") not in {OURS, THEIRS} - {site["name"]}:
+                    return None
+        return ours[0]
+    try:
+        found: dict[str, Any] = await mixed.env.wait_for(counted, 120, "upstream's Site counting our site")
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}; upstream's Site status: {last[0]}") from None
+    return found
+
+
+async def _upstream_matched(mixed: MixedSites, kind: str, name: str, matched: bool) -> str:
+    """Upstream's ``<kind> status <name>`` (kind ``listener`` or ``connector``) once it prints ``matched`` as its
+    ``Has Matching Connector``/``Has Matching Listener``; that output."""
+    label = "Has Matching Connector" if kind == "listener" else "Has Matching Listener"
+
+    async def printed() -> str | None:
+        out = await mixed.upstream(kind, "status", name)
+        return out if cli_flag(out, label) is matched else None
+    found: str = await mixed.env.wait_for(printed, 120, f"upstream's {kind} {name}: {label} {matched}")
+    return found
 
 
 async def _answer_from(mixed: MixedSites, namespace: str, backends: set[str], what: str) -> str:
@@ -224,6 +294,14 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
     hello_world = reference("e2e-hello-world")
     await link(mixed)
 
+    # upstream's Site counts ours in its network, whichever side dialed (our router's SITE, ROUTER and
+    # ROUTER_ACCESS records, and our LINK when we dialed); upstream's Link, when upstream dialed, Ready naming ours
+    ours_in_theirs = await _upstream_network_has_ours(mixed)
+    ours_links = [link["remoteSiteName"] for link in ours_in_theirs.get("links") or []]
+    assert ours_links == ([THEIRS] if await mixed.links(OURS) else []), ours_in_theirs
+    for theirs_link in await mixed.links(THEIRS):
+        await _upstream_link_ready(mixed, theirs_link["metadata"]["name"])
+
     # (a) backend on ours (our Connector), frontend on upstream's (upstream's Listener)
     ours_backends = await _hello_world(
         mixed, hello_world, backend_in=OURS,
@@ -232,6 +310,12 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
     pod = await _answer_from(mixed, THEIRS, ours_backends,
                              "upstream's frontend answered by our backend Pods through upstream's Listener")
     assert pod in ours_backends
+    # upstream's Listener matched by our Connector, the only one of its key (our CONNECTOR record), and no longer
+    # once our CLI deletes it (the record ended)
+    out = await _upstream_matched(mixed, "listener", "backend", True)
+    assert re.search(r"^Status:\s+Ready\s*$", out, re.MULTILINE), out
+    await mixed.ours("connector", "delete", "backend")
+    await _upstream_matched(mixed, "listener", "backend", False)
 
     # (b) backend on upstream's site (its Connector), frontend on ours (our Listener); another routing key, so
     # that the only Connector our Listener can match is upstream's
@@ -246,6 +330,8 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
     status = await _listener_matched(mixed, "backend-theirs", True,
                                      "our Listener Ready and matched by upstream's Connector")
     assert status["status"] == "Ready", status
+    # upstream's Connector matched by our Listener (our LISTENER record)
+    await _upstream_matched(mixed, "connector", "backend", True)
 
     # upstream's Connector deleted (its CLI): our Listener no longer matched
     await mixed.upstream("connector", "delete", "backend")

@@ -219,3 +219,23 @@ async def say_hello(address: str, port: int, name: str) -> tuple[int, str]:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as client, client.post(
             f"http://{address}:{port}/api/hello", json={"name": name, "text": "Hello!"}) as response:
         return response.status, (await response.content.read(64 * 1024)).decode(errors="replace")
+
+
+# ---- upstream's statuses about our site (issue 43 item 4) ---------------------------------------------------------
+async def upstream_yaml(mixed: MixedSites, *args: str) -> dict[str, Any]:
+    """What upstream's CLI prints with ``-o yaml`` for ``args`` (one object, e.g. ``link status <name>``)."""
+    found = yaml.safe_load(await mixed.upstream(*args, "-o", "yaml"))
+    assert isinstance(found, dict), found
+    return found
+
+
+def cli_flag(out: str, label: str) -> bool | None:
+    """The ``true``/``false`` upstream's CLI prints after ``label`` (e.g. ``Has Matching Connector``), or None."""
+    found = re.search(rf"^{re.escape(label)}:\s*(true|false)\s*$", out, re.MULTILINE)
+    return None if found is None else found.group(1) == "true"
+
+
+async def site_uid(mixed: MixedSites, namespace: str) -> str:
+    """The uid of the one Site in ``namespace`` (upstream's site id)."""
+    [site] = (await mixed.sim.api.list("sites.skupper.io", namespace))[0]
+    return str(site["metadata"]["uid"])

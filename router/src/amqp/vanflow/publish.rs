@@ -47,6 +47,8 @@ struct SiteParts {
     links: BTreeMap<String, site::LinkState>,
     /// The `qd.access-id` each upstream router we dialed sent (by router id; at most [`MAX_ACCESSES`]).
     accesses: BTreeMap<String, String>,
+    /// The links accepted on our router access and not ended (the ROUTER_ACCESS record's linkCount).
+    access_links: u64,
 }
 
 /// The upstream routers whose access identity is remembered.
@@ -117,6 +119,14 @@ impl Publisher {
         });
     }
 
+    /// A link accepted on our router access came up (`true`) or ended (`false`): an upstream router's
+    /// inter-router or edge connection, or a native link of one of our routers, never a data connection (as
+    /// skrouterd counts its `inter-router`/`edge` listener's connections, `qd_listener_add_link`). The
+    /// ROUTER_ACCESS record's linkCount says how many are up.
+    pub fn access_link(&self, up: bool) {
+        self.update(|p| p.access_links = if up { p.access_links + 1 } else { p.access_links.saturating_sub(1) });
+    }
+
     /// Link `name` is no longer in the document: its LINK record ends.
     pub fn link_removed(&self, name: &str) {
         self.update(|p| {
@@ -129,6 +139,7 @@ impl Publisher {
             let mut p = self.parts.lock().unwrap_or_else(|e| e.into_inner());
             change(&mut p);
             let mut records = p.document.clone();
+            site::count_access_links(&mut records, &self.id, p.access_links);
             records.extend(site::link_records(&self.id, &p.links));
             records
         };

@@ -99,6 +99,13 @@ impl Attr {
     }
 }
 
+/// Whether attribute `code` with value `v` is sent: not when [`Attr::is_unset`], as upstream's Go encoder writes
+/// records, except a linkCount (`attr::LINK_COUNT`), sent at 0 too as skrouterd sends its ROUTER_ACCESS records
+/// (`qd_listener.c`), so that a count back to 0 reaches the collectors.
+pub fn is_sent(code: u32, v: &Attr) -> bool {
+    code == attr::LINK_COUNT || !v.is_unset()
+}
+
 /// One record: its type code, identity, and attributes other than type and identity (codepoints 0 and 1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::records::{kind, Endpoint, Record, SiteInfo};
+use super::records::{attr, kind, Attr, Endpoint, Record, SiteInfo};
 use crate::config::Document;
 
 /// The platform our SITE record names (kube-adaptor's word for a site on a Kubernetes API).
@@ -36,6 +36,15 @@ pub fn link_records(router_id: &str, links: &BTreeMap<String, LinkState>) -> Vec
             Record::link(&id, &router, name, "inter-router", u64::from(l.cost), l.peer.as_deref(), l.up)
         })
         .collect()
+}
+
+/// Sets the linkCount of router `router_id`'s ROUTER_ACCESS record among `records` to `links` (the links
+/// accepted on its router access and up).
+pub fn count_access_links(records: &mut [Record], router_id: &str, links: u64) {
+    let id = access_id(router_id);
+    for r in records.iter_mut().filter(|r| r.kind == kind::ROUTER_ACCESS && r.id == id) {
+        r.attrs.insert(attr::LINK_COUNT, Attr::U64(links));
+    }
 }
 
 /// The records of `doc`'s site and router, the router started at `start_us` (microseconds since the epoch).
@@ -71,7 +80,6 @@ pub fn records(doc: &Document, start_us: u64) -> Vec<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::amqp::vanflow::records::attr;
 
     fn doc() -> Document {
         serde_json::from_value(serde_json::json!({
@@ -101,6 +109,15 @@ mod tests {
             (r[4].get_str(attr::DEST_HOST), r[4].get_str(attr::PARENT)),
             (Some("10.0.0.9"), Some("uid-1:router"))
         );
+    }
+
+    #[test]
+    fn the_router_access_record_counts_the_links_accepted() {
+        let mut r = records(&doc(), 7);
+        assert_eq!(r[2].get_u64(attr::LINK_COUNT), Some(0));
+        count_access_links(&mut r, "uid-1", 2);
+        assert_eq!(r[2].get_u64(attr::LINK_COUNT), Some(2));
+        assert_eq!(r.iter().filter(|r| r.get_u64(attr::LINK_COUNT).is_some()).count(), 1);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use thiserror::Error;
 
-use super::records::{attr, kind, Attr, Record};
+use super::records::{attr, is_sent, kind, Attr, Record};
 use crate::amqp::codec::{Limits, Value};
 use crate::amqp::message::{parse_head, read_section, MessageError, Section};
 
@@ -169,7 +169,7 @@ fn put_application_properties(out: &mut BytesMut, pairs: &[(&str, AppValue)]) {
 
 /// A record's attribute map: type (a uint), identity, then every attribute set, ascending.
 fn put_record(out: &mut BytesMut, r: &Record) {
-    let set: Vec<(&u32, &Attr)> = r.attrs.iter().filter(|(k, v)| **k > attr::IDENTITY && !v.is_unset()).collect();
+    let set: Vec<(&u32, &Attr)> = r.attrs.iter().filter(|(k, v)| **k > attr::IDENTITY && is_sent(**k, v)).collect();
     put_compound32(out, 0xd1, (set.len() + 2) * 2, |out| {
         put_uint(out, attr::TYPE);
         put_uint(out, r.kind);
