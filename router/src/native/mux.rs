@@ -12,6 +12,8 @@
 //! [`StreamRx::forward_to`]).
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -409,12 +411,31 @@ impl StreamTx {
 }
 
 /// Puts `frame` on a writer's queue, in order with what the caller queued before: at once when there is room,
-/// otherwise waiting for room in a boxed future (a stream's futures stay small while it is idle).
-async fn queue_frame(tx: &mpsc::Sender<Frame>, frame: Frame) -> Result<(), ()> {
+/// otherwise waiting for room in a boxed future. Not an `async fn`: the future a stream's pump holds while it waits
+/// elsewhere keeps room for this one, and an `async fn` would keep the frame in it twice (its argument and what it
+/// passes on); this is a word or two (issue 45: memory per idle connection).
+fn queue_frame(tx: &mpsc::Sender<Frame>, frame: Frame) -> Queued<'_> {
     match tx.try_send(frame) {
-        Ok(()) => Ok(()),
-        Err(mpsc::error::TrySendError::Closed(_)) => Err(()),
-        Err(mpsc::error::TrySendError::Full(frame)) => Box::pin(tx.send(frame)).await.map_err(|_| ()),
+        Ok(()) => Queued::Done(Ok(())),
+        Err(mpsc::error::TrySendError::Closed(_)) => Queued::Done(Err(())),
+        Err(mpsc::error::TrySendError::Full(frame)) => Queued::Waiting(Box::pin(tx.send(frame))),
+    }
+}
+
+/// A frame put on a writer's queue ([`queue_frame`]).
+enum Queued<'a> {
+    Done(Result<(), ()>),
+    Waiting(Pin<Box<dyn Future<Output = Result<(), mpsc::error::SendError<Frame>>> + Send + 'a>>),
+}
+
+impl Future for Queued<'_> {
+    type Output = Result<(), ()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        match self.get_mut() {
+            Queued::Done(r) => std::task::Poll::Ready(*r),
+            Queued::Waiting(f) => f.as_mut().poll(cx).map(|r| r.map_err(|_| ())),
+        }
     }
 }
 

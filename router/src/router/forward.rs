@@ -115,7 +115,7 @@ impl Forward {
     /// A stream a neighbour opened: to a local target, onward to the next hop, or reset.
     fn on_open(self: &Arc<Self>, tx: StreamTx, rx: StreamRx, open: Open, from: String) {
         let me = self.clone();
-        tokio::spawn(async move {
+        let fut = async move {
             if open.ttl == 0 {
                 tx.reset(ResetReason::TtlExpired).await;
                 return;
@@ -125,7 +125,7 @@ impl Forward {
                 None => tx.reset(ResetReason::NoRoute).await,
                 Some(Dest::Local(target)) => {
                     let _load = LoadGuard::new(&target.open);
-                    match me.targets.dial(&target).await {
+                    match Box::pin(me.targets.dial(&target)).await {
                         None => tx.reset(ResetReason::DialFailed).await,
                         Some(io) => {
                             tx.opened().await;
@@ -133,9 +133,9 @@ impl Forward {
                             me.targets.opened(&target, &open.origin);
                             let counts = Counts::default();
                             let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
+                            let watch = pump::Watch::default();
                             let end =
-                                pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, pump::Watch::default())
-                                    .await;
+                                Box::pin(pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, watch)).await;
                             me.targets.closed(&target, &counts, true, &open.origin, start_us, end == End::Closed);
                         }
                     }
@@ -143,11 +143,11 @@ impl Forward {
                 Some(Dest::Remote(group)) => {
                     let _load = KeyLoad::new(group.clone(), &open.key);
                     let next = Open { ttl: open.ttl - 1, key: open.key.clone(), origin: open.origin.clone() };
-                    match group.open(next).await {
+                    match Box::pin(group.open(next)).await {
                         None => tx.reset(ResetReason::NoRoute).await,
                         Some(onward) => {
                             let counts = Counts::default();
-                            pump::stream_stream((tx, rx), onward, &counts, pump::Cancel::new(cancel)).await;
+                            Box::pin(pump::stream_stream((tx, rx), onward, &counts, pump::Cancel::new(cancel))).await;
                             group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);
                             group.bytes_in.fetch_add(counts.down.load(Ordering::Relaxed), Ordering::Relaxed);
                         }
@@ -155,16 +155,17 @@ impl Forward {
                 }
                 Some(Dest::Upstream) => {
                     let next = Open { ttl: open.ttl - 1, key: open.key.clone(), origin: open.origin.clone() };
-                    match me.open_upstream(next).await {
+                    match Box::pin(me.open_upstream(next)).await {
                         None => tx.reset(ResetReason::NoRoute).await,
                         Some(onward) => {
                             let counts = Counts::default();
-                            pump::stream_stream((tx, rx), (onward.tx, onward.rx), &counts, pump::Cancel::new(cancel))
-                                .await;
+                            let onward = (onward.tx, onward.rx);
+                            Box::pin(pump::stream_stream((tx, rx), onward, &counts, pump::Cancel::new(cancel))).await;
                         }
                     }
                 }
             }
-        });
+        };
+        tokio::spawn(fut);
     }
 }

@@ -419,9 +419,10 @@ impl Listeners {
                         let series = series.clone();
                         let acceptor = acceptor.clone();
                         let conn_cancel = conns.child_token();
-                        tokio::spawn(async move {
+                        let fut = async move {
                             me.serve_client(stream, key, series, acceptor, conn_cancel, slot).await;
-                        });
+                        };
+                        tokio::spawn(fut);
                     }
                     Err(e) => {
                         tracing::debug!("accept: {e}");
@@ -453,7 +454,7 @@ impl Listeners {
         if let (Dest::Remote(_) | Dest::Upstream, Some(main)) = (&dest, crate::workers::main_from_worker()) {
             match stream.into_std() {
                 Ok(std) => {
-                    main.spawn(async move {
+                    let fut = async move {
                         match TcpStream::from_std(std) {
                             Ok(stream) => self.carry_client(stream, dest, key, series, acceptor, cancel).await,
                             Err(e) => {
@@ -462,7 +463,8 @@ impl Listeners {
                             }
                         }
                         drop(slot);
-                    });
+                    };
+                    main.spawn(fut);
                 }
                 Err(e) => {
                     tracing::debug!("handing a client to the main runtime: {e}");
@@ -486,7 +488,9 @@ impl Listeners {
     ) {
         let client = match acceptor {
             None => Io::Plain(stream),
-            Some(acc) => match tokio::time::timeout(Duration::from_secs(10), acc.accept(stream)).await {
+            // boxed, as every wait below that ends before the bytes flow: the task keeps only what it holds while
+            // the connection is open (issue 45: memory per idle connection)
+            Some(acc) => match Box::pin(tokio::time::timeout(Duration::from_secs(10), acc.accept(stream))).await {
                 Ok(Ok(s)) => Io::Tls(Box::new(tokio_rustls::TlsStream::Server(s))),
                 _ => {
                     self.refused(&series, "tls");
@@ -504,12 +508,12 @@ impl Listeners {
         match dest {
             Dest::Local(target) => {
                 let _load = LoadGuard::new(&target.open);
-                match self.targets.dial(&target).await {
+                match Box::pin(self.targets.dial(&target)).await {
                     Some(t) => {
                         self.targets.opened(&target, &self.id);
                         let cancel = pump::Cancel::new(cancel).with_target(&target.cancel);
-                        let end =
-                            pump::socket_socket(client, t, self.forward.buffer(), &counts, cancel, tap.as_ref()).await;
+                        let buffer = self.forward.buffer();
+                        let end = Box::pin(pump::socket_socket(client, t, buffer, &counts, cancel, tap.as_ref())).await;
                         clean = end == End::Closed;
                         self.metrics.spliced_bytes.inc_by(counts.spliced.load(Ordering::Relaxed));
                         self.metrics.splice_refused.inc_by(counts.splice_refused.load(Ordering::Relaxed));
@@ -530,13 +534,12 @@ impl Listeners {
                 let started = Instant::now();
                 let open = Open { ttl: TTL, key: key.clone(), origin: self.id.clone() };
                 let opened = match &group {
-                    Some(g) => g.open(open).await.map(|(tx, rx)| (tx, rx, None)),
-                    None => self.forward.open_upstream(open).await.map(|c| (c.tx, c.rx, Some(c.guard))),
+                    Some(g) => Box::pin(g.open(open)).await.map(|(tx, rx)| (tx, rx, None)),
+                    None => Box::pin(self.forward.open_upstream(open)).await.map(|c| (c.tx, c.rx, Some(c.guard))),
                 };
                 match opened {
                     Some((tx, rx, _guard)) => {
-                        // boxed: a connection to a local target (the plain relay, a far smaller future) does not
-                        // carry this one's room in its task (issue 45: memory per idle connection)
+                        // boxed: the task's own state stays small (issue 45: memory per idle connection)
                         let end = Box::pin(pump::socket_stream(
                             client,
                             tx,
