@@ -119,7 +119,13 @@ fn hello_on_control(s: &Seen) -> bool {
 }
 
 fn params(conn_id: i64, access_id: Option<&str>) -> interior::OpenParams {
-    interior::OpenParams { router_id: "ours".into(), conn_id, access_id: access_id.map(str::to_string), hostname: None }
+    interior::OpenParams {
+        router_id: "ours".into(),
+        conn_id,
+        access_id: access_id.map(str::to_string),
+        hostname: None,
+        cost: 1,
+    }
 }
 
 #[tokio::test]

@@ -419,7 +419,7 @@ mod tests {
     use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
 
     fn conn(id: &str) -> Conn {
-        let p = OpenParams { router_id: id.into(), conn_id: 1, access_id: None, hostname: None };
+        let p = OpenParams { router_id: id.into(), conn_id: 1, access_id: None, hostname: None, cost: 1 };
         Conn::new(interior::open(&p), interior::limits(), Instant::now())
     }
 

@@ -39,10 +39,25 @@ pub struct OpenParams {
     pub access_id: Option<String>,
     /// The host dialed (the connector side sends it).
     pub hostname: Option<String>,
+    /// The link's cost, sent as `qd.inter-router-cost` when above 1 (upstream's connector does; the other side
+    /// takes the higher of its own and this).
+    pub cost: u32,
 }
 
 fn str_of(s: &str) -> Str {
     Str::from_utf8(Bytes::copy_from_slice(s.as_bytes())).unwrap_or_default()
+}
+
+/// The `open` property naming an inter-router connection's cost.
+pub const COST_KEY: &str = "qd.inter-router-cost";
+
+/// The cost a peer's `open` announces (`qd.inter-router-cost`, an int; upstream reads no other type), if any.
+pub fn announced_cost(open: &Open) -> Option<u32> {
+    let (_, v) = open.properties.iter().find(|(k, _)| k.as_str() == Some(COST_KEY))?;
+    match v {
+        Value::Int(c) => u32::try_from(*c).ok().filter(|c| *c >= 1),
+        _ => None,
+    }
 }
 
 /// The `open` of an inter-router connection; `amqp::conn` fills in max-frame-size, channel-max and idle-time-out.
@@ -56,6 +71,10 @@ pub fn open(p: &OpenParams) -> Open {
     ];
     if let Some(id) = &p.access_id {
         properties.push((Value::symbol("qd.access-id"), Value::string(id)));
+    }
+    if p.cost > 1 {
+        let cost = i32::try_from(p.cost).unwrap_or(i32::MAX);
+        properties.push((Value::symbol(COST_KEY), Value::Int(cost)));
     }
     Open {
         container_id: str_of(&p.router_id),
@@ -199,12 +218,33 @@ mod tests {
 
     #[test]
     fn the_open_carries_upstreams_capabilities_and_properties() {
-        let o = open(&OpenParams { router_id: "r1".into(), conn_id: 3, access_id: Some("a:1".into()), hostname: None });
+        let o = open(&OpenParams {
+            router_id: "r1".into(),
+            conn_id: 3,
+            access_id: Some("a:1".into()),
+            hostname: None,
+            cost: 1,
+        });
         assert_eq!(o.container_id.as_str(), "r1");
         let caps: Vec<&str> = o.offered_capabilities.iter().map(|c| c.as_str()).collect();
         assert_eq!(caps, [CAP_ANONYMOUS_RELAY, CAP_STREAMING_LINKS]);
         let keys: Vec<&str> = o.properties.iter().filter_map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["product", "version", "qd.conn-id", "qd.annotations-version", "qd.access-id"]);
         assert!(o.properties.contains(&(Value::symbol("qd.annotations-version"), Value::Int(2))));
+    }
+
+    #[test]
+    fn a_cost_above_one_is_announced_and_read_back() {
+        let p = |cost| OpenParams { router_id: "r1".into(), conn_id: 1, access_id: None, hostname: None, cost };
+        assert!(open(&p(1)).properties.iter().all(|(k, _)| k.as_str() != Some(COST_KEY)));
+        assert_eq!(announced_cost(&open(&p(1))), None);
+        let dear = open(&p(5));
+        assert!(dear.properties.contains(&(Value::symbol(COST_KEY), Value::Int(5))));
+        assert_eq!(announced_cost(&dear), Some(5));
+        let mut odd = open(&p(1));
+        odd.properties.push((Value::symbol(COST_KEY), Value::Long(7)));
+        assert_eq!(announced_cost(&odd), None, "upstream reads only an int");
+        odd.properties.push((Value::symbol(COST_KEY), Value::Int(-3)));
+        assert_eq!(announced_cost(&odd), None);
     }
 }

@@ -55,9 +55,10 @@ impl Forward {
         &self.border
     }
 
-    /// Opens a stream toward an upstream router serving `open.key` (a flow over an AMQP link).
-    pub async fn open_upstream(&self, open: Open) -> Option<Carried> {
-        self.border.open(open, |r| self.control.knows_router(|k| k == r)).await
+    /// Opens a stream toward an upstream router serving `open.key` (a flow over an AMQP link); `from`: the
+    /// neighbour it came from (never sent back there).
+    pub async fn open_upstream(&self, open: Open, from: Option<&str>) -> Option<Carried> {
+        self.border.open(open, from, |r| self.control.knows_router(|k| k == r)).await
     }
 
     pub fn buffer(&self) -> usize {
@@ -76,7 +77,7 @@ impl Forward {
     /// Picks the destination of a new connection as skupper-router's balanced distribution: the lowest open
     /// connections plus path cost; on a tie the lower cost (local first), then rotating. `from`: the neighbour the
     /// stream came from (never sent back there).
-    pub fn choose(&self, key: &str, from: Option<&str>) -> Option<Dest> {
+    pub fn choose(&self, key: &str, from: Option<&str>, origin: &str) -> Option<Dest> {
         let mut cands: Vec<(usize, u64, Dest)> = Vec::new();
         self.targets.visit(key, |t| cands.push((t.open.load(Ordering::Relaxed), 0, Dest::Local(t.clone()))));
         self.control.next_hops(key, |hop, cost, groups| {
@@ -87,11 +88,10 @@ impl Forward {
                 cands.push((g.key_load(key) + cost as usize, cost, Dest::Remote(g.clone())));
             }
         });
-        // upstream routers (at cost 1), never back to one a stream came from
-        if !from.is_some_and(|f| self.border.is_peer(f)) {
-            if let Some(load) = self.border.load(key, |r| self.control.knows_router(|k| k == r)) {
-                cands.push((load + 1, 1, Dest::Upstream));
-            }
+        // upstream routers at their path cost, never back the way a stream came; a stream from one upstream
+        // router may go on to another (transit: upstream's routers route through this one as through theirs)
+        if let Some((value, cost)) = self.border.load(key, from, origin, |r| self.control.knows_router(|k| k == r)) {
+            cands.push((value, cost, Dest::Upstream));
         }
         if cands.is_empty() {
             return None;
@@ -121,7 +121,7 @@ impl Forward {
                 return;
             }
             let cancel = me.shutdown.child_token();
-            match me.choose(&open.key, Some(&from)) {
+            match me.choose(&open.key, Some(&from), &open.origin) {
                 None => tx.reset(ResetReason::NoRoute).await,
                 Some(Dest::Local(target)) => {
                     let _load = LoadGuard::new(&target.open);
@@ -155,7 +155,7 @@ impl Forward {
                 }
                 Some(Dest::Upstream) => {
                     let next = Open { ttl: open.ttl - 1, key: open.key.clone(), origin: open.origin.clone() };
-                    match Box::pin(me.open_upstream(next)).await {
+                    match Box::pin(me.open_upstream(next, Some(&from))).await {
                         None => tx.reset(ResetReason::NoRoute).await,
                         Some(onward) => {
                             let counts = Counts::default();

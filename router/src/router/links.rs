@@ -262,7 +262,7 @@ impl Links {
                 if index > 0 {
                     return Err("an AMQP link has one connection".into());
                 }
-                let pending = self.border.dial(tls, &l.host).await?;
+                let pending = self.border.dial(tls, &l.host, l.effective_cost()).await?;
                 // the identity is the Link (its server certificate chains to the CA it was given); the router id
                 // upstream's router names in its open is an alias of it
                 let identity = format!("Link {}", truncate(&l.name, 100));

@@ -445,7 +445,7 @@ impl Listeners {
         cancel: CancellationToken,
         slot: ClientSlot,
     ) {
-        let Some(dest) = self.forward.choose(&key, None) else {
+        let Some(dest) = self.forward.choose(&key, None, &self.id) else {
             let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
             self.refused(&series, "no_route");
             return;
@@ -535,7 +535,7 @@ impl Listeners {
                 let open = Open { ttl: TTL, key: key.clone(), origin: self.id.clone() };
                 let opened = match &group {
                     Some(g) => Box::pin(g.open(open)).await.map(|(tx, rx)| (tx, rx, None)),
-                    None => Box::pin(self.forward.open_upstream(open)).await.map(|c| (c.tx, c.rx, Some(c.guard))),
+                    None => Box::pin(self.forward.open_upstream(open, None)).await.map(|c| (c.tx, c.rx, Some(c.guard))),
                 };
                 match opened {
                     Some((tx, rx, _guard)) => {

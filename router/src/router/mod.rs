@@ -253,6 +253,7 @@ impl Router {
     pub fn stop(&self) {
         self.shutdown.cancel();
         self.control.close_all();
+        self.links.border().close_all();
     }
 
     pub fn access_address(&self) -> Option<SocketAddr> {

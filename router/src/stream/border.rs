@@ -65,6 +65,8 @@ pub struct Pending {
     control: Option<(LinkId, LinkId)>,
     /// An edge router's connection (upstream's `edge` role): the events read before it showed it was one.
     edge: Option<Vec<Event>>,
+    /// The cost the peer's `open` announced (`qd.inter-router-cost`), if any.
+    announced: Option<u32>,
 }
 
 impl Pending {
@@ -118,6 +120,8 @@ pub struct Border {
     collector: Collector,
     /// Whether the task that keeps the collector's subscriptions among the mobile addresses runs.
     following: std::sync::atomic::AtomicBool,
+    /// Every joined connection (those ended are dropped as they are met), closed when the router stops.
+    joined: Mutex<Vec<Sender>>,
 }
 
 /// An edge router's connection: its router id and the keys it serves.
@@ -167,6 +171,7 @@ impl Border {
             vanflow: Publisher::new(id),
             collector: Collector::standard(id),
             following: std::sync::atomic::AtomicBool::new(false),
+            joined: Mutex::default(),
         }
     }
 
@@ -179,18 +184,20 @@ impl Border {
         self.node.get_or_init(|| node::spawn(&self.id, self.instance))
     }
 
-    fn params(&self, access_id: Option<String>, hostname: Option<&str>) -> OpenParams {
+    fn params(&self, access_id: Option<String>, hostname: Option<&str>, cost: u32) -> OpenParams {
         OpenParams {
             router_id: self.id.clone(),
             conn_id: self.conn_ids.fetch_add(1, Ordering::Relaxed),
             access_id,
             hostname: hostname.map(str::to_string),
+            cost,
         }
     }
 
     /// The dialer's handshake over `io` (TLS is up, no ALPN agreed): SASL `EXTERNAL`, upstream's inter-router
-    /// `open` and link set, until the peer's `open` names it. The caller bounds it in time.
-    pub async fn dial<S>(&self, mut io: S, hostname: &str) -> Result<Pending, String>
+    /// `open` (announcing the Link's `cost` when above 1) and link set, until the peer's `open` names it. The caller
+    /// bounds it in time.
+    pub async fn dial<S>(&self, mut io: S, hostname: &str, cost: u32) -> Result<Pending, String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -198,7 +205,7 @@ impl Border {
             .await
             .map_err(|e| format!("SASL EXTERNAL: {e}"))?;
         let mut conn =
-            Conn::new(interior::open(&self.params(None, Some(hostname))), interior::limits(), Instant::now());
+            Conn::new(interior::open(&self.params(None, Some(hostname), cost)), interior::limits(), Instant::now());
         let mut sessions = vec![];
         for _ in 0..=interior::PRIORITIES {
             sessions.push(conn.begin().map_err(|e| e.to_string())?);
@@ -218,7 +225,8 @@ impl Border {
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let open = opened(&mut handle).await?;
         self.note_access(&open);
-        Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx), edge: None })
+        let (peer, announced) = (open.container_id.as_str().to_string(), interior::announced_cost(&open));
+        Ok(Pending { peer, handle, control: tx.zip(rx), edge: None, announced })
     }
 
     /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
@@ -231,32 +239,42 @@ impl Border {
     {
         let cfg = ServerConfig { allow_anonymous: false, tls_identity: Some(identity.to_string()) };
         let auth = sasl::server(&mut io, &cfg).await.map_err(|e| format!("SASL: {e}"))?;
-        let open = interior::open(&self.params(Some(format!("{}:access", self.id)), None));
+        let open = interior::open(&self.params(Some(format!("{}:access", self.id)), None, 1));
         let conn = Conn::new(open, interior::limits(), Instant::now());
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let theirs = opened(&mut handle).await?;
         let peer = theirs.container_id.as_str().to_string();
+        let announced = interior::announced_cost(&theirs);
         let data = theirs
             .properties
             .iter()
             .any(|(k, v)| k.as_str() == Some("qd.inter-router-role") && v.as_i64() == Some(ROLE_INTER_ROUTER_DATA));
         if data {
-            return Ok(Pending { peer, handle, control: None, edge: None });
+            return Ok(Pending { peer, handle, control: None, edge: None, announced });
         }
         // no control links in time: a data connection that did not say so, kept like one
         let first = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_first_links(&mut handle)).await.ok().flatten();
         Ok(match first {
-            Some(FirstLinks::Control(tx, rx)) => Pending { peer, handle, control: Some((tx, rx)), edge: None },
-            Some(FirstLinks::Edge(seen)) => Pending { peer, handle, control: None, edge: Some(seen) },
-            None => Pending { peer, handle, control: None, edge: None },
+            Some(FirstLinks::Control(tx, rx)) => {
+                Pending { peer, handle, control: Some((tx, rx)), edge: None, announced }
+            }
+            Some(FirstLinks::Edge(seen)) => Pending { peer, handle, control: None, edge: Some(seen), announced },
+            None => Pending { peer, handle, control: None, edge: None, announced },
         })
     }
 
-    /// Hands a connection to the node at `cost` (the one place connections join it), its flows started first
-    /// (the peer's flows to our keys go to `on_open` as streams); a data connection is only kept driven and
-    /// carries flows (it carries no router links).
+    /// Hands a connection to the node at `cost` or the higher cost the peer's `open` announced (upstream's rule:
+    /// both sides of a link take the higher), the one place connections join it, its flows started first (the
+    /// peer's flows to our keys go to `on_open` as streams); a data connection is only kept driven and carries
+    /// flows (it carries no router links).
     pub async fn join(&self, p: Pending, cost: u32, on_open: OnOpen) -> Joined {
+        let cost = cost.max(p.announced.unwrap_or(1));
         let sender = p.handle.sender();
+        {
+            let mut joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
+            joined.retain(|s| s.ended().is_none());
+            joined.push(sender.clone());
+        }
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
             self.publish_over(&flows, &sender).await;
@@ -386,54 +404,91 @@ impl Border {
         c
     }
 
-    /// Whether `router` is an upstream router linked to this one (a stream it sent is not sent back upstream).
-    pub fn is_peer(&self, router: &str) -> bool {
-        self.lock_carriers().iter().any(|c| c.peer == router)
-    }
-
-    /// The upstream neighbours through which `key` is reached (next hops of the routers serving it), routers
-    /// `ours` says are of our own network left out.
-    fn hops_for(&self, key: &str, ours: impl Fn(&str) -> bool) -> BTreeSet<String> {
-        let Some(node) = self.node.get() else { return BTreeSet::new() };
+    /// The upstream neighbours through which `key` is reached, each with the cost of the cheapest path to a router
+    /// serving it through that neighbour (upstream's `rnode->cost`; an edge: its link, cost 1), routers `ours` says
+    /// are of our own network left out. A flow that came from `from` is never sent back: not to `from`, nor toward
+    /// a router reached through it, nor to the router it entered upstream's network at (`origin`).
+    fn hops_for(
+        &self,
+        key: &str,
+        from: Option<&str>,
+        origin: &str,
+        ours: impl Fn(&str) -> bool,
+    ) -> BTreeMap<String, u64> {
+        let Some(node) = self.node.get() else { return BTreeMap::new() };
         let state = node.state.borrow();
         let address = format!("M{key}");
-        let mut hops: BTreeSet<String> = state
-            .addresses
-            .iter()
-            .filter(|(router, a)| !ours(router) && a.contains(&address))
-            .filter_map(|(router, _)| state.routes.next_hops.get(router).cloned())
-            .collect();
+        let mut hops: BTreeMap<String, u64> = BTreeMap::new();
+        let mut note = |hop: &str, cost: u64| {
+            if Some(hop) != from {
+                let best = hops.entry(hop.to_string()).or_insert(cost);
+                *best = (*best).min(cost);
+            }
+        };
+        for (router, a) in &state.addresses {
+            if ours(router) || router == origin || !a.contains(&address) {
+                continue;
+            }
+            if let Some(hop) = state.routes.next_hops.get(router) {
+                let cost = state.routes.costs.get(router).copied().unwrap_or(1);
+                note(hop, u64::try_from(cost).unwrap_or(0).max(1));
+            }
+        }
         drop(state);
         let edges = self.lock_edges();
-        hops.extend(edges.iter().filter(|e| !ours(&e.peer) && e.served.borrow().contains(key)).map(|e| e.peer.clone()));
+        for e in edges.iter().filter(|e| !ours(&e.peer) && e.peer != origin && e.served.borrow().contains(key)) {
+            note(&e.peer, 1);
+        }
         hops
     }
 
-    /// The flows open over connections toward `key`'s upstream routers (`None`: no such connection).
-    pub fn load(&self, key: &str, ours: impl Fn(&str) -> bool) -> Option<usize> {
-        let hops = self.hops_for(key, ours);
-        let carriers = self.lock_carriers();
-        carriers.iter().filter(|c| hops.contains(&c.peer)).map(|c| c.open.load(Ordering::Relaxed)).min()
+    /// The value of the connection a flow toward `key` would take ([`Border::open`]) as upstream's balanced
+    /// distribution counts it (flows open over it + the path cost), with that cost; `None`: no such connection.
+    /// `from` and `origin` as in [`Border::open`].
+    pub fn load(
+        &self,
+        key: &str,
+        from: Option<&str>,
+        origin: &str,
+        ours: impl Fn(&str) -> bool,
+    ) -> Option<(usize, u64)> {
+        let hops = self.hops_for(key, from, origin, ours);
+        self.best(&hops).map(|(_, value, cost)| (value, cost))
     }
 
-    /// Opens `open` as a flow toward an upstream router serving its key, on a control connection to one of its next
-    /// hops (the one with the fewest open flows), else a data connection; `None` when there is none or it ended.
-    pub async fn open(&self, open: StreamOpen, ours: impl Fn(&str) -> bool) -> Option<Carried> {
-        let hops = self.hops_for(&open.key, ours);
-        let carrier = {
-            let carriers = self.lock_carriers();
-            let to_hops = carriers.iter().filter(|c| hops.contains(&c.peer));
-            // control connections first: our streaming attaches on the data connections skrouterd dialed to us
-            // carried nothing (the flow was reset at once: `skrouterds_connector_dials_our_router_access`), while
-            // its own flows arrive there and are served
-            let best = to_hops.min_by_key(|c| (c.data, c.open.load(Ordering::Relaxed)));
-            let best = best?.clone();
-            best.open.fetch_add(1, Ordering::Relaxed);
-            best
-        };
+    /// Among the connections to `hops`: a control connection before a data connection (our streaming attaches on
+    /// the data connections skrouterd dialed to us carried nothing: the flow was reset at once,
+    /// `skrouterds_connector_dials_our_router_access`, while its own flows arrive there and are served), then the
+    /// lowest flows open + path cost: (it, that value, the cost).
+    fn best(&self, hops: &BTreeMap<String, u64>) -> Option<(Arc<Carrier>, usize, u64)> {
+        let carriers = self.lock_carriers();
+        let to_hops = carriers.iter().filter_map(|c| {
+            let cost = *hops.get(&c.peer)?;
+            Some((c, c.open.load(Ordering::Relaxed).saturating_add(cost as usize), cost))
+        });
+        let (c, value, cost) = to_hops.min_by_key(|(c, value, _)| (c.data, *value))?;
+        Some((c.clone(), value, cost))
+    }
+
+    /// Opens `open` as a flow toward an upstream router serving its key, on the connection [`Border::best`] picks
+    /// among those to its next hops; `None` when there is none or it ended. A flow that came from upstream router
+    /// `from` goes on to another upstream router only (transit), never back to `from`, toward a router reached
+    /// through it, or to the router it entered at.
+    pub async fn open(&self, open: StreamOpen, from: Option<&str>, ours: impl Fn(&str) -> bool) -> Option<Carried> {
+        let hops = self.hops_for(&open.key, from, &open.origin, ours);
+        let (carrier, _, _) = self.best(&hops)?;
+        carrier.open.fetch_add(1, Ordering::Relaxed);
         let guard = OpenGuard(carrier.clone());
         let (tx, rx) = open_amqp(&carrier.flows, open).await?;
         Some(Carried { tx, rx, guard })
+    }
+
+    /// Closes every joined connection (the router stops: upstream's routers see the link go and dial again).
+    pub fn close_all(&self) {
+        let joined = std::mem::take(&mut *self.joined.lock().unwrap_or_else(|e| e.into_inner()));
+        for s in joined {
+            s.close();
+        }
     }
 
     /// The upstream routers this one exchanges HELLO with.

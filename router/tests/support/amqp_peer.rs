@@ -27,7 +27,13 @@ pub fn free_port() -> u16 {
 }
 
 pub fn params(conn_id: i64, access_id: Option<&str>) -> interior::OpenParams {
-    interior::OpenParams { router_id: "ours".into(), conn_id, access_id: access_id.map(str::to_string), hostname: None }
+    interior::OpenParams {
+        router_id: "ours".into(),
+        conn_id,
+        access_id: access_id.map(str::to_string),
+        hostname: None,
+        cost: 1,
+    }
 }
 
 /// Polls `cond` until it holds, or fails saying `what` (with skrouterd's log).
