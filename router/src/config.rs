@@ -250,6 +250,21 @@ pub struct Link {
     /// The link protocol it speaks (`auto` when absent: found on the wire).
     #[serde(default)]
     pub protocol: LinkProtocol,
+    /// The role it links in (`inter-router` when absent).
+    #[serde(default)]
+    pub role: LinkRole,
+}
+
+/// A link's role (`links[].role`), upstream's two: `inter-router` (the default), a link between interior routers;
+/// `edge`, this router linking as an edge router to an interior (upstream's `edge` listener): on AMQP, upstream's
+/// edge connection (no routing protocol, address tracking and proxy links instead, `amqp::edge_out`); toward one of
+/// our routers (native protocol agreed) nothing changes.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkRole {
+    #[default]
+    InterRouter,
+    Edge,
 }
 
 /// A link's protocol (`links[].protocol`): `native`, this router's own (`sn-link/1`); `amqp`, upstream's
@@ -511,6 +526,20 @@ mod tests {
         }
         let err = doc(&format!(r#"{{{link},"protocol":"core"}}"#)).unwrap_err();
         assert!(err[0].contains("unknown variant `core`, expected one of `auto`, `native`, `amqp`"), "{err:?}");
+    }
+
+    #[test]
+    fn a_link_is_inter_router_unless_it_names_the_edge_role() {
+        let doc = |links: &str| {
+            Document::parse(&format!(r#"{{"version":1,"site":{{"id":"s","name":"w"}},"links":[{links}]}}"#))
+        };
+        let link = r#""name":"l","host":"127.0.0.2","tlsProfile":"p""#;
+        assert_eq!(doc(&format!("{{{link}}}")).unwrap().links[0].role, LinkRole::InterRouter);
+        for (word, r) in [("inter-router", LinkRole::InterRouter), ("edge", LinkRole::Edge)] {
+            assert_eq!(doc(&format!(r#"{{{link},"role":"{word}"}}"#)).unwrap().links[0].role, r);
+        }
+        let err = doc(&format!(r#"{{{link},"role":"interior"}}"#)).unwrap_err();
+        assert!(err[0].contains("unknown variant `interior`, expected `inter-router` or `edge`"), "{err:?}");
     }
 
     #[test]

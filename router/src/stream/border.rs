@@ -19,9 +19,10 @@ use tokio::sync::watch;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::amqp::conn::{Conn, Event, LinkId};
+use crate::amqp::conn::{Conn, ConnError, Event, LinkId};
 use crate::amqp::driver::{self, Handle, Sender};
 use crate::amqp::edge;
+use crate::amqp::edge_out::{self, EdgeUp};
 use crate::amqp::flow::{self, Flows};
 use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
 use crate::amqp::node::{self, NodeHandle};
@@ -52,12 +53,14 @@ pub struct Pending {
     control: Option<(LinkId, LinkId)>,
     /// An edge router's connection (upstream's `edge` role): the events read before it showed it was one.
     edge: Option<Vec<Event>>,
+    /// A connection this router dialed as an edge router (to an interior's `edge` listener).
+    uplink: Option<EdgeUp>,
 }
 
 impl Pending {
     /// One of upstream's data ("trunk") connections: no router links.
     pub fn is_data(&self) -> bool {
-        self.control.is_none() && self.edge.is_none()
+        self.control.is_none() && self.edge.is_none() && self.uplink.is_none()
     }
 
     /// An edge router's connection (upstream's `edge` role: no routing protocol, address tracking instead).
@@ -99,11 +102,17 @@ pub struct Border {
     ours: watch::Sender<BTreeSet<String>>,
     /// The edge routers linked to this one (those ended are dropped as they are met).
     edges: Mutex<Vec<EdgePeer>>,
+    /// The keys this router's network has Listeners for (what it watches as an edge).
+    wanted: watch::Sender<BTreeSet<String>>,
+    /// The interiors this router is linked to as an edge, with the keys each says are reachable (those ended are
+    /// dropped as they are met).
+    interiors: Mutex<Vec<EdgePeer>>,
     /// This router as a vanflow source over its connections to upstream (`amqp::vanflow::publish`).
     vanflow: Publisher,
 }
 
-/// An edge router's connection: its router id and the keys it serves.
+/// An edge connection: the far router's id and its keys (those an edge serves, or those an interior said are
+/// reachable through it).
 struct EdgePeer {
     peer: String,
     sender: Sender,
@@ -147,6 +156,8 @@ impl Border {
             carriers: Mutex::default(),
             ours: watch::Sender::new(BTreeSet::new()),
             edges: Mutex::default(),
+            wanted: watch::Sender::new(BTreeSet::new()),
+            interiors: Mutex::default(),
             vanflow: Publisher::new(id),
         }
     }
@@ -171,7 +182,60 @@ impl Border {
 
     /// The dialer's handshake over `io` (TLS is up, no ALPN agreed): SASL `EXTERNAL`, upstream's inter-router
     /// `open` and link set, until the peer's `open` names it. The caller bounds it in time.
-    pub async fn dial<S>(&self, mut io: S, hostname: &str) -> Result<Pending, String>
+    pub async fn dial<S>(&self, io: S, hostname: &str) -> Result<Pending, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (peer, handle, control) = self
+            .dial_with(io, hostname, |conn, prefix| {
+                let mut sessions = vec![];
+                for _ in 0..=interior::PRIORITIES {
+                    sessions.push(conn.begin()?);
+                }
+                let (mut tx, mut rx) = (None, None);
+                for (session, attach) in interior::link_set(|i| format!("{prefix}.{i}")) {
+                    let role = attach.role;
+                    let link = conn.attach(sessions[usize::from(session)], attach)?;
+                    if session == 0 {
+                        match role {
+                            Role::Sender => tx = Some(link),
+                            Role::Receiver => rx = Some(link),
+                        }
+                    }
+                }
+                Ok(tx.zip(rx))
+            })
+            .await?;
+        Ok(Pending { peer, handle, control, edge: None, uplink: None })
+    }
+
+    /// The dialer's handshake as an edge router (a link with role `edge`; TLS is up, no ALPN agreed): SASL
+    /// `EXTERNAL`, the same `open` as an interior (upstream's edge sends the same), the edge's uplink, downlink and
+    /// address-tracking receiver (`amqp::edge_out`), until the interior's `open` names it. No routing protocol.
+    pub async fn dial_edge<S>(&self, io: S, hostname: &str) -> Result<Pending, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (peer, handle, up) = self
+            .dial_with(io, hostname, |conn, prefix| {
+                let channel = conn.begin()?;
+                conn.attach(channel, edge_out::uplink(format!("{prefix}.up")))?;
+                conn.attach(channel, edge_out::downlink(format!("{prefix}.down"), &self.id))?;
+                let tracking = conn.attach(channel, edge_out::tracking(format!("{prefix}.tracking")))?;
+                Ok(EdgeUp { channel, tracking })
+            })
+            .await?;
+        Ok(Pending { peer, handle, control: None, edge: None, uplink: Some(up) })
+    }
+
+    /// SASL `EXTERNAL` as the dialer, our `open` with the links `links` attaches (given a prefix for their names),
+    /// driven until the peer's `open`: its router id, the handle, what `links` returned.
+    async fn dial_with<S, T>(
+        &self,
+        mut io: S,
+        hostname: &str,
+        links: impl FnOnce(&mut Conn, &str) -> Result<T, ConnError>,
+    ) -> Result<(String, Handle, T), String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -180,26 +244,12 @@ impl Border {
             .map_err(|e| format!("SASL EXTERNAL: {e}"))?;
         let mut conn =
             Conn::new(interior::open(&self.params(None, Some(hostname))), interior::limits(), Instant::now());
-        let mut sessions = vec![];
-        for _ in 0..=interior::PRIORITIES {
-            sessions.push(conn.begin().map_err(|e| e.to_string())?);
-        }
-        let (mut tx, mut rx) = (None, None);
-        let conn_id = self.conn_ids.load(Ordering::Relaxed);
-        for (session, attach) in interior::link_set(|i| format!("{}.{conn_id}.{i}", self.id)) {
-            let role = attach.role;
-            let link = conn.attach(sessions[usize::from(session)], attach).map_err(|e| e.to_string())?;
-            if session == 0 {
-                match role {
-                    Role::Sender => tx = Some(link),
-                    Role::Receiver => rx = Some(link),
-                }
-            }
-        }
+        let prefix = format!("{}.{}", self.id, self.conn_ids.load(Ordering::Relaxed));
+        let made = links(&mut conn, &prefix).map_err(|e| e.to_string())?;
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let open = opened(&mut handle).await?;
         self.note_access(&open);
-        Ok(Pending { peer: open.container_id.as_str().to_string(), handle, control: tx.zip(rx), edge: None })
+        Ok((open.container_id.as_str().to_string(), handle, made))
     }
 
     /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
@@ -222,14 +272,16 @@ impl Border {
             .iter()
             .any(|(k, v)| k.as_str() == Some("qd.inter-router-role") && v.as_i64() == Some(ROLE_INTER_ROUTER_DATA));
         if data {
-            return Ok(Pending { peer, handle, control: None, edge: None });
+            return Ok(Pending { peer, handle, control: None, edge: None, uplink: None });
         }
         // no control links in time: a data connection that did not say so, kept like one
         let first = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_first_links(&mut handle)).await.ok().flatten();
         Ok(match first {
-            Some(FirstLinks::Control(tx, rx)) => Pending { peer, handle, control: Some((tx, rx)), edge: None },
-            Some(FirstLinks::Edge(seen)) => Pending { peer, handle, control: None, edge: Some(seen) },
-            None => Pending { peer, handle, control: None, edge: None },
+            Some(FirstLinks::Control(tx, rx)) => {
+                Pending { peer, handle, control: Some((tx, rx)), edge: None, uplink: None }
+            }
+            Some(FirstLinks::Edge(seen)) => Pending { peer, handle, control: None, edge: Some(seen), uplink: None },
+            None => Pending { peer, handle, control: None, edge: None, uplink: None },
         })
     }
 
@@ -238,13 +290,20 @@ impl Border {
     /// carries flows (it carries no router links).
     pub async fn join(&self, p: Pending, cost: u32, on_open: OnOpen) -> Joined {
         let sender = p.handle.sender();
+        let data = p.is_data();
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
+            let flows = if p.uplink.is_some() { flows.as_edge() } else { flows };
             self.publish_over(&flows, &sender).await;
-            let data = p.control.is_none() && p.edge.is_none();
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
             self.lock_carriers().push(Arc::new(carrier));
+        }
+        if let Some(up) = p.uplink {
+            let name = format!("{}.{}.proxy", self.id, self.conn_ids.load(Ordering::Relaxed));
+            let reachable = edge_out::spawn(handle, up, name, self.ours.subscribe(), self.wanted.subscribe());
+            self.lock_interiors().push(EdgePeer { peer: p.peer, sender: sender.clone(), served: reachable });
+            return Joined { sender };
         }
         if let Some(seen) = p.edge {
             self.node();
@@ -274,6 +333,16 @@ impl Border {
         let source = self.vanflow.mobile_address();
         addresses.insert(source.clone(), AddressEntry::new(source));
         self.node().set_addresses(addresses).await;
+    }
+
+    /// Sets the keys this router's network has Listeners for: on its edge connections it watches those it does not
+    /// serve (the interior says which are reachable).
+    pub fn set_wanted(&self, keys: &BTreeSet<String>) {
+        self.wanted.send_if_modified(|k| {
+            let changed = k != keys;
+            k.clone_from(keys);
+            changed
+        });
     }
 
     /// This router's vanflow source (the router sets its records).
@@ -314,7 +383,8 @@ impl Border {
             }
         }
         drop(state);
-        for e in self.lock_edges().iter().filter(|e| !ours(&e.peer)) {
+        let (edges, interiors) = (self.lock_edges(), self.lock_interiors());
+        for e in edges.iter().chain(interiors.iter()).filter(|e| !ours(&e.peer)) {
             for key in e.served.borrow().iter() {
                 keys.entry(key.clone()).or_default().insert(e.peer.clone());
             }
@@ -323,9 +393,11 @@ impl Border {
     }
 
     fn lock_edges(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
-        let mut e = self.edges.lock().unwrap_or_else(|e| e.into_inner());
-        e.retain(|e| e.sender.ended().is_none());
-        e
+        live(&self.edges)
+    }
+
+    fn lock_interiors(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
+        live(&self.interiors)
     }
 
     /// The edge routers linked to this one.
@@ -357,8 +429,10 @@ impl Border {
             .filter_map(|(router, _)| state.routes.next_hops.get(router).cloned())
             .collect();
         drop(state);
-        let edges = self.lock_edges();
-        hops.extend(edges.iter().filter(|e| !ours(&e.peer) && e.served.borrow().contains(key)).map(|e| e.peer.clone()));
+        let (edges, interiors) = (self.lock_edges(), self.lock_interiors());
+        let serving =
+            edges.iter().chain(interiors.iter()).filter(|e| !ours(&e.peer) && e.served.borrow().contains(key));
+        hops.extend(serving.map(|e| e.peer.clone()));
         hops
     }
 
@@ -393,6 +467,13 @@ impl Border {
     pub fn neighbours(&self) -> BTreeSet<String> {
         self.node.get().map(|n| n.state.borrow().neighbours.clone()).unwrap_or_default()
     }
+}
+
+/// The edge connections in `m`, those ended dropped.
+fn live(m: &Mutex<Vec<EdgePeer>>) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
+    let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+    e.retain(|e| e.sender.ended().is_none());
+    e
 }
 
 /// Waits until the peer attached both control links (`qd.router`): (ours sending, ours receiving); `None` when the
