@@ -255,8 +255,10 @@ pub struct Link {
     pub role: LinkRole,
 }
 
-/// A link's role (`links[].role`), as upstream's connector roles: `inter-router` (interior to interior, the
-/// default) or `edge` (this router an edge of the interior it dials).
+/// A link's role (`links[].role`), upstream's two: `inter-router` (the default), a link between interior routers;
+/// `edge`, this router linking as an edge router to an interior (upstream's `edge` listener): on AMQP, upstream's
+/// edge connection (no routing protocol, address tracking and proxy links instead, `amqp::edge_out`); toward one of
+/// our routers (native protocol agreed) nothing changes.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkRole {

@@ -62,9 +62,30 @@ pub enum LinkOp {
 }
 
 enum Command {
-    Send { link: LinkId, payload: Bytes },
-    Attach { attach: Box<Attach>, reply: oneshot::Sender<Option<LinkId>> },
-    Op { link: LinkId, op: LinkOp },
+    Send {
+        link: LinkId,
+        payload: Bytes,
+    },
+    Attach {
+        attach: Box<Attach>,
+        reply: oneshot::Sender<Option<LinkId>>,
+    },
+    Op {
+        link: LinkId,
+        op: LinkOp,
+    },
+    /// A router link's attach on session `channel` (its events go to `events`) or its detach.
+    Router {
+        channel: u16,
+        attach: Option<Box<Attach>>,
+        detach: Option<LinkId>,
+        reply: oneshot::Sender<Option<LinkId>>,
+    },
+    /// Settles the peer's unsettled delivery on a router link `accepted`.
+    Accept {
+        link: LinkId,
+        delivery_id: u32,
+    },
     Close,
 }
 
@@ -97,6 +118,28 @@ impl Sender {
         let (reply, answer) = oneshot::channel();
         self.commands.send(Command::Attach { attach: Box::new(attach), reply }).await.ok()?;
         answer.await.ok().flatten()
+    }
+
+    /// Attaches a router link on session `channel` (one the connection began before it was driven): credit is kept
+    /// granted on it as a receiver, its events go to [`Handle::events`]. `None` when the connection has ended or
+    /// has no room for it.
+    pub async fn attach_router(&self, channel: u16, attach: Attach) -> Option<LinkId> {
+        let (reply, answer) = oneshot::channel();
+        let cmd = Command::Router { channel, attach: Some(Box::new(attach)), detach: None, reply };
+        self.commands.send(cmd).await.ok()?;
+        answer.await.ok().flatten()
+    }
+
+    /// Detaches (closes) router link `link`; false once the connection has ended.
+    pub async fn detach_router(&self, link: LinkId) -> bool {
+        let (reply, _) = oneshot::channel();
+        self.commands.send(Command::Router { channel: 0, attach: None, detach: Some(link), reply }).await.is_ok()
+    }
+
+    /// Settles the peer's unsettled delivery `delivery_id` on router link `link` as `accepted` (without waiting: a
+    /// full command queue drops it, and the peer keeps the delivery unsettled).
+    pub fn accept(&self, link: LinkId, delivery_id: u32) {
+        let _ = self.commands.try_send(Command::Accept { link, delivery_id });
     }
 
     /// Queues `op` on streaming link `link` (waits while the command channel is full); false once the
@@ -289,6 +332,16 @@ impl Driver {
                 if self.streaming.contains(&link) {
                     self.ops.entry(link).or_default().push_back(op);
                 }
+            }
+            Command::Router { channel, attach, detach, reply } => {
+                let link = attach.and_then(|a| self.conn.attach(channel, *a).ok());
+                if let Some(l) = detach {
+                    let _ = self.conn.detach(l, true, None);
+                }
+                let _ = reply.send(link);
+            }
+            Command::Accept { link, delivery_id } => {
+                let _ = self.conn.disposition(link, delivery_id, Some(DeliveryState::Accepted), true);
             }
             Command::Close => self.conn.close(None),
         }

@@ -4,7 +4,8 @@
 //! annotations ([`message`]), SASL ([`sasl`]), the connection as a sans-I/O state machine ([`conn`]), inter-router
 //! connections as upstream makes them ([`interior`]), upstream's routing protocol ([`routing`]: HELLO, RA, LSU, LSR,
 //! MAU, MAR and the engine that makes this router a node of upstream's network), the task driving a connection
-//! ([`driver`]), upstream's edge connections seen from the interior ([`edge`]), the node ([`node`]) and TCP flows
+//! ([`driver`]), upstream's edge connections seen from the interior ([`edge`]) and
+//! this router as an edge dialing an interior ([`edge_out`]), the node ([`node`]) and TCP flows
 //! as streaming deliveries ([`flow`]). The codec layers are pure:
 //! bytes in, values out, and back. Only the stream layer (`stream::*`) and this family may use it
 //! (`tests/module_graph.rs` checks); `docs/dev/amqp.md` describes the layout and the limits.
@@ -14,6 +15,7 @@ pub mod composite;
 pub mod conn;
 pub mod driver;
 pub mod edge;
+pub mod edge_out;
 pub mod flow;
 pub mod frame;
 pub mod interior;

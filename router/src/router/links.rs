@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_s;
-use crate::config::{self, Document, Limits, LinkProtocol, Site};
+use crate::config::{self, Document, Limits, LinkProtocol, LinkRole, Site};
 use crate::link::{self, link_io, LinkGroup, LinkIo};
 use crate::router::aliases::{AliasHold, Side};
 use crate::router::control::Control;
@@ -262,7 +262,10 @@ impl Links {
                 if index > 0 {
                     return Err("an AMQP link has one connection".into());
                 }
-                let pending = self.border.dial(tls, &l.host, l.effective_cost()).await?;
+                let pending = match l.role {
+                    LinkRole::InterRouter => self.border.dial(tls, &l.host, l.effective_cost()).await?,
+                    LinkRole::Edge => self.border.dial_edge(tls, &l.host).await?,
+                };
                 // the identity is the Link (its server certificate chains to the CA it was given); the router id
                 // upstream's router names in its open is an alias of it
                 let identity = format!("Link {}", truncate(&l.name, 100));

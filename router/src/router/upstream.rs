@@ -2,7 +2,8 @@
 //! through this router's AMQP links (their mobile addresses, routers of our own network left out) become imported
 //! services of this router's advertisement (so its Listeners bind and our other routers route to it), and the keys
 //! our network serves with its own connectors (imported ones left out, never exported back) become this router's
-//! mobile addresses in upstream's network. Nothing runs until the node has its first AMQP link.
+//! mobile addresses in upstream's network; the keys our network's Listeners want are what this router watches on
+//! its edge links (`links[].role: edge`). Nothing runs until the node has its first AMQP link.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub fn spawn(control: Arc<Control>, targets: Arc<Targets>, border: Arc<Border>, 
             if control.set_imported(imported) {
                 control.readvertise();
             }
+            border.set_wanted(&listened(&control));
             let keys = control.served_keys(targets.keys());
             if exported.as_ref() != Some(&keys) {
                 border.set_keys(&keys).await;
@@ -40,4 +42,10 @@ pub fn spawn(control: Arc<Control>, targets: Arc<Targets>, border: Arc<Border>, 
             }
         }
     });
+}
+
+/// The keys our network's routers have Listeners for (what this router watches on its edge links).
+fn listened(control: &Control) -> BTreeSet<String> {
+    let adverts = control.adverts();
+    adverts.iter().flat_map(|a| &a.services).filter(|s| !s.listeners.is_empty()).map(|s| s.key.clone()).collect()
 }

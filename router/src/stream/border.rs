@@ -19,9 +19,10 @@ use tokio::sync::watch;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::amqp::conn::{Conn, Event, LinkId};
+use crate::amqp::conn::{Conn, ConnError, Event, LinkId};
 use crate::amqp::driver::{self, Handle, Sender};
 use crate::amqp::edge;
+use crate::amqp::edge_out::{self, EdgeUp};
 use crate::amqp::flow::{self, Flows};
 use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
 use crate::amqp::node::{self, NodeHandle};
@@ -67,12 +68,14 @@ pub struct Pending {
     edge: Option<Vec<Event>>,
     /// The cost the peer's `open` announced (`qd.inter-router-cost`), if any.
     announced: Option<u32>,
+    /// A connection this router dialed as an edge router (to an interior's `edge` listener).
+    uplink: Option<EdgeUp>,
 }
 
 impl Pending {
     /// One of upstream's data ("trunk") connections: no router links.
     pub fn is_data(&self) -> bool {
-        self.control.is_none() && self.edge.is_none()
+        self.control.is_none() && self.edge.is_none() && self.uplink.is_none()
     }
 
     /// An edge router's connection (upstream's `edge` role: no routing protocol, address tracking instead).
@@ -114,6 +117,11 @@ pub struct Border {
     ours: watch::Sender<BTreeSet<String>>,
     /// The edge routers linked to this one (those ended are dropped as they are met).
     edges: Mutex<Vec<EdgePeer>>,
+    /// The keys this router's network has Listeners for (what it watches as an edge).
+    wanted: watch::Sender<BTreeSet<String>>,
+    /// The interiors this router is linked to as an edge, with the keys each says are reachable (those ended are
+    /// dropped as they are met).
+    interiors: Mutex<Vec<EdgePeer>>,
     /// This router as a vanflow source over its connections to upstream (`amqp::vanflow::publish`).
     vanflow: Publisher,
     /// This router as a vanflow collector of upstream's sources, for the observer (`amqp::vanflow::collect`).
@@ -124,7 +132,8 @@ pub struct Border {
     joined: Mutex<Vec<Sender>>,
 }
 
-/// An edge router's connection: its router id and the keys it serves.
+/// An edge connection: the far router's id and its keys (those an edge serves, or those an interior said are
+/// reachable through it).
 struct EdgePeer {
     peer: String,
     sender: Sender,
@@ -168,6 +177,8 @@ impl Border {
             carriers: Mutex::default(),
             ours: watch::Sender::new(BTreeSet::new()),
             edges: Mutex::default(),
+            wanted: watch::Sender::new(BTreeSet::new()),
+            interiors: Mutex::default(),
             vanflow: Publisher::new(id),
             collector: Collector::standard(id),
             following: std::sync::atomic::AtomicBool::new(false),
@@ -197,7 +208,62 @@ impl Border {
     /// The dialer's handshake over `io` (TLS is up, no ALPN agreed): SASL `EXTERNAL`, upstream's inter-router
     /// `open` (announcing the Link's `cost` when above 1) and link set, until the peer's `open` names it. The caller
     /// bounds it in time.
-    pub async fn dial<S>(&self, mut io: S, hostname: &str, cost: u32) -> Result<Pending, String>
+    pub async fn dial<S>(&self, io: S, hostname: &str, cost: u32) -> Result<Pending, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (peer, handle, control, announced) = self
+            .dial_with(io, hostname, cost, |conn, prefix| {
+                let mut sessions = vec![];
+                for _ in 0..=interior::PRIORITIES {
+                    sessions.push(conn.begin()?);
+                }
+                let (mut tx, mut rx) = (None, None);
+                for (session, attach) in interior::link_set(|i| format!("{prefix}.{i}")) {
+                    let role = attach.role;
+                    let link = conn.attach(sessions[usize::from(session)], attach)?;
+                    if session == 0 {
+                        match role {
+                            Role::Sender => tx = Some(link),
+                            Role::Receiver => rx = Some(link),
+                        }
+                    }
+                }
+                Ok(tx.zip(rx))
+            })
+            .await?;
+        Ok(Pending { peer, handle, control, edge: None, uplink: None, announced })
+    }
+
+    /// The dialer's handshake as an edge router (a link with role `edge`; TLS is up, no ALPN agreed): SASL
+    /// `EXTERNAL`, the same `open` as an interior (upstream's edge sends the same), the edge's uplink, downlink and
+    /// address-tracking receiver (`amqp::edge_out`), until the interior's `open` names it. No routing protocol.
+    pub async fn dial_edge<S>(&self, io: S, hostname: &str) -> Result<Pending, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (peer, handle, up, announced) = self
+            .dial_with(io, hostname, 1, |conn, prefix| {
+                let channel = conn.begin()?;
+                conn.attach(channel, edge_out::uplink(format!("{prefix}.up")))?;
+                conn.attach(channel, edge_out::downlink(format!("{prefix}.down"), &self.id))?;
+                let tracking = conn.attach(channel, edge_out::tracking(format!("{prefix}.tracking")))?;
+                Ok(EdgeUp { channel, tracking })
+            })
+            .await?;
+        Ok(Pending { peer, handle, control: None, edge: None, uplink: Some(up), announced })
+    }
+
+    /// SASL `EXTERNAL` as the dialer, our `open` (announcing `cost` when above 1) with the links `links` attaches
+    /// (given a prefix for their names), driven until the peer's `open`: its router id, the handle, what `links`
+    /// returned, the cost the peer announced.
+    async fn dial_with<S, T>(
+        &self,
+        mut io: S,
+        hostname: &str,
+        cost: u32,
+        links: impl FnOnce(&mut Conn, &str) -> Result<T, ConnError>,
+    ) -> Result<(String, Handle, T, Option<u32>), String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -206,27 +272,12 @@ impl Border {
             .map_err(|e| format!("SASL EXTERNAL: {e}"))?;
         let mut conn =
             Conn::new(interior::open(&self.params(None, Some(hostname), cost)), interior::limits(), Instant::now());
-        let mut sessions = vec![];
-        for _ in 0..=interior::PRIORITIES {
-            sessions.push(conn.begin().map_err(|e| e.to_string())?);
-        }
-        let (mut tx, mut rx) = (None, None);
-        let conn_id = self.conn_ids.load(Ordering::Relaxed);
-        for (session, attach) in interior::link_set(|i| format!("{}.{conn_id}.{i}", self.id)) {
-            let role = attach.role;
-            let link = conn.attach(sessions[usize::from(session)], attach).map_err(|e| e.to_string())?;
-            if session == 0 {
-                match role {
-                    Role::Sender => tx = Some(link),
-                    Role::Receiver => rx = Some(link),
-                }
-            }
-        }
+        let prefix = format!("{}.{}", self.id, self.conn_ids.load(Ordering::Relaxed));
+        let made = links(&mut conn, &prefix).map_err(|e| e.to_string())?;
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let open = opened(&mut handle).await?;
         self.note_access(&open);
-        let (peer, announced) = (open.container_id.as_str().to_string(), interior::announced_cost(&open));
-        Ok(Pending { peer, handle, control: tx.zip(rx), edge: None, announced })
+        Ok((open.container_id.as_str().to_string(), handle, made, interior::announced_cost(&open)))
     }
 
     /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
@@ -250,16 +301,18 @@ impl Border {
             .iter()
             .any(|(k, v)| k.as_str() == Some("qd.inter-router-role") && v.as_i64() == Some(ROLE_INTER_ROUTER_DATA));
         if data {
-            return Ok(Pending { peer, handle, control: None, edge: None, announced });
+            return Ok(Pending { peer, handle, control: None, edge: None, announced, uplink: None });
         }
         // no control links in time: a data connection that did not say so, kept like one
         let first = tokio::time::timeout(CONTROL_ATTACH_WAIT, peer_first_links(&mut handle)).await.ok().flatten();
         Ok(match first {
             Some(FirstLinks::Control(tx, rx)) => {
-                Pending { peer, handle, control: Some((tx, rx)), edge: None, announced }
+                Pending { peer, handle, control: Some((tx, rx)), edge: None, uplink: None, announced }
             }
-            Some(FirstLinks::Edge(seen)) => Pending { peer, handle, control: None, edge: Some(seen), announced },
-            None => Pending { peer, handle, control: None, edge: None, announced },
+            Some(FirstLinks::Edge(seen)) => {
+                Pending { peer, handle, control: None, edge: Some(seen), uplink: None, announced }
+            }
+            None => Pending { peer, handle, control: None, edge: None, uplink: None, announced },
         })
     }
 
@@ -275,13 +328,20 @@ impl Border {
             joined.retain(|s| s.ended().is_none());
             joined.push(sender.clone());
         }
+        let data = p.is_data();
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
+            let flows = if p.uplink.is_some() { flows.as_edge() } else { flows };
             self.publish_over(&flows, &sender).await;
-            let data = p.control.is_none() && p.edge.is_none();
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
             self.lock_carriers().push(Arc::new(carrier));
+        }
+        if let Some(up) = p.uplink {
+            let name = format!("{}.{}.proxy", self.id, self.conn_ids.load(Ordering::Relaxed));
+            let reachable = edge_out::spawn(handle, up, name, self.ours.subscribe(), self.wanted.subscribe());
+            self.lock_interiors().push(EdgePeer { peer: p.peer, sender: sender.clone(), served: reachable });
+            return Joined { sender };
         }
         if let Some(seen) = p.edge {
             self.node();
@@ -336,6 +396,16 @@ impl Border {
         });
     }
 
+    /// Sets the keys this router's network has Listeners for: on its edge connections it watches those it does not
+    /// serve (the interior says which are reachable).
+    pub fn set_wanted(&self, keys: &BTreeSet<String>) {
+        self.wanted.send_if_modified(|k| {
+            let changed = k != keys;
+            k.clone_from(keys);
+            changed
+        });
+    }
+
     /// This router's vanflow source (the router sets its records).
     pub fn vanflow(&self) -> &Publisher {
         &self.vanflow
@@ -379,7 +449,8 @@ impl Border {
             }
         }
         drop(state);
-        for e in self.lock_edges().iter().filter(|e| !ours(&e.peer)) {
+        let (edges, interiors) = (self.lock_edges(), self.lock_interiors());
+        for e in edges.iter().chain(interiors.iter()).filter(|e| !ours(&e.peer)) {
             for key in e.served.borrow().iter() {
                 keys.entry(key.clone()).or_default().insert(e.peer.clone());
             }
@@ -388,9 +459,11 @@ impl Border {
     }
 
     fn lock_edges(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
-        let mut e = self.edges.lock().unwrap_or_else(|e| e.into_inner());
-        e.retain(|e| e.sender.ended().is_none());
-        e
+        live(&self.edges)
+    }
+
+    fn lock_interiors(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
+        live(&self.interiors)
     }
 
     /// The edge routers linked to this one.
@@ -435,8 +508,12 @@ impl Border {
             }
         }
         drop(state);
-        let edges = self.lock_edges();
-        for e in edges.iter().filter(|e| !ours(&e.peer) && e.peer != origin && e.served.borrow().contains(key)) {
+        let (edges, interiors) = (self.lock_edges(), self.lock_interiors());
+        let serving = edges
+            .iter()
+            .chain(interiors.iter())
+            .filter(|e| !ours(&e.peer) && e.peer != origin && e.served.borrow().contains(key));
+        for e in serving {
             note(&e.peer, 1);
         }
         hops
@@ -495,6 +572,13 @@ impl Border {
     pub fn neighbours(&self) -> BTreeSet<String> {
         self.node.get().map(|n| n.state.borrow().neighbours.clone()).unwrap_or_default()
     }
+}
+
+/// The edge connections in `m`, those ended dropped.
+fn live(m: &Mutex<Vec<EdgePeer>>) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
+    let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
+    e.retain(|e| e.sender.ended().is_none());
+    e
 }
 
 /// Waits until the peer attached both control links (`qd.router`): (ours sending, ours receiving); `None` when the

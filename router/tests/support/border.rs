@@ -317,3 +317,44 @@ pub async fn taken_as_edge(net: &Net, slot: &snrouter::api::Slot, doc: &Value, i
     assert_eq!(network(slot)["refused"], json!([]), "{}", network(slot));
     keys_both_ways(net, slot, doc, id, false).await;
 }
+
+/// The listeners upstream's controller writes for a Site's router access `skupper-router` with both roles
+/// (`internal/site/routeraccess.go`: `<access>-<role>`, `sslProfile` the access's credentials, SASL `EXTERNAL`,
+/// `authenticatePeer`): `inter-router` on `inter_port` and `edge` on `edge_port` (45671 and 55671 on a real site).
+pub fn router_access_listeners(inter_port: u16, edge_port: u16) -> Vec<Value> {
+    [("inter-router", inter_port), ("edge", edge_port)]
+        .into_iter()
+        .map(|(role, port)| {
+            json!(["listener", {"name": format!("skupper-router-{role}"), "host": "127.0.0.1", "port": port,
+                                "role": role, "sslProfile": "skupper-site-server",
+                                "saslMechanisms": "EXTERNAL", "authenticatePeer": true}])
+        })
+        .collect()
+}
+
+/// skrouterd `id` in `mode: interior` (its server certificate names `cn`) with both router access listeners, and
+/// our router "ours" ([`ours_doc`]) linked to its `edge` listener with `links[].role: edge`: (skrouterd, our
+/// router, our document, the edge port); `None` (skipped) without upstream's router.
+pub async fn dialing_edge(id: &str, cn: &str) -> Option<(Net, snrouter::api::Slot, Value, u16)> {
+    let home = upstream::home()?;
+    let (inter_port, edge_port) = (free_port(), free_port());
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
+    let mut entities = vec![server.ssl_profile("skupper-site-server")];
+    entities.extend(router_access_listeners(inter_port, edge_port));
+    // `SKROUTERD_TRACE=TCP_ADAPTOR:debug+,ROUTER_CORE:debug+` adds skrouterd log modules (for a failing run)
+    for spec in std::env::var("SKROUTERD_TRACE").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        if let Some((module, level)) = spec.split_once(':') {
+            entities.push(json!(["log", {"module": module, "enable": level}]));
+        }
+    }
+    let (skrouterd, echo_port, normal_port) = skrouterd(&home, id, echo("up-echo").await.port(), entities);
+    let net = Net { files, ca, skrouterd, echo_port, normal_port };
+    until("skrouterd listens on its edge port", &net.skrouterd, async || accepts(edge_port).await).await;
+    let mut d = ours_doc(free_port()).await;
+    link_to(&net, &mut d, edge_port);
+    d["links"][0]["role"] = json!("edge");
+    let slot = start(&d);
+    Some((net, slot, d, edge_port))
+}

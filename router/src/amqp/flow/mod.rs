@@ -52,6 +52,9 @@ use head::{area_id, client_head};
 #[derive(Clone)]
 pub struct Flows {
     id: String,
+    /// Where our flows' answers are addressed (`amqp:/_topo/0/<our id>`, or `amqp:/_edge/<our id>` on a connection
+    /// this router made as an edge: [`Flows::as_edge`]), before `/temp.<random>`.
+    reply_base: String,
     sender: Sender,
     mux: mpsc::Sender<MuxCmd>,
     stats: Arc<Stats>,
@@ -64,15 +67,23 @@ pub fn spawn(id: &str, handle: &mut Handle, on_flow: Option<OnFlow>) -> Option<F
     let stats = Arc::new(Stats::default());
     let task = mux::Mux::new(id.to_string(), handle.sender(), on_flow, stats.clone(), mux.clone());
     tokio::spawn(task.run(streams, commands));
-    Some(Flows { id: id.to_string(), sender: handle.sender(), mux, stats })
+    Some(Flows { id: id.to_string(), reply_base: format!("amqp:/_topo/0/{id}"), sender: handle.sender(), mux, stats })
 }
 
 impl Flows {
+    /// The flows of a connection this router made as an edge router: answers are addressed to
+    /// `amqp:/_edge/<our id>/temp.<random>`, the dynamic addresses of upstream's edge (the interior routes them
+    /// to the edge's downlink's connection).
+    pub fn as_edge(mut self) -> Flows {
+        self.reply_base = format!("amqp:/_edge/{}", self.id);
+        self
+    }
+
     /// Opens an outbound flow (see the module's docs); `None` when the connection has ended.
     pub async fn open(&self, open: Open) -> Option<(FlowTx, FlowRx)> {
         let shared = Shared::new(self.stats.clone());
         shared.lock().hold_for_answer = true;
-        let reply_to = format!("amqp:/_topo/0/{}/temp.{}", self.id, random(15));
+        let reply_to = format!("{}/temp.{}", self.reply_base, random(15));
         let reply = MuxCmd::Reply { address: reply_to.clone(), shared: shared.clone() };
         self.mux.send(reply).await.ok()?;
         let ingress = area_id(&open.origin);
