@@ -1,5 +1,5 @@
 //! Traffic across mixed paths (issue 43, items 2 and 3): our router binary and the real skrouterd 3.5.1, configured
-//! as upstream's controller configures it, in a chain that mixes them (skrouterd -> ours -> skrouterd, our border
+//! as upstream's controller configures it, in chains that mix them (ours -> skrouterd -> ours; skrouterd -> ours -> skrouterd, our border
 //! router passing keys and flows between two upstream neighbours), one routing key served on both kinds of router
 //! (connections balanced across both targets, from our Listener and from skrouterd's `tcpListener`), the link cost
 //! skrouterd's connector announces honoured on links we accept (and ours on links we dial), volume through a mixed
@@ -159,7 +159,6 @@ async fn one_by_one(port: u16, n: usize) -> BTreeMap<String, usize> {
 
 // ------------------------------------------------------------------------------------------------ 1. chains
 
-/// UNFINISHED (fails: the bytes stall after ~1 MiB each way; docs/dev/mixed-networks.md, section 3.1).
 /// Ours -> skrouterd -> ours: routers x and y of ours, each dialing one skrouterd interior and not linked to each
 /// other: x's Listener reaches y's Connector through skrouterd, and y's Listener x's Connector.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
