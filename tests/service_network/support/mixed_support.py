@@ -103,22 +103,23 @@ class MixedSites:
             return (found.get("status") or {}).get("readyReplicas") == 1
         await self.env.wait_for(ready, 120, "upstream's controller Ready in theirs")
 
-    async def create_sites(self, theirs_edge: bool = False) -> None:
+    async def create_sites(self, theirs_edge: bool = False, ours_edge: bool = False) -> None:
         """Both Sites with link access, each made by its own CLI (which waits until the site is ready); with
-        ``theirs_edge``, upstream's Site is an edge site instead (``spec.edge: true``, no link access: upstream's
-        CLI has no flag for it, so its YAML is applied with kubectl), until upstream's controller says it is Ready."""
-        if theirs_edge:
-            await self.apply(THEIRS, {"apiVersion": "skupper.io/v2alpha1", "kind": "Site",
-                                      "metadata": {"name": THEIRS}, "spec": {"edge": True}})
+        ``theirs_edge`` (``ours_edge``), upstream's (our) Site is an edge site instead (``spec.edge: true``, no link
+        access: neither CLI has a flag for it, so its YAML is applied with kubectl), until its controller says it is
+        Ready."""
+        for namespace, edge in ((THEIRS, theirs_edge), (OURS, ours_edge)):
+            if edge:
+                await self.apply(namespace, {"apiVersion": "skupper.io/v2alpha1", "kind": "Site",
+                                             "metadata": {"name": namespace}, "spec": {"edge": True}})
 
-            async def ready() -> bool:
-                return (await self.env.status("Site", THEIRS, THEIRS)).get("status") == "Ready"
-            await self.env.wait_for(ready, 180, "upstream's edge Site Ready")
-        else:
-            out = await self.upstream("site", "create", THEIRS, "--enable-link-access")
-            assert f'Site "{THEIRS}" is ready.' in out, out
-        out = await self.ours("site", "create", OURS, "--enable-link-access")
-        assert f'Site "{OURS}" is ready.' in out, out
+                async def ready(namespace: str = namespace) -> bool:
+                    return (await self.env.status("Site", namespace, namespace)).get("status") == "Ready"
+                await self.env.wait_for(ready, 180, f"the edge Site in {namespace} Ready")
+            else:
+                cli = self.upstream if namespace == THEIRS else self.ours
+                out = await cli("site", "create", namespace, "--enable-link-access")
+                assert f'Site "{namespace}" is ready.' in out, out
 
     async def apply(self, namespace: str, body: dict[str, Any]) -> str:
         """``body`` written to a file and applied with kubectl in ``namespace``, as a user applies YAML."""
