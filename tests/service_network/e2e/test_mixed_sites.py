@@ -17,8 +17,8 @@ naming the backend Pod that answered; our Listener Matched/Ready for a Connector
 routers serve through our AMQP link), and no longer once it is deleted. The same with upstream's site an edge site
 (``spec.edge: true``) redeeming our token: its router dials our access's ``edge`` endpoint as an edge; and with our
 site the edge site redeeming upstream's token: our router dials upstream's ``edge`` endpoint as an edge
-(docs/dev/mixed-networks.md, section 6; upstream's statuses about our edge site are not asserted: our edge router
-publishes no vanflow records to upstream yet)."""
+(docs/dev/mixed-networks.md, section 6; upstream's statuses about our site are not asserted over an edge link:
+our vanflow records do not cross edge connections yet)."""
 
 from __future__ import annotations
 
@@ -326,10 +326,11 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
 
     # upstream's Site counts ours in its network, whichever side dialed (our router's SITE, ROUTER and
     # ROUTER_ACCESS records, and our LINK when we dialed); upstream's Link, when upstream dialed, Ready naming ours
-    # Not when ours is the edge: our edge router publishes no vanflow records to upstream's interior yet (its
-    # connection carries no routing protocol, so neither our `mc/sfe.*` subscriptions nor `sfe.<id>` reach upstream
-    # that way: docs/dev/mixed-networks.md, section 6), and upstream's statuses about our edge site stay unset.
-    upstream_sees_ours = link is not _link_ours_edge_dialing
+    # Not over an edge link, either way: our vanflow records reach upstream's network only through the routing
+    # protocol (our `Msfe.<id>` and `Mmc/sfe.*` mobile addresses, messages on inter-router data links), which an edge
+    # connection does not carry, so upstream's statuses about our site stay unset there (docs/dev/mixed-networks.md,
+    # section 6).
+    upstream_sees_ours = link not in (_link_ours_edge_dialing, _link_theirs_edge_dialing)
     if upstream_sees_ours:
         ours_in_theirs = await _upstream_network_has_ours(mixed)
         ours_links = [link["remoteSiteName"] for link in ours_in_theirs.get("links") or []]
