@@ -335,8 +335,8 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
         ours_in_theirs = await _upstream_network_has_ours(mixed)
         ours_links = [link["remoteSiteName"] for link in ours_in_theirs.get("links") or []]
         assert ours_links == ([THEIRS] if await mixed.links(OURS) else []), ours_in_theirs
-    for theirs_link in await mixed.links(THEIRS):
-        await _upstream_link_ready(mixed, theirs_link["metadata"]["name"])
+        for theirs_link in await mixed.links(THEIRS):
+            await _upstream_link_ready(mixed, theirs_link["metadata"]["name"])
 
     # (a) backend on ours (our Connector), frontend on upstream's (upstream's Listener)
     ours_backends = await _hello_world(
