@@ -84,14 +84,7 @@ async fn restarted_after(s: upstream::Skrouterd, slot: &snrouter::api::Slot) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_edge_link_refuses_an_interior_that_claims_our_own_id() {
     let Some((net, slot, _, _)) = dialing_edge("ours", UP_SERVER_CN).await else { return };
-    until("the link says why it is refused", &net.skrouterd, async || {
-        network(&slot)["links"][0]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("Link link-up linked as router ours, which is this router's own id"))
-    })
-    .await;
-    assert_eq!(network(&slot)["links"][0]["up"], json!(false));
-    assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
+    refused_as_our_own_id(&net, &slot).await;
     assert!(!bound(&slot, "back"), "nothing imported from a refused router");
     stop(&slot);
 }

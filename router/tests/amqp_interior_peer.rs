@@ -6,6 +6,8 @@
 //! routing protocol on the control link: a HELLO (application property `opcode`) arrives. Skipped with the reason
 //! when upstream's router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
+#[path = "support/amqp_peer.rs"]
+mod amqp_peer;
 #[path = "support/upstream.rs"]
 mod upstream;
 
@@ -118,16 +120,6 @@ fn hello_on_control(s: &Seen) -> bool {
     s.control_rx.is_some_and(|c| s.opcodes.iter().any(|(l, op)| *l == c && op == "HELLO"))
 }
 
-fn params(conn_id: i64, access_id: Option<&str>) -> interior::OpenParams {
-    interior::OpenParams {
-        router_id: "ours".into(),
-        conn_id,
-        access_id: access_id.map(str::to_string),
-        hostname: None,
-        cost: 1,
-    }
-}
-
 #[tokio::test]
 async fn we_dial_skrouterds_inter_router_listener() {
     let Some(home) = upstream::home() else { return };
@@ -149,7 +141,7 @@ async fn we_dial_skrouterds_inter_router_listener() {
         }
     };
     let auth = sasl::client(&mut sock, Mechanism::Anonymous, Some("127.0.0.1")).await.unwrap();
-    let mut conn = Conn::new(interior::open(&params(1, None)), interior::limits(), Instant::now());
+    let mut conn = Conn::new(interior::open(&amqp_peer::params(1, None)), interior::limits(), Instant::now());
     let sessions: Vec<u16> = (0..=interior::PRIORITIES).map(|_| conn.begin().unwrap()).collect();
     let mut ours = vec![];
     for (session, attach) in interior::link_set(|i| format!("ours.{i}")) {
@@ -189,8 +181,11 @@ async fn skrouterds_inter_router_connector_dials_us() {
             conns.push(tokio::spawn(async move {
                 let cfg = ServerConfig { allow_anonymous: true, tls_identity: None };
                 let auth = sasl::server(&mut sock, &cfg).await.unwrap();
-                let mut conn =
-                    Conn::new(interior::open(&params(1, Some("ours:1"))), interior::limits(), Instant::now());
+                let mut conn = Conn::new(
+                    interior::open(&amqp_peer::params(1, Some("ours:1"))),
+                    interior::limits(),
+                    Instant::now(),
+                );
                 let seen =
                     run(&mut sock, &mut conn, &auth.rest, true, |s| s.answered >= 22 && hello_on_control(s)).await;
                 let _ = found.send(seen).await;

@@ -382,19 +382,11 @@ async fn our_router_restarted_skrouterd_redials_and_traffic_resumes() {
 /// `n` bytes each way through `port` to the echo target `name`, checked as they come back (nothing held whole):
 /// the time it took.
 async fn bulk(port: u16, name: &str, n: usize) -> std::time::Duration {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let started = std::time::Instant::now();
     let s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut r, mut w) = s.into_split();
-    let writer = tokio::spawn(async move {
-        let mut at = 0;
-        while at < n {
-            let k = (n - at).min(256 * 1024);
-            w.write_all(&pattern(at, k)).await.unwrap();
-            at += k;
-        }
-        w.shutdown().await.unwrap();
-    });
+    let writer = tokio::spawn(async move { write_pattern(&mut w, n, 256 * 1024, |_| {}).await });
     let greeting = format!("{name}\n");
     let mut head = vec![0u8; greeting.len()];
     r.read_exact(&mut head).await.unwrap();

@@ -20,7 +20,7 @@ use std::time::Duration;
 use border::*;
 use serde_json::json;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
@@ -81,14 +81,7 @@ async fn slow_reader_through(port: u16, sink: oneshot::Receiver<(usize, bool)>, 
     let (_r, mut w) = s.into_split();
     let counter = written.clone();
     let writer = tokio::spawn(async move {
-        let mut at = 0;
-        while at < TOTAL {
-            let chunk = pattern(at, 64 * 1024);
-            w.write_all(&chunk).await.unwrap();
-            at += chunk.len();
-            counter.store(at, Ordering::Relaxed);
-        }
-        w.shutdown().await.unwrap();
+        write_pattern(&mut w, TOTAL, 64 * 1024, |at| counter.store(at, Ordering::Relaxed)).await
     });
     // sampled through most of the pause (it starts when the target accepts, just after the client connects)
     let mut grown = 0;

@@ -141,21 +141,26 @@ pub fn pattern(from: usize, n: usize) -> Vec<u8> {
     (from..from + n).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()
 }
 
+/// Writes [`pattern`]'s first `n` bytes in pieces of `chunk`, telling `written` the bytes written so far after each
+/// piece, then half-closes.
+pub async fn write_pattern(w: &mut tokio::net::tcp::OwnedWriteHalf, n: usize, chunk: usize, written: impl Fn(usize)) {
+    let mut at = 0;
+    while at < n {
+        let k = (n - at).min(chunk);
+        w.write_all(&pattern(at, k)).await.unwrap();
+        at += k;
+        written(at);
+    }
+    w.shutdown().await.unwrap();
+}
+
 /// A client of `port`: the target that answers greets with `name`, echoes `n` bytes (written while the answer is
 /// read), and after our half-close says "done" and closes; every byte is checked.
 pub async fn through(port: u16, name: &str, n: usize) {
     let started = Instant::now();
     let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut r, mut w) = s.into_split();
-    let writer = tokio::spawn(async move {
-        let mut at = 0;
-        while at < n {
-            let k = (n - at).min(64 * 1024);
-            w.write_all(&pattern(at, k)).await.unwrap();
-            at += k;
-        }
-        w.shutdown().await.unwrap();
-    });
+    let writer = tokio::spawn(async move { write_pattern(&mut w, n, 64 * 1024, |_| {}).await });
     let mut got = Vec::with_capacity(n + 64);
     let read = tokio::time::timeout(LIMIT * 4, r.read_to_end(&mut got)).await;
     assert!(matches!(read, Ok(Ok(_))), "{name} through port {port}: {read:?} after {} bytes", got.len());
@@ -357,4 +362,17 @@ pub async fn dialing_edge(id: &str, cn: &str) -> Option<(Net, snrouter::api::Slo
     d["links"][0]["role"] = json!("edge");
     let slot = start(&d);
     Some((net, slot, d, edge_port))
+}
+
+/// Our link to skrouterd (in `slot`, the document's first link) is refused because skrouterd claims our own router
+/// id: the link's status says why and stays down, and our key does not reach skrouterd.
+pub async fn refused_as_our_own_id(net: &Net, slot: &snrouter::api::Slot) {
+    until("the link says why it is refused", &net.skrouterd, async || {
+        network(slot)["links"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Link link-up linked as router ours, which is this router's own id"))
+    })
+    .await;
+    assert_eq!(network(slot)["links"][0]["up"], json!(false));
+    assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
 }
