@@ -115,7 +115,7 @@ impl Forward {
     /// A stream a neighbour opened: to a local target, onward to the next hop, or reset.
     fn on_open(self: &Arc<Self>, tx: StreamTx, rx: StreamRx, open: Open, from: String) {
         let me = self.clone();
-        let fut = async move {
+        tokio::spawn(async move {
             if open.ttl == 0 {
                 tx.reset(ResetReason::TtlExpired).await;
                 return;
@@ -165,7 +165,6 @@ impl Forward {
                     }
                 }
             }
-        };
-        tokio::spawn(fut);
+        });
     }
 }

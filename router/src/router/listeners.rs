@@ -419,10 +419,9 @@ impl Listeners {
                         let series = series.clone();
                         let acceptor = acceptor.clone();
                         let conn_cancel = conns.child_token();
-                        let fut = async move {
+                        tokio::spawn(async move {
                             me.serve_client(stream, key, series, acceptor, conn_cancel, slot).await;
-                        };
-                        tokio::spawn(fut);
+                        });
                     }
                     Err(e) => {
                         tracing::debug!("accept: {e}");
@@ -454,7 +453,7 @@ impl Listeners {
         if let (Dest::Remote(_) | Dest::Upstream, Some(main)) = (&dest, crate::workers::main_from_worker()) {
             match stream.into_std() {
                 Ok(std) => {
-                    let fut = async move {
+                    main.spawn(async move {
                         match TcpStream::from_std(std) {
                             Ok(stream) => self.carry_client(stream, dest, key, series, acceptor, cancel).await,
                             Err(e) => {
@@ -463,8 +462,7 @@ impl Listeners {
                             }
                         }
                         drop(slot);
-                    };
-                    main.spawn(fut);
+                    });
                 }
                 Err(e) => {
                     tracing::debug!("handing a client to the main runtime: {e}");
