@@ -294,7 +294,7 @@ pub struct FlowRx {
 
 impl FlowRx {
     /// The next thing the peer sent. At the end of the peer's delivery, it is accepted (everything before was
-    /// taken) and its link gets credit for the next.
+    /// taken). (Its link got credit for the next delivery when this one's last transfer arrived: `mux`.)
     pub async fn recv(&mut self) -> Inbound {
         loop {
             let ready = self.shared.rx_ready.notified();
@@ -307,7 +307,6 @@ impl FlowRx {
                         settled: true,
                     };
                     self.sender.op(link, settle).await;
-                    self.sender.op(link, LinkOp::Grant(1)).await;
                 }
                 return item;
             }

@@ -26,8 +26,10 @@
 //! * The stream layer wraps the halves as `StreamTx::Amqp`/`StreamRx::Amqp` (`stream::halves::amqp_on_open`,
 //!   `stream::halves::open_amqp`), so the routing code relays them like any stream.
 //!
-//! Flow control is upstream's: each streaming link the peer attaches gets credit 1 (one delivery at a time, again
-//! after it ended); [`FlowTx::send`] waits while [`head::WINDOW`] (~1 MiB) is unacknowledged;
+//! Flow control is upstream's: each streaming link the peer attaches gets credit 1 (one delivery at a time), again
+//! as soon as a delivery's last transfer arrives, whether or not its flow has read it (skrouterd puts a streaming
+//! link back in its pool once the message is whole and sends the next flow's delivery on it: credit held until a
+//! flow reads its end left that next flow unanswered whenever a flow ended without reading it); [`FlowTx::send`] waits while [`head::WINDOW`] (~1 MiB) is unacknowledged;
 //! [`FlowRx::consumed`] sends a `received` disposition every half window written onward; the connection's buffer
 //! bound (`conn::Limits::max_link_buffer`, 4 MiB) closes a peer that ignores the window. [`Flows::stats`] counts
 //! the bytes held.

@@ -154,6 +154,7 @@ impl Mux {
                 if !more {
                     shared.push(Inbound::Fin);
                     *ended = true;
+                    self.op(link, LinkOp::Grant(1)).await;
                 }
             }
             Use::Ours(_) => {}
@@ -206,6 +207,9 @@ impl Mux {
             shared.push(Inbound::Fin);
         }
         self.links.insert(link, Use::Flow { shared, ended: !more });
+        if !more {
+            self.op(link, LinkOp::Grant(1)).await;
+        }
     }
 
     /// Whether whole delivery `bytes` is a message to the inbox (then it went there; dropped while it is full).
