@@ -334,12 +334,13 @@ def _compose_one(obj: Mapping[str, Any], inputs: AccessInputs, namespace: str, i
         if meta(obj).uid:
             dns = (KEY_SNI_WILDCARD, CONTROL_SNI, name, f"{name}.{namespace}", f"{name}.{namespace}.svc",
                    f"{name}.{namespace}.svc.cluster.local", *(spec.subject_alternative_names or []))
+            # each host once, as upstream's getHosts has them (an endpoint per role shares its host)
             extra_dns, ips = endpoint_hosts([e["host"] for e in state.endpoints])
             owner = [{"apiVersion": GROUP_VERSION, "kind": "RouterAccess", "name": name, "uid": meta(obj).uid}]
             # the common name is the site's id: the routers of linking sites bind this site's router ids to it
             plan.certificates.append(certificate(
                 secret_name, namespace, owner, ca=issuer, subject=meta(inputs.site).uid or f"{name}.{namespace}",
-                hosts=[*sorted({*dns, *extra_dns}), *ips], server=True))
+                hosts=[*sorted({*dns, *extra_dns}), *dict.fromkeys(ips)], server=True))
     if not _secret_usable(secret):
         state.configured = pending(f"waiting for the TLS credentials Secret {quoted(secret_name)} (ca.crt, tls.crt, "
                                    f"tls.key)")

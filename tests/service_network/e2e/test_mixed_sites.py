@@ -141,8 +141,10 @@ async def _upstream_link_ready(mixed: MixedSites, name: str) -> dict[str, Any]:
 
 async def _upstream_network_has_ours(mixed: MixedSites) -> dict[str, Any]:
     """Upstream's Site (``site status -o yaml``): two sites in its network, ours one of them (its id our Site's
-    uid), each with its Link operational to the other when it has one; our site's entry."""
+    uid), each with its Link operational to the other when it has one, ours listing its Link to upstream's site
+    exactly when our site has one (our LINK record may come after our SITE record); our site's entry."""
     ours_id = await site_uid(mixed, OURS)
+    ours_links = [THEIRS] if await mixed.links(OURS) else []
     last: list[object] = [None]
 
     async def counted() -> dict[str, Any] | None:
@@ -151,6 +153,8 @@ async def _upstream_network_has_ours(mixed: MixedSites) -> dict[str, Any]:
         network = status.get("network") or []
         ours = [s for s in network if s.get("id") == ours_id]
         if status.get("sitesInNetwork") != 2 or len(network) != 2 or not ours or ours[0].get("name") != OURS:
+            return None
+        if [link.get("remoteSiteName") for link in ours[0].get("links") or []] != ours_links:
             return None
         for site in network:
             for link in site.get("links") or []:

@@ -131,8 +131,10 @@ async def test_ha_sites_keep_requests_flowing_while_each_router_is_killed_in_tur
     # every router of East links to every router of West: one Link per endpoint group (a router of West each), as
     # upstream, dialed by East; they carry West's connections too (West has no Link)
     links = sorted((await east.api.list("links.skupper.io", "east"))[0], key=lambda o: o["metadata"]["name"])
-    assert [(o["metadata"]["name"], [e["group"] for e in o["spec"]["endpoints"]]) for o in links] == [
-        ("to-west", ["skupper-router"]), ("to-west-2", ["skupper-router-2"])], links
+    # (each group's endpoints: upstream's two roles, inter-router and edge)
+    assert [(o["metadata"]["name"], [(e["name"], e["group"]) for e in o["spec"]["endpoints"]]) for o in links] == [
+        ("to-west", [("inter-router", "skupper-router"), ("edge", "skupper-router")]),
+        ("to-west-2", [("inter-router", "skupper-router-2"), ("edge", "skupper-router-2")])], links
     assert not (await west.api.list("links.skupper.io", "west"))[0]
     await east.wait_for(lambda: _links_up(east, 2), 30, "East's Links Ready")
     ip = await service_ip(west, "echo")

@@ -381,6 +381,9 @@ def test_the_sites_router_access_offers_inter_router_and_edge_as_upstreams_inter
     assert plan.document_access == [
         {"name": "skupper-router", "role": "inter-router", "host": "", "port": 55671, "tlsProfile": "skupper-site-server"},
         {"name": "skupper-router", "role": "edge", "host": "", "port": 45671, "tlsProfile": "skupper-site-server"}]
+    # the server certificate names the host the two roles share once (upstream's getHosts is a set)
+    [server] = [c for c in plan.certificates if c["metadata"]["name"] == "skupper-site-server"]
+    assert server["spec"]["hosts"].count("127.1.3.1") == 1, server["spec"]["hosts"]
     # a NodePort access: each role's endpoint is its own node port
     node_service = _service("NodePort")
     node_service["spec"]["ports"].append({"name": "edge", "port": 45671, "nodePort": 31001})
