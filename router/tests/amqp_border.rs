@@ -159,10 +159,11 @@ async fn a_second_identity_is_refused_the_router_id_while_the_first_holds_it() {
 async fn skrouterds_edge_dials_our_router_access() {
     let Some(home) = upstream::home() else { return };
     let (net, slot, d) = dialed_by_as(&home, "edge-a", "edge-a", None, "edge").await;
-    // bytes from the edge's listener to our Connector; ours -> the edge's connector got no answer in 1 run of 10
-    // (docs/dev/amqp-connections.md, "Edge connections": an open fault), so it is not asserted here
+    // bytes both ways: the edge's listener to our Connector, our Listener to the edge's connector (the second
+    // went unanswered in 1 run of 10 until a peer's streaming link got its next credit when a delivery ended)
     taken_as_edge(&net, &slot, &d, "edge-a").await;
     through(net.echo_port, "ours-echo", 1000).await;
+    through(back_port(&d), "up-echo", 1000).await;
     drop(net.skrouterd);
     wait_for("our Listener for back:8080 unbinds once the edge is gone", LIMIT, || !bound(&slot, "back")).await;
     wait_for("the edge is no longer listed", LIMIT, || network(&slot)["upstream"]["edges"] == json!([])).await;

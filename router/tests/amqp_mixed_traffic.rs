@@ -21,6 +21,8 @@ use std::path::Path;
 use border::*;
 use serde_json::{json, Value};
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use upstream::Skrouterd;
 
 /// One CA for every router of a test: skrouterds' server certificates (`skupper-router`, host `localhost`), our
@@ -59,6 +61,7 @@ fn skrouterd_with(home: &Path, id: &str, entities: &[Value]) -> Skrouterd {
                             "authenticatePeer": false, "saslMechanisms": "ANONYMOUS"}]),
     ];
     c.extend_from_slice(entities);
+    c.extend(trace_logs());
     Skrouterd::start(home, &Value::Array(c))
 }
 
@@ -132,13 +135,36 @@ fn imported(slot: &snrouter::api::Slot, key: &str) -> Value {
     network(slot)["upstream"]["imported"][key].clone()
 }
 
+/// A client that speaks first (one byte, as an HTTP client does), then reads the target's greeting line. A client
+/// that only waits for a server-first greeting can wait for good when the answer comes from a skrouterd's
+/// `tcpConnector` over a connection that skrouterd dialed: skrouterd's own race (it happens between two skrouterds
+/// too; docs/dev/mixed-networks.md, "Server-first protocols"), which these tests are not about.
+async fn asked(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await?;
+        s.write_all(b"?").await?;
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while s.read(&mut b).await? == 1 && b[0] != b'\n' && line.len() <= 200 {
+            line.push(b[0]);
+        }
+        match b[0] == b'\n' {
+            true => Ok((String::from_utf8_lossy(&line).into_owned(), s)),
+            false => Err(std::io::Error::other("no greeting line")),
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), ask)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no greeting within 10 s"))?
+}
+
 /// `n` connections to `port` held open at once: how many times each target answered.
 async fn held(port: u16, n: usize) -> BTreeMap<String, usize> {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut open = vec![];
     let mut seen = BTreeMap::new();
     for i in 0..n {
-        let (name, s) = greeting(addr).await.unwrap_or_else(|e| panic!("connection {i} to {port}: {e}"));
+        let (name, s) = asked(addr).await.unwrap_or_else(|e| panic!("connection {i} to {port}: {e}"));
         *seen.entry(name).or_insert(0) += 1;
         open.push(s);
     }
@@ -150,7 +176,7 @@ async fn one_by_one(port: u16, n: usize) -> BTreeMap<String, usize> {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut seen = BTreeMap::new();
     for i in 0..n {
-        let (name, s) = greeting(addr).await.unwrap_or_else(|e| panic!("connection {i} to {port}: {e}"));
+        let (name, s) = asked(addr).await.unwrap_or_else(|e| panic!("connection {i} to {port}: {e}"));
         *seen.entry(name).or_insert(0) += 1;
         drop(s);
     }
@@ -382,7 +408,6 @@ async fn our_router_restarted_skrouterd_redials_and_traffic_resumes() {
 /// `n` bytes each way through `port` to the echo target `name`, checked as they come back (nothing held whole):
 /// the time it took.
 async fn bulk(port: u16, name: &str, n: usize) -> std::time::Duration {
-    use tokio::io::AsyncReadExt;
     let started = std::time::Instant::now();
     let s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut r, mut w) = s.into_split();

@@ -348,12 +348,7 @@ pub async fn dialing_edge(id: &str, cn: &str) -> Option<(Net, snrouter::api::Slo
     let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
     let mut entities = vec![server.ssl_profile("skupper-site-server")];
     entities.extend(router_access_listeners(inter_port, edge_port));
-    // `SKROUTERD_TRACE=TCP_ADAPTOR:debug+,ROUTER_CORE:debug+` adds skrouterd log modules (for a failing run)
-    for spec in std::env::var("SKROUTERD_TRACE").unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
-        if let Some((module, level)) = spec.split_once(':') {
-            entities.push(json!(["log", {"module": module, "enable": level}]));
-        }
-    }
+    entities.extend(trace_logs());
     let (skrouterd, echo_port, normal_port) = skrouterd(&home, id, echo("up-echo").await.port(), entities);
     let net = Net { files, ca, skrouterd, echo_port, normal_port };
     until("skrouterd listens on its edge port", &net.skrouterd, async || accepts(edge_port).await).await;
@@ -375,4 +370,12 @@ pub async fn refused_as_our_own_id(net: &Net, slot: &snrouter::api::Slot) {
     .await;
     assert_eq!(network(slot)["links"][0]["up"], json!(false));
     assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
+}
+
+/// The skrouterd `log` entities `SKROUTERD_TRACE` asks for (`TCP_ADAPTOR:debug+,ROUTER_CORE:debug+`: modules and
+/// levels, for a failing run).
+pub fn trace_logs() -> Vec<Value> {
+    let spec = std::env::var("SKROUTERD_TRACE").unwrap_or_default();
+    let modules = spec.split(',').filter_map(|s| s.split_once(':'));
+    modules.map(|(module, level)| json!(["log", {"module": module, "enable": level}])).collect()
 }
