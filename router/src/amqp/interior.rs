@@ -86,10 +86,21 @@ pub fn open(p: &OpenParams) -> Open {
     }
 }
 
+/// Links at once on one session of an inter-router connection. skrouterd puts every streaming link of a connection
+/// on one session and announces no handle-max of its own (2^31 - 1): each open flow is a link each way, so a link
+/// carrying a thousand flows at once uses over a thousand handles there (1,024 refused the 1,024th flow's link and
+/// closed the connection). The connection's whole link count stays bounded by `Limits::max_links`.
+pub const MAX_LINKS_PER_SESSION: u32 = 1 << 16;
+
 /// The limits of an inter-router connection: upstream's frame size and session window (16384 x 8192 = its
-/// 128 MiB inter-router window).
+/// 128 MiB inter-router window), [`MAX_LINKS_PER_SESSION`].
 pub fn limits() -> Limits {
-    Limits { max_frame_size: 16384, incoming_window: 8192, ..Limits::default() }
+    Limits {
+        max_frame_size: 16384,
+        incoming_window: 8192,
+        max_links_per_session: MAX_LINKS_PER_SESSION,
+        ..Limits::default()
+    }
 }
 
 /// An inter-router link's attach as upstream's dialing side sends it: `role`, termini without address carrying

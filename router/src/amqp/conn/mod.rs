@@ -21,7 +21,7 @@
 
 pub mod types;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::codec::Str;
@@ -47,6 +47,9 @@ struct Session {
     next_delivery_id: u32,
     /// Remote handle -> link.
     handles: HashMap<u32, LinkId>,
+    /// Our handles: the next never used, and those given back below it (the lowest is reused first).
+    next_handle: u32,
+    free_handles: BTreeSet<u32>,
     /// Unsettled deliveries by delivery-id: ours (sent) and the peer's (received).
     sent: BTreeMap<u32, LinkId>,
     received: BTreeMap<u32, LinkId>,
@@ -282,6 +285,8 @@ impl Conn {
                 remote_incoming_window: 0,
                 next_delivery_id: 0,
                 handles: HashMap::new(),
+                next_handle: 0,
+                free_handles: BTreeSet::new(),
                 sent: BTreeMap::new(),
                 received: BTreeMap::new(),
                 ended: false,
@@ -348,13 +353,25 @@ impl Conn {
             .ok_or_else(|| violation(condition::UNATTACHED_HANDLE, format!("{what} on handle {handle}, not attached")))
     }
 
-    fn free_handle(&self, ch: u16) -> Result<u32, ConnError> {
-        let used: std::collections::HashSet<u32> =
-            self.links.values().filter(|l| l.channel == ch).map(|l| l.handle).collect();
-        let most = self.limits.max_links_per_session;
-        (0..most).find(|h| !used.contains(h)).ok_or_else(|| {
-            violation(condition::RESOURCE_LIMIT, format!("more than {most} links on the session of channel {ch}"))
-        })
+    /// Takes a handle of ours on session `ch` (the lowest free one), within the session's and the connection's
+    /// link bounds.
+    fn take_handle(&mut self, ch: u16) -> Result<u32, ConnError> {
+        let (most, all) = (self.limits.max_links_per_session, self.limits.max_links);
+        if self.links.len() >= all {
+            return Err(violation(condition::RESOURCE_LIMIT, format!("more than {all} links on the connection")));
+        }
+        let s = self.session(ch)?;
+        if let Some(h) = s.free_handles.pop_first() {
+            return Ok(h);
+        }
+        if s.next_handle >= most {
+            return Err(violation(
+                condition::RESOURCE_LIMIT,
+                format!("more than {most} links on the session of channel {ch}"),
+            ));
+        }
+        s.next_handle += 1;
+        Ok(s.next_handle - 1)
     }
 
     fn on_attach(&mut self, ch: u16, a: Attach) -> Result<(), ConnError> {
@@ -375,7 +392,7 @@ impl Conn {
         let (id, new) = match answer.map(|(id, _)| *id) {
             Some(id) => (id, false),
             None => {
-                let handle = self.free_handle(ch)?;
+                let handle = self.take_handle(ch)?;
                 let id = LinkId(self.next_link);
                 self.next_link = self.next_link.wrapping_add(1);
                 self.links.insert(id, Link::new(ch, handle, ours, a.name.clone()));
@@ -557,9 +574,19 @@ impl Conn {
         let Some(l) = self.links.remove(&id) else { return };
         self.buffered -= l.buffered.min(self.buffered);
         if let Some(s) = self.sessions.get_mut(&l.channel) {
-            s.handles.retain(|_, v| *v != id);
+            match l.remote_handle {
+                Some(h) if s.handles.get(&h) == Some(&id) => {
+                    s.handles.remove(&h);
+                }
+                _ => s.handles.retain(|_, v| *v != id),
+            }
             s.sent.retain(|_, v| *v != id);
             s.received.retain(|_, v| *v != id);
+            s.free_handles.insert(l.handle);
+            // the handles given back at the top of the range are unused again
+            while s.next_handle > 0 && s.free_handles.remove(&(s.next_handle - 1)) {
+                s.next_handle -= 1;
+            }
         }
     }
 
@@ -587,7 +614,7 @@ impl Conn {
         if !self.sessions.contains_key(&channel) {
             return Err(ConnError::NoSession(channel));
         }
-        attach.handle = self.free_handle(channel).map_err(|_| ConnError::Local("no free link handle"))?;
+        attach.handle = self.take_handle(channel).map_err(|_| ConnError::Local("no free link handle"))?;
         if attach.role == Role::Sender {
             attach.initial_delivery_count = Some(0);
         }
@@ -1009,6 +1036,65 @@ mod tests {
         let err = b.receive(&a.output(now), now).unwrap_err();
         assert!(matches!(err, ConnError::Violation { condition: condition::TRANSFER_LIMIT, .. }), "{err}");
         assert_eq!(close_condition(&mut b.output(now)).as_deref(), Some(condition::TRANSFER_LIMIT));
+    }
+
+    /// B answers every link A attaches on `ch`: A's links named `prefix<i>`, `n` of them.
+    fn attach_answered(a: &mut Conn, b: &mut Conn, ch: u16, prefix: &str, n: usize, now: Instant) -> Vec<LinkId> {
+        let ids = (0..n)
+            .map(|i| {
+                let at = Attach { name: Str::from(format!("{prefix}{i}")), role: Role::Sender, ..Attach::default() };
+                a.attach(ch, at).unwrap()
+            })
+            .collect();
+        pump(a, b, now);
+        for e in events(b) {
+            if let Event::Attached { link, new: true, .. } = e {
+                b.accept_attach(link).unwrap();
+            }
+        }
+        pump(a, b, now);
+        ids
+    }
+
+    #[test]
+    fn handles_are_given_back_and_the_lowest_is_reused() {
+        let now = Instant::now();
+        let (mut a, mut b) = (conn(Limits::default(), now), conn(Limits::default(), now));
+        pump(&mut a, &mut b, now);
+        let ch = a.begin().unwrap();
+        let ids = attach_answered(&mut a, &mut b, ch, "l", 4, now);
+        assert_eq!(ids.iter().map(|id| a.links[id].handle).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        for id in [ids[1], ids[3]] {
+            a.detach(id, true, None).unwrap();
+        }
+        pump(&mut a, &mut b, now);
+        assert_eq!(a.links.len(), 2, "both detaches answered");
+        let again = attach_answered(&mut a, &mut b, ch, "m", 3, now);
+        assert_eq!(again.iter().map(|id| a.links[id].handle).collect::<Vec<_>>(), [1, 3, 4]);
+    }
+
+    #[test]
+    fn an_inter_router_session_takes_thousands_of_links_and_the_connection_bounds_them() {
+        let now = Instant::now();
+        let many = crate::amqp::interior::limits();
+        let (mut a, mut b) = (conn(many.clone(), now), conn(many.clone(), now));
+        pump(&mut a, &mut b, now);
+        let ch = a.begin().unwrap();
+        // skrouterd puts every streaming link on one session: a thousand flows at once are over a thousand links
+        let ids = attach_answered(&mut a, &mut b, ch, "s", 3000, now);
+        assert_eq!(a.links[&ids[2999]].handle, 2999);
+        assert_eq!(b.links.len(), 3000);
+        // the connection's bound: a peer past it is closed with resource-limit
+        let few = Limits { max_links: 8, ..many };
+        let (mut a, mut b) = (conn(Limits::default(), now), conn(few, now));
+        pump(&mut a, &mut b, now);
+        let ch = a.begin().unwrap();
+        for i in 0..9 {
+            let at = Attach { name: Str::from(format!("x{i}")), role: Role::Sender, ..Attach::default() };
+            a.attach(ch, at).unwrap();
+        }
+        let err = b.receive(&a.output(now), now).unwrap_err();
+        assert!(matches!(err, ConnError::Violation { condition: condition::RESOURCE_LIMIT, .. }), "{err}");
     }
 
     #[test]

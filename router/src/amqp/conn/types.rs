@@ -33,6 +33,8 @@ pub struct Limits {
     pub max_sessions: u16,
     /// Links at once per session (and the `handle-max` we announce, minus one).
     pub max_links_per_session: u32,
+    /// Links at once over the whole connection (ours and the peer's).
+    pub max_links: usize,
     /// Unsettled deliveries per session, each direction.
     pub max_unsettled: usize,
     /// Transfer bytes handed to the owner and not yet consumed, per link.
@@ -52,6 +54,7 @@ impl Default for Limits {
             max_frame_size: 16384,
             max_sessions: 1024,
             max_links_per_session: 1024,
+            max_links: 1 << 16,
             max_unsettled: 4096,
             max_link_buffer: 4 << 20,
             max_conn_buffer: 64 << 20,
