@@ -62,21 +62,7 @@ pub fn skrouterd_in_mode(
 /// skrouterd `id` (its certificate names `cn`) with an `inter-router` listener on `port` as upstream's controller
 /// writes it.
 pub fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, back: u16) -> Net {
-    let files = Files::new();
-    let ca = ca("site-ca");
-    let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
-    let (skrouterd, echo_port, normal_port) = skrouterd(
-        home,
-        id,
-        back,
-        vec![
-            server.ssl_profile("skupper-site-server"),
-            json!(["listener", {"name": "skupper-router-inter-router", "host": "127.0.0.1", "port": port,
-                                "role": "inter-router", "sslProfile": "skupper-site-server",
-                                "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
-        ],
-    );
-    Net { files, ca, skrouterd, echo_port, normal_port }
+    listening_skrouterd_with(home, id, cn, port, back, vec![])
 }
 
 /// [`listening_skrouterd`] once it listens on a free port; `None` (skipped) without upstream's router.
@@ -375,7 +361,46 @@ pub async fn refused_as_our_own_id(net: &Net, slot: &snrouter::api::Slot) {
 /// The skrouterd `log` entities `SKROUTERD_TRACE` asks for (`TCP_ADAPTOR:debug+,ROUTER_CORE:debug+`: modules and
 /// levels, for a failing run).
 pub fn trace_logs() -> Vec<Value> {
-    let spec = std::env::var("SKROUTERD_TRACE").unwrap_or_default();
-    let modules = spec.split(',').filter_map(|s| s.split_once(':'));
-    modules.map(|(module, level)| json!(["log", {"module": module, "enable": level}])).collect()
+    log_entities(&std::env::var("SKROUTERD_TRACE").unwrap_or_default())
+}
+
+/// [`listening_skrouterd`] with `extra` entities in skrouterd's configuration (e.g. [`log_entities`]).
+pub fn listening_skrouterd_with(
+    home: &std::path::Path,
+    id: &str,
+    cn: &str,
+    port: u16,
+    back: u16,
+    extra: Vec<Value>,
+) -> Net {
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
+    let mut entities = vec![
+        server.ssl_profile("skupper-site-server"),
+        json!(["listener", {"name": "skupper-router-inter-router", "host": "127.0.0.1", "port": port,
+                            "role": "inter-router", "sslProfile": "skupper-site-server",
+                            "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
+    ];
+    entities.extend(extra);
+    let (skrouterd, echo_port, normal_port) = skrouterd(home, id, back, entities);
+    Net { files, ca, skrouterd, echo_port, normal_port }
+}
+
+/// skrouterd's `log` entities for `specs` (`MODULE:level,...`, as `SKROUTERD_TRACE` takes them).
+pub fn log_entities(specs: &str) -> Vec<Value> {
+    let specs = specs.split(',').filter_map(|s| s.split_once(':'));
+    specs.map(|(module, level)| json!(["log", {"module": module, "enable": level}])).collect()
+}
+
+/// [`dialing`] with `extra` entities in skrouterd's configuration; `None` (skipped) without upstream's router.
+pub async fn dialing_with(id: &str, cn: &str, extra: Vec<Value>) -> Option<(Net, snrouter::api::Slot, Value)> {
+    let home = upstream::home()?;
+    let port = free_port();
+    let net = listening_skrouterd_with(&home, id, cn, port, echo("up-echo").await.port(), extra);
+    until("skrouterd listens", &net.skrouterd, async || accepts(port).await).await;
+    let mut d = ours_doc(free_port()).await;
+    link_to(&net, &mut d, port);
+    let slot = start(&d);
+    Some((net, slot, d))
 }

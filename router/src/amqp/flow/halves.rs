@@ -89,6 +89,9 @@ pub enum MuxCmd {
     Reply { address: String, shared: Arc<Shared> },
     /// `link` is this flow's sending link.
     Own { link: LinkId, shared: Arc<Shared> },
+    /// An idle sending link from the connection's pool (`flow::pool`) for this flow's delivery, now its own;
+    /// `None` when the pool is empty (the flow attaches one).
+    Take { shared: Arc<Shared>, reply: tokio::sync::oneshot::Sender<Option<LinkId>> },
     /// Whole deliveries to `address` (at most `node::MAX_OTHER` bytes, in one transfer) go to `tx`.
     Inbox { address: String, tx: mpsc::Sender<Bytes> },
 }
@@ -101,6 +104,7 @@ pub struct Inner {
     pub rx: Option<(LinkId, u32)>,
     ack: AckWindow,
     pub window: SendWindow,
+    /// Our delivery's link (`None` again once the flow task took it back for the next flow: `flow::pool`).
     pub tx_link: Option<LinkId>,
     /// Our delivery ended (its last transfer is queued).
     pub tx_ended: bool,
@@ -200,15 +204,29 @@ impl FlowTx {
     async fn started(&self) -> Result<LinkId, StreamClosed> {
         let mut start = self.start.lock().await;
         if let Some((attach, head)) = start.take() {
-            let link = self.sender.attach(attach).await.ok_or(StreamClosed)?;
-            self.shared.lock().tx_link = Some(link);
-            let own = MuxCmd::Own { link, shared: self.shared.clone() };
-            if self.mux.send(own).await.is_err() {
-                return Err(StreamClosed);
-            }
+            let link = match self.pooled().await? {
+                Some(link) => link,
+                None => {
+                    let link = self.sender.attach(attach).await.ok_or(StreamClosed)?;
+                    self.shared.lock().tx_link = Some(link);
+                    let own = MuxCmd::Own { link, shared: self.shared.clone() };
+                    if self.mux.send(own).await.is_err() {
+                        return Err(StreamClosed);
+                    }
+                    link
+                }
+            };
             self.sender.op(link, LinkOp::Transfer { payload: head, more: true }).await;
         }
         self.shared.lock().tx_link.ok_or(StreamClosed)
+    }
+
+    /// An idle link of the connection's, already this flow's (the flow task set `tx_link`).
+    async fn pooled(&self) -> Result<Option<LinkId>, StreamClosed> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let take = MuxCmd::Take { shared: self.shared.clone(), reply };
+        self.mux.send(take).await.map_err(|_| StreamClosed)?;
+        answer.await.map_err(|_| StreamClosed)
     }
 
     /// Sends `data` within the window (waits while ~1 MiB is unacknowledged).

@@ -2,7 +2,8 @@
 //! streaming deliveries, one per direction, as skrouterd's TCP adaptor sends them
 //! (`docs/dev/upstream-router-protocol.md` section 3). Layout: [`head`] (pure: the deliveries' heads, the window
 //! arithmetic), [`halves`] (a flow's [`FlowTx`]/[`FlowRx`] and their shared state), [`mux`] (the task that owns a
-//! connection's streaming links).
+//! connection's streaming links), [`pool`] (pure: the connection's idle sending links, reused by the next flow as
+//! upstream reuses its own).
 //!
 //! # API
 //!
@@ -14,7 +15,8 @@
 //! let (tx, rx) = flows.open(Open { key, origin, ttl }).await?;        // an outbound flow
 //! ```
 //!
-//! * [`Flows::open`] opens an outbound flow at once: a streaming link, then the first delivery's head (router
+//! * [`Flows::open`] opens an outbound flow at once: a streaming link (an idle one of the connection's when the
+//!   pool has one, else a new one; once our delivery ended and was accepted it goes back there), then the first delivery's head (router
 //!   annotations: ingress = `origin`, trace = origin and this router; `to` = the key; `reply-to`
 //!   `amqp:/_topo/0/<our id>/temp.<random>`), then the bytes [`FlowTx::send`] is given. The far side's answer
 //!   arrives on [`FlowRx::recv`] as `Inbound::Opened`, then its bytes; a refusal (`modified`) as
@@ -37,6 +39,7 @@
 pub mod halves;
 pub mod head;
 pub mod mux;
+pub mod pool;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -6,9 +6,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::super::codec::Limits;
 use super::super::conn::{Event, LinkId};
@@ -18,6 +19,7 @@ use super::super::performative::terminus::DeliveryState;
 use super::super::performative::Role;
 use super::halves::{failed, streaming_attach, FlowRx, FlowTx, MuxCmd, OnFlow, Shared, Stats, HOP_LIMIT};
 use super::head::{area_id, read_head, server_head, strip_area, StreamHead, MAX_HEAD};
+use super::pool::{LinkPool, SCRUB_INTERVAL};
 use crate::stream::types::{Inbound, Open, ResetReason};
 
 enum Use {
@@ -31,6 +33,8 @@ enum Use {
     Flow { shared: Arc<Shared>, ended: bool },
     /// Our sending link.
     Ours(Arc<Shared>),
+    /// Our sending link, its delivery over (ended, accepted and settled): in the pool for the next flow.
+    Pooled,
 }
 
 pub struct Mux {
@@ -44,6 +48,8 @@ pub struct Mux {
     limits: Limits,
     /// Where whole messages to an address of ours go (`MuxCmd::Inbox`).
     inbox: Vec<(String, mpsc::Sender<Bytes>)>,
+    /// Our idle sending links.
+    pool: LinkPool<LinkId>,
 }
 
 impl Mux {
@@ -64,10 +70,14 @@ impl Mux {
             replies: HashMap::new(),
             limits: Limits::default(),
             inbox: vec![],
+            pool: LinkPool::default(),
         }
     }
 
     pub async fn run(mut self, mut streams: mpsc::Receiver<Event>, mut commands: mpsc::Receiver<MuxCmd>) {
+        let start = tokio::time::Instant::now() + SCRUB_INTERVAL;
+        let mut scrub = tokio::time::interval_at(start, SCRUB_INTERVAL);
+        scrub.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 e = streams.recv() => match e {
@@ -81,8 +91,15 @@ impl Mux {
                     MuxCmd::Own { link, shared } => {
                         self.links.insert(link, Use::Ours(shared));
                     }
+                    MuxCmd::Take { shared, reply } => self.take(shared, reply),
                     MuxCmd::Inbox { address, tx } => set_inbox(&mut self.inbox, address, tx),
                 },
+                _ = scrub.tick() => {
+                    for link in self.pool.scrub(Instant::now(), SCRUB_INTERVAL) {
+                        self.links.remove(&link);
+                        self.op(link, LinkOp::Detach).await;
+                    }
+                }
             }
         }
         // The connection ended: every flow on it is over (upstream: the delivery is aborted).
@@ -112,6 +129,7 @@ impl Mux {
             }
             Event::Disposition { link, state, settled, .. } => self.disposition(link, state, settled).await,
             Event::Detached { link, .. } => {
+                self.pool.remove(link);
                 if let Some(Use::Flow { shared, ended: false } | Use::Ours(shared)) = self.links.remove(&link) {
                     shared.push(Inbound::Rst(ResetReason::Aborted));
                 }
@@ -157,7 +175,7 @@ impl Mux {
                     self.op(link, LinkOp::Grant(1)).await;
                 }
             }
-            Use::Ours(_) => {}
+            Use::Ours(_) | Use::Pooled => {}
         }
     }
 
@@ -254,6 +272,43 @@ impl Mux {
         Some(shared)
     }
 
+    /// An idle link of ours for `shared`'s delivery (`MuxCmd::Take`).
+    fn take(&mut self, shared: Arc<Shared>, reply: oneshot::Sender<Option<LinkId>>) {
+        let link = self.pool.take();
+        if let Some(link) = link {
+            shared.lock().tx_link = Some(link);
+            self.links.insert(link, Use::Ours(shared));
+        }
+        if let (Err(Some(link)), now) = (reply.send(link), Instant::now()) {
+            // the flow went away meanwhile: the link is still idle
+            self.links.insert(link, Use::Pooled);
+            let _ = self.pool.put(link, now);
+        }
+    }
+
+    /// Our delivery on `link` was accepted: the link goes to the pool when the delivery also ended and nothing
+    /// failed (the flow lets go of it), else it is detached.
+    async fn give_back(&mut self, link: LinkId, shared: &Arc<Shared>) {
+        let reuse = {
+            let mut i = shared.lock();
+            let reuse = i.tx_ended && !i.tx_failed && i.tx_link == Some(link);
+            if reuse {
+                i.tx_link = None;
+            }
+            reuse
+        };
+        if !reuse {
+            self.op(link, LinkOp::Detach).await;
+            self.links.remove(&link);
+            return;
+        }
+        self.links.insert(link, Use::Pooled);
+        if let Some(old) = self.pool.put(link, Instant::now()) {
+            self.links.remove(&old);
+            self.op(old, LinkOp::Detach).await;
+        }
+    }
+
     /// Answers a delivery that is no flow's `modified` (delivery-failed), as upstream refuses a stream.
     async fn refuse(&mut self, link: LinkId, (delivery, settled): (u32, bool), more: bool, why: &str) {
         tracing::debug!("streaming delivery refused: {why}");
@@ -278,14 +333,15 @@ impl Mux {
                 match state {
                     Some(DeliveryState::Received(r)) => shared.received(r.section_offset),
                     Some(DeliveryState::Accepted) => {
-                        let settle = LinkOp::Disposition {
-                            delivery_id: None,
-                            state: Some(DeliveryState::Accepted),
-                            settled: true,
-                        };
-                        self.op(link, settle).await;
-                        self.op(link, LinkOp::Detach).await;
-                        self.links.remove(&link);
+                        if !settled {
+                            let settle = LinkOp::Disposition {
+                                delivery_id: None,
+                                state: Some(DeliveryState::Accepted),
+                                settled: true,
+                            };
+                            self.op(link, settle).await;
+                        }
+                        self.give_back(link, &shared).await;
                     }
                     _ if bad => {
                         let opened = shared.lock().rx.is_some();
