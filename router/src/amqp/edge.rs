@@ -11,7 +11,11 @@
 //!   serves that key (a "proxy inlink");
 //! * a sender per mobile address with producers on the edge (target = the address; a `tcpListener` watches its
 //!   key): the edge wants to know whether the key is reachable (a "proxy outlink");
-//! * a sender to `_$qd.mesh_discovery` (edge meshes' identifiers): answered and granted, what it sends is ignored.
+//! * a sender to `_$qd.mesh_discovery` (edge meshes' identifiers): answered and granted, what it sends is ignored;
+//! * for vanflow (`vanflow::edges`), a receiver per vanflow address its collectors or sources consume (`mc/sfe.all`,
+//!   `mc/sfe.<id>`, `sfe.<id>`: never a key): our source's and collector's messages to that address are sent on
+//!   it; and a sender per vanflow address it produces to (a proxy outlink as above): told reachable when our
+//!   vanflow side consumes the address, what arrives on it goes to our source's or collector's inbox.
 //!
 //! [`EdgeLinks`] keeps that state (pure), [`spawn`] runs it over a driven connection.
 
@@ -19,6 +23,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
+
+use super::vanflow::edges::{is_vanflow, EdgeVanflow, Gather, MAX_LINKS};
 
 use super::codec::encode::encode;
 use super::codec::{Descriptor, Limits, Value};
@@ -44,6 +50,8 @@ pub enum EdgeLink {
     MeshDiscovery,
     /// A proxy inlink: the edge has consumers for this key.
     Serves(String),
+    /// A proxy inlink for a vanflow address: the edge's collectors or sources consume it.
+    Subscribes(String),
     /// A proxy outlink: the edge has producers for this key.
     Watches(String),
     /// Anything else (an anonymous link: the uplink or a streaming link).
@@ -66,6 +74,7 @@ pub fn classify(a: &Attach) -> EdgeLink {
             }
             match s.address.as_ref().map(|a| a.as_str()) {
                 Some(TRACKING_ADDRESS) => EdgeLink::Tracking,
+                Some(k) if is_key(k) && is_vanflow(k) => EdgeLink::Subscribes(k.to_string()),
                 Some(k) if is_key(k) => EdgeLink::Serves(k.to_string()),
                 _ => EdgeLink::Other,
             }
@@ -124,6 +133,10 @@ pub struct EdgeLinks {
     watches: BTreeMap<LinkId, String>,
     /// What the edge was last told of each key it watches.
     told: BTreeMap<String, bool>,
+    /// Its vanflow proxy inlinks (our messages to the address go there) and outlinks (its messages to the
+    /// address come there), at most [`MAX_LINKS`] together.
+    subscribes: BTreeMap<LinkId, String>,
+    produces: BTreeMap<LinkId, String>,
 }
 
 impl EdgeLinks {
@@ -134,6 +147,15 @@ impl EdgeLinks {
             EdgeLink::Serves(k) if self.serves.len() < MAX_KEYS => {
                 self.serves.insert(link, k);
             }
+            EdgeLink::Subscribes(k) if self.vanflow_links() < MAX_LINKS => {
+                self.subscribes.insert(link, k);
+            }
+            EdgeLink::Watches(k) if is_vanflow(&k) && self.vanflow_links() < MAX_LINKS => {
+                self.produces.insert(link, k.clone());
+                self.watches.insert(link, k);
+            }
+            // beyond the bound: left unserved, never a key
+            EdgeLink::Watches(k) | EdgeLink::Subscribes(k) if is_vanflow(&k) => {}
             EdgeLink::Watches(k) if self.watches.len() < MAX_KEYS => {
                 self.watches.insert(link, k);
             }
@@ -148,6 +170,8 @@ impl EdgeLinks {
             self.told.clear();
         }
         self.serves.remove(&link);
+        self.subscribes.remove(&link);
+        self.produces.remove(&link);
         if let Some(k) = self.watches.remove(&link) {
             if !self.watches.values().any(|w| *w == k) {
                 self.told.remove(&k);
@@ -181,34 +205,63 @@ impl EdgeLinks {
     pub fn tracking(&self) -> Option<LinkId> {
         self.tracking
     }
+
+    fn vanflow_links(&self) -> usize {
+        self.subscribes.len() + self.produces.len()
+    }
+
+    /// The edge's proxy inlinks for vanflow address `address`.
+    pub fn subscribed(&self, address: &str) -> Vec<LinkId> {
+        self.subscribes.iter().filter(|(_, a)| *a == address).map(|(l, _)| *l).collect()
+    }
+
+    /// The vanflow address the edge produces to on `link`, if it is one of its vanflow proxy outlinks.
+    pub fn produced(&self, link: LinkId) -> Option<&str> {
+        self.produces.get(&link).map(String::as_str)
+    }
 }
 
 /// Runs an edge connection's links over `handle` (its events; `seen`: those read before it was known for an
-/// edge's): tells the edge which of its watched keys are in `reachable`, and publishes the keys it serves (empty
-/// once the connection ended).
+/// edge's): tells the edge which of its watched keys are in `reachable` (and which vanflow addresses our vanflow
+/// side consumes), publishes the keys it serves (empty once the connection ended), and carries vanflow both ways
+/// (`vanflow`).
 pub fn spawn(
     mut handle: Handle,
     seen: Vec<Event>,
     mut reachable: watch::Receiver<BTreeSet<String>>,
+    mut vanflow: EdgeVanflow,
 ) -> watch::Receiver<BTreeSet<String>> {
     let (served_tx, served) = watch::channel(BTreeSet::new());
     tokio::spawn(async move {
         let sender = handle.sender();
         let mut links = EdgeLinks::default();
+        let mut gather = Gather::default();
         for e in seen {
-            take(&mut links, e);
+            take(&mut links, &mut gather, &vanflow, &sender, e);
         }
+        let mut taps = vanflow.taps.take();
         loop {
             served_tx.send_if_modified(|s| replace(s, links.served()));
-            tell(&sender, &mut links, &reachable.borrow_and_update().clone());
+            let mut now = reachable.borrow_and_update().clone();
+            now.extend(vanflow.wanted());
+            tell(&sender, &mut links, &now);
             tokio::select! {
                 e = handle.events.recv() => match e {
-                    Some(e) => take(&mut links, e),
+                    Some(e) => take(&mut links, &mut gather, &vanflow, &sender, e),
                     None => break,
                 },
                 changed = reachable.changed() => if changed.is_err() {
                     break;
                 },
+                changed = vanflow.subscriptions.changed() => if changed.is_err() {
+                    break;
+                },
+                Some(m) = async { match taps.as_mut() { Some(t) => t.recv().await, None => None } } => {
+                    let to = super::node::destination_of(&m).unwrap_or_default();
+                    for link in links.subscribed(&to) {
+                        sender.send(link, m.clone());
+                    }
+                }
             }
         }
         served_tx.send_if_modified(|s| replace(s, BTreeSet::new()));
@@ -222,10 +275,22 @@ fn replace(s: &mut BTreeSet<String>, new: BTreeSet<String>) -> bool {
     changed
 }
 
-fn take(links: &mut EdgeLinks, e: Event) {
+fn take(links: &mut EdgeLinks, gather: &mut Gather, vanflow: &EdgeVanflow, sender: &Sender, e: Event) {
     match e {
         Event::Attached { link, attach, .. } => links.attached(link, &attach),
-        Event::Detached { link, .. } => links.detached(link),
+        Event::Detached { link, .. } => {
+            links.detached(link);
+            gather.forget(link);
+        }
+        Event::Transfer { link, delivery_id, first, payload, more, settled, .. } => {
+            let Some(address) = links.produced(link) else { return };
+            if !more && !settled {
+                sender.accept(link, delivery_id);
+            }
+            if let Some(whole) = gather.take(link, first, &payload, more) {
+                vanflow.inboxes.deliver(address, whole);
+            }
+        }
         _ => {}
     }
 }
@@ -308,5 +373,27 @@ mod tests {
         assert!(l.served().is_empty());
         l.detached(LinkId(7));
         assert_eq!(l.updates(&reach), vec![]);
+    }
+
+    #[test]
+    fn vanflow_proxy_links_are_never_keys_and_are_bounded() {
+        let mut l = EdgeLinks::default();
+        l.attached(LinkId(1), &attach(Role::Receiver, Some(TRACKING_ADDRESS), None, &[]));
+        l.attached(LinkId(2), &attach(Role::Receiver, Some("mc/sfe.all"), None, &[]));
+        l.attached(LinkId(3), &attach(Role::Sender, None, Some("sfe.ours"), &[]));
+        assert_eq!(classify(&attach(Role::Receiver, Some("sfe.e1"), None, &[])), EdgeLink::Subscribes("sfe.e1".into()));
+        assert!(l.served().is_empty(), "a vanflow subscription is not a key the edge serves");
+        assert_eq!((l.subscribed("mc/sfe.all"), l.produced(LinkId(3))), (vec![LinkId(2)], Some("sfe.ours")));
+        let wanted: BTreeSet<String> = ["sfe.ours".to_string()].into();
+        assert_eq!(l.updates(&wanted), vec![("sfe.ours".to_string(), true)], "told reachable when we consume it");
+        for i in 0..2 * MAX_LINKS as u32 {
+            l.attached(LinkId(100 + i), &attach(Role::Receiver, Some(&format!("mc/sfe.s{i}")), None, &[]));
+        }
+        assert_eq!(l.subscribes.len() + l.produces.len(), MAX_LINKS);
+        l.attached(LinkId(999), &attach(Role::Sender, None, Some("mc/sfe.late"), &[]));
+        assert_eq!(l.produced(LinkId(999)), None);
+        assert!(!l.watches.contains_key(&LinkId(999)), "beyond the bound: not watched as a key either");
+        l.detached(LinkId(2));
+        assert!(l.subscribed("mc/sfe.all").is_empty());
     }
 }

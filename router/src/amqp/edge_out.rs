@@ -11,7 +11,10 @@
 //! * per key this router serves (local Connectors, keys our native network serves, never keys imported from
 //!   upstream), a receiver with that source ("proxy inlink"): the interior then routes flows for the key to us;
 //! * per key our Listeners want and we do not serve, a sender with that target ("proxy outlink"): the interior
-//!   tracks the key for us, and a key it says is reachable is imported (our Listeners bind).
+//!   tracks the key for us, and a key it says is reachable is imported (our Listeners bind);
+//! * per vanflow address our vanflow side consumes (`vanflow::edges::wanted`: our source's `sfe.<id>`, our
+//!   collector's `mc/sfe.*`), a proxy inlink like a key's: what the interior sends on it goes to the source's or
+//!   the collector's inbox (what they send goes out on streaming links of theirs, by its `to`).
 //!
 //! [`Proxies`] keeps the proxy links and what the interior said (pure), [`spawn`] runs them over a driven
 //! connection.
@@ -27,6 +30,7 @@ use super::driver::{Handle, Sender};
 use super::edge::{read_tracking, CAP_EDGE_DOWNLINK, MAX_KEYS, TRACKING_ADDRESS};
 use super::performative::terminus::{Source, Target};
 use super::performative::{Attach, Role, RCV_FIRST, SND_MIXED};
+use super::vanflow::edges::{is_vanflow, EdgeVanflow, Gather};
 
 /// The largest tracking message read (they are a key and a boolean; a key is at most 1 KiB).
 const MAX_TRACKING: usize = 4096;
@@ -143,6 +147,11 @@ impl Proxies {
     pub fn reachable(&self) -> &BTreeSet<String> {
         &self.reachable
     }
+
+    /// The vanflow address proxy inlink `link` serves, if it is one.
+    pub fn vanflow_of(&self, link: LinkId) -> Option<&str> {
+        self.serves.iter().find(|(k, l)| **l == link && is_vanflow(k)).map(|(k, _)| k.as_str())
+    }
 }
 
 /// An edge connection's links as [`spawn`] needs them: the session the proxy links go on and the tracking
@@ -153,30 +162,40 @@ pub struct EdgeUp {
     pub tracking: LinkId,
 }
 
-/// Runs an edge connection's proxy links over `handle`: serves `ours`, watches `wanted` (less `ours`), settles the
-/// interior's tracking messages and publishes the keys it says are reachable (empty once the connection ended).
-/// `name` names the links (`<name>.<n>`).
+/// Runs an edge connection's proxy links over `handle`: serves `ours` and the vanflow addresses `vanflow` consumes
+/// (what comes on those goes to its inboxes), watches `wanted` (less `ours`), settles the interior's tracking
+/// messages and publishes the keys it says are reachable (empty once the connection ended). `name` names the links
+/// (`<name>.<n>`).
 pub fn spawn(
     mut handle: Handle,
     up: EdgeUp,
     name: String,
     mut ours: watch::Receiver<BTreeSet<String>>,
     mut wanted: watch::Receiver<BTreeSet<String>>,
+    mut vanflow: EdgeVanflow,
 ) -> watch::Receiver<BTreeSet<String>> {
     let (reachable_tx, reachable) = watch::channel(BTreeSet::new());
     tokio::spawn(async move {
         let sender = handle.sender();
         let mut proxies = Proxies::default();
         let mut partial = BytesMut::new();
+        let mut gather = Gather::default();
         let mut n = 0u64;
         // the interior tracks the keys of outlinks attached after its tracking endpoint: wait for its answer
         let mut tracking_up = false;
         loop {
             if tracking_up {
-                let changes = proxies.plan(&ours.borrow_and_update().clone(), &wanted.borrow_and_update().clone());
+                let mut served = ours.borrow_and_update().clone();
+                served.extend(vanflow.wanted());
+                let changes = proxies.plan(&served, &wanted.borrow_and_update().clone());
                 if !apply(&sender, up.channel, &name, &mut n, &mut proxies, changes).await {
                     break;
                 }
+            } else {
+                // seen: planned from the values of then, once the interior answered
+                ours.borrow_and_update();
+                wanted.borrow_and_update();
+                vanflow.subscriptions.borrow_and_update();
             }
             reachable_tx.send_if_modified(|r| replace(r, proxies.reachable()));
             tokio::select! {
@@ -197,11 +216,22 @@ pub fn spawn(
                             }
                         }
                     }
+                    Some(Event::Transfer { link, delivery_id, first, payload, more, settled, .. }) => {
+                        let Some(address) = proxies.vanflow_of(link) else { continue };
+                        if !more && !settled {
+                            sender.accept(link, delivery_id);
+                        }
+                        if let Some(whole) = gather.take(link, first, &payload, more) {
+                            vanflow.inboxes.deliver(address, whole);
+                        }
+                    }
+                    Some(Event::Detached { link, .. }) => gather.forget(link),
                     Some(_) => {}
                     None => break,
                 },
                 changed = ours.changed() => if changed.is_err() { break },
                 changed = wanted.changed() => if changed.is_err() { break },
+                changed = vanflow.subscriptions.changed() => if changed.is_err() { break },
             }
         }
         reachable_tx.send_if_modified(|r| replace(r, &BTreeSet::new()));

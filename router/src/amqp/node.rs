@@ -265,7 +265,7 @@ impl Node {
 }
 
 /// The address a message goes to (its router annotations' `to` override, or its `to`).
-fn destination_of(payload: &Bytes) -> Option<String> {
+pub fn destination_of(payload: &Bytes) -> Option<String> {
     let parsed = parse_head(payload, &Limits::default()).ok()?;
     let head = parsed.head;
     let to = head.router_annotations.as_ref().and_then(|ra| ra.to_override.clone());

@@ -29,6 +29,7 @@ use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
+use crate::amqp::vanflow::edges::{EdgeVanflow, Inboxes, Taps};
 use crate::amqp::vanflow::{Collector, Publisher};
 use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
 use crate::stream::types::Open as StreamOpen;
@@ -332,20 +333,23 @@ impl Border {
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
             let flows = if p.uplink.is_some() { flows.as_edge() } else { flows };
-            self.publish_over(&flows, &sender).await;
+            // an edge's connection: our vanflow messages go on its proxy links (`amqp::edge`), not by `to`
+            let offer = if p.edge.is_some() { None } else { Some(p.uplink.is_some()) };
+            self.publish_over(&flows, &sender, offer).await;
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
             self.lock_carriers().push(Arc::new(carrier));
         }
         if let Some(up) = p.uplink {
             let name = format!("{}.{}.proxy", self.id, self.conn_ids.load(Ordering::Relaxed));
-            let reachable = edge_out::spawn(handle, up, name, self.ours.subscribe(), self.wanted.subscribe());
+            let vanflow = self.edge_vanflow(false);
+            let reachable = edge_out::spawn(handle, up, name, self.ours.subscribe(), self.wanted.subscribe(), vanflow);
             self.lock_interiors().push(EdgePeer { peer: p.peer, sender: sender.clone(), served: reachable });
             return Joined { sender };
         }
         if let Some(seen) = p.edge {
             self.node();
-            let served = edge::spawn(handle, seen, self.ours.subscribe());
+            let served = edge::spawn(handle, seen, self.ours.subscribe(), self.edge_vanflow(true));
             self.lock_edges().push(EdgePeer { peer: p.peer, sender: sender.clone(), served });
             return Joined { sender };
         }
@@ -420,16 +424,34 @@ impl Border {
     }
 
     /// The vanflow hook of a joined connection: `FLUSH`es to our source arriving on it go to the source (from its
-    /// flows' links, and from the node's data links), and the source may send over it.
-    async fn publish_over(&self, flows: &Flows, sender: &Sender) {
+    /// flows' links, and from the node's data links), and, `offer` being whether we dialed it as an edge, the
+    /// source and collector may send over it (`None`: an edge's connection, which they reach through their taps).
+    async fn publish_over(&self, flows: &Flows, sender: &Sender, offer: Option<bool>) {
         flows.set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
         self.node().set_inbox(&self.vanflow.direct(), self.vanflow.inbox()).await;
-        self.vanflow.offer(sender.clone());
         let collector = Collector::inbox_address();
         flows.set_inbox(&collector, self.collector.inbox()).await;
         self.node().set_inbox(&collector, self.collector.inbox()).await;
-        self.collector.offer(sender.clone());
+        match offer {
+            Some(edge) => {
+                self.vanflow.offer(sender.clone(), edge);
+                self.collector.offer(sender.clone(), edge);
+            }
+            None => {
+                self.vanflow.start();
+                self.collector.start();
+            }
+        }
         self.follow_subscriptions();
+    }
+
+    /// What an edge connection's task needs for vanflow (`amqp::vanflow::edges`): our source's and collector's
+    /// inboxes and the collector's subscriptions, and (`accepted`: an edge dialed us) their messages.
+    fn edge_vanflow(&self, accepted: bool) -> EdgeVanflow {
+        let inboxes =
+            Inboxes { direct: self.vanflow.direct(), source: self.vanflow.inbox(), collector: self.collector.inbox() };
+        let taps = accepted.then(|| Taps { source: self.vanflow.tap(), collector: self.collector.tap() });
+        EdgeVanflow { inboxes, subscriptions: self.collector.subscriptions(), taps }
     }
 
     /// The routing keys served by upstream routers (their mobile addresses `M<key>`), with the routers serving

@@ -328,19 +328,14 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
     hello_world = reference("e2e-hello-world")
     await link(mixed)
 
-    # upstream's Site counts ours in its network, whichever side dialed (our router's SITE, ROUTER and
-    # ROUTER_ACCESS records, and our LINK when we dialed); upstream's Link, when upstream dialed, Ready naming ours
-    # Not over an edge link, either way: our vanflow records reach upstream's network only through the routing
-    # protocol (our `Msfe.<id>` and `Mmc/sfe.*` mobile addresses, messages on inter-router data links), which an edge
-    # connection does not carry, so upstream's statuses about our site stay unset there (docs/dev/mixed-networks.md,
-    # section 6).
-    upstream_sees_ours = link not in (_link_ours_edge_dialing, _link_theirs_edge_dialing)
-    if upstream_sees_ours:
-        ours_in_theirs = await _upstream_network_has_ours(mixed)
-        ours_links = [link["remoteSiteName"] for link in ours_in_theirs.get("links") or []]
-        assert ours_links == ([THEIRS] if await mixed.links(OURS) else []), ours_in_theirs
-        for theirs_link in await mixed.links(THEIRS):
-            await _upstream_link_ready(mixed, theirs_link["metadata"]["name"])
+    # upstream's Site counts ours in its network, whichever side dialed and in either role (our router's SITE,
+    # ROUTER and ROUTER_ACCESS records, and our LINK when we dialed; over an edge link they cross on the edge's
+    # proxy links, docs/dev/mixed-networks.md section 6); upstream's Link, when upstream dialed, Ready naming ours
+    ours_in_theirs = await _upstream_network_has_ours(mixed)
+    ours_links = [link["remoteSiteName"] for link in ours_in_theirs.get("links") or []]
+    assert ours_links == ([THEIRS] if await mixed.links(OURS) else []), ours_in_theirs
+    for theirs_link in await mixed.links(THEIRS):
+        await _upstream_link_ready(mixed, theirs_link["metadata"]["name"])
 
     # (a) backend on ours (our Connector), frontend on upstream's (upstream's Listener)
     ours_backends = await _hello_world(
@@ -352,12 +347,10 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
     assert pod in ours_backends
     # upstream's Listener matched by our Connector, the only one of its key (our CONNECTOR record), and no longer
     # once our CLI deletes it (the record ended)
-    if upstream_sees_ours:
-        out = await _upstream_matched(mixed, "listener", "backend", True)
-        assert re.search(r"^Status:\s+Ready\s*$", out, re.MULTILINE), out
+    out = await _upstream_matched(mixed, "listener", "backend", True)
+    assert re.search(r"^Status:\s+Ready\s*$", out, re.MULTILINE), out
     await mixed.ours("connector", "delete", "backend")
-    if upstream_sees_ours:
-        await _upstream_matched(mixed, "listener", "backend", False)
+    await _upstream_matched(mixed, "listener", "backend", False)
 
     # (b) backend on upstream's site (its Connector), frontend on ours (our Listener); another routing key, so
     # that the only Connector our Listener can match is upstream's
@@ -373,8 +366,7 @@ async def test_upstream_hello_world_both_ways(mixed: MixedSites, link: Callable[
                                      "our Listener Ready and matched by upstream's Connector")
     assert status["status"] == "Ready", status
     # upstream's Connector matched by our Listener (our LISTENER record)
-    if upstream_sees_ours:
-        await _upstream_matched(mixed, "connector", "backend", True)
+    await _upstream_matched(mixed, "connector", "backend", True)
 
     # upstream's Connector deleted (its CLI): our Listener no longer matched
     await mixed.upstream("connector", "delete", "backend")

@@ -2,7 +2,8 @@
 //! messages to `mc/sfe.*` that reach this router (beacons on `mc/sfe.all`, a source's records on `mc/sfe.<id>`;
 //! routed here because the border advertises [`Collector::subscriptions`] as its mobile addresses) come to its
 //! inbox from the same connections the source publishes over; it keeps them in [`Collected`] and sends a `FLUSH`
-//! to each source discovered over one of the connections offered (a streaming link of its own). What it holds is
+//! to each source discovered over one of the connections offered (a streaming link of its own) and to its tap
+//! ([`Collector::tap`], read by the edge connections our interior accepted: `vanflow::edges`). What it holds is
 //! read as a JSON report ([`Collector::report`]); it is never fed to routing or identity decisions.
 
 use std::collections::BTreeSet;
@@ -10,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{broadcast, mpsc, watch, Notify};
 
 use super::collected::{Collected, TIMEOUT_S};
+use super::edges::TAP;
 use super::task::annotated;
 use super::wire::{decode, encode, Message};
 use crate::amqp::codec::Limits;
@@ -35,7 +37,10 @@ pub struct Collector {
     inbox: mpsc::Sender<Bytes>,
     state: Arc<Mutex<Collected>>,
     subscriptions: watch::Sender<BTreeSet<String>>,
-    offered: Arc<Mutex<Vec<Sender>>>,
+    /// Connections offered, each with whether this router made it as an edge.
+    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
+    /// Every `FLUSH` sent, for the edge connections accepted.
+    tap: broadcast::Sender<Bytes>,
     notify: Arc<Notify>,
     start: Mutex<Option<Parts>>,
     timeout: f64,
@@ -52,6 +57,7 @@ impl Collector {
             subscriptions: watch::Sender::new(state.subscriptions()),
             state: Arc::new(Mutex::new(state)),
             offered: Arc::default(),
+            tap: broadcast::Sender::new(TAP),
             notify: Arc::default(),
             start: Mutex::new(Some(inbox_rx)),
             timeout: timeout.as_secs_f64(),
@@ -83,14 +89,25 @@ impl Collector {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).report(now_s())
     }
 
-    /// Offers a connection to upstream's router; the first offer starts the collector.
-    pub fn offer(&self, sender: Sender) {
+    /// Offers a connection to upstream's router (`edge`: one this router made as an edge); the first offer starts
+    /// the collector.
+    pub fn offer(&self, sender: Sender, edge: bool) {
         {
             let mut offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
-            offered.retain(|s| s.ended().is_none());
-            offered.push(sender);
+            offered.retain(|(s, _)| s.ended().is_none());
+            offered.push((sender, edge));
         }
         self.notify.notify_one();
+        self.start();
+    }
+
+    /// Every `FLUSH` the collector sends from now on (router annotations and all), for an edge connection accepted.
+    pub fn tap(&self) -> broadcast::Receiver<Bytes> {
+        self.tap.subscribe()
+    }
+
+    /// Starts the collector (once).
+    pub fn start(&self) {
         let inbox = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(inbox) = inbox {
             let task = Task {
@@ -98,6 +115,7 @@ impl Collector {
                 state: self.state.clone(),
                 subscriptions: self.subscriptions.clone(),
                 offered: self.offered.clone(),
+                tap: self.tap.clone(),
                 link: None,
                 timeout: self.timeout,
             };
@@ -114,9 +132,10 @@ struct Task {
     id: String,
     state: Arc<Mutex<Collected>>,
     subscriptions: watch::Sender<BTreeSet<String>>,
-    offered: Arc<Mutex<Vec<Sender>>>,
-    /// The link `FLUSH`es go out on, and its connection.
-    link: Option<(Sender, LinkId)>,
+    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
+    tap: broadcast::Sender<Bytes>,
+    /// The link `FLUSH`es go out on, its connection, and whether this router made it as an edge.
+    link: Option<(Sender, LinkId, bool)>,
     timeout: f64,
 }
 
@@ -152,22 +171,24 @@ impl Task {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends a `FLUSH` to `direct` over a live connection (a link of ours attached on it first); none: dropped
-    /// (the source is asked again later).
+    /// Sends a `FLUSH` to `direct` to the tap and over a live connection (a link of ours attached on it first;
+    /// none: only the tap, the source is asked again later).
     async fn flush(&mut self, direct: &str) {
-        if self.link.as_ref().is_none_or(|(s, _)| s.ended().is_some()) {
+        let m = Message::Flush { to: direct.to_string(), reply_to: format!("sfe.{}.collector", self.id) };
+        let bare = encode(&m);
+        let _ = self.tap.send(annotated(&self.id, &bare));
+        if self.link.as_ref().is_none_or(|(s, _, _)| s.ended().is_some()) {
             self.link = None;
             let picked = {
                 let mut o = self.offered.lock().unwrap_or_else(|e| e.into_inner());
-                o.retain(|s| s.ended().is_none());
+                o.retain(|(s, _)| s.ended().is_none());
                 o.first().cloned()
             };
-            let Some(sender) = picked else { return };
+            let Some((sender, edge)) = picked else { return };
             let Some(link) = sender.attach(streaming_attach(Role::Sender)).await else { return };
-            self.link = Some((sender, link));
+            self.link = Some((sender, link, edge));
         }
-        let Some((sender, link)) = &self.link else { return };
-        let m = Message::Flush { to: direct.to_string(), reply_to: format!("sfe.{}.collector", self.id) };
-        sender.send(*link, annotated(&self.id, &encode(&m)));
+        let Some((sender, link, edge)) = &self.link else { return };
+        sender.send(*link, if *edge { bare } else { annotated(&self.id, &bare) });
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod collect;
 pub mod collected;
+pub mod edges;
 pub mod publish;
 pub mod records;
 pub mod site;

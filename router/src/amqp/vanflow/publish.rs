@@ -2,18 +2,20 @@
 //! inbox where `FLUSH`es to `sfe.<id>` arrive (from the node's data links, or a connection's flow task when
 //! skrouterd dialed us), and the connections to upstream's routers it may send over. One task serves the source
 //! over one live connection at a time (a streaming link of its own, as `task::serve` sends), and moves to another
-//! offered connection when that one ends.
+//! offered connection when that one ends; every message also goes to its tap ([`Publisher::tap`]), which the edge
+//! connections our interior accepted read (`vanflow::edges`), with or without an offered connection.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch, Notify};
+use tokio::sync::{broadcast, mpsc, watch, Notify};
 
+use super::edges::TAP;
 use super::records::Record;
 use super::site;
 use super::source::Source;
-use super::task::{now_us, serve};
+use super::task::{now_us, serve, Out};
 use crate::amqp::driver::Sender;
 use crate::amqp::flow::streaming_attach;
 use crate::amqp::performative::Role;
@@ -29,8 +31,11 @@ pub struct Publisher {
     id: String,
     records: watch::Sender<Vec<Record>>,
     inbox: mpsc::Sender<Bytes>,
-    /// Connections offered and not known to have ended (pruned at each offer and pick).
-    offered: Arc<Mutex<Vec<Sender>>>,
+    /// Connections offered and not known to have ended (pruned at each offer and pick), each with whether this
+    /// router made it as an edge.
+    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
+    /// Every message sent, for the edge connections accepted.
+    tap: broadcast::Sender<Bytes>,
     notify: Arc<Notify>,
     /// The task's inputs until it starts (at the first offer, inside the runtime).
     start: Mutex<Option<Parts>>,
@@ -64,6 +69,7 @@ impl Publisher {
             records,
             inbox,
             offered: Arc::default(),
+            tap: broadcast::Sender::new(TAP),
             notify: Arc::default(),
             start: Mutex::new(Some((records_rx, inbox_rx))),
             start_us: now_us(),
@@ -151,17 +157,30 @@ impl Publisher {
         self.records.borrow().clone()
     }
 
-    /// Offers a connection to upstream's router; the first offer starts the source.
-    pub fn offer(&self, sender: Sender) {
+    /// Offers a connection to upstream's router (`edge`: one this router made as an edge); the first offer starts
+    /// the source.
+    pub fn offer(&self, sender: Sender, edge: bool) {
         {
             let mut offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
-            offered.retain(|s| s.ended().is_none());
-            offered.push(sender);
+            offered.retain(|(s, _)| s.ended().is_none());
+            offered.push((sender, edge));
         }
         self.notify.notify_one();
+        self.start();
+    }
+
+    /// Every message the source sends from now on (router annotations and all), for an edge connection accepted.
+    pub fn tap(&self) -> broadcast::Receiver<Bytes> {
+        self.tap.subscribe()
+    }
+
+    /// Starts the source (once; it serves its tap while no connection is offered).
+    pub fn start(&self) {
         let parts = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some((records, inbox)) = parts {
-            tokio::spawn(run(self.id.clone(), records, inbox, self.offered.clone(), self.notify.clone()));
+            let task =
+                run(self.id.clone(), records, inbox, self.offered.clone(), self.notify.clone(), self.tap.clone());
+            tokio::spawn(task);
         }
     }
 }
@@ -170,23 +189,26 @@ async fn run(
     id: String,
     mut records: watch::Receiver<Vec<Record>>,
     mut inbox: mpsc::Receiver<Bytes>,
-    offered: Arc<Mutex<Vec<Sender>>>,
+    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
     notify: Arc<Notify>,
+    tap: broadcast::Sender<Bytes>,
 ) {
     let mut source = Source::new(&id);
     source.set(records.borrow_and_update().clone(), now_us());
     loop {
         let picked = {
             let mut o = offered.lock().unwrap_or_else(|e| e.into_inner());
-            o.retain(|s| s.ended().is_none());
+            o.retain(|(s, _)| s.ended().is_none());
             o.first().cloned()
         };
-        let Some(sender) = picked else {
-            notify.notified().await;
-            continue;
+        let out = match &picked {
+            None => Out { link: None, annotate: true, tap: &tap },
+            Some((sender, edge)) => {
+                let Some(link) = sender.attach(streaming_attach(Role::Sender)).await else { continue };
+                Out { link: Some((sender, link)), annotate: !edge, tap: &tap }
+            }
         };
-        let Some(link) = sender.attach(streaming_attach(Role::Sender)).await else { continue };
-        if !serve(&mut source, &sender, link, &mut records, &mut inbox).await {
+        if !serve(&mut source, out, &notify, &mut records, &mut inbox).await {
             return;
         }
     }

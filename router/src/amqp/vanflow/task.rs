@@ -7,7 +7,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch, Notify};
 
 use super::records::Record;
 use super::source::Source;
@@ -60,24 +60,61 @@ async fn run(
 ) {
     let initial = records.borrow_and_update().clone();
     source.set(initial, now_us());
-    serve(&mut source, &sender, link, &mut records, &mut inbox).await;
+    let (tap, _) = broadcast::channel(1);
+    let out = Out { link: Some((&sender, link)), annotate: true, tap: &tap };
+    serve(&mut source, out, &Notify::new(), &mut records, &mut inbox).await;
 }
 
-/// Serves `source` over `link` of `sender` (beacon at once): returns `true` when the connection ended (the
-/// source may go on over another), `false` when `records` or `inbox` closed.
+/// Where a source's messages go: a link of a connection (if any; behind router annotations as from this router
+/// when `annotate`, bare on a connection this router made as an edge: upstream's edges annotate nothing) and
+/// always the `tap` (toward the edge connections this router accepted, `vanflow::edges`; annotated).
+pub struct Out<'a> {
+    pub link: Option<(&'a Sender, LinkId)>,
+    pub annotate: bool,
+    pub tap: &'a broadcast::Sender<Bytes>,
+}
+
+impl Out<'_> {
+    /// Sends bare message `bare` of source `id`.
+    pub fn send(&self, id: &str, bare: &Bytes) {
+        let annotated = annotated(id, bare);
+        let _ = self.tap.send(annotated.clone());
+        if let Some((sender, link)) = self.link {
+            sender.send(link, if self.annotate { annotated } else { bare.clone() });
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.link.is_some_and(|(s, _)| s.ended().is_some())
+    }
+}
+
+/// Serves `source` over `out` (beacon at once): returns `true` when its connection ended or, without one, when
+/// `offered` says a connection was offered (the source may go on over another), `false` when `records` or `inbox`
+/// closed.
 pub async fn serve(
     source: &mut Source,
-    sender: &Sender,
-    link: LinkId,
+    out: Out<'_>,
+    offered: &Notify,
     records: &mut watch::Receiver<Vec<Record>>,
     inbox: &mut mpsc::Receiver<Bytes>,
 ) -> bool {
     let id = source.id().to_string();
-    let send = |bare: Bytes| sender.send(link, annotated(&id, &bare));
+    let send = |bare: Bytes| out.send(&id, &bare);
     let mut beacon = tokio::time::interval(BEACON_EVERY);
     let mut heartbeat = tokio::time::interval(HEARTBEAT_EVERY);
+    let ended = async {
+        match out.link {
+            Some((sender, _)) => sender.wait_ended().await,
+            None => {
+                offered.notified().await;
+                "a connection was offered".to_string()
+            }
+        }
+    };
+    tokio::pin!(ended);
     loop {
-        if sender.ended().is_some() {
+        if out.ended() {
             return true;
         }
         tokio::select! {
@@ -103,8 +140,8 @@ pub async fn serve(
                     Err(e) => tracing::debug!("vanflow: {e}"),
                 },
             },
-            why = sender.wait_ended() => {
-                tracing::debug!("vanflow source {id}: the connection ended: {why}");
+            why = &mut ended => {
+                tracing::debug!("vanflow source {id}: {why}");
                 return true;
             }
         }
