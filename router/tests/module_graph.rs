@@ -56,6 +56,7 @@ const LAYERS: &[&str] = &[
     "amqp::routing",
     "amqp::node",
     "amqp::flow::head",
+    "amqp::flow::pool",
     "amqp::flow::halves",
     "amqp::flow::mux",
     "amqp::flow",

@@ -185,6 +185,13 @@ mod tests {
     use crate::amqp::performative::Performative;
     use bytes::BytesMut;
 
+    #[test]
+    fn an_inter_router_session_announces_room_for_thousands_of_flows() {
+        let l = limits();
+        assert_eq!((l.max_links_per_session, l.max_frame_size, l.incoming_window), (1 << 16, 16384, 8192));
+        assert!(l.max_links >= l.max_links_per_session as usize, "the connection bound is the whole session's");
+    }
+
     /// The control receiver skrouterd's connector attached first in `[interior-link-setup]` (line 233).
     const UPSTREAM_CONTROL_ATTACH: &str = "qdlink.Xo0KWRf3OzUP4fA";
 
