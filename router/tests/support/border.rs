@@ -62,21 +62,7 @@ pub fn skrouterd_in_mode(
 /// skrouterd `id` (its certificate names `cn`) with an `inter-router` listener on `port` as upstream's controller
 /// writes it.
 pub fn listening_skrouterd(home: &std::path::Path, id: &str, cn: &str, port: u16, back: u16) -> Net {
-    let files = Files::new();
-    let ca = ca("site-ca");
-    let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
-    let (skrouterd, echo_port, normal_port) = skrouterd(
-        home,
-        id,
-        back,
-        vec![
-            server.ssl_profile("skupper-site-server"),
-            json!(["listener", {"name": "skupper-router-inter-router", "host": "127.0.0.1", "port": port,
-                                "role": "inter-router", "sslProfile": "skupper-site-server",
-                                "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
-        ],
-    );
-    Net { files, ca, skrouterd, echo_port, normal_port }
+    listening_skrouterd_with(home, id, cn, port, back, vec![])
 }
 
 /// [`listening_skrouterd`] once it listens on a free port; `None` (skipped) without upstream's router.
@@ -248,21 +234,7 @@ pub async fn connecting_skrouterd(
     access_port: u16,
     role: &str,
 ) -> (Skrouterd, u16, u16) {
-    let dir = files.path().join(format!("skrouterd-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
-    let mode = if role == "edge" { "edge" } else { "interior" };
-    skrouterd_in_mode(
-        home,
-        id,
-        mode,
-        echo("up-echo").await.port(),
-        vec![
-            profile.ssl_profile("skupper-link"),
-            json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": role,
-                                 "sslProfile": "skupper-link", "cost": 1}]),
-        ],
-    )
+    connecting_skrouterd_with(home, id, (files, ca, client), access_port, role, vec![]).await
 }
 
 /// Our router "ours" with a router access, and skrouterd `id` dialing it with a client certificate whose common
@@ -375,4 +347,65 @@ pub async fn refused_as_our_own_id(net: &Net, slot: &snrouter::api::Slot) {
     .await;
     assert_eq!(network(slot)["links"][0]["up"], json!(false));
     assert!(!accepts(net.echo_port).await, "our key must not reach a refused router");
+}
+
+/// [`listening_skrouterd`] with `extra` entities (more listeners and connectors, log modules).
+pub fn listening_skrouterd_with(
+    home: &std::path::Path,
+    id: &str,
+    cn: &str,
+    port: u16,
+    back: u16,
+    extra: Vec<Value>,
+) -> Net {
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let server = pki::write_profile(files.path(), "skupper-site-server", &ca.pem, &leaf(&ca, cn, &[HOST]));
+    let (skrouterd, echo_port, normal_port) = skrouterd(
+        home,
+        id,
+        back,
+        [
+            vec![
+                server.ssl_profile("skupper-site-server"),
+                json!(["listener", {"name": "skupper-router-inter-router", "host": "127.0.0.1", "port": port,
+                                    "role": "inter-router", "sslProfile": "skupper-site-server",
+                                    "saslMechanisms": "EXTERNAL", "authenticatePeer": true}]),
+            ],
+            extra,
+        ]
+        .concat(),
+    );
+    Net { files, ca, skrouterd, echo_port, normal_port }
+}
+
+/// [`connecting_skrouterd`] with `extra` entities (more listeners and connectors, log modules); the tuple: where its
+/// files go, the CA, its client certificate.
+pub async fn connecting_skrouterd_with(
+    home: &std::path::Path,
+    id: &str,
+    (files, ca, client): (&Files, &Ca, &(String, String)),
+    access_port: u16,
+    role: &str,
+    extra: Vec<Value>,
+) -> (Skrouterd, u16, u16) {
+    let dir = files.path().join(format!("skrouterd-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
+    let mode = if role == "edge" { "edge" } else { "interior" };
+    skrouterd_in_mode(
+        home,
+        id,
+        mode,
+        echo("up-echo").await.port(),
+        [
+            vec![
+                profile.ssl_profile("skupper-link"),
+                json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": role,
+                                     "sslProfile": "skupper-link", "cost": 1}]),
+            ],
+            extra,
+        ]
+        .concat(),
+    )
 }
