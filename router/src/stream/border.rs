@@ -747,4 +747,19 @@ mod tests {
         assert!(!is_amqp_header(b"\x00\x00\x00\x10{\"t\":"));
         assert!(!is_amqp_header(b""));
     }
+
+    #[test]
+    fn an_edges_summary_and_keys_are_advertised_within_the_bound() {
+        let keys: BTreeSet<String> = ["a:1".to_string(), "b:2".to_string()].into();
+        let got = transit_addresses([("edge-e", &keys)]);
+        let want: BTreeSet<String> = ["Hedge-e", "Ma:1", "Mb:2"].map(String::from).into();
+        assert_eq!(got, want);
+        assert!(transit_addresses([]).is_empty());
+        // many edges with many keys: at most the bound, every edge's summary kept
+        let many: BTreeSet<String> = (0..edge::MAX_KEYS).map(|i| format!("k{i}")).collect();
+        let ids: Vec<String> = (0..3).map(|i| format!("e{i}")).collect();
+        let got = transit_addresses(ids.iter().map(|id| (id.as_str(), &many)));
+        assert_eq!(got.len(), MAX_TRANSIT_ADDRESSES);
+        assert!(ids.iter().all(|id| got.contains(&format!("H{id}"))), "the summaries come first");
+    }
 }
