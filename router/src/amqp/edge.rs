@@ -269,7 +269,8 @@ pub fn spawn(
     served
 }
 
-fn replace(s: &mut BTreeSet<String>, new: BTreeSet<String>) -> bool {
+/// Sets `s` to `new`: whether it changed (for `watch::Sender::send_if_modified`).
+pub(crate) fn replace(s: &mut BTreeSet<String>, new: BTreeSet<String>) -> bool {
     let changed = *s != new;
     *s = new;
     changed

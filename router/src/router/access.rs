@@ -161,9 +161,10 @@ impl Access {
                         };
                         let me = self.clone();
                         let acceptor = acceptor.clone();
+                        let role = a.role.clone();
                         tokio::spawn(async move {
                             let timeout = Duration::from_secs(me.limits.handshake_timeout_seconds.max(1));
-                            let r = tokio::time::timeout(timeout, me.handshake(stream, acceptor)).await;
+                            let r = tokio::time::timeout(timeout, me.handshake(stream, acceptor, &role)).await;
                             drop(permit);
                             match r {
                                 Err(_) => {
@@ -179,10 +180,10 @@ impl Access {
                                         tracing::info!(%peer, "link refused: {}", reason.1);
                                     }
                                 }
-                                Ok(Ok(Handshook::Native(accepted))) => me.links.accepted(*accepted),
+                                Ok(Ok(Handshook::Native(accepted))) => me.links.accepted(*accepted, role),
                                 Ok(Ok(Handshook::Amqp(amqp))) => {
                                     let (pending, claim) = *amqp;
-                                    me.links.accepted_amqp(pending, claim)
+                                    me.links.accepted_amqp(pending, claim, role)
                                 }
                             }
                         });
@@ -203,11 +204,13 @@ impl Access {
     /// TLS (its ALPN names the link protocol), then the dialer's introduction (HELLO for the native protocol: a
     /// version both speak, fields within bounds, an identity its certificate may speak as: [`Links::admit`]),
     /// then this router's answer, which carries the refusal when the identity is refused. `Err`: the rejection's
-    /// reason label and what happened.
+    /// reason label and what happened. `role`: the router access entry's (its access identity goes in our
+    /// `open`).
     async fn handshake(
         &self,
         stream: TcpStream,
         acceptor: tokio_rustls::TlsAcceptor,
+        role: &str,
     ) -> Result<Handshook, (&'static str, String)> {
         let mut first = [0u8; 1];
         if matches!(stream.peek(&mut first).await, Ok(0)) {
@@ -235,7 +238,7 @@ impl Access {
             None => protocol::of_first_bytes(tls.first()),
         };
         if link_protocol == LinkProtocol::Amqp {
-            return self.handshake_amqp(tls, &cn, &certificate).await;
+            return self.handshake_amqp(tls, &cn, &certificate, role).await;
         }
         let introduced = protocol::read_introduction(&mut tls).await?;
         let hello = &introduced.introduction;
@@ -265,15 +268,17 @@ impl Access {
     /// Upstream's router dialed: SASL EXTERNAL as the certificate's common name, our `open` and its own; it speaks
     /// as the identity its certificate is bound to, and its container-id (its router id) is an alias of that
     /// identity, pinned while it is linked ([`Links::admit_amqp`]); a refused one is closed and logged with the
-    /// reason.
+    /// reason. Our `open` names the access identity of the `role` entry it came in on (upstream's LINK record of
+    /// it points at that entry's ROUTER_ACCESS record).
     async fn handshake_amqp(
         &self,
         tls: Primed<tokio_rustls::server::TlsStream<LinkIo>>,
         cn: &str,
         certificate: &str,
+        role: &str,
     ) -> Result<Handshook, (&'static str, String)> {
         // the control connection and the data connections alike: each is refused unless its id is admitted
-        let pending = self.links.border().accept(tls, cn).await.map_err(|e| ("amqp", e))?;
+        let pending = self.links.border().accept(tls, cn, role).await.map_err(|e| ("amqp", e))?;
         match self.links.admit_amqp(cn, certificate, &pending.peer) {
             Ok(claim) => Ok(Handshook::Amqp(Box::new((pending, claim)))),
             Err(e) => {

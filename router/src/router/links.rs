@@ -360,9 +360,10 @@ impl Links {
         self.identities.pin(router, identity, side, &self.id, &|r| self.native(r))
     }
 
-    /// An AMQP connection the router access accepted (upstream's router dialed, its identity admitted): joins the
-    /// node at cost 1 (a data connection is only kept), holding the identity's claim while it runs.
-    pub fn accepted_amqp(&self, pending: Pending, claim: Claim) {
+    /// An AMQP connection the router access accepted (upstream's router dialed, its identity admitted) on its
+    /// `role` entry's port: joins the node at cost 1 (a data connection is only kept), holding the identity's claim
+    /// while it runs.
+    pub fn accepted_amqp(&self, pending: Pending, claim: Claim, role: String) {
         let border = self.border.clone();
         let on_open = self.forward.on_open_for(pending.peer.clone());
         tokio::spawn(async move {
@@ -371,11 +372,11 @@ impl Links {
             let joined = border.join(pending, 1, on_open).await;
             if !data {
                 tracing::info!("upstream {kind} {} linked (AMQP)", truncate(&peer, 100));
-                border.vanflow().access_link(true);
+                border.vanflow().access_link(&role, true);
             }
             let why = joined.ended().await;
             if !data {
-                border.vanflow().access_link(false);
+                border.vanflow().access_link(&role, false);
                 tracing::info!("upstream {kind} {}: AMQP connection ended: {why}", truncate(&peer, 100));
             }
             drop(claim);
@@ -399,8 +400,9 @@ impl Links {
 
     /// A connection the router access accepted: connection 0 of a group starts the group (replacing an older link
     /// of the same router under the same name) and runs its control channel, holding the identity's claim while
-    /// it runs; the others join their group when they came with its certificate.
-    pub fn accepted(&self, (tls, _protocol, introduced, claim): Accepted) {
+    /// it runs; the others join their group when they came with its certificate. `role`: the router access entry
+    /// it came in on (its ROUTER_ACCESS record counts it).
+    pub fn accepted(&self, (tls, _protocol, introduced, claim): Accepted, role: String) {
         let hello = &introduced.introduction;
         let peer = hello.router.clone();
         let key = (peer.clone(), hello.group.clone());
@@ -432,9 +434,9 @@ impl Links {
             let (control, border) = (self.control.clone(), self.border.clone());
             tokio::spawn(async move {
                 // a link on our router access while it runs (the ROUTER_ACCESS record's linkCount)
-                border.vanflow().access_link(true);
+                border.vanflow().access_link(&role, true);
                 control.run_group(group, ctl_rx).await;
-                border.vanflow().access_link(false);
+                border.vanflow().access_link(&role, false);
                 drop(claim);
             });
         } else {

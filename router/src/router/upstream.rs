@@ -3,7 +3,8 @@
 //! services of this router's advertisement (so its Listeners bind and our other routers route to it), and the keys
 //! our network serves with its own connectors (imported ones left out, never exported back) become this router's
 //! mobile addresses in upstream's network; the keys our network's Listeners want are what this router watches on
-//! its edge links (`links[].role: edge`). Nothing runs until the node has its first AMQP link.
+//! its edge links (`links[].role: edge`); and the upstream edges linked to this router are advertised onward and
+//! told what they reach (`Border::sync_edges`: transit). Nothing runs until the node has its first AMQP link.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub fn spawn(control: Arc<Control>, targets: Arc<Targets>, border: Arc<Border>, 
             if !border.started() {
                 continue;
             }
+            border.sync_edges(|router| control.knows_router(|r| r == router)).await;
             let imported = border.upstream_keys(|router| control.knows_router(|r| r == router));
             if control.set_imported(imported) {
                 control.readvertise();

@@ -30,6 +30,7 @@ use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
 use crate::amqp::vanflow::edges::{EdgeVanflow, Inboxes, Taps};
+use crate::amqp::vanflow::site::access_id;
 use crate::amqp::vanflow::{Collector, Publisher};
 use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
 use crate::stream::types::Open as StreamOpen;
@@ -41,15 +42,43 @@ const CONTROL_ATTACH_WAIT: Duration = Duration::from_secs(3);
 const ROLE_INTER_ROUTER_DATA: i64 = 4;
 
 /// The mobile addresses (hash keys `M<address>`) of this router in upstream's network: its routing keys, its
-/// vanflow source's `source` (`Msfe.<id>`), and the vanflow addresses its collector subscribes to.
+/// vanflow source's `source` (`Msfe.<id>`), the vanflow addresses its collector subscribes to, and `transit`: the
+/// hash keys of the edge routers linked to it ([`transit_addresses`]).
 fn mobile_addresses(
     keys: &BTreeSet<String>,
     source: &str,
     subscriptions: &BTreeSet<String>,
+    transit: &BTreeSet<String>,
 ) -> BTreeMap<String, AddressEntry> {
     let mut out: BTreeMap<String, AddressEntry> =
         keys.iter().chain(subscriptions).map(|k| (format!("M{k}"), AddressEntry::new(format!("M{k}")))).collect();
     out.insert(source.to_string(), AddressEntry::new(source));
+    for a in transit {
+        out.entry(a.clone()).or_insert_with(|| AddressEntry::new(a.clone()));
+    }
+    out
+}
+
+/// The most addresses this router advertises for its edge routers, all edges together: what one router's
+/// mobile addresses may number at a router of ours (the routing protocol's `Bounds::addresses`), so the edges'
+/// keys never make this router's MAUs unbounded (each edge serves at most `edge::MAX_KEYS`).
+pub const MAX_TRANSIT_ADDRESSES: usize = 2000;
+
+/// The hash keys this router advertises in upstream's network for the edge routers linked to it (`edges`: each
+/// edge's router id and the keys it serves), as upstream's interior does for its edges: the edge's summary address
+/// `H<edge id>` (what `_edge/<edge id>/...` addresses hash to at an interior) and each key it serves as a mobile
+/// address `M<key>`; the summaries first, at most [`MAX_TRANSIT_ADDRESSES`] in all.
+pub fn transit_addresses<'a>(edges: impl IntoIterator<Item = (&'a str, &'a BTreeSet<String>)>) -> BTreeSet<String> {
+    let edges: Vec<(&str, &BTreeSet<String>)> = edges.into_iter().collect();
+    let summaries = edges.iter().map(|(id, _)| format!("H{id}"));
+    let keys = edges.iter().flat_map(|(_, keys)| keys.iter().map(|k| format!("M{k}")));
+    let mut out = BTreeSet::new();
+    for a in summaries.chain(keys) {
+        if out.len() >= MAX_TRANSIT_ADDRESSES {
+            break;
+        }
+        out.insert(a);
+    }
     out
 }
 
@@ -114,8 +143,13 @@ pub struct Border {
     conn_ids: AtomicI64,
     /// The joined connections' flows (those ended are dropped as they are met).
     carriers: Mutex<Vec<Arc<Carrier>>>,
-    /// This router's routing keys (what edges are told is reachable through it).
+    /// This router's routing keys (its network's own).
     ours: watch::Sender<BTreeSet<String>>,
+    /// What edges are told is reachable through this router: its keys and those of the upstream routers it
+    /// reaches ([`Border::sync_edges`]).
+    reach: watch::Sender<BTreeSet<String>>,
+    /// The hash keys advertised for the edge routers linked to this one ([`transit_addresses`]).
+    transit: watch::Sender<BTreeSet<String>>,
     /// The edge routers linked to this one (those ended are dropped as they are met).
     edges: Mutex<Vec<EdgePeer>>,
     /// The keys this router's network has Listeners for (what it watches as an edge).
@@ -177,6 +211,8 @@ impl Border {
             conn_ids: AtomicI64::new(1),
             carriers: Mutex::default(),
             ours: watch::Sender::new(BTreeSet::new()),
+            reach: watch::Sender::new(BTreeSet::new()),
+            transit: watch::Sender::new(BTreeSet::new()),
             edges: Mutex::default(),
             wanted: watch::Sender::new(BTreeSet::new()),
             interiors: Mutex::default(),
@@ -284,14 +320,15 @@ impl Border {
     /// The acceptor's handshake over `io` (TLS is up; the dialer sent an AMQP header): SASL offering only
     /// `EXTERNAL` with `identity` (the client certificate's common name), our `open`, the peer's `open` and its
     /// control links; or one of upstream's data connections ([`Pending::is_data`]: no router links, kept driven
-    /// once joined). Either way the caller checks the peer's id before joining it.
-    pub async fn accept<S>(&self, mut io: S, identity: &str) -> Result<Pending, String>
+    /// once joined). Either way the caller checks the peer's id before joining it. `role`: the router access entry
+    /// it came in on (our `open` names that entry's access identity, its ROUTER_ACCESS record's).
+    pub async fn accept<S>(&self, mut io: S, identity: &str, role: &str) -> Result<Pending, String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let cfg = ServerConfig { allow_anonymous: false, tls_identity: Some(identity.to_string()) };
         let auth = sasl::server(&mut io, &cfg).await.map_err(|e| format!("SASL: {e}"))?;
-        let open = interior::open(&self.params(Some(format!("{}:access", self.id)), None, 1));
+        let open = interior::open(&self.params(Some(access_id(&self.id, role)), None, 1));
         let conn = Conn::new(open, interior::limits(), Instant::now());
         let mut handle = driver::spawn(io, conn, auth.rest.freeze(), LINK_CAPACITY);
         let theirs = opened(&mut handle).await?;
@@ -349,7 +386,7 @@ impl Border {
         }
         if let Some(seen) = p.edge {
             self.node();
-            let served = edge::spawn(handle, seen, self.ours.subscribe(), self.edge_vanflow(true));
+            let served = edge::spawn(handle, seen, self.reach.subscribe(), self.edge_vanflow(true));
             self.lock_edges().push(EdgePeer { peer: p.peer, sender: sender.clone(), served });
             return Joined { sender };
         }
@@ -370,9 +407,56 @@ impl Border {
             k.clone_from(keys);
             changed
         });
+        self.publish_addresses().await;
+    }
+
+    /// Sets this router's mobile addresses in upstream's network from its keys, its vanflow addresses and its
+    /// edges' (transit).
+    async fn publish_addresses(&self) {
         let subscriptions = self.collector.subscriptions().borrow().clone();
-        let addresses = mobile_addresses(keys, &self.vanflow.mobile_address(), &subscriptions);
+        let (keys, transit) = (self.ours.borrow().clone(), self.transit.borrow().clone());
+        let addresses = mobile_addresses(&keys, &self.vanflow.mobile_address(), &subscriptions, &transit);
         self.node().set_addresses(addresses).await;
+    }
+
+    /// Brings the edges' side of transit up to date (`ours`: routers of our own network): the hash keys of the
+    /// edge routers linked to this one become mobile addresses of this router in upstream's network (their keys
+    /// and `H<edge id>`: upstream's interiors reach the edges through it, and lose them once the edge goes), and the
+    /// edges are told reachable the keys of this router's network and of the upstream routers it reaches (the
+    /// interiors it is linked to as interior or as edge): an edge's flows go on through this router.
+    pub async fn sync_edges(&self, ours: impl Fn(&str) -> bool) {
+        let transit = {
+            let edges = self.lock_edges();
+            let served: Vec<(String, BTreeSet<String>)> =
+                edges.iter().filter(|e| !ours(&e.peer)).map(|e| (e.peer.clone(), e.served.borrow().clone())).collect();
+            transit_addresses(served.iter().map(|(id, keys)| (id.as_str(), keys)))
+        };
+        let mut reach = self.ours.borrow().clone();
+        reach.extend(self.interior_keys(&ours));
+        self.reach.send_if_modified(|r| edge::replace(r, reach));
+        if self.transit.send_if_modified(|t| edge::replace(t, transit)) {
+            self.publish_addresses().await;
+        }
+    }
+
+    /// The keys upstream's interior routers serve through this router: those routers of the routing protocol it
+    /// has a path to, and those interiors it is linked to as an edge say are reachable (routers `ours` says are of
+    /// our network left out).
+    fn interior_keys(&self, ours: &impl Fn(&str) -> bool) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        if let Some(node) = self.node.get() {
+            let state = node.state.borrow();
+            let routed = state.addresses.iter().filter(|(r, _)| !ours(r) && state.routes.next_hops.contains_key(*r));
+            for (_, addresses) in routed {
+                keys.extend(
+                    addresses.iter().filter_map(|a| a.strip_prefix('M')).filter(|k| !k.is_empty()).map(str::to_string),
+                );
+            }
+        }
+        for i in self.lock_interiors().iter().filter(|i| !ours(&i.peer)) {
+            keys.extend(i.served.borrow().iter().cloned());
+        }
+        keys
     }
 
     /// This router's vanflow collector (what upstream's sources reported, for the observer).
@@ -387,6 +471,7 @@ impl Border {
         }
         let (node, source) = (self.node().clone(), self.vanflow.mobile_address());
         let (mut subscriptions, mut ours) = (self.collector.subscriptions(), self.ours.subscribe());
+        let transit = self.transit.subscribe();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -395,7 +480,8 @@ impl Border {
                 }
                 let subs = subscriptions.borrow_and_update().clone();
                 let keys = ours.borrow_and_update().clone();
-                node.set_addresses(mobile_addresses(&keys, &source, &subs)).await;
+                let transit = transit.borrow().clone();
+                node.set_addresses(mobile_addresses(&keys, &source, &subs, &transit)).await;
             }
         });
     }
@@ -682,5 +768,20 @@ mod tests {
         assert!(is_amqp_header(b"AMQP\x00\x01\x00\x00"));
         assert!(!is_amqp_header(b"\x00\x00\x00\x10{\"t\":"));
         assert!(!is_amqp_header(b""));
+    }
+
+    #[test]
+    fn an_edges_summary_and_keys_are_advertised_within_the_bound() {
+        let keys: BTreeSet<String> = ["a:1".to_string(), "b:2".to_string()].into();
+        let got = transit_addresses([("edge-e", &keys)]);
+        let want: BTreeSet<String> = ["Hedge-e", "Ma:1", "Mb:2"].map(String::from).into();
+        assert_eq!(got, want);
+        assert!(transit_addresses([]).is_empty());
+        // many edges with many keys: at most the bound, every edge's summary kept
+        let many: BTreeSet<String> = (0..edge::MAX_KEYS).map(|i| format!("k{i}")).collect();
+        let ids: Vec<String> = (0..3).map(|i| format!("e{i}")).collect();
+        let got = transit_addresses(ids.iter().map(|id| (id.as_str(), &many)));
+        assert_eq!(got.len(), MAX_TRANSIT_ADDRESSES);
+        assert!(ids.iter().all(|id| got.contains(&format!("H{id}"))), "the summaries come first");
     }
 }

@@ -234,21 +234,7 @@ pub async fn connecting_skrouterd(
     access_port: u16,
     role: &str,
 ) -> (Skrouterd, u16, u16) {
-    let dir = files.path().join(format!("skrouterd-{}", free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
-    let mode = if role == "edge" { "edge" } else { "interior" };
-    skrouterd_in_mode(
-        home,
-        id,
-        mode,
-        echo("up-echo").await.port(),
-        vec![
-            profile.ssl_profile("skupper-link"),
-            json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": role,
-                                 "sslProfile": "skupper-link", "cost": 1}]),
-        ],
-    )
+    connecting_skrouterd_with(home, id, (files, ca, client), access_port, role, vec![]).await
 }
 
 /// Our router "ours" with a router access, and skrouterd `id` dialing it with a client certificate whose common
@@ -403,4 +389,35 @@ pub async fn dialing_with(id: &str, cn: &str, extra: Vec<Value>) -> Option<(Net,
     link_to(&net, &mut d, port);
     let slot = start(&d);
     Some((net, slot, d))
+}
+
+/// [`connecting_skrouterd`] with `extra` entities (more listeners and connectors, log modules); the tuple: where its
+/// files go, the CA, its client certificate.
+pub async fn connecting_skrouterd_with(
+    home: &std::path::Path,
+    id: &str,
+    (files, ca, client): (&Files, &Ca, &(String, String)),
+    access_port: u16,
+    role: &str,
+    extra: Vec<Value>,
+) -> (Skrouterd, u16, u16) {
+    let dir = files.path().join(format!("skrouterd-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = pki::write_profile(&dir, "skupper-link", &ca.pem, client);
+    let mode = if role == "edge" { "edge" } else { "interior" };
+    skrouterd_in_mode(
+        home,
+        id,
+        mode,
+        echo("up-echo").await.port(),
+        [
+            vec![
+                profile.ssl_profile("skupper-link"),
+                json!(["connector", {"name": "link-ours", "host": HOST, "port": access_port, "role": role,
+                                     "sslProfile": "skupper-link", "cost": 1}]),
+            ],
+            extra,
+        ]
+        .concat(),
+    )
 }

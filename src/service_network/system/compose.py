@@ -5,7 +5,9 @@ each resource's status.
 The same checks as on Kubernetes apply (:mod:`service_network.site.bindings`, :mod:`service_network.site.links`);
 what differs is where things are: a Listener binds ``host:port`` on this host (``host`` an IP address, ``localhost``
 or ``0.0.0.0``), a Connector dials ``host:port`` (a selector means nothing without Pods), TLS material is files
-(``<certs>/<name>/ca.crt, tls.crt, tls.key``), and the site has no router access (it dials out: tokens and Links).
+(``<certs>/<name>/ca.crt, tls.crt, tls.key``). Router access is a RouterAccess resource (upstream's system sites
+have no Service to make): its ``inter-router`` role, and its ``edge`` role when it lists one (as upstream's system
+sites offer it, ``internal/nonkube``), each a ``routerAccess`` entry of the router document.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = ["AccessPlan", "SystemPlan", "compose_system", "router_access"]
 #: where a system site's router access keeps its server certificate (unless the RouterAccess names its own)
 SERVER_CREDENTIALS = "skupper-site-server"
 INTER_ROUTER_PORT = 55671
+EDGE_PORT = 45671
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,11 @@ class AccessPlan:
     port: int
     credentials: str
     names: tuple[str, ...]          # subjectAlternativeNames and the bind host (when not 0.0.0.0)
+    edge_port: int | None = None    # the ``edge`` role's port, when the RouterAccess lists that role
+
+    def roles(self) -> list[tuple[str, int]]:
+        """The roles offered, each with its port: ``inter-router``, then ``edge`` when listed."""
+        return [("inter-router", self.port), *([("edge", self.edge_port)] if self.edge_port is not None else [])]
 
 
 @dataclass
@@ -68,6 +76,10 @@ def _profile(name: str, certs: Mapping[str, Path]) -> JsonDict:
                                     "key": str(directory / "tls.key")}}
 
 
+def _port_ok(port: object) -> bool:
+    return isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535
+
+
 def router_access(resources: Sequence[JsonDict]) -> tuple[AccessPlan | None, dict[tuple[str, str], ConditionState]]:
     """The first RouterAccess (by name) as an :class:`AccessPlan`, and the states of all of them."""
     states: dict[tuple[str, str], ConditionState] = {}
@@ -85,10 +97,15 @@ def router_access(resources: Sequence[JsonDict]) -> tuple[AccessPlan | None, dic
             states[("RouterAccess", name)] = error("no role inter-router: only inter-router access is supported")
             continue
         port = role.get("port") or INTER_ROUTER_PORT
+        edge = next((r for r in roles if r.get("name") == "edge"), None)
+        edge_port = None if edge is None else edge.get("port") or EDGE_PORT
         host = _bind_host(str(spec.get("bindHost") or "0.0.0.0"))
-        if host is None or not isinstance(port, int) or not 1 <= port <= 65535:
+        if host is None or not _port_ok(port) or (edge_port is not None and not _port_ok(edge_port)):
             states[("RouterAccess", name)] = error("bindHost must be an IP address of this host (or localhost) and "
-                                                   "the inter-router port 1-65535")
+                                                   "the inter-router and edge ports 1-65535")
+            continue
+        if edge_port == port:
+            states[("RouterAccess", name)] = error(f"the inter-router and edge roles both ask for port {port}")
             continue
         extra = [str(n) for n in spec.get("subjectAlternativeNames") or [] if isinstance(n, str) and n]
         names = tuple(sorted({*extra, *([host] if host != "0.0.0.0" else [])}))
@@ -97,7 +114,8 @@ def router_access(resources: Sequence[JsonDict]) -> tuple[AccessPlan | None, dic
                                                    "the names remote sites reach it by")
             continue
         credentials = str(spec.get("tlsCredentials") or SERVER_CREDENTIALS)
-        plan = AccessPlan(name, host, port, credentials, names)
+        plan = AccessPlan(name, host, int(port), credentials, names,
+                          None if edge_port is None else int(edge_port))
         states[("RouterAccess", name)] = ready()
     return plan, states
 
@@ -187,8 +205,8 @@ def compose_system(site_id: str, namespace: str, resources: Sequence[JsonDict],
         plan.access = access
         if {"ca.crt", "tls.crt", "tls.key"} <= cert_keys.get(access.credentials, frozenset()):
             profiles[access.credentials] = _profile(access.credentials, certs)
-            access_docs.append({"name": access.name, "role": "inter-router", "host": access.host,
-                                "port": access.port, "tlsProfile": access.credentials})
+            access_docs.extend({"name": access.name, "role": role, "host": access.host, "port": port,
+                                "tlsProfile": access.credentials} for role, port in access.roles())
         else:
             plan.states[("RouterAccess", access.name)] = error(
                 f"TLS credentials {access.credentials!r} (ca.crt, tls.crt, tls.key) not found")

@@ -480,7 +480,7 @@ class SystemSite:
         pair = pki.issue(ca, subject, client=True)
         host = access.host if access.host != "0.0.0.0" else access.names[0]
         link = {"apiVersion": "skupper.io/v2alpha1", "kind": "Link", "metadata": {"name": name},
-                "spec": {"endpoints": [{"name": "inter-router", "host": host, "port": str(access.port)}],
+                "spec": {"endpoints": [{"name": role, "host": host, "port": str(port)} for role, port in access.roles()],
                          "tlsCredentials": name, "cost": 1}}
         secret = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": {"name": name},
                   "data": {"ca.crt": base64.b64encode(ca.cert).decode(), "tls.crt": base64.b64encode(pair.cert).decode(),

@@ -52,12 +52,15 @@ struct SiteParts {
     links: BTreeMap<String, site::LinkState>,
     /// The `qd.access-id` each upstream router we dialed sent (by router id; at most [`MAX_ACCESSES`]).
     accesses: BTreeMap<String, String>,
-    /// The links accepted on our router access and not ended (the ROUTER_ACCESS record's linkCount).
-    access_links: u64,
+    /// The links accepted on each role's router access and not ended (its ROUTER_ACCESS record's linkCount; at
+    /// most one entry per role of the document).
+    access_links: BTreeMap<String, u64>,
 }
 
 /// The upstream routers whose access identity is remembered.
 const MAX_ACCESSES: usize = 1024;
+/// The router access roles counted (the document has at most one entry per role, of two roles).
+const MAX_ROLES: usize = 8;
 
 impl Publisher {
     /// The source of router `id` (its identity and addresses are upstream's: `sfe.<id>`, `mc/sfe.<id>`).
@@ -128,9 +131,15 @@ impl Publisher {
     /// A link accepted on our router access came up (`true`) or ended (`false`): an upstream router's
     /// inter-router or edge connection, or a native link of one of our routers, never a data connection (as
     /// skrouterd counts its `inter-router`/`edge` listener's connections, `qd_listener_add_link`). The
-    /// ROUTER_ACCESS record's linkCount says how many are up.
-    pub fn access_link(&self, up: bool) {
-        self.update(|p| p.access_links = if up { p.access_links + 1 } else { p.access_links.saturating_sub(1) });
+    /// ROUTER_ACCESS record of the access it came in on (`role`: its entry's) says how many are up there.
+    pub fn access_link(&self, role: &str, up: bool) {
+        self.update(|p| {
+            if let Some(n) = p.access_links.get_mut(role) {
+                *n = if up { *n + 1 } else { n.saturating_sub(1) };
+            } else if up && p.access_links.len() < MAX_ROLES {
+                p.access_links.insert(role.to_string(), 1);
+            }
+        });
     }
 
     /// Link `name` is no longer in the document: its LINK record ends.
@@ -145,7 +154,7 @@ impl Publisher {
             let mut p = self.parts.lock().unwrap_or_else(|e| e.into_inner());
             change(&mut p);
             let mut records = p.document.clone();
-            site::count_access_links(&mut records, &self.id, p.access_links);
+            site::count_access_links(&mut records, &self.id, &p.access_links);
             records.extend(site::link_records(&self.id, &p.links));
             records
         };

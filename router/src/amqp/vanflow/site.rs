@@ -1,20 +1,28 @@
 //! The vanflow records of this router's site, composed from its document (pure): SITE (the document's `site`),
-//! ROUTER, a ROUTER_ACCESS per router access (identity: the `qd.access-id` our `open` sends when we accept an
-//! AMQP link, `<router id>:access`), a LISTENER per Listener and a CONNECTOR per Connector. Identities are stable
+//! ROUTER, a ROUTER_ACCESS per `routerAccess` entry as skrouterd has one per `inter-router` and `edge` listener
+//! (identity: the `qd.access-id` our `open` sends when we accept an AMQP link on that entry's port, [`access_id`];
+//! name: upstream's listener name `<access>-<role>`; role; linkCount), a LISTENER per Listener and a CONNECTOR per
+//! Connector. Identities are stable
 //! across documents (`<router id>:<kind>:<name>`), so a removed entity's record ends and a changed one is sent
 //! as what changed (`amqp::vanflow::source`).
 
 use std::collections::BTreeMap;
 
 use super::records::{attr, kind, Attr, Endpoint, Record, SiteInfo};
-use crate::config::Document;
+use crate::config::{Document, RouterAccess};
 
 /// The platform our SITE record names (kube-adaptor's word for a site on a Kubernetes API).
 pub const PLATFORM: &str = "kubernetes";
 
-/// The `qd.access-id` this router sends in the `open` of an AMQP link it accepts (its ROUTER_ACCESS identity).
-pub fn access_id(router_id: &str) -> String {
-    format!("{router_id}:access")
+/// The `qd.access-id` this router sends in the `open` of an AMQP link it accepts on its `role` access (that
+/// entry's ROUTER_ACCESS identity): `<router id>:access` for `inter-router` (the identity before there was one per
+/// role), `<router id>:access:<role>` for another.
+pub fn access_id(router_id: &str, role: &str) -> String {
+    if role == "inter-router" {
+        format!("{router_id}:access")
+    } else {
+        format!("{router_id}:access:{role}")
+    }
 }
 
 /// A link this router dialed, as its LINK record says it.
@@ -38,12 +46,24 @@ pub fn link_records(router_id: &str, links: &BTreeMap<String, LinkState>) -> Vec
         .collect()
 }
 
-/// Sets the linkCount of router `router_id`'s ROUTER_ACCESS record among `records` to `links` (the links
-/// accepted on its router access and up).
-pub fn count_access_links(records: &mut [Record], router_id: &str, links: u64) {
-    let id = access_id(router_id);
-    for r in records.iter_mut().filter(|r| r.kind == kind::ROUTER_ACCESS && r.id == id) {
-        r.attrs.insert(attr::LINK_COUNT, Attr::U64(links));
+/// The name of a router access entry's ROUTER_ACCESS record: skrouterd's listener's, which upstream's controller
+/// names `<access>-<role>` (`internal/site/routeraccess.go`), unless the entry's name already ends in its role.
+fn listener_name(a: &RouterAccess) -> String {
+    if a.name == a.role || a.name.ends_with(&format!("-{}", a.role)) {
+        a.name.clone()
+    } else {
+        format!("{}-{}", a.name, a.role)
+    }
+}
+
+/// Sets the linkCount of each of router `router_id`'s ROUTER_ACCESS records among `records` to `links`' count for
+/// its role (the links accepted on that access's port and up; none: 0).
+pub fn count_access_links(records: &mut [Record], router_id: &str, links: &BTreeMap<String, u64>) {
+    for (role, n) in links {
+        let id = access_id(router_id, role);
+        for r in records.iter_mut().filter(|r| r.kind == kind::ROUTER_ACCESS && r.id == id) {
+            r.attrs.insert(attr::LINK_COUNT, Attr::U64(*n));
+        }
     }
 }
 
@@ -59,10 +79,9 @@ pub fn records(doc: &Document, start_us: u64) -> Vec<Record> {
     };
     let router = format!("{id}:router");
     let mut out = vec![Record::site(&site, start_us), Record::router(&router, id, &site.id, "interior", start_us)];
-    // one access identity for the router (what our `open` says), named after the first inter-router access
-    let access = doc.router_access.iter().find(|a| a.role == "inter-router").or(doc.router_access.first());
-    if let Some(a) = access {
-        out.push(Record::router_access(&access_id(id), &router, &a.name, &a.role, 0));
+    // one per entry (the document has at most one per role)
+    for a in &doc.router_access {
+        out.push(Record::router_access(&access_id(id, &a.role), &router, &listener_name(a), &a.role, 0));
     }
     for l in &doc.listeners {
         let e =
@@ -103,7 +122,7 @@ mod tests {
         );
         assert_eq!(r[1].get_str(attr::PARENT), Some("uid-1"));
         assert_eq!(r[2].id, "uid-1:access");
-        assert_eq!(r[2].get_str(attr::NAME), Some("skupper-inter-router"));
+        assert_eq!(r[2].get_str(attr::NAME), Some("skupper-inter-router"), "already named after its role");
         assert_eq!((r[3].get_str(attr::ADDRESS), r[3].get_str(attr::DEST_PORT)), (Some("db:5432"), Some("5432")));
         assert_eq!(
             (r[4].get_str(attr::DEST_HOST), r[4].get_str(attr::PARENT)),
@@ -115,9 +134,34 @@ mod tests {
     fn the_router_access_record_counts_the_links_accepted() {
         let mut r = records(&doc(), 7);
         assert_eq!(r[2].get_u64(attr::LINK_COUNT), Some(0));
-        count_access_links(&mut r, "uid-1", 2);
+        count_access_links(&mut r, "uid-1", &BTreeMap::from([("inter-router".to_string(), 2)]));
         assert_eq!(r[2].get_u64(attr::LINK_COUNT), Some(2));
         assert_eq!(r.iter().filter(|r| r.get_u64(attr::LINK_COUNT).is_some()).count(), 1);
+    }
+
+    #[test]
+    fn each_router_access_entry_is_a_record_of_its_own_counting_its_own_links() {
+        let mut d = doc();
+        d.router_access = serde_json::from_value(serde_json::json!([
+            {"name": "skupper-router", "role": "inter-router", "port": 55671, "tlsProfile": "p"},
+            {"name": "skupper-router", "role": "edge", "port": 45671, "tlsProfile": "p"},
+        ]))
+        .unwrap();
+        let mut r = records(&d, 7);
+        let access: Vec<&Record> = r.iter().filter(|r| r.kind == kind::ROUTER_ACCESS).collect();
+        let seen: Vec<(&str, Option<&str>, Option<&str>)> =
+            access.iter().map(|r| (r.id.as_str(), r.get_str(attr::NAME), r.get_str(attr::ROLE))).collect();
+        assert_eq!(
+            seen,
+            [
+                ("uid-1:access", Some("skupper-router-inter-router"), Some("inter-router")),
+                ("uid-1:access:edge", Some("skupper-router-edge"), Some("edge")),
+            ]
+        );
+        count_access_links(&mut r, "uid-1", &BTreeMap::from([("edge".to_string(), 3)]));
+        let counts: Vec<Option<u64>> =
+            r.iter().filter(|r| r.kind == kind::ROUTER_ACCESS).map(|r| r.get_u64(attr::LINK_COUNT)).collect();
+        assert_eq!(counts, [Some(0), Some(3)]);
     }
 
     #[test]
