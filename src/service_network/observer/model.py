@@ -612,7 +612,10 @@ class _Builder:
         for proc in up.records.get("processes", []):
             keys = proc["services"] or []
             proc["services"] = [f"{k}@{ident('service', k, 'tcp')}@tcp" for k in keys] or None
-            if any(services[k]["hasListener"] for k in keys if k in services):
+        # a process serving a key with a listener anywhere (ours or upstream's) is bound
+        for proc in self.net.records.get("processes", []):
+            keys = [s.partition("@")[0] for s in proc.get("services") or []]
+            if any(services[k].get("hasListener") for k in keys if k in services):
                 proc["binding"] = "bound"
         pairs = self.net.traffic.setdefault("sitepairs", {})
         counted = {r["identity"] for r in self.net.records.get("sitepairs", [])}

@@ -188,3 +188,8 @@ def test_upstream_pods_are_processes_with_their_role_and_the_keys_they_serve() -
     assert back["services"] == [f"back:8080@{ident('service', 'back:8080', 'tcp')}@tcp"]
     router = processes["skupper-router-7d9f8c6b5-x2x4q"]
     assert (router["role"], router["binding"], router["services"]) == ("internal", "unbound", None), router
+
+
+def test_our_pods_serving_a_key_only_upstream_listens_on_are_bound() -> None:
+    processes = by(build(), "processes")
+    assert processes["echo-0"]["binding"] == "bound", "upstream's listener for echo:9090, our connector's target"
