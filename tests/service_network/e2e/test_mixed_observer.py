@@ -91,7 +91,9 @@ async def test_our_observer_shows_upstreams_site_and_its_traffic(mixed: MixedSit
         except (aiohttp.ClientError, TimeoutError) as error:  # the observer not answering yet: not yet
             last[0] = repr(error)
             return None
-        processes = {p["name"] for p in _named(seen["processes"], siteId=theirs_id, siteName=THEIRS)}
+        # each of upstream's backend Pods once the Connector's tcpConnector for it is there too (bound)
+        processes = {p["name"] for p in _named(seen["processes"], siteId=theirs_id, siteName=THEIRS,
+                                               binding="bound")}
         pairs = _named(seen["sitepairs"], sourceId=theirs_id, destinationId=ours_id)
         done = _named(seen["sites"], identity=theirs_id, name=THEIRS) and theirs_backends <= processes and \
             _named(seen["routerlinks"], name=our_link["metadata"]["name"], status="up") and \
