@@ -48,8 +48,8 @@ enum Command {
 
 enum Inbound {
     Message(Bytes),
-    /// A whole message from another router link.
-    Other(Bytes),
+    /// A whole message from another router link, and its delivery while the peer waits for us to settle it.
+    Other(Bytes, Option<(ConnLink, u32)>),
     Ended,
 }
 
@@ -130,7 +130,7 @@ impl Node {
                 },
                 Some((link, msg)) = inbound.recv() => match msg {
                     Inbound::Message(payload) => self.arrived(link, payload),
-                    Inbound::Other(payload) => self.other(payload),
+                    Inbound::Other(payload, unsettled) => self.other(link, payload, unsettled),
                     Inbound::Ended => {
                         self.links.remove(&link);
                         self.engine.link_lost(link);
@@ -185,10 +185,15 @@ impl Node {
         self.publish(|s| s.neighbours = neighbours);
     }
 
-    /// A message from another router link: to the inbox when addressed to it.
-    fn other(&self, payload: Bytes) {
-        if let Some(tx) = inbox_for(&self.inbox, &payload) {
-            let _ = tx.try_send(payload);
+    /// A message from another router link: to the inbox when addressed to it, then settled `accepted` if the
+    /// peer sent it unsettled (skrouterd settles an unsettled multicast delivery, e.g. a beacon of upstream's
+    /// kube-adaptor to `mc/sfe.all`, only once every receiver settled its copy: until then the sender waits, and
+    /// its next sends time out).
+    fn other(&self, link: LinkId, payload: Bytes, unsettled: Option<(ConnLink, u32)>) {
+        let Some(tx) = inbox_for(&self.inbox, &payload) else { return };
+        let _ = tx.try_send(payload);
+        if let (Some((on, delivery_id)), Some(l)) = (unsettled, self.links.get(&link)) {
+            l.sender.accept(on, delivery_id);
         }
     }
 
@@ -300,19 +305,21 @@ pub fn inbox_for<'a>(inboxes: &'a [(String, mpsc::Sender<Bytes>)], payload: &Byt
 /// [`MAX_OTHER`] bytes), then says the connection ended.
 async fn pump(mut handle: Handle, control_rx: ConnLink, link: LinkId, inbound: mpsc::Sender<(LinkId, Inbound)>) {
     let mut partial = BytesMut::new();
-    // per other link: the delivery so far, `None` while skipping the rest of one too large
-    let mut others: HashMap<ConnLink, Option<BytesMut>> = HashMap::new();
+    // per other link: the delivery so far and whether a frame said it settled, `None` while skipping the rest of
+    // one too large
+    let mut others: HashMap<ConnLink, Option<(BytesMut, bool)>> = HashMap::new();
     while let Some(e) = handle.events.recv().await {
-        if let Event::Transfer { link: l, first, payload, more, aborted, .. } = e {
+        if let Event::Transfer { link: l, delivery_id, first, payload, more, settled, aborted } = e {
             if l != control_rx {
-                let slot = others.entry(l).or_insert_with(|| Some(BytesMut::new()));
+                let slot = others.entry(l).or_insert_with(|| Some((BytesMut::new(), false)));
                 if first {
-                    *slot = Some(BytesMut::new());
+                    *slot = Some((BytesMut::new(), false));
                 }
                 let whole = match slot {
-                    Some(buf) if !aborted && buf.len() + payload.len() <= MAX_OTHER => {
+                    Some((buf, was_settled)) if !aborted && buf.len() + payload.len() <= MAX_OTHER => {
                         buf.extend_from_slice(&payload);
-                        (!more).then(|| buf.split().freeze())
+                        *was_settled |= settled;
+                        (!more).then(|| (buf.split().freeze(), (!*was_settled).then_some((l, delivery_id))))
                     }
                     _ => {
                         *slot = None;
@@ -322,8 +329,8 @@ async fn pump(mut handle: Handle, control_rx: ConnLink, link: LinkId, inbound: m
                 if !more || aborted {
                     others.remove(&l);
                 }
-                if let Some(whole) = whole {
-                    if inbound.send((link, Inbound::Other(whole))).await.is_err() {
+                if let Some((whole, unsettled)) = whole {
+                    if inbound.send((link, Inbound::Other(whole, unsettled))).await.is_err() {
                         return;
                     }
                 }

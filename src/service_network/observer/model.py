@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .totals import Key, Totals
-from .upstream import upstream_records
+from .upstream import UpstreamRecords, upstream_records
 
 __all__ = ["CONNECTION_TTL_US", "MAX_CONNECTIONS", "Network", "ObserverState", "SnapshotError", "ident",
            "parse_snapshot"]
@@ -184,6 +184,7 @@ class _Builder:
         self.net = Network(time_us=now_us)
         self._http_keys: dict[str, dict[str, list[Key]]] = {}
         self._target_processes: dict[str, dict[tuple[str, str], str]] = {}
+        self.up = UpstreamRecords()
 
     def base(self, identity: str) -> dict[str, Any]:
         return {"identity": identity, "startTime": self.state._start(identity, self.now), "endTime": 0}
@@ -196,8 +197,16 @@ class _Builder:
         return rec
 
     def site_of(self, router: str) -> tuple[str, str]:
-        site = self.router_site.get(router) or {}
+        site = self.router_site.get(router)
+        if site is None and (theirs := self.upstream_router(router)) is not None:
+            return theirs["siteId"], theirs["siteName"]
+        site = site or {}
         return site_identity(_str(site.get("id"))), _str(site.get("name"))
+
+    def upstream_router(self, router: str) -> dict[str, Any] | None:
+        """Upstream's router our router knows as ``router`` (a link's remote router, a connection's origin), as
+        upstream's records show it; None for one of ours or one not reported."""
+        return None if router in self.router_site else self.up.routers_by_name.get(router)
 
     def total(self, router: str, *key: str) -> int:
         return self.state.totals.get(router, key)
@@ -207,6 +216,8 @@ class _Builder:
     def build(self) -> Network:
         self.sites()
         self.routers()
+        ours = {s["identity"] for s in self.net.records.get("sites", [])}
+        self.up = upstream_records(self.snap.vanflow, self.base_at, site_identity, ours)
         self.links()
         self.services_and_processes()
         self.connections()
@@ -266,10 +277,16 @@ class _Builder:
                     "destinationRouterName": to, "sourceSiteId": src_id, "sourceSiteName": src_name,
                     "destinationSiteId": dst_id, "destinationSiteName": dst_name,
                 })
-        # links this router dials that are down are known only here, from its network status
+        # links this router dials that are down, or to upstream's routers, are known only here, from its network
+        # status (upstream's router does not report the links it accepts)
         configured = self.snap.network.get("links")
         for link in configured if isinstance(configured, list) else []:
-            if not isinstance(link, dict) or link.get("up") is True:
+            if not isinstance(link, dict):
+                continue
+            theirs = self.upstream_router(_str(link.get("remoteRouter")))
+            if link.get("up") is True and theirs is not None:
+                records.append(self.link_to_upstream(link, theirs))
+            if link.get("up") is True:
                 continue
             name = _str(link.get("name"))
             src_id, src_name = self.site_of(self.snap.router)
@@ -288,6 +305,19 @@ class _Builder:
             for router, count in sorted(access.items()) if router in self.router_site
         ]
 
+    def link_to_upstream(self, link: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str, Any]:
+        """This router's link, up, to upstream's router ``theirs`` (its API record)."""
+        name = _str(link.get("name"))
+        src_id, src_name = self.site_of(self.snap.router)
+        return {
+            **self.base(ident("link", self.snap.router, name, theirs["identity"])),
+            "routerId": ident("router", self.snap.router), "routerName": self.snap.router, "name": name,
+            "cost": _int(link.get("cost")) or None, "role": "inter-router", "status": "up", "octetCount": 0,
+            "octetReverseCount": 0, "routerAccessId": None, "destinationRouterId": theirs["identity"],
+            "destinationRouterName": theirs["name"], "sourceSiteId": src_id, "sourceSiteName": src_name,
+            "destinationSiteId": theirs["siteId"], "destinationSiteName": theirs["siteName"],
+        }
+
     # ---------------------------------------------------------------------------------------------- services
 
     def services_and_processes(self) -> None:
@@ -303,6 +333,8 @@ class _Builder:
             for svc in ad.get("services") or []:
                 if not isinstance(svc, dict) or not isinstance(svc.get("key"), str):
                     continue
+                if svc.get("upstream") and not svc.get("listeners") and not svc.get("connectors"):
+                    continue  # a key only upstream's routers serve: a service when upstream's records say so
                 key = svc["key"]
                 listener_count[key] = listener_count.get(key, 0) + len(svc.get("listeners") or [])
                 connector_count[key] = connector_count.get(key, 0) + len(svc.get("connectors") or [])
@@ -546,7 +578,7 @@ class _Builder:
     def upstream(self) -> None:
         """Upstream's sites as upstream's routers reported them over vanflow, beside ours (``upstream``)."""
         ours = {s["identity"] for s in self.net.records.get("sites", [])}
-        up = upstream_records(self.snap.vanflow, self.base_at, site_identity, ours)
+        up = self.up
         for kind, recs in up.records.items():
             self.net.records.setdefault(kind, []).extend(recs)
         for rec in (*up.records.get("listeners", []), *up.records.get("connectors", [])):
@@ -566,6 +598,7 @@ class _Builder:
                 svc = {**self.base(ident("service", key, "tcp")), "name": key, "protocol": "tcp",
                        "observedApplicationProtocols": [], "listenerCount": 0, "connectorCount": 0}
                 self.net.records.setdefault("services", []).append(svc)
+                services[key] = svc
             svc["listenerCount"] += c["listenerCount"]
             svc["connectorCount"] += c["connectorCount"]
             svc["isBound"] = svc["listenerCount"] > 0 and svc["connectorCount"] > 0
@@ -576,9 +609,20 @@ class _Builder:
             for f in ("opened", "closed", "bytesIn", "bytesOut"):
                 t[f] += c[f]
             t["open"] += max(0, c["opened"] - c["closed"])
+        for proc in up.records.get("processes", []):
+            keys = proc["services"] or []
+            proc["services"] = [f"{k}@{ident('service', k, 'tcp')}@tcp" for k in keys] or None
+        # a process serving a key with a listener anywhere (ours or upstream's) is bound
+        for proc in self.net.records.get("processes", []):
+            keys = [s.partition("@")[0] for s in proc.get("services") or []]
+            if any(services[k].get("hasListener") for k in keys if k in services):
+                proc["binding"] = "bound"
         pairs = self.net.traffic.setdefault("sitepairs", {})
+        counted = {r["identity"] for r in self.net.records.get("sitepairs", [])}
         for (src, dst), p in sorted(up.sitepairs.items()):
             sp = ident("pair", "SITE", src, dst, "tcp")
+            if sp in counted:
+                continue  # our connector's own counts of the same connections
             rec = self.pair("SITE", sp, src, p["sourceName"], dst, p["destinationName"])
             rec["recordCount"] = p["opened"]
             self.net.records.setdefault("sitepairs", []).append(rec)

@@ -32,6 +32,9 @@ class UpstreamRecords:
     services: dict[str, dict[str, int]] = field(default_factory=dict)
     sitepairs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     sources: list[dict[str, Any]] = field(default_factory=list)
+    #: upstream's routers by the names our routers know them by (the ROUTER record's name, and the router id after
+    #: its area: ``0/<id>``), each its API record (``identity``, ``name``, ``siteId``, ``siteName``)
+    routers_by_name: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _s(value: Any) -> str | None:
@@ -40,6 +43,13 @@ def _s(value: Any) -> str | None:
 
 def _n(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _role(mode: Any) -> str:
+    """A process's role from its record's mode, as upstream's observer reads it (the kube-adaptor says
+    ``internal`` for Skupper's own Pods)."""
+    mode = mode.lower() if isinstance(mode, str) else ""
+    return mode if mode in ("internal", "remote") else "external"
 
 
 def _records(vanflow: Mapping[str, Any]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -121,6 +131,9 @@ def upstream_records(vanflow: Mapping[str, Any], base: Base, ident: Ident, ours:
                         "imageVersion": _s(r.get("imageVersion")) or "unknown",
                         "buildVersion": _s(r.get("buildVersion")) or "unknown"})
     out.records["routers"] = routers
+    for router in routers:
+        out.routers_by_name.setdefault(router["name"], router)
+        out.routers_by_name.setdefault(router["name"].partition("/")[2] or router["name"], router)
 
     accesses = []
     for r in of_type.get("RouterAccessRecord", []):
@@ -173,16 +186,22 @@ def upstream_records(vanflow: Mapping[str, Any], base: Base, ident: Ident, ours:
             counts["listenerCount" if api == "listeners" else "connectorCount"] += 1
     out.records.update(endpoints)
 
+    # a process serves the keys of the connectors naming it (their processId, the Pod's uid: upstream's graph)
+    served: dict[str, set[str]] = {}
+    for c in endpoints["connectors"]:
+        if c["processId"] is not None:
+            served.setdefault(c["processId"], set()).add(c["routingKey"])
     processes = []
     for r in of_type.get("ProcessRecord", []):
         site_id, site_name = site_fields(r)
         if site_id is None:
             continue
-        processes.append({**record(r), "name": _s(r.get("name")), "siteId": site_id, "siteName": site_name,
+        rec = record(r)
+        processes.append({**rec, "name": _s(r.get("name")), "siteId": site_id, "siteName": site_name,
                           "componentId": None, "componentName": _s(r.get("group")),
                           "hostName": _s(r.get("hostName")), "sourceHost": _s(r.get("sourceHost")) or "unknown",
-                          "imageName": _s(r.get("imageName")), "role": "external", "binding": "unbound",
-                          "services": None})
+                          "imageName": _s(r.get("imageName")), "role": _role(r.get("mode")),
+                          "binding": "unbound", "services": sorted(served.get(rec["identity"], ())) or None})
     out.records["processes"] = processes
 
     # traffic: a transport biflow's parent is the listener it came in by, its connectorId the connector it left by

@@ -127,3 +127,69 @@ def test_without_vanflow_or_with_a_stranger_s_junk_only_our_sites_show() -> None
     assert {s["name"] for s in net.records["sites"]} == {"ours", "site-a", "../x"}
     odd = by(net, "sites")["../x"]
     assert "/" not in odd["identity"], "identities are URL-safe"
+
+
+UP_ROUTER = "site-a-skupper-router-7d9f8c6b5-x2x4q"
+
+
+def mixed_snapshot() -> dict[str, Any]:
+    """Our site linked to upstream's (our Link dialed its router), as our router's `/observe` says it: the link in
+    its network status, the keys upstream's routers serve imported into our advert (with vanflow's own addresses),
+    our Connector's target reached from upstream's router, and the kube-adaptor's PROCESS records."""
+    vanflow = copy.deepcopy(VANFLOW)
+    vanflow["sources"][1]["records"] += [
+        {"type": "ProcessRecord", "identity": "pod-uid-1", "parent": UP_SITE, "name": "back-7f9-abcde",
+         "mode": "external", "sourceHost": "10.1.2.3", "group": "back"},
+        {"type": "ProcessRecord", "identity": "pod-uid-2", "parent": UP_SITE, "name": "skupper-router-7d9f8c6b5-x2x4q",
+         "mode": "internal", "group": "skupper"}]
+    vanflow["sources"][0]["records"][4]["processId"] = "pod-uid-1"
+    snap = snapshot(vanflow)
+    snap["network"] = {"links": [{"name": "link-to-a", "cost": 1, "up": True, "remoteRouter": UP_ROUTER}]}
+    imported = {"connectors": [], "listeners": [], "upstream": [UP_ROUTER]}
+    snap["adverts"][0]["services"] += [{**imported, "key": "mc/sfe.all"}, {**imported, "key": "sfe.x2x4q:0"},
+                                       {**imported, "key": "back:8080"},
+                                       {**imported, "key": "back:8080", "listeners": ["back"]}]
+    report = snap["reports"][0]["report"]
+    report["targets"][0]["origins"] = [{"router": UP_ROUTER, "opened": 4, "closed": 4, "bytesOut": 40, "bytesIn": 20}]
+    return snap
+
+
+def mixed_build() -> Any:
+    return ObserverState(version="9.9").take(parse_snapshot(mixed_snapshot()), NOW)
+
+
+def test_our_link_to_an_upstream_router_is_shown_up_between_the_sites() -> None:
+    net = mixed_build()
+    link = by(net, "routerlinks")["link-to-a"]
+    router = by(net, "routers")[f"0/{UP_ROUTER}"]
+    assert (link["status"], link["cost"], link["routerName"]) == ("up", 1, "ours"), link
+    assert (link["sourceSiteName"], link["destinationSiteId"], link["destinationSiteName"]) == (
+        "ours", UP_SITE, "site-a")
+    assert (link["destinationRouterId"], link["destinationRouterName"]) == (router["identity"], f"0/{UP_ROUTER}")
+
+
+def test_connections_from_an_upstream_router_count_between_its_site_and_ours() -> None:
+    net = mixed_build()
+    pairs = [p for p in net.records["sitepairs"] if p["destinationId"] == "ours-uid"]
+    assert [(p["sourceId"], p["sourceName"], p["recordCount"]) for p in pairs] == [(UP_SITE, "site-a", 4)], pairs
+    assert not [s for s in net.records["sites"] if s["name"] == "unknown"], "no site without a name"
+
+
+def test_only_listeners_and_connectors_keys_are_services() -> None:
+    services = by(mixed_build(), "services")
+    assert set(services) == {"echo:9090", "back:8080"}, "not the addresses upstream's routers use for vanflow"
+    assert (services["back:8080"]["listenerCount"], services["back:8080"]["connectorCount"]) == (1, 1)
+
+
+def test_upstream_pods_are_processes_with_their_role_and_the_keys_they_serve() -> None:
+    processes = by(mixed_build(), "processes")
+    back = processes["back-7f9-abcde"]
+    assert (back["siteName"], back["role"], back["binding"]) == ("site-a", "external", "bound"), back
+    assert back["services"] == [f"back:8080@{ident('service', 'back:8080', 'tcp')}@tcp"]
+    router = processes["skupper-router-7d9f8c6b5-x2x4q"]
+    assert (router["role"], router["binding"], router["services"]) == ("internal", "unbound", None), router
+
+
+def test_our_pods_serving_a_key_only_upstream_listens_on_are_bound() -> None:
+    processes = by(build(), "processes")
+    assert processes["echo-0"]["binding"] == "bound", "upstream's listener for echo:9090, our connector's target"

@@ -229,12 +229,16 @@ fn bounded(s: &str) -> Option<String> {
     (s.len() <= MAX_STRING).then(|| s.to_string())
 }
 
-/// Reads a vanflow message from a message's bytes (router annotations, if any, are skipped), under `limits`.
+/// Reads a vanflow message from a message's bytes under `limits`. Its address (`to`) is the router annotations'
+/// `to-override` when there is one, else the properties' `to`: upstream's Go sources (the kube-adaptor's) send
+/// their records with an empty `to` on a link to `mc/sfe.<id>`, and skrouterd carries that link address on as
+/// `to-override` (its AMQP adaptor, a targeted link), as it routed them.
 pub fn decode(bytes: &Bytes, limits: &Limits) -> Result<Message, VanflowError> {
     let parsed = parse_head(bytes, limits)?;
     let props = parsed.head.properties.unwrap_or_default();
     let subject = props.subject.as_ref().map(|s| s.as_str().to_string()).ok_or(VanflowError::NoSubject)?;
-    let to = props.to.as_ref().and_then(|s| bounded(s.as_str())).unwrap_or_default();
+    let routed = parsed.head.router_annotations.and_then(|ra| ra.to_override).filter(|t| !t.as_str().is_empty());
+    let to = routed.or(props.to).as_ref().and_then(|s| bounded(s.as_str())).unwrap_or_default();
     let app = parsed.head.application_properties.unwrap_or_default();
     let get = |key: &str| app.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v);
     let get_str = |key: &str| get(key).and_then(Value::as_str).and_then(bounded).unwrap_or_default();
@@ -319,4 +323,36 @@ fn record(v: Value) -> Result<Record, VanflowError> {
         return Err(VanflowError::Records("a record without type or identity"));
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amqp::codec::Str;
+    use crate::amqp::message::RouterAnnotations;
+
+    /// A message behind router annotations (`to-override` as skrouterd sets it for a targeted link).
+    fn routed(to_override: Option<&str>, bare: &Bytes) -> Bytes {
+        let ra = RouterAnnotations { to_override: to_override.map(Str::from), ..Default::default() };
+        let mut out = BytesMut::new();
+        Section::RouterAnnotations(ra).encode(&mut out);
+        out.extend_from_slice(bare);
+        out.freeze()
+    }
+
+    #[test]
+    fn records_sent_with_an_empty_to_are_addressed_by_the_link_skrouterd_routed_them_by() {
+        // upstream's kube-adaptor (`pkg/vanflow`'s manager): `to` empty, sent on a link to `mc/sfe.<id>`
+        let site = Record::new(kind::SITE, "site-uid").with(attr::NAME, "theirs");
+        let bare = encode(&Message::Records { to: String::new(), records: vec![site.clone()] });
+        let got = decode(&routed(Some("mc/sfe.site-uid"), &bare), &Limits::default()).unwrap();
+        let Message::Records { to, records } = got else { panic!("not records") };
+        assert_eq!((to.as_str(), records), ("mc/sfe.site-uid", vec![site.clone()]));
+        // skrouterd's own: `to` set, no override; an empty override does not hide it
+        let bare = encode(&Message::Records { to: "mc/sfe.r1".into(), records: vec![site] });
+        for bytes in [bare.clone(), routed(None, &bare), routed(Some(""), &bare)] {
+            let Ok(Message::Records { to, .. }) = decode(&bytes, &Limits::default()) else { panic!("not records") };
+            assert_eq!(to, "mc/sfe.r1");
+        }
+    }
 }
