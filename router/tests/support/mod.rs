@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use snrouter::api::{self, Slot};
 use snrouter::config::Document;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 pub mod pki;
 #[allow(unused_imports)]
@@ -100,9 +100,12 @@ pub async fn wait_for<F: FnMut() -> bool>(what: &str, limit: Duration, mut cond:
 pub const LIMIT: Duration = Duration::from_secs(60);
 
 /// A target that greets with its name and a newline, echoes everything until the client half-closes, then
-/// writes "done\n" and closes.
+/// writes "done\n" and closes. Its accept queue holds 4,096 (tokio's `bind` asks for 1,024): a test opening 1,500
+/// connections at once through a router must not meet a full queue in the target it shares a runtime with.
 pub async fn echo(name: &str) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let l = socket.listen(4096).unwrap();
     let addr = l.local_addr().unwrap();
     let name = name.to_string();
     tokio::spawn(async move {
