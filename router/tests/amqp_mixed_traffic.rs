@@ -21,7 +21,7 @@ use std::path::Path;
 use border::*;
 use serde_json::{json, Value};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use upstream::Skrouterd;
 
@@ -140,22 +140,7 @@ fn imported(slot: &snrouter::api::Slot, key: &str) -> Value {
 /// `tcpConnector` over a connection that skrouterd dialed: skrouterd's own race (it happens between two skrouterds
 /// too; docs/dev/mixed-networks.md, "Server-first protocols"), which these tests are not about.
 async fn asked(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await?;
-        s.write_all(b"?").await?;
-        let mut line = Vec::new();
-        let mut b = [0u8; 1];
-        while s.read(&mut b).await? == 1 && b[0] != b'\n' && line.len() <= 200 {
-            line.push(b[0]);
-        }
-        match b[0] == b'\n' {
-            true => Ok((String::from_utf8_lossy(&line).into_owned(), s)),
-            false => Err(std::io::Error::other("no greeting line")),
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), ask)
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no greeting within 10 s"))?
+    greeting_after(addr, b"?").await
 }
 
 /// `n` connections to `port` held open at once: how many times each target answered.

@@ -137,19 +137,25 @@ pub async fn echo(name: &str) -> SocketAddr {
 
 /// Connects to `addr`, reads the greeting line: the name of the target that answered.
 pub async fn greeting(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
+    greeting_after(addr, b"").await
+}
+
+/// [`greeting`] for a client that speaks first: writes `first` once connected, then reads the greeting line.
+pub async fn greeting_after(addr: SocketAddr, first: &[u8]) -> std::io::Result<(String, TcpStream)> {
     // bounded: a wait for a greeting that never comes fails (and a caller's wait retries) instead of hanging
-    tokio::time::timeout(Duration::from_secs(10), greeting_unbounded(addr))
+    tokio::time::timeout(Duration::from_secs(10), greeting_unbounded(addr, first))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no greeting within 10 s"))?
 }
 
-async fn greeting_unbounded(addr: SocketAddr) -> std::io::Result<(String, TcpStream)> {
+async fn greeting_unbounded(addr: SocketAddr, first: &[u8]) -> std::io::Result<(String, TcpStream)> {
     let mut s = TcpStream::connect(addr).await?;
     // while nothing listens on a port in the ephemeral range, a connect to it can pick that very port as its own
     // and connect to itself (TCP simultaneous open): nobody would ever greet
     if s.local_addr()? == s.peer_addr()? {
         return Err(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connected to itself"));
     }
+    s.write_all(first).await?;
     let mut line = Vec::new();
     let mut b = [0u8; 1];
     loop {
