@@ -45,7 +45,6 @@ import platform
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -56,6 +55,7 @@ from typing import Any
 
 import aiohttp
 
+from devenv.ports import listen_port
 from kubesim.addresses import claim_address_block
 from kubesim.sim import KubeSim
 from listener_operator.crd.generate import all_crds
@@ -79,9 +79,7 @@ except (ImportError, AttributeError):
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return listen_port("127.0.0.1")
 
 
 def proc_cpu_seconds(pid: int) -> float:

@@ -249,7 +249,18 @@ async def carries(net: Running, seconds: float) -> str | None:
             return None
         await asyncio.sleep(0.2)
     listening = {k: db._listening(HOST, p) for k, p in net.listeners.items()}
-    return f"no round trip through the path within {seconds:g} s (West's listeners accepting: {listening})"
+    errors = {name: lines for name, log in net.logs.items() if (lines := _errors(log))}
+    return (f"no round trip through the path within {seconds:g} s (West's listeners accepting: {listening}"
+            + (f"; skrouterd errors: {errors}" if errors else "") + ")")
+
+
+def _errors(log: Path, most: int = 3) -> list[str]:
+    """The last ``most`` error lines of a skrouterd log (each cut to 300 characters), for a path that did not carry."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line[:300] for line in lines if "(error)" in line][-most:]
 
 
 # --- measuring and comparing -----------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from typing import Any
 
 import haproxy_baseline as hb
 
+from devenv.ports import listen_port
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
 
@@ -61,9 +62,7 @@ KINDS = ("sink", "echo", "http")
 
 
 def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return listen_port(host)
 
 
 # --- backends (run in child processes: `python router_bench.py _serve KIND PORT`) ----------------------------------

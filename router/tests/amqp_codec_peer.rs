@@ -5,6 +5,8 @@
 //! it sends, and re-encode to bytes that decode to the same values. Skipped, with the reason, when the peers
 //! directory is absent; `REQUIRE_UPSTREAM_PEERS=1` makes that a failure. `AMQP_CAPTURE=1` prints each frame's bytes.
 
+#[path = "support/ports.rs"]
+mod ports;
 #[path = "support/upstream.rs"]
 mod upstream;
 
@@ -27,7 +29,7 @@ const MAX_FRAME: u32 = 16 * 1024;
 
 /// skrouterd with a `normal` listener on a free loopback port (stopped when dropped), and the port.
 fn start_skrouterd(home: &Path) -> (upstream::Skrouterd, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = ports::listen_port();
     let doc = serde_json::json!([
         ["router", {"id": "codec-peer", "mode": "interior"}],
         ["listener", {"host": "127.0.0.1", "port": port, "role": "normal", "authenticatePeer": false,

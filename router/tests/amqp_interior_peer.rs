@@ -123,7 +123,7 @@ fn hello_on_control(s: &Seen) -> bool {
 #[tokio::test]
 async fn we_dial_skrouterds_inter_router_listener() {
     let Some(home) = upstream::home() else { return };
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = amqp_peer::free_port();
     let config = json!([
         ["router", {"id": "up-a", "mode": "interior", "helloMaxAgeSeconds": "3"}],
         ["listener", {"host": "127.0.0.1", "port": port, "role": "inter-router", "authenticatePeer": false,

@@ -4,6 +4,8 @@
 //! skrouterd that dialed us sends `AMQP 0.1.0.0` next, the skrouterd we dialed answers ours with its own.
 //! Skipped with the reason when upstream's router is absent (`REQUIRE_UPSTREAM_PEERS=1`: a failure).
 
+#[path = "support/ports.rs"]
+mod ports;
 #[path = "support/upstream.rs"]
 mod upstream;
 
@@ -20,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    ports::listen_port()
 }
 
 /// Dials skrouterd's listener, waiting (bounded) until it listens.

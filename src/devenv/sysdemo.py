@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import os
 import shlex
-import socket
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from devenv.multicluster import LocalSites, SiteOptions
+from devenv.ports import listen_port
 from devenv.up import Console
 from kubesim.errors import ApiError
 from kubesim.testing.traffic import who_answers
@@ -37,9 +37,7 @@ STEP_SECONDS = 120.0
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return listen_port("127.0.0.1")
 
 
 class _Steps:

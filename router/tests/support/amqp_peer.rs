@@ -19,11 +19,14 @@ use tokio::net::TcpStream;
 
 use crate::upstream::Skrouterd;
 
+#[path = "ports.rs"]
+mod ports;
+
 /// Generous: a loaded machine may be slow; each wait ends as soon as its condition holds.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    ports::listen_port()
 }
 
 pub fn params(conn_id: i64, access_id: Option<&str>) -> interior::OpenParams {

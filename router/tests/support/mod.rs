@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub mod pki;
+pub mod ports;
 #[allow(unused_imports)]
 pub use pki::{ca, leaf, Ca};
 
@@ -46,8 +47,9 @@ impl Files {
     }
 }
 
+/// A free loopback port for a listener bound later (`ports`: outside the ephemeral range).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    ports::listen_port()
 }
 
 pub fn doc(id: &str) -> Value {

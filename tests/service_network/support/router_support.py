@@ -9,7 +9,6 @@ import contextlib
 import itertools
 import json
 import random
-import socket
 import ssl
 import struct
 import time
@@ -19,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from devenv.ports import listen_port
 from kubesim.testing.patience import patience
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import FileConfigSource
@@ -53,9 +53,7 @@ def router_pid(state_dir: Path) -> int | None:
 
 
 def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return listen_port(host)
 
 
 def refusing_port(host: str) -> int:

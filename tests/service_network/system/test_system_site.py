@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,13 +19,13 @@ from multisite_support import MultiSite, multisite_environment
 from router_support import refused
 from site_support import ECHO_IMAGE, SiteEnv
 
+from devenv.ports import listen_port
+
 SKUPPER = Path(sys.executable).parent / "skupper"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return listen_port("127.0.0.1")
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ import pytest
 import yaml
 from router_support import alive, refused, wait_until
 
+from devenv.ports import listen_port
 from service_network.site import pki
 from service_network.site.grant_server import GrantServer
 from service_network.site.grants import (
@@ -50,9 +51,7 @@ CODE = "a-code-of-twenty-four-ch"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    return listen_port(HOST)
 
 
 def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
