@@ -49,6 +49,7 @@ const LAYERS: &[&str] = &[
     "amqp::conn",
     "amqp::interior",
     "amqp::driver",
+    "amqp::live",
     "amqp::routing::messages",
     "amqp::routing::paths",
     "amqp::routing::engine",
