@@ -46,6 +46,7 @@ const LAYERS: &[&str] = &[
     "amqp::frame",
     "amqp::sasl",
     "amqp::conn::types",
+    "amqp::conn::unsettled",
     "amqp::conn",
     "amqp::interior",
     "amqp::driver",
