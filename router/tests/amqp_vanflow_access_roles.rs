@@ -19,8 +19,6 @@ use serde_json::json;
 use snrouter::amqp::vanflow::records::attr;
 use support::*;
 
-/// The uid of an upstream edge Site dialing our `edge` port.
-const EDGE_UID: &str = "9a4e1f7c-2b6d-4c83-a5e0-7d1b3f9c2e64";
 const INTER: &str = "ours:access";
 const EDGE: &str = "ours:access:edge";
 
@@ -42,10 +40,7 @@ fn count(got: &Got, id: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_router_access_role_has_its_record_counting_its_own_links() {
     let Some(home) = upstream::home() else { return };
-    let files = Files::new();
-    let ca = ca("site-ca");
-    let ((interior_cert, interior_peer), (edge_cert, edge_peer)) =
-        (bound_client(&ca, UP_UID), bound_client(&ca, EDGE_UID));
+    let TwoClients { files, ca, interior: interior_cert, edge: edge_cert, peers } = two_bound_clients();
     let (inter_port, edge_port) = (free_port(), free_port());
     let mut d = ours_doc(free_port()).await;
     d["tlsProfiles"] = json!([files.profile("site-server", &ca.pem, Some(&leaf(&ca, "ours", &[HOST])))]);
@@ -54,7 +49,7 @@ async fn each_router_access_role_has_its_record_counting_its_own_links() {
          "tlsProfile": "site-server"},
         {"name": "skupper-router", "role": "edge", "host": "127.0.0.1", "port": edge_port, "tlsProfile": "site-server"},
     ]);
-    d["peers"] = json!([interior_peer, edge_peer]);
+    d["peers"] = peers;
     let ours = start(&d);
 
     // upstream's interior dials the inter-router port: that record counts it, the edge record none

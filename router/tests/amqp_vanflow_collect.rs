@@ -35,11 +35,6 @@ use tokio::net::TcpStream;
 /// The Site uid skrouterd is told (upstream's controller sets `SKUPPER_SITE_ID` in the router container).
 const SITE_ID: &str = "5d1c2f0e-upstream-site";
 
-/// skrouterd is started with `SKUPPER_SITE_ID` (this test binary's environment, which its children inherit).
-fn upstream_site_env() {
-    std::env::set_var("SKUPPER_SITE_ID", SITE_ID);
-}
-
 /// The sources in our router's `/observe` report.
 fn sources(slot: &snrouter::api::Slot) -> Vec<Value> {
     router(slot).observe()["vanflow"]["sources"].as_array().cloned().unwrap_or_default()
@@ -126,7 +121,7 @@ fn listener_id(src: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_we_dial_skrouterd_its_records_and_traffic_show_and_go_after_it_is_gone() {
-    upstream_site_env();
+    upstream_site_env(SITE_ID);
     let Some((net, slot, _)) = dialing(UP_ID, UP_SERVER_CN).await else { return };
     let src = skrouterd_topology(&net, &slot).await;
     traffic_through(&net, &slot, &listener_id(&src)).await;
@@ -147,7 +142,7 @@ async fn when_we_dial_skrouterd_its_records_and_traffic_show_and_go_after_it_is_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_skrouterd_dials_us_its_records_and_traffic_show() {
-    upstream_site_env();
+    upstream_site_env(SITE_ID);
     let Some(home) = upstream::home() else { return };
     let (net, slot, _) = dialed_by(&home, "up-c", "up-c", None).await;
     let src = skrouterd_topology(&net, &slot).await;
@@ -195,7 +190,7 @@ impl FakeSource {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_sending_more_records_than_the_bound_is_cut_at_the_bound() {
-    upstream_site_env();
+    upstream_site_env(SITE_ID);
     let Some((net, slot, _)) = dialing("up-b", "up-b").await else { return };
     until("our link is up", &net.skrouterd, async || network(&slot)["links"][0]["up"] == json!(true)).await;
     let fake = FakeSource::connect(net.normal_port, "fake-adaptor").await;

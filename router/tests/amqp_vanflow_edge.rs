@@ -36,11 +36,6 @@ use support::*;
 /// The Site uid skrouterd is told (upstream's controller sets `SKUPPER_SITE_ID` in the router container).
 const SITE_ID: &str = "6e2d3f1a-upstream-edge-test";
 
-/// skrouterd is started with `SKUPPER_SITE_ID` (this test binary's environment, which its children inherit).
-fn upstream_site_env() {
-    std::env::set_var("SKUPPER_SITE_ID", SITE_ID);
-}
-
 /// A beacon of our source reaches the collector (on its `mc/sfe.all` receiver).
 async fn our_beacon(net: &Net, collector: &mut Collector) {
     let start = Instant::now();
@@ -94,7 +89,7 @@ async fn skrouterds_router_observed(net: &Net, slot: &snrouter::api::Slot) -> Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_our_edge_link_upstreams_interior_gets_our_records_and_we_get_its() {
-    upstream_site_env();
+    upstream_site_env(SITE_ID);
     let Some((net, slot, _, _)) = dialing_edge(UP_ID, UP_SERVER_CN).await else { return };
     until("our edge link is up", &net.skrouterd, async || network(&slot)["links"][0]["up"] == json!(true)).await;
     let mut collector = Collector::connect(net.normal_port, "ours").await;
@@ -112,7 +107,7 @@ async fn over_our_edge_link_upstreams_interior_gets_our_records_and_we_get_its()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_edge_linked_to_us_gets_our_records_and_we_get_its() {
-    upstream_site_env();
+    upstream_site_env(SITE_ID);
     let Some(home) = upstream::home() else { return };
     let (net, slot, _) = dialed_by_as(&home, "up-edge", "up-edge", None, "edge").await;
     until("our router lists skrouterd as an edge router", &net.skrouterd, async || {

@@ -20,9 +20,6 @@ use serde_json::json;
 use snrouter::amqp::vanflow::records::attr;
 use support::*;
 
-/// The uid of a second upstream Site (an edge site dialing ours).
-const EDGE_UID: &str = "9a4e1f7c-2b6d-4c83-a5e0-7d1b3f9c2e64";
-
 /// The linkCount of our ROUTER_ACCESS record among the records got.
 fn link_count(got: &Got) -> Option<u64> {
     got.get("ours:access").and_then(|r| r.get_u64(attr::LINK_COUNT))
@@ -39,11 +36,8 @@ async fn count_becomes(collector: &mut Collector, n: u64, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_router_access_record_counts_the_links_accepted_as_they_come_and_go() {
     let Some(home) = upstream::home() else { return };
-    let files = Files::new();
-    let ca = ca("site-ca");
-    let ((interior_cert, interior_peer), (edge_cert, edge_peer)) =
-        (bound_client(&ca, UP_UID), bound_client(&ca, EDGE_UID));
-    let (ours, _, access_port) = our_access(&files, &ca, json!([interior_peer, edge_peer])).await;
+    let TwoClients { files, ca, interior: interior_cert, edge: edge_cert, peers } = two_bound_clients();
+    let (ours, _, access_port) = our_access(&files, &ca, peers).await;
 
     // upstream's interior router dials our access: one link (its data connections are not links)
     let (interior, _, normal_port) =

@@ -4,7 +4,7 @@
 //! annotations ([`message`]), SASL ([`sasl`]), the connection as a sans-I/O state machine ([`conn`]), inter-router
 //! connections as upstream makes them ([`interior`]), upstream's routing protocol ([`routing`]: HELLO, RA, LSU, LSR,
 //! MAU, MAR and the engine that makes this router a node of upstream's network), the task driving a connection
-//! ([`driver`]), upstream's edge connections seen from the interior ([`edge`]) and
+//! ([`driver`]), lists of things tied to live connections ([`live`]), upstream's edge connections seen from the interior ([`edge`]) and
 //! this router as an edge dialing an interior ([`edge_out`]), the node ([`node`]) and TCP flows
 //! as streaming deliveries ([`flow`]). The codec layers are pure:
 //! bytes in, values out, and back. Only the stream layer (`stream::*`) and this family may use it
@@ -19,6 +19,7 @@ pub mod edge_out;
 pub mod flow;
 pub mod frame;
 pub mod interior;
+pub mod live;
 pub mod message;
 pub mod node;
 pub mod performative;

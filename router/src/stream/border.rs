@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -25,6 +25,7 @@ use crate::amqp::edge;
 use crate::amqp::edge_out::{self, EdgeUp};
 use crate::amqp::flow::{self, Flows};
 use crate::amqp::interior::{self, OpenParams, PeerLink, LINK_CAPACITY};
+use crate::amqp::live::{Live, OnConnection};
 use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
@@ -142,7 +143,7 @@ pub struct Border {
     node: OnceLock<NodeHandle>,
     conn_ids: AtomicI64,
     /// The joined connections' flows (those ended are dropped as they are met).
-    carriers: Mutex<Vec<Arc<Carrier>>>,
+    carriers: Live<Arc<Carrier>>,
     /// This router's routing keys (its network's own).
     ours: watch::Sender<BTreeSet<String>>,
     /// What edges are told is reachable through this router: its keys and those of the upstream routers it
@@ -151,12 +152,12 @@ pub struct Border {
     /// The hash keys advertised for the edge routers linked to this one ([`transit_addresses`]).
     transit: watch::Sender<BTreeSet<String>>,
     /// The edge routers linked to this one (those ended are dropped as they are met).
-    edges: Mutex<Vec<EdgePeer>>,
+    edges: Live<EdgePeer>,
     /// The keys this router's network has Listeners for (what it watches as an edge).
     wanted: watch::Sender<BTreeSet<String>>,
     /// The interiors this router is linked to as an edge, with the keys each says are reachable (those ended are
     /// dropped as they are met).
-    interiors: Mutex<Vec<EdgePeer>>,
+    interiors: Live<EdgePeer>,
     /// This router as a vanflow source over its connections to upstream (`amqp::vanflow::publish`).
     vanflow: Publisher,
     /// This router as a vanflow collector of upstream's sources, for the observer (`amqp::vanflow::collect`).
@@ -164,7 +165,7 @@ pub struct Border {
     /// Whether the task that keeps the collector's subscriptions among the mobile addresses runs.
     following: std::sync::atomic::AtomicBool,
     /// Every joined connection (those ended are dropped as they are met), closed when the router stops.
-    joined: Mutex<Vec<Sender>>,
+    joined: Live<Sender>,
 }
 
 /// An edge connection: the far router's id and its keys (those an edge serves, or those an interior said are
@@ -173,6 +174,12 @@ struct EdgePeer {
     peer: String,
     sender: Sender,
     served: watch::Receiver<BTreeSet<String>>,
+}
+
+impl OnConnection for EdgePeer {
+    fn connection_ended(&self) -> bool {
+        self.sender.connection_ended()
+    }
 }
 
 /// A joined connection that carries flows.
@@ -184,6 +191,12 @@ struct Carrier {
     sender: Sender,
     /// Flows opened over it and still open.
     open: AtomicUsize,
+}
+
+impl OnConnection for Carrier {
+    fn connection_ended(&self) -> bool {
+        self.sender.connection_ended()
+    }
 }
 
 /// Counts a flow open on its connection while held.
@@ -209,17 +222,17 @@ impl Border {
             instance,
             node: OnceLock::new(),
             conn_ids: AtomicI64::new(1),
-            carriers: Mutex::default(),
+            carriers: Live::default(),
             ours: watch::Sender::new(BTreeSet::new()),
             reach: watch::Sender::new(BTreeSet::new()),
             transit: watch::Sender::new(BTreeSet::new()),
-            edges: Mutex::default(),
+            edges: Live::default(),
             wanted: watch::Sender::new(BTreeSet::new()),
-            interiors: Mutex::default(),
+            interiors: Live::default(),
             vanflow: Publisher::new(id),
             collector: Collector::standard(id),
             following: std::sync::atomic::AtomicBool::new(false),
-            joined: Mutex::default(),
+            joined: Live::default(),
         }
     }
 
@@ -361,11 +374,7 @@ impl Border {
     pub async fn join(&self, p: Pending, cost: u32, on_open: OnOpen) -> Joined {
         let cost = cost.max(p.announced.unwrap_or(1));
         let sender = p.handle.sender();
-        {
-            let mut joined = self.joined.lock().unwrap_or_else(|e| e.into_inner());
-            joined.retain(|s| s.ended().is_none());
-            joined.push(sender.clone());
-        }
+        self.joined.push(sender.clone());
         let data = p.is_data();
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
@@ -375,7 +384,7 @@ impl Border {
             self.publish_over(&flows, &sender, offer).await;
             let carrier =
                 Carrier { peer: p.peer.clone(), data, flows, sender: sender.clone(), open: AtomicUsize::new(0) };
-            self.lock_carriers().push(Arc::new(carrier));
+            self.carriers.push(Arc::new(carrier));
         }
         if let Some(up) = p.uplink {
             let name = format!("{}.{}.proxy", self.id, self.conn_ids.load(Ordering::Relaxed));
@@ -567,11 +576,11 @@ impl Border {
     }
 
     fn lock_edges(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
-        live(&self.edges)
+        self.edges.lock()
     }
 
     fn lock_interiors(&self) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
-        live(&self.interiors)
+        self.interiors.lock()
     }
 
     /// The edge routers linked to this one.
@@ -580,9 +589,7 @@ impl Border {
     }
 
     fn lock_carriers(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Carrier>>> {
-        let mut c = self.carriers.lock().unwrap_or_else(|e| e.into_inner());
-        c.retain(|c| c.sender.ended().is_none());
-        c
+        self.carriers.lock()
     }
 
     /// The upstream neighbours through which `key` is reached, each with the cost of the cheapest path to a router
@@ -670,7 +677,7 @@ impl Border {
 
     /// Closes every joined connection (the router stops: upstream's routers see the link go and dial again).
     pub fn close_all(&self) {
-        let joined = std::mem::take(&mut *self.joined.lock().unwrap_or_else(|e| e.into_inner()));
+        let joined = self.joined.take();
         for s in joined {
             s.close();
         }
@@ -680,13 +687,6 @@ impl Border {
     pub fn neighbours(&self) -> BTreeSet<String> {
         self.node.get().map(|n| n.state.borrow().neighbours.clone()).unwrap_or_default()
     }
-}
-
-/// The edge connections in `m`, those ended dropped.
-fn live(m: &Mutex<Vec<EdgePeer>>) -> std::sync::MutexGuard<'_, Vec<EdgePeer>> {
-    let mut e = m.lock().unwrap_or_else(|e| e.into_inner());
-    e.retain(|e| e.sender.ended().is_none());
-    e
 }
 
 /// Waits until the peer attached both control links (`qd.router`): (ours sending, ours receiving); `None` when the

@@ -421,3 +421,29 @@ pub async fn connecting_skrouterd_with(
         .concat(),
     )
 }
+
+/// The uid of a second upstream Site: an edge site dialing ours beside the interior of [`UP_UID`].
+pub const EDGE_UID: &str = "9a4e1f7c-2b6d-4c83-a5e0-7d1b3f9c2e64";
+
+/// Two upstream routers' credentials for our access, as our grants issue them: the files, the site CA, a client
+/// certificate bound to [`UP_UID`] (an interior) and one bound to [`EDGE_UID`] (an edge), and both `peers` entries.
+pub struct TwoClients {
+    pub files: Files,
+    pub ca: Ca,
+    pub interior: (String, String),
+    pub edge: (String, String),
+    pub peers: Value,
+}
+
+pub fn two_bound_clients() -> TwoClients {
+    let files = Files::new();
+    let ca = ca("site-ca");
+    let ((interior, interior_peer), (edge, edge_peer)) = (bound_client(&ca, UP_UID), bound_client(&ca, EDGE_UID));
+    TwoClients { files, ca, interior, edge, peers: json!([interior_peer, edge_peer]) }
+}
+
+/// skrouterd is started with `SKUPPER_SITE_ID` `site_id` (upstream's controller sets it in the router container):
+/// this test binary's environment, which the skrouterd it starts inherits.
+pub fn upstream_site_env(site_id: &str) {
+    std::env::set_var("SKUPPER_SITE_ID", site_id);
+}

@@ -20,6 +20,7 @@
 //! delivery-id ranges are not compared across a 2^32 wrap.
 
 pub mod types;
+mod unsettled;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -29,6 +30,7 @@ use super::frame::{write_frame, write_heartbeat, FrameBody, FrameReader, Protoco
 use super::performative::terminus::{DeliveryState, ErrorCondition};
 use bytes::{Bytes, BytesMut};
 use types::violation;
+use unsettled::Unsettled;
 /// The shortest interval between our empty frames, whatever idle-time-out the peer announced.
 pub const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
@@ -50,9 +52,9 @@ struct Session {
     /// Our handles: the next never used, and those given back below it (the lowest is reused first).
     next_handle: u32,
     free_handles: BTreeSet<u32>,
-    /// Unsettled deliveries by delivery-id: ours (sent) and the peer's (received).
-    sent: BTreeMap<u32, LinkId>,
-    received: BTreeMap<u32, LinkId>,
+    /// Unsettled deliveries by delivery-id and by link: ours (sent) and the peer's (received).
+    sent: Unsettled,
+    received: Unsettled,
     ended: bool,
 }
 
@@ -287,8 +289,8 @@ impl Conn {
                 handles: HashMap::new(),
                 next_handle: 0,
                 free_handles: BTreeSet::new(),
-                sent: BTreeMap::new(),
-                received: BTreeMap::new(),
+                sent: Unsettled::default(),
+                received: Unsettled::default(),
                 ended: false,
             },
         );
@@ -516,7 +518,7 @@ impl Conn {
         let more = t.more && !t.aborted;
         link.incoming = more.then_some(delivery_id);
         if t.aborted || (settled && !first) {
-            s.received.remove(&delivery_id);
+            s.received.remove(delivery_id);
         }
         let refill = s.incoming_left <= window / 2;
         if refill {
@@ -545,10 +547,10 @@ impl Conn {
         let s = self.session(ch)?;
         // The peer as receiver speaks of the deliveries we sent; bounded by the unsettled map, not the range.
         let map = if d.role == Role::Receiver { &mut s.sent } else { &mut s.received };
-        let hit: Vec<(u32, LinkId)> = map.range(d.first..=last).map(|(k, v)| (*k, *v)).collect();
+        let hit = map.range(d.first, last);
         if d.settled {
             for (k, _) in &hit {
-                map.remove(k);
+                map.remove(*k);
             }
         }
         for (delivery_id, link) in hit {
@@ -580,8 +582,11 @@ impl Conn {
                 }
                 _ => s.handles.retain(|_, v| *v != id),
             }
-            s.sent.retain(|_, v| *v != id);
-            s.received.retain(|_, v| *v != id);
+            // only this link's own unsettled deliveries are touched
+            match l.role {
+                Role::Sender => s.sent.forget_link(id),
+                Role::Receiver => s.received.forget_link(id),
+            };
             s.free_handles.insert(l.handle);
             // the handles given back at the top of the range are unused again
             while s.next_handle > 0 && s.free_handles.remove(&(s.next_handle - 1)) {
@@ -751,7 +756,7 @@ impl Conn {
         let Some(delivery_id) = link.outgoing.take() else { return Ok(()) };
         let (ch, handle) = (link.channel, link.handle);
         if let Some(s) = self.sessions.get_mut(&ch) {
-            s.sent.remove(&delivery_id);
+            s.sent.remove(delivery_id);
             s.next_outgoing_id = s.next_outgoing_id.wrapping_add(1);
             s.remote_incoming_window = s.remote_incoming_window.saturating_sub(1);
         }
@@ -773,7 +778,7 @@ impl Conn {
         if settled {
             if let Some(s) = self.sessions.get_mut(&ch) {
                 let map = if role == Role::Receiver { &mut s.received } else { &mut s.sent };
-                map.remove(&delivery_id);
+                map.remove(delivery_id);
             }
         }
         let d = Disposition { role, first: delivery_id, last: None, settled, state, batchable: false };

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{broadcast, mpsc, watch, Notify};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::collected::{Collected, TIMEOUT_S};
 use super::edges::TAP;
@@ -21,6 +21,7 @@ use crate::amqp::codec::Limits;
 use crate::amqp::conn::LinkId;
 use crate::amqp::driver::Sender;
 use crate::amqp::flow::streaming_attach;
+use crate::amqp::live::Live;
 use crate::amqp::performative::Role;
 
 /// Messages waiting for the collector (more are dropped: a source's records come again when it is flushed, its
@@ -38,10 +39,9 @@ pub struct Collector {
     state: Arc<Mutex<Collected>>,
     subscriptions: watch::Sender<BTreeSet<String>>,
     /// Connections offered, each with whether this router made it as an edge.
-    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
+    offered: Arc<Live<(Sender, bool)>>,
     /// Every `FLUSH` sent, for the edge connections accepted.
     tap: broadcast::Sender<Bytes>,
-    notify: Arc<Notify>,
     start: Mutex<Option<Parts>>,
     timeout: f64,
 }
@@ -58,7 +58,6 @@ impl Collector {
             state: Arc::new(Mutex::new(state)),
             offered: Arc::default(),
             tap: broadcast::Sender::new(TAP),
-            notify: Arc::default(),
             start: Mutex::new(Some(inbox_rx)),
             timeout: timeout.as_secs_f64(),
         }
@@ -92,12 +91,7 @@ impl Collector {
     /// Offers a connection to upstream's router (`edge`: one this router made as an edge); the first offer starts
     /// the collector.
     pub fn offer(&self, sender: Sender, edge: bool) {
-        {
-            let mut offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
-            offered.retain(|(s, _)| s.ended().is_none());
-            offered.push((sender, edge));
-        }
-        self.notify.notify_one();
+        self.offered.push((sender, edge));
         self.start();
     }
 
@@ -132,7 +126,7 @@ struct Task {
     id: String,
     state: Arc<Mutex<Collected>>,
     subscriptions: watch::Sender<BTreeSet<String>>,
-    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
+    offered: Arc<Live<(Sender, bool)>>,
     tap: broadcast::Sender<Bytes>,
     /// The link `FLUSH`es go out on, its connection, and whether this router made it as an edge.
     link: Option<(Sender, LinkId, bool)>,
@@ -179,12 +173,7 @@ impl Task {
         let _ = self.tap.send(annotated(&self.id, &bare));
         if self.link.as_ref().is_none_or(|(s, _, _)| s.ended().is_some()) {
             self.link = None;
-            let picked = {
-                let mut o = self.offered.lock().unwrap_or_else(|e| e.into_inner());
-                o.retain(|(s, _)| s.ended().is_none());
-                o.first().cloned()
-            };
-            let Some((sender, edge)) = picked else { return };
+            let Some((sender, edge)) = self.offered.first() else { return };
             let Some(link) = sender.attach(streaming_attach(Role::Sender)).await else { return };
             self.link = Some((sender, link, edge));
         }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use tokio::sync::{broadcast, mpsc, watch, Notify};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::edges::TAP;
 use super::records::Record;
@@ -18,6 +18,7 @@ use super::source::Source;
 use super::task::{now_us, serve, Out};
 use crate::amqp::driver::Sender;
 use crate::amqp::flow::streaming_attach;
+use crate::amqp::live::Live;
 use crate::amqp::performative::Role;
 use crate::config::Document;
 
@@ -31,12 +32,10 @@ pub struct Publisher {
     id: String,
     records: watch::Sender<Vec<Record>>,
     inbox: mpsc::Sender<Bytes>,
-    /// Connections offered and not known to have ended (pruned at each offer and pick), each with whether this
-    /// router made it as an edge.
-    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
+    /// Connections offered and not known to have ended, each with whether this router made it as an edge.
+    offered: Arc<Live<(Sender, bool)>>,
     /// Every message sent, for the edge connections accepted.
     tap: broadcast::Sender<Bytes>,
-    notify: Arc<Notify>,
     /// The task's inputs until it starts (at the first offer, inside the runtime).
     start: Mutex<Option<Parts>>,
     /// When the router started (microseconds since the epoch: its SITE and ROUTER records' start time).
@@ -73,7 +72,6 @@ impl Publisher {
             inbox,
             offered: Arc::default(),
             tap: broadcast::Sender::new(TAP),
-            notify: Arc::default(),
             start: Mutex::new(Some((records_rx, inbox_rx))),
             start_us: now_us(),
             parts: Mutex::default(),
@@ -169,12 +167,7 @@ impl Publisher {
     /// Offers a connection to upstream's router (`edge`: one this router made as an edge); the first offer starts
     /// the source.
     pub fn offer(&self, sender: Sender, edge: bool) {
-        {
-            let mut offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
-            offered.retain(|(s, _)| s.ended().is_none());
-            offered.push((sender, edge));
-        }
-        self.notify.notify_one();
+        self.offered.push((sender, edge));
         self.start();
     }
 
@@ -187,9 +180,7 @@ impl Publisher {
     pub fn start(&self) {
         let parts = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some((records, inbox)) = parts {
-            let task =
-                run(self.id.clone(), records, inbox, self.offered.clone(), self.notify.clone(), self.tap.clone());
-            tokio::spawn(task);
+            tokio::spawn(run(self.id.clone(), records, inbox, self.offered.clone(), self.tap.clone()));
         }
     }
 }
@@ -198,18 +189,13 @@ async fn run(
     id: String,
     mut records: watch::Receiver<Vec<Record>>,
     mut inbox: mpsc::Receiver<Bytes>,
-    offered: Arc<Mutex<Vec<(Sender, bool)>>>,
-    notify: Arc<Notify>,
+    offered: Arc<Live<(Sender, bool)>>,
     tap: broadcast::Sender<Bytes>,
 ) {
     let mut source = Source::new(&id);
     source.set(records.borrow_and_update().clone(), now_us());
     loop {
-        let picked = {
-            let mut o = offered.lock().unwrap_or_else(|e| e.into_inner());
-            o.retain(|(s, _)| s.ended().is_none());
-            o.first().cloned()
-        };
+        let picked = offered.first();
         let out = match &picked {
             None => Out { link: None, annotate: true, tap: &tap },
             Some((sender, edge)) => {
@@ -217,7 +203,7 @@ async fn run(
                 Out { link: Some((sender, link)), annotate: !edge, tap: &tap }
             }
         };
-        if !serve(&mut source, out, &notify, &mut records, &mut inbox).await {
+        if !serve(&mut source, out, offered.pushed(), &mut records, &mut inbox).await {
             return;
         }
     }
