@@ -267,6 +267,16 @@ pub enum LinkRole {
     Edge,
 }
 
+impl LinkRole {
+    /// Upstream's word for the role (a connector's `role`, its LINK record's `role`).
+    pub fn word(self) -> &'static str {
+        match self {
+            LinkRole::InterRouter => "inter-router",
+            LinkRole::Edge => "edge",
+        }
+    }
+}
+
 /// A link's protocol (`links[].protocol`): `native`, this router's own (`sn-link/1`); `amqp`, upstream's
 /// inter-router AMQP (skupper-router's); `auto` (the default), the native protocol when the far end agrees to its
 /// TLS ALPN id, else AMQP (upstream's router answers no ALPN).

@@ -68,23 +68,7 @@ async fn our_records(net: &Net, collector: &mut Collector, more: &str) -> BTreeM
 
 /// skrouterd's ROUTER record (its parent [`SITE_ID`]) as our router's `/observe` lists it, once it does.
 async fn skrouterds_router_observed(net: &Net, slot: &snrouter::api::Slot) -> Value {
-    let start = Instant::now();
-    loop {
-        let sources = router(slot).observe()["vanflow"]["sources"].as_array().cloned().unwrap_or_default();
-        let found = sources
-            .iter()
-            .flat_map(|s| s["records"].as_array().cloned().unwrap_or_default())
-            .find(|r| r["type"] == "RouterRecord" && r["parent"] == SITE_ID);
-        if let Some(r) = found {
-            return r;
-        }
-        assert!(
-            start.elapsed() < LIMIT,
-            "our collector lists no record of skrouterd's: {sources:#?}\n{}",
-            net.skrouterd.log()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    observed_record(net, slot, "record of skrouterd's", |r| r["type"] == "RouterRecord" && r["parent"] == SITE_ID).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,6 +125,28 @@ pub fn read_tracking(payload: &Bytes) -> Option<(String, bool)> {
     None
 }
 
+/// What this router can carry an edge's flows to, as its edges are told: the keys of this router's network and of
+/// the upstream interiors it reaches (`keys`), and the keys each edge linked to it serves (`edges`, by edge router
+/// id). An edge is told reachable `keys` and the other edges' keys, never a key only it serves, as skrouterd's
+/// interior does not count destinations that all lead back to the edge's own mesh (`edge_addr_tracking.c`,
+/// `qdrc_can_send_address`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub keys: BTreeSet<String>,
+    pub edges: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Reach {
+    /// The keys edge `edge` is told are reachable through this router.
+    pub fn for_edge(&self, edge: &str) -> BTreeSet<String> {
+        let mut out = self.keys.clone();
+        for (_, keys) in self.edges.iter().filter(|(id, _)| id.as_str() != edge) {
+            out.extend(keys.iter().cloned());
+        }
+        out
+    }
+}
+
 /// One edge connection's links, as the interior keeps them.
 #[derive(Debug, Default)]
 pub struct EdgeLinks {
@@ -221,14 +243,15 @@ impl EdgeLinks {
     }
 }
 
-/// Runs an edge connection's links over `handle` (its events; `seen`: those read before it was known for an
-/// edge's): tells the edge which of its watched keys are in `reachable` (and which vanflow addresses our vanflow
-/// side consumes), publishes the keys it serves (empty once the connection ended), and carries vanflow both ways
-/// (`vanflow`).
+/// Runs the connection of edge router `edge` over `handle` (its events; `seen`: those read before it was known for
+/// an edge's): tells the edge which of its watched keys are reachable (`reachable`'s [`Reach::for_edge`], and the
+/// vanflow addresses our vanflow side consumes), publishes the keys it serves (empty once the connection ended),
+/// and carries vanflow both ways (`vanflow`).
 pub fn spawn(
     mut handle: Handle,
     seen: Vec<Event>,
-    mut reachable: watch::Receiver<BTreeSet<String>>,
+    edge: String,
+    mut reachable: watch::Receiver<Reach>,
     mut vanflow: EdgeVanflow,
 ) -> watch::Receiver<BTreeSet<String>> {
     let (served_tx, served) = watch::channel(BTreeSet::new());
@@ -242,7 +265,7 @@ pub fn spawn(
         let mut taps = vanflow.taps.take();
         loop {
             served_tx.send_if_modified(|s| replace(s, links.served()));
-            let mut now = reachable.borrow_and_update().clone();
+            let mut now = reachable.borrow_and_update().for_edge(&edge);
             now.extend(vanflow.wanted());
             tell(&sender, &mut links, &now);
             tokio::select! {
@@ -374,6 +397,18 @@ mod tests {
         assert!(l.served().is_empty());
         l.detached(LinkId(7));
         assert_eq!(l.updates(&reach), vec![]);
+    }
+
+    #[test]
+    fn an_edge_is_told_the_other_edges_keys_never_its_own_alone() {
+        let keys = |ks: &[&str]| ks.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>();
+        let reach = Reach {
+            keys: keys(&["ours:1"]),
+            edges: BTreeMap::from([("a".into(), keys(&["a:1", "both:1"])), ("b".into(), keys(&["b:1", "both:1"]))]),
+        };
+        assert_eq!(reach.for_edge("a"), keys(&["ours:1", "b:1", "both:1"]));
+        assert_eq!(reach.for_edge("b"), keys(&["ours:1", "a:1", "both:1"]));
+        assert_eq!(reach.for_edge("c"), keys(&["ours:1", "a:1", "b:1", "both:1"]));
     }
 
     #[test]

@@ -34,6 +34,8 @@ use crate::tls;
 pub struct LinkState {
     pub name: String,
     pub cost: u32,
+    /// Its configured role, upstream's word (`inter-router`, `edge`).
+    pub role: &'static str,
     pub up: bool,
     pub reason: String,
     pub remote_router: Option<String>,
@@ -120,7 +122,7 @@ impl Links {
                 }
                 Err(e) => {
                     problems.push(format!("links[{i}] (link '{}') withheld: {e}", truncate(&l.name, 100)));
-                    self.set_state(&l.name, l.effective_cost(), false, &format!("withheld: {e}"), None);
+                    self.set_state(l, false, &format!("withheld: {e}"), None);
                 }
             }
         }
@@ -155,7 +157,7 @@ impl Links {
 
     async fn run_link(self: Arc<Self>, l: config::Link, cfg: Arc<rustls::ClientConfig>, cancel: CancellationToken) {
         let cost = l.effective_cost();
-        self.set_state(&l.name, cost, false, "not connected yet", None);
+        self.set_state(&l, false, "not connected yet", None);
         loop {
             let group_id = link::group_id();
             let count = self.data_connections.load(Ordering::Relaxed) as u32;
@@ -167,14 +169,14 @@ impl Links {
                 }
             };
             match dialed {
-                Err(reason) => self.set_state(&l.name, cost, false, &reason, None),
+                Err(reason) => self.set_state(&l, false, &reason, None),
                 Ok(Dialed::Amqp(pending, alias)) => {
                     let peer = pending.peer.clone();
                     let remote = Some((peer.clone(), Site { id: peer.clone(), name: peer.clone(), namespace: None }));
                     let on_open = self.forward.on_open_for(peer.clone());
                     let joined = self.border.join(pending, cost, on_open).await;
-                    self.set_state(&l.name, cost, true, "", remote.clone());
-                    self.border.vanflow().link_state(&l.name, cost, &peer, true);
+                    self.set_state(&l, true, "", remote.clone());
+                    self.border.vanflow().link_state(&l.name, cost, l.role.word(), &peer, true);
                     let reason = tokio::select! {
                         r = joined.ended() => r,
                         _ = cancel.cancelled() => {
@@ -184,8 +186,8 @@ impl Links {
                         }
                     };
                     drop(alias);
-                    self.set_state(&l.name, cost, false, &format!("AMQP connection ended: {reason}"), remote);
-                    self.border.vanflow().link_state(&l.name, cost, &peer, false);
+                    self.set_state(&l, false, &format!("AMQP connection ended: {reason}"), remote);
+                    self.border.vanflow().link_state(&l.name, cost, l.role.word(), &peer, false);
                 }
                 Ok(Dialed::Native(native)) => {
                     let (conn_io, hello) = *native;
@@ -193,7 +195,7 @@ impl Links {
                     let (conn, ctl_rx) = protocol::start(conn_io, Role::Dialer, on_open);
                     let group =
                         LinkGroup::new(hello.router.clone(), hello.site.clone(), l.name.clone(), cost, true, conn);
-                    self.set_state(&l.name, cost, true, "", Some((hello.router.clone(), hello.site.clone())));
+                    self.set_state(&l, true, "", Some((hello.router.clone(), hello.site.clone())));
                     // the other connections of the group
                     for index in 1..count {
                         let me = self.clone();
@@ -219,7 +221,7 @@ impl Links {
                             return;
                         }
                     };
-                    self.set_state(&l.name, cost, false, &reason, Some((group.peer.clone(), group.peer_site.clone())));
+                    self.set_state(&l, false, &reason, Some((group.peer.clone(), group.peer_site.clone())));
                 }
             }
             tokio::select! {
@@ -310,11 +312,13 @@ impl Links {
         }
     }
 
-    fn set_state(&self, name: &str, cost: u32, up: bool, reason: &str, remote: Option<(String, Site)>) {
+    fn set_state(&self, l: &config::Link, up: bool, reason: &str, remote: Option<(String, Site)>) {
+        let (name, cost) = (&l.name, l.effective_cost());
         let mut states = self.states.lock().unwrap();
         let e = states.entry(name.to_string()).or_insert_with(|| LinkState {
             name: name.to_string(),
             cost,
+            role: l.role.word(),
             up: !up,
             reason: String::new(),
             remote_router: None,
@@ -326,6 +330,7 @@ impl Links {
         }
         e.up = up;
         e.cost = cost;
+        e.role = l.role.word();
         e.reason = truncate(reason, 300);
         if let Some((r, s)) = remote {
             e.remote_router = Some(r);

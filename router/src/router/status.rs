@@ -177,7 +177,7 @@ impl Status {
                     .filter(|g| g.dialed && g.name == s.name)
                     .flat_map(|g| g.warnings.lock().unwrap().clone())
                     .collect();
-                json!({"name": s.name, "up": s.up, "cost": s.cost, "reason": if s.up { None } else { Some(&s.reason) },
+                json!({"name": s.name, "up": s.up, "cost": s.cost, "role": s.role, "reason": if s.up { None } else { Some(&s.reason) },
                        "remoteRouter": s.remote_router, "remoteSite": s.remote_site, "since": (s.since * 1000.0).round() / 1000.0,
                        "warnings": warnings})
             })

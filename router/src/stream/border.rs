@@ -146,9 +146,9 @@ pub struct Border {
     carriers: Live<Arc<Carrier>>,
     /// This router's routing keys (its network's own).
     ours: watch::Sender<BTreeSet<String>>,
-    /// What edges are told is reachable through this router: its keys and those of the upstream routers it
-    /// reaches ([`Border::sync_edges`]).
-    reach: watch::Sender<BTreeSet<String>>,
+    /// What edges are told is reachable through this router: its keys, those of the upstream routers it reaches
+    /// and those of its other edges ([`Border::sync_edges`]).
+    reach: watch::Sender<edge::Reach>,
     /// The hash keys advertised for the edge routers linked to this one ([`transit_addresses`]).
     transit: watch::Sender<BTreeSet<String>>,
     /// The edge routers linked to this one (those ended are dropped as they are met).
@@ -224,7 +224,7 @@ impl Border {
             conn_ids: AtomicI64::new(1),
             carriers: Live::default(),
             ours: watch::Sender::new(BTreeSet::new()),
-            reach: watch::Sender::new(BTreeSet::new()),
+            reach: watch::Sender::new(edge::Reach::default()),
             transit: watch::Sender::new(BTreeSet::new()),
             edges: Live::default(),
             wanted: watch::Sender::new(BTreeSet::new()),
@@ -395,7 +395,7 @@ impl Border {
         }
         if let Some(seen) = p.edge {
             self.node();
-            let served = edge::spawn(handle, seen, self.reach.subscribe(), self.edge_vanflow(true));
+            let served = edge::spawn(handle, seen, p.peer.clone(), self.reach.subscribe(), self.edge_vanflow(true));
             self.lock_edges().push(EdgePeer { peer: p.peer, sender: sender.clone(), served });
             return Joined { sender };
         }
@@ -431,18 +431,27 @@ impl Border {
     /// Brings the edges' side of transit up to date (`ours`: routers of our own network): the hash keys of the
     /// edge routers linked to this one become mobile addresses of this router in upstream's network (their keys
     /// and `H<edge id>`: upstream's interiors reach the edges through it, and lose them once the edge goes), and the
-    /// edges are told reachable the keys of this router's network and of the upstream routers it reaches (the
-    /// interiors it is linked to as interior or as edge): an edge's flows go on through this router.
+    /// edges are told reachable the keys of this router's network, of the upstream routers it reaches (the
+    /// interiors it is linked to as interior or as edge) and of its other edges: an edge's flows go on through
+    /// this router.
     pub async fn sync_edges(&self, ours: impl Fn(&str) -> bool) {
-        let transit = {
+        let served: Vec<(String, BTreeSet<String>)> = {
             let edges = self.lock_edges();
-            let served: Vec<(String, BTreeSet<String>)> =
-                edges.iter().filter(|e| !ours(&e.peer)).map(|e| (e.peer.clone(), e.served.borrow().clone())).collect();
-            transit_addresses(served.iter().map(|(id, keys)| (id.as_str(), keys)))
+            edges.iter().filter(|e| !ours(&e.peer)).map(|e| (e.peer.clone(), e.served.borrow().clone())).collect()
         };
-        let mut reach = self.ours.borrow().clone();
-        reach.extend(self.interior_keys(&ours));
-        self.reach.send_if_modified(|r| edge::replace(r, reach));
+        let transit = transit_addresses(served.iter().map(|(id, keys)| (id.as_str(), keys)));
+        let mut keys = self.ours.borrow().clone();
+        keys.extend(self.interior_keys(&ours));
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (id, served) in served {
+            edges.entry(id).or_default().extend(served);
+        }
+        let reach = edge::Reach { keys, edges };
+        self.reach.send_if_modified(|r| {
+            let changed = *r != reach;
+            *r = reach;
+            changed
+        });
         if self.transit.send_if_modified(|t| edge::replace(t, transit)) {
             self.publish_addresses().await;
         }

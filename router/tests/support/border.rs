@@ -447,3 +447,23 @@ pub fn two_bound_clients() -> TwoClients {
 pub fn upstream_site_env(site_id: &str) {
     std::env::set_var("SKUPPER_SITE_ID", site_id);
 }
+
+/// The first vanflow record our router's `/observe` (its collector) lists that `pick` accepts, once it does; `what`
+/// names it in the failure.
+pub async fn observed_record(
+    net: &Net,
+    slot: &snrouter::api::Slot,
+    what: &str,
+    pick: impl Fn(&Value) -> bool,
+) -> Value {
+    let start = Instant::now();
+    loop {
+        let sources = router(slot).observe()["vanflow"]["sources"].as_array().cloned().unwrap_or_default();
+        let found = sources.iter().flat_map(|s| s["records"].as_array().cloned().unwrap_or_default()).find(&pick);
+        if let Some(r) = found {
+            return r;
+        }
+        assert!(start.elapsed() < LIMIT, "our collector lists no {what}: {sources:#?}\n{}", net.skrouterd.log());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

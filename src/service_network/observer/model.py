@@ -293,7 +293,7 @@ class _Builder:
             records.append({
                 **self.base(ident("link", self.snap.router, name, "")),
                 "routerId": ident("router", self.snap.router), "routerName": self.snap.router, "name": name,
-                "cost": None, "role": "inter-router", "status": "down", "octetCount": 0, "octetReverseCount": 0,
+                "cost": None, "role": _str(link.get("role"), "inter-router"), "status": "down", "octetCount": 0, "octetReverseCount": 0,
                 "routerAccessId": None, "destinationRouterId": None, "destinationRouterName": None,
                 "sourceSiteId": src_id, "sourceSiteName": src_name, "destinationSiteId": None,
                 "destinationSiteName": None,
@@ -312,7 +312,7 @@ class _Builder:
         return {
             **self.base(ident("link", self.snap.router, name, theirs["identity"])),
             "routerId": ident("router", self.snap.router), "routerName": self.snap.router, "name": name,
-            "cost": _int(link.get("cost")) or None, "role": "inter-router", "status": "up", "octetCount": 0,
+            "cost": _int(link.get("cost")) or None, "role": _str(link.get("role"), "inter-router"), "status": "up", "octetCount": 0,
             "octetReverseCount": 0, "routerAccessId": None, "destinationRouterId": theirs["identity"],
             "destinationRouterName": theirs["name"], "sourceSiteId": src_id, "sourceSiteName": src_name,
             "destinationSiteId": theirs["siteId"], "destinationSiteName": theirs["siteName"],

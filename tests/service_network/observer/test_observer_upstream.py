@@ -193,3 +193,15 @@ def test_upstream_pods_are_processes_with_their_role_and_the_keys_they_serve() -
 def test_our_pods_serving_a_key_only_upstream_listens_on_are_bound() -> None:
     processes = by(build(), "processes")
     assert processes["echo-0"]["binding"] == "bound", "upstream's listener for echo:9090, our connector's target"
+
+
+def test_our_edge_link_to_an_upstream_interior_says_role_edge() -> None:
+    """Our network status names each link's role (an edge site's Link: ``edge``): the observer shows it as
+    skrouterd's LINK record says an edge connector's, the role of its connector."""
+    snap = mixed_snapshot()
+    snap["network"] = {"links": [{"name": "link-to-a", "cost": 1, "up": True, "remoteRouter": UP_ROUTER,
+                                  "role": "edge"},
+                                 {"name": "link-down", "cost": 1, "up": False, "role": "edge"},
+                                 {"name": "link-old", "cost": 1, "up": False}]}
+    links = by(ObserverState(version="9.9").take(parse_snapshot(snap), NOW), "routerlinks")
+    assert [links[n]["role"] for n in ("link-to-a", "link-down", "link-old")] == ["edge", "edge", "inter-router"]

@@ -117,12 +117,12 @@ impl Publisher {
         });
     }
 
-    /// Link `name` (dialed, at `cost`) is up to upstream router `peer`, or down: its LINK record says so, its peer
-    /// the access identity that router sent.
-    pub fn link_state(&self, name: &str, cost: u32, peer: &str, up: bool) {
+    /// Link `name` (dialed, at `cost`, in `role`: `inter-router` or `edge`) is up to upstream router `peer`, or
+    /// down: its LINK record says so, its peer the access identity that router sent.
+    pub fn link_state(&self, name: &str, cost: u32, role: &'static str, peer: &str, up: bool) {
         self.update(|p| {
             let access = p.accesses.get(peer).cloned();
-            p.links.insert(name.to_string(), site::LinkState { cost, peer: access, up });
+            p.links.insert(name.to_string(), site::LinkState { cost, role, peer: access, up });
         });
     }
 

@@ -29,6 +29,8 @@ pub fn access_id(router_id: &str, role: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkState {
     pub cost: u32,
+    /// The link's role, upstream's word (`inter-router`, `edge`): skrouterd's LINK record says its connector's.
+    pub role: &'static str,
     /// The `qd.access-id` the accepting router sent (its ROUTER_ACCESS identity).
     pub peer: Option<String>,
     pub up: bool,
@@ -41,7 +43,7 @@ pub fn link_records(router_id: &str, links: &BTreeMap<String, LinkState>) -> Vec
         .iter()
         .map(|(name, l)| {
             let id = format!("{router_id}:link:{name}");
-            Record::link(&id, &router, name, "inter-router", u64::from(l.cost), l.peer.as_deref(), l.up)
+            Record::link(&id, &router, name, l.role, u64::from(l.cost), l.peer.as_deref(), l.up)
         })
         .collect()
 }
@@ -166,13 +168,14 @@ mod tests {
 
     #[test]
     fn a_dialed_links_record_names_it_and_its_peers_access_identity() {
-        let up = LinkState { cost: 3, peer: Some("up-a:access".into()), up: true };
-        let down = LinkState { cost: 1, peer: None, up: false };
+        let up = LinkState { cost: 3, role: "inter-router", peer: Some("up-a:access".into()), up: true };
+        let down = LinkState { cost: 1, role: "edge", peer: None, up: false };
         let links = BTreeMap::from([("a".to_string(), up), ("b".to_string(), down)]);
         let r = link_records("ours", &links);
         assert_eq!(r[0].id, "ours:link:a");
         assert_eq!((r[0].get_str(attr::PEER), r[0].get_str(attr::OPER_STATUS)), (Some("up-a:access"), Some("up")));
         assert_eq!((r[0].get_u64(attr::LINK_COST), r[0].get_str(attr::PARENT)), (Some(3), Some("ours:router")));
         assert_eq!((r[1].get_str(attr::PEER), r[1].get_str(attr::OPER_STATUS)), (None, Some("down")));
+        assert_eq!((r[0].get_str(attr::ROLE), r[1].get_str(attr::ROLE)), (Some("inter-router"), Some("edge")));
     }
 }
