@@ -93,6 +93,24 @@ fn adaptor_records(slot: &snrouter::api::Slot) -> Vec<Value> {
 async fn the_kube_adaptors_records_reach_our_observe_and_its_beacons_are_settled() {
     let Some((net, slot, _)) = dialing("up-k", "up-k").await else { return };
     until("our link is up", &net.skrouterd, async || network(&slot)["links"][0]["up"] == json!(true)).await;
+    adaptor_through(&net, &slot).await;
+}
+
+/// The same when skrouterd dialed our router access (its messages come over the connection's flow mux).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_skrouterd_dials_us_the_kube_adaptors_beacons_are_settled_too() {
+    let Some(home) = upstream::home() else { return };
+    let (net, slot, _) = dialed_by(&home, "up-kd", "up-kd", None).await;
+    until("skrouterd is our neighbour", &net.skrouterd, async || {
+        network(&slot)["upstream"]["neighbours"].as_array().is_some_and(|n| n.contains(&json!("up-kd")))
+    })
+    .await;
+    adaptor_through(&net, &slot).await;
+}
+
+/// upstream's kube-adaptor on skrouterd's `normal` listener: its records reach our `/observe` and every beacon it
+/// sent is settled.
+async fn adaptor_through(net: &Net, slot: &snrouter::api::Slot) {
     let mut adaptor = Adaptor::connect(net.normal_port).await;
     let site = Record::new(kind::SITE, ADAPTOR).with(attr::NAME, "theirs");
     let pod = Record::new(kind::PROCESS, "pod-uid").with(attr::PARENT, ADAPTOR).with(attr::NAME, "backend-0");

@@ -379,6 +379,7 @@ impl Border {
         let mut handle = p.handle;
         if let Some(flows) = flow::spawn(&self.id, &mut handle, Some(amqp_on_open(on_open))) {
             let flows = if p.uplink.is_some() { flows.as_edge() } else { flows };
+            let flows = flows.named(self.collector.namer());
             // an edge's connection: our vanflow messages go on its proxy links (`amqp::edge`), not by `to`
             let offer = if p.edge.is_some() { None } else { Some(p.uplink.is_some()) };
             self.publish_over(&flows, &sender, offer).await;
@@ -536,6 +537,10 @@ impl Border {
         let collector = Collector::inbox_address();
         flows.set_inbox(&collector, self.collector.inbox()).await;
         self.node().set_inbox(&collector, self.collector.inbox()).await;
+        // the co-records of our flows (skrouterd's connector side: `vanflow::ours`)
+        let co_records = self.collector.co_record_address();
+        flows.set_inbox(&co_records, self.collector.inbox()).await;
+        self.node().set_inbox(&co_records, self.collector.inbox()).await;
         match offer {
             Some(edge) => {
                 self.vanflow.offer(sender.clone(), edge);

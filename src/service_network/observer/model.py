@@ -619,11 +619,19 @@ class _Builder:
                 proc["binding"] = "bound"
         pairs = self.net.traffic.setdefault("sitepairs", {})
         counted = {r["identity"] for r in self.net.records.get("sitepairs", [])}
-        for (src, dst), p in sorted(up.sitepairs.items()):
+        theirs = {(src, dst): (p["sourceName"], p) for (src, dst), p in up.sitepairs.items()}
+        # our Listeners' connections to upstream's connectors, by our site (skrouterd's co-records of our flows)
+        for (origin, dst), p in sorted(up.outbound.items()):
+            src, src_name = self.site_of(origin)
+            have = theirs.setdefault((src, dst), (src_name, {**p, "opened": 0, "closed": 0, "bytesOut": 0,
+                                                             "bytesIn": 0}))[1]
+            for f in ("opened", "closed", "bytesOut", "bytesIn"):
+                have[f] += p[f]
+        for (src, dst), (src_name, p) in sorted(theirs.items()):
             sp = ident("pair", "SITE", src, dst, "tcp")
             if sp in counted:
                 continue  # our connector's own counts of the same connections
-            rec = self.pair("SITE", sp, src, p["sourceName"], dst, p["destinationName"])
+            rec = self.pair("SITE", sp, src, src_name, dst, p["destinationName"])
             rec["recordCount"] = p["opened"]
             self.net.records.setdefault("sitepairs", []).append(rec)
             pairs[sp] = {f: p[f] for f in ("opened", "closed", "bytesOut", "bytesIn")}

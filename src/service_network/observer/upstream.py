@@ -35,6 +35,9 @@ class UpstreamRecords:
     #: upstream's routers by the names our routers know them by (the ROUTER record's name, and the router id after
     #: its area: ``0/<id>``), each its API record (``identity``, ``name``, ``siteId``, ``siteName``)
     routers_by_name: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: our flows to upstream's connectors, by (our origin router, upstream's site identity): what skrouterd's
+    #: connector side reported of them (co-records of our flows, the router's ``vanflow.ours``)
+    outbound: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def _s(value: Any) -> str | None:
@@ -228,6 +231,24 @@ def upstream_records(vanflow: Mapping[str, Any], base: Base, ident: Ident, ours:
             pair["closed"] += _n(t.get("closed"))
             pair["bytesOut"] += _n(t.get("octets"))
             pair["bytesIn"] += _n(t.get("octetsReverse"))
+
+    # our flows to upstream's connectors: skrouterd's connector side names its connector in a co-record of ours
+    ours_v = vanflow.get("ours")
+    ours_traffic = ours_v.get("traffic") if isinstance(ours_v, dict) else None
+    for t in ours_traffic if isinstance(ours_traffic, list) else []:
+        if not isinstance(t, dict):
+            continue
+        connector = by_id.get(_s(t.get("connectorId")) or "")
+        up_site, up_name = site_fields(connector) if connector else (None, None)
+        origin = _s(t.get("origin"))
+        if up_site is None or origin is None:
+            continue
+        pair = out.outbound.setdefault((origin, up_site), {
+            "destinationName": up_name, "opened": 0, "closed": 0, "bytesOut": 0, "bytesIn": 0})
+        pair["opened"] += _n(t.get("opened"))
+        pair["closed"] += _n(t.get("closed"))
+        pair["bytesOut"] += _n(t.get("octets"))
+        pair["bytesIn"] += _n(t.get("octetsReverse"))
 
     sources = vanflow.get("sources")
     out.sources = [

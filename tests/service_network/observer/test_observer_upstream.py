@@ -205,3 +205,21 @@ def test_our_edge_link_to_an_upstream_interior_says_role_edge() -> None:
                                  {"name": "link-old", "cost": 1, "up": False}]}
     links = by(ObserverState(version="9.9").take(parse_snapshot(snap), NOW), "routerlinks")
     assert [links[n]["role"] for n in ("link-to-a", "link-down", "link-old")] == ["edge", "edge", "inter-router"]
+
+
+def test_our_listeners_connections_to_an_upstream_connector_make_a_site_pair() -> None:
+    """skrouterd's connector side reports each connection from our Listener as a co-record of our flow, naming
+    its connector: our router counts them (``vanflow.ours``), and the pair is our site to the connector's."""
+    vanflow = copy.deepcopy(VANFLOW)
+    vanflow["ours"] = {"tag": "ab3de", "address": "vfcr.ab3de:0", "flows": [], "dropped": 0, "unknown": 0,
+                       "traffic": [{"type": "TransportBiflowRecord", "routingKey": "back:8080", "origin": "ours",
+                                    "connectorId": "x2x4q:4", "opened": 2, "closed": 0, "octets": 0,
+                                    "octetsReverse": 0},
+                                   {"type": "TransportBiflowRecord", "routingKey": "back:8080", "origin": "ours",
+                                    "connectorId": "nobody:9", "opened": 5}]}
+    net = build(vanflow)
+    pairs = [p for p in net.records["sitepairs"] if p["sourceId"] == "ours-uid"]
+    assert [(p["destinationId"], p["destinationName"], p["sourceName"], p["recordCount"]) for p in pairs] == [
+        (UP_SITE, "site-a", "ours", 2)], pairs
+    assert net.traffic["sitepairs"][pairs[0]["identity"]]["opened"] == 2
+    assert not [p for p in build().records["sitepairs"] if p["sourceId"] == "ours-uid"], "none without co-records"

@@ -63,7 +63,13 @@ pub struct Flows {
     sender: Sender,
     mux: mpsc::Sender<MuxCmd>,
     stats: Arc<Stats>,
+    /// Names our flows (their `correlation-id`): [`Flows::named`].
+    namer: Option<Namer>,
 }
+
+/// Gives an outbound flow its identity, its `correlation-id` (this router's vanflow identities of its flows:
+/// `vanflow::ours`).
+pub type Namer = Arc<dyn Fn(&Open) -> String + Send + Sync>;
 
 /// Starts the flow task of a driven connection (taking its streaming events; `None` when already taken).
 pub fn spawn(id: &str, handle: &mut Handle, on_flow: Option<OnFlow>) -> Option<Flows> {
@@ -72,7 +78,8 @@ pub fn spawn(id: &str, handle: &mut Handle, on_flow: Option<OnFlow>) -> Option<F
     let stats = Arc::new(Stats::default());
     let task = mux::Mux::new(id.to_string(), handle.sender(), on_flow, stats.clone(), mux.clone());
     tokio::spawn(task.run(streams, commands));
-    Some(Flows { id: id.to_string(), reply_base: format!("amqp:/_topo/0/{id}"), sender: handle.sender(), mux, stats })
+    let reply_base = format!("amqp:/_topo/0/{id}");
+    Some(Flows { id: id.to_string(), reply_base, sender: handle.sender(), mux, stats, namer: None })
 }
 
 impl Flows {
@@ -81,6 +88,12 @@ impl Flows {
     /// to the edge's downlink's connection).
     pub fn as_edge(mut self) -> Flows {
         self.reply_base = format!("amqp:/_edge/{}", self.id);
+        self
+    }
+
+    /// Our flows' `correlation-id`s come from `namer` (without one: a random identity of skrouterd's form).
+    pub fn named(mut self, namer: Namer) -> Flows {
+        self.namer = Some(namer);
         self
     }
 
@@ -97,7 +110,10 @@ impl Flows {
         if ours != ingress {
             trace.push(ours);
         }
-        let correlation = format!("{}:{}", random(5), NEXT.fetch_add(1, Ordering::Relaxed));
+        let correlation = match &self.namer {
+            Some(name) => name(&open),
+            None => format!("{}:{}", random(5), NEXT.fetch_add(1, Ordering::Relaxed)),
+        };
         let head = client_head(&open.key, &reply_to, &correlation, &ingress, &trace);
         let tx = FlowTx {
             sender: self.sender.clone(),

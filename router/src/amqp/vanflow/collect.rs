@@ -20,9 +20,10 @@ use super::wire::{decode, encode, Message};
 use crate::amqp::codec::Limits;
 use crate::amqp::conn::LinkId;
 use crate::amqp::driver::Sender;
-use crate::amqp::flow::streaming_attach;
+use crate::amqp::flow::{streaming_attach, Namer};
 use crate::amqp::live::Live;
 use crate::amqp::performative::Role;
+use crate::stream::types::Open;
 
 /// Messages waiting for the collector (more are dropped: a source's records come again when it is flushed, its
 /// beacons every 10 s).
@@ -71,6 +72,18 @@ impl Collector {
     /// The addresses the inbox takes: every address beginning so (`mc/sfe.`, as `node::inbox_matches` reads `*`).
     pub fn inbox_address() -> String {
         format!("{}*", super::collected::RECORDS_PREFIX)
+    }
+
+    /// Where the co-records of our flows come (`vfcr.<tag>:0`, `vanflow::ours`): handed to [`Collector::inbox`]
+    /// too.
+    pub fn co_record_address(&self) -> String {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).ours.address()
+    }
+
+    /// Names our flows as identities of our source (`<tag>:<n>`), noting each flow's key and origin.
+    pub fn namer(&self) -> Namer {
+        let state = self.state.clone();
+        Arc::new(move |open: &Open| state.lock().unwrap_or_else(|e| e.into_inner()).ours.open(&open.key, &open.origin))
     }
 
     /// Where messages to `mc/sfe.*` are to be handed.

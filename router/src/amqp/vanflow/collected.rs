@@ -13,8 +13,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::{json, Map, Value};
 
+use super::ours::Ours;
 use super::records::{attr, kind, Attr, Record};
 use super::wire::{Beacon, Message, BEACON_ADDRESS};
+use crate::amqp::flow::random;
 
 /// How long a source may be silent before it is forgotten (upstream's collectors: 30 s).
 pub const TIMEOUT_S: f64 = 30.0;
@@ -87,9 +89,9 @@ const NAMES: &[(u32, &str)] = &[
     (65, "errorConnector"),
 ];
 
-const OCTETS: u32 = 23;
-const OCTETS_REVERSE: u32 = 58;
-const CONNECTOR_ID: u32 = 60;
+pub const OCTETS: u32 = 23;
+pub const OCTETS_REVERSE: u32 = 58;
+pub const CONNECTOR_ID: u32 = 60;
 
 /// Whether records of type `code` are traffic (one per connection or request), not topology.
 pub fn is_traffic(code: u32) -> bool {
@@ -169,33 +171,45 @@ impl Followed {
             self.dropped += 1;
             return;
         }
-        let t = self.totals.entry(key).or_default();
-        let was = |code: u32| before.and_then(|b| b.get_u64(code)).unwrap_or(0);
-        let now = |code: u32| after.get_u64(code).unwrap_or(0);
-        if before.is_none() {
-            t.opened += 1;
-        }
-        if was(attr::END_TIME) == 0 && now(attr::END_TIME) != 0 {
-            t.closed += 1;
-        }
-        t.octets += now(OCTETS).saturating_sub(was(OCTETS));
-        t.octets_reverse += now(OCTETS_REVERSE).saturating_sub(was(OCTETS_REVERSE));
+        self.totals.entry(key).or_default().add(before, after);
     }
 }
 
-/// Every source followed, and what to do next.
-#[derive(Clone, Debug, Default)]
+impl Totals {
+    /// Adds what traffic record `after` changed since `before` (`None`: it is new, a connection opened).
+    pub fn add(&mut self, before: Option<&Record>, after: &Record) {
+        let was = |code: u32| before.and_then(|b| b.get_u64(code)).unwrap_or(0);
+        let now = |code: u32| after.get_u64(code).unwrap_or(0);
+        if before.is_none() {
+            self.opened += 1;
+        }
+        if was(attr::END_TIME) == 0 && now(attr::END_TIME) != 0 {
+            self.closed += 1;
+        }
+        self.octets += now(OCTETS).saturating_sub(was(OCTETS));
+        self.octets_reverse += now(OCTETS_REVERSE).saturating_sub(was(OCTETS_REVERSE));
+    }
+}
+
+/// Every source followed, and what to do next; and our own flows, with their co-records (`vanflow::ours`).
+#[derive(Clone, Debug)]
 pub struct Collected {
     /// This router's own source id (its beacons are not followed).
     own: String,
     sources: BTreeMap<String, Followed>,
     /// Beacons of sources not followed for the bound.
     pub refused: u64,
+    pub ours: Ours,
 }
 
 impl Collected {
+    /// The collector of router `own`, its flows tagged at random (as skrouterd's source id without a Pod name).
     pub fn new(own: &str) -> Collected {
-        Collected { own: own.to_string(), ..Collected::default() }
+        Collected::tagged(own, &random(5))
+    }
+
+    pub fn tagged(own: &str, tag: &str) -> Collected {
+        Collected { own: own.to_string(), sources: BTreeMap::new(), refused: 0, ours: Ours::new(tag) }
     }
 
     pub fn sources(&self) -> &BTreeMap<String, Followed> {
@@ -205,7 +219,7 @@ impl Collected {
     /// The addresses to receive: the beacons' and every source's records' (`mc/sfe.<id>`, and `mc/sfe.<id>.flows`
     /// where skrouterd sends its traffic records, only while someone subscribes to it).
     pub fn subscriptions(&self) -> BTreeSet<String> {
-        let mut out = BTreeSet::from([BEACON_ADDRESS.to_string()]);
+        let mut out = BTreeSet::from([BEACON_ADDRESS.to_string(), self.ours.address()]);
         for s in self.sources.values() {
             out.insert(s.beacon.address.clone());
             out.insert(format!("{}{FLOWS_SUFFIX}", s.beacon.address));
@@ -220,6 +234,11 @@ impl Collected {
             Message::Heartbeat { id, .. } => {
                 if let Some(s) = self.sources.get_mut(&id) {
                     s.heard = now;
+                }
+            }
+            Message::Records { to, records } if to == self.ours.address() => {
+                for r in records {
+                    self.ours.merge(r);
                 }
             }
             Message::Records { to, records } => {
@@ -309,7 +328,7 @@ impl Collected {
                 })
             })
             .collect();
-        json!({"sources": sources, "refused": self.refused})
+        json!({"sources": sources, "refused": self.refused, "ours": self.ours.report()})
     }
 }
 
@@ -353,7 +372,8 @@ mod tests {
         let mut c = Collected::new("ours");
         c.handle(beacon("ours"), 0.0);
         c.handle(beacon("up-a"), 0.0);
-        let subscriptions = ["mc/sfe.all", "mc/sfe.up-a", "mc/sfe.up-a.flows"].map(String::from);
+        let co = c.ours.address();
+        let subscriptions = ["mc/sfe.all", &co, "mc/sfe.up-a", "mc/sfe.up-a.flows"].map(String::from);
         assert_eq!(c.subscriptions(), BTreeSet::from(subscriptions));
         assert!(c.tick(0.5, TIMEOUT_S).is_empty());
         assert_eq!(c.tick(1.0, TIMEOUT_S), vec!["sfe.up-a".to_string()]);
@@ -384,7 +404,20 @@ mod tests {
         assert!(c.sources().contains_key("up-a"), "heard at 20 s");
         c.tick(50.0, TIMEOUT_S);
         assert!(c.sources().is_empty());
-        assert_eq!(c.subscriptions(), BTreeSet::from(["mc/sfe.all".to_string()]));
+        assert_eq!(c.subscriptions(), BTreeSet::from(["mc/sfe.all".to_string(), c.ours.address()]));
+    }
+
+    #[test]
+    fn co_records_of_our_flows_merge_into_ours_and_the_address_is_received() {
+        let mut c = Collected::tagged("ours", "ab3de");
+        assert!(c.subscriptions().contains("vfcr.ab3de:0"));
+        let id = c.ours.open("back:8080", "ours");
+        let co = Record::new(kind::BIFLOW_TRANSPORT, &id).with(CONNECTOR_ID, "up01a:4");
+        c.handle(Message::Records { to: "vfcr.ab3de:0".into(), records: vec![co.clone()] }, 1.0);
+        c.handle(Message::Records { to: "vfcr.other:0".into(), records: vec![co] }, 1.0);
+        let report = c.report(1.0);
+        assert_eq!(report["ours"]["traffic"][0]["opened"], 1, "{report}");
+        assert_eq!(report["ours"]["flows"][0]["identity"], json!("ab3de:1"));
     }
 
     #[test]

@@ -6,11 +6,13 @@
 //! records, updates, beacon, heartbeat and flush answer; pure), [`task`] (the source running over an inter-router
 //! link), [`site`] (the records of a router document's site; pure), [`publish`] (the router process's one source, moved between its connections to upstream).
 //! The other way, for the observer: [`collected`] (what upstream's sources reported: sources, records, traffic
-//! totals; bounded, pure) and [`collect`] (the router process's one collector of them).
+//! totals; bounded, pure), [`ours`] (our flows as identities of our own and the co-records upstream's connector
+//! side sends of them; pure) and [`collect`] (the router process's one collector of them).
 
 pub mod collect;
 pub mod collected;
 pub mod edges;
+pub mod ours;
 pub mod publish;
 pub mod records;
 pub mod site;
