@@ -80,6 +80,7 @@ const LAYERS: &[&str] = &[
     "stream::protocol",
     "stream",
     "metrics",
+    "tlsio",
     "link",
     "tls",
     "splice",
