@@ -1,5 +1,6 @@
 //! A link's TLS connection on rustls' unbuffered API (issue 45, goal 2): records are decrypted where the socket's
-//! bytes were read (one 64 KiB buffer), and each record's plaintext is copied straight into the reader's buffer.
+//! bytes were read (one 64 KiB buffer); rustls 0.23 hands each record's plaintext out in a `Vec` of its own, which is
+//! copied into the reader's buffer.
 //! rustls' buffered API read at most 4 KiB at a time from the link's read buffer into a deframer of its own, and
 //! copied every plaintext twice (`router/examples/tls_recv_speed.rs` measures the designs: about half the CPU per
 //! received byte). Sending: the plaintext of a vectored write is gathered once and encrypted into one output buffer,
