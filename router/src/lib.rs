@@ -28,4 +28,5 @@ pub mod splice;
 pub mod stream;
 pub mod text;
 pub mod tls;
+pub mod tlsio;
 pub mod workers;

@@ -2,7 +2,7 @@
 //! both routers then open streams over any connection of the group. Connection 0 also carries the control channel
 //! (hellos, advertisements, traffic reports). A group holds connections of any link protocol
 //! (`stream::conn::Connection`); how a connection is introduced and started is the protocol's
-//! (`stream::protocol`). A link connection runs over [`LinkIo`] (TCP read through a buffer, under TLS). Dialing,
+//! (`stream::protocol`). A link connection runs over [`LinkIo`] (TLS on TCP, `tlsio`). Dialing,
 //! accepting and running links is the router's (`router::links`, `router::access`, `router::control`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -16,16 +16,9 @@ use crate::stream::conn::Connection;
 use crate::stream::halves::{StreamRx, StreamTx};
 use crate::stream::types::Open;
 
-/// A link's TCP connection under TLS: reads go through a 64 KiB buffer, since rustls asks its transport for at
-/// most 4 KiB at a time (a 16 KiB record would cost four or five `read` calls; this way one call fills the buffer
-/// and rustls copies out of it).
-pub type LinkIo = tokio::io::BufReader<TcpStream>;
-const LINK_READ_BUFFER: usize = 64 * 1024;
-
-/// A link connection's transport over `tcp` (dialed or accepted).
-pub fn link_io(tcp: TcpStream) -> LinkIo {
-    tokio::io::BufReader::with_capacity(LINK_READ_BUFFER, tcp)
-}
+/// A link's TCP connection under TLS: rustls' unbuffered API on one 64 KiB read buffer, records decrypted where
+/// they were read (`tlsio`).
+pub type LinkIo = crate::tlsio::TlsIo<TcpStream>;
 
 /// One link between this router and a neighbour, as either side sees it.
 pub struct LinkGroup {

@@ -82,6 +82,7 @@ const LAYERS: &[&str] = &[
     "stream::protocol",
     "stream",
     "metrics",
+    "tlsio",
     "link",
     "tls",
     "splice",

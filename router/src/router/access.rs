@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::LinkProtocol;
 use crate::config::{self, Document, Limits, Site};
-use crate::link::link_io;
 use crate::link::LinkIo;
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::router::identities::{self, Claim};
@@ -133,7 +132,7 @@ impl Access {
         cancel: CancellationToken,
     ) {
         let Some(addr) = net::address(&a.host, a.port) else { return };
-        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+        let acceptor = cfg;
         loop {
             let socket = match net::bind(addr) {
                 Ok(s) => s,
@@ -209,16 +208,16 @@ impl Access {
     async fn handshake(
         &self,
         stream: TcpStream,
-        acceptor: tokio_rustls::TlsAcceptor,
+        acceptor: Arc<rustls::ServerConfig>,
         role: &str,
     ) -> Result<Handshook, (&'static str, String)> {
         let mut first = [0u8; 1];
         if matches!(stream.peek(&mut first).await, Ok(0)) {
             return Err((CLOSED_BEFORE_TLS, "closed before the TLS handshake".into()));
         }
-        let tls = acceptor.accept(link_io(stream)).await.map_err(|e| ("tls", e.to_string()))?;
+        let tls = LinkIo::accept(acceptor, stream).await.map_err(|e| ("tls", e.to_string()))?;
         let (cn, certificate) = {
-            let leaf = tls.get_ref().1.peer_certificates().and_then(|c| c.first());
+            let leaf = tls.peer_certificates().and_then(|c| c.first());
             let cn = leaf
                 .and_then(tls::common_name)
                 .ok_or(("identity", "the client certificate has no common name".to_string()))?;
@@ -227,7 +226,7 @@ impl Access {
                 .ok_or(("identity", "the client certificate does not parse".to_string()))?;
             (cn, certificate)
         };
-        let agreed = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        let agreed = tls.alpn_protocol().map(<[u8]>::to_vec);
         // without ALPN the dialer's first bytes tell: 8 are an AMQP protocol header
         let mut tls = Primed::read_first(tls, if agreed.is_some() { 0 } else { 8 })
             .await
@@ -272,7 +271,7 @@ impl Access {
     /// it points at that entry's ROUTER_ACCESS record).
     async fn handshake_amqp(
         &self,
-        tls: Primed<tokio_rustls::server::TlsStream<LinkIo>>,
+        tls: Primed<LinkIo>,
         cn: &str,
         certificate: &str,
         role: &str,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::now_s;
 use crate::config::{self, Document, Limits, LinkProtocol, LinkRole, Site};
-use crate::link::{self, link_io, LinkGroup, LinkIo};
+use crate::link::{self, LinkGroup, LinkIo};
 use crate::router::aliases::{AliasHold, Side};
 use crate::router::control::Control;
 use crate::router::forward::Forward;
@@ -45,12 +45,12 @@ pub struct LinkState {
 
 /// A connection the router access accepted, after TLS and the dialer's introduction: the stream, its protocol, the
 /// introduction and the identity it speaks as, held for the link's life.
-pub type Accepted = (Primed<tokio_rustls::server::TlsStream<LinkIo>>, LinkProtocol, Introduced, Claim);
+pub type Accepted = (Primed<LinkIo>, LinkProtocol, Introduced, Claim);
 
 /// A link connection dialed and introduced: a native one (the stream and the acceptor's answer), or an AMQP one
 /// (upstream's router opened; [`Border::join`] hands it to the node).
 enum Dialed {
-    Native(Box<(tokio_rustls::client::TlsStream<LinkIo>, Answer)>),
+    Native(Box<(LinkIo, Answer)>),
     Amqp(Pending, AliasHold),
 }
 
@@ -250,17 +250,14 @@ impl Links {
             }
             .map_err(|e| describe_io(&e))?;
             let _ = tcp.set_nodelay(true);
-            let connector = tokio_rustls::TlsConnector::from(cfg.clone());
             let name = ServerName::try_from("control.service-network").expect("static name");
-            let mut tls = connector.connect(name, link_io(tcp)).await.map_err(|e| format!("TLS: {e}"))?;
+            let mut tls = LinkIo::connect(cfg.clone(), name, tcp).await.map_err(|e| format!("TLS: {e}"))?;
             let cn = tls
-                .get_ref()
-                .1
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .and_then(tls::common_name)
                 .ok_or("the remote access certificate has no common name")?;
-            if protocol::of_dialed(l.protocol, tls.get_ref().1.alpn_protocol()) == LinkProtocol::Amqp {
+            if protocol::of_dialed(l.protocol, tls.alpn_protocol()) == LinkProtocol::Amqp {
                 if index > 0 {
                     return Err("an AMQP link has one connection".into());
                 }

@@ -1,0 +1,600 @@
+//! A link's TLS connection on rustls' unbuffered API (issue 45, goal 2): records are decrypted where the socket's
+//! bytes were read (one 64 KiB buffer); rustls 0.23 hands each record's plaintext out in a `Vec` of its own, which is
+//! copied into the reader's buffer.
+//! rustls' buffered API read at most 4 KiB at a time from the link's read buffer into a deframer of its own, and
+//! copied every plaintext twice (`router/examples/tls_recv_speed.rs` measures the designs: about half the CPU per
+//! received byte). Sending: the plaintext of a vectored write is gathered once and encrypted into one output buffer,
+//! written with one write for many records. Bounded as before: at most [`READ_BUFFER`] read ahead, at most
+//! [`WRITE_LIMIT`] encrypted and not yet written (a write then waits for the socket).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use rustls::client::UnbufferedClientConnection;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
+use rustls::CommonState;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Bytes read from the socket ahead of the records they hold (several full records).
+pub const READ_BUFFER: usize = 64 * 1024;
+/// The largest record on the wire (TLS 1.2 allows 2,048 bytes of expansion).
+const MAX_RECORD: usize = 5 + 16 * 1024 + 2048;
+/// Encrypted bytes waiting for the socket before a write waits.
+pub const WRITE_LIMIT: usize = 64 * 1024;
+/// Plaintext taken per write call (gathered from a vectored write).
+const WRITE_CHUNK: usize = 64 * 1024;
+/// Room a chunk's records need beyond its plaintext: header, content type, tag, explicit nonce per 16 KiB record.
+const fn sealed_len(plain: usize) -> usize {
+    plain + (plain / (16 * 1024) + 1) * 64
+}
+
+enum Side {
+    Client(Box<UnbufferedClientConnection>),
+    Server(Box<UnbufferedServerConnection>),
+}
+
+impl Side {
+    fn common(&self) -> &CommonState {
+        match self {
+            Side::Client(c) => c,
+            Side::Server(s) => s,
+        }
+    }
+}
+
+/// Where a state step ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Step {
+    /// Records were handled; call again.
+    Again,
+    /// The reader's buffer is full (plaintext left in rustls for the next read).
+    Full,
+    /// No complete record left and application data may be sent (after the handshake).
+    Writable,
+    /// More bytes from the peer are needed (in the handshake).
+    NeedInput,
+    /// Both sides have sent close_notify.
+    Closed,
+}
+
+/// The buffers a step writes into.
+struct Bufs {
+    /// Encrypted records (and handshake messages, alerts) not yet written: `tx[tx_at..tx_end]`.
+    tx: Box<[u8]>,
+    tx_at: usize,
+    tx_end: usize,
+    /// Plaintext decrypted outside a read (a write found records first), read before anything else.
+    plain: Vec<u8>,
+    plain_at: usize,
+    peer_closed: bool,
+    close_sent: bool,
+}
+
+impl Bufs {
+    fn room(&self) -> usize {
+        self.tx.len() - self.tx_end
+    }
+}
+
+/// What one call of [`step`] is asked to do besides handling records.
+struct Ask<'a, 'b> {
+    /// The reader's buffer (None: keep plaintext in [`Bufs::plain`]).
+    dst: Option<&'a mut ReadBuf<'b>>,
+    /// Plaintext to encrypt once writable, and how much of it was.
+    write: &'a [u8],
+    wrote: usize,
+    /// Queue close_notify once writable.
+    close: bool,
+}
+
+fn tls_error(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+fn step<D>(status: UnbufferedStatus<'_, '_, D>, bufs: &mut Bufs, ask: &mut Ask<'_, '_>) -> io::Result<(usize, Step)> {
+    let UnbufferedStatus { mut discard, state } = status;
+    let step = match state.map_err(tls_error)? {
+        ConnectionState::ReadTraffic(mut r) => {
+            let (mut step, mut copied) = (Step::Again, false);
+            loop {
+                if let (Some(dst), Some(next)) = (ask.dst.as_deref(), r.peek_len()) {
+                    // a record that does not fit waits in rustls, unless nothing was copied yet
+                    if dst.remaining() < next.get() && copied {
+                        step = Step::Full;
+                        break;
+                    }
+                }
+                let Some(record) = r.next_record() else { break };
+                let record = record.map_err(tls_error)?;
+                discard += record.discard;
+                let payload = record.payload;
+                match ask.dst.as_deref_mut() {
+                    Some(dst) => {
+                        let n = payload.len().min(dst.remaining());
+                        dst.put_slice(&payload[..n]);
+                        bufs.plain.extend_from_slice(&payload[n..]);
+                        copied = true;
+                    }
+                    None => bufs.plain.extend_from_slice(payload),
+                }
+            }
+            step
+        }
+        ConnectionState::EncodeTlsData(mut e) => {
+            let at = bufs.tx_end;
+            match e.encode(&mut bufs.tx[at..]) {
+                Ok(n) => bufs.tx_end += n,
+                Err(EncodeError::InsufficientSize(_)) => {
+                    return Err(io::Error::other("a TLS handshake message larger than the link's write buffer"))
+                }
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            }
+            Step::Again
+        }
+        // what was encoded is in `tx`, written before anything queued after it
+        ConnectionState::TransmitTlsData(t) => {
+            t.done();
+            Step::Again
+        }
+        ConnectionState::BlockedHandshake => Step::NeedInput,
+        ConnectionState::WriteTraffic(mut w) => {
+            if ask.close && !bufs.close_sent {
+                let at = bufs.tx_end;
+                bufs.tx_end += w.queue_close_notify(&mut bufs.tx[at..]).map_err(encrypt_error)?;
+                bufs.close_sent = true;
+            } else if !ask.write.is_empty() && ask.wrote == 0 {
+                let n = ask.write.len().min(WRITE_CHUNK);
+                let at = bufs.tx_end;
+                bufs.tx_end += w.encrypt(&ask.write[..n], &mut bufs.tx[at..]).map_err(encrypt_error)?;
+                ask.wrote = n;
+            }
+            Step::Writable
+        }
+        ConnectionState::PeerClosed => {
+            bufs.peer_closed = true;
+            Step::Again
+        }
+        ConnectionState::Closed => Step::Closed,
+        ConnectionState::ReadEarlyData(_) => return Err(io::Error::other("early data is not accepted on a link")),
+        _ => return Err(io::Error::other("an unknown TLS connection state")),
+    };
+    Ok((discard, step))
+}
+
+fn encrypt_error(e: EncryptError) -> io::Error {
+    match e {
+        EncryptError::InsufficientSize(_) => io::Error::other("the link's write buffer is too small for a record"),
+        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+    }
+}
+
+/// A TLS connection over `T` (a TCP stream) on rustls' unbuffered API.
+pub struct TlsIo<T> {
+    io: T,
+    side: Side,
+    /// Bytes from the peer: records not yet processed are `rx[rx_start..rx_end]`.
+    rx: Box<[u8]>,
+    rx_start: usize,
+    rx_end: usize,
+    bufs: Bufs,
+    /// Plaintext of a vectored write gathered for one encryption.
+    gather: Vec<u8>,
+    /// The connection failed (a bad record, an alert): every later call fails.
+    failed: bool,
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
+    fn new(io: T, side: Side) -> Self {
+        TlsIo {
+            io,
+            side,
+            rx: vec![0u8; READ_BUFFER].into_boxed_slice(),
+            rx_start: 0,
+            rx_end: 0,
+            bufs: Bufs {
+                tx: vec![0u8; WRITE_LIMIT + sealed_len(WRITE_CHUNK) + 4 * MAX_RECORD].into_boxed_slice(),
+                tx_at: 0,
+                tx_end: 0,
+                plain: Vec::new(),
+                plain_at: 0,
+                peer_closed: false,
+                close_sent: false,
+            },
+            gather: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// Dials: the TLS handshake as a client on `io`.
+    pub async fn connect(config: Arc<rustls::ClientConfig>, name: ServerName<'static>, io: T) -> io::Result<Self> {
+        let conn = UnbufferedClientConnection::new(config, name).map_err(tls_error)?;
+        let mut me = TlsIo::new(io, Side::Client(Box::new(conn)));
+        me.handshake().await?;
+        Ok(me)
+    }
+
+    /// Accepts: the TLS handshake as a server on `io`.
+    pub async fn accept(config: Arc<rustls::ServerConfig>, io: T) -> io::Result<Self> {
+        let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
+        let mut me = TlsIo::new(io, Side::Server(Box::new(conn)));
+        me.handshake().await?;
+        Ok(me)
+    }
+
+    /// The peer's certificate chain (leaf first), once the handshake is done.
+    pub fn peer_certificates(&self) -> Option<&[CertificateDer<'static>]> {
+        self.side.common().peer_certificates()
+    }
+
+    /// The ALPN protocol agreed in the handshake.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.side.common().alpn_protocol()
+    }
+
+    async fn handshake(&mut self) -> io::Result<()> {
+        loop {
+            let step = self.process(&mut Ask { dst: None, write: &[], wrote: 0, close: false })?;
+            if self.bufs.tx_end > self.bufs.tx_at {
+                std::future::poll_fn(|cx| self.poll_write_out(cx)).await?;
+            }
+            match step {
+                Step::Again | Step::Full => {}
+                // a server may send after its own Finished, before the client's certificate is verified
+                Step::Writable if !self.side.common().is_handshaking() => return Ok(()),
+                Step::Writable | Step::NeedInput => {
+                    if std::future::poll_fn(|cx| self.poll_fill(cx)).await? == 0 {
+                        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed in the handshake"));
+                    }
+                }
+                Step::Closed => {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed in the handshake"))
+                }
+            }
+        }
+    }
+
+    /// Runs rustls on the records received and not processed yet, until a step other than [`Step::Again`].
+    fn process(&mut self, ask: &mut Ask<'_, '_>) -> io::Result<Step> {
+        if self.failed {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "the TLS connection failed before"));
+        }
+        loop {
+            // records and handshake messages need room to be encoded into
+            if self.bufs.room() < MAX_RECORD {
+                return Ok(Step::Full);
+            }
+            let input = &mut self.rx[self.rx_start..self.rx_end];
+            let result = match &mut self.side {
+                Side::Client(c) => step(c.process_tls_records(input), &mut self.bufs, ask),
+                Side::Server(s) => step(s.process_tls_records(input), &mut self.bufs, ask),
+            };
+            let (discard, step) = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    self.failed = true;
+                    return Err(e);
+                }
+            };
+            self.rx_start += discard;
+            if self.rx_start == self.rx_end {
+                (self.rx_start, self.rx_end) = (0, 0);
+            }
+            if step != Step::Again {
+                return Ok(step);
+            }
+        }
+    }
+
+    /// Reads more of the peer's bytes (0: the peer closed the socket).
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.rx.len() - self.rx_end < MAX_RECORD && self.rx_start > 0 {
+            // only the partial record moves
+            self.rx.copy_within(self.rx_start..self.rx_end, 0);
+            (self.rx_start, self.rx_end) = (0, self.rx_end - self.rx_start);
+        }
+        if self.rx_end == self.rx.len() {
+            self.failed = true;
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "a TLS record larger than allowed")));
+        }
+        let mut rb = ReadBuf::new(&mut self.rx[self.rx_end..]);
+        ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
+        let n = rb.filled().len();
+        self.rx_end += n;
+        Poll::Ready(Ok(n))
+    }
+
+    /// Writes the encrypted bytes waiting, all of them.
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.bufs.tx_at < self.bufs.tx_end {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.bufs.tx[self.bufs.tx_at..self.bufs.tx_end]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.bufs.tx_at += n;
+        }
+        (self.bufs.tx_at, self.bufs.tx_end) = (0, 0);
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_encrypt(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        loop {
+            // room kept for a chunk and for what a read makes rustls answer
+            if self.bufs.tx_end >= WRITE_LIMIT || self.bufs.room() < sealed_len(WRITE_CHUNK) + 2 * MAX_RECORD {
+                ready!(self.poll_write_out(cx))?;
+            }
+            let mut ask = Ask { dst: None, write: data, wrote: 0, close: false };
+            let step = self.process(&mut ask)?;
+            if ask.wrote > 0 {
+                // one write for the records of this call and any before it; what the socket does not take yet
+                // waits in `tx` (bounded: the next call waits above)
+                if let Poll::Ready(Err(e)) = self.poll_write_out(cx) {
+                    return Poll::Ready(Err(e));
+                }
+                return Poll::Ready(Ok(ask.wrote));
+            }
+            match step {
+                Step::Closed => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+                Step::NeedInput => return Poll::Ready(Err(io::ErrorKind::NotConnected.into())),
+                // room to make (`tx` full) or records read first: go round
+                Step::Full | Step::Again | Step::Writable => {
+                    if self.bufs.tx_end > 0 {
+                        ready!(self.poll_write_out(cx))?;
+                    } else if step == Step::Full {
+                        return Poll::Ready(Err(io::Error::other("no room to encrypt into")));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsIo<T> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        loop {
+            if me.bufs.plain_at < me.bufs.plain.len() {
+                let n = (me.bufs.plain.len() - me.bufs.plain_at).min(buf.remaining());
+                buf.put_slice(&me.bufs.plain[me.bufs.plain_at..me.bufs.plain_at + n]);
+                me.bufs.plain_at += n;
+                if me.bufs.plain_at == me.bufs.plain.len() {
+                    me.bufs.plain.clear();
+                    me.bufs.plain_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let before = buf.filled().len();
+            let step = me.process(&mut Ask { dst: Some(buf), write: &[], wrote: 0, close: false })?;
+            if buf.filled().len() > before {
+                return Poll::Ready(Ok(()));
+            }
+            if step == Step::Closed || me.bufs.peer_closed {
+                return Poll::Ready(Ok(()));
+            }
+            if step == Step::Full {
+                // no room for what rustls answers (writes leave room for several records): a peer that floods
+                // handshake messages is not buffered for
+                me.failed = true;
+                return Poll::Ready(Err(io::Error::other("the peer's handshake messages outran the link's writes")));
+            }
+            if ready!(me.poll_fill(cx))? == 0 {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the link without a TLS close_notify",
+                )));
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsIo<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_encrypt(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        // one slice, or the first fills a chunk: no gathering
+        match bufs.iter().find(|b| !b.is_empty()) {
+            None => return Poll::Ready(Ok(0)),
+            Some(first) if first.len() >= WRITE_CHUNK || bufs.len() == 1 => return me.poll_encrypt(cx, first),
+            Some(_) => {}
+        }
+        let mut gather = std::mem::take(&mut me.gather);
+        gather.clear();
+        for b in bufs {
+            let n = b.len().min(WRITE_CHUNK - gather.len());
+            gather.extend_from_slice(&b[..n]);
+            if gather.len() == WRITE_CHUNK {
+                break;
+            }
+        }
+        let r = me.poll_encrypt(cx, &gather);
+        me.gather = gather;
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        ready!(me.poll_write_out(cx))?;
+        Pin::new(&mut me.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        if !me.bufs.close_sent && !me.failed {
+            ready!(me.poll_write_out(cx))?;
+            let _ = me.process(&mut Ask { dst: None, write: &[], wrote: 0, close: true });
+        }
+        ready!(me.poll_write_out(cx))?;
+        Pin::new(&mut me.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    use rustls::{ClientConfig, RootCertStore, ServerConfig};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    fn configs() -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+        let made = rcgen::generate_simple_self_signed(vec!["link.test".to_string()]).expect("certificate");
+        let cert = made.cert.der().clone();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pair.serialize_der()));
+        let mut roots = RootCertStore::empty();
+        roots.add(cert.clone()).expect("root");
+        let client = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut server = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .expect("server certificate");
+        server.alpn_protocols = vec![b"sn-link/1".to_vec()];
+        (Arc::new(client), Arc::new(server))
+    }
+
+    fn name() -> ServerName<'static> {
+        ServerName::try_from("link.test").expect("name")
+    }
+
+    /// Our client against a tokio-rustls (buffered rustls) server, over `wire` pairs.
+    async fn against_buffered(
+        client_io: DuplexStream,
+        server_io: DuplexStream,
+    ) -> (TlsIo<DuplexStream>, tokio_rustls::server::TlsStream<DuplexStream>) {
+        let (c, s) = configs();
+        let acceptor = tokio_rustls::TlsAcceptor::from(s);
+        let (ours, theirs) = tokio::join!(TlsIo::connect(c, name(), client_io), acceptor.accept(server_io));
+        (ours.expect("our handshake"), theirs.expect("their handshake"))
+    }
+
+    #[tokio::test]
+    async fn bytes_cross_both_ways_and_close_notify_ends_the_stream() {
+        let (c, s) = configs();
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+        let (mut client, mut server) = (client.expect("client"), server.expect("server"));
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let sent = data.clone();
+        let writer = tokio::spawn(async move {
+            let h = [1u8; 9];
+            let mut slices = [io::IoSlice::new(&h), io::IoSlice::new(&sent)];
+            let mut left: &mut [io::IoSlice<'_>] = &mut slices;
+            while !left.is_empty() {
+                let n = client.write_vectored(left).await.expect("write");
+                io::IoSlice::advance_slices(&mut left, n);
+            }
+            client.shutdown().await.expect("shutdown");
+            client
+        });
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).await.expect("read to a clean end");
+        assert_eq!(&got[..9], &[1u8; 9]);
+        assert_eq!(&got[9..], &data[..]);
+        // and back: the server's answer reaches the client after the client's close_notify
+        server.write_all(b"bye").await.expect("answer");
+        server.shutdown().await.expect("server shutdown");
+        let mut client = writer.await.expect("writer");
+        let mut back = Vec::new();
+        client.read_to_end(&mut back).await.expect("client reads to the end");
+        assert_eq!(back, b"bye");
+        assert_eq!(server.alpn_protocol(), None, "the client asked for no ALPN");
+    }
+
+    #[tokio::test]
+    async fn a_peers_key_update_is_followed() {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (mut ours, mut theirs) = against_buffered(a, b).await;
+        for round in 0..3u8 {
+            theirs.get_mut().1.refresh_traffic_keys().expect("key update");
+            theirs.write_all(&[round; 40_000]).await.expect("their write");
+            theirs.flush().await.expect("flush");
+            let mut got = vec![0u8; 40_000];
+            ours.read_exact(&mut got).await.expect("read after their key update");
+            assert!(got.iter().all(|b| *b == round));
+            // our answer (and our own new keys, when asked for) reach them
+            ours.write_all(&[round + 1; 30_000]).await.expect("our write");
+            ours.flush().await.expect("flush");
+            let mut back = vec![0u8; 30_000];
+            theirs.read_exact(&mut back).await.expect("their read");
+            assert!(back.iter().all(|b| *b == round + 1));
+        }
+    }
+
+    #[tokio::test]
+    async fn close_notify_is_a_clean_end_and_a_bare_close_is_an_error() {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (mut ours, mut theirs) = against_buffered(a, b).await;
+        theirs.write_all(b"last").await.expect("write");
+        theirs.shutdown().await.expect("close_notify");
+        let mut got = Vec::new();
+        ours.read_to_end(&mut got).await.expect("a clean end");
+        assert_eq!(got, b"last");
+
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (mut ours, theirs) = against_buffered(a, b).await;
+        let (raw, _) = theirs.into_inner();
+        drop(raw);
+        let err = ours.read_to_end(&mut Vec::new()).await.expect_err("no close_notify");
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[tokio::test]
+    async fn a_corrupted_record_closes_with_an_error() {
+        let (a, relay_a) = tokio::io::duplex(64 * 1024);
+        let (relay_b, b) = tokio::io::duplex(64 * 1024);
+        // a relay between the two that flips a bit in the first record after the handshake
+        let (go, corrupt) = tokio::sync::oneshot::channel::<()>();
+        let (mut ra_r, mut ra_w) = tokio::io::split(relay_a);
+        let (mut rb_r, mut rb_w) = tokio::io::split(relay_b);
+        tokio::spawn(async move { tokio::io::copy(&mut ra_r, &mut rb_w).await });
+        tokio::spawn(async move {
+            let mut corrupt = Some(corrupt);
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match rb_r.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                if corrupt.as_mut().is_some_and(|c| c.try_recv().is_ok()) {
+                    buf[n - 1] ^= 0x01;
+                    corrupt = None;
+                }
+                if ra_w.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let (mut ours, mut theirs) = against_buffered(a, b).await;
+        let _ = go.send(());
+        theirs.write_all(&[7u8; 1000]).await.expect("write");
+        theirs.flush().await.expect("flush");
+        let err = ours.read(&mut [0u8; 2000]).await.expect_err("a bad record");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        assert!(ours.read(&mut [0u8; 10]).await.is_err(), "and it stays failed");
+        assert!(ours.write_all(b"x").await.is_err(), "no writes after");
+    }
+}
