@@ -590,6 +590,14 @@ class _Builder:
             if link["destinationSiteId"] in ours and ours_id in self.router_site:
                 link.update(destinationRouterId=ident("router", ours_id), destinationRouterName=ours_id,
                             routerAccessId=ident("access", ours_id))
+            elif link["destinationSiteId"] is None and (raw := up.unresolved_peers.get(link["identity"])):
+                # upstream's router dialed one of ours: its LINK's peer is our ROUTER_ACCESS identity
+                router, sep, _ = raw.partition(":access")
+                if sep and router in self.router_site:
+                    dst_id, dst_name = self.site_of(router)
+                    link.update(destinationRouterId=ident("router", router), destinationRouterName=router,
+                                routerAccessId=ident("access", router), destinationSiteId=dst_id,
+                                destinationSiteName=dst_name)
         services = {s["name"]: s for s in self.net.records.get("services", [])}
         traffic = self.net.traffic.setdefault("services", {})
         for key, c in sorted(up.services.items()):

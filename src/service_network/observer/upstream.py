@@ -38,6 +38,10 @@ class UpstreamRecords:
     #: our flows to upstream's connectors, by (our origin router, upstream's site identity): what skrouterd's
     #: connector side reported of them (co-records of our flows, the router's ``vanflow.ours``)
     outbound: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: a LINK record's ``peer`` (the access identity of the router it reached) by the link's API identity, where no
+    #: collected record has that identity: a link from upstream's router to one of ours names our ROUTER_ACCESS
+    #: (``<our router id>:access``, ``...:access:edge``), which the model resolves to our router and site
+    unresolved_peers: dict[str, str] = field(default_factory=dict)
 
 
 def _s(value: Any) -> str | None:
@@ -158,6 +162,8 @@ def upstream_records(vanflow: Mapping[str, Any], base: Base, ident: Ident, ours:
         if peer is not None and dest_site is None and (far := site_of(peer)) is not None:
             # the far end is one of our sites (its access record came from our own source)
             dest_site, dest_site_name = ident(far), _s((by_id.get(far) or {}).get("name")) or far
+        if peer is None and (raw := _s(r.get("peer"))):
+            out.unresolved_peers[ident(str(r["identity"]))] = raw
         links.append({**record(r), "routerId": ident(rid) if rid else None, "routerName": router_name(rid),
                       "name": _s(r.get("name")), "cost": _n(r.get("linkCost")) or None,
                       "role": _s(r.get("role")) or "inter-router", "status": _s(r.get("operStatus")) or "down",

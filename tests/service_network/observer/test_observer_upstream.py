@@ -223,3 +223,22 @@ def test_our_listeners_connections_to_an_upstream_connector_make_a_site_pair() -
         (UP_SITE, "site-a", "ours", 2)], pairs
     assert net.traffic["sitepairs"][pairs[0]["identity"]]["opened"] == 2
     assert not [p for p in build().records["sitepairs"] if p["sourceId"] == "ours-uid"], "none without co-records"
+
+
+def test_upstream_links_dialed_to_our_router_end_at_our_site_without_our_own_records() -> None:
+    """When upstream's router dialed ours, its LINK record's ``peer`` is our ROUTER_ACCESS identity
+    (``<router>:access``, ``...:access:edge``), and our own source's records are not among what upstream's sent:
+    the link still ends at our router and site."""
+    vanflow = copy.deepcopy(VANFLOW)
+    vanflow["sources"] = [s for s in vanflow["sources"] if s["id"] != "ours"]
+    edge = {**vanflow["sources"][0]["records"][2], "identity": "x2x4q:9", "name": "link-edge",
+            "peer": "ours:access:edge"}
+    stranger = {**edge, "identity": "x2x4q:10", "name": "link-stranger", "peer": "nobody:access"}
+    vanflow["sources"][0]["records"] += [edge, stranger]
+    links = by(build(vanflow), "routerlinks")
+    for name in ("link-ours", "link-edge"):
+        link = links[name]
+        assert (link["destinationSiteId"], link["destinationSiteName"], link["destinationRouterName"]) == (
+            "ours-uid", "ours", "ours"), link
+        assert link["routerAccessId"] == ident("access", "ours") and link["sourceSiteId"] == UP_SITE
+    assert links["link-stranger"]["destinationSiteId"] is None, "a peer no router of ours names stays unresolved"
