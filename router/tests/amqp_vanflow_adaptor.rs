@@ -116,14 +116,14 @@ async fn adaptor_through(net: &Net, slot: &snrouter::api::Slot) {
     let pod = Record::new(kind::PROCESS, "pod-uid").with(attr::PARENT, ADAPTOR).with(attr::NAME, "backend-0");
     // beacons until our router follows the source and the routers carry its records to us
     let (start, mut sent, mut settled) = (Instant::now(), 0, 0);
-    while adaptor_records(&slot).len() < 2 {
+    while adaptor_records(slot).len() < 2 {
         assert!(start.elapsed() < LIMIT, "no record of the adaptor reached our router\n{}", net.skrouterd.log());
         adaptor.beacon().await;
         adaptor.records(vec![site.clone(), pod.clone()]).await;
         sent += 1;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let got = adaptor_records(&slot);
+    let got = adaptor_records(slot);
     assert!(got.iter().any(|r| r["type"] == "ProcessRecord" && r["name"] == "backend-0"), "{got:#?}");
     // every beacon it sent is settled (our router is, with the adaptor, the only receiver of `mc/sfe.all`)
     let start = Instant::now();
@@ -133,5 +133,5 @@ async fn adaptor_through(net: &Net, slot: &snrouter::api::Slot) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         adaptor.settled_beacons(&mut settled);
     }
-    stop(&slot);
+    stop(slot);
 }

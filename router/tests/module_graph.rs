@@ -67,6 +67,8 @@ const LAYERS: &[&str] = &[
     "amqp::vanflow::source",
     "amqp::vanflow::site",
     "amqp::vanflow::task",
+    "amqp::vanflow::shown",
+    "amqp::vanflow::ours",
     "amqp::vanflow::collected",
     "amqp::vanflow::edges",
     "amqp::vanflow::publish",

@@ -11,10 +11,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::ours::Ours;
-use super::records::{attr, kind, Attr, Record};
+use super::records::{attr, kind, Record};
+pub use super::shown::{record_json, Totals, CONNECTOR_ID, OCTETS, OCTETS_REVERSE};
 use super::wire::{Beacon, Message, BEACON_ADDRESS};
 use crate::amqp::flow::random;
 
@@ -38,73 +39,9 @@ pub const FLUSH_MAX_WAIT_S: f64 = 30.0;
 /// The longest address taken from a beacon.
 const MAX_ADDRESS: usize = 256;
 
-/// Upstream's field names of the attribute codepoints shown (`pkg/vanflow/records.go`'s `vflow` tags).
-const NAMES: &[(u32, &str)] = &[
-    (2, "parent"),
-    (3, "startTime"),
-    (4, "endTime"),
-    (5, "counterflow"),
-    (6, "peer"),
-    (7, "processId"),
-    (9, "location"),
-    (10, "provider"),
-    (11, "platform"),
-    (12, "namespace"),
-    (13, "mode"),
-    (14, "sourceHost"),
-    (15, "destHost"),
-    (16, "protocol"),
-    (17, "sourcePort"),
-    (18, "destPort"),
-    (19, "address"),
-    (20, "imageName"),
-    (21, "imageVersion"),
-    (22, "hostName"),
-    (23, "octets"),
-    (24, "latency"),
-    (27, "method"),
-    (28, "result"),
-    (29, "reason"),
-    (30, "name"),
-    (31, "trace"),
-    (32, "buildVersion"),
-    (33, "linkCost"),
-    (35, "octetRate"),
-    (36, "octetsOut"),
-    (40, "flowCountL4"),
-    (41, "flowCountL7"),
-    (46, "group"),
-    (52, "linkCount"),
-    (53, "operStatus"),
-    (54, "role"),
-    (55, "lastUp"),
-    (56, "lastDown"),
-    (57, "downCount"),
-    (58, "octetsReverse"),
-    (60, "connectorId"),
-    (61, "latencyReverse"),
-    (62, "proxyHost"),
-    (63, "proxyPort"),
-    (64, "errorListener"),
-    (65, "errorConnector"),
-];
-
-pub const OCTETS: u32 = 23;
-pub const OCTETS_REVERSE: u32 = 58;
-pub const CONNECTOR_ID: u32 = 60;
-
 /// Whether records of type `code` are traffic (one per connection or request), not topology.
 pub fn is_traffic(code: u32) -> bool {
     matches!(code, kind::FLOW | kind::BIFLOW_TRANSPORT | kind::BIFLOW_APP)
-}
-
-/// The traffic a source reported for one (listener or parent, connector) pair, cumulative.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub opened: u64,
-    pub closed: u64,
-    pub octets: u64,
-    pub octets_reverse: u64,
 }
 
 /// One source followed.
@@ -172,22 +109,6 @@ impl Followed {
             return;
         }
         self.totals.entry(key).or_default().add(before, after);
-    }
-}
-
-impl Totals {
-    /// Adds what traffic record `after` changed since `before` (`None`: it is new, a connection opened).
-    pub fn add(&mut self, before: Option<&Record>, after: &Record) {
-        let was = |code: u32| before.and_then(|b| b.get_u64(code)).unwrap_or(0);
-        let now = |code: u32| after.get_u64(code).unwrap_or(0);
-        if before.is_none() {
-            self.opened += 1;
-        }
-        if was(attr::END_TIME) == 0 && now(attr::END_TIME) != 0 {
-            self.closed += 1;
-        }
-        self.octets += now(OCTETS).saturating_sub(was(OCTETS));
-        self.octets_reverse += now(OCTETS_REVERSE).saturating_sub(was(OCTETS_REVERSE));
     }
 }
 
@@ -330,22 +251,6 @@ impl Collected {
             .collect();
         json!({"sources": sources, "refused": self.refused, "ours": self.ours.report()})
     }
-}
-
-/// A record as the observer reads it: `type`, `identity`, and the attributes upstream names.
-pub fn record_json(r: &Record) -> Value {
-    let mut out = Map::new();
-    out.insert("type".into(), json!(kind::name(r.kind)));
-    out.insert("identity".into(), json!(r.id));
-    for (code, v) in &r.attrs {
-        let Some((_, name)) = NAMES.iter().find(|(c, _)| c == code) else { continue };
-        let value = match v {
-            Attr::Str(s) => json!(s),
-            Attr::U64(n) => json!(n),
-        };
-        out.insert((*name).into(), value);
-    }
-    Value::Object(out)
 }
 
 #[cfg(test)]

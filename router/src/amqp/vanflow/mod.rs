@@ -15,6 +15,7 @@ pub mod edges;
 pub mod ours;
 pub mod publish;
 pub mod records;
+pub mod shown;
 pub mod site;
 pub mod source;
 pub mod task;

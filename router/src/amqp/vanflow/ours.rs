@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{json, Value};
 
-use super::collected::{record_json, Totals, CONNECTOR_ID};
 use super::records::{kind, Record};
+use super::shown::{record_json, Totals, CONNECTOR_ID};
 
 /// The most flows held waiting for (or merged with) their co-records.
 pub const MAX_FLOWS: usize = 1024;
@@ -150,8 +150,8 @@ impl Ours {
 
 #[cfg(test)]
 mod tests {
-    use super::super::collected::{OCTETS, OCTETS_REVERSE};
     use super::super::records::attr;
+    use super::super::shown::{OCTETS, OCTETS_REVERSE};
     use super::*;
 
     fn co(id: &str) -> Record {
