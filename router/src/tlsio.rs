@@ -165,6 +165,19 @@ fn step<D>(status: UnbufferedStatus<'_, '_, D>, bufs: &mut Bufs, ask: &mut Ask<'
     Ok((discard, step))
 }
 
+/// Encodes TLS data rustls has queued (after an error: its alert) into `tx`; false when there is none or no room.
+fn encode_queued<D>(status: UnbufferedStatus<'_, '_, D>, bufs: &mut Bufs) -> bool {
+    let Ok(ConnectionState::EncodeTlsData(mut e)) = status.state else { return false };
+    let at = bufs.tx_end;
+    match e.encode(&mut bufs.tx[at..]) {
+        Ok(n) => {
+            bufs.tx_end += n;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 fn encrypt_error(e: EncryptError) -> io::Error {
     match e {
         EncryptError::InsufficientSize(_) => io::Error::other("the link's write buffer is too small for a record"),
@@ -237,7 +250,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
 
     async fn handshake(&mut self) -> io::Result<()> {
         loop {
-            let step = self.process(&mut Ask { dst: None, write: &[], wrote: 0, close: false })?;
+            let step = match self.process(&mut Ask { dst: None, write: &[], wrote: 0, close: false }) {
+                Ok(step) => step,
+                Err(e) => {
+                    // the alert saying why goes out before the connection is dropped
+                    if self.bufs.tx_end > self.bufs.tx_at {
+                        let _ = std::future::poll_fn(|cx| self.poll_write_out(cx)).await;
+                    }
+                    return Err(e);
+                }
+            };
             if self.bufs.tx_end > self.bufs.tx_at {
                 std::future::poll_fn(|cx| self.poll_write_out(cx)).await?;
             }
@@ -276,6 +298,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
                 Ok(r) => r,
                 Err(e) => {
                     self.failed = true;
+                    self.queue_alert();
                     return Err(e);
                 }
             };
@@ -285,6 +308,22 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             }
             if step != Step::Again {
                 return Ok(step);
+            }
+        }
+    }
+
+    /// Puts the fatal alert rustls queued for what it refused (a certificate, a record) into `tx`, so that the peer
+    /// learns why (a dialer whose client certificate the access refused reads that alert, not a bare close): rustls
+    /// hands queued TLS data out before it reports its error again. Best effort: nothing when there is no room.
+    fn queue_alert(&mut self) {
+        for _ in 0..4 {
+            let input = &mut self.rx[self.rx_start..self.rx_end];
+            let queued = match &mut self.side {
+                Side::Client(c) => encode_queued(c.process_tls_records(input), &mut self.bufs),
+                Side::Server(s) => encode_queued(s.process_tls_records(input), &mut self.bufs),
+            };
+            if !queued {
+                return;
             }
         }
     }
@@ -489,6 +528,42 @@ mod tests {
         let acceptor = tokio_rustls::TlsAcceptor::from(s);
         let (ours, theirs) = tokio::join!(TlsIo::connect(c, name(), client_io), acceptor.accept(server_io));
         (ours.expect("our handshake"), theirs.expect("their handshake"))
+    }
+
+    #[tokio::test]
+    async fn a_refused_client_certificate_reaches_the_dialer_as_an_alert() {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let made = |n: &str| rcgen::generate_simple_self_signed(vec![n.to_string()]).expect("certificate");
+        let (server_cert, trusted_client, rogue) = (made("link.test"), made("client.test"), made("rogue.test"));
+        let key = |m: &rcgen::CertifiedKey| PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(m.key_pair.serialize_der()));
+        let (mut server_roots, mut client_roots) = (RootCertStore::empty(), RootCertStore::empty());
+        server_roots.add(trusted_client.cert.der().clone()).expect("root");
+        client_roots.add(server_cert.cert.der().clone()).expect("root");
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(server_roots), provider.clone())
+                .build()
+                .expect("verifier");
+        let server = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("versions")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![server_cert.cert.der().clone()], key(&server_cert))
+            .expect("server certificate");
+        let client = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("versions")
+            .with_root_certificates(client_roots)
+            .with_client_auth_cert(vec![rogue.cert.der().clone()], key(&rogue))
+            .expect("client certificate");
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (ours, theirs) =
+            tokio::join!(TlsIo::connect(Arc::new(client), name(), a), TlsIo::accept(Arc::new(server), b));
+        assert!(theirs.is_err(), "the access refuses a certificate of another CA");
+        // TLS 1.3: the dialer's handshake ended before the access verified its certificate; its first read says why
+        let mut ours = ours.expect("the dialer's side of the handshake");
+        let mut buf = [0u8; 16];
+        let e = ours.read(&mut buf).await.expect_err("refused");
+        assert!(e.to_string().contains("alert"), "the access's alert, not a bare close: {e}");
     }
 
     #[tokio::test]
