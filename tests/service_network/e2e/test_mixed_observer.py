@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import pytest
 from mixed_support import OURS, THEIRS, MixedSites, site_uid
-from test_mixed_sites import _answer_from, _hello_world, _link_ours_dialing, mixed
+from test_mixed_sites import _answer_from, _hello_world, _link_ours_dialing, _link_theirs_dialing, mixed
 from upstream_reference import reference
 
 from devenv.observer import ObserverAccess, network_observer, observer_access
@@ -60,15 +60,21 @@ def _named(records: list[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]
     return [r for r in records if all(r.get(k) == v for k, v in fields.items())]
 
 
-async def test_our_observer_shows_upstreams_site_and_its_traffic(mixed: MixedSites) -> None:
-    """Both hello-worlds of ``test_upstream_hello_world_both_ways`` over our Link to upstream's site: (a) its
+@pytest.mark.parametrize("dialing", ["ours", "theirs"])
+async def test_our_observer_shows_upstreams_site_and_its_traffic(mixed: MixedSites, dialing: str) -> None:
+    """Both hello-worlds of ``test_upstream_hello_world_both_ways`` over the link between the sites (``ours``: our
+    Link redeeming upstream's token; ``theirs``: upstream's CLI redeeming ours, its router dialing ours): (a) its
     frontend behind upstream's Listener reaching our backend, (b) upstream's backend behind its Connector reached
-    by our frontend; then what our observer's API shows of upstream's site."""
+    by our frontend; then what our observer's API shows of upstream's site, and the site pairs both ways ((b)'s
+    from skrouterd's co-records of our flows)."""
     hello_world = reference("e2e-hello-world")
-    await _link_ours_dialing(mixed)
+    await (_link_ours_dialing if dialing == "ours" else _link_theirs_dialing)(mixed)
     access = await _observer(mixed)
     theirs_id, ours_id = await site_uid(mixed, THEIRS), await site_uid(mixed, OURS)
-    [our_link] = await mixed.links(OURS)
+    # the link shown: our Link from our router (we dialed), upstream's Link from its router (it dialed)
+    link_named = (
+        {"name": (await mixed.links(OURS))[0]["metadata"]["name"], "sourceSiteName": OURS, "destinationSiteName": THEIRS}
+        if dialing == "ours" else {"sourceSiteId": theirs_id, "destinationSiteId": ours_id})
     [theirs_router] = (await mixed.sim.api.list("pods", THEIRS, label_selector="skupper.io/component=router"))[0]
 
     ours_backends = await _hello_world(
@@ -95,9 +101,10 @@ async def test_our_observer_shows_upstreams_site_and_its_traffic(mixed: MixedSit
         processes = {p["name"] for p in _named(seen["processes"], siteId=theirs_id, siteName=THEIRS,
                                                binding="bound")}
         pairs = _named(seen["sitepairs"], sourceId=theirs_id, destinationId=ours_id)
+        ours_pairs = _named(seen["sitepairs"], sourceId=ours_id, destinationId=theirs_id)
         done = _named(seen["sites"], identity=theirs_id, name=THEIRS) and theirs_backends <= processes and \
-            _named(seen["routerlinks"], name=our_link["metadata"]["name"], status="up") and \
-            pairs and pairs[0]["recordCount"] > 0
+            _named(seen["routerlinks"], status="up", **link_named) and \
+            pairs and pairs[0]["recordCount"] > 0 and ours_pairs and ours_pairs[0]["recordCount"] > 0
         return seen if done else None
     try:
         seen = await mixed.env.wait_for(shown, 120, "our observer showing upstream's site, its Pods and traffic")
@@ -112,10 +119,14 @@ async def test_our_observer_shows_upstreams_site_and_its_traffic(mixed: MixedSit
     assert sites[OURS]["identity"] == ours_id
     [router] = _named(seen["routers"], siteId=theirs_id)
     assert router["name"] == f"0/{THEIRS}-{theirs_router['metadata']['name']}", router
-    # our Link, up, from our site's router to upstream's
-    [link] = _named(seen["routerlinks"], name=our_link["metadata"]["name"])
-    assert (link["sourceSiteName"], link["destinationSiteName"], link["destinationRouterId"]) == (
-        OURS, THEIRS, router["identity"]), link
+    # the link, up: ours from our site's router to upstream's, or upstream's from its router to ours
+    [link] = _named(seen["routerlinks"], **link_named)
+    assert (link["sourceSiteName"], link["destinationSiteName"]) == (
+        (OURS, THEIRS) if dialing == "ours" else (THEIRS, OURS)), link
+    if dialing == "ours":
+        assert link["destinationRouterId"] == router["identity"], link
+    else:
+        assert link["routerId"] == router["identity"], link
     # upstream's backend Pods, serving its Connector's key, bound to our Listener; its own Pods internal
     for pod in theirs_backends:
         [process] = _named(seen["processes"], name=pod)
@@ -133,3 +144,7 @@ async def test_our_observer_shows_upstreams_site_and_its_traffic(mixed: MixedSit
     # (a)'s connections, from upstream's site to ours
     [pair] = _named(seen["sitepairs"], sourceId=theirs_id, destinationId=ours_id)
     assert (pair["sourceName"], pair["destinationName"]) == (THEIRS, OURS) and pair["recordCount"] >= 1, pair
+    # (b)'s connections, from our site to upstream's (skrouterd's connector side names its connector in a
+    # co-record of our flow)
+    [pair] = _named(seen["sitepairs"], sourceId=ours_id, destinationId=theirs_id)
+    assert (pair["sourceName"], pair["destinationName"]) == (OURS, THEIRS) and pair["recordCount"] >= 1, pair
