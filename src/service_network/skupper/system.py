@@ -230,13 +230,14 @@ async def _watch(site: SystemSite) -> None:
     import time
 
     from ..system.status import failures
-    from ..system.watch import WATCH_SECONDS, input_fingerprint
-    seen = input_fingerprint(site.base)
+    from ..system.watch import WATCH_SECONDS, digest, input_fingerprint, loaded_digest
+    # what the site was last loaded from (install's load may precede this process by seconds on a busy machine)
+    seen = loaded_digest(site.runtime) or digest(input_fingerprint(site.base))
     print(f"Watching {site.base / 'input'}: the site is reloaded when its files change.", flush=True)
     while site.base.is_dir():
-        await asyncio.sleep(WATCH_SECONDS)
-        now = input_fingerprint(site.base)
+        now = digest(input_fingerprint(site.base))
         if now == seen:
+            await asyncio.sleep(WATCH_SECONDS)
             continue
         seen = now
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -86,7 +86,7 @@ from .status import (
     parse_answer,
     probe_targets,
 )
-from .watch import Watcher, watch_command
+from .watch import Watcher, input_fingerprint, record_loaded, watch_command
 
 __all__ = ["BundleRefused", "Loaded", "RouterUnreachable", "SystemSite", "data_home", "namespaces"]
 
@@ -500,6 +500,7 @@ class SystemSite:
         """Redeem new tokens (unless not ``redeem``), make the router access's certificate, write the router
         document (the running router applies it); the files and the plan."""
         self.ensure()
+        inputs = input_fingerprint(self.base)     # before any file is read: a later change is seen as one
         site_id = self.site_id()
         if redeem:
             await self.redeem_tokens([r.obj for r in self.read_resources() if r.obj is not None], site_id)
@@ -518,6 +519,7 @@ class SystemSite:
                 staging = self.router_config.with_suffix(".new")
                 staging.write_text(text, encoding="utf-8")
                 staging.replace(self.router_config)
+        record_loaded(self.runtime, inputs)
         return loaded
 
     async def view(self, loaded: Loaded) -> SiteView:

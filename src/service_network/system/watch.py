@@ -4,12 +4,16 @@ files change, as upstream's system controller does for a site installed with ``a
 
 The watcher is ``skupper system reload --watch -n <namespace>`` (:func:`watch_command`), started in its own session
 and recorded in ``runtime/reload.pid``; the reload type in ``runtime/reload-type``. It compares
-:func:`input_fingerprint` (every file of ``input/``: path, modification time, size) every ``WATCH_SECONDS``.
+:func:`input_fingerprint` (every file of ``input/``: path, modification time, size) every ``WATCH_SECONDS`` with
+the fingerprint of the files the site was last loaded from, which every load records (:func:`record_loaded`,
+``runtime/loaded-input``, a digest): a file changed after ``install`` loaded the site but before the watcher's
+process had started is reloaded too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import sys
@@ -18,7 +22,8 @@ from pathlib import Path
 
 from .process import cmdline, spawn
 
-__all__ = ["MAX_WATCHED", "RELOAD_TYPES", "WATCH_SECONDS", "Watcher", "input_fingerprint", "watch_command"]
+__all__ = ["MAX_WATCHED", "RELOAD_TYPES", "WATCH_SECONDS", "Watcher", "digest", "input_fingerprint", "loaded_digest",
+           "record_loaded", "watch_command"]
 
 RELOAD_TYPES = ("manual", "auto")
 WATCH_SECONDS = 1.0
@@ -40,6 +45,32 @@ def input_fingerprint(base: Path) -> Fingerprint:
         if len(out) >= MAX_WATCHED:
             break
     return tuple(out)
+
+
+def digest(fingerprint: Fingerprint) -> str:
+    """A short, stable digest of a fingerprint (what is recorded and compared)."""
+    return hashlib.sha256(repr(fingerprint).encode()).hexdigest()
+
+
+def _loaded_file(runtime: Path) -> Path:
+    return runtime / "loaded-input"
+
+
+def record_loaded(runtime: Path, fingerprint: Fingerprint) -> None:
+    """Record that the site was loaded from files with ``fingerprint`` (taken before they were read)."""
+    path = _loaded_file(runtime)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_suffix(".new")
+    staging.write_text(digest(fingerprint) + "\n", encoding="utf-8")
+    staging.replace(path)
+
+
+def loaded_digest(runtime: Path) -> str | None:
+    """The digest :func:`record_loaded` last wrote, if any."""
+    with contextlib.suppress(OSError):
+        text = _loaded_file(runtime).read_text(encoding="utf-8").strip()
+        return text or None
+    return None
 
 
 def watch_command(namespace: str) -> list[str]:

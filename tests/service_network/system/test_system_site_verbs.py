@@ -193,3 +193,32 @@ async def test_install_with_reload_type_auto_reloads_when_a_file_changes(home: P
     finally:
         server.close()
         await skupper("system", "uninstall", "--force", cwd=home)
+
+
+async def test_a_watcher_that_starts_late_reloads_what_changed_since_the_site_was_loaded(home: Path) -> None:
+    """The watcher ``install --reload-type auto`` starts is a process of its own; on a busy machine it may start
+    after a file has already changed. What it compares is what the site was last loaded from, not what it finds
+    at its own start: a Listener moved after ``install`` and before ``reload --watch`` runs is served on its new
+    port without any further change."""
+    server, echo_port = await echo_server()
+    port, moved = free_port(), free_port()
+    watcher: asyncio.subprocess.Process | None = None
+    try:
+        await ok("system", "apply", "-f", str(site_file(home, echo_port, port)), cwd=home)
+        await ok("system", "install", cwd=home)
+        assert await echoed(port)
+        listener = home / NAMESPACES / "default" / "input" / "resources" / "Listener-web.yaml"
+        listener.write_text(yaml.safe_dump(resource("Listener", "web", {"routingKey": "echo", "host": HOST,
+                                                                        "port": moved})))
+        # the watcher, started only now (as a late start of install's would be)
+        watcher = await asyncio.create_subprocess_exec(
+            str(SKUPPER), "system", "reload", "--watch", "-n", "default", cwd=home, env=dict(os.environ),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        await until(lambda: echoed(moved), 60, "the Listener moved before the watcher started, served", home)
+        assert await refused(HOST, port)
+    finally:
+        if watcher is not None and watcher.returncode is None:
+            watcher.terminate()
+            await watcher.wait()
+        server.close()
+        await skupper("system", "uninstall", "--force", cwd=home)
