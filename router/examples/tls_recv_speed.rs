@@ -318,27 +318,53 @@ fn send_buffered(client: &mut ClientConnection, bytes: usize) -> usize {
     plain
 }
 
-/// rustls' unbuffered `WriteTraffic::encrypt` (one contiguous slice per call): the head in a record of its own
-/// (`staged` false) or head and payload first copied together into one plaintext buffer (`staged` true).
-fn send_unbuffered(client: &mut UnbufferedClientConnection, bytes: usize, staged: bool) -> usize {
+/// How a frame's head and payload reach rustls' unbuffered `WriteTraffic::encrypt` (one contiguous slice per call).
+#[derive(Clone, Copy, PartialEq)]
+enum Send {
+    /// The head in a record of its own.
+    HeadRecord,
+    /// Head and payload first copied together into one plaintext buffer (`TlsIo` until 2026-11-29 evening).
+    Staged,
+    /// Only what a record takes from two slices is gathered (a payload's tail, the next head and the start of its
+    /// payload, up to one 16 KiB record); whole records are encrypted from the payload where it is (`TlsIo` now).
+    Records,
+}
+
+fn send_unbuffered(client: &mut UnbufferedClientConnection, bytes: usize, how: Send) -> usize {
+    const RECORD: usize = 16 * 1024;
     let (head, payload) = ([1u8; HEAD], vec![0x5au8; READ_BUFFER]);
     let mut stage = Vec::with_capacity(HEAD + READ_BUFFER);
     let mut out = vec![0u8; 2 * READ_BUFFER];
     let mut sink = Sink { buf: vec![0u8; READ_BUFFER], sent: 0 };
-    let mut plain = 0;
+    let (mut plain, mut tail) = (0, 0);
     while plain < bytes {
         let UnbufferedStatus { discard, state } = client.process_tls_records(&mut []);
         assert_eq!(discard, 0);
         let ConnectionState::WriteTraffic(mut w) = state.expect("state") else { panic!("not writable") };
         let mut len = 0;
-        if staged {
-            stage.clear();
-            stage.extend_from_slice(&head);
-            stage.extend_from_slice(&payload);
-            len += w.encrypt(&stage, &mut out[len..]).expect("encrypt");
-        } else {
-            len += w.encrypt(&head, &mut out[len..]).expect("encrypt");
-            len += w.encrypt(&payload, &mut out[len..]).expect("encrypt");
+        match how {
+            Send::Staged => {
+                stage.clear();
+                stage.extend_from_slice(&head);
+                stage.extend_from_slice(&payload);
+                len += w.encrypt(&stage, &mut out[len..]).expect("encrypt");
+            }
+            Send::HeadRecord => {
+                len += w.encrypt(&head, &mut out[len..]).expect("encrypt");
+                len += w.encrypt(&payload, &mut out[len..]).expect("encrypt");
+            }
+            Send::Records => {
+                stage.clear();
+                stage.extend_from_slice(&payload[payload.len() - tail..]);
+                stage.extend_from_slice(&head);
+                let first = RECORD.saturating_sub(stage.len());
+                stage.extend_from_slice(&payload[..first]);
+                len += w.encrypt(&stage, &mut out).expect("encrypt");
+                let rest = &payload[first..];
+                let whole = rest.len() - rest.len() % RECORD;
+                len += w.encrypt(&rest[..whole], &mut out[len..]).expect("encrypt");
+                tail = rest.len() - whole;
+            }
         }
         let mut at = 0;
         while at < len {
@@ -381,6 +407,7 @@ fn main() {
         "send_buffered_vectored",
         "send_unbuffered_head_record",
         "send_unbuffered_staged",
+        "send_unbuffered_records",
     ];
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
     for _ in 0..passes {
@@ -410,7 +437,12 @@ fn main() {
                 send if send.starts_with("send_unbuffered") => {
                     let (mut client, _server) = unbuffered_pair(&c, &s);
                     let t = thread_cpu_ns();
-                    let got = send_unbuffered(&mut client, bytes, send.ends_with("staged"));
+                    let how = match send {
+                        "send_unbuffered_staged" => Send::Staged,
+                        "send_unbuffered_records" => Send::Records,
+                        _ => Send::HeadRecord,
+                    };
+                    let got = send_unbuffered(&mut client, bytes, how);
                     (got, thread_cpu_ns() - t)
                 }
                 own => {

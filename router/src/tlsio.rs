@@ -27,6 +27,8 @@ const MAX_RECORD: usize = 5 + 16 * 1024 + 2048;
 pub const WRITE_LIMIT: usize = 64 * 1024;
 /// Plaintext taken per write call (gathered from a vectored write).
 const WRITE_CHUNK: usize = 64 * 1024;
+/// The plaintext of a full TLS record.
+const RECORD: usize = 16 * 1024;
 /// Room a chunk's records need beyond its plaintext: header, content type, tag, explicit nonce per 16 KiB record.
 const fn sealed_len(plain: usize) -> usize {
     plain + (plain / (16 * 1024) + 1) * 64
@@ -359,7 +361,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         Poll::Ready(Ok(()))
     }
 
+    /// Encrypts a prefix of `data` and starts writing it out (what the socket does not take yet waits in `tx`,
+    /// bounded: the next call waits for room).
     fn poll_encrypt(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let n = ready!(self.poll_seal(cx, data))?;
+        if let Poll::Ready(Err(e)) = self.poll_write_out(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    /// Encrypts a prefix of `data` (at most [`WRITE_CHUNK`]) into `tx`, writing out first only what room needs.
+    fn poll_seal(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
@@ -371,11 +384,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             let mut ask = Ask { dst: None, write: data, wrote: 0, close: false };
             let step = self.process(&mut ask)?;
             if ask.wrote > 0 {
-                // one write for the records of this call and any before it; what the socket does not take yet
-                // waits in `tx` (bounded: the next call waits above)
-                if let Poll::Ready(Err(e)) = self.poll_write_out(cx) {
-                    return Poll::Ready(Err(e));
-                }
                 return Poll::Ready(Ok(ask.wrote));
             }
             match step {
@@ -391,6 +399,82 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
                 }
             }
         }
+    }
+
+    /// Encrypts up to [`WRITE_CHUNK`] bytes of `bufs` into full records, then starts one write for them. Only
+    /// what a record needs from more than one slice is gathered (a frame's head and the start of its payload, a
+    /// payload's tail and the next head): the rest is encrypted from where it is, so a DATA payload's bytes are
+    /// copied once, by rustls into the record, not gathered first.
+    fn poll_encrypt_vectored(&mut self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let mut total = 0;
+        let (mut i, mut at) = (0, 0);
+        let mut gather = std::mem::take(&mut self.gather);
+        while total < WRITE_CHUNK {
+            while i < bufs.len() && at == bufs[i].len() {
+                (i, at) = (i + 1, 0);
+            }
+            let Some(slice) = bufs.get(i) else { break };
+            let rest = &slice[at..];
+            let limit = WRITE_CHUNK - total;
+            let direct = if rest.len() >= limit.min(RECORD) {
+                // whole records straight from the slice (or the chunk's last bytes)
+                let n = rest.len().min(limit);
+                Some(if n >= RECORD { n - n % RECORD } else { n })
+            } else {
+                None
+            };
+            let sealed = match direct {
+                Some(n) => self.poll_seal(cx, &rest[..n]),
+                None => {
+                    // one record's worth from this slice and the next ones
+                    gather.clear();
+                    let want = limit.min(RECORD);
+                    let (mut j, mut off) = (i, at);
+                    while gather.len() < want && j < bufs.len() {
+                        let take = (bufs[j].len() - off).min(want - gather.len());
+                        gather.extend_from_slice(&bufs[j][off..off + take]);
+                        off += take;
+                        if off == bufs[j].len() {
+                            (j, off) = (j + 1, 0);
+                        }
+                    }
+                    self.poll_seal(cx, &gather)
+                }
+            };
+            let n = match sealed {
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => {
+                    self.gather = gather;
+                    return Poll::Ready(Err(e));
+                }
+                // the socket has no room: what was encrypted so far is this call's
+                Poll::Pending if total > 0 => break,
+                Poll::Pending => {
+                    self.gather = gather;
+                    return Poll::Pending;
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            total += n;
+            // move the cursor on by what was encrypted
+            let mut left = n;
+            while left > 0 {
+                let take = (bufs[i].len() - at).min(left);
+                (at, left) = (at + take, left - take);
+                if at == bufs[i].len() && left > 0 {
+                    (i, at) = (i + 1, 0);
+                }
+            }
+        }
+        self.gather = gather;
+        if total > 0 {
+            if let Poll::Ready(Err(e)) = self.poll_write_out(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(total))
     }
 }
 
@@ -445,25 +529,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
-        // one slice, or the first fills a chunk: no gathering
-        match bufs.iter().find(|b| !b.is_empty()) {
-            None => return Poll::Ready(Ok(0)),
-            Some(first) if first.len() >= WRITE_CHUNK || bufs.len() == 1 => return me.poll_encrypt(cx, first),
-            Some(_) => {}
-        }
-        let mut gather = std::mem::take(&mut me.gather);
-        gather.clear();
-        for b in bufs {
-            let n = b.len().min(WRITE_CHUNK - gather.len());
-            gather.extend_from_slice(&b[..n]);
-            if gather.len() == WRITE_CHUNK {
-                break;
-            }
-        }
-        let r = me.poll_encrypt(cx, &gather);
-        me.gather = gather;
-        r
+        self.get_mut().poll_encrypt_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -564,6 +630,41 @@ mod tests {
         let mut buf = [0u8; 16];
         let e = ours.read(&mut buf).await.expect_err("refused");
         assert!(e.to_string().contains("alert"), "the access's alert, not a bare close: {e}");
+    }
+
+    #[tokio::test]
+    async fn vectored_writes_of_heads_and_payloads_arrive_whole_through_a_slow_socket() {
+        // frame-like slices: 9-byte heads between payloads on both sides of a record's size; a small duplex makes
+        // the socket push back in the middle of a call
+        let (a, b) = tokio::io::duplex(8 * 1024);
+        let (mut ours, mut theirs) = against_buffered(a, b).await;
+        let sizes = [1usize, 100, 16_383, 16_384, 16_385, 65_536, 70_000, 9, 32_768, 5];
+        let parts: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &n)| [vec![i as u8; 9], (0..n).map(|j| ((i * 7 + j) % 253) as u8).collect()])
+            .collect();
+        let want: Vec<u8> = parts.concat();
+        let writer = tokio::spawn(async move {
+            for _ in 0..3 {
+                let mut slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+                let mut left: &mut [io::IoSlice<'_>] = &mut slices;
+                while !left.is_empty() {
+                    let n = ours.write_vectored(left).await.expect("write");
+                    assert!(n > 0, "a vectored write took nothing");
+                    io::IoSlice::advance_slices(&mut left, n);
+                }
+                ours.flush().await.expect("flush");
+            }
+            ours.shutdown().await.expect("shutdown");
+        });
+        let mut got = Vec::new();
+        theirs.read_to_end(&mut got).await.expect("read to a clean end");
+        writer.await.expect("writer");
+        assert_eq!(got.len(), 3 * want.len());
+        for round in got.chunks(want.len()) {
+            assert!(round == &want[..], "the bytes arrived changed or out of order");
+        }
     }
 
     #[tokio::test]
