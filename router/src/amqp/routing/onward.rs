@@ -48,7 +48,7 @@ pub fn retrace(payload: &Bytes, id: &str) -> Bytes {
     if ra.ingress_router.is_none() {
         ra.ingress_router = Some(ours.clone());
     }
-    if !ra.trace.iter().any(|t| *t == ours) {
+    if !ra.trace.contains(&ours) {
         ra.trace.push(ours);
     }
     let mut out = BytesMut::with_capacity(payload.len() + 64);
