@@ -100,14 +100,7 @@ async fn an_upstream_edge_behind_our_interior_reaches_upstreams_interior_both_wa
         .await;
     through(at_edge_listener, "inter-echo", 256 * 1024).await;
     // both at once, several each way
-    let mut clients = vec![];
-    for i in 0..4 {
-        clients.push(tokio::spawn(through(at_interior_listener, "edge-echo", 64 * 1024 + i)));
-        clients.push(tokio::spawn(through(at_edge_listener, "inter-echo", 64 * 1024 + i)));
-    }
-    for c in clients {
-        c.await.unwrap();
-    }
+    both_ways_at_once(at_interior_listener, "edge-echo", at_edge_listener, "inter-echo", 4).await;
 
     // the edge goes: the interior hears our router no longer has its addresses, and closes its listener
     drop(edge);

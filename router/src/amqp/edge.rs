@@ -22,9 +22,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
-use super::vanflow::edges::{is_vanflow, EdgeVanflow, Gather, MAX_LINKS};
+use super::vanflow::edges::{is_vanflow, EdgeVanflow, Gather, Passing, MAX_LINKS};
 
 use super::codec::encode::encode;
 use super::codec::{Descriptor, Limits, Value};
@@ -237,40 +237,67 @@ impl EdgeLinks {
         self.subscribes.iter().filter(|(_, a)| *a == address).map(|(l, _)| *l).collect()
     }
 
+    /// The vanflow addresses the edge's proxy receivers consume.
+    pub fn subscriptions(&self) -> BTreeSet<String> {
+        self.subscribes.values().cloned().collect()
+    }
+
     /// The vanflow address the edge produces to on `link`, if it is one of its vanflow proxy outlinks.
     pub fn produced(&self, link: LinkId) -> Option<&str> {
         self.produces.get(&link).map(String::as_str)
     }
 }
 
+/// What an edge's connection publishes: the keys it serves, and the vanflow addresses its proxy receivers consume
+/// (empty once the connection ended).
+pub struct Published {
+    pub served: watch::Receiver<BTreeSet<String>>,
+    pub subscribed: watch::Receiver<BTreeSet<String>>,
+}
+
 /// Runs the connection of edge router `edge` over `handle` (its events; `seen`: those read before it was known for
 /// an edge's): tells the edge which of its watched keys are reachable (`reachable`'s [`Reach::for_edge`], and the
-/// vanflow addresses our vanflow side consumes), publishes the keys it serves (empty once the connection ended),
-/// and carries vanflow both ways (`vanflow`).
+/// vanflow addresses our vanflow side consumes), publishes the keys it serves and the vanflow addresses it
+/// consumes, and carries vanflow both ways (`vanflow`: ours, and, with its transit, the routers' beyond).
 pub fn spawn(
     mut handle: Handle,
     seen: Vec<Event>,
     edge: String,
     mut reachable: watch::Receiver<Reach>,
     mut vanflow: EdgeVanflow,
-) -> watch::Receiver<BTreeSet<String>> {
+) -> Published {
     let (served_tx, served) = watch::channel(BTreeSet::new());
+    let (subscribed_tx, subscribed) = watch::channel(BTreeSet::new());
     tokio::spawn(async move {
         let sender = handle.sender();
         let mut links = EdgeLinks::default();
         let mut gather = Gather::default();
-        for e in seen {
-            take(&mut links, &mut gather, &vanflow, &sender, e);
-        }
         let mut taps = vanflow.taps.take();
+        let (mut passing_rx, onward) = match vanflow.transit.take() {
+            Some(t) => (Some(t.passing), Some(t.onward)),
+            None => (None, None),
+        };
+        let inboxes = vanflow.inboxes.clone();
+        let from = edge.clone();
+        let mut taken = |links: &mut EdgeLinks, e: Event| {
+            let Some((address, whole)) = take(links, &mut gather, &sender, e) else { return };
+            inboxes.deliver(&address, whole.clone());
+            if let Some(onward) = &onward {
+                onward(&from, &address, &whole);
+            }
+        };
+        for e in seen {
+            taken(&mut links, e);
+        }
         loop {
             served_tx.send_if_modified(|s| replace(s, links.served()));
+            subscribed_tx.send_if_modified(|s| replace(s, links.subscriptions()));
             let mut now = reachable.borrow_and_update().for_edge(&edge);
             now.extend(vanflow.wanted());
             tell(&sender, &mut links, &now);
             tokio::select! {
                 e = handle.events.recv() => match e {
-                    Some(e) => take(&mut links, &mut gather, &vanflow, &sender, e),
+                    Some(e) => taken(&mut links, e),
                     None => break,
                 },
                 changed = reachable.changed() => if changed.is_err() {
@@ -280,16 +307,38 @@ pub fn spawn(
                     break;
                 },
                 Some(m) = async { match taps.as_mut() { Some(t) => t.recv().await, None => None } } => {
-                    let to = super::node::destination_of(&m).unwrap_or_default();
-                    for link in links.subscribed(&to) {
-                        sender.send(link, m.clone());
+                    send_to_subscribers(&sender, &links, &m);
+                }
+                Some(p) = async { match passing_rx.as_mut() { Some(rx) => passing(rx).await, None => None } } => {
+                    if p.from.as_deref() != Some(edge.as_str()) {
+                        send_to_subscribers(&sender, &links, &p.message);
                     }
                 }
             }
         }
         served_tx.send_if_modified(|s| replace(s, BTreeSet::new()));
+        subscribed_tx.send_if_modified(|s| replace(s, BTreeSet::new()));
     });
-    served
+    Published { served, subscribed }
+}
+
+/// The next message passing toward the edges; `None` once they ended (one lagged behind skips what it lost).
+async fn passing(rx: &mut broadcast::Receiver<Passing>) -> Option<Passing> {
+    loop {
+        match rx.recv().await {
+            Ok(p) => return Some(p),
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return None,
+        }
+    }
+}
+
+/// Sends vanflow message `m` on the edge's proxy receivers for its address.
+fn send_to_subscribers(sender: &Sender, links: &EdgeLinks, m: &Bytes) {
+    let to = super::node::destination_of(m).unwrap_or_default();
+    for link in links.subscribed(&to) {
+        sender.send(link, m.clone());
+    }
 }
 
 /// Sets `s` to `new`: whether it changed (for `watch::Sender::send_if_modified`).
@@ -299,7 +348,8 @@ pub(crate) fn replace(s: &mut BTreeSet<String>, new: BTreeSet<String>) -> bool {
     changed
 }
 
-fn take(links: &mut EdgeLinks, gather: &mut Gather, vanflow: &EdgeVanflow, sender: &Sender, e: Event) {
+/// Takes one of the connection's events: a whole vanflow message the edge sent, with its address.
+fn take(links: &mut EdgeLinks, gather: &mut Gather, sender: &Sender, e: Event) -> Option<(String, Bytes)> {
     match e {
         Event::Attached { link, attach, .. } => links.attached(link, &attach),
         Event::Detached { link, .. } => {
@@ -307,16 +357,15 @@ fn take(links: &mut EdgeLinks, gather: &mut Gather, vanflow: &EdgeVanflow, sende
             gather.forget(link);
         }
         Event::Transfer { link, delivery_id, first, payload, more, settled, .. } => {
-            let Some(address) = links.produced(link) else { return };
+            let address = links.produced(link)?.to_string();
             if !more && !settled {
                 sender.accept(link, delivery_id);
             }
-            if let Some(whole) = gather.take(link, first, &payload, more) {
-                vanflow.inboxes.deliver(address, whole);
-            }
+            return gather.take(link, first, &payload, more).map(|whole| (address, whole));
         }
         _ => {}
     }
+    None
 }
 
 fn tell(sender: &Sender, links: &mut EdgeLinks, reachable: &BTreeSet<String>) {

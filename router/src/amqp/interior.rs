@@ -128,6 +128,23 @@ pub fn link_attach(name: &str, role: Role, capability: &str) -> Attach {
     }
 }
 
+/// An anonymous link as upstream attaches one for a streaming delivery or a routed message (no address, no
+/// capabilities: a streaming link, `PeerLink::Streaming`), named `name`.
+pub fn anonymous_attach(name: &str, role: Role) -> Attach {
+    let expiry = Str::from_static(EXPIRY_LINK_DETACH);
+    Attach {
+        name: str_of(name),
+        role,
+        snd_settle_mode: SND_MIXED,
+        rcv_settle_mode: RCV_FIRST,
+        source: Some(Source { expiry_policy: expiry.clone(), ..Source::default() }),
+        target: Some(Target { expiry_policy: expiry, ..Target::default() }),
+        initial_delivery_count: Some(0),
+        max_message_size: Some(0),
+        ..Attach::default()
+    }
+}
+
 /// The links the dialing side attaches, with the session (0 for control, 1 + priority for data) each goes on:
 /// a receiver then a sender on each. `name(i)` names the i-th link (upstream: `qdlink.<random>`).
 pub fn link_set(mut name: impl FnMut(usize) -> String) -> Vec<(u16, Attach)> {

@@ -17,9 +17,12 @@ use tokio::sync::{mpsc, watch};
 use super::codec::Limits;
 use super::conn::{Event, LinkId as ConnLink};
 use super::driver::{Handle, Sender};
+use super::interior::anonymous_attach;
 use super::message::parse_head;
+use super::performative::Role;
 use super::routing::engine::{Bounds, Engine, LinkId, Out, Timers};
 use super::routing::messages::{destination, AddressEntry, Destination, RouterMessage, ALL_ROUTERS, HELLO_ADDRESS};
+use super::routing::onward;
 use super::routing::paths::Routes;
 use super::routing::wire::{decode_message, encode_message};
 
@@ -41,9 +44,19 @@ pub struct NodeState {
 }
 
 enum Command {
-    Connect { handle: Handle, control_tx: ConnLink, control_rx: ConnLink, cost: i64 },
+    Connect {
+        handle: Handle,
+        control_tx: ConnLink,
+        control_rx: ConnLink,
+        cost: i64,
+    },
     SetAddresses(BTreeMap<String, AddressEntry>),
-    SetInbox { address: String, tx: mpsc::Sender<Bytes> },
+    SetInbox {
+        address: String,
+        tx: mpsc::Sender<Bytes>,
+    },
+    /// A vanflow message to hand on to the routers beyond (`vanflow::transit`).
+    Forward(Bytes),
 }
 
 enum Inbound {
@@ -78,6 +91,12 @@ impl NodeHandle {
     pub async fn set_inbox(&self, address: &str, tx: mpsc::Sender<Bytes>) {
         let _ = self.commands.send(Command::SetInbox { address: address.to_string(), tx }).await;
     }
+
+    /// Hands vanflow message `message` on toward the routers beyond that consume its address
+    /// (`vanflow::onward::next_hops`), each copy with this router in its trace; dropped when the node is busy.
+    pub fn forward(&self, message: Bytes) {
+        let _ = self.commands.try_send(Command::Forward(message));
+    }
 }
 
 /// Starts the node task for router `id` (`instance`: its start time in seconds, as upstream's).
@@ -94,6 +113,32 @@ struct Link {
     sender: Sender,
     control_tx: ConnLink,
     cost: i64,
+    /// Vanflow messages handed on over this connection (`Command::Forward`), at most [`FORWARD`] waiting.
+    forward: mpsc::Sender<Bytes>,
+}
+
+/// Messages waiting to be handed on over one connection (more are dropped).
+pub const FORWARD: usize = 64;
+
+/// Sends what comes on `rx` over a sending link of its own on `sender`'s connection (attached at the first).
+fn forwarder(sender: Sender, name: String) -> mpsc::Sender<Bytes> {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(FORWARD);
+    tokio::spawn(async move {
+        let mut link = None;
+        while let Some(m) = rx.recv().await {
+            if link.is_none() {
+                link = sender.attach(anonymous_attach(&name, Role::Sender)).await;
+            }
+            match link {
+                Some(l) => {
+                    sender.send(l, m);
+                }
+                None if sender.ended().is_some() => return,
+                None => {}
+            }
+        }
+    });
+    tx
 }
 
 struct Node {
@@ -119,7 +164,8 @@ impl Node {
                     Some(Command::Connect { handle, control_tx, control_rx, cost }) => {
                         let link = self.next;
                         self.next += 1;
-                        self.links.insert(link, Link { sender: handle.sender(), control_tx, cost });
+                        let forward = forwarder(handle.sender(), format!("{}.vanflow.{link}", self.engine.id()));
+                        self.links.insert(link, Link { sender: handle.sender(), control_tx, cost, forward });
                         tokio::spawn(pump(handle, control_rx, link, inbound_tx.clone()));
                     }
                     Some(Command::SetAddresses(addresses)) => {
@@ -127,6 +173,7 @@ impl Node {
                         self.act(out);
                     }
                     Some(Command::SetInbox { address, tx }) => set_inbox(&mut self.inbox, address, tx),
+                    Some(Command::Forward(message)) => self.forward(&message),
                 },
                 Some((link, msg)) = inbound.recv() => match msg {
                     Inbound::Message(payload) => self.arrived(link, payload),
@@ -194,6 +241,27 @@ impl Node {
         let _ = tx.try_send(payload);
         if let (Some((on, delivery_id)), Some(l)) = (unsettled, self.links.get(&link)) {
             l.sender.accept(on, delivery_id);
+        }
+    }
+
+    /// A vanflow message on toward the routers beyond (`amqp::vanflow::transit`).
+    fn forward(&self, message: &Bytes) {
+        let Some(to) = destination_of(message) else { return };
+        let (trace, ingress) = onward::trace_of(message);
+        let me = self.engine.id();
+        let ingress = ingress.unwrap_or_else(|| me.to_string());
+        let hops = {
+            let state = self.state.borrow();
+            onward::next_hops(me, &to, &state.addresses, self.engine.routes(), &trace, &ingress)
+        };
+        if hops.is_empty() {
+            return;
+        }
+        let message = onward::retrace(message, me);
+        for (id, link) in &self.links {
+            if self.engine.neighbour_on(*id).is_some_and(|n| hops.contains(n)) {
+                let _ = link.forward.try_send(message.clone());
+            }
         }
     }
 

@@ -30,8 +30,9 @@ use crate::amqp::node::{self, NodeHandle};
 use crate::amqp::performative::{Open, Role};
 use crate::amqp::routing::messages::AddressEntry;
 use crate::amqp::sasl::{self, Mechanism, ServerConfig};
-use crate::amqp::vanflow::edges::{EdgeVanflow, Inboxes, Taps};
+use crate::amqp::vanflow::edges::{EdgeTransit, EdgeVanflow, Inboxes, Onward, Taps};
 use crate::amqp::vanflow::site::access_id;
+use crate::amqp::vanflow::transit::Transit;
 use crate::amqp::vanflow::{Collector, Publisher};
 use crate::stream::halves::{amqp_on_open, open_amqp, OnOpen, StreamRx, StreamTx};
 use crate::stream::types::Open as StreamOpen;
@@ -162,6 +163,9 @@ pub struct Border {
     vanflow: Publisher,
     /// This router as a vanflow collector of upstream's sources, for the observer (`amqp::vanflow::collect`).
     collector: Collector,
+    /// Vanflow messages handed on between upstream's routers and the edges linked to this one
+    /// (`amqp::vanflow::transit`).
+    transit_vanflow: Arc<Transit>,
     /// Whether the task that keeps the collector's subscriptions among the mobile addresses runs.
     following: std::sync::atomic::AtomicBool,
     /// Every joined connection (those ended are dropped as they are met), closed when the router stops.
@@ -169,11 +173,12 @@ pub struct Border {
 }
 
 /// An edge connection: the far router's id and its keys (those an edge serves, or those an interior said are
-/// reachable through it).
+/// reachable through it), and the vanflow addresses an edge's proxy receivers consume.
 struct EdgePeer {
     peer: String,
     sender: Sender,
     served: watch::Receiver<BTreeSet<String>>,
+    subscribed: Option<watch::Receiver<BTreeSet<String>>>,
 }
 
 impl OnConnection for EdgePeer {
@@ -231,6 +236,7 @@ impl Border {
             interiors: Live::default(),
             vanflow: Publisher::new(id),
             collector: Collector::standard(id),
+            transit_vanflow: Arc::new(Transit::new(id)),
             following: std::sync::atomic::AtomicBool::new(false),
             joined: Live::default(),
         }
@@ -391,13 +397,15 @@ impl Border {
             let name = format!("{}.{}.proxy", self.id, self.conn_ids.load(Ordering::Relaxed));
             let vanflow = self.edge_vanflow(false);
             let reachable = edge_out::spawn(handle, up, name, self.ours.subscribe(), self.wanted.subscribe(), vanflow);
-            self.lock_interiors().push(EdgePeer { peer: p.peer, sender: sender.clone(), served: reachable });
+            let interior = EdgePeer { peer: p.peer, sender: sender.clone(), served: reachable, subscribed: None };
+            self.lock_interiors().push(interior);
             return Joined { sender };
         }
         if let Some(seen) = p.edge {
             self.node();
-            let served = edge::spawn(handle, seen, p.peer.clone(), self.reach.subscribe(), self.edge_vanflow(true));
-            self.lock_edges().push(EdgePeer { peer: p.peer, sender: sender.clone(), served });
+            let published = edge::spawn(handle, seen, p.peer.clone(), self.reach.subscribe(), self.edge_vanflow(true));
+            let (served, subscribed) = (published.served, Some(published.subscribed));
+            self.lock_edges().push(EdgePeer { peer: p.peer, sender: sender.clone(), served, subscribed });
             return Joined { sender };
         }
         match p.control {
@@ -436,9 +444,15 @@ impl Border {
     /// interiors it is linked to as interior or as edge) and of its other edges: an edge's flows go on through
     /// this router.
     pub async fn sync_edges(&self, ours: impl Fn(&str) -> bool) {
+        // each edge's keys and the vanflow addresses its proxy receivers consume (routed to it as its keys are)
         let served: Vec<(String, BTreeSet<String>)> = {
             let edges = self.lock_edges();
-            edges.iter().filter(|e| !ours(&e.peer)).map(|e| (e.peer.clone(), e.served.borrow().clone())).collect()
+            let keys = |e: &EdgePeer| {
+                let mut keys = e.served.borrow().clone();
+                keys.extend(e.subscribed.iter().flat_map(|s| s.borrow().clone()));
+                keys
+            };
+            edges.iter().filter(|e| !ours(&e.peer)).map(|e| (e.peer.clone(), keys(e))).collect()
         };
         let transit = transit_addresses(served.iter().map(|(id, keys)| (id.as_str(), keys)));
         let mut keys = self.ours.borrow().clone();
@@ -541,6 +555,13 @@ impl Border {
         let co_records = self.collector.co_record_address();
         flows.set_inbox(&co_records, self.collector.inbox()).await;
         self.node().set_inbox(&co_records, self.collector.inbox()).await;
+        // every other vanflow message (`mc/sfe.*` in place of the collector's: it hands them to the collector) goes
+        // on to the routers beyond and the edges (`amqp::vanflow::transit`)
+        for address in Transit::inbox_addresses() {
+            flows.set_inbox(address, self.transit_vanflow.inbox()).await;
+            self.node().set_inbox(address, self.transit_vanflow.inbox()).await;
+        }
+        self.transit_vanflow.start(self.node().clone(), self.collector.inbox());
         match offer {
             Some(edge) => {
                 self.vanflow.offer(sender.clone(), edge);
@@ -560,7 +581,14 @@ impl Border {
         let inboxes =
             Inboxes { direct: self.vanflow.direct(), source: self.vanflow.inbox(), collector: self.collector.inbox() };
         let taps = accepted.then(|| Taps { source: self.vanflow.tap(), collector: self.collector.tap() });
-        EdgeVanflow { inboxes, subscriptions: self.collector.subscriptions(), taps }
+        let transit = accepted.then(|| {
+            let (transit, node) = (self.transit_vanflow.clone(), self.node().clone());
+            let onward: Onward = Arc::new(move |edge: &str, address: &str, m: &bytes::Bytes| {
+                transit.from_edge(&node, edge, address, m);
+            });
+            EdgeTransit { passing: self.transit_vanflow.toward_edges(), onward }
+        });
+        EdgeVanflow { inboxes, subscriptions: self.collector.subscriptions(), taps, transit }
     }
 
     /// The routing keys served by upstream routers (their mobile addresses `M<key>`), with the routers serving

@@ -467,3 +467,17 @@ pub async fn observed_record(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// Clients through two ports at once, `n` each way ([`through`]: `a_port` answered by `a_name`, `b_port` by
+/// `b_name`; each a few bytes longer than the one before, 64 KiB and up).
+pub async fn both_ways_at_once(a_port: u16, a_name: &str, b_port: u16, b_name: &str, n: usize) {
+    let mut clients = vec![];
+    for i in 0..n {
+        let (a_name, b_name) = (a_name.to_string(), b_name.to_string());
+        clients.push(tokio::spawn(async move { through(a_port, &a_name, 64 * 1024 + i).await }));
+        clients.push(tokio::spawn(async move { through(b_port, &b_name, 64 * 1024 + i).await }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+}

@@ -116,3 +116,31 @@ impl Collector {
         Ok(got)
     }
 }
+
+/// The ROUTER record of router `router` (its name `0/<router>`) as a collector on skrouterd's `normal` listener at
+/// `port` gets it, within `patience`: every source whose beacon comes there is flushed in turn until one answers
+/// with that record; `Err` with the sources and routers heard when none did.
+pub async fn router_record(port: u16, router: &str, patience: Duration) -> Result<(String, Record), String> {
+    use snrouter::amqp::vanflow::records::{attr, kind};
+    let name = format!("0/{router}");
+    let mut beacons = Collector::connect(port, "none").await;
+    let start = Instant::now();
+    let mut heard: BTreeMap<String, Option<String>> = BTreeMap::new();
+    while start.elapsed() < patience {
+        let Some((link, Message::Beacon(b))) = beacons.next(Duration::from_secs(1)).await else { continue };
+        if link != beacons.beacons || heard.get(&b.id).is_some_and(|n| n.is_some()) {
+            continue;
+        }
+        let mut source = Collector::connect(port, &b.id).await;
+        let left = patience.saturating_sub(start.elapsed()).min(Duration::from_secs(10));
+        let is_router = |got: &Got| got.values().any(|r| r.kind == kind::ROUTER);
+        let got = source.flushed(left, is_router).await.unwrap_or_default();
+        let found = got.into_values().find(|r| r.kind == kind::ROUTER);
+        let named = found.as_ref().and_then(|r| r.get_str(attr::NAME)).map(str::to_string);
+        if named.as_deref() == Some(name.as_str()) {
+            return Ok((b.id, found.unwrap()));
+        }
+        heard.insert(b.id, named);
+    }
+    Err(format!("no ROUTER record named {name} within {patience:?}; sources heard: {heard:?}"))
+}

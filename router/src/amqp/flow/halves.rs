@@ -11,11 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, Notify};
 
-use super::super::codec::Str;
 use super::super::conn::LinkId;
 use super::super::driver::{LinkOp, Sender};
 use super::super::performative::terminus::{DeliveryState, Modified, Received};
-use super::super::performative::terminus::{Source, Target};
 use super::super::performative::{Attach, Role};
 use super::head::{AckWindow, SendWindow};
 use crate::stream::types::{Inbound, Open, ResetReason, StreamClosed};
@@ -51,18 +49,7 @@ pub fn random(n: usize) -> String {
 /// A streaming link's attach as skrouterd sends it: `qdlink.<random>`, termini without address or capabilities,
 /// expiry `link-detach`, settle mode mixed, max-message-size 0.
 pub fn streaming_attach(role: Role) -> Attach {
-    let expiry = Str::from_static("link-detach");
-    Attach {
-        name: Str::from(format!("qdlink.{}", random(15))),
-        role,
-        snd_settle_mode: 2,
-        rcv_settle_mode: 0,
-        source: Some(Source { expiry_policy: expiry.clone(), ..Source::default() }),
-        target: Some(Target { expiry_policy: expiry, ..Target::default() }),
-        initial_delivery_count: Some(0),
-        max_message_size: Some(0),
-        ..Attach::default()
-    }
+    crate::amqp::interior::anonymous_attach(&format!("qdlink.{}", random(15)), role)
 }
 
 /// Data items smaller than this are appended to the one before them (a peer sending tiny frames cannot make the

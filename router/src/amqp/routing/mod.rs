@@ -4,5 +4,6 @@
 
 pub mod engine;
 pub mod messages;
+pub mod onward;
 pub mod paths;
 pub mod wire;

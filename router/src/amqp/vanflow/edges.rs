@@ -42,6 +42,14 @@ pub fn wanted(direct: &str, subscriptions: &BTreeSet<String>) -> BTreeSet<String
     out
 }
 
+/// A message on its way to the edge connections our interior accepted (from upstream's routers or from another
+/// edge: `amqp::vanflow::transit`): `from` the edge it came from (by router id), never sent back there.
+#[derive(Clone, Debug)]
+pub struct Passing {
+    pub from: Option<String>,
+    pub message: Bytes,
+}
+
 /// Where vanflow messages taken from an edge connection go.
 #[derive(Clone)]
 pub struct Inboxes {
@@ -90,6 +98,18 @@ impl Taps {
     }
 }
 
+/// Where an edge's vanflow messages go on to (the routers beyond and the other edges: `vanflow::transit`): called
+/// with the edge's router id, the address and the message.
+pub type Onward = std::sync::Arc<dyn Fn(&str, &str, &Bytes) + Send + Sync>;
+
+/// Our interior's side of vanflow transit for one edge connection.
+pub struct EdgeTransit {
+    /// Messages from upstream's routers and the other edges, toward the edge.
+    pub passing: broadcast::Receiver<Passing>,
+    /// The edge's messages, on.
+    pub onward: Onward,
+}
+
 /// What an edge connection's task needs for vanflow.
 pub struct EdgeVanflow {
     pub inboxes: Inboxes,
@@ -97,6 +117,8 @@ pub struct EdgeVanflow {
     pub subscriptions: watch::Receiver<BTreeSet<String>>,
     /// Our messages toward the edge (our interior's side only).
     pub taps: Option<Taps>,
+    /// Vanflow transit (our interior's side only).
+    pub transit: Option<EdgeTransit>,
 }
 
 impl EdgeVanflow {

@@ -19,6 +19,7 @@ pub mod shown;
 pub mod site;
 pub mod source;
 pub mod task;
+pub mod transit;
 pub mod wire;
 
 pub use collect::Collector;
