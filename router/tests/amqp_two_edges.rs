@@ -62,9 +62,8 @@ async fn our_edge_and_an_upstream_edge_on_one_interior_reach_each_other() {
         let (source, record) =
             router_record(net.normal_port, router, LIMIT).await.unwrap_or_else(|e| panic!("{e}\n{}", s.log()));
         assert_eq!(record.kind, kind::ROUTER, "{source}: {record:?}");
-        if router == EDGE_ID {
-            assert_eq!(record.get_str(attr::MODE), Some("edge"), "{source}: {record:?}");
-        }
+        // both are edges: skrouterd's `mode: edge`, ours an edge site's router (every link `role: edge`)
+        assert_eq!(record.get_str(attr::MODE), Some("edge"), "{source}: {record:?}");
     }
 
     // our Connector goes: the upstream edge's listener closes within seconds

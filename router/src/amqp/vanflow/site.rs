@@ -69,6 +69,20 @@ pub fn count_access_links(records: &mut [Record], router_id: &str, links: &BTree
     }
 }
 
+/// The router's mode as upstream's ROUTER record says it: `edge` for the router of an edge site (a Site with
+/// `spec.edge: true` links only as an edge and accepts no links: every link `role: edge`, no `routerAccess`), as
+/// skrouterd in `mode: edge` says; else `interior`.
+pub fn mode(doc: &Document) -> &'static str {
+    let edge = !doc.links.is_empty()
+        && doc.router_access.is_empty()
+        && doc.links.iter().all(|l| l.role == crate::config::LinkRole::Edge);
+    if edge {
+        "edge"
+    } else {
+        "interior"
+    }
+}
+
 /// The records of `doc`'s site and router, the router started at `start_us` (microseconds since the epoch).
 pub fn records(doc: &Document, start_us: u64) -> Vec<Record> {
     let id = doc.router_id();
@@ -80,7 +94,7 @@ pub fn records(doc: &Document, start_us: u64) -> Vec<Record> {
         version: env!("CARGO_PKG_VERSION").to_string(),
     };
     let router = format!("{id}:router");
-    let mut out = vec![Record::site(&site, start_us), Record::router(&router, id, &site.id, "interior", start_us)];
+    let mut out = vec![Record::site(&site, start_us), Record::router(&router, id, &site.id, mode(doc), start_us)];
     // one per entry (the document has at most one per role)
     for a in &doc.router_access {
         out.push(Record::router_access(&access_id(id, &a.role), &router, &listener_name(a), &a.role, 0));
@@ -130,6 +144,19 @@ mod tests {
             (r[4].get_str(attr::DEST_HOST), r[4].get_str(attr::PARENT)),
             (Some("10.0.0.9"), Some("uid-1:router"))
         );
+    }
+
+    #[test]
+    fn an_edge_sites_router_says_mode_edge_and_an_interiors_interior() {
+        let link = |role: &str| serde_json::json!({"name": "l", "host": "127.0.0.1", "port": 45671, "tlsProfile": "p", "role": role});
+        let mut d = doc();
+        assert_eq!(records(&d, 7)[1].get_str(attr::MODE), Some("interior"), "an interior with router access");
+        d.router_access.clear();
+        assert_eq!(mode(&d), "interior", "no links, no access: not an edge");
+        d.links = serde_json::from_value(serde_json::json!([link("edge")])).unwrap();
+        assert_eq!(records(&d, 7)[1].get_str(attr::MODE), Some("edge"));
+        d.links = serde_json::from_value(serde_json::json!([link("edge"), link("inter-router")])).unwrap();
+        assert_eq!(mode(&d), "interior", "an inter-router link: an interior");
     }
 
     #[test]
