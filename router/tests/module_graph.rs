@@ -67,6 +67,7 @@ const LAYERS: &[&str] = &[
     "amqp::vanflow::wire",
     "amqp::vanflow::source",
     "amqp::vanflow::site",
+    "amqp::vanflow::biflow",
     "amqp::vanflow::task",
     "amqp::vanflow::shown",
     "amqp::vanflow::ours",

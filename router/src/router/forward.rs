@@ -128,6 +128,11 @@ impl Forward {
                     match Box::pin(me.targets.dial(&target)).await {
                         None => tx.reset(ResetReason::DialFailed).await,
                         Some(io) => {
+                            // a flow upstream's listener side named: our connector side's co-record of it
+                            if let Some(n) = tx.named() {
+                                let proxy = io.tcp().local_addr().ok().map(|a| (a.ip().to_string(), a.port()));
+                                me.border.flow_at_connector(&n.id, &target.connector, &n.trace, proxy);
+                            }
                             tx.opened().await;
                             let start_us = now_us();
                             me.targets.opened(&target, &open.origin);

@@ -484,6 +484,7 @@ impl Listeners {
         acceptor: Option<tokio_rustls::TlsAcceptor>,
         cancel: CancellationToken,
     ) {
+        let peer = stream.peer_addr().ok().map(|a| (a.ip().to_string(), a.port()));
         let client = match acceptor {
             None => Io::Plain(stream),
             // boxed, as every wait below that ends before the bytes flow: the task keeps only what it holds while
@@ -537,6 +538,12 @@ impl Listeners {
                 };
                 match opened {
                     Some((tx, rx, _guard)) => {
+                        // a flow to upstream's router: its BIFLOW_TPORT record, as skrouterd's listener side's
+                        let named = tx.named().filter(|_| group.is_none()).map(|n| n.id.clone());
+                        let border = self.forward.border();
+                        if let Some(id) = &named {
+                            border.flow_started(id, &series.labels.listener, peer, start_us);
+                        }
                         // boxed: the task's own state stays small (issue 45: memory per idle connection)
                         let end = Box::pin(pump::socket_stream(
                             client,
@@ -559,6 +566,13 @@ impl Listeners {
                             ) {
                                 self.refused(&series, reason.as_str());
                             }
+                        }
+                        if let Some(id) = &named {
+                            border.flow_ended(
+                                id,
+                                counts.up.load(Ordering::Relaxed),
+                                counts.down.load(Ordering::Relaxed),
+                            );
                         }
                         if let Some(group) = &group {
                             group.bytes_out.fetch_add(counts.up.load(Ordering::Relaxed), Ordering::Relaxed);

@@ -222,6 +222,10 @@ pub struct Carried {
 
 impl Border {
     pub fn new(id: &str, instance: i64) -> Border {
+        let (vanflow, collector) = (Publisher::new(id), Collector::standard(id));
+        // the co-records of our flows are merged into their records (`vanflow::biflow`)
+        let flows = vanflow.flows().clone();
+        collector.on_co_record(Arc::new(move |co| flows.co_record_came(co)));
         Border {
             id: id.to_string(),
             instance,
@@ -234,12 +238,29 @@ impl Border {
             edges: Live::default(),
             wanted: watch::Sender::new(BTreeSet::new()),
             interiors: Live::default(),
-            vanflow: Publisher::new(id),
-            collector: Collector::standard(id),
+            vanflow,
+            collector,
             transit_vanflow: Arc::new(Transit::new(id)),
             following: std::sync::atomic::AtomicBool::new(false),
             joined: Live::default(),
         }
+    }
+
+    /// A client through our Listener `listener` from `source` (host, port), begun at `start_us`, went to upstream's
+    /// router as our flow `id`: its BIFLOW_TPORT record starts (`amqp::vanflow::biflow`).
+    pub fn flow_started(&self, id: &str, listener: &str, source: Option<(String, u16)>, start_us: u64) {
+        self.vanflow.flows().started(id, listener, source, start_us);
+    }
+
+    /// Our flow `id` ended, `octets` from the client and `reverse` to it: its record ends.
+    pub fn flow_ended(&self, id: &str, octets: u64, reverse: u64) {
+        self.vanflow.flows().ended(id, octets, reverse);
+    }
+
+    /// A flow upstream named `id` (trace `trace`) reached our Connector `connector` over a socket whose local end is
+    /// `proxy`: our connector side's co-record of it goes to its source.
+    pub fn flow_at_connector(&self, id: &str, connector: &str, trace: &[String], proxy: Option<(String, u16)>) {
+        self.vanflow.flows().connector_side(id, connector, trace, proxy);
     }
 
     /// Whether the node runs (it starts with the first AMQP link connection).

@@ -24,6 +24,14 @@ pub enum StreamTx {
 }
 
 impl StreamTx {
+    /// The vanflow identity and trace of a flow over upstream's protocol (`amqp::flow::Named`), when it has one.
+    pub fn named(&self) -> Option<&flow::Named> {
+        match self {
+            Self::Native(_) => None,
+            Self::Amqp(tx) => tx.named(),
+        }
+    }
+
     /// Sends `data`, waiting for credit as needed.
     pub async fn send(&self, data: Bytes) -> Result<(), StreamClosed> {
         match self {

@@ -185,9 +185,23 @@ pub struct FlowTx {
     pub(super) mux: mpsc::Sender<MuxCmd>,
     /// The head not yet sent and the attach for its link.
     pub(super) start: tokio::sync::Mutex<Option<(Attach, Bytes)>>,
+    /// The flow's vanflow identity (its `correlation-id`) and the routers its delivery passed (`vanflow::biflow`).
+    pub(super) named: Option<Box<Named>>,
+}
+
+/// A flow's vanflow identity, and the trace of the delivery that opened it (a flow a peer opened; ours: our trace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    pub id: String,
+    pub trace: Vec<String>,
 }
 
 impl FlowTx {
+    /// The flow's vanflow identity and trace, when it has one.
+    pub fn named(&self) -> Option<&Named> {
+        self.named.as_deref()
+    }
+
     async fn started(&self) -> Result<LinkId, StreamClosed> {
         let mut start = self.start.lock().await;
         if let Some((attach, head)) = start.take() {

@@ -85,6 +85,8 @@ pub struct StreamHead {
     pub ingress: Option<String>,
     /// Routers passed, as annotated (`0/<id>`).
     pub trace: Vec<String>,
+    /// The `correlation-id`, when a string (skrouterd's listener side: the flow's vanflow identity).
+    pub correlation: Option<String>,
     /// Bytes the head took, the empty body section included: the stream's own bytes start there.
     pub len: usize,
 }
@@ -123,6 +125,7 @@ pub fn read_head(bytes: &Bytes, limits: &Limits) -> Result<Option<StreamHead>, H
         reply_to: text(props.reply_to),
         ingress: ra.ingress_router.map(|s| strip_area(s.as_str()).to_string()),
         trace: ra.trace.iter().map(|s| s.as_str().to_string()).collect(),
+        correlation: props.correlation_id.as_ref().and_then(|v| v.as_str()).map(str::to_string),
         len: parsed.len + body_len,
     }))
 }

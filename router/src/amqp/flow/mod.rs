@@ -49,7 +49,7 @@ use tokio::sync::mpsc;
 use super::driver::{Handle, Sender};
 use super::performative::Role;
 use crate::stream::types::Open;
-pub use halves::{random, streaming_attach, FlowRx, FlowTx, OnFlow, Stats, HOP_LIMIT, NEXT};
+pub use halves::{random, streaming_attach, FlowRx, FlowTx, Named, OnFlow, Stats, HOP_LIMIT, NEXT};
 use halves::{MuxCmd, Shared};
 use head::{area_id, client_head};
 
@@ -120,6 +120,7 @@ impl Flows {
             shared: shared.clone(),
             mux: self.mux.clone(),
             start: tokio::sync::Mutex::new(Some((streaming_attach(Role::Sender), head))),
+            named: Some(Box::new(Named { id: correlation, trace })),
         };
         tx.opened().await;
         shared.lock().tx_link?;

@@ -17,7 +17,7 @@ use super::super::driver::{LinkOp, Sender};
 use super::super::node::{inbox_for, set_inbox, MAX_OTHER};
 use super::super::performative::terminus::DeliveryState;
 use super::super::performative::Role;
-use super::halves::{failed, streaming_attach, FlowRx, FlowTx, MuxCmd, OnFlow, Shared, Stats, HOP_LIMIT};
+use super::halves::{failed, streaming_attach, FlowRx, FlowTx, MuxCmd, Named, OnFlow, Shared, Stats, HOP_LIMIT};
 use super::head::{area_id, read_head, server_head, strip_area, StreamHead, MAX_HEAD};
 use super::pool::{LinkPool, SCRUB_INTERVAL};
 use crate::stream::types::{Inbound, Open, ResetReason};
@@ -260,6 +260,7 @@ impl Mux {
             shared: shared.clone(),
             mux: self.commands.clone(),
             start: tokio::sync::Mutex::new(Some((attach, server_head(&reply_to, &ours, std::slice::from_ref(&ours))))),
+            named: head.correlation.clone().map(|id| Box::new(Named { id, trace: head.trace.clone() })),
         };
         let rx = FlowRx { sender: self.sender.clone(), shared: shared.clone() };
         let hops = u8::try_from(head.trace.len()).unwrap_or(u8::MAX);

@@ -33,6 +33,9 @@ const TICK: Duration = Duration::from_secs(1);
 
 type Parts = mpsc::Receiver<Bytes>;
 
+/// Told every co-record of our flows that comes (the source merges them into our flows' records).
+pub type OnCoRecord = Arc<dyn Fn(&super::records::Record) + Send + Sync>;
+
 /// The router's vanflow collector and the connections it may send its `FLUSH`es over.
 pub struct Collector {
     id: String,
@@ -45,6 +48,7 @@ pub struct Collector {
     tap: broadcast::Sender<Bytes>,
     start: Mutex<Option<Parts>>,
     timeout: f64,
+    on_co_record: Mutex<Option<OnCoRecord>>,
 }
 
 impl Collector {
@@ -61,6 +65,7 @@ impl Collector {
             tap: broadcast::Sender::new(TAP),
             start: Mutex::new(Some(inbox_rx)),
             timeout: timeout.as_secs_f64(),
+            on_co_record: Mutex::default(),
         }
     }
 
@@ -113,6 +118,11 @@ impl Collector {
         self.tap.subscribe()
     }
 
+    /// Tells `f` every co-record of our flows that comes from now on (set before the collector starts).
+    pub fn on_co_record(&self, f: OnCoRecord) {
+        *self.on_co_record.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
     /// Starts the collector (once).
     pub fn start(&self) {
         let inbox = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -125,6 +135,7 @@ impl Collector {
                 tap: self.tap.clone(),
                 link: None,
                 timeout: self.timeout,
+                on_co_record: self.on_co_record.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             };
             tokio::spawn(task.run(inbox));
         }
@@ -144,6 +155,7 @@ struct Task {
     /// The link `FLUSH`es go out on, its connection, and whether this router made it as an edge.
     link: Option<(Sender, LinkId, bool)>,
     timeout: f64,
+    on_co_record: Option<OnCoRecord>,
 }
 
 impl Task {
@@ -160,7 +172,14 @@ impl Task {
                 got = inbox.recv() => match got {
                     None => return,
                     Some(bytes) => match decode(&bytes, &Limits::default()) {
-                        Ok(m) => self.lock().handle(m, now_s()),
+                        Ok(m) => {
+                            if let (Message::Records { to, records }, Some(f)) = (&m, &self.on_co_record) {
+                                if *to == self.lock().ours.address() {
+                                    records.iter().for_each(|r| f(r));
+                                }
+                            }
+                            self.lock().handle(m, now_s())
+                        }
                         Err(e) => tracing::debug!("vanflow collector: {e}"),
                     },
                 },

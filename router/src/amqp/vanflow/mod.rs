@@ -4,11 +4,13 @@
 //! about our site. [`records`] (record types, attribute codepoints, the records our site sends), [`wire`] (the
 //! messages: encoded byte for byte as upstream's Go code encodes them, decoded bounded), [`source`] (a source's
 //! records, updates, beacon, heartbeat and flush answer; pure), [`task`] (the source running over an inter-router
-//! link), [`site`] (the records of a router document's site; pure), [`publish`] (the router process's one source, moved between its connections to upstream).
+//! link), [`site`] (the records of a router document's site; pure), [`publish`] (the router process's one source, moved between its connections to upstream), [`biflow`] (our
+//! flows as BIFLOW_TPORT records and co-records, as skrouterd's TCP adaptor reports its own; pure).
 //! The other way, for the observer: [`collected`] (what upstream's sources reported: sources, records, traffic
 //! totals; bounded, pure), [`ours`] (our flows as identities of our own and the co-records upstream's connector
 //! side sends of them; pure) and [`collect`] (the router process's one collector of them).
 
+pub mod biflow;
 pub mod collect;
 pub mod collected;
 pub mod edges;

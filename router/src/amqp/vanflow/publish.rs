@@ -6,16 +6,18 @@
 //! connections our interior accepted read (`vanflow::edges`), with or without an offered connection.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc, watch};
 
+use super::biflow::{co_record, Book};
 use super::edges::TAP;
 use super::records::Record;
 use super::site;
 use super::source::Source;
-use super::task::{now_us, serve, Out};
+use super::task::{flows_address, now_us, serve, FlowOut, Out};
 use crate::amqp::driver::Sender;
 use crate::amqp::flow::streaming_attach;
 use crate::amqp::live::Live;
@@ -24,8 +26,10 @@ use crate::config::Document;
 
 /// FLUSHes waiting for the source (more are dropped: a collector asks again).
 const INBOX: usize = 16;
+/// Flow records and co-records waiting to be sent (more are dropped, counted in [`FlowSink::dropped`]).
+const FLOW_QUEUE: usize = 4096;
 
-type Parts = (watch::Receiver<Vec<Record>>, mpsc::Receiver<Bytes>);
+type Parts = (watch::Receiver<Vec<Record>>, mpsc::Receiver<Bytes>, mpsc::Receiver<(String, Record)>);
 
 /// The router's vanflow source and the connections it may use.
 pub struct Publisher {
@@ -42,6 +46,71 @@ pub struct Publisher {
     start_us: u64,
     /// The records of the last document, and the links dialed, by name (their LINK records).
     parts: Mutex<SiteParts>,
+    /// Our flows' BIFLOW_TPORT records (`vanflow::biflow`), and what is to be sent of them and of our co-records.
+    flows: FlowSink,
+}
+
+/// Where our flows' records and co-records are made and queued for the source (`vanflow::biflow`).
+#[derive(Clone)]
+pub struct FlowSink {
+    id: String,
+    book: Arc<Mutex<Book>>,
+    out: mpsc::Sender<(String, Record)>,
+    /// Records not sent for the queue's bound.
+    dropped: Arc<AtomicU64>,
+}
+
+impl FlowSink {
+    /// A connection through our Listener `listener` from client `source` (host, port), begun at `start_us`, went
+    /// to upstream's router as our flow `id` (its `correlation-id`): its BIFLOW_TPORT record starts, parent our
+    /// LISTENER record (`<router id>:listener:<name>`, `vanflow::site`).
+    pub fn started(&self, id: &str, listener: &str, source: Option<(String, u16)>, start_us: u64) {
+        let parent = format!("{}:listener:{listener}", self.id);
+        let r = self.book().start(id, &parent, source, start_us);
+        self.send_flow(r);
+    }
+
+    /// Our flow `id` ended, `octets` from the client and `reverse` to it: its record ends (sent once).
+    pub fn ended(&self, id: &str, octets: u64, reverse: u64) {
+        let r = self.book().end(id, octets, reverse, now_us());
+        self.send_flow(r);
+    }
+
+    /// A co-record of one of our flows came (upstream's connector side): merged into its record, the change sent.
+    pub fn co_record_came(&self, co: &Record) {
+        let r = self.book().merge(co);
+        self.send_flow(r);
+    }
+
+    /// A flow upstream's listener side named `id` reached our Connector `connector` over a socket whose local end
+    /// is `proxy`, passing routers `trace`: our co-record of it goes to its source (`vfcr.<source>:0`).
+    pub fn connector_side(&self, id: &str, connector: &str, trace: &[String], proxy: Option<(String, u16)>) {
+        let connector = format!("{}:connector:{connector}", self.id);
+        if let Some(out) = co_record(id, &connector, trace, proxy) {
+            self.queue(out);
+        }
+    }
+
+    /// Records dropped: not recorded past the live bound, or not sent past the queue's.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed) + self.book().dropped
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send_flow(&self, r: Option<Record>) {
+        if let Some(r) = r {
+            self.queue((flows_address(&self.id), r));
+        }
+    }
+
+    fn queue(&self, out: (String, Record)) {
+        if self.out.try_send(out).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// What the records are made of.
@@ -66,16 +135,23 @@ impl Publisher {
     pub fn new(id: &str) -> Publisher {
         let (records, records_rx) = watch::channel(vec![]);
         let (inbox, inbox_rx) = mpsc::channel(INBOX);
+        let (flow_out, flow_rx) = mpsc::channel(FLOW_QUEUE);
         Publisher {
             id: id.to_string(),
             records,
             inbox,
             offered: Arc::default(),
             tap: broadcast::Sender::new(TAP),
-            start: Mutex::new(Some((records_rx, inbox_rx))),
+            start: Mutex::new(Some((records_rx, inbox_rx, flow_rx))),
             start_us: now_us(),
             parts: Mutex::default(),
+            flows: FlowSink { id: id.to_string(), book: Arc::default(), out: flow_out, dropped: Arc::default() },
         }
+    }
+
+    /// Our flows' records and co-records (`vanflow::biflow`), sent by this source.
+    pub fn flows(&self) -> &FlowSink {
+        &self.flows
     }
 
     /// The address commands are sent to (`sfe.<id>`).
@@ -179,19 +255,28 @@ impl Publisher {
     /// Starts the source (once; it serves its tap while no connection is offered).
     pub fn start(&self) {
         let parts = self.start.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some((records, inbox)) = parts {
-            tokio::spawn(run(self.id.clone(), records, inbox, self.offered.clone(), self.tap.clone()));
+        if let Some((records, inbox, flows)) = parts {
+            let io = Io { offered: self.offered.clone(), tap: self.tap.clone(), book: self.flows.book.clone() };
+            tokio::spawn(run(self.id.clone(), records, inbox, flows, io));
         }
     }
+}
+
+/// What the source task serves over.
+struct Io {
+    offered: Arc<Live<(Sender, bool)>>,
+    tap: broadcast::Sender<Bytes>,
+    book: Arc<Mutex<Book>>,
 }
 
 async fn run(
     id: String,
     mut records: watch::Receiver<Vec<Record>>,
     mut inbox: mpsc::Receiver<Bytes>,
-    offered: Arc<Live<(Sender, bool)>>,
-    tap: broadcast::Sender<Bytes>,
+    mut flows: mpsc::Receiver<(String, Record)>,
+    io: Io,
 ) {
+    let Io { offered, tap, book } = io;
     let mut source = Source::new(&id);
     source.set(records.borrow_and_update().clone(), now_us());
     loop {
@@ -203,7 +288,8 @@ async fn run(
                 Out { link: Some((sender, link)), annotate: !edge, tap: &tap }
             }
         };
-        if !serve(&mut source, out, offered.pushed(), &mut records, &mut inbox).await {
+        let flow_out = FlowOut { rx: &mut flows, book: &book };
+        if !serve(&mut source, out, offered.pushed(), &mut records, &mut inbox, Some(flow_out)).await {
             return;
         }
     }

@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{broadcast, mpsc, watch, Notify};
 
+use super::biflow::{batches, Book};
 use super::records::Record;
 use super::source::Source;
-use super::wire::decode;
+use super::wire::{decode, encode, Message};
 use crate::amqp::codec::{Limits, Str};
 use crate::amqp::conn::LinkId;
 use crate::amqp::driver::Sender;
@@ -62,7 +63,25 @@ async fn run(
     source.set(initial, now_us());
     let (tap, _) = broadcast::channel(1);
     let out = Out { link: Some((&sender, link)), annotate: true, tap: &tap };
-    serve(&mut source, out, &Notify::new(), &mut records, &mut inbox).await;
+    serve(&mut source, out, &Notify::new(), &mut records, &mut inbox, None).await;
+}
+
+/// The source's flow records ([`Book`]) and what is to be sent of them and of our co-records: (address, record),
+/// the address `mc/sfe.<id>.flows` or a `vfcr.<source>:0`.
+pub struct FlowOut<'a> {
+    pub rx: &'a mut mpsc::Receiver<(String, Record)>,
+    pub book: &'a std::sync::Mutex<Book>,
+}
+
+/// The address of source `id`'s flow records (`mc/sfe.<id>.flows`, `vanflow.c`'s flow event address).
+pub fn flows_address(id: &str) -> String {
+    format!("mc/sfe.{id}.flows")
+}
+
+fn send_flow_records(out: Vec<(String, Record)>, send: &impl Fn(Bytes)) {
+    for (to, records) in batches(out) {
+        send(encode(&Message::Records { to, records }));
+    }
 }
 
 /// Where a source's messages go: a link of a connection (if any; behind router annotations as from this router
@@ -98,6 +117,7 @@ pub async fn serve(
     offered: &Notify,
     records: &mut watch::Receiver<Vec<Record>>,
     inbox: &mut mpsc::Receiver<Bytes>,
+    mut flows: Option<FlowOut<'_>>,
 ) -> bool {
     let id = source.id().to_string();
     let send = |bare: Bytes| out.send(&id, &bare);
@@ -129,12 +149,33 @@ pub async fn serve(
                     send(m);
                 }
             }
+            got = async {
+                match flows.as_mut() {
+                    Some(f) => f.rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let (Some(first), Some(f)) = (got, flows.as_mut()) else { return false };
+                let mut out = vec![first];
+                while out.len() < super::biflow::BATCH {
+                    match f.rx.try_recv() {
+                        Ok(next) => out.push(next),
+                        Err(_) => break,
+                    }
+                }
+                send_flow_records(out, &send);
+            }
             got = inbox.recv() => match got {
                 None => return false,
                 Some(bytes) => match decode(&bytes, &Limits::default()) {
                     Ok(m) => {
                         for answer in source.handle(&m) {
                             send(answer);
+                        }
+                        if let (Message::Flush { .. }, Some(f)) = (&m, flows.as_ref()) {
+                            let live = f.book.lock().unwrap_or_else(|e| e.into_inner()).live();
+                            let to = flows_address(&id);
+                            send_flow_records(live.into_iter().map(|r| (to.clone(), r)).collect(), &send);
                         }
                     }
                     Err(e) => tracing::debug!("vanflow: {e}"),
