@@ -32,7 +32,6 @@ use snrouter::amqp::conn::{Conn, Event, LinkId};
 use snrouter::amqp::driver::{self, Handle};
 use snrouter::amqp::performative::{Open, Role};
 use snrouter::amqp::sasl::{self, Mechanism};
-use snrouter::amqp::vanflow::biflow::code;
 use snrouter::amqp::vanflow::records::{attr, kind};
 use snrouter::amqp::vanflow::{decode, Message, Record};
 use support::*;
@@ -207,20 +206,20 @@ async fn a_flow_through_our_listener_is_a_biflow_record_of_ours_with_skrouterds_
         .record("our flow's record, ended, with skrouterd's connector side", &net.skrouterd, |r| {
             r.get_str(attr::PARENT) == Some("ours:listener:back")
                 && r.get_u64(attr::END_TIME).is_some()
-                && r.get_str(code::CONNECTOR).is_some()
+                && r.get_str(attr::CONNECTOR_ID).is_some()
         })
         .await;
     eprintln!("ours: {ours:?}");
     assert_eq!(source, "ours", "sent by our source");
     let tag = ours.id.split_once(':').map(|(t, _)| t.to_string()).unwrap();
     assert_eq!(tag.len(), 5, "an identity of our source's tag: {ours:?}");
-    assert_eq!(ours.get_str(code::CONNECTOR), connectors.get("back").map(String::as_str), "skrouterd's CONNECTOR");
-    assert_eq!(ours.get_u64(code::OCTETS), Some(1000), "the bytes the client sent");
-    assert_eq!(ours.get_u64(code::OCTETS_REVERSE), Some(1000 + "up-echo\n".len() as u64 + 5), "the bytes it got");
-    assert_eq!(ours.get_str(code::SOURCE_HOST), Some("127.0.0.1"));
+    assert_eq!(ours.get_str(attr::CONNECTOR_ID), connectors.get("back").map(String::as_str), "skrouterd's CONNECTOR");
+    assert_eq!(ours.get_u64(attr::OCTETS), Some(1000), "the bytes the client sent");
+    assert_eq!(ours.get_u64(attr::OCTETS_REVERSE), Some(1000 + "up-echo\n".len() as u64 + 5), "the bytes it got");
+    assert_eq!(ours.get_str(attr::SOURCE_HOST), Some("127.0.0.1"));
     assert!(ours.get_u64(attr::START_TIME) <= ours.get_u64(attr::END_TIME), "{ours:?}");
-    assert_eq!(reference.get_u64(code::OCTETS), ours.get_u64(code::OCTETS), "as skrouterd counts the same");
-    assert_eq!(reference.get_u64(code::OCTETS_REVERSE), ours.get_u64(code::OCTETS_REVERSE));
+    assert_eq!(reference.get_u64(attr::OCTETS), ours.get_u64(attr::OCTETS), "as skrouterd counts the same");
+    assert_eq!(reference.get_u64(attr::OCTETS_REVERSE), ours.get_u64(attr::OCTETS_REVERSE));
     assert_eq!(missing(&reference, &ours), Vec::<u32>::new(), "skrouterd's {reference:?}\nours {ours:?}");
     stop(&slot);
 }
@@ -238,16 +237,16 @@ async fn a_flow_from_skrouterds_listener_to_our_connector_carries_our_co_record(
         .record("skrouterd's record of the flow, with our co-record", &net.skrouterd, |r| {
             r.get_str(attr::PARENT) == Some(&echo)
                 && r.get_u64(attr::END_TIME).is_some()
-                && r.get_str(code::CONNECTOR).is_some()
+                && r.get_str(attr::CONNECTOR_ID).is_some()
         })
         .await;
     eprintln!("skrouterd's, with our co-record: {theirs:?}");
     assert_eq!(source, sk, "sent by skrouterd's source");
-    assert_eq!(theirs.get_str(code::CONNECTOR), Some("ours:connector:echo"), "our CONNECTOR record");
-    assert_eq!(theirs.get_str(code::PROXY_HOST), Some("127.0.0.1"), "our socket's local end");
-    assert!(theirs.get_str(code::PROXY_PORT).is_some_and(|p| p.parse::<u16>().is_ok()), "{theirs:?}");
-    assert!(theirs.get_str(code::TRACE).is_some_and(|t| t.contains(&format!("0/{}", "up-bf2"))), "{theirs:?}");
-    assert_eq!(theirs.get_u64(code::OCTETS), Some(1000), "{theirs:?}");
+    assert_eq!(theirs.get_str(attr::CONNECTOR_ID), Some("ours:connector:echo"), "our CONNECTOR record");
+    assert_eq!(theirs.get_str(attr::PROXY_HOST), Some("127.0.0.1"), "our socket's local end");
+    assert!(theirs.get_str(attr::PROXY_PORT).is_some_and(|p| p.parse::<u16>().is_ok()), "{theirs:?}");
+    assert!(theirs.get_str(attr::TRACE).is_some_and(|t| t.contains(&format!("0/{}", "up-bf2"))), "{theirs:?}");
+    assert_eq!(theirs.get_u64(attr::OCTETS), Some(1000), "{theirs:?}");
     assert_eq!(missing(&reference, &theirs), Vec::<u32>::new(), "skrouterd's {reference:?}\nwith ours {theirs:?}");
     stop(&slot);
 }

@@ -28,18 +28,6 @@ pub const CO_RECORD_PREFIX: &str = "vfcr.";
 /// The length of a vanflow source id in an identity (`vanflow.c`'s `ROUTER_ID_SIZE - 1`).
 pub const SOURCE_ID_LEN: usize = 5;
 
-/// Attribute codepoints of a BIFLOW_TPORT record (`vanflow.h`).
-pub mod code {
-    pub const SOURCE_HOST: u32 = 14;
-    pub const SOURCE_PORT: u32 = 17;
-    pub const OCTETS: u32 = 23;
-    pub const TRACE: u32 = 31;
-    pub const OCTETS_REVERSE: u32 = 58;
-    pub const CONNECTOR: u32 = 60;
-    pub const PROXY_HOST: u32 = 62;
-    pub const PROXY_PORT: u32 = 63;
-}
-
 /// The listener side's BIFLOW_TPORT records of our flows.
 #[derive(Debug, Default)]
 pub struct Book {
@@ -63,7 +51,7 @@ impl Book {
         let mut r =
             Record::new(kind::BIFLOW_TRANSPORT, id).with(attr::PARENT, parent).with_u64(attr::START_TIME, start_us);
         if let Some((host, port)) = source {
-            r = r.with(code::SOURCE_HOST, host).with(code::SOURCE_PORT, port.to_string());
+            r = r.with(attr::SOURCE_HOST, host).with(attr::SOURCE_PORT, port.to_string());
         }
         self.live.insert(id.to_string(), r.clone());
         Some(r)
@@ -75,8 +63,8 @@ impl Book {
         let before = self.live.remove(id)?;
         let after = before
             .clone()
-            .with_u64(code::OCTETS, octets)
-            .with_u64(code::OCTETS_REVERSE, reverse)
+            .with_u64(attr::OCTETS, octets)
+            .with_u64(attr::OCTETS_REVERSE, reverse)
             .with_u64(attr::END_TIME, end_us.max(1));
         if self.ended.len() >= MAX_ENDED {
             self.ended.pop_front();
@@ -132,9 +120,9 @@ pub fn co_record(
 ) -> Option<(String, Record)> {
     let source = source_of(id)?;
     let trace = if trace.is_empty() { "Local".to_string() } else { trace.join("|") };
-    let mut r = Record::new(kind::BIFLOW_TRANSPORT, id).with(code::CONNECTOR, connector).with(code::TRACE, trace);
+    let mut r = Record::new(kind::BIFLOW_TRANSPORT, id).with(attr::CONNECTOR_ID, connector).with(attr::TRACE, trace);
     if let Some((host, port)) = proxy {
-        r = r.with(code::PROXY_HOST, host).with(code::PROXY_PORT, port.to_string());
+        r = r.with(attr::PROXY_HOST, host).with(attr::PROXY_PORT, port.to_string());
     }
     Some((format!("{CO_RECORD_PREFIX}{source}:0"), r))
 }
@@ -168,29 +156,29 @@ mod tests {
         let mut b = Book::default();
         let r = b.start("ab3de:1", "r1:listener:web", peer(), 5).expect("recorded");
         assert_eq!(r.get_str(attr::PARENT), Some("r1:listener:web"));
-        assert_eq!((r.get_str(code::SOURCE_HOST), r.get_str(code::SOURCE_PORT)), (Some("127.0.0.1"), Some("40001")));
+        assert_eq!((r.get_str(attr::SOURCE_HOST), r.get_str(attr::SOURCE_PORT)), (Some("127.0.0.1"), Some("40001")));
         assert_eq!(r.get_u64(attr::START_TIME), Some(5));
         assert!(b.start("ab3de:1", "x", None, 6).is_none(), "started once");
         let co = Record::new(kind::BIFLOW_TRANSPORT, "ab3de:1")
-            .with(code::CONNECTOR, "up01a:7")
+            .with(attr::CONNECTOR_ID, "up01a:7")
             .with(attr::PARENT, "elsewhere")
-            .with(code::TRACE, "0/up");
+            .with(attr::TRACE, "0/up");
         let d = b.merge(&co).expect("merged");
-        assert_eq!(d.get_str(code::CONNECTOR), Some("up01a:7"));
+        assert_eq!(d.get_str(attr::CONNECTOR_ID), Some("up01a:7"));
         assert_eq!(d.get_str(attr::PARENT), None, "the parent stays ours");
         assert!(b.merge(&co).is_none(), "nothing new");
         assert_eq!(b.live().len(), 1);
         let e = b.end("ab3de:1", 10, 4, 9).expect("ended");
-        assert_eq!((e.get_u64(code::OCTETS), e.get_u64(code::OCTETS_REVERSE)), (Some(10), Some(4)));
+        assert_eq!((e.get_u64(attr::OCTETS), e.get_u64(attr::OCTETS_REVERSE)), (Some(10), Some(4)));
         assert_eq!(e.get_u64(attr::END_TIME), Some(9));
         assert!(b.end("ab3de:1", 10, 4, 9).is_none(), "ended once");
         assert!(b.live().is_empty(), "a FLUSH sends the live only");
-        let late = Record::new(kind::BIFLOW_TRANSPORT, "ab3de:1").with(code::PROXY_HOST, "10.0.0.1");
+        let late = Record::new(kind::BIFLOW_TRANSPORT, "ab3de:1").with(attr::PROXY_HOST, "10.0.0.1");
         assert_eq!(
-            b.merge(&late).and_then(|d| d.get_str(code::PROXY_HOST).map(str::to_string)).as_deref(),
+            b.merge(&late).and_then(|d| d.get_str(attr::PROXY_HOST).map(str::to_string)).as_deref(),
             Some("10.0.0.1")
         );
-        assert!(b.merge(&Record::new(kind::BIFLOW_TRANSPORT, "zzzzz:1").with(code::CONNECTOR, "c")).is_none());
+        assert!(b.merge(&Record::new(kind::BIFLOW_TRANSPORT, "zzzzz:1").with(attr::CONNECTOR_ID, "c")).is_none());
     }
 
     #[test]
@@ -205,7 +193,7 @@ mod tests {
         }
         assert!(b.live().is_empty());
         assert_eq!(b.ended.len(), MAX_ENDED);
-        let co = |i: usize| Record::new(kind::BIFLOW_TRANSPORT, format!("ab3de:{i}")).with(code::CONNECTOR, "c");
+        let co = |i: usize| Record::new(kind::BIFLOW_TRANSPORT, format!("ab3de:{i}")).with(attr::CONNECTOR_ID, "c");
         assert!(b.merge(&co(0)).is_none(), "long gone");
         assert!(b.merge(&co(MAX_LIVE - 1)).is_some());
     }
@@ -224,16 +212,16 @@ mod tests {
     fn co_records_go_to_the_source_of_the_identity() {
         let (to, r) = co_record("up01a:42", "r1:connector:db", &["0/up-a".into(), "0/r1".into()], peer()).unwrap();
         assert_eq!(to, "vfcr.up01a:0");
-        assert_eq!(r.get_str(code::CONNECTOR), Some("r1:connector:db"));
-        assert_eq!(r.get_str(code::TRACE), Some("0/up-a|0/r1"));
-        assert_eq!(r.get_str(code::PROXY_PORT), Some("40001"));
+        assert_eq!(r.get_str(attr::CONNECTOR_ID), Some("r1:connector:db"));
+        assert_eq!(r.get_str(attr::TRACE), Some("0/up-a|0/r1"));
+        assert_eq!(r.get_str(attr::PROXY_PORT), Some("40001"));
         assert_eq!(r.get_u64(attr::START_TIME), None, "a co-record has no times");
         assert_eq!(co_record("x", "c", &[], None), None);
         assert_eq!(co_record("toolong:1", "c", &[], None), None);
         assert_eq!(co_record("up01a:", "c", &[], None), None);
         assert_eq!(co_record("up01a:1x", "c", &[], None), None);
         assert_eq!(
-            co_record("up01a:1", "c", &[], None).map(|(_, r)| r.get_str(code::TRACE).map(str::to_string)),
+            co_record("up01a:1", "c", &[], None).map(|(_, r)| r.get_str(attr::TRACE).map(str::to_string)),
             Some(Some("Local".into()))
         );
     }

@@ -58,17 +58,25 @@ pub mod attr {
     pub const PLATFORM: u32 = 11;
     pub const NAMESPACE: u32 = 12;
     pub const MODE: u32 = 13;
+    pub const SOURCE_HOST: u32 = 14;
     pub const DEST_HOST: u32 = 15;
     pub const PROTOCOL: u32 = 16;
+    pub const SOURCE_PORT: u32 = 17;
     pub const DEST_PORT: u32 = 18;
     pub const ADDRESS: u32 = 19;
     pub const HOST_NAME: u32 = 22;
+    pub const OCTETS: u32 = 23;
     pub const NAME: u32 = 30;
+    pub const TRACE: u32 = 31;
     pub const BUILD_VERSION: u32 = 32;
     pub const LINK_COST: u32 = 33;
     pub const LINK_COUNT: u32 = 52;
     pub const OPER_STATUS: u32 = 53;
     pub const ROLE: u32 = 54;
+    pub const OCTETS_REVERSE: u32 = 58;
+    pub const CONNECTOR_ID: u32 = 60;
+    pub const PROXY_HOST: u32 = 62;
+    pub const PROXY_PORT: u32 = 63;
 }
 
 /// An attribute's value: upstream's record fields are strings, uint64s, or times (uint64 microseconds).

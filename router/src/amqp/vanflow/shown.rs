@@ -57,9 +57,7 @@ const NAMES: &[(u32, &str)] = &[
     (65, "errorConnector"),
 ];
 
-pub const OCTETS: u32 = 23;
-pub const OCTETS_REVERSE: u32 = 58;
-pub const CONNECTOR_ID: u32 = 60;
+pub use super::records::attr::{CONNECTOR_ID, OCTETS, OCTETS_REVERSE};
 
 /// The traffic a source reported for one (listener or parent, connector) pair, cumulative.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
