@@ -1,7 +1,8 @@
 """Throughput of router variants side by side (two hops, or one), in the same run, alternating; JSON on stdout.
 
 Each side is a whole two-hop network as ``dataplane_bench.py`` builds it (client -> West -> mutual TLS -> Middle ->
-mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run, the sides in turn, for
+mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run (``--streams N``: N at once,
+their rates summed), the sides in turn, for
 ``--rounds`` rounds. Every round builds every network afresh and starts with the next side: on two CPUs the five
 processes of a stream settle on the CPUs in a way that stays for the processes' life, and that alone moved the
 same binary's throughput by 10 % between two networks of one run. A side is ``haproxy`` (the baseline,
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -86,10 +88,14 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
         for side in order:
             port, host = nets[side]
             before = db._machine()
-            result = await asyncio.to_thread(rb._throughput, port, host, args.seconds, 1 << 40)
+            # a thread per stream (the default executor has only a few on two CPUs)
+            with concurrent.futures.ThreadPoolExecutor(args.streams) as pool:
+                loop = asyncio.get_running_loop()
+                results = await asyncio.gather(*(loop.run_in_executor(pool, rb._throughput, port, host, args.seconds,
+                                                                      1 << 40) for _ in range(args.streams)))
             after = db._machine()
             busy, idle = after[0] - before[0], after[1] - before[1]
-            runs[side].append((result["gbit_per_s"], idle / max(busy + idle, 1e-9)))
+            runs[side].append((sum(r["gbit_per_s"] for r in results), idle / max(busy + idle, 1e-9)))
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,7 +121,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     if "direct" in out:
         for side in out.values():
             side["of_direct"] = round(side["gbit_per_s"] / max(out["direct"]["gbit_per_s"], 1e-9), 3)
-    return {"sides": out, "topology": args.topology, "rounds": args.rounds, "seconds": args.seconds,
+    return {"sides": out, "topology": args.topology, "streams": args.streams, "rounds": args.rounds,
+            "seconds": args.seconds,
             "cpus": os.cpu_count(), "load_average": os.getloadavg()}
 
 
@@ -126,14 +133,17 @@ def main() -> None:
     parser.add_argument("--topology", choices=("two_hops", "one_hop"), default="two_hops")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each run")
+    parser.add_argument("--streams", type=int, default=1,
+                        help="concurrent streams through the network in each run (Gbit/s is their sum)")
     args = parser.parse_args()
     try:
         for side in args.sides:
             parse_side(side)
     except ValueError as e:
         parser.error(str(e))
-    if len(set(args.sides)) != len(args.sides) or not 1 <= args.rounds <= 50 or not 0.5 <= args.seconds <= 60:
-        parser.error("sides are distinct, --rounds 1-50, --seconds 0.5-60")
+    if len(set(args.sides)) != len(args.sides) or not 1 <= args.rounds <= 50 or not 0.5 <= args.seconds <= 60 \
+            or not 1 <= args.streams <= 64:
+        parser.error("sides are distinct, --rounds 1-50, --seconds 0.5-60, --streams 1-64")
     json.dump(asyncio.run(_main(args)), sys.stdout, indent=2)
     print()
 

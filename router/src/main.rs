@@ -46,10 +46,12 @@ struct Args {
     /// host:port for /metrics, /healthz, /readyz and /network (port 0: any free port, printed at start).
     #[arg(long, env = "ROUTER_METRICS_ADDRESS")]
     metrics_address: Option<String>,
-    /// Worker threads (default: the --config document's router.threads, else one per CPU).
+    /// Worker threads (default: the --config document's router.threads, else the CPUs the accept threads leave,
+    /// at least one).
     #[arg(long, env = "ROUTER_THREADS")]
     threads: Option<usize>,
-    /// Threads on which Listeners accept and carry their clients (default: half the worker threads, rounded up).
+    /// Threads on which Listeners accept and carry their clients (default: half the worker threads given, rounded
+    /// up; else half the CPUs, rounded up).
     #[arg(long, env = "ROUTER_ACCEPT_THREADS")]
     accept_threads: Option<usize>,
     /// Exit (as on SIGTERM) once the process that started this router is gone (the adaptor passes it).
@@ -78,14 +80,13 @@ fn main() {
         Some(Ok(doc)) => doc.router.threads.map(|n| n as usize),
         _ => None,
     });
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads {
-        rt.worker_threads(n.clamp(1, 64));
-    }
-    // Listeners accept and carry their clients on accept workers (snrouter::workers): half as many as the
-    // runtime's threads, rounded up (docs/service-network-router.md, "Threads"), unless --accept-threads
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    snrouter::workers::start(args.accept_threads.unwrap_or(threads.unwrap_or(cpus).div_ceil(2)).clamp(1, 64));
+    let (workers, accept) = snrouter::workers::split(cpus, threads, args.accept_threads);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.worker_threads(workers);
+    // Listeners accept and carry their clients on accept workers (snrouter::workers); links, the control plane and
+    // connections that arrive over links run on the runtime's workers (docs/service-network-router.md, "Threads")
+    snrouter::workers::start(accept);
     trim::start();
     let rt = rt.enable_all().build().expect("tokio runtime");
     let code = rt.block_on(run(args, first));

@@ -92,7 +92,7 @@ class DataPlane:
         self.socket_path = control_socket_path(state_dir)
         self.binary = binary
         self.threads = threads
-        #: the worker threads of the process running now (None: one per CPU)
+        #: the worker threads of the process running now (None: the router's default)
         self.started_threads: int | None = None
         self.log_level = log_level
         self.proc: asyncio.subprocess.Process | None = None

@@ -164,7 +164,7 @@ class RustAdaptor:
         if self._threads is None:
             self.plane.threads = config.router.threads
         if self.plane.threads != self.plane.started_threads:
-            running, wanted = (n or "one per CPU" for n in (self.plane.started_threads, self.plane.threads))
+            running, wanted = (n or "the default" for n in (self.plane.started_threads, self.plane.threads))
             problems.append(f"router.threads: the router runs {running} worker threads; {wanted} take effect "
                             "when it restarts")
         self.problems = problems + [str(p) for p in answer.get("problems", [])]

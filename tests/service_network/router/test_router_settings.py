@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,35 @@ async def test_the_router_runs_the_documents_worker_threads_and_says_when_a_chan
         assert [p for p in adaptor.problems if "router.threads" in p] == [
             "router.threads: the router runs 3 worker threads; 1 take effect when it restarts"]
         assert adaptor.plane.pid == pid and _worker_threads(pid) == 3
+
+
+def _accept_threads(pid: int) -> int:
+    """The accept threads of a router process (named "accept-N")."""
+    return sum(1 for t in Path(f"/proc/{pid}/task").iterdir() if (t / "comm").read_text().startswith("accept-"))
+
+
+def _cpus_for(pid: int) -> int:
+    """The CPUs a process may use as Rust's ``available_parallelism`` counts them: its affinity, lowered by a cgroup
+    v2 CPU quota."""
+    cpus = len(os.sched_getaffinity(pid))
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    return cpus
+
+
+async def test_without_threads_a_router_runs_one_thread_per_cpu_in_all(tmp_path, state_dir):
+    # half the CPUs (rounded up) accept, the rest are the runtime's workers, at least one
+    config = tmp_path / "router.json"
+    _write(config, document())
+    async with _running(config, state_dir) as adaptor:
+        pid = adaptor.plane.pid
+        assert pid is not None
+        cpus = _cpus_for(pid)
+        accept = (cpus + 1) // 2
+        assert (_worker_threads(pid), _accept_threads(pid)) == (max(1, cpus - accept), accept)
+        assert not adaptor.problems
 
 
 async def test_at_max_connections_a_new_client_waits_until_one_ends(tmp_path, state_dir, start_backend):
