@@ -49,7 +49,13 @@ GOAL_RATIO = 1.2
 
 def _router_rss(adaptors: dict[str, Any]) -> dict[str, int]:
     """RSS per router (name -> bytes): the Rust router process, or the HAProxy process."""
-    return {name: dp._rss(dp._router_pids({name: adaptor})) for name, adaptor in adaptors.items()}
+    pids = dp._router_pids(adaptors)
+    if set(pids) != set(adaptors):
+        raise RuntimeError(f"no data-plane process for {sorted(set(adaptors) - set(pids))}")
+    rss = {name: dp._rss({pid}) for name, pid in pids.items()}
+    if gone := sorted(name for name, value in rss.items() if not value):
+        raise RuntimeError(f"the data-plane process of {gone} is gone")
+    return rss
 
 
 def _round(host: str, port: int, count: int, deadline: float, while_held: Callable[[], Any]) -> Any:

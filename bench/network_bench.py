@@ -199,7 +199,7 @@ def _plain_chain_throughput(args: argparse.Namespace, haproxy: str, state: Path,
         try:
             pids = {p.pid for p in procs}
             runs: dict[str, list[float]] = {"direct": [], "chain": []}
-            chain_bytes, chain_cpu, endpoint_cpu = 0, 0.0, 0.0
+            chain_bytes, chain_cpu, endpoint_cpu = 0.0, 0.0, 0.0
             for _ in range(args.repeats):
                 runs["direct"].append(rb._throughput(sink_port, rb.BACKEND, args.seconds, max_bytes)["gbit_per_s"])
                 before, before_endpoints = _process_cpu_seconds(pids), _process_cpu_seconds(endpoints)
@@ -242,7 +242,7 @@ async def _networks(state: Path, haproxy: str, ports: dict[str, int], tls: str, 
                                    {x["name"]: x["port"] for x in docs["west"]["listeners"]}, baselines)
         docs = _documents(state / f"rust-tls-{tls}", HOSTS["rust"], ports, tls, router)
         adaptors = await stack.enter_async_context(_rust_routers(state / f"rust-{tls}", docs))
-        nets["rust"] = _Network("rust", lambda: {a.plane.pid for a in adaptors.values()} - {None},
+        nets["rust"] = _Network("rust", lambda: {a.plane.pid for a in adaptors.values() if a.plane.pid is not None},
                                 {x["name"]: x["port"] for x in docs["west"]["listeners"]})
         deadline = time.monotonic() + 30
         for net in nets.values():

@@ -160,7 +160,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
         docs = {"west": _document(backends)}
         async with dp._network(state / "routers", "rust", docs, haproxy) as (adaptors, listeners):
-            pids = dp._router_pids(adaptors)
+            pids = set(dp._router_pids(adaptors).values())
             result = await asyncio.to_thread(_measure, args, wrk, backends, listeners, pids)
         result.update(_ratios(result))
         result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),

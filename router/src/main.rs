@@ -9,22 +9,50 @@ use clap::Parser;
 use snrouter::api::{self, Slot};
 use snrouter::config::Document;
 
-/// Freed memory given back to the system: glibc's malloc keeps what a burst of short connections used (its arenas
+/// How glibc's malloc holds memory: this module is the binary's only `unsafe` (two calls into glibc that take no
+/// pointers).
+///
+/// Freed memory is given back to the system: glibc's malloc keeps what a burst of short connections used (its arenas
 /// fragment and are trimmed only at their top: RSS grew with every round of 1,000 connections, 19 -> 71 MiB in 20
-/// rounds at the end of a two-hop chain), so a thread calls `malloc_trim(0)` every [`trim::INTERVAL`], which also
-/// returns the free pages inside each arena (`madvise`). mimalloc instead gave memory back too but cost 10 % of
+/// rounds at the end of a two-hop chain), so a thread calls `malloc_trim(0)` every [`malloc::TRIM_INTERVAL`], which
+/// also returns the free pages inside each arena (`madvise`). mimalloc instead gave memory back too but cost 10 % of
 /// two-hop throughput (4.11 vs 4.55 Gbit/s, same run); glibc with `malloc_trim` costs none measurable.
-/// docs/service-network-router.md, "Memory given back"; `bench/memory_bench.py`. The binary's one `unsafe`.
-mod trim {
+/// docs/service-network-router.md, "Memory given back"; `bench/memory_bench.py`.
+///
+/// Between those trims, buffers are reused rather than handed back at every free: a link reader's buffer (256 KiB and
+/// more while a bulk stream crosses it) was above glibc's sliding mmap threshold often enough that it was mapped and
+/// unmapped (or the heap's top trimmed and grown again) every few MB, and its pages faulted in and zeroed afresh: up to
+/// 50 page faults per MB carried in the middle router of two hops. [`malloc::hold`] sets both thresholds once at start
+/// ([`malloc::MMAP_THRESHOLD`], [`malloc::TRIM_THRESHOLD`]); the trim thread still gives everything free back within a
+/// second (docs/service-network-router.md, "Where a two-hop router's CPU goes").
+mod malloc {
     use std::time::Duration;
 
     /// How often freed memory is given back.
-    pub const INTERVAL: Duration = Duration::from_secs(1);
+    pub const TRIM_INTERVAL: Duration = Duration::from_secs(1);
+    /// Allocations at least this large are mapped of their own (glibc's default slides from 128 KiB up to 32 MiB).
+    pub const MMAP_THRESHOLD: libc::c_int = 8 << 20;
+    /// Free memory at the heap's top kept on `free` before it is trimmed (the trim thread trims every second anyway).
+    pub const TRIM_THRESHOLD: libc::c_int = 64 << 20;
+
+    /// Fixes malloc's thresholds (before any thread starts); warns when glibc refuses one.
+    pub fn hold() {
+        for (param, value, name) in [
+            (libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD, "M_MMAP_THRESHOLD"),
+            (libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD, "M_TRIM_THRESHOLD"),
+        ] {
+            // SAFETY: mallopt takes two integers and no pointers; it is called at start, before any other thread
+            // exists (glibc's documented interface; it returns 0 for a value it refuses).
+            if unsafe { libc::mallopt(param, value) } != 1 {
+                tracing::warn!("malloc refused {name} = {value}");
+            }
+        }
+    }
 
     /// Starts the thread that gives freed memory back (it runs for the life of the process).
-    pub fn start() {
+    pub fn start_trimming() {
         let _ = std::thread::Builder::new().name("malloc-trim".into()).spawn(|| loop {
-            std::thread::sleep(INTERVAL);
+            std::thread::sleep(TRIM_INTERVAL);
             // SAFETY: malloc_trim takes no pointers; it locks each arena itself, so it is safe to call from any thread
             // at any time (glibc's documented interface).
             unsafe {
@@ -70,6 +98,7 @@ fn main() {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
+    malloc::hold();
     // a router holds two sockets per connection it carries: take every file descriptor the hard limit allows
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!("could not raise the open-file limit: {e}");
@@ -87,7 +116,7 @@ fn main() {
     // Listeners accept and carry their clients on accept workers (snrouter::workers); links, the control plane and
     // connections that arrive over links run on the runtime's workers (docs/service-network-router.md, "Threads")
     snrouter::workers::start(accept);
-    trim::start();
+    malloc::start_trimming();
     let rt = rt.enable_all().build().expect("tokio runtime");
     let code = rt.block_on(run(args, first));
     rt.shutdown_timeout(Duration::from_secs(2));
