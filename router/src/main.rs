@@ -24,7 +24,7 @@ use snrouter::config::Document;
 /// unmapped (or the heap's top trimmed and grown again) every few MB, and its pages faulted in and zeroed afresh: up to
 /// 50 page faults per MB carried in the middle router of two hops. [`malloc::hold`] sets both thresholds once at start
 /// ([`malloc::MMAP_THRESHOLD`], [`malloc::TRIM_THRESHOLD`]); the trim thread still gives everything free back within a
-/// second (docs/service-network-router.md, "Where a two-hop router's CPU goes").
+/// second (docs/service-network-router.md, "Quiet, one thread per CPU and malloc's thresholds held").
 mod malloc {
     use std::time::Duration;
 
