@@ -37,10 +37,14 @@ async def _running(path: Path, state_dir: Path) -> AsyncIterator[RustAdaptor]:
         await asyncio.wait_for(task, 30)
 
 
+def _thread_names(pid: int) -> list[str]:
+    """The names of a process's threads."""
+    return [(t / "comm").read_text().strip() for t in Path(f"/proc/{pid}/task").iterdir()]
+
+
 def _worker_threads(pid: int) -> int:
     """The tokio worker threads of a process (tokio names them "tokio-rt-worker")."""
-    return sum(1 for t in Path(f"/proc/{pid}/task").iterdir()
-               if (t / "comm").read_text().strip() == "tokio-rt-worker")
+    return sum(1 for name in _thread_names(pid) if name == "tokio-rt-worker")
 
 
 async def test_the_router_runs_the_documents_worker_threads_and_says_when_a_change_waits_for_a_restart(
@@ -63,7 +67,7 @@ async def test_the_router_runs_the_documents_worker_threads_and_says_when_a_chan
 
 def _accept_threads(pid: int) -> int:
     """The accept threads of a router process (named "accept-N")."""
-    return sum(1 for t in Path(f"/proc/{pid}/task").iterdir() if (t / "comm").read_text().startswith("accept-"))
+    return sum(1 for name in _thread_names(pid) if name.startswith("accept-"))
 
 
 def _cpus_for(pid: int) -> int:
