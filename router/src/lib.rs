@@ -29,4 +29,5 @@ pub mod stream;
 pub mod text;
 pub mod tls;
 pub mod tlsio;
+pub mod tlsrec;
 pub mod workers;

@@ -128,6 +128,8 @@ pub fn access_server(m: &Material, min_version: &str, alpn: &[&[u8]]) -> Result<
         .map_err(|e| format!("server certificate: {e}"))?;
     cfg.alpn_protocols = alpn.iter().map(|id| id.to_vec()).collect();
     cfg.ignore_client_order = true;
+    // a TLS 1.3 link's records are protected by `tlsrec` with the traffic secrets rustls hands over
+    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 
@@ -150,6 +152,7 @@ pub fn link_client(m: &Material, version: &str, alpn: Option<&[u8]>) -> Result<A
     // handshake that offers a session it ticketed ("session id context uninitialized"), so every redial after the
     // first would fail. Links are long-lived; a full handshake per dial costs little.
     cfg.resumption = rustls::client::Resumption::disabled();
+    cfg.enable_secret_extraction = true;
     Ok(Arc::new(cfg))
 }
 

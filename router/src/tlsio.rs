@@ -1,11 +1,12 @@
-//! A link's TLS connection on rustls' unbuffered API (issue 45, goal 2): records are decrypted where the socket's
-//! bytes were read (one 64 KiB buffer); rustls 0.23 hands each record's plaintext out in a `Vec` of its own, which is
-//! copied into the reader's buffer.
-//! rustls' buffered API read at most 4 KiB at a time from the link's read buffer into a deframer of its own, and
-//! copied every plaintext twice (`router/examples/tls_recv_speed.rs` measures the designs: about half the CPU per
-//! received byte). Sending: the plaintext of a vectored write is gathered once and encrypted into one output buffer,
-//! written with one write for many records. Bounded as before: at most [`READ_BUFFER`] read ahead, at most
-//! [`WRITE_LIMIT`] encrypted and not yet written (a write then waits for the socket).
+//! A link's TLS connection (issue 45, goal 2): the handshake on rustls' unbuffered API; after it, a TLS 1.3
+//! connection's records are the router's own ([`tlsrec`], on the traffic secrets rustls hands over when the config
+//! allows it: every link's does) and a TLS 1.2 connection's stay with rustls.
+//! Received: the socket's bytes are read into one 64 KiB buffer and each record is opened there, in place; its
+//! plaintext is copied once into the reader's buffer (rustls 0.23 would copy it into a `Vec` of its own first).
+//! Sent: records are sealed straight from the writer's slices into one output buffer, written with one write for
+//! many records (rustls: whole records from a slice, only a record spanning slices gathered first). Bounded as
+//! before: at most [`READ_BUFFER`] read ahead, at most [`WRITE_LIMIT`] encrypted and not yet written (a write then
+//! waits for the socket). `router/examples/tls_recv_speed.rs` measures the designs.
 
 use std::io;
 use std::pin::Pin;
@@ -18,6 +19,8 @@ use rustls::server::UnbufferedServerConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls::CommonState;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::tlsrec::{self, Opened, Records};
 
 /// Bytes read from the socket ahead of the records they hold (several full records).
 pub const READ_BUFFER: usize = 64 * 1024;
@@ -45,6 +48,27 @@ impl Side {
             Side::Client(c) => c,
             Side::Server(s) => s,
         }
+    }
+
+    /// rustls' key schedule and the traffic secrets, for the record layer of [`tlsrec`] (a TLS 1.3 connection
+    /// whose handshake is done and whose handshake messages are all written).
+    fn into_records(self) -> Result<Records, String> {
+        fn limit(suite: rustls::SupportedCipherSuite) -> u64 {
+            suite.tls13().map_or(1 << 23, |s| s.common.confidentiality_limit)
+        }
+        let (secrets, schedule, limit): (_, Box<dyn tlsrec::KeySchedule>, _) = match self {
+            Side::Client(c) => {
+                let (secrets, k) = c.dangerous_into_kernel_connection().map_err(|e| e.to_string())?;
+                let limit = limit(k.negotiated_cipher_suite());
+                (secrets, Box::new(k), limit)
+            }
+            Side::Server(s) => {
+                let (secrets, k) = s.dangerous_into_kernel_connection().map_err(|e| e.to_string())?;
+                let limit = limit(k.negotiated_cipher_suite());
+                (secrets, Box::new(k), limit)
+            }
+        };
+        Records::new(secrets.rx, secrets.tx, schedule, limit).map_err(|e| e.why)
     }
 }
 
@@ -187,10 +211,19 @@ fn encrypt_error(e: EncryptError) -> io::Error {
     }
 }
 
-/// A TLS connection over `T` (a TCP stream) on rustls' unbuffered API.
+/// A TLS connection over `T` (a TCP stream): the handshake on rustls' unbuffered API; after a TLS 1.3 handshake
+/// (when the config allows secret extraction), records are protected by [`tlsrec`], otherwise by rustls.
 pub struct TlsIo<T> {
     io: T,
-    side: Side,
+    /// rustls: the handshake, and records of a TLS 1.2 connection (None once [`TlsIo::own`] took over).
+    side: Option<Side>,
+    /// The record layer of a TLS 1.3 connection after its handshake.
+    own: Option<Box<Records>>,
+    /// The peer's certificates and the ALPN protocol, kept from the handshake.
+    peer_certs: Option<Vec<CertificateDer<'static>>>,
+    alpn: Option<Vec<u8>>,
+    /// Plaintext opened in place and not read yet: `rx[window.0..window.1]` (before `rx_start`).
+    window: (usize, usize),
     /// Bytes from the peer: records not yet processed are `rx[rx_start..rx_end]`.
     rx: Box<[u8]>,
     rx_start: usize,
@@ -206,7 +239,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
     fn new(io: T, side: Side) -> Self {
         TlsIo {
             io,
-            side,
+            side: Some(side),
+            own: None,
+            peer_certs: None,
+            alpn: None,
+            window: (0, 0),
             rx: vec![0u8; READ_BUFFER].into_boxed_slice(),
             rx_start: 0,
             rx_end: 0,
@@ -226,28 +263,68 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
 
     /// Dials: the TLS handshake as a client on `io`.
     pub async fn connect(config: Arc<rustls::ClientConfig>, name: ServerName<'static>, io: T) -> io::Result<Self> {
+        let extract = config.enable_secret_extraction;
         let conn = UnbufferedClientConnection::new(config, name).map_err(tls_error)?;
         let mut me = TlsIo::new(io, Side::Client(Box::new(conn)));
         me.handshake().await?;
+        me.after_handshake(extract)?;
         Ok(me)
     }
 
     /// Accepts: the TLS handshake as a server on `io`.
     pub async fn accept(config: Arc<rustls::ServerConfig>, io: T) -> io::Result<Self> {
+        let extract = config.enable_secret_extraction;
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
         let mut me = TlsIo::new(io, Side::Server(Box::new(conn)));
         me.handshake().await?;
+        me.after_handshake(extract)?;
         Ok(me)
     }
 
     /// The peer's certificate chain (leaf first), once the handshake is done.
     pub fn peer_certificates(&self) -> Option<&[CertificateDer<'static>]> {
-        self.side.common().peer_certificates()
+        self.peer_certs.as_deref()
     }
 
     /// The ALPN protocol agreed in the handshake.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.side.common().alpn_protocol()
+        self.alpn.as_deref()
+    }
+
+    /// Who protects the records after the handshake: "tlsrec" (a TLS 1.3 connection) or "rustls".
+    pub fn record_layer(&self) -> &'static str {
+        if self.own.is_some() {
+            "tlsrec"
+        } else {
+            "rustls"
+        }
+    }
+
+    /// Lowers the number of records our key protects before a KeyUpdate (tests).
+    #[doc(hidden)]
+    pub fn set_key_limit(&mut self, records: u64) {
+        if let Some(own) = self.own.as_mut() {
+            own.set_tx_limit(records);
+        }
+    }
+
+    /// Keeps what the handshake agreed and, for TLS 1.3 with secret extraction allowed, hands the records to
+    /// [`tlsrec`] (everything rustls had to send was written by the handshake).
+    fn after_handshake(&mut self, extract: bool) -> io::Result<()> {
+        let Some(side) = self.side.take() else { return Ok(()) };
+        let common = side.common();
+        self.peer_certs = common.peer_certificates().map(|c| c.to_vec());
+        self.alpn = common.alpn_protocol().map(|a| a.to_vec());
+        if !extract || common.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) {
+            self.side = Some(side);
+            return Ok(());
+        }
+        let records = side.into_records().map_err(|e| {
+            self.failed = true;
+            io::Error::other(format!("TLS records after the handshake: {e}"))
+        })?;
+        self.own = Some(Box::new(records));
+        Ok(())
     }
 
     async fn handshake(&mut self) -> io::Result<()> {
@@ -268,7 +345,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             match step {
                 Step::Again | Step::Full => {}
                 // a server may send after its own Finished, before the client's certificate is verified
-                Step::Writable if !self.side.common().is_handshaking() => return Ok(()),
+                Step::Writable if !self.side.as_ref().is_some_and(|s| s.common().is_handshaking()) => return Ok(()),
                 Step::Writable | Step::NeedInput => {
                     if std::future::poll_fn(|cx| self.poll_fill(cx)).await? == 0 {
                         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed in the handshake"));
@@ -293,8 +370,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             }
             let input = &mut self.rx[self.rx_start..self.rx_end];
             let result = match &mut self.side {
-                Side::Client(c) => step(c.process_tls_records(input), &mut self.bufs, ask),
-                Side::Server(s) => step(s.process_tls_records(input), &mut self.bufs, ask),
+                Some(Side::Client(c)) => step(c.process_tls_records(input), &mut self.bufs, ask),
+                Some(Side::Server(s)) => step(s.process_tls_records(input), &mut self.bufs, ask),
+                None => Err(io::Error::other("rustls no longer has this connection")),
             };
             let (discard, step) = match result {
                 Ok(r) => r,
@@ -321,8 +399,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         for _ in 0..4 {
             let input = &mut self.rx[self.rx_start..self.rx_end];
             let queued = match &mut self.side {
-                Side::Client(c) => encode_queued(c.process_tls_records(input), &mut self.bufs),
-                Side::Server(s) => encode_queued(s.process_tls_records(input), &mut self.bufs),
+                Some(Side::Client(c)) => encode_queued(c.process_tls_records(input), &mut self.bufs),
+                Some(Side::Server(s)) => encode_queued(s.process_tls_records(input), &mut self.bufs),
+                None => false,
             };
             if !queued {
                 return;
@@ -364,6 +443,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
     /// Encrypts a prefix of `data` and starts writing it out (what the socket does not take yet waits in `tx`,
     /// bounded: the next call waits for room).
     fn poll_encrypt(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        if self.own.is_some() {
+            return self.poll_seal_own(cx, &[io::IoSlice::new(data)]);
+        }
         let n = ready!(self.poll_seal(cx, data))?;
         if let Poll::Ready(Err(e)) = self.poll_write_out(cx) {
             return Poll::Ready(Err(e));
@@ -406,6 +488,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
     /// payload's tail and the next head): the rest is encrypted from where it is, so a DATA payload's bytes are
     /// copied once, by rustls into the record, not gathered first.
     fn poll_encrypt_vectored(&mut self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        if self.own.is_some() {
+            return self.poll_seal_own(cx, bufs);
+        }
         let mut total = 0;
         let (mut i, mut at) = (0, 0);
         let mut gather = std::mem::take(&mut self.gather);
@@ -478,6 +563,105 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
     }
 }
 
+impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
+    /// Seals up to [`WRITE_CHUNK`] bytes of `bufs` with [`tlsrec`] straight into `tx` (one copy of each byte, into
+    /// its record) and starts writing them out; waits for the socket only when `tx` holds [`WRITE_LIMIT`] or more.
+    fn poll_seal_own(&mut self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        if self.failed {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "the TLS connection failed before")));
+        }
+        if self.bufs.close_sent {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Poll::Ready(Ok(0));
+        }
+        loop {
+            if self.bufs.tx_end >= WRITE_LIMIT {
+                ready!(self.poll_write_out(cx))?;
+            }
+            let Some(own) = self.own.as_mut() else { return Poll::Ready(Err(io::Error::other("no record layer"))) };
+            let at = self.bufs.tx_end;
+            let sealed = own.seal_data(&mut self.bufs.tx[at..], bufs, WRITE_CHUNK);
+            let (taken, written) = match sealed {
+                Ok(done) => done,
+                Err(refused) => return Poll::Ready(Err(self.fail_own(cx, refused))),
+            };
+            self.bufs.tx_end += written;
+            if taken > 0 {
+                if let Poll::Ready(Err(e)) = self.poll_write_out(cx) {
+                    return Poll::Ready(Err(e));
+                }
+                return Poll::Ready(Ok(taken));
+            }
+            if self.bufs.tx_end == 0 {
+                return Poll::Ready(Err(io::Error::other("no room to encrypt into")));
+            }
+            // no room for a record: what waits goes out first
+            ready!(self.poll_write_out(cx))?;
+        }
+    }
+
+    /// Reads with [`tlsrec`]: records are opened in place in `rx` and their plaintext copied into `buf` (what does
+    /// not fit waits in [`TlsIo::window`]); as many whole records as are there and fit, then one read of the socket.
+    fn poll_read_own(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.failed {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "the TLS connection failed before")));
+        }
+        let before = buf.filled().len();
+        loop {
+            if self.window.0 < self.window.1 {
+                let (from, to) = self.window;
+                let n = (to - from).min(buf.remaining());
+                buf.put_slice(&self.rx[from..from + n]);
+                if from + n < to {
+                    self.window.0 = from + n;
+                    return Poll::Ready(Ok(()));
+                }
+                self.window = (0, 0);
+            }
+            if self.rx_start == self.rx_end {
+                (self.rx_start, self.rx_end) = (0, 0);
+            }
+            let Some(own) = self.own.as_mut() else { return Poll::Ready(Err(io::Error::other("no record layer"))) };
+            if buf.remaining() == 0 || own.peer_closed() {
+                return Poll::Ready(Ok(()));
+            }
+            match own.open(&mut self.rx[self.rx_start..self.rx_end]) {
+                Ok(Some((used, opened))) => {
+                    if let Opened::Data(range) = opened {
+                        self.window = (self.rx_start + range.start, self.rx_start + range.end);
+                    }
+                    self.rx_start += used;
+                }
+                Ok(None) if buf.filled().len() > before => return Poll::Ready(Ok(())),
+                Ok(None) => {
+                    if ready!(self.poll_fill(cx))? == 0 {
+                        return Poll::Ready(Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the peer closed the link without a TLS close_notify",
+                        )));
+                    }
+                }
+                Err(refused) => return Poll::Ready(Err(self.fail_own(cx, refused))),
+            }
+        }
+    }
+
+    /// Fails the connection for what [`tlsrec`] refused: the alert it names goes out if it fits (best effort).
+    fn fail_own(&mut self, cx: &mut Context<'_>, refused: tlsrec::Refused) -> io::Error {
+        self.failed = true;
+        if let (Some(alert), Some(own)) = (refused.alert, self.own.as_mut()) {
+            let at = self.bufs.tx_end;
+            if let Ok(n) = own.seal_alert(&mut self.bufs.tx[at..], alert) {
+                self.bufs.tx_end += n;
+                let _ = self.poll_write_out(cx);
+            }
+        }
+        io::Error::new(io::ErrorKind::InvalidData, refused.why)
+    }
+}
+
 impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsIo<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
@@ -491,6 +675,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsIo<T> {
                     me.bufs.plain_at = 0;
                 }
                 return Poll::Ready(Ok(()));
+            }
+            if me.own.is_some() {
+                return me.poll_read_own(cx, buf);
             }
             if buf.remaining() == 0 {
                 return Poll::Ready(Ok(()));
@@ -546,7 +733,18 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsIo<T> {
         let me = self.get_mut();
         if !me.bufs.close_sent && !me.failed {
             ready!(me.poll_write_out(cx))?;
-            let _ = me.process(&mut Ask { dst: None, write: &[], wrote: 0, close: true });
+            match me.own.as_mut() {
+                Some(own) => {
+                    let at = me.bufs.tx_end;
+                    if let Ok(n) = own.seal_alert(&mut me.bufs.tx[at..], tlsrec::alert::CLOSE_NOTIFY) {
+                        me.bufs.tx_end += n;
+                    }
+                    me.bufs.close_sent = true;
+                }
+                None => {
+                    let _ = me.process(&mut Ask { dst: None, write: &[], wrote: 0, close: true });
+                }
+            }
         }
         ready!(me.poll_write_out(cx))?;
         Pin::new(&mut me.io).poll_shutdown(cx)
@@ -560,25 +758,38 @@ mod tests {
     use rustls::{ClientConfig, RootCertStore, ServerConfig};
     use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-    fn configs() -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+    fn plain_configs() -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+        configs_for(&[&rustls::version::TLS13], false)
+    }
+
+    fn configs_for(
+        versions: &[&'static rustls::SupportedProtocolVersion],
+        extract: bool,
+    ) -> (Arc<ClientConfig>, Arc<ServerConfig>) {
         let made = rcgen::generate_simple_self_signed(vec!["link.test".to_string()]).expect("certificate");
         let cert = made.cert.der().clone();
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pair.serialize_der()));
         let mut roots = RootCertStore::empty();
         roots.add(cert.clone()).expect("root");
-        let client = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-            .with_protocol_versions(&[&rustls::version::TLS13])
+        let mut client = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_protocol_versions(versions)
             .expect("versions")
             .with_root_certificates(roots)
             .with_no_client_auth();
         let mut server = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-            .with_protocol_versions(&[&rustls::version::TLS13])
+            .with_protocol_versions(versions)
             .expect("versions")
             .with_no_client_auth()
             .with_single_cert(vec![cert], key)
             .expect("server certificate");
         server.alpn_protocols = vec![b"sn-link/1".to_vec()];
+        (client.enable_secret_extraction, server.enable_secret_extraction) = (extract, extract);
         (Arc::new(client), Arc::new(server))
+    }
+
+    /// As a link's configs are: secrets may be extracted (our record layer after a TLS 1.3 handshake).
+    fn configs() -> (Arc<ClientConfig>, Arc<ServerConfig>) {
+        configs_for(&[&rustls::version::TLS13], true)
     }
 
     fn name() -> ServerName<'static> {
@@ -609,24 +820,26 @@ mod tests {
             rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(server_roots), provider.clone())
                 .build()
                 .expect("verifier");
-        let server = ServerConfig::builder_with_provider(provider.clone())
+        let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .expect("versions")
             .with_client_cert_verifier(verifier)
             .with_single_cert(vec![server_cert.cert.der().clone()], key(&server_cert))
             .expect("server certificate");
-        let client = ClientConfig::builder_with_provider(provider)
+        let mut client = ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
             .expect("versions")
             .with_root_certificates(client_roots)
             .with_client_auth_cert(vec![rogue.cert.der().clone()], key(&rogue))
             .expect("client certificate");
+        (server.enable_secret_extraction, client.enable_secret_extraction) = (true, true);
         let (a, b) = tokio::io::duplex(64 * 1024);
         let (ours, theirs) =
             tokio::join!(TlsIo::connect(Arc::new(client), name(), a), TlsIo::accept(Arc::new(server), b));
         assert!(theirs.is_err(), "the access refuses a certificate of another CA");
         // TLS 1.3: the dialer's handshake ended before the access verified its certificate; its first read says why
         let mut ours = ours.expect("the dialer's side of the handshake");
+        assert_eq!(ours.record_layer(), "tlsrec");
         let mut buf = [0u8; 16];
         let e = ours.read(&mut buf).await.expect_err("refused");
         assert!(e.to_string().contains("alert"), "the access's alert, not a bare close: {e}");
@@ -772,5 +985,108 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
         assert!(ours.read(&mut [0u8; 10]).await.is_err(), "and it stays failed");
         assert!(ours.write_all(b"x").await.is_err(), "no writes after");
+    }
+
+    /// Ours against ours, both ways, 300 KB each, then close_notify each way.
+    async fn both_ways(mut client: TlsIo<DuplexStream>, mut server: TlsIo<DuplexStream>) {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 249) as u8).collect();
+        let (sent, back) = (data.clone(), data.clone());
+        let writer = tokio::spawn(async move {
+            client.write_all(&sent).await.expect("client write");
+            client.shutdown().await.expect("client close");
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).await.expect("client reads to the end");
+            got
+        });
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).await.expect("server reads to the end");
+        assert!(got == data, "client to server");
+        server.write_all(&back).await.expect("server write");
+        server.shutdown().await.expect("server close");
+        assert!(writer.await.expect("client") == data, "server to client");
+    }
+
+    #[tokio::test]
+    async fn tls13_records_are_ours_and_tls12_records_stay_with_rustls() {
+        let (c, s) = configs();
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+        let (client, server) = (client.expect("client"), server.expect("server"));
+        assert_eq!((client.record_layer(), server.record_layer()), ("tlsrec", "tlsrec"));
+        // kept from the handshake: the server's certificate; no client certificate was asked for
+        assert_eq!(client.peer_certificates().map(|c| c.len()), Some(1));
+        assert!(server.peer_certificates().is_none());
+        assert!(client.alpn_protocol().is_none());
+        both_ways(client, server).await;
+
+        let (c, s) = configs_for(&[&rustls::version::TLS12], true);
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+        let (client, server) = (client.expect("TLS 1.2 client"), server.expect("TLS 1.2 server"));
+        assert_eq!((client.record_layer(), server.record_layer()), ("rustls", "rustls"));
+        both_ways(client, server).await;
+
+        // a config that does not allow extracting secrets keeps rustls' records
+        let (c, s) = plain_configs();
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+        let (client, server) = (client.expect("client"), server.expect("server"));
+        assert_eq!((client.record_layer(), server.record_layer()), ("rustls", "rustls"));
+        both_ways(client, server).await;
+    }
+
+    #[tokio::test]
+    async fn our_key_updates_at_the_limit_are_followed_by_rustls() {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (mut ours, mut theirs) = against_buffered(a, b).await;
+        ours.set_key_limit(3);
+        let data: Vec<u8> = (0..400_000u32).map(|i| (i % 241) as u8).collect();
+        let sent = data.clone();
+        let writer = tokio::spawn(async move {
+            ours.write_all(&sent).await.expect("our write across key updates");
+            ours.flush().await.expect("flush");
+            ours
+        });
+        let mut got = vec![0u8; data.len()];
+        theirs.read_exact(&mut got).await.expect("rustls follows our KeyUpdates");
+        assert!(got == data);
+        let mut ours = writer.await.expect("writer");
+        theirs.write_all(b"back").await.expect("their write");
+        theirs.flush().await.expect("flush");
+        let mut back = [0u8; 4];
+        ours.read_exact(&mut back).await.expect("our read");
+        assert_eq!(&back, b"back");
+    }
+
+    #[tokio::test]
+    async fn records_split_at_every_byte_open_whole() {
+        // a relay that passes the records a byte at a time: every partial header and body waits for the rest
+        let (a, relay_a) = tokio::io::duplex(64 * 1024);
+        let (relay_b, b) = tokio::io::duplex(64 * 1024);
+        let (mut ra_r, mut ra_w) = tokio::io::split(relay_a);
+        let (mut rb_r, mut rb_w) = tokio::io::split(relay_b);
+        tokio::spawn(async move { tokio::io::copy(&mut ra_r, &mut rb_w).await });
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = match rb_r.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                for byte in &buf[..n] {
+                    if ra_w.write_all(std::slice::from_ref(byte)).await.is_err() {
+                        return;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let (mut ours, mut theirs) = against_buffered(a, b).await;
+        theirs.write_all(&[3u8; 40_000]).await.expect("write");
+        theirs.shutdown().await.expect("close");
+        let mut got = Vec::new();
+        ours.read_to_end(&mut got).await.expect("read to a clean end");
+        assert_eq!(got.len(), 40_000);
+        assert!(got.iter().all(|b| *b == 3));
     }
 }

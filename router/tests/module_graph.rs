@@ -87,6 +87,7 @@ const LAYERS: &[&str] = &[
     "stream::protocol",
     "stream",
     "metrics",
+    "tlsrec",
     "tlsio",
     "link",
     "tls",
