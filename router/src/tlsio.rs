@@ -27,9 +27,11 @@ pub const READ_BUFFER: usize = 64 * 1024;
 /// The largest record on the wire (TLS 1.2 allows 2,048 bytes of expansion).
 const MAX_RECORD: usize = 5 + 16 * 1024 + 2048;
 /// Encrypted bytes waiting for the socket before a write waits.
-pub const WRITE_LIMIT: usize = 64 * 1024;
-/// Plaintext taken per write call (gathered from a vectored write).
-const WRITE_CHUNK: usize = 64 * 1024;
+pub const WRITE_LIMIT: usize = 256 * 1024;
+/// Plaintext taken per write call: a link writer's whole batch (`native::mux`'s 256 KiB), sealed and written with one
+/// `write`. At 64 KiB a batch took four writes, each waking the next router: two hops carried 11 % less, the last
+/// router switched 7-8 times per MB instead of 4 (issue 45, `docs/service-network-router.md`).
+const WRITE_CHUNK: usize = 256 * 1024;
 /// The plaintext of a full TLS record.
 const RECORD: usize = 16 * 1024;
 /// Room a chunk's records need beyond its plaintext: header, content type, tag, explicit nonce per 16 KiB record.
