@@ -117,6 +117,8 @@ struct Ask<'a, 'b> {
     wrote: usize,
     /// Queue close_notify once writable.
     close: bool,
+    /// Once writable, send a KeyUpdate (rustls' `refresh_traffic_keys`): before the records become [`tlsrec`]'s.
+    refresh: bool,
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
@@ -169,6 +171,11 @@ fn step<D>(status: UnbufferedStatus<'_, '_, D>, bufs: &mut Bufs, ask: &mut Ask<'
             Step::Again
         }
         ConnectionState::BlockedHandshake => Step::NeedInput,
+        ConnectionState::WriteTraffic(w) if ask.refresh => {
+            ask.refresh = false;
+            w.refresh_traffic_keys().map_err(tls_error)?;
+            Step::Again
+        }
         ConnectionState::WriteTraffic(mut w) => {
             if ask.close && !bufs.close_sent {
                 let at = bufs.tx_end;
@@ -268,7 +275,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         let extract = config.enable_secret_extraction;
         let conn = UnbufferedClientConnection::new(config, name).map_err(tls_error)?;
         let mut me = TlsIo::new(io, Side::Client(Box::new(conn)));
-        me.handshake().await?;
+        me.handshake(extract).await?;
         me.after_handshake(extract)?;
         Ok(me)
     }
@@ -278,7 +285,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         let extract = config.enable_secret_extraction;
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
         let mut me = TlsIo::new(io, Side::Server(Box::new(conn)));
-        me.handshake().await?;
+        me.handshake(extract).await?;
         me.after_handshake(extract)?;
         Ok(me)
     }
@@ -321,17 +328,30 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             self.side = Some(side);
             return Ok(());
         }
-        let records = side.into_records().map_err(|e| {
+        let mut records = side.into_records().map_err(|e| {
             self.failed = true;
             io::Error::other(format!("TLS records after the handshake: {e}"))
         })?;
+        // a close_notify read with the handshake's last flight (after the data before it, kept in `bufs.plain`)
+        if self.bufs.peer_closed {
+            records.set_peer_closed();
+        }
         self.own = Some(Box::new(records));
         Ok(())
     }
 
-    async fn handshake(&mut self) -> io::Result<()> {
+    /// Runs the handshake until rustls can send application data and the handshake is done. `extract`: the records
+    /// will be [`tlsrec`]'s if this is TLS 1.3; rustls then sends a KeyUpdate first, which also writes out anything
+    /// rustls would otherwise keep for its next record (the answer to a KeyUpdate the peer sent with its last flight)
+    /// and refuses a handshake message received in part, so that nothing rustls holds is lost at the handover.
+    async fn handshake(&mut self, extract: bool) -> io::Result<()> {
+        let (mut refresh, mut refreshed) = (false, false);
         loop {
-            let step = match self.process(&mut Ask { dst: None, write: &[], wrote: 0, close: false }) {
+            let mut ask = Ask { dst: None, write: &[], wrote: 0, close: false, refresh };
+            let result = self.process(&mut ask);
+            // still asked for when rustls did not come to send application data in this call
+            refresh = ask.refresh;
+            let step = match result {
                 Ok(step) => step,
                 Err(e) => {
                     // the alert saying why goes out before the connection is dropped
@@ -347,7 +367,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             match step {
                 Step::Again | Step::Full => {}
                 // a server may send after its own Finished, before the client's certificate is verified
-                Step::Writable if !self.side.as_ref().is_some_and(|s| s.common().is_handshaking()) => return Ok(()),
+                Step::Writable if !self.side.as_ref().is_some_and(|s| s.common().is_handshaking()) => {
+                    let tls13 = self.side.as_ref().and_then(|s| s.common().protocol_version())
+                        == Some(rustls::ProtocolVersion::TLSv1_3);
+                    if !(extract && tls13) || refreshed {
+                        return Ok(());
+                    }
+                    (refresh, refreshed) = (true, true);
+                    continue;
+                }
                 Step::Writable | Step::NeedInput => {
                     if std::future::poll_fn(|cx| self.poll_fill(cx)).await? == 0 {
                         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed in the handshake"));
@@ -465,7 +493,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
             if self.bufs.tx_end >= WRITE_LIMIT || self.bufs.room() < sealed_len(WRITE_CHUNK) + 2 * MAX_RECORD {
                 ready!(self.poll_write_out(cx))?;
             }
-            let mut ask = Ask { dst: None, write: data, wrote: 0, close: false };
+            let mut ask = Ask { dst: None, write: data, wrote: 0, close: false, refresh: false };
             let step = self.process(&mut ask)?;
             if ask.wrote > 0 {
                 return Poll::Ready(Ok(ask.wrote));
@@ -685,7 +713,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsIo<T> {
                 return Poll::Ready(Ok(()));
             }
             let before = buf.filled().len();
-            let step = me.process(&mut Ask { dst: Some(buf), write: &[], wrote: 0, close: false })?;
+            let step = me.process(&mut Ask { dst: Some(buf), write: &[], wrote: 0, close: false, refresh: false })?;
             if buf.filled().len() > before {
                 return Poll::Ready(Ok(()));
             }
@@ -744,7 +772,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsIo<T> {
                     me.bufs.close_sent = true;
                 }
                 None => {
-                    let _ = me.process(&mut Ask { dst: None, write: &[], wrote: 0, close: true });
+                    let _ = me.process(&mut Ask { dst: None, write: &[], wrote: 0, close: true, refresh: false });
                 }
             }
         }
@@ -1090,5 +1118,44 @@ mod tests {
         ours.read_to_end(&mut got).await.expect("read to a clean end");
         assert_eq!(got.len(), 40_000);
         assert!(got.iter().all(|b| *b == 3));
+    }
+
+    #[test]
+    fn a_key_update_and_a_close_in_the_handshakes_last_flight_are_not_lost() {
+        // tokio-rustls as the client writes its Finished, a KeyUpdate asking for ours and data before our side has
+        // read anything: rustls reads them with the handshake, and its answer must go out before our records
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async {
+            let (c, s) = configs();
+            let (a, b) = tokio::io::duplex(256 * 1024);
+            let server = tokio::spawn(TlsIo::accept(s, b));
+            let connector = tokio_rustls::TlsConnector::from(c);
+            let mut theirs = connector.connect(name(), a).await.expect("their handshake");
+            theirs.get_mut().1.refresh_traffic_keys().expect("key update");
+            theirs.write_all(b"first").await.expect("write");
+            theirs.flush().await.expect("flush");
+            let mut ours = server.await.expect("task").expect("our handshake");
+            assert_eq!(ours.record_layer(), "tlsrec");
+            let mut got = [0u8; 5];
+            ours.read_exact(&mut got).await.expect("our read");
+            assert_eq!(&got, b"first");
+            ours.write_all(b"answer").await.expect("our write");
+            ours.flush().await.expect("flush");
+            let mut back = [0u8; 6];
+            theirs.read_exact(&mut back).await.expect("they read us after their KeyUpdate");
+            assert_eq!(&back, b"answer");
+
+            // Finished, data and close_notify in one flight: the data, then a clean end
+            let (c, s) = configs();
+            let (a, b) = tokio::io::duplex(256 * 1024);
+            let server = tokio::spawn(TlsIo::accept(s, b));
+            let mut theirs = tokio_rustls::TlsConnector::from(c).connect(name(), a).await.expect("handshake");
+            theirs.write_all(b"last words").await.expect("write");
+            theirs.shutdown().await.expect("close_notify");
+            let mut ours = server.await.expect("task").expect("our handshake");
+            let mut got = Vec::new();
+            ours.read_to_end(&mut got).await.expect("a clean end, not a truncation");
+            assert_eq!(got, b"last words");
+        });
     }
 }

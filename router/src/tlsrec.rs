@@ -35,6 +35,10 @@ const MAX_PROTECTED: usize = MAX_CONTENT + 256;
 pub const MAX_RECORD: usize = HEADER + MAX_PROTECTED;
 /// Post-handshake handshake messages are reassembled up to this many bytes (a NewSessionTicket is a few hundred).
 pub const MAX_HANDSHAKE: usize = 64 * 1024;
+/// KeyUpdates accepted between two records of application data (each costs a key derivation; rustls' limit too).
+const MAX_QUIET_KEY_UPDATES: u8 = 32;
+/// Warning alerts (user_canceled) accepted between two records of application data (rustls' limit too).
+const MAX_QUIET_WARNINGS: u8 = 4;
 
 const CHANGE_CIPHER_SPEC: u8 = 20;
 const ALERT: u8 = 21;
@@ -175,6 +179,10 @@ pub struct Records {
     /// The peer asked for our KeyUpdate (sent before our next record).
     answer_key_update: bool,
     peer_closed: bool,
+    /// KeyUpdates and warning alerts since the peer's last application data (bounded: a peer cannot make the router
+    /// derive keys or read alerts for nothing without end).
+    quiet_key_updates: u8,
+    quiet_warnings: u8,
 }
 
 impl Records {
@@ -193,6 +201,8 @@ impl Records {
             partial: Vec::new(),
             answer_key_update: false,
             peer_closed: false,
+            quiet_key_updates: 0,
+            quiet_warnings: 0,
         })
     }
 
@@ -206,6 +216,12 @@ impl Records {
         self.peer_closed
     }
 
+    /// The peer's close_notify came before these records took over (rustls read it with the handshake's last
+    /// flight): the stream has ended.
+    pub fn set_peer_closed(&mut self) {
+        self.peer_closed = true;
+    }
+
     /// Opens the record at the start of `buf` in place. `Ok(None)`: its bytes are not all there yet. `Ok(Some((n,
     /// opened)))`: the record took `buf[..n]`.
     pub fn open(&mut self, buf: &mut [u8]) -> Result<Option<(usize, Opened)>, Refused> {
@@ -215,7 +231,9 @@ impl Records {
             let what = if typ == CHANGE_CIPHER_SPEC { "a change_cipher_spec" } else { "an unprotected record" };
             return Err(Refused::with(alert::UNEXPECTED_MESSAGE, format!("{what} after the TLS handshake")));
         }
-        if len > MAX_PROTECTED {
+        // the protected length, and the content, its type and padding (at most 2^14 + 1 bytes, section 5.4): every
+        // suite here has a 16-byte tag
+        if len > MAX_PROTECTED || len > MAX_CONTENT + 1 + TAG {
             return Err(Refused::with(alert::RECORD_OVERFLOW, "a TLS record longer than allowed"));
         }
         if buf.len() < HEADER + len {
@@ -249,7 +267,10 @@ impl Records {
             return Err(Refused::with(alert::UNEXPECTED_MESSAGE, "a record inside a TLS handshake message"));
         }
         let opened = match inner[end] {
-            APPLICATION_DATA => Opened::Data(HEADER..HEADER + end),
+            APPLICATION_DATA => {
+                (self.quiet_key_updates, self.quiet_warnings) = (0, 0);
+                Opened::Data(HEADER..HEADER + end)
+            }
             HANDSHAKE if content.is_empty() => {
                 return Err(Refused::with(alert::UNEXPECTED_MESSAGE, "an empty TLS handshake record"))
             }
@@ -285,6 +306,10 @@ impl Records {
                     if request > 1 {
                         return Err(Refused::with(alert::ILLEGAL_PARAMETER, "a KeyUpdate with an unknown request"));
                     }
+                    self.quiet_key_updates += 1;
+                    if self.quiet_key_updates > MAX_QUIET_KEY_UPDATES {
+                        return Err(Refused::with(alert::UNEXPECTED_MESSAGE, "too many KeyUpdates without data"));
+                    }
                     // the old key ends with the record that carries the KeyUpdate (section 5.1)
                     if at != self.partial.len() {
                         return Err(Refused::with(alert::UNEXPECTED_MESSAGE, "a KeyUpdate not at its record's end"));
@@ -294,10 +319,13 @@ impl Records {
                     self.rx = Direction::new(next)?;
                     self.answer_key_update |= request == 1;
                 }
-                NEW_SESSION_TICKET => self
-                    .schedule
-                    .session_ticket(body)
-                    .map_err(|e| Refused::with(alert::UNEXPECTED_MESSAGE, format!("a NewSessionTicket: {e}")))?,
+                NEW_SESSION_TICKET => self.schedule.session_ticket(body).map_err(|e| {
+                    let alert = match e {
+                        rustls::Error::InvalidMessage(_) => alert::DECODE_ERROR,
+                        _ => alert::UNEXPECTED_MESSAGE,
+                    };
+                    Refused::with(alert, format!("a NewSessionTicket: {e}"))
+                })?,
                 _ => {
                     return Err(Refused::with(alert::UNEXPECTED_MESSAGE, "a TLS handshake message after the handshake"))
                 }
@@ -316,7 +344,13 @@ impl Records {
                 self.peer_closed = true;
                 Ok(Opened::Closed)
             }
-            alert::USER_CANCELED => Ok(Opened::Handled),
+            alert::USER_CANCELED => {
+                self.quiet_warnings += 1;
+                if self.quiet_warnings > MAX_QUIET_WARNINGS {
+                    return Err(Refused::with(alert::UNEXPECTED_MESSAGE, "too many TLS warning alerts without data"));
+                }
+                Ok(Opened::Handled)
+            }
             other => Err(Refused { alert: None, why: format!("the peer sent TLS alert {}", alert_name(other)) }),
         }
     }
@@ -516,6 +550,9 @@ impl KeySchedule for FixedSchedule {
         if body.is_empty() {
             return Err(rustls::Error::General("an empty ticket".into()));
         }
+        if body.len() < 4 {
+            return Err(rustls::Error::InvalidMessage(rustls::InvalidMessage::MessageTooShort));
+        }
         self.tickets += 1;
         Ok(())
     }
@@ -530,6 +567,19 @@ mod tests {
         let mut out = vec![0u8; sealed_len(content.len())];
         let n = r.seal_one(&mut out, typ, content.len(), |b| b.copy_from_slice(content)).expect("seal");
         out.truncate(n);
+        out
+    }
+
+    /// Seals any inner plaintext (content, type and padding as given) into one record.
+    fn seal_inner(r: &mut Records, inner: &[u8]) -> Vec<u8> {
+        let len = inner.len() + TAG;
+        let mut out = vec![APPLICATION_DATA, 3, 3, (len >> 8) as u8, len as u8];
+        let mut body = inner.to_vec();
+        let nonce = r.tx.nonce().expect("nonce");
+        let tag = r.tx.key.seal_in_place_separate_tag(nonce, Aad::from(&out[..HEADER]), &mut body).expect("seal");
+        r.tx.seq += 1;
+        out.extend(body);
+        out.extend(tag.as_ref());
         out
     }
 
@@ -659,6 +709,21 @@ mod tests {
                 Some(alert::UNEXPECTED_MESSAGE),
             ),
             ("too long", Box::new(|_| vec![APPLICATION_DATA, 3, 3, 0x41, 0x01]), Some(alert::RECORD_OVERFLOW)),
+            // 2^14 bytes of content, its type and one byte of padding: one more than section 5.4 allows
+            (
+                "padded too long",
+                Box::new(|a| {
+                    let mut inner = vec![7u8; MAX_CONTENT];
+                    inner.extend([APPLICATION_DATA, 0]);
+                    seal_inner(a, &inner)
+                }),
+                Some(alert::RECORD_OVERFLOW),
+            ),
+            (
+                "a ticket that does not parse",
+                Box::new(|a| seal(a, HANDSHAKE, &[NEW_SESSION_TICKET, 0, 0, 2, 1, 2])),
+                Some(alert::DECODE_ERROR),
+            ),
             (
                 "too short for a tag",
                 Box::new(|_| vec![APPLICATION_DATA, 3, 3, 0, 2, 0, 0]),
@@ -728,6 +793,41 @@ mod tests {
         let (mut a, mut b) = FixedSchedule::pair();
         let e = refused(&mut seal(&mut a, ALERT, &[2, 48]), &mut b);
         assert_eq!(e.why, "the peer sent TLS alert unknown_ca");
+    }
+
+    #[test]
+    fn key_updates_and_warnings_without_data_are_bounded() {
+        let (mut a, mut b) = FixedSchedule::pair();
+        let mut wire = Vec::new();
+        for round in 0..2 {
+            // 32 KeyUpdates and 4 warnings, then data: all accepted, and the data starts the count again
+            for _ in 0..MAX_QUIET_KEY_UPDATES {
+                wire.extend(seal(&mut a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]));
+                a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+            }
+            for _ in 0..MAX_QUIET_WARNINGS {
+                wire.extend(seal(&mut a, ALERT, &[1, alert::USER_CANCELED]));
+            }
+            wire.extend(seal(&mut a, APPLICATION_DATA, &[round]));
+        }
+        let (got, _) = open_all(&mut b, &mut wire).expect("within the bounds");
+        assert_eq!(got, [0, 1]);
+        let mut one_more = seal(&mut a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]);
+        a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+        for _ in 0..MAX_QUIET_KEY_UPDATES {
+            one_more.extend(seal(&mut a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]));
+            a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+        }
+        let e = refused(&mut one_more, &mut b);
+        assert_eq!((e.alert, e.why.as_str()), (Some(alert::UNEXPECTED_MESSAGE), "too many KeyUpdates without data"));
+
+        let (mut a, mut b) = FixedSchedule::pair();
+        let mut wire = Vec::new();
+        for _ in 0..=MAX_QUIET_WARNINGS {
+            wire.extend(seal(&mut a, ALERT, &[1, alert::USER_CANCELED]));
+        }
+        let e = refused(&mut wire, &mut b);
+        assert_eq!(e.why, "too many TLS warning alerts without data");
     }
 
     #[test]
