@@ -11,8 +11,9 @@
 //! our next record when the peer asks; ours, before a key reaches its suite's confidentiality limit),
 //! NewSessionTicket (a client hands it to rustls), alerts (close_notify ends the stream, user_canceled is ignored,
 //! any other alert fails the connection). Everything else is refused with the alert RFC 8446 names. Bounded: a
-//! record's length is checked before its bytes are awaited, and handshake messages after the handshake are
-//! reassembled up to [`MAX_HANDSHAKE`] bytes.
+//! record's length is checked before its bytes are awaited, handshake messages after the handshake are reassembled
+//! up to [`MAX_HANDSHAKE`] bytes, and at most 32 KeyUpdates and 4 warning alerts are taken between two records of
+//! application data. (`tlsio` has rustls send one KeyUpdate at the handover, so that nothing rustls held is lost.)
 
 use std::io::IoSlice;
 use std::ops::Range;
