@@ -849,7 +849,9 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
         #[test]
-        fn any_bytes_or_records_open_or_are_refused(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)) {
+        fn any_bytes_or_records_open_or_are_refused(
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)
+        ) {
             fuzz_open(&data);
         }
     }
