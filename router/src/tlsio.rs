@@ -275,8 +275,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         let extract = config.enable_secret_extraction;
         let conn = UnbufferedClientConnection::new(config, name).map_err(tls_error)?;
         let mut me = TlsIo::new(io, Side::Client(Box::new(conn)));
-        me.handshake(extract).await?;
-        me.after_handshake(extract)?;
+        let own = me.handshake(extract).await?;
+        me.after_handshake(own)?;
         Ok(me)
     }
 
@@ -285,8 +285,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         let extract = config.enable_secret_extraction;
         let conn = UnbufferedServerConnection::new(config).map_err(tls_error)?;
         let mut me = TlsIo::new(io, Side::Server(Box::new(conn)));
-        me.handshake(extract).await?;
-        me.after_handshake(extract)?;
+        let own = me.handshake(extract).await?;
+        me.after_handshake(own)?;
         Ok(me)
     }
 
@@ -310,21 +310,21 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
     }
 
     /// Lowers the number of records our key protects before a KeyUpdate (tests).
-    #[doc(hidden)]
-    pub fn set_key_limit(&mut self, records: u64) {
+    #[cfg(test)]
+    fn set_key_limit(&mut self, records: u64) {
         if let Some(own) = self.own.as_mut() {
             own.set_tx_limit(records);
         }
     }
 
-    /// Keeps what the handshake agreed and, for TLS 1.3 with secret extraction allowed, hands the records to
-    /// [`tlsrec`] (everything rustls had to send was written by the handshake).
-    fn after_handshake(&mut self, extract: bool) -> io::Result<()> {
+    /// Keeps what the handshake agreed and, when `own` ([`TlsIo::handshake`] prepared the handover), hands the
+    /// records to [`tlsrec`] (everything rustls had to send was written by the handshake).
+    fn after_handshake(&mut self, own: bool) -> io::Result<()> {
         let Some(side) = self.side.take() else { return Ok(()) };
         let common = side.common();
         self.peer_certs = common.peer_certificates().map(|c| c.to_vec());
         self.alpn = common.alpn_protocol().map(|a| a.to_vec());
-        if !extract || common.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3) {
+        if !own {
             self.side = Some(side);
             return Ok(());
         }
@@ -344,7 +344,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
     /// will be [`tlsrec`]'s if this is TLS 1.3; rustls then sends a KeyUpdate first, which also writes out anything
     /// rustls would otherwise keep for its next record (the answer to a KeyUpdate the peer sent with its last flight)
     /// and refuses a handshake message received in part, so that nothing rustls holds is lost at the handover.
-    async fn handshake(&mut self, extract: bool) -> io::Result<()> {
+    /// Returns whether it did so: whether the records are to be [`tlsrec`]'s.
+    async fn handshake(&mut self, extract: bool) -> io::Result<bool> {
         let (mut refresh, mut refreshed) = (false, false);
         loop {
             let mut ask = Ask { dst: None, write: &[], wrote: 0, close: false, refresh };
@@ -371,7 +372,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
                     let tls13 = self.side.as_ref().and_then(|s| s.common().protocol_version())
                         == Some(rustls::ProtocolVersion::TLSv1_3);
                     if !(extract && tls13) || refreshed {
-                        return Ok(());
+                        return Ok(refreshed);
                     }
                     (refresh, refreshed) = (true, true);
                     continue;
