@@ -8,8 +8,9 @@
 //! - `unbuffered`: rustls' unbuffered API on the read buffer itself (decrypts in place there; rustls 0.23 still
 //!   copies each record's plaintext into a `Vec` that `ReadTraffic::next_record` hands out), copied into the frame
 //!   buffer;
-//! - `own_records_copy`: a record layer of our own on the extracted traffic secrets (aws-lc-rs' AES-128-GCM opened
-//!   in place in the read buffer), the plaintext copied once into the frame buffer;
+//! - `own_records_copy`: the router's own record layer (`tlsrec::Records`, as a TLS 1.3 link uses it) on the
+//!   extracted traffic secrets (AES-128-GCM opened in place in the read buffer), the plaintext copied once into the
+//!   frame buffer;
 //! - `own_records_in_place`: the same, the frame parser reading the plaintext where it was decrypted.
 //!
 //! In every way the "socket read" is a copy from a 64 MiB wire image (cold in the cache, as the kernel's copy to user
@@ -22,14 +23,13 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM};
 use rustls::client::UnbufferedClientConnection;
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
-use rustls::{ClientConfig, ClientConnection, ConnectionTrafficSecrets, RootCertStore, ServerConfig, ServerConnection};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection};
+use snrouter::tlsrec::{FixedSchedule, Opened, Records};
 
 const READ_BUFFER: usize = 64 * 1024;
-const HEADER: usize = 5;
 
 fn thread_cpu_ns() -> u64 {
     let text = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
@@ -217,44 +217,26 @@ fn unbuffered(client: &mut UnbufferedClientConnection, wire: &[u8]) -> usize {
     got
 }
 
-fn nonce(iv: &[u8; 12], seq: u64) -> Nonce {
-    let mut n = *iv;
-    for (b, s) in n[4..].iter_mut().zip(seq.to_be_bytes()) {
-        *b ^= s;
-    }
-    Nonce::assume_unique_for_key(n)
-}
-
-/// Our own record layer (TLS 1.3, AES-128-GCM): records opened in place in the read buffer.
-fn own_records(key: &LessSafeKey, iv: &[u8; 12], mut seq: u64, wire: &[u8], copy: bool) -> usize {
+/// The router's record layer (`tlsrec::Records`): records opened in place in the read buffer.
+fn own_records(records: &mut Records, wire: &[u8], copy: bool) -> usize {
     let mut sock = Socket { wire };
     let (mut inbuf, mut in_len) = (vec![0u8; READ_BUFFER], 0usize);
     let mut frame = vec![0u8; READ_BUFFER];
     let (mut got, mut sum) = (0usize, 0u64);
     while fill(&mut sock, &mut inbuf, &mut in_len) {
         let mut at = 0;
-        while in_len - at >= HEADER {
-            let len = usize::from(u16::from_be_bytes([inbuf[at + 3], inbuf[at + 4]]));
-            if in_len - at < HEADER + len {
-                break;
+        while let Some((used, opened)) = records.open(&mut inbuf[at..in_len]).expect("open") {
+            if let Opened::Data(range) = opened {
+                let plain = &inbuf[at + range.start..at + range.end];
+                if copy {
+                    frame[..plain.len()].copy_from_slice(plain);
+                    parse(&frame[..plain.len()], &mut sum);
+                } else {
+                    parse(plain, &mut sum);
+                }
+                got += range.len();
             }
-            let mut header = [0u8; HEADER];
-            header.copy_from_slice(&inbuf[at..at + HEADER]);
-            let body = &mut inbuf[at + HEADER..at + HEADER + len];
-            let plain = key.open_in_place(nonce(iv, seq), Aad::from(header), body).expect("open");
-            // the inner content type is last, after any zero padding
-            let plain_len = plain.iter().rposition(|b| *b != 0).expect("content type");
-            assert_eq!(plain[plain_len], 23, "application data");
-            seq += 1;
-            let plain = &inbuf[at + HEADER..at + HEADER + plain_len];
-            if copy {
-                frame[..plain_len].copy_from_slice(plain);
-                parse(&frame[..plain_len], &mut sum);
-            } else {
-                parse(plain, &mut sum);
-            }
-            got += plain_len;
-            at += HEADER + len;
+            at += used;
         }
         inbuf.copy_within(at..in_len, 0);
         in_len -= at;
@@ -376,17 +358,10 @@ fn send_unbuffered(client: &mut UnbufferedClientConnection, bytes: usize, how: S
     plain
 }
 
-fn secrets(client: ClientConnection) -> (LessSafeKey, [u8; 12], u64) {
+/// The receiving side's record layer on the client's extracted secrets (no KeyUpdate happens in a pass).
+fn records(client: ClientConnection) -> Records {
     let extracted = client.dangerous_extract_secrets().expect("secrets");
-    let (seq, secrets) = extracted.rx;
-    match secrets {
-        ConnectionTrafficSecrets::Aes128Gcm { key, iv } => {
-            let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, key.as_ref()).expect("key"));
-            let iv: [u8; 12] = iv.as_ref().try_into().expect("iv");
-            (key, iv, seq)
-        }
-        _ => panic!("the hop policy negotiates AES-128-GCM"),
-    }
+    Records::new(extracted.rx, extracted.tx, Box::new(FixedSchedule::new(0, 0)), u64::MAX).expect("records")
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -448,9 +423,9 @@ fn main() {
                 own => {
                     let (client, mut server) = buffered_pair(&c, &s);
                     let wire = wire_of(&mut server, bytes);
-                    let (key, iv, seq) = secrets(client);
+                    let mut records = records(client);
                     let t = thread_cpu_ns();
-                    let got = own_records(&key, &iv, seq, &wire, own == "own_records_copy");
+                    let got = own_records(&mut records, &wire, own == "own_records_copy");
                     (got, thread_cpu_ns() - t)
                 }
             };
