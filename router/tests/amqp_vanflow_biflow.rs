@@ -202,11 +202,14 @@ async fn a_flow_through_our_listener_is_a_biflow_record_of_ours_with_skrouterds_
     eprintln!("skrouterd's own: {reference:?}");
 
     through(back_port(&d), "up-echo", 1000).await;
+    // skrouterd sends its co-record in updates (the CONNECTOR at the flow's start, its socket's local end once
+    // connected, each in the flush after it happened): the record is read once every attribute has come.
     let (source, ours) = flows
         .record("our flow's record, ended, with skrouterd's connector side", &net.skrouterd, |r| {
             r.get_str(attr::PARENT) == Some("ours:listener:back")
                 && r.get_u64(attr::END_TIME).is_some()
                 && r.get_str(attr::CONNECTOR_ID).is_some()
+                && missing(&reference, r).is_empty()
         })
         .await;
     eprintln!("ours: {ours:?}");
@@ -238,6 +241,7 @@ async fn a_flow_from_skrouterds_listener_to_our_connector_carries_our_co_record(
             r.get_str(attr::PARENT) == Some(&echo)
                 && r.get_u64(attr::END_TIME).is_some()
                 && r.get_str(attr::CONNECTOR_ID).is_some()
+                && missing(&reference, r).is_empty()
         })
         .await;
     eprintln!("skrouterd's, with our co-record: {theirs:?}");
