@@ -336,7 +336,9 @@ async fn a_collector_on_skrouterd_gets_our_records_when_we_dial_and_a_removed_co
     let mut without = d.clone();
     without["connectors"] = json!([]);
     assert_eq!(reapply(&slot, &without)["ok"], json!(true));
-    let ended = collector.changes(LIMIT, |c| c.get("ours:connector:echo").is_some()).await;
+    let ended = collector
+        .changes(LIMIT, |c| c.get("ours:connector:echo").is_some_and(|r| r.get_u64(attr::END_TIME).is_some()))
+        .await;
     let ended = ended.unwrap_or_else(|c| panic!("no end of our Connector's record: {c:?}"));
     assert!(ended["ours:connector:echo"].get_u64(attr::END_TIME).is_some(), "{ended:?}");
     stop(&slot);

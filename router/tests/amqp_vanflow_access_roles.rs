@@ -71,11 +71,12 @@ async fn each_router_access_role_has_its_record_counting_its_own_links() {
     let (edge, _, _) = connecting_skrouterd(&home, &files, "up-edge", &edge_cert, &ca, edge_port, "edge").await;
     let got = collector.changes(LIMIT, |g| count(g, EDGE) == Some(1)).await;
     let got = got.unwrap_or_else(|g| panic!("the edge record counts the edge: {g:?}"));
-    assert_eq!(count(&got, INTER), None, "the inter-router record does not count it: {got:?}");
+    // a late answer to the FLUSH above may repeat the inter-router record: never with the edge counted
+    assert!(count(&got, INTER).is_none_or(|c| c == 1), "the inter-router record does not count it: {got:?}");
     drop(edge);
     let got = collector.changes(LIMIT, |g| count(g, EDGE) == Some(0)).await;
     let got = got.unwrap_or_else(|g| panic!("the edge record's count back to 0: {g:?}"));
-    assert_eq!(count(&got, INTER), None, "{got:?}");
+    assert!(count(&got, INTER).is_none_or(|c| c == 1), "{got:?}");
     // a FLUSH says both as they are now
     let got = collector.flushed(LIMIT, |g| counts(g) == (Some(1), Some(0))).await;
     got.unwrap_or_else(|g| panic!("our access records after the edge went: {g:?}"));

@@ -209,6 +209,7 @@ async fn a_flow_through_our_listener_is_a_biflow_record_of_ours_with_skrouterds_
             r.get_str(attr::PARENT) == Some("ours:listener:back")
                 && r.get_u64(attr::END_TIME).is_some()
                 && r.get_str(attr::CONNECTOR_ID).is_some()
+                && r.get_u64(attr::OCTETS) == Some(1000)
                 && missing(&reference, r).is_empty()
         })
         .await;
@@ -241,6 +242,7 @@ async fn a_flow_from_skrouterds_listener_to_our_connector_carries_our_co_record(
             r.get_str(attr::PARENT) == Some(&echo)
                 && r.get_u64(attr::END_TIME).is_some()
                 && r.get_str(attr::CONNECTOR_ID).is_some()
+                && r.get_u64(attr::OCTETS) == Some(1000)
                 && missing(&reference, r).is_empty()
         })
         .await;

@@ -215,10 +215,10 @@ async fn a_source_sending_more_records_than_the_bound_is_cut_at_the_bound() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     wait_until("the fake source's records reach the bound", &net, &slot, |s| {
-        s.iter().any(|s| s["id"] == "fake-adaptor" && records(s).len() >= topology)
+        s.iter()
+            .any(|s| s["id"] == "fake-adaptor" && records(s).len() >= topology && s["dropped"].as_u64() >= Some(500))
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let got = sources(&slot).into_iter().find(|s| s["id"] == "fake-adaptor").unwrap();
     assert_eq!(records(&got).len(), topology, "cut at the bound");
     assert!(got["dropped"].as_u64() >= Some(500), "{}", got["dropped"]);

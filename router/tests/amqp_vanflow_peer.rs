@@ -102,7 +102,12 @@ async fn a_collector_on_skrouterd_gets_our_beacon_and_a_flush_gets_our_records()
 
     // A new Connector: the collector gets its record; the one removed gets its end time.
     records_tx.send(our_records(&["back:8080"])).unwrap();
-    let changes = collector.changes(PATIENCE, |c| c.len() >= 2).await;
+    let changes = collector
+        .changes(PATIENCE, |c| {
+            c.contains_key("ours:connector:back:8080")
+                && c.get("ours:connector:echo:9090").is_some_and(|r| r.get_u64(attr::END_TIME).is_some())
+        })
+        .await;
     let changes = changes.unwrap_or_else(|c| panic!("changes: {c:?}"));
     assert_eq!(changes["ours:connector:back:8080"].get_str(attr::ADDRESS), Some("back:8080"));
     assert!(changes["ours:connector:echo:9090"].get_u64(attr::END_TIME).is_some());

@@ -106,7 +106,15 @@ impl Collector {
             while let Some((l, m)) = self.next(Duration::from_secs(1)).await {
                 if let (true, Message::Records { to, records }) = (l == self.records, m) {
                     assert_eq!(to, format!("mc/sfe.{}", self.source));
-                    got.extend(records.into_iter().map(|r| (r.id.clone(), r)));
+                    // an update merges into the record it updates (as upstream's collectors merge them)
+                    for r in records {
+                        match got.get_mut(&r.id) {
+                            Some(have) => have.attrs.extend(r.attrs),
+                            None => {
+                                got.insert(r.id.clone(), r);
+                            }
+                        }
+                    }
                 }
                 if !flush && done(&got) {
                     break;
