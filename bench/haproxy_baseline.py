@@ -119,14 +119,16 @@ def render(doc: Mapping[str, Any], keys: Iterable[str], *, stats_socket: Path, p
     for option, setting in (("nbthread", "threads"), ("maxconn", "maxConnections")):
         if settings.get(setting):
             lines.append(f"    {option} {int(settings[setting])}")
-    buffer_size = settings.get("bufferSize") or (NETWORK_BUFFER_SIZE if network else None)
+    # the bench's "splice": False (HAProxy only) relays plain TCP through user space, as a TLS hop must
+    splice = settings.get("splice", True)
+    buffer_size = settings.get("bufferSize") or (NETWORK_BUFFER_SIZE if network or not splice else None)
     if buffer_size:
         lines.append(f"    tune.bufsize {int(buffer_size)}")
     connect_ms = max(1, round(float(settings.get("connectTimeoutSeconds", 10)) * 1000))
     lines += ["", "defaults", "    mode tcp", f"    timeout connect {connect_ms}ms",
               *(f"    timeout {t} {MAX_TIMEOUT}" for t in ("client", "server", "tunnel", "client-fin", "server-fin")),
               "    option clitcpka", "    option srvtcpka", "    retries 0", "    no option redispatch",
-              "    option splice-request", "    option splice-response"]
+              *(["    option splice-request", "    option splice-response"] if splice else [])]
     for listener in doc.get("listeners", []):
         if listener.get("tlsProfile") or listener.get("strategy"):
             raise ValueError("the HAProxy baseline renders no TLS or strategy on Listeners")

@@ -8,8 +8,14 @@ processes of a stream settle on the CPUs in a way that stays for the processes' 
 same binary's throughput by 10 % between two networks of one run. A side is ``haproxy`` (the baseline,
 ``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings and/or
 another binary: ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``,
-``rust:bin=/tmp/old-router,threads=1``; or ``direct`` (the sink itself, no router). ``--topology one_hop``: each
-network is West alone with a Listener and a local Connector, plain TCP (the spliced relay). For each side: the
+``rust:bin=/tmp/old-router,threads=1``; ``haproxy:splice=0`` (plain hops relayed through user space, with
+``tune.bufsize`` the baseline's network buffer, 64 KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no
+router). ``--topology one_hop``: each network is West alone with a Listener and a local Connector, plain TCP (the
+spliced relay). ``--topology plain_chain``: the two-hop path's five processes and four loopback connections with
+nothing on the hops but TCP (each router's Listener to a Connector whose target is the next router's Listener): what
+the machine carries through that pipeline without TLS or framing, the reference for two hops. A side may name its
+own topology (``haproxy:splice=0,bufferSize=262144,topology=plain_chain`` beside ``haproxy`` and ``rust`` on two
+hops: the copying relay's pipeline in the same rounds as the TLS paths). For each side: the
 median Gbit/s, every run, the CPUs the whole machine left idle meanwhile (the share of the run's CPU time, every
 process and the kernel included) and, with a ``direct`` side, the median as a share of direct's.
 
@@ -30,6 +36,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +44,12 @@ import dataplane_bench as db
 import haproxy_baseline as hb
 import router_bench as rb
 
+TOPOLOGIES = ("two_hops", "one_hop", "plain_chain")
 SETTINGS = {"threads": int, "bufferSize": int}
+HAPROXY_SETTINGS: dict[str, Callable[[str], Any]] = {"splice": lambda v: bool(int(v)), "bufferSize": int}
 
 
-def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
+def parse_side(text: str) -> tuple[str, str | None, dict[str, Any]]:
     """(engine, binary, router settings) of a side's description; ValueError names what is wrong."""
     if text == "direct":
         return text, None, {}
@@ -48,11 +57,24 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
     if engine not in db.ENGINES:
         raise ValueError(f"{text!r}: the engine is haproxy or rust")
     binary: str | None = None
-    settings: dict[str, int] = {}
+    settings: dict[str, Any] = {}
     for option in filter(None, options.split(",")):
         key, sep, value = option.partition("=")
-        if not sep or engine != "rust":
-            raise ValueError(f"{text!r}: options are key=value, for rust only")
+        if not sep:
+            raise ValueError(f"{text!r}: options are key=value")
+        if key == "topology":
+            if value not in TOPOLOGIES:
+                raise ValueError(f"{text!r}: topology= is one of {', '.join(TOPOLOGIES)}")
+            settings[key] = value
+            continue
+        if engine == "haproxy":
+            if key not in HAPROXY_SETTINGS:
+                raise ValueError(f"{text!r}: unknown option {key!r} for haproxy ({', '.join(HAPROXY_SETTINGS)})")
+            try:
+                settings[key] = HAPROXY_SETTINGS[key](value)
+            except ValueError:
+                raise ValueError(f"{text!r}: {key}= takes a number") from None
+            continue
         if key == "bin":
             if not value:
                 raise ValueError(f"{text!r}: bin= names a router binary")
@@ -62,6 +84,21 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, int]]:
         else:
             raise ValueError(f"{text!r}: unknown option {key!r} (bin, {', '.join(SETTINGS)})")
     return engine, binary, settings
+
+
+def _plain_chain_documents(hosts: dict[str, str], backends: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """West -> Middle -> East -> sink, every hop plain TCP: each router's Listeners lead to Connectors whose target
+    is the next router's Listener of the same name (East's: the sink's backends)."""
+    docs = {name: db._doc(name) for name in hosts}
+    ports = {name: {k: rb._free_port(host) for k in db.KINDS} for name, host in hosts.items()}
+    after = {"west": "middle", "middle": "east"}
+    for name, doc in docs.items():
+        doc["listeners"] = [{"name": k, "routingKey": k, "host": hosts[name], "port": ports[name][k]}
+                            for k in db.KINDS]
+        nxt = after.get(name)
+        doc["connectors"] = [{"name": k, "routingKey": k, "port": ports[nxt][k] if nxt else backends[k],
+                              "targets": [{"host": hosts[nxt] if nxt else rb.BACKEND}]} for k in db.KINDS]
+    return docs
 
 
 async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int], haproxy: str, order: list[str],
@@ -78,8 +115,13 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
                 continue
             hosts = {name: f"127.0.{80 + i}.{200 + j}" for j, name in enumerate(("west", "middle", "east"))}
             where = Path(tempfile.mkdtemp(prefix=f"side-{i}-", dir=state))
-            docs = (db._two_hop_documents(where / "certs", hosts, backends) if args.topology == "two_hops"
-                    else db._one_hop_documents(hosts, backends))
+            topology = settings.pop("topology", args.topology)
+            if topology == "two_hops":
+                docs = db._two_hop_documents(where / "certs", hosts, backends)
+            elif topology == "plain_chain":
+                docs = _plain_chain_documents(hosts, backends)
+            else:
+                docs = db._one_hop_documents(hosts, backends)
             for doc in docs.values():
                 doc["router"].update(settings)
             _, listeners = await stack.enter_async_context(db._network(where / "routers", engine, docs, haproxy,
@@ -129,8 +171,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sides", nargs="+",
-                        help="direct | haproxy | rust[:bin=PATH][,threads=N][,bufferSize=BYTES]")
-    parser.add_argument("--topology", choices=("two_hops", "one_hop"), default="two_hops")
+                        help="direct | haproxy[:splice=0][,bufferSize=BYTES][,topology=T] | "
+                             "rust[:bin=PATH][,threads=N][,bufferSize=BYTES][,topology=T]")
+    parser.add_argument("--topology", choices=TOPOLOGIES, default="two_hops", help="every side's, unless it names its own")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each run")
     parser.add_argument("--streams", type=int, default=1,
