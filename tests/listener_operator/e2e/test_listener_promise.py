@@ -49,25 +49,37 @@ def state_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-async def addressed_brokers(sim: Any, replicas: int = 3) -> dict[str, tuple[str, int]]:
-    """broker Pod -> (address, port) of its Listener, once every replica's Listener is addressed and Pod Ready."""
+async def addressed_brokers(sim: Any, replicas: int = 3, within: float = 60.0) -> dict[str, tuple[str, int]]:
+    """broker Pod -> (address, port) of its Listener, once every replica's Listener is addressed and Pod Ready;
+    AssertionError naming what the last look found missing after ``within`` seconds."""
+    missing: list[str] = []
+
     async def ready() -> dict[str, tuple[str, int]] | None:
         found = {}
+        missing.clear()
         for ordinal in range(replicas):
             name = f"broker-{ordinal}"
             try:
                 pod = await sim.api.get("pods", name, NS)
                 listener = await sim.api.get(LISTENERS, f"listener-{name}", NS)
-            except ApiError:
+            except ApiError as error:
+                missing.append(f"{name}: {error}")
                 return None
             if not _ready(pod):
+                about = pod or {}
+                missing.append(f"{name}: Pod not Ready: {about.get('metadata', {}).get('deletionTimestamp')} "
+                               f"{about.get('status', {}).get('conditions')}")
                 return None
             addresses = (listener.get("status") or {}).get("ingressAddresses") or []
             if not addresses:
+                missing.append(f"{name}: its Listener has no address: {listener.get('status')}")
                 return None
             found[name] = (str(addresses[0]["address"]), int(addresses[0]["ports"]["kafka"]))
         return found
-    brokers: dict[str, tuple[str, int]] = await poll_until(ready, 60.0, "every broker Ready and addressed")
+    try:
+        brokers: dict[str, tuple[str, int]] = await poll_until(ready, within, "every broker Ready and addressed")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; missing: {missing}") from None
     return brokers
 
 
@@ -231,5 +243,6 @@ async def test_a_helm_upgrade_that_rolls_the_operator_moves_no_address(state_dir
         assert deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
         assert all(outage <= PROMISE for outage in outages.values()), outages
         assert {name: client.answers() for name, client in clients.items()} == {n: {n} for n in brokers}
-        assert await addressed_brokers(sim) == brokers
+        # within less than the test's own timeout, so that what is missing is said
+        assert await addressed_brokers(sim, within=30.0) == brokers
         assert {name: await listener_state(sim, name) for name in brokers} == listeners
