@@ -232,9 +232,9 @@ impl Records {
             let what = if typ == CHANGE_CIPHER_SPEC { "a change_cipher_spec" } else { "an unprotected record" };
             return Err(Refused::with(alert::UNEXPECTED_MESSAGE, format!("{what} after the TLS handshake")));
         }
-        // the protected length, and the content, its type and padding (at most 2^14 + 1 bytes, section 5.4): every
-        // suite here has a 16-byte tag
-        if len > MAX_PROTECTED || len > MAX_CONTENT + 1 + TAG {
+        // the content, its type and padding are at most 2^14 + 1 bytes (section 5.4), and every suite here has a
+        // 16-byte tag: tighter than the 2^14 + 256 bytes a protected record may have in general
+        if len > MAX_CONTENT + 1 + TAG {
             return Err(Refused::with(alert::RECORD_OVERFLOW, "a TLS record longer than allowed"));
         }
         if buf.len() < HEADER + len {
@@ -798,13 +798,18 @@ mod tests {
 
     #[test]
     fn key_updates_and_warnings_without_data_are_bounded() {
+        // a KeyUpdate record, and the sender's next key after it
+        fn key_update(a: &mut Records) -> Vec<u8> {
+            let record = seal(a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]);
+            a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+            record
+        }
         let (mut a, mut b) = FixedSchedule::pair();
         let mut wire = Vec::new();
         for round in 0..2 {
             // 32 KeyUpdates and 4 warnings, then data: all accepted, and the data starts the count again
             for _ in 0..MAX_QUIET_KEY_UPDATES {
-                wire.extend(seal(&mut a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]));
-                a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+                wire.extend(key_update(&mut a));
             }
             for _ in 0..MAX_QUIET_WARNINGS {
                 wire.extend(seal(&mut a, ALERT, &[1, alert::USER_CANCELED]));
@@ -813,11 +818,9 @@ mod tests {
         }
         let (got, _) = open_all(&mut b, &mut wire).expect("within the bounds");
         assert_eq!(got, [0, 1]);
-        let mut one_more = seal(&mut a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]);
-        a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+        let mut one_more = key_update(&mut a);
         for _ in 0..MAX_QUIET_KEY_UPDATES {
-            one_more.extend(seal(&mut a, HANDSHAKE, &[KEY_UPDATE, 0, 0, 1, 0]));
-            a.tx = Direction::new(a.schedule.next_tx().expect("next")).expect("key");
+            one_more.extend(key_update(&mut a));
         }
         let e = refused(&mut one_more, &mut b);
         assert_eq!((e.alert, e.why.as_str()), (Some(alert::UNEXPECTED_MESSAGE), "too many KeyUpdates without data"));
