@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ListenerSeries;
+use crate::native::mux::write_all_vectored;
 use crate::observe::{Protocol, Session};
 use crate::splice::{self, PipeSplice};
 use crate::stream::halves::{StreamRx, StreamTx};
@@ -271,12 +272,12 @@ impl LazyReader {
     pub fn poll_read<R: AsyncRead + ?Sized>(
         &mut self,
         cx: &mut Context<'_>,
-        r: Pin<&mut R>,
+        mut r: Pin<&mut R>,
     ) -> Poll<io::Result<Option<Bytes>>> {
         if self.buf.capacity() == 0 {
             let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); FIRST_READ];
             let mut rb = ReadBuf::uninit(&mut stack);
-            std::task::ready!(r.poll_read(cx, &mut rb))?;
+            std::task::ready!(r.as_mut().poll_read(cx, &mut rb))?;
             let got = rb.filled();
             if got.is_empty() {
                 return Poll::Ready(Ok(None));
@@ -286,7 +287,14 @@ impl LazyReader {
             }
             self.buf.reserve(self.buffer);
             self.buf.extend_from_slice(got);
-            return Poll::Ready(Ok(Some(self.buf.split().freeze())));
+            // a burst: what else is there goes on with these bytes, as one piece (handed on alone, the first
+            // read's bytes became a DATA frame of their own and a write of their own at the far end, once per
+            // burst: half of a bulk stream's frames when every read drains the socket)
+            return match tokio_util::io::poll_read_buf(r, cx, &mut self.buf) {
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                // the end (read again next time) or nothing more yet: these bytes now
+                Poll::Ready(Ok(_)) | Poll::Pending => Poll::Ready(Ok(Some(self.buf.split().freeze()))),
+            };
         }
         if self.buf.capacity() - self.buf.len() < self.buffer / 4 {
             self.buf.reserve(self.buffer);
@@ -347,11 +355,22 @@ pub async fn socket_stream(
             loop {
                 match rx.recv().await {
                     Inbound::Data(b) => {
-                        let n = b.len();
+                        // with what else is queued already: one write, and one wake-up of the reader at the far
+                        // end, for several frames (a bulk stream's 64 KiB frames were a write each)
+                        let more = gather(&mut rx, b.len());
+                        let n = b.len() + more.iter().map(Bytes::len).sum::<usize>();
                         if let Some(t) = tap {
                             t.show(&b, false);
+                            more.iter().for_each(|d| t.show(d, false));
                         }
-                        if w.write_all(&b).await.is_err() {
+                        let written = if more.is_empty() {
+                            w.write_all(&b).await
+                        } else {
+                            let mut slices: Vec<io::IoSlice<'_>> =
+                                std::iter::once(&b).chain(&more).map(|d| io::IoSlice::new(d)).collect();
+                            write_all_vectored(&mut w, &mut slices).await
+                        };
+                        if written.is_err() {
                             tx.reset(ResetReason::Aborted).await;
                             return Err(None);
                         }
@@ -386,6 +405,22 @@ pub async fn socket_stream(
         io.set_reset_on_close();
     }
     end
+}
+
+/// Bytes a pump writes to its socket at once at most: DATA already queued behind the first item is gathered up to
+/// this (a native link writer's batch).
+const GATHER: usize = 256 * 1024;
+
+/// DATA queued behind a first item of `first` bytes, up to [`GATHER`] bytes in all, taken without waiting.
+fn gather(rx: &mut StreamRx, first: usize) -> Vec<Bytes> {
+    let mut more = Vec::new();
+    let mut n = first;
+    while n < GATHER {
+        let Some(d) = rx.try_recv_data() else { break };
+        n += d.len();
+        more.push(d);
+    }
+    more
 }
 
 /// What one direction of a pump ends with: `Err` resets the other side (with this reason, or `Aborted`).
@@ -781,8 +816,18 @@ mod tests {
         assert_eq!(reader.held(), 0);
         assert!(poll_once(&mut reader, &mut a).await.is_pending());
         assert_eq!(reader.held(), 0);
-        // a burst takes the buffer while it lasts and lets it go when the socket has nothing more
+        // a burst takes the buffer while it lasts and lets it go when the socket has nothing more; what the first
+        // read to the stack found goes on with what the buffer's read found, as one piece
         let burst = vec![7u8; 3 * FIRST_READ];
+        b.write_all(&burst).await.unwrap();
+        let mut peek = vec![0u8; 2 * burst.len()];
+        while a.peek(&mut peek).await.unwrap() < burst.len() {
+            tokio::task::yield_now().await;
+        }
+        match poll_once(&mut reader, &mut a).await {
+            Poll::Ready(Ok(Some(data))) => assert_eq!(data.len(), burst.len(), "the burst in one piece"),
+            other => panic!("{other:?}"),
+        }
         b.write_all(&burst).await.unwrap();
         a.readable().await.unwrap();
         let mut got = 0;
@@ -801,6 +846,38 @@ mod tests {
         drop(b);
         a.readable().await.unwrap();
         assert!(matches!(poll_once(&mut reader, &mut a).await, Poll::Ready(Ok(None))));
+    }
+
+    #[tokio::test]
+    async fn queued_data_is_gathered_for_one_write_up_to_its_bound() {
+        let ((tx, _rx), (_ptx, mut prx)) = stream().await;
+        let piece = 64 * 1024;
+        // more than a window: the sender waits for the credit `consumed` gives back
+        let sender = tokio::spawn(async move {
+            for i in 0..6u8 {
+                tx.send(Bytes::from(vec![i; piece])).await.unwrap();
+            }
+            tx.fin().await;
+            tx
+        });
+        let Inbound::Data(first) = prx.recv().await else { panic!("DATA first") };
+        let mut more = Vec::new();
+        // the frames after the first arrive as the link's reader gets to them
+        while more.iter().map(Bytes::len).sum::<usize>() + first.len() < GATHER {
+            more.extend(gather(&mut prx, first.len() + more.iter().map(Bytes::len).sum::<usize>()));
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(first.len() + more.iter().map(Bytes::len).sum::<usize>(), GATHER, "gathered up to the bound");
+        let order: Vec<u8> = std::iter::once(&first).chain(&more).map(|d| d[0]).collect();
+        assert_eq!(order, [0, 1, 2, 3], "in order");
+        prx.consumed(GATHER).await;
+        // the rest, then the end, come through `recv`
+        for i in 4..6u8 {
+            let Inbound::Data(d) = prx.recv().await else { panic!("DATA") };
+            assert_eq!((d[0], d.len()), (i, piece));
+        }
+        assert!(matches!(prx.recv().await, Inbound::Fin));
+        drop(sender.await.unwrap());
     }
 
     /// What a connection through a link costs while idle is mostly its pump's future (a task's state is as large

@@ -28,10 +28,11 @@ pub const READ_BUFFER: usize = 64 * 1024;
 const MAX_RECORD: usize = 5 + 16 * 1024 + 2048;
 /// Encrypted bytes waiting for the socket before a write waits.
 pub const WRITE_LIMIT: usize = 256 * 1024;
-/// Plaintext taken per write call: a link writer's whole batch (`native::mux`'s 256 KiB), sealed and written with one
-/// `write`. At 64 KiB a batch took four writes, each waking the next router: two hops carried 11 % less, the last
-/// router switched 7-8 times per MB instead of 4 (issue 45, `docs/service-network-router.md`).
-const WRITE_CHUNK: usize = 256 * 1024;
+/// Plaintext taken per write call: a link writer's whole batch (`native::mux`'s, frame heads included), sealed and
+/// written with one `write`. At 64 KiB a batch took four writes, each waking the next router: two hops carried 11 %
+/// less, the last router switched 7-8 times per MB instead of 4; at 256 KiB a full batch's last few frame heads went
+/// in a write of their own (issue 45, `docs/service-network-router.md`).
+const WRITE_CHUNK: usize = crate::native::mux::LARGEST_BATCH;
 /// The plaintext of a full TLS record.
 const RECORD: usize = 16 * 1024;
 /// Room a chunk's records need beyond its plaintext: header, content type, tag, explicit nonce per 16 KiB record.
@@ -1035,6 +1036,34 @@ mod tests {
         server.write_all(&back).await.expect("server write");
         server.shutdown().await.expect("server close");
         assert!(writer.await.expect("client") == data, "server to client");
+    }
+
+    #[tokio::test]
+    async fn a_link_writers_largest_batch_is_one_write() {
+        for versions in [&[&rustls::version::TLS13], &[&rustls::version::TLS12]] {
+            let (c, s) = configs_for(versions, true);
+            let (a, b) = tokio::io::duplex(4 * 1024 * 1024);
+            let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+            let (mut client, mut server) = (client.expect("client"), server.expect("server"));
+            // frame heads and payloads as `native::mux` batches them, up to its largest batch
+            let head = [9u8; crate::native::frame::HEADER_LEN];
+            let payload: Vec<u8> = (0..crate::native::frame::MAX_DATA).map(|i| (i % 251) as u8).collect();
+            let mut parts: Vec<&[u8]> = Vec::new();
+            let mut total = 0;
+            while total < crate::native::mux::LARGEST_BATCH {
+                let part: &[u8] = if parts.len() % 2 == 0 { &head } else { &payload };
+                let part = &part[..part.len().min(crate::native::mux::LARGEST_BATCH - total)];
+                total += part.len();
+                parts.push(part);
+            }
+            let slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+            let taken = client.write_vectored(&slices).await.expect("write");
+            assert_eq!(taken, total, "{}: the whole batch in one write", client.record_layer());
+            client.flush().await.expect("flush");
+            let mut got = vec![0u8; total];
+            server.read_exact(&mut got).await.expect("read");
+            assert!(got == parts.concat(), "the batch arrived changed");
+        }
     }
 
     #[tokio::test]

@@ -34,8 +34,12 @@ pub const WINDOW: usize = 256 * 1024;
 pub const CREDIT_BATCH: usize = WINDOW / 2;
 /// Frames queued for one connection's writer (each at most one DATA frame of 64 KiB).
 const WRITE_QUEUE: usize = 64;
-/// Largest batch the writer hands to TLS in one write.
+/// Bytes after which the writer stops adding frames to a batch it hands to TLS in one write.
 const WRITE_BATCH: usize = 256 * 1024;
+/// The largest batch of frames no larger than a full DATA frame: [`WRITE_BATCH`] less a byte, and the frame that
+/// took it past. A link's TLS takes this much in one write (`tlsio`'s chunk), so a batch is one `write` and one
+/// wake-up of the next router, not a full one and a tail of a few frame heads.
+pub const LARGEST_BATCH: usize = WRITE_BATCH - 1 + HEADER_LEN + MAX_DATA;
 /// What a connection's reader reads into; a buffer grown for a bulk stream goes back to this size once the
 /// connection has been quiet for [`QUIET`].
 const READ_BUFFER: usize = 64 * 1024;
@@ -115,6 +119,18 @@ impl RxState {
             q.waker = Some(cx.waker().clone());
         }
         std::task::Poll::Pending
+    }
+    /// The next queued item if it is DATA, without waiting.
+    fn try_next_data(&self) -> Option<Bytes> {
+        let mut q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(q.items.front(), Some(Inbound::Data(_))) {
+            return None;
+        }
+        let Some(Inbound::Data(data)) = q.items.pop_front() else { return None };
+        if q.items.is_empty() && q.items.capacity() > 16 {
+            q.items = std::collections::VecDeque::new();
+        }
+        Some(data)
     }
     /// `n` bytes were written onward: returns the credit to send back, if a batch is complete.
     fn consume(&self, n: usize) -> Option<u32> {
@@ -306,7 +322,7 @@ impl ConnShared {
         let guard = Arc::new(StreamGuard { id, conn: self.clone() });
         Some((
             StreamTx { id, conn: self.clone(), credit, _guard: guard.clone() },
-            StreamRx { id, conn: self.clone(), state, unsettled: false, _guard: guard },
+            StreamRx { id, conn: self.clone(), state, unsettled: 0, _guard: guard },
         ))
     }
 
@@ -444,8 +460,9 @@ pub struct StreamRx {
     id: u32,
     conn: Arc<ConnShared>,
     state: Arc<RxState>,
-    /// The item `recv` returned last is still counted in `state.queued`.
-    unsettled: bool,
+    /// Items `recv` and `try_recv_data` returned since the caller last called `recv`, still counted in
+    /// `state.queued`.
+    unsettled: usize,
     _guard: Arc<StreamGuard>,
 }
 
@@ -453,16 +470,26 @@ impl StreamRx {
     /// The next thing the peer sent; a connection that ended reads as a reset. Calling it again says the caller is
     /// done with the item before (for a relay: it has been queued onward).
     pub async fn recv(&mut self) -> Inbound {
-        if std::mem::take(&mut self.unsettled) {
-            self.state.queued.fetch_sub(1, Ordering::AcqRel);
+        let settled = std::mem::take(&mut self.unsettled);
+        if settled > 0 {
+            self.state.queued.fetch_sub(settled, Ordering::AcqRel);
         }
         match std::future::poll_fn(|cx| self.state.poll_next(cx)).await {
             Some(item) => {
-                self.unsettled = true;
+                self.unsettled = 1;
                 item
             }
             None => Inbound::Rst(ResetReason::Shutdown),
         }
+    }
+
+    /// The next item if it is DATA already queued, without waiting (`None`: nothing queued, or something else
+    /// first, which `recv` returns). Unlike `recv`, it does not say the caller is done with the items before: a
+    /// caller gathers DATA to write it at once, and `recv` then settles them all.
+    pub fn try_recv_data(&mut self) -> Option<Bytes> {
+        let data = self.state.try_next_data()?;
+        self.unsettled += 1;
+        Some(data)
     }
 
     /// Gives `n` bytes of credit back: they were written onward. Credit is sent once [`CREDIT_BATCH`] bytes have
@@ -597,7 +624,8 @@ fn push_head(parts: &mut Vec<Part>, r: std::ops::Range<usize>) {
     parts.push(Part::Head(r));
 }
 
-async fn write_all_vectored<W: AsyncWrite + Unpin>(
+/// Writes every slice, in as few vectored writes as the writer takes.
+pub(crate) async fn write_all_vectored<W: AsyncWrite + Unpin>(
     w: &mut W,
     mut slices: &mut [std::io::IoSlice<'_>],
 ) -> std::io::Result<()> {
@@ -857,6 +885,31 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(rx.recv().await, Inbound::Fin));
+    }
+
+    #[tokio::test]
+    async fn queued_data_is_taken_without_waiting_up_to_what_is_not_data() {
+        let (d, _a, mut opens) = pair();
+        let (tx, _rx) = d.open(open("k")).await.unwrap();
+        for piece in [&b"one"[..], b"two", b"three"] {
+            tx.send(Bytes::from_static(piece)).await.unwrap();
+        }
+        tx.fin().await;
+        let (_ptx, mut prx, _) = opens.recv().await.unwrap();
+        let Inbound::Data(first) = prx.recv().await else { panic!("DATA first") };
+        assert_eq!(&first[..], b"one");
+        // the rest of the DATA is there once the FIN is (frames arrive in order)
+        while prx.state.inbox.lock().unwrap().items.len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(prx.try_recv_data().as_deref(), Some(&b"two"[..]));
+        assert_eq!(prx.try_recv_data().as_deref(), Some(&b"three"[..]));
+        // the FIN is not DATA: it stays for `recv`, and the items taken are settled by it
+        assert_eq!(prx.try_recv_data(), None);
+        assert_eq!(prx.state.queued.load(Ordering::Acquire), 4);
+        assert!(matches!(prx.recv().await, Inbound::Fin));
+        assert_eq!(prx.state.queued.load(Ordering::Acquire), 1, "only the FIN is still the caller's");
+        assert_eq!(prx.try_recv_data(), None);
     }
 
     #[tokio::test]

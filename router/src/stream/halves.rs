@@ -81,6 +81,16 @@ impl StreamRx {
         }
     }
 
+    /// The next item if it is DATA already queued, without waiting; the items it returns are settled by the next
+    /// [`StreamRx::recv`] (a caller gathers DATA to write at once). Upstream's flows return `None`: their bytes come
+    /// through `recv`.
+    pub fn try_recv_data(&mut self) -> Option<Bytes> {
+        match self {
+            Self::Native(rx) => rx.try_recv_data(),
+            Self::Amqp(_) => None,
+        }
+    }
+
     /// Gives `n` bytes of credit back: they were written onward.
     pub async fn consumed(&mut self, n: usize) {
         match self {
