@@ -27,13 +27,13 @@ use border::*;
 use bytes::BytesMut;
 use collector::attach;
 use serde_json::{json, Value};
-use snrouter::amqp::codec::{Limits, Str};
+use snrouter::amqp::codec::Str;
 use snrouter::amqp::conn::{Conn, Event, LinkId};
 use snrouter::amqp::driver::{self, Handle};
 use snrouter::amqp::performative::{Open, Role};
 use snrouter::amqp::sasl::{self, Mechanism};
 use snrouter::amqp::vanflow::records::{attr, kind};
-use snrouter::amqp::vanflow::{decode, Message, Record};
+use snrouter::amqp::vanflow::{Message, Record};
 use support::*;
 use tokio::net::TcpStream;
 
@@ -70,16 +70,8 @@ impl Flows {
         let deadline = tokio::time::Instant::now() + wait;
         while let Ok(Some(e)) = tokio::time::timeout_at(deadline, self.handle.events.recv()).await {
             let Event::Transfer { link, first, payload, more, .. } = e else { continue };
-            let buf = self.partial.entry(link).or_default();
-            if first {
-                buf.clear();
-            }
-            buf.extend_from_slice(&payload);
-            if more {
-                continue;
-            }
-            let whole = buf.split().freeze();
-            match decode(&whole, &Limits::default()).expect("a vanflow message") {
+            let Some(message) = collector::whole(&mut self.partial, link, first, &payload, more) else { continue };
+            match message {
                 Message::Beacon(b)
                     if link == self.beacons && b.source_type == "ROUTER" && !self.followed.contains_key(&b.id) =>
                 {

@@ -39,6 +39,26 @@ pub fn attach(name: &str, role: Role, source: Option<&str>, target: Option<&str>
     }
 }
 
+/// A transfer's payload added to the message its link is receiving (`first` starts a new one); the vanflow message
+/// once its last transfer came (`more` false).
+pub fn whole(
+    partial: &mut HashMap<LinkId, BytesMut>,
+    link: LinkId,
+    first: bool,
+    payload: &[u8],
+    more: bool,
+) -> Option<Message> {
+    let buf = partial.entry(link).or_default();
+    if first {
+        buf.clear();
+    }
+    buf.extend_from_slice(payload);
+    if more {
+        return None;
+    }
+    Some(decode(&buf.split().freeze(), &Limits::default()).expect("a vanflow message"))
+}
+
 impl Collector {
     /// Connects to skrouterd's `normal` listener on `port` (SASL ANONYMOUS) for source `source`'s messages.
     pub async fn connect(port: u16, source: &str) -> Collector {
@@ -62,14 +82,7 @@ impl Collector {
         loop {
             let e = tokio::time::timeout_at(deadline, self.handle.events.recv()).await.ok()??;
             if let Event::Transfer { link, first, payload, more, .. } = e {
-                let buf = self.partial.entry(link).or_default();
-                if first {
-                    buf.clear();
-                }
-                buf.extend_from_slice(&payload);
-                if !more {
-                    let whole = buf.split().freeze();
-                    let m = decode(&whole, &Limits::default()).expect("a vanflow message");
+                if let Some(m) = whole(&mut self.partial, link, first, &payload, more) {
                     return Some((link, m));
                 }
             }
