@@ -30,4 +30,5 @@ pub mod text;
 pub mod tls;
 pub mod tlsio;
 pub mod tlsrec;
+pub mod vectored;
 pub mod workers;

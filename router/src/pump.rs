@@ -14,7 +14,6 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::ListenerSeries;
-use crate::native::mux::write_all_vectored;
 use crate::observe::{Protocol, Session};
 use crate::splice::{self, PipeSplice};
 use crate::stream::halves::{StreamRx, StreamTx};
@@ -368,7 +367,7 @@ pub async fn socket_stream(
                         } else {
                             let mut slices: Vec<io::IoSlice<'_>> =
                                 std::iter::once(&b).chain(&more).map(|d| io::IoSlice::new(d)).collect();
-                            write_all_vectored(&mut w, &mut slices).await
+                            crate::vectored::write_all(&mut w, &mut slices).await
                         };
                         if written.is_err() {
                             tx.reset(ResetReason::Aborted).await;
@@ -863,10 +862,13 @@ mod tests {
         let Inbound::Data(first) = prx.recv().await else { panic!("DATA first") };
         let mut more = Vec::new();
         // the frames after the first arrive as the link's reader gets to them
-        while more.iter().map(Bytes::len).sum::<usize>() + first.len() < GATHER {
-            more.extend(gather(&mut prx, first.len() + more.iter().map(Bytes::len).sum::<usize>()));
-            tokio::task::yield_now().await;
-        }
+        let arrived = async {
+            while more.iter().map(Bytes::len).sum::<usize>() + first.len() < GATHER {
+                more.extend(gather(&mut prx, first.len() + more.iter().map(Bytes::len).sum::<usize>()));
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), arrived).await.expect("the frames arrive");
         assert_eq!(first.len() + more.iter().map(Bytes::len).sum::<usize>(), GATHER, "gathered up to the bound");
         let order: Vec<u8> = std::iter::once(&first).chain(&more).map(|d| d[0]).collect();
         assert_eq!(order, [0, 1, 2, 3], "in order");

@@ -32,7 +32,7 @@ pub const WRITE_LIMIT: usize = 256 * 1024;
 /// written with one `write`. At 64 KiB a batch took four writes, each waking the next router: two hops carried 11 %
 /// less, the last router switched 7-8 times per MB instead of 4; at 256 KiB a full batch's last few frame heads went
 /// in a write of their own (issue 45, `docs/service-network-router.md`).
-const WRITE_CHUNK: usize = crate::native::mux::LARGEST_BATCH;
+const WRITE_CHUNK: usize = crate::stream::types::LINK_WRITE;
 /// The plaintext of a full TLS record.
 const RECORD: usize = 16 * 1024;
 /// Room a chunk's records need beyond its plaintext: header, content type, tag, explicit nonce per 16 KiB record.
@@ -1045,14 +1045,14 @@ mod tests {
             let (a, b) = tokio::io::duplex(4 * 1024 * 1024);
             let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
             let (mut client, mut server) = (client.expect("client"), server.expect("server"));
-            // frame heads and payloads as `native::mux` batches them, up to its largest batch
-            let head = [9u8; crate::native::frame::HEADER_LEN];
-            let payload: Vec<u8> = (0..crate::native::frame::MAX_DATA).map(|i| (i % 251) as u8).collect();
+            // frame heads and 64 KiB payloads, as a link writer batches them, up to what a write takes
+            let head = [9u8; 10];
+            let payload: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8).collect();
             let mut parts: Vec<&[u8]> = Vec::new();
             let mut total = 0;
-            while total < crate::native::mux::LARGEST_BATCH {
+            while total < WRITE_CHUNK {
                 let part: &[u8] = if parts.len() % 2 == 0 { &head } else { &payload };
-                let part = &part[..part.len().min(crate::native::mux::LARGEST_BATCH - total)];
+                let part = &part[..part.len().min(WRITE_CHUNK - total)];
                 total += part.len();
                 parts.push(part);
             }

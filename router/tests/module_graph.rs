@@ -20,6 +20,7 @@ const LINE_BUDGET: usize = 900;
 const LAYERS: &[&str] = &[
     "text",
     "clock",
+    "vectored",
     "workers",
     "observe::exchange",
     "observe::http1",

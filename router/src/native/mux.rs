@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::native::frame::{Frame, FrameError, HEADER_LEN, MAX_DATA};
-use crate::stream::types::{Inbound, Open, ResetReason, Role, StreamClosed};
+use crate::stream::types::{Inbound, Open, ResetReason, Role, StreamClosed, LINK_WRITE};
 
 /// Bytes a stream may have in flight in each direction before the receiver gives credit back.
 pub const WINDOW: usize = 256 * 1024;
@@ -37,9 +37,10 @@ const WRITE_QUEUE: usize = 64;
 /// Bytes after which the writer stops adding frames to a batch it hands to TLS in one write.
 const WRITE_BATCH: usize = 256 * 1024;
 /// The largest batch of frames no larger than a full DATA frame: [`WRITE_BATCH`] less a byte, and the frame that
-/// took it past. A link's TLS takes this much in one write (`tlsio`'s chunk), so a batch is one `write` and one
-/// wake-up of the next router, not a full one and a tail of a few frame heads.
-pub const LARGEST_BATCH: usize = WRITE_BATCH - 1 + HEADER_LEN + MAX_DATA;
+/// took it past. Within what a link's transport takes in one write ([`LINK_WRITE`]), so a batch is one `write` and
+/// one wake-up of the next router, not a full one and a tail of a few frame heads.
+const LARGEST_BATCH: usize = WRITE_BATCH - 1 + HEADER_LEN + MAX_DATA;
+const _: () = assert!(LARGEST_BATCH <= LINK_WRITE, "a full batch must go in one write");
 /// What a connection's reader reads into; a buffer grown for a bulk stream goes back to this size once the
 /// connection has been quiet for [`QUIET`].
 const READ_BUFFER: usize = 64 * 1024;
@@ -596,7 +597,7 @@ async fn writer<W: AsyncWrite>(mut w: tokio::io::WriteHalf<W>, mut rx: mpsc::Rec
                 },
             })
             .collect();
-        let written = write_all_vectored(&mut w, &mut slices).await;
+        let written = crate::vectored::write_all(&mut w, &mut slices).await;
         drop(slices);
         frames.clear();
         if written.is_err() || w.flush().await.is_err() {
@@ -622,21 +623,6 @@ fn push_head(parts: &mut Vec<Part>, r: std::ops::Range<usize>) {
         }
     }
     parts.push(Part::Head(r));
-}
-
-/// Writes every slice, in as few vectored writes as the writer takes.
-pub(crate) async fn write_all_vectored<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    mut slices: &mut [std::io::IoSlice<'_>],
-) -> std::io::Result<()> {
-    while !slices.is_empty() {
-        let n = w.write_vectored(slices).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        std::io::IoSlice::advance_slices(&mut slices, n);
-    }
-    Ok(())
 }
 
 async fn wait_closed(shared: &ConnShared) {
@@ -899,9 +885,12 @@ mod tests {
         let Inbound::Data(first) = prx.recv().await else { panic!("DATA first") };
         assert_eq!(&first[..], b"one");
         // the rest of the DATA is there once the FIN is (frames arrive in order)
-        while prx.state.inbox.lock().unwrap().items.len() < 3 {
-            tokio::task::yield_now().await;
-        }
+        let queued = async {
+            while prx.state.inbox.lock().unwrap().items.len() < 3 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), queued).await.expect("the frames arrive");
         assert_eq!(prx.try_recv_data().as_deref(), Some(&b"two"[..]));
         assert_eq!(prx.try_recv_data().as_deref(), Some(&b"three"[..]));
         // the FIN is not DATA: it stays for `recv`, and the items taken are settled by it

@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Site;
 
+/// The most a link connection's writer hands its transport in one write: the transport (a link's TLS, `tlsio`) takes
+/// that much in one call, so a writer's batch is one write on the wire and one wake-up of the next router, not a
+/// full chunk and a tail (issue 45). A protocol's writer keeps its batches within it (the native protocol's: 256
+/// KiB of frames and the one full DATA frame that took it past).
+pub const LINK_WRITE: usize = 324 * 1024;
+
 /// A request to open a stream: the routing key it is for, the router where the client connection arrived (its
 /// origin, carried to the target's router for its traffic report) and the hops it may still take.
 #[derive(Debug, Clone, PartialEq, Eq)]
