@@ -84,6 +84,17 @@ struct Inbox {
     gone: bool,
 }
 
+impl Inbox {
+    /// The first item; a queue that grew for a burst and is empty again gives its block back.
+    fn pop(&mut self) -> Option<Inbound> {
+        let item = self.items.pop_front()?;
+        if self.items.is_empty() && self.items.capacity() > 16 {
+            self.items = std::collections::VecDeque::new();
+        }
+        Some(item)
+    }
+}
+
 /// A stream's receiving state, shared by the connection's reader and the stream's [`StreamRx`].
 #[derive(Default)]
 struct RxState {
@@ -107,10 +118,7 @@ impl RxState {
     /// The next queued item; `None` once the slot is gone and the queue is empty.
     fn poll_next(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Inbound>> {
         let mut q = self.inbox.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(item) = q.items.pop_front() {
-            if q.items.is_empty() && q.items.capacity() > 16 {
-                q.items = std::collections::VecDeque::new();
-            }
+        if let Some(item) = q.pop() {
             return std::task::Poll::Ready(Some(item));
         }
         if q.closed {
@@ -127,11 +135,10 @@ impl RxState {
         if !matches!(q.items.front(), Some(Inbound::Data(_))) {
             return None;
         }
-        let Some(Inbound::Data(data)) = q.items.pop_front() else { return None };
-        if q.items.is_empty() && q.items.capacity() > 16 {
-            q.items = std::collections::VecDeque::new();
+        match q.pop() {
+            Some(Inbound::Data(data)) => Some(data),
+            _ => None,
         }
-        Some(data)
     }
     /// `n` bytes were written onward: returns the credit to send back, if a batch is complete.
     fn consume(&self, n: usize) -> Option<u32> {
