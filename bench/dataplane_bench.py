@@ -15,6 +15,9 @@ connections per second with 50 clients, wrk with ``Connection: close`` against a
 router CPU µs per connection), ``latency`` (64-byte round trips on one connection, p50/p99 and the p99 the routers
 add). ``memory``: RSS the West, Middle and East routers add per open idle connection (``--idle`` connections held
 through the two hops), and what a Rust router's RSS grows by per idle link (``--links`` routers linked to one).
+``machine.limits``, measured first and alone (``machine_limits.py``): what the machine allows any relay, stated beside
+the results (issue 45): two processes waking each other on two CPUs and on one (a hand-over between processes), and
+the router's AEAD figures per CPU-second with the bound they set on two TLS hops.
 
 Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
 connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import haproxy_baseline as hb
+import machine_limits
 import router_bench as rb
 
 from service_network.router.dataplane import router_binary
@@ -490,6 +494,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     procs: list[subprocess.Popen[Any]] = []
     result: dict[str, Any] = {}
     try:
+        # what the machine allows a relay, measured first, alone (machine_limits.py): beside the results below
+        _progress("the machine's wake-up cost and cipher figures")
+        limits = await asyncio.to_thread(machine_limits.measure)
         procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
         procs.append(rb._start_backend("echo", rb.BACKEND, backends["echo"]))
         procs.append(hb.http_responder(haproxy, rb.BACKEND, backends["http"], state))
@@ -508,6 +515,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)
         result.update(_ratios(result))
         result["machine"] = machine(args, haproxy=hb.version(haproxy))
+        result["machine"]["limits"] = limits
         return result
     finally:
         for p in procs:

@@ -1,0 +1,183 @@
+"""What the machine allows a relay, measured alone and stated beside a data-plane benchmark's results; JSON on stdout.
+
+- ``wake_ups``: two processes that wake each other through pipes (one byte each way per round trip), pinned to two
+  CPUs and then both to one: the round trip and the CPU time the two spend per round trip. Where an idle CPU is
+  slow to wake (a VM guest whose idle vCPUs halt: an inter-processor interrupt through the host), the two-CPU figure
+  is many times the one-CPU one, and every hand-over between processes on different CPUs pays it: a relay of five
+  processes on two CPUs pays it at every batch, a direct connection only at its two ends. Both figures include the
+  interpreter's few microseconds per round trip; their ratio is the point.
+- ``cipher``: what sealing and opening cost per CPU-second with the AEADs two routers may negotiate, through the
+  router's own library (``router/examples/aead_speed.rs``, aws-lc-rs, full 16 KiB records), and the bound that puts
+  on a stream over two TLS hops per core spent on the cipher (every byte sealed twice and opened twice).
+
+``python bench/machine_limits.py [--rounds N] [--cipher-seconds S] [--only wake_ups,cipher]``. The example is the
+one ``cargo test --release`` builds (``router/target/release/examples/aead_speed``), built here when it is missing
+and cargo is there; a figure that cannot be measured is reported with the reason, never guessed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+AEAD_SPEED = REPO / "router" / "target" / "release" / "examples" / "aead_speed"
+MEASURES = ("wake_ups", "cipher")
+#: the longest a measurement may take before it is reported as failed (a hung child, a slow build)
+WAKE_UP_TIMEOUT = 120.0
+BUILD_TIMEOUT = 1800.0
+
+
+def _cpu(who: int) -> float:
+    """User and system CPU seconds of this process or of its waited-for children (the kernel's own accounting, finer
+    than clock ticks)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _ping_pong(cpus: tuple[int, int], rounds: int) -> dict[str, Any]:
+    """In a process of its own (it forks): this process on ``cpus[0]``, its child on ``cpus[1]``, ``rounds`` round
+    trips after one to warm up."""
+    from_parent, to_child = os.pipe()
+    from_child, to_parent = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer every byte until the parent closes its end
+        code = 1
+        try:
+            os.close(to_child)
+            os.close(from_child)
+            os.sched_setaffinity(0, {cpus[1]})
+            while os.read(from_parent, 1):
+                os.write(to_parent, b"x")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(from_parent)
+    os.close(to_parent)
+    os.sched_setaffinity(0, {cpus[0]})
+    os.write(to_child, b"x")
+    if os.read(from_child, 1) != b"x":
+        raise RuntimeError("the child did not answer")
+    before, start = _cpu(resource.RUSAGE_SELF), time.perf_counter()
+    for _ in range(rounds):
+        os.write(to_child, b"x")
+        if not os.read(from_child, 1):
+            raise RuntimeError("the child went away")
+    wall, after = time.perf_counter() - start, _cpu(resource.RUSAGE_SELF)
+    os.close(to_child)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the child ended with {os.waitstatus_to_exitcode(status)}")
+    # the child's whole life against the parent's loop: the child did little else (one warm-up round trip)
+    cpu = after - before + _cpu(resource.RUSAGE_CHILDREN)
+    return {"cpus": list(cpus), "round_trip_us": round(wall / rounds * 1e6, 2),
+            "cpu_us_per_round_trip": round(cpu / rounds * 1e6, 2)}
+
+
+def wake_ups(rounds: int) -> dict[str, Any]:
+    """The two-CPU and one-CPU round trips (each in a fresh interpreter, so that nothing of the caller is forked)."""
+    usable = sorted(os.sched_getaffinity(0))
+    out: dict[str, Any] = {"rounds": rounds}
+    pairs = {"one_cpu": (usable[0], usable[0])}
+    if len(usable) >= 2:
+        pairs["two_cpus"] = (usable[0], usable[1])
+    else:
+        out["two_cpus"] = {"unavailable": f"this process may run on one CPU only ({usable[0]})"}
+    for name, pair in pairs.items():
+        run = subprocess.run([sys.executable, __file__, "--ping-pong", f"{pair[0]},{pair[1]}", str(rounds)],
+                             capture_output=True, text=True, timeout=WAKE_UP_TIMEOUT)
+        if run.returncode != 0:
+            out[name] = {"unavailable": run.stderr.strip()[-500:] or f"exit code {run.returncode}"}
+        else:
+            out[name] = json.loads(run.stdout)
+    if "round_trip_us" in out.get("two_cpus", {}) and "round_trip_us" in out["one_cpu"]:
+        out["two_cpus_over_one"] = round(out["two_cpus"]["round_trip_us"] / out["one_cpu"]["round_trip_us"], 2)
+    return out
+
+
+def parse_aead_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON lines ``aead_speed`` prints (one per AEAD); anything else on stdout is not a figure."""
+    figures = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            figure = json.loads(line)
+            if isinstance(figure, dict) and "aead" in figure:
+                figures.append(figure)
+    return figures
+
+
+def _aead_speed_binary(build: bool) -> Path | str:
+    """The example's path, built with cargo when missing (and ``build``); else why there is none."""
+    if os.access(AEAD_SPEED, os.X_OK):
+        return AEAD_SPEED
+    cargo = shutil.which("cargo")
+    if not build or cargo is None or not (REPO / "router" / "Cargo.toml").exists():
+        return f"{AEAD_SPEED} is missing (cargo test --release, or cargo build --release --example aead_speed, in router/)"
+    try:
+        run = subprocess.run([cargo, "build", "--release", "--locked", "--quiet", "--example", "aead_speed",
+                              "--manifest-path", str(REPO / "router" / "Cargo.toml")],
+                             capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return f"building the aead_speed example took longer than {BUILD_TIMEOUT:.0f} s"
+    if run.returncode != 0 or not os.access(AEAD_SPEED, os.X_OK):
+        return f"building the aead_speed example failed: {run.stderr.strip()[-500:]}"
+    return AEAD_SPEED
+
+
+def cipher(seconds: float, build: bool = True) -> dict[str, Any]:
+    """The router's AEAD figures per CPU-second (``seconds`` per figure), or why they are not there."""
+    binary = _aead_speed_binary(build)
+    if isinstance(binary, str):
+        return {"unavailable": binary}
+    run = subprocess.run([str(binary), str(seconds)], capture_output=True, text=True,
+                         timeout=WAKE_UP_TIMEOUT + 6 * seconds)
+    figures = parse_aead_lines(run.stdout) if run.returncode == 0 else []
+    if not figures:
+        return {"unavailable": f"aead_speed gave no figures (exit code {run.returncode}): {run.stderr.strip()[-500:]}"}
+    return {"seconds_per_figure": seconds, "aeads": figures}
+
+
+def measure(rounds: int = 20_000, cipher_seconds: float = 0.5, only: tuple[str, ...] = MEASURES) -> dict[str, Any]:
+    """Every figure asked for; run it alone (nothing else on the machine) for figures that mean something."""
+    out: dict[str, Any] = {}
+    if "wake_ups" in only:
+        out["wake_ups"] = wake_ups(rounds)
+    if "cipher" in only:
+        out["cipher"] = cipher(cipher_seconds)
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--ping-pong":
+        first, second = (int(c) for c in sys.argv[2].split(","))
+        try:
+            print(json.dumps(_ping_pong((first, second), int(sys.argv[3]))))
+        except (OSError, RuntimeError) as e:
+            sys.exit(f"ping-pong on CPUs {first} and {second}: {e}")
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20_000, help="round trips per wake-up figure (1-1,000,000)")
+    parser.add_argument("--cipher-seconds", type=float, default=0.5, help="seconds per cipher figure (0.01-10)")
+    parser.add_argument("--only", default=",".join(MEASURES), help="wake_ups, cipher or both (comma-separated)")
+    args = parser.parse_args()
+    only = tuple(m for m in args.only.split(",") if m)
+    if unknown := [m for m in only if m not in MEASURES]:
+        parser.error(f"--only: unknown {', '.join(unknown)} (one of {', '.join(MEASURES)})")
+    if not 1 <= args.rounds <= 1_000_000:
+        parser.error("--rounds: 1 to 1,000,000")
+    if not 0.01 <= args.cipher_seconds <= 10:
+        parser.error("--cipher-seconds: 0.01 to 10")
+    print(json.dumps(measure(args.rounds, args.cipher_seconds, only), indent=2))
+
+
+if __name__ == "__main__":
+    main()
