@@ -1,0 +1,57 @@
+"""``bench/dataplane_bench.py``'s verdicts: the ratios it reports and which goals of issues 21 and 45 a result meets,
+from the figures of one run (a pure function of the result; the run itself is the benchmark's)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+
+@pytest.fixture(scope="module")
+def ratios() -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import dataplane_bench
+    finally:
+        sys.path.remove(str(BENCH))
+    return dataplane_bench._ratios
+
+
+def _stream(direct: float, haproxy: float, rust: float) -> dict[str, Any]:
+    return {"direct": {"gbit_per_s": direct},
+            "haproxy": {"gbit_per_s": haproxy, "router_cpu_seconds_per_gb": 3.0},
+            "rust": {"gbit_per_s": rust, "router_cpu_seconds_per_gb": 1.8}}
+
+
+def _result(one: tuple[float, float, float], two: tuple[float, float, float], memory: int) -> dict[str, Any]:
+    return {"one_hop": {"throughput": _stream(*one)},
+            "two_hops": {"throughput": _stream(*two),
+                         "memory_per_connection": {"rust": {"bytes_per_connection_per_router": memory}}}}
+
+
+def test_this_stops_figures_meet_issue_21_and_miss_the_stream_goals_of_issue_45(ratios: Any) -> None:
+    # the full run of 2026-11-30 11:45
+    got = ratios(_result((38.89, 18.46, 22.66), (36.14, 3.92, 5.61), 2884))
+    assert got["rust_over_haproxy"]["two_hops"]["throughput"] == 1.43
+    assert got["rust_over_haproxy"]["two_hops"]["of_direct"] == 0.155
+    assert got["rust_over_haproxy"]["one_hop"]["of_direct"] == 0.583
+    met = got["goals_met"]
+    assert met["two_hops_throughput_ge_1x"] and met["one_hop_throughput_ge_0_9x"]
+    assert met["memory_per_connection_le_64_kib"] and met["memory_per_connection_le_4_kib"]
+    assert not met["two_hops_throughput_ge_1_5x"]
+    assert not met["two_hops_throughput_ge_20_pct_of_direct"]
+    assert not met["one_hop_throughput_ge_60_pct_of_direct"]
+
+
+def test_each_goal_of_issue_45_is_met_at_its_edge_and_not_below(ratios: Any) -> None:
+    met = ratios(_result((40.0, 20.0, 24.0), (30.0, 4.0, 6.0), 4096))["goals_met"]
+    assert met["one_hop_throughput_ge_60_pct_of_direct"] and met["two_hops_throughput_ge_1_5x"]
+    assert met["two_hops_throughput_ge_20_pct_of_direct"] and met["memory_per_connection_le_4_kib"]
+    below = ratios(_result((40.0, 20.0, 23.9), (30.1, 4.01, 6.0), 4097))["goals_met"]
+    assert not any(below[k] for k in ("one_hop_throughput_ge_60_pct_of_direct", "two_hops_throughput_ge_1_5x",
+                                      "two_hops_throughput_ge_20_pct_of_direct", "memory_per_connection_le_4_kib"))
