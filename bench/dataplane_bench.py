@@ -508,9 +508,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     procs: list[subprocess.Popen[Any]] = []
     result: dict[str, Any] = {}
     try:
-        # what the machine allows a relay, measured first, alone (machine_limits.py): beside the results below
-        _progress("the machine's wake-up cost and cipher figures")
-        limits = await asyncio.to_thread(machine_limits.measure)
+        # what the machine allows a relay, measured first, alone (machine_limits.py): beside the streams' results
+        limits = None
+        if "throughput" in args.only:
+            _progress("the machine's wake-up cost and cipher figures")
+            limits = await asyncio.to_thread(machine_limits.measure)
         procs.append(rb._start_backend("sink", rb.BACKEND, backends["sink"]))
         procs.append(rb._start_backend("echo", rb.BACKEND, backends["echo"]))
         procs.append(hb.http_responder(haproxy, rb.BACKEND, backends["http"], state))
@@ -529,7 +531,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)
         result.update(_ratios(result))
         result["machine"] = machine(args, haproxy=hb.version(haproxy))
-        result["machine"]["limits"] = limits
+        if limits is not None:
+            result["machine"]["limits"] = limits
         return result
     finally:
         for p in procs:

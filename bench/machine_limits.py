@@ -43,42 +43,70 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _read_line(fd: int, limit: int = 256) -> bytes:
+    """Bytes up to a newline from ``fd`` (at most ``limit``; a short read at the end of the pipe ends it)."""
+    line = b""
+    while not line.endswith(b"\n") and len(line) < limit:
+        got = os.read(fd, 1)
+        if not got:
+            break
+        line += got
+    return line
+
+
+def _only_cpu() -> int:
+    """The one CPU this process may run on (after it pinned itself there)."""
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) != 1:
+        raise RuntimeError(f"pinned, yet may run on CPUs {sorted(cpus)}")
+    return next(iter(cpus))
+
+
 def _ping_pong(cpus: tuple[int, int], rounds: int) -> dict[str, Any]:
     """In a process of its own (it forks): this process on ``cpus[0]``, its child on ``cpus[1]``, ``rounds`` round
-    trips after one to warm up."""
+    trips after one to warm up. The CPUs reported are those each process found itself on."""
     from_parent, to_child = os.pipe()
     from_child, to_parent = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: answer every byte until the parent closes its end
+    if pid == 0:  # the child: say where it runs, then answer every byte until the parent closes its end
         code = 1
         try:
             os.close(to_child)
             os.close(from_child)
             os.sched_setaffinity(0, {cpus[1]})
+            os.write(to_parent, f"{_only_cpu()}\n".encode())
             while os.read(from_parent, 1):
                 os.write(to_parent, b"x")
             code = 0
+        except (OSError, RuntimeError) as e:
+            os.write(2, f"the child on CPU {cpus[1]}: {e}\n".encode())
         finally:
             os._exit(code)
     os.close(from_parent)
     os.close(to_parent)
-    os.sched_setaffinity(0, {cpus[0]})
-    os.write(to_child, b"x")
-    if os.read(from_child, 1) != b"x":
-        raise RuntimeError("the child did not answer")
-    before, start = _cpu(resource.RUSAGE_SELF), time.perf_counter()
-    for _ in range(rounds):
+    try:
+        os.sched_setaffinity(0, {cpus[0]})
+        told = _read_line(from_child).strip()
+        if not told.isdigit():
+            raise RuntimeError("the child did not start")
+        ran_on = (_only_cpu(), int(told))
         os.write(to_child, b"x")
-        if not os.read(from_child, 1):
-            raise RuntimeError("the child went away")
-    wall, after = time.perf_counter() - start, _cpu(resource.RUSAGE_SELF)
-    os.close(to_child)
-    _, status = os.waitpid(pid, 0)
+        if os.read(from_child, 1) != b"x":
+            raise RuntimeError("the child did not answer")
+        before, start = _cpu(resource.RUSAGE_SELF), time.perf_counter()
+        for _ in range(rounds):
+            os.write(to_child, b"x")
+            if not os.read(from_child, 1):
+                raise RuntimeError("the child went away")
+        wall, after = time.perf_counter() - start, _cpu(resource.RUSAGE_SELF)
+    finally:
+        os.close(to_child)
+        _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"the child ended with {os.waitstatus_to_exitcode(status)}")
     # the child's whole life against the parent's loop: the child did little else (one warm-up round trip)
     cpu = after - before + _cpu(resource.RUSAGE_CHILDREN)
-    return {"cpus": list(cpus), "round_trip_us": round(wall / rounds * 1e6, 2),
+    return {"cpus": list(ran_on), "round_trip_us": round(wall / rounds * 1e6, 2),
             "cpu_us_per_round_trip": round(cpu / rounds * 1e6, 2)}
 
 
@@ -92,8 +120,12 @@ def wake_ups(rounds: int) -> dict[str, Any]:
     else:
         out["two_cpus"] = {"unavailable": f"this process may run on one CPU only ({usable[0]})"}
     for name, pair in pairs.items():
-        run = subprocess.run([sys.executable, __file__, "--ping-pong", f"{pair[0]},{pair[1]}", str(rounds)],
-                             capture_output=True, text=True, timeout=WAKE_UP_TIMEOUT)
+        try:
+            run = subprocess.run([sys.executable, __file__, "--ping-pong", f"{pair[0]},{pair[1]}", str(rounds)],
+                                 capture_output=True, text=True, timeout=WAKE_UP_TIMEOUT)
+        except (subprocess.SubprocessError, OSError) as e:
+            out[name] = {"unavailable": f"{type(e).__name__}: {str(e)[:200]}"}
+            continue
         if run.returncode != 0:
             out[name] = {"unavailable": run.stderr.strip()[-500:] or f"exit code {run.returncode}"}
         else:
@@ -109,7 +141,10 @@ def parse_aead_lines(text: str) -> list[dict[str, Any]]:
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("{"):
-            figure = json.loads(line)
+            try:
+                figure = json.loads(line)
+            except json.JSONDecodeError:
+                continue
             if isinstance(figure, dict) and "aead" in figure:
                 figures.append(figure)
     return figures
@@ -123,11 +158,14 @@ def _aead_speed_binary(build: bool) -> Path | str:
     if not build or cargo is None or not (REPO / "router" / "Cargo.toml").exists():
         return f"{AEAD_SPEED} is missing (cargo test --release, or cargo build --release --example aead_speed, in router/)"
     try:
-        run = subprocess.run([cargo, "build", "--release", "--locked", "--quiet", "--example", "aead_speed",
-                              "--manifest-path", str(REPO / "router" / "Cargo.toml")],
+        # --offline: a benchmark dials nothing beyond loopback; crates the router's build fetched are there
+        run = subprocess.run([cargo, "build", "--release", "--locked", "--offline", "--quiet", "--example",
+                              "aead_speed", "--manifest-path", str(REPO / "router" / "Cargo.toml")],
                              capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:
         return f"building the aead_speed example took longer than {BUILD_TIMEOUT:.0f} s"
+    except (subprocess.SubprocessError, OSError) as e:
+        return f"building the aead_speed example: {type(e).__name__}: {str(e)[:200]}"
     if run.returncode != 0 or not os.access(AEAD_SPEED, os.X_OK):
         return f"building the aead_speed example failed: {run.stderr.strip()[-500:]}"
     return AEAD_SPEED
@@ -138,8 +176,11 @@ def cipher(seconds: float, build: bool = True) -> dict[str, Any]:
     binary = _aead_speed_binary(build)
     if isinstance(binary, str):
         return {"unavailable": binary}
-    run = subprocess.run([str(binary), str(seconds)], capture_output=True, text=True,
-                         timeout=WAKE_UP_TIMEOUT + 6 * seconds)
+    try:
+        run = subprocess.run([str(binary), str(seconds)], capture_output=True, text=True,
+                             timeout=WAKE_UP_TIMEOUT + 6 * seconds)
+    except (subprocess.SubprocessError, OSError) as e:
+        return {"unavailable": f"aead_speed: {type(e).__name__}: {str(e)[:200]}"}
     figures = parse_aead_lines(run.stdout) if run.returncode == 0 else []
     if not figures:
         return {"unavailable": f"aead_speed gave no figures (exit code {run.returncode}): {run.stderr.strip()[-500:]}"}

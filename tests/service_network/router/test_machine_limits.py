@@ -81,8 +81,16 @@ def test_a_missing_example_is_reported_with_the_reason_not_guessed(tmp_path: Pat
 def test_only_the_example_s_figure_lines_count() -> None:
     limits = _module()
     text = ('warming up\n{"aead": "AES-128-GCM", "seal_gb_per_cpu_s": 1.5}\n{"note": "not a figure"}\n'
-            '  {"aead": "ChaCha20-Poly1305", "seal_gb_per_cpu_s": 0.5}\n')
+            '{"aead": "AES-256-GCM", cut short\n  {"aead": "ChaCha20-Poly1305", "seal_gb_per_cpu_s": 0.5}\n')
     assert [f["aead"] for f in limits.parse_aead_lines(text)] == ["AES-128-GCM", "ChaCha20-Poly1305"]
+
+
+def test_a_cpu_a_process_cannot_be_pinned_to_is_reported_with_the_kernels_reason() -> None:
+    nowhere = max(os.sched_getaffinity(0)) + 4096
+    run = _run("--ping-pong", f"{min(os.sched_getaffinity(0))},{nowhere}", "10", timeout=60)
+    assert run.returncode == 1 and run.stdout == "", run
+    assert f"the child on CPU {nowhere}: [Errno 22] Invalid argument" in run.stderr, run.stderr[-2000:]
+    assert "the child did not start" in run.stderr, run.stderr[-2000:]
 
 
 @pytest.mark.parametrize(("args", "why"), [
