@@ -31,9 +31,19 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 AEAD_SPEED = REPO / "router" / "target" / "release" / "examples" / "aead_speed"
 MEASURES = ("wake_ups", "cipher")
-#: the longest a measurement may take before it is reported as failed (a hung child, a slow build)
-WAKE_UP_TIMEOUT = 120.0
+#: the longest a measurement may take before it is reported as failed (a hung child); a build of the example
+MEASURE_TIMEOUT = 120.0
 BUILD_TIMEOUT = 1800.0
+
+
+def _short(e: BaseException) -> str:
+    """An exception as a reason of bounded length."""
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def _tail(stderr: str) -> str:
+    """The end of what a program said on stderr, bounded."""
+    return stderr.strip()[-500:]
 
 
 def _cpu(who: int) -> float:
@@ -122,12 +132,12 @@ def wake_ups(rounds: int) -> dict[str, Any]:
     for name, pair in pairs.items():
         try:
             run = subprocess.run([sys.executable, __file__, "--ping-pong", f"{pair[0]},{pair[1]}", str(rounds)],
-                                 capture_output=True, text=True, timeout=WAKE_UP_TIMEOUT)
+                                 capture_output=True, text=True, timeout=MEASURE_TIMEOUT)
         except (subprocess.SubprocessError, OSError) as e:
-            out[name] = {"unavailable": f"{type(e).__name__}: {str(e)[:200]}"}
+            out[name] = {"unavailable": _short(e)}
             continue
         if run.returncode != 0:
-            out[name] = {"unavailable": run.stderr.strip()[-500:] or f"exit code {run.returncode}"}
+            out[name] = {"unavailable": _tail(run.stderr) or f"exit code {run.returncode}"}
         else:
             out[name] = json.loads(run.stdout)
     if "round_trip_us" in out.get("two_cpus", {}) and "round_trip_us" in out["one_cpu"]:
@@ -165,9 +175,9 @@ def _aead_speed_binary(build: bool) -> Path | str:
     except subprocess.TimeoutExpired:
         return f"building the aead_speed example took longer than {BUILD_TIMEOUT:.0f} s"
     except (subprocess.SubprocessError, OSError) as e:
-        return f"building the aead_speed example: {type(e).__name__}: {str(e)[:200]}"
+        return f"building the aead_speed example: {_short(e)}"
     if run.returncode != 0 or not os.access(AEAD_SPEED, os.X_OK):
-        return f"building the aead_speed example failed: {run.stderr.strip()[-500:]}"
+        return f"building the aead_speed example failed: {_tail(run.stderr)}"
     return AEAD_SPEED
 
 
@@ -178,12 +188,12 @@ def cipher(seconds: float, build: bool = True) -> dict[str, Any]:
         return {"unavailable": binary}
     try:
         run = subprocess.run([str(binary), str(seconds)], capture_output=True, text=True,
-                             timeout=WAKE_UP_TIMEOUT + 6 * seconds)
+                             timeout=MEASURE_TIMEOUT + 6 * seconds)
     except (subprocess.SubprocessError, OSError) as e:
-        return {"unavailable": f"aead_speed: {type(e).__name__}: {str(e)[:200]}"}
+        return {"unavailable": f"aead_speed: {_short(e)}"}
     figures = parse_aead_lines(run.stdout) if run.returncode == 0 else []
     if not figures:
-        return {"unavailable": f"aead_speed gave no figures (exit code {run.returncode}): {run.stderr.strip()[-500:]}"}
+        return {"unavailable": f"aead_speed gave no figures (exit code {run.returncode}): {_tail(run.stderr)}"}
     return {"seconds_per_figure": seconds, "aeads": figures}
 
 
