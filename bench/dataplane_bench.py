@@ -17,14 +17,17 @@ add). ``memory``: RSS the West, Middle and East routers add per open idle connec
 through the two hops), and what a Rust router's RSS grows by per idle link (``--links`` routers linked to one).
 ``machine.limits``, measured first and alone (``machine_limits.py``): what the machine allows any relay, stated beside
 the results (issue 45): two processes waking each other on two CPUs and on one (a hand-over between processes), and
-the router's AEAD figures per CPU-second with the bound they set on two TLS hops.
+the router's AEAD figures per CPU-second with the bound they set on two TLS hops. ``floor``, a side of the throughput
+runs: the least relay in the routers' places (``relay_floor.py``: spliced on one hop; the router's own TLS code and
+nothing of its design on two), what the machine gives any relay with this TLS; ``rust_over_haproxy`` gives the
+router's share of it (``of_floor``) and its share of direct (``floor_of_direct``).
 
 Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
 connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
 1x, p99 added latency <= 1x; memory: <= 64 KiB per open connection through a router, <= 2 MiB per idle link. Goals
 (issue 45): one hop: one stream >= 60 % of direct; two hops: one stream >= 1.5x HAProxy and >= 20 % of direct;
 memory: <= 4 KiB per open connection per router (each in ``goals_met``, beside ``machine.limits``).
-Loopback only (127.0.70-75.x and the backends' 127.0.50.201); every loop is bounded in count and time. Run it
+Loopback only (127.0.70-78.x and the backends' 127.0.50.201); every loop is bounded in count and time. Run it
 alone: ``flock /tmp/heavy.lock python bench/dataplane_bench.py``.
 """
 
@@ -48,6 +51,7 @@ from typing import Any
 
 import haproxy_baseline as hb
 import machine_limits
+import relay_floor as rf
 import router_bench as rb
 
 from service_network.router.dataplane import router_binary
@@ -90,7 +94,8 @@ def _progress(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 #: loopback addresses per engine: West, Middle, East
 HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
-         "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"}}
+         "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"},
+         "floor": {"west": "127.0.76.200", "middle": "127.0.77.200", "east": "127.0.78.200"}}
 #: a running router: the Rust router's adaptor, or an HAProxy process of the baseline
 Router = RustAdaptor | hb.Baseline
 
@@ -358,11 +363,15 @@ def measure_sides(args: argparse.Namespace, wrk: str, sides: Callable[[str], dic
 
 
 def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
-             nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str) -> dict[str, Any]:
+             nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str,
+             floor: tuple[int, dict[str, int]] | None = None) -> dict[str, Any]:
+    """``floor``: the least relay's port and processes (``relay_floor.py``), a side of the throughput runs."""
     def sides(kind: str) -> dict[str, Side]:
         out: dict[str, Side] = {"direct": (backends[kind], rb.BACKEND, {})}
         for engine, (adaptors, listeners) in nets.items():
             out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
+        if floor is not None and kind == "sink":
+            out["floor"] = (floor[0], HOSTS["floor"]["west"], floor[1])
         return out
 
     _progress(f"{topology}: measuring")
@@ -460,13 +469,19 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
             ratio["throughput"] = t["rust"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
             ratio["of_direct"] = t["rust"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
             ratio["cpu_per_gb"] = t["rust"]["router_cpu_seconds_per_gb"] / t["haproxy"]["router_cpu_seconds_per_gb"]
+            if "gbit_per_s" in t.get("floor", {}):
+                # the least relay (relay_floor.py): what the machine gives a relay, and the router's share of it
+                ratio["of_floor"] = t["rust"]["gbit_per_s"] / t["floor"]["gbit_per_s"]
+                ratio["floor_of_direct"] = t["floor"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
+                ratio["floor_over_haproxy"] = t["floor"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
         if "connections" in r:
             c = r["connections"]
             ratio["connections_per_s"] = c["rust"]["connections_per_s"] / c["haproxy"]["connections_per_s"]
             ratio["cpu_per_connection"] = (c["rust"]["router_cpu_us_per_connection"]
                                            / max(1, c["haproxy"]["router_cpu_us_per_connection"]))
         raw[topology] = ratio
-        out: dict[str, Any] = {k: round(v, 3 if k in ("of_direct", "cpu_per_connection") else 2)
+        out: dict[str, Any] = {k: round(v, 3 if k in ("of_direct", "of_floor", "floor_of_direct",
+                                                      "cpu_per_connection") else 2)
                                for k, v in ratio.items()}
         if "latency" in r:
             out["added_p99_us"] = {"rust": r["latency"]["rust"]["added_p99_us"],
@@ -525,7 +540,19 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                             if topology == "two_hops" else _one_hop_documents(HOSTS[engine], backends))
                     nets[engine] = await stack.enter_async_context(
                         _network(state / f"{topology}-{engine}", engine, docs, haproxy))
-                result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology)
+                floor, why = None, None
+                if "throughput" in args.only:
+                    # the least relay in the routers' places, a side of the throughput runs: what the machine gives
+                    # a relay with the router's TLS and nothing of its design
+                    certs = (_two_hop_documents(state / f"{topology}-floor", HOSTS["floor"], backends)
+                             if topology == "two_hops" else None)
+                    try:
+                        floor = rf.start(stack, topology, HOSTS["floor"], backends, certs)
+                    except (RuntimeError, OSError) as e:
+                        why = str(e)[:500]
+                result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology, floor)
+                if why is not None:
+                    result[topology]["throughput"]["floor"] = {"unavailable": why}
         if "memory" in args.only:
             _progress("memory per idle link")
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)

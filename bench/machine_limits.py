@@ -160,30 +160,32 @@ def parse_aead_lines(text: str) -> list[dict[str, Any]]:
     return figures
 
 
-def _aead_speed_binary(build: bool) -> Path | str:
-    """The example's path, built with cargo when missing (and ``build``); else why there is none."""
-    if os.access(AEAD_SPEED, os.X_OK):
-        return AEAD_SPEED
+def example_binary(path: Path, build: bool = True) -> Path | str:
+    """A router example's release binary (``router/target/release/examples/<name>``), built with cargo when missing
+    (and ``build``); else why there is none."""
+    name = path.name
+    if os.access(path, os.X_OK):
+        return path
     cargo = shutil.which("cargo")
     if not build or cargo is None or not (REPO / "router" / "Cargo.toml").exists():
-        return f"{AEAD_SPEED} is missing (cargo test --release, or cargo build --release --example aead_speed, in router/)"
+        return f"{path} is missing (cargo test --release, or cargo build --release --example {name}, in router/)"
     try:
         # --offline: a benchmark dials nothing beyond loopback; crates the router's build fetched are there
         run = subprocess.run([cargo, "build", "--release", "--locked", "--offline", "--quiet", "--example",
-                              "aead_speed", "--manifest-path", str(REPO / "router" / "Cargo.toml")],
+                              name, "--manifest-path", str(REPO / "router" / "Cargo.toml")],
                              capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:
-        return f"building the aead_speed example took longer than {BUILD_TIMEOUT:.0f} s"
+        return f"building the {name} example took longer than {BUILD_TIMEOUT:.0f} s"
     except (subprocess.SubprocessError, OSError) as e:
-        return f"building the aead_speed example: {_short(e)}"
-    if run.returncode != 0 or not os.access(AEAD_SPEED, os.X_OK):
-        return f"building the aead_speed example failed: {_tail(run.stderr)}"
-    return AEAD_SPEED
+        return f"building the {name} example: {_short(e)}"
+    if run.returncode != 0 or not os.access(path, os.X_OK):
+        return f"building the {name} example failed: {_tail(run.stderr)}"
+    return path
 
 
 def cipher(seconds: float, build: bool = True) -> dict[str, Any]:
     """The router's AEAD figures per CPU-second (``seconds`` per figure), or why they are not there."""
-    binary = _aead_speed_binary(build)
+    binary = example_binary(AEAD_SPEED, build)
     if isinstance(binary, str):
         return {"unavailable": binary}
     try:

@@ -1,23 +1,23 @@
 """Throughput of router variants side by side (two hops, or one), in the same run, alternating; JSON on stdout.
 
 Each side is a whole two-hop network as ``dataplane_bench.py`` builds it (client -> West -> mutual TLS -> Middle ->
-mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run (``--streams N``: N at once,
-their rates summed), the sides in turn, for
-``--rounds`` rounds. Every round builds every network afresh and starts with the next side: on two CPUs the five
-processes of a stream settle on the CPUs in a way that stays for the processes' life, and that alone moved the
-same binary's throughput by 10 % between two networks of one run. A side is ``haproxy`` (the baseline,
-``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings and/or
-another binary: ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``,
-``rust:bin=/tmp/old-router,threads=1``; ``haproxy:splice=0`` (plain hops relayed through user space, with
-``tune.bufsize`` the baseline's network buffer, 64 KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no
-router). ``--topology one_hop``: each network is West alone with a Listener and a local Connector, plain TCP (the
-spliced relay). ``--topology plain_chain``: the two-hop path's five processes and four loopback connections with
-nothing on the hops but TCP (each router's Listener to a Connector whose target is the next router's Listener): what
-the machine carries through that pipeline without TLS or framing, the reference for two hops. A side may name its
-own topology (``haproxy:splice=0,bufferSize=262144,topology=plain_chain`` beside ``haproxy`` and ``rust`` on two
-hops: the copying relay's pipeline in the same rounds as the TLS paths). For each side: the
-median Gbit/s, every run, the CPUs the whole machine left idle meanwhile (the share of the run's CPU time, every
-process and the kernel included) and, with a ``direct`` side, the median as a share of direct's.
+mutual TLS -> East -> sink), on its own loopback addresses; one TCP stream per run (``--streams N``: N at once, their
+rates summed), the sides in turn, for ``--rounds`` rounds. Every round builds every network afresh and starts with the
+next side: on two CPUs the five processes of a stream settle on the CPUs in a way that stays for the processes' life,
+and that alone moved the same binary's throughput by 10 % between two networks of one run. A side is ``haproxy`` (the
+baseline, ``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings and/or another binary:
+``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``, ``rust:bin=/tmp/old-router,threads=1``;
+``haproxy:splice=0`` (plain hops relayed through user space, with ``tune.bufsize`` the baseline's network buffer, 64
+KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no router); or ``floor``
+(``relay_floor.py``: the least relay in the routers' places, the router's TLS code and nothing of its design;
+``floor:copy=1`` copies one hop instead of splicing it). ``--topology one_hop``: each network is West alone with a
+Listener and a local Connector, plain TCP (the spliced relay). ``--topology plain_chain``: the two-hop path's five
+processes and four loopback connections with nothing on the hops but TCP (each router's Listener to a Connector whose
+target is the next router's Listener): what the machine carries through that pipeline without TLS or framing, the
+reference for two hops. A side may name its own topology (``haproxy:splice=0,bufferSize=262144,topology=plain_chain``
+beside ``haproxy`` and ``rust`` on two hops: the copying relay's pipeline in the same rounds as the TLS paths). For
+each side: the median Gbit/s, every run, the CPUs the whole machine left idle meanwhile (the share of the run's CPU
+time, every process and the kernel included) and, with a ``direct`` side, the median as a share of direct's.
 
 Meant for deciding between variants of the data plane on a noisy machine: a single run of a single stream moves by
 10-20 % here from one run to the next, so variants are compared only within one run, by their medians over rounds.
@@ -42,6 +42,7 @@ from typing import Any
 
 import dataplane_bench as db
 import haproxy_baseline as hb
+import relay_floor as rf
 import router_bench as rb
 
 TOPOLOGIES = ("two_hops", "one_hop", "plain_chain")
@@ -54,8 +55,8 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, Any]]:
     if text == "direct":
         return text, None, {}
     engine, _, options = text.partition(":")
-    if engine not in db.ENGINES:
-        raise ValueError(f"{text!r}: the engine is haproxy or rust")
+    if engine not in (*db.ENGINES, "floor"):
+        raise ValueError(f"{text!r}: the engine is haproxy, rust or floor")
     binary: str | None = None
     settings: dict[str, Any] = {}
     for option in filter(None, options.split(",")):
@@ -63,9 +64,15 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, Any]]:
         if not sep:
             raise ValueError(f"{text!r}: options are key=value")
         if key == "topology":
-            if value not in TOPOLOGIES:
-                raise ValueError(f"{text!r}: topology= is one of {', '.join(TOPOLOGIES)}")
+            allowed = rf.TOPOLOGIES if engine == "floor" else TOPOLOGIES
+            if value not in allowed:
+                raise ValueError(f"{text!r}: topology= is one of {', '.join(allowed)}")
             settings[key] = value
+            continue
+        if engine == "floor":
+            if key != "copy" or value not in ("0", "1"):
+                raise ValueError(f"{text!r}: floor takes topology= and copy=0|1")
+            settings[key] = value == "1"
             continue
         if engine == "haproxy":
             if key not in HAPROXY_SETTINGS:
@@ -115,6 +122,12 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
                 continue
             hosts = {name: f"127.0.{80 + i}.{200 + j}" for j, name in enumerate(("west", "middle", "east"))}
             where = Path(tempfile.mkdtemp(prefix=f"side-{i}-", dir=state))
+            if engine == "floor":
+                topology = settings.get("topology", args.topology)
+                docs = db._two_hop_documents(where / "certs", hosts, backends) if topology == "two_hops" else None
+                port, _ = rf.start(stack, topology, hosts, backends, docs, copy=settings.get("copy", False))
+                nets[side] = (port, hosts["west"])
+                continue
             topology = settings.pop("topology", args.topology)
             if topology == "two_hops":
                 docs = db._two_hop_documents(where / "certs", hosts, backends)
@@ -172,7 +185,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sides", nargs="+",
                         help="direct | haproxy[:splice=0][,bufferSize=BYTES][,topology=T] | "
-                             "rust[:bin=PATH][,threads=N][,bufferSize=BYTES][,topology=T]")
+                             "rust[:bin=PATH][,threads=N][,bufferSize=BYTES][,topology=T] | "
+                             "floor[:topology=T][,copy=1]")
     parser.add_argument("--topology", choices=TOPOLOGIES, default="two_hops", help="every side's, unless it names its own")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each run")
@@ -181,9 +195,13 @@ def main() -> None:
     args = parser.parse_args()
     try:
         for side in args.sides:
-            parse_side(side)
+            engine, _, settings = parse_side(side)
+            if engine == "floor" and settings.get("topology", args.topology) not in rf.TOPOLOGIES:
+                raise ValueError(f"{side!r}: the floor's topology is one of {', '.join(rf.TOPOLOGIES)}")
     except ValueError as e:
         parser.error(str(e))
+    if any(side.partition(":")[0] == "floor" for side in args.sides) and isinstance(why := rf.binary(), str):
+        parser.error(f"floor: {why}")
     if len(set(args.sides)) != len(args.sides) or not 1 <= args.rounds <= 50 or not 0.5 <= args.seconds <= 60 \
             or not 1 <= args.streams <= 64:
         parser.error("sides are distinct, --rounds 1-50, --seconds 0.5-60, --streams 1-64")

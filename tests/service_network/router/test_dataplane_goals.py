@@ -61,3 +61,19 @@ def test_each_goal_of_issue_45_is_met_at_its_edge_and_not_below(ratios: Any) -> 
     below = ratios(_result((40.0, 20.0, 23.99), (30.01, 4.01, 6.0), 4097))["goals_met"]
     assert not any(below[k] for k in ("one_hop_throughput_ge_60_pct_of_direct", "two_hops_throughput_ge_1_5x",
                                       "two_hops_throughput_ge_20_pct_of_direct", "memory_per_connection_le_4_kib"))
+
+
+def test_the_least_relay_is_stated_beside_the_router_when_it_ran_and_left_out_when_it_could_not(ratios: Any) -> None:
+    # the figures of 2026-11-30 15:00 (relay_floor.py in the routers' places)
+    result = _result((38.42, 19.71, 21.41), (38.2, 4.34, 5.95), 2884)
+    result["one_hop"]["throughput"]["floor"] = {"gbit_per_s": 20.99}
+    result["two_hops"]["throughput"]["floor"] = {"gbit_per_s": 6.76}
+    got = ratios(result)["rust_over_haproxy"]
+    assert got["two_hops"]["of_floor"] == 0.88 and got["two_hops"]["floor_of_direct"] == 0.177
+    assert got["two_hops"]["floor_over_haproxy"] == 1.56
+    assert got["one_hop"]["of_floor"] == 1.02 and got["one_hop"]["floor_of_direct"] == 0.546
+    # a floor that could not start is reported as unavailable by the run, and no ratio is made up from it
+    result["two_hops"]["throughput"]["floor"] = {"unavailable": "relay_floor is missing"}
+    got = ratios(result)["rust_over_haproxy"]
+    assert not {"of_floor", "floor_of_direct", "floor_over_haproxy"} & set(got["two_hops"]), got["two_hops"]
+    assert got["one_hop"]["of_floor"] == 1.02

@@ -1,6 +1,7 @@
 """``bench/two_hop_ab.py`` run for half a second per side, so that its sides cannot rot: a side naming its own
-topology (``plain_chain``: the two-hop path with nothing but TCP on the hops) and HAProxy relaying through user space
-(``splice=0``) carry bytes in the same round as ``direct``; a side it cannot build is refused with the reason before
+topology (``plain_chain``: the two-hop path with nothing but TCP on the hops), HAProxy relaying through user space
+(``splice=0``) and the least relay (``floor``, two TLS hops, and one hop copied) carry bytes in the same round as
+``direct``; a side it cannot build is refused with the reason before
 anything starts. Needs HAProxy (``bench/setup``; skipped with the reason without it, a failure where CI runs it,
 ``REQUIRE_UPSTREAM_PEERS=1``, as for ``test_mixed_bench.py``)."""
 
@@ -30,6 +31,10 @@ def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     ("haproxy:bin=/tmp/x", "unknown option 'bin' for haproxy"),
     ("rust:topology=ring", "topology= is one of two_hops, one_hop, plain_chain"),
     ("rust:splice=0", "unknown option 'splice'"),
+    ("floor:bin=/tmp/x", "floor takes topology= and copy=0|1"),
+    ("floor:copy=yes", "floor takes topology= and copy=0|1"),
+    ("floor:topology=ring", "topology= is one of one_hop, two_hops, plain_chain"),
+    ("relay:copy=1", "the engine is haproxy, rust or floor"),
 ])
 def test_a_side_it_cannot_build_is_refused_with_the_reason(side: str, why: str) -> None:
     run = _bench("--rounds", "1", side, timeout=patience(60))
@@ -44,7 +49,8 @@ def test_sides_with_their_own_topology_carry_bytes_in_the_same_round_as_direct()
         if os.environ.get("REQUIRE_UPSTREAM_PEERS") == "1":
             pytest.fail(f"{reason} (REQUIRE_UPSTREAM_PEERS=1)", pytrace=False)
         pytest.skip(reason)
-    sides = ("direct", "haproxy:splice=0,topology=plain_chain", "rust:topology=plain_chain")
+    sides = ("direct", "haproxy:splice=0,topology=plain_chain", "rust:topology=plain_chain", "floor",
+             "floor:topology=one_hop,copy=1")
     run = _bench("--rounds", "1", "--seconds", "0.5", *sides, timeout=patience(300))
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
