@@ -18,16 +18,17 @@ through the two hops), and what a Rust router's RSS grows by per idle link (``--
 ``machine.limits``, measured first and alone (``machine_limits.py``): what the machine allows any relay, stated beside
 the results (issue 45): two processes waking each other on two CPUs and on one (a hand-over between processes), and
 the router's AEAD figures per CPU-second with the bound they set on two TLS hops. ``floor``, a side of the throughput
-runs: the least relay in the routers' places (``relay_floor.py``: spliced on one hop; the router's own TLS code and
-nothing of its design on two), what the machine gives any relay with this TLS; ``rust_over_haproxy`` gives the
-router's share of it (``of_floor``) and its share of direct (``floor_of_direct``).
+runs: a minimal reference relay in the routers' places (``relay_floor.py``: spliced on one hop; the router's own TLS
+code and nothing of its design on two), what the router's building blocks carry here without its design;
+``rust_over_haproxy`` gives the router's share of it (``of_floor``), its share of direct (``floor_of_direct``) and its
+ratio to HAProxy (``floor_over_haproxy``). A floor that cannot start or fails a run is reported as unavailable.
 
 Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
 connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
 1x, p99 added latency <= 1x; memory: <= 64 KiB per open connection through a router, <= 2 MiB per idle link. Goals
 (issue 45): one hop: one stream >= 60 % of direct; two hops: one stream >= 1.5x HAProxy and >= 20 % of direct;
 memory: <= 4 KiB per open connection per router (each in ``goals_met``, beside ``machine.limits``).
-Loopback only (127.0.70-78.x and the backends' 127.0.50.201); every loop is bounded in count and time. Run it
+Loopback only (127.0.66-68.x, 127.0.70-76.x and the backends' 127.0.50.201); every loop is bounded in count and time. Run it
 alone: ``flock /tmp/heavy.lock python bench/dataplane_bench.py``.
 """
 
@@ -95,7 +96,7 @@ def _progress(text: str) -> None:
 #: loopback addresses per engine: West, Middle, East
 HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
          "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"},
-         "floor": {"west": "127.0.76.200", "middle": "127.0.77.200", "east": "127.0.78.200"}}
+         "floor": {"west": "127.0.66.200", "middle": "127.0.67.200", "east": "127.0.68.200"}}
 #: a running router: the Rust router's adaptor, or an HAProxy process of the baseline
 Router = RustAdaptor | hb.Baseline
 
@@ -303,21 +304,31 @@ def _machine() -> tuple[float, float]:
 
 
 def measure_sides(args: argparse.Namespace, wrk: str, sides: Callable[[str], dict[str, Side]], what: str,
-                  failed: dict[str, str] | None = None) -> dict[str, Any]:
+                  failed: dict[str, str] | None = None, optional: tuple[str, ...] = ()) -> dict[str, Any]:
     """The measurements of ``args.only`` among throughput, connections and latency, each as ``--repeats`` rounds of
     every side in turn, ``sides(kind)`` giving the sides for a backend kind (``sink``, ``http``, ``echo``); a side
     named ``direct`` (the backend itself, no router) is the reference of the latency the others add. Router CPU is
     given in all and per router process (``by_router``). With ``failed``, a side that fails a measurement is left
-    out of the rest (``_rounds``), ``failed`` saying which measurement failed and how."""
+    out of the rest (``_rounds``), ``failed`` saying which measurement failed and how. A side in ``optional`` (a
+    reference beside the routers) that fails is left out of the throughput and reported there as unavailable, and
+    never ends the measurement."""
     max_bytes = int(args.max_gib * 1024**3)
     result: dict[str, Any] = {}
 
+    skipped: dict[str, str] = {}
+
     def rounds(measure: str, kind: str, run: Callable[[int, str], dict[str, Any]]
                ) -> dict[str, list[tuple[dict[str, Any], float]]]:
-        now: dict[str, str] | None = None if failed is None else {}
+        now: dict[str, str] | None = None if failed is None and not optional else {}
         out = _rounds(args, {s: x for s, x in sides(kind).items() if not failed or s not in failed}, run, now)
-        if failed is not None and now:
-            failed.update({side: f"{measure}: {why}" for side, why in now.items()})
+        for side, why in (now or {}).items():
+            if side in optional:
+                skipped[side] = f"{measure}: {why}"
+                out.pop(side, None)
+            elif failed is None:
+                raise RuntimeError(f"{side}: {measure}: {why}")
+            else:
+                failed[side] = f"{measure}: {why}"
         return out
 
     if "throughput" in args.only:
@@ -335,6 +346,7 @@ def measure_sides(args: argparse.Namespace, wrk: str, sides: Callable[[str], dic
             if by_router := _per_router(results, 1 / max(gb, 1e-9)):
                 tp[side]["router_cpu_seconds_per_gb"] = round(sum(c for _, c in results) / max(gb, 1e-9), 3)
                 tp[side]["router_cpu_seconds_per_gb_by_router"] = by_router
+        tp.update({side: {"unavailable": why[:500]} for side, why in skipped.items()})
         result["throughput"] = tp
     if "connections" in args.only:
         _progress(f"{what}: connections")
@@ -364,18 +376,19 @@ def measure_sides(args: argparse.Namespace, wrk: str, sides: Callable[[str], dic
 
 def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
              nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str,
-             floor: tuple[int, dict[str, int]] | None = None) -> dict[str, Any]:
-    """``floor``: the least relay's port and processes (``relay_floor.py``), a side of the throughput runs."""
+             floor: rf.Relays | None = None) -> dict[str, Any]:
+    """``floor``: the reference relays (``relay_floor.py``), a side of the throughput runs whose failure ends
+    nothing."""
     def sides(kind: str) -> dict[str, Side]:
         out: dict[str, Side] = {"direct": (backends[kind], rb.BACKEND, {})}
         for engine, (adaptors, listeners) in nets.items():
             out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
         if floor is not None and kind == "sink":
-            out["floor"] = (floor[0], HOSTS["floor"]["west"], floor[1])
+            out["floor"] = (floor.port, HOSTS["floor"]["west"], floor.pids)
         return out
 
     _progress(f"{topology}: measuring")
-    result = measure_sides(args, wrk, sides, topology)
+    result = measure_sides(args, wrk, sides, topology, optional=("floor",))
     if "memory" in args.only and topology == "two_hops":
         _progress(f"{topology}: memory per connection")
         result["memory_per_connection"] = {
@@ -470,7 +483,7 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
             ratio["of_direct"] = t["rust"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
             ratio["cpu_per_gb"] = t["rust"]["router_cpu_seconds_per_gb"] / t["haproxy"]["router_cpu_seconds_per_gb"]
             if "gbit_per_s" in t.get("floor", {}):
-                # the least relay (relay_floor.py): what the machine gives a relay, and the router's share of it
+                # the reference relay (relay_floor.py): the router's building blocks without its design
                 ratio["of_floor"] = t["rust"]["gbit_per_s"] / t["floor"]["gbit_per_s"]
                 ratio["floor_of_direct"] = t["floor"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
                 ratio["floor_over_haproxy"] = t["floor"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
@@ -542,12 +555,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                         _network(state / f"{topology}-{engine}", engine, docs, haproxy))
                 floor, why = None, None
                 if "throughput" in args.only:
-                    # the least relay in the routers' places, a side of the throughput runs: what the machine gives
-                    # a relay with the router's TLS and nothing of its design
+                    # the reference relays in the routers' places, a side of the throughput runs: the router's
+                    # splice and TLS code without its design (a build of the example, when missing, off the loop)
                     certs = (_two_hop_documents(state / f"{topology}-floor", HOSTS["floor"], backends)
                              if topology == "two_hops" else None)
                     try:
-                        floor = rf.start(stack, topology, HOSTS["floor"], backends, certs)
+                        floor = await asyncio.to_thread(rf.start, stack, topology, HOSTS["floor"], backends, certs)
                     except (RuntimeError, OSError) as e:
                         why = str(e)[:500]
                 result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology, floor)

@@ -162,13 +162,16 @@ def parse_aead_lines(text: str) -> list[dict[str, Any]]:
 
 def example_binary(path: Path, build: bool = True) -> Path | str:
     """A router example's release binary (``router/target/release/examples/<name>``), built with cargo when missing
-    (and ``build``); else why there is none."""
+    or older than its source (and ``build``); else why there is none."""
     name = path.name
-    if os.access(path, os.X_OK):
+    source = REPO / "router" / "examples" / f"{name}.rs"
+    # one older than its own source is built again (cargo takes care of the library it uses)
+    if os.access(path, os.X_OK) and not (source.exists() and source.stat().st_mtime > path.stat().st_mtime):
         return path
     cargo = shutil.which("cargo")
     if not build or cargo is None or not (REPO / "router" / "Cargo.toml").exists():
-        return f"{path} is missing (cargo test --release, or cargo build --release --example {name}, in router/)"
+        return (f"{path} is missing or older than its source (cargo test --release, or cargo build --release "
+                f"--example {name}, in router/)")
     try:
         # --offline: a benchmark dials nothing beyond loopback; crates the router's build fetched are there
         run = subprocess.run([cargo, "build", "--release", "--locked", "--offline", "--quiet", "--example",

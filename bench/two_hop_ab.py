@@ -9,8 +9,8 @@ baseline, ``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings a
 ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``, ``rust:bin=/tmp/old-router,threads=1``;
 ``haproxy:splice=0`` (plain hops relayed through user space, with ``tune.bufsize`` the baseline's network buffer, 64
 KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no router); or ``floor``
-(``relay_floor.py``: the least relay in the routers' places, the router's TLS code and nothing of its design;
-``floor:copy=1`` copies one hop instead of splicing it). ``--topology one_hop``: each network is West alone with a
+(``relay_floor.py``: a minimal reference relay in the routers' places, the router's splice and TLS code and nothing
+of its design; ``floor:topology=one_hop,copy=1`` copies one hop instead of splicing it). ``--topology one_hop``: each network is West alone with a
 Listener and a local Connector, plain TCP (the spliced relay). ``--topology plain_chain``: the two-hop path's five
 processes and four loopback connections with nothing on the hops but TCP (each router's Listener to a Connector whose
 target is the next router's Listener): what the machine carries through that pipeline without TLS or framing, the
@@ -125,8 +125,8 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
             if engine == "floor":
                 topology = settings.get("topology", args.topology)
                 docs = db._two_hop_documents(where / "certs", hosts, backends) if topology == "two_hops" else None
-                port, _ = rf.start(stack, topology, hosts, backends, docs, copy=settings.get("copy", False))
-                nets[side] = (port, hosts["west"])
+                relays = rf.start(stack, topology, hosts, backends, docs, copy=settings.get("copy", False))
+                nets[side] = (relays.port, hosts["west"])
                 continue
             topology = settings.pop("topology", args.topology)
             if topology == "two_hops":
@@ -193,18 +193,21 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=1,
                         help="concurrent streams through the network in each run (Gbit/s is their sum)")
     args = parser.parse_args()
+    floors = False
     try:
         for side in args.sides:
             engine, _, settings = parse_side(side)
-            if engine == "floor" and settings.get("topology", args.topology) not in rf.TOPOLOGIES:
-                raise ValueError(f"{side!r}: the floor's topology is one of {', '.join(rf.TOPOLOGIES)}")
+            if engine == "floor":
+                floors = True
+                if settings.get("copy") and settings.get("topology", args.topology) != "one_hop":
+                    raise ValueError(f"{side!r}: copy=1 applies to one hop only (topology=one_hop)")
     except ValueError as e:
         parser.error(str(e))
-    if any(side.partition(":")[0] == "floor" for side in args.sides) and isinstance(why := rf.binary(), str):
-        parser.error(f"floor: {why}")
     if len(set(args.sides)) != len(args.sides) or not 1 <= args.rounds <= 50 or not 0.5 <= args.seconds <= 60 \
             or not 1 <= args.streams <= 64:
         parser.error("sides are distinct, --rounds 1-50, --seconds 0.5-60, --streams 1-64")
+    if floors and isinstance(why := rf.binary(), str):
+        parser.error(f"floor: {why}")
     json.dump(asyncio.run(_main(args)), sys.stdout, indent=2)
     print()
 

@@ -1,13 +1,16 @@
-//! The least a TLS relay does, as a reference for the router's two-hop stream (issue 45, goal 2): a connection in,
-//! a connection out, bytes copied both ways with 256 KiB buffers (`tokio::io::copy_bidirectional_with_sizes`), on
-//! one thread. Each leg is plain TCP or mutual TLS through the router's own TLS code (`tls`, `tlsio`: the same
-//! handshake, suite order and record layer as a link), so what it leaves out is everything a router adds between
-//! the two: streams multiplexed on a link, frames, per-stream credit, routing. One TLS connection per client
-//! connection, with TCP's buffers between the stages, is not how sites link (a link carries every stream); it is the
-//! measure of how much of the stream's rate the router's own design costs on this machine.
+//! A minimal reference relay for the router's benchmarks (issue 45): a connection in, a connection out, bytes both
+//! ways, on one thread: copied with 256 KiB buffers (`tokio::io::copy_bidirectional_with_sizes`), or spliced when
+//! both legs are plain (the router's `splice::PipeSplice`). Each leg is plain TCP or mutual TLS through the router's
+//! own TLS code (`tls`, `tlsio`: the same handshake, suite order and record layer as a link), so what it leaves out is
+//! everything a router adds between the two: streams multiplexed on a link, frames, per-stream credit, routing. One
+//! TLS connection per client connection, with TCP's buffers between the stages, is not how sites link (a link carries
+//! every stream); beside the router it shows what the router's building blocks carry on this machine without its
+//! design. A reference, not a bound.
 //!
-//! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY]`; prints `ready` once it listens.
-//! Loopback only: LISTEN and TARGET must be 127.0.0.0/8 addresses.
+//! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy]`; prints `ready` once it
+//! listens. Loopback only: LISTEN and TARGET must be loopback addresses (127.0.0.0/8 or ::1). Both legs plain are
+//! spliced unless `--copy`; a splice the kernel refuses fails the connection (no fallback to copying: loopback TCP
+//! sockets always splice).
 
 use std::net::{Shutdown, SocketAddr};
 use std::sync::Arc;
@@ -110,24 +113,31 @@ fn main() -> Result<(), String> {
             relay.copy = true;
             continue;
         }
+        if flag != "--accept" && flag != "--connect" {
+            return Err(format!("{flag}: --accept, --connect or --copy"));
+        }
         let value = rest.next().ok_or(format!("{flag} takes CA,CERT,KEY"))?;
-        match flag.as_str() {
-            "--accept" => relay.accept = Some(tls::access_server(&files(value)?, "1.3", &[])?),
-            "--connect" => relay.connect = Some(tls::link_client(&files(value)?, "1.3", None)?),
-            _ => return Err(format!("{flag}: --accept or --connect")),
+        if flag == "--accept" {
+            relay.accept = Some(tls::access_server(&files(value)?, "1.3", &[])?);
+        } else {
+            relay.connect = Some(tls::link_client(&files(value)?, "1.3", None)?);
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let listener = TcpListener::bind(listen).await.map_err(|e| format!("{listen}: {e}"))?;
         println!("ready");
         let relay = Arc::new(relay);
         loop {
-            let (conn, _) = listener.accept().await.map_err(|e| e.to_string())?;
+            // a failed accept (a client gone before it was taken, no descriptor left) ends no other connection
+            let conn = match listener.accept().await {
+                Ok((conn, _)) => conn,
+                Err(e) => {
+                    eprintln!("relay_floor: accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
             let relay = relay.clone();
             tokio::spawn(async move {
                 if let Err(e) = relay.carry(conn).await {

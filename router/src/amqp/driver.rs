@@ -105,6 +105,17 @@ pub struct Sender {
     ended: watch::Receiver<Option<String>>,
 }
 
+#[cfg(test)]
+impl Sender {
+    /// A sender to no connection: what it is asked to do is taken and dropped (a flow mux's tests).
+    pub(crate) fn detached() -> Sender {
+        let (commands, mut taken) = mpsc::channel(64);
+        tokio::spawn(async move { while taken.recv().await.is_some() {} });
+        let (_, ended) = watch::channel(None);
+        Sender { commands, ended }
+    }
+}
+
 impl Sender {
     /// Sends `payload` as one pre-settled delivery on `link` (queued until there is credit); false when the
     /// connection has ended or the task's queue is full.

@@ -1,15 +1,19 @@
-"""``bench/relay_floor.py`` and ``router/examples/relay_floor.rs``, the least relay the data-plane benchmarks measure
-beside the router (issue 45): in the routers' places it carries a stream to the sink and the sink's count back, with
-both half-closes, spliced or copied on one hop and over two mutual-TLS hops with the two-hop network's certificates;
-it refuses what it cannot be (an address off loopback, unreadable certificates) with the reason. The example is
-built by ``cargo test --release`` before the Python suite, and here when missing."""
+"""``bench/relay_floor.py`` and ``router/examples/relay_floor.rs``, the minimal reference relay the data-plane
+benchmarks measure beside the router (issue 45): in the routers' places it carries a stream to the sink and the sink's
+count back, with both half-closes, spliced or copied on one hop, over two mutual-TLS hops with the two-hop network's
+certificates, and through the plain chain; a TLS hop takes only clients with a certificate its site CA issued; it
+refuses what it cannot be (an address off loopback, unreadable certificates, unknown options) with the reason. The
+example is built by ``cargo test --release`` before the Python suite (and here when missing)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -50,64 +54,132 @@ def sink(bench: dict[str, ModuleType]) -> Iterator[dict[str, int]]:
         proc.wait()
 
 
-def _carry(bench: dict[str, ModuleType], port: int) -> dict[str, Any]:
-    # the client sends, half-closes, and reads the sink's count of what arrived (it raises if the count differs)
-    result: dict[str, Any] = bench["rb"]._throughput(port, HOSTS["west"], 0.3, 64 << 20)
-    return result
+def _carry(port: int, size: int = 8 << 20) -> int:
+    """Sends ``size`` bytes through the relays, half-closes, and returns the sink's count of what arrived, after
+    checking that the relays then closed the client's side too (the sink's half-close carried back)."""
+    chunk = bytes(256 * 1024)
+    with socket.create_connection((HOSTS["west"], port), timeout=patience(30)) as s:
+        sent = 0
+        while sent < size:
+            s.sendall(chunk)
+            sent += len(chunk)
+        s.shutdown(socket.SHUT_WR)
+        count = b""
+        while len(count) < 8 and (got := s.recv(8 - len(count))):
+            count += got
+        assert len(count) == 8, f"the sink's count cut short: {count!r}"
+        assert s.recv(1) == b"", "the relays carry the sink's end back to the client"
+    return int.from_bytes(count, "big")
 
 
-def test_the_plain_chain_copies_through_three_relays(bench: dict[str, ModuleType], sink: dict[str, int]) -> None:
-    with contextlib.ExitStack() as stack:
-        port, pids = bench["rf"].start(stack, "plain_chain", HOSTS, sink)
-        assert set(pids) == {"west", "middle", "east"}
-        assert _carry(bench, port)["bytes"] > 0
+def _pipes(pid: int) -> int:
+    """Pipes the process holds beyond its standard descriptors."""
+    fds = Path(f"/proc/{pid}/fd")
+    return sum(1 for fd in fds.iterdir() if int(fd.name) > 2 and os.readlink(fd).startswith("pipe:"))
 
 
 @pytest.mark.parametrize("copy", [False, True], ids=["spliced", "copied"])
 def test_one_hop_carries_a_stream_and_the_sinks_answer_back(bench: dict[str, ModuleType], sink: dict[str, int],
                                                             copy: bool) -> None:
     with contextlib.ExitStack() as stack:
-        port, pids = bench["rf"].start(stack, "one_hop", HOSTS, sink, copy=copy)
-        assert set(pids) == {"west"}
-        got = _carry(bench, port)
-        assert got["bytes"] > 0 and got["gbit_per_s"] > 0, got
-        # a second connection through the same relay: it serves every client, not the first
-        assert _carry(bench, port)["bytes"] > 0
-    assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids.values()), "stopped with the stack"
+        relays = bench["rf"].start(stack, "one_hop", HOSTS, sink, copy=copy)
+        assert set(relays.pids) == {"west"} and relays.port == relays.ports["west"]
+        assert _carry(relays.port) == 8 << 20
+        # a second client through the same relay: it serves every client, not the first
+        assert _carry(relays.port, 1 << 20) == 1 << 20
+        # spliced: a pipe each way while a connection is open; copied: none
+        with socket.create_connection((HOSTS["west"], relays.port), timeout=patience(10)) as s:
+            s.sendall(b"x")
+            deadline = time.monotonic() + patience(10)
+            while _pipes(relays.pids["west"]) < (0 if copy else 4) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _pipes(relays.pids["west"]) == (0 if copy else 4)
+    assert not Path(f"/proc/{relays.pids['west']}").exists(), "stopped with the stack"
 
 
 def test_two_hops_carry_a_stream_over_mutual_tls_with_the_networks_certificates(
         bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path) -> None:
     docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, sink)
     with contextlib.ExitStack() as stack:
-        port, pids = bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
-        assert set(pids) == {"west", "middle", "east"}
-        got = _carry(bench, port)
-        assert got["bytes"] > 0, got
+        relays = bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
+        assert set(relays.pids) == {"west", "middle", "east"}
+        assert _carry(relays.port) == 8 << 20
 
 
-def test_a_client_without_the_sites_certificate_gets_nothing_through_a_tls_hop(
-        bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path) -> None:
-    # East takes only clients whose certificate its site CA issued, and hands what it decrypts to the sink: plain
-    # bytes sent to it never reach the sink, whose answer (a count of 8 bytes) would come back if they did
-    docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, sink)
+def test_the_plain_chain_copies_through_three_relays(bench: dict[str, ModuleType], sink: dict[str, int]) -> None:
     with contextlib.ExitStack() as stack:
-        bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
-        with socket.create_connection((HOSTS["east"], _listening_port(HOSTS["east"])), timeout=patience(10)) as s:
-            s.sendall(b"\x00" * 4096)
-            s.shutdown(socket.SHUT_WR)
-            reply = b""
-            while chunk := s.recv(4096):
-                reply += chunk
-        # at most a TLS alert (content type 21)
-        assert reply == b"" or reply[0] == 21, reply[:16]
+        relays = bench["rf"].start(stack, "plain_chain", HOSTS, sink)
+        assert set(relays.pids) == {"west", "middle", "east"}
+        assert _carry(relays.port) == 8 << 20
+        assert all(_pipes(pid) == 0 for pid in relays.pids.values()), "copied, never spliced"
+
+
+def _files(docs: dict[str, dict[str, Any]], name: str, profile: str) -> dict[str, str]:
+    files: dict[str, str] = next(p["files"] for p in docs[name]["tlsProfiles"] if p["name"] == profile)
+    return files
+
+
+@pytest.mark.parametrize("client", ["none", "another-ca", "plain"])
+def test_a_tls_hop_takes_only_clients_its_site_ca_issued_a_certificate(
+        bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path, client: str) -> None:
+    # East ends at once a client it refuses (no certificate, one from Middle's CA: West's, or no TLS at all); one it
+    # accepted would be held open, the read below timing out (the positive control is the next test)
+    docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, sink)
+    east = _files(docs, "east", "site")
+    with contextlib.ExitStack() as stack:
+        relays = bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
+        raw = stack.enter_context(socket.create_connection((HOSTS["east"], relays.ports["east"]),
+                                                           timeout=patience(10)))
+        if client == "plain":
+            raw.sendall(b"\x00" * 4096)
+            with contextlib.suppress(ConnectionResetError):
+                reply = raw.recv(4096)
+                # at most an alert (content type 21), then the end; never the sink's count
+                assert reply == b"" or reply[0] == 21, reply[:16]
+            return
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_verify_locations(east["ca"])
+        if client == "another-ca":
+            west = _files(docs, "west", "to-middle")
+            ctx.load_cert_chain(west["cert"], west["key"])
+        try:
+            conn = stack.enter_context(ctx.wrap_socket(raw, server_hostname=HOSTS["east"]))
+            conn.sendall(b"x" * 4096)
+            reply = conn.recv(4096)
+        except (ssl.SSLError, ConnectionError) as e:
+            assert "timed out" not in str(e), e
+        else:
+            assert reply == b"", f"refused, yet answered: {reply[:16]!r}"
+
+
+def test_a_client_with_the_sites_certificate_gets_through_a_tls_hop(
+        bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path) -> None:
+    # the positive control of the test above: Middle's certificate for East, as the relay chain itself uses
+    docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, sink)
+    east, middle = _files(docs, "east", "site"), _files(docs, "middle", "to-east")
+    with contextlib.ExitStack() as stack:
+        relays = bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_verify_locations(east["ca"])
+        ctx.load_cert_chain(middle["cert"], middle["key"])
+        raw = socket.create_connection((HOSTS["east"], relays.ports["east"]), timeout=patience(10))
+        with ctx.wrap_socket(raw, server_hostname=HOSTS["east"]) as conn:
+            conn.sendall(b"x" * 4096)
+            conn.settimeout(1.0)
+            # accepted: the connection stays open, waiting for more (the sink answers at the end)
+            with pytest.raises(TimeoutError):
+                conn.recv(4096)
 
 
 @pytest.mark.parametrize(("args", "why"), [
     (["10.0.0.1:5000", "127.0.0.1:1"], "only loopback addresses"),
+    (["127.0.0.1:0", "10.0.0.1:1"], "only loopback addresses"),
     (["127.0.0.1:0", "127.0.0.1:1", "--accept", "/nonexistent/ca.crt,/x.crt,/x.key"], "/nonexistent/ca.crt"),
     (["127.0.0.1:0", "127.0.0.1:1", "--accept", "just-one"], "CA,CERT,KEY"),
-    (["127.0.0.1:0", "127.0.0.1:1", "--sideways", "x"], "--accept or --connect"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--connect"], "--connect takes CA,CERT,KEY"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--sideways"], "--accept, --connect or --copy"),
     (["127.0.0.1:0"], "usage: relay_floor LISTEN TARGET"),
 ])
 def test_what_it_cannot_be_is_refused_with_the_reason(bench: dict[str, ModuleType], args: list[str],
@@ -117,26 +189,51 @@ def test_what_it_cannot_be_is_refused_with_the_reason(bench: dict[str, ModuleTyp
     assert why in run.stderr, run.stderr
 
 
-def test_a_topology_it_has_no_relays_for_is_refused(bench: dict[str, ModuleType], sink: dict[str, int]) -> None:
-    with contextlib.ExitStack() as stack, pytest.raises(ValueError, match="no topology 'ring'"):
-        bench["rf"].start(stack, "ring", HOSTS, sink)
-    with contextlib.ExitStack() as stack, pytest.raises(ValueError, match="certificates"):
-        bench["rf"].start(stack, "two_hops", HOSTS, sink)
+def test_a_topology_or_option_it_has_no_relays_for_is_refused(bench: dict[str, ModuleType],
+                                                              sink: dict[str, int]) -> None:
+    with contextlib.ExitStack() as stack:
+        with pytest.raises(ValueError, match="no topology 'ring'"):
+            bench["rf"].start(stack, "ring", HOSTS, sink)
+        with pytest.raises(ValueError, match="certificates"):
+            bench["rf"].start(stack, "two_hops", HOSTS, sink)
+        with pytest.raises(ValueError, match="one hop only"):
+            bench["rf"].start(stack, "plain_chain", HOSTS, sink, copy=True)
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+def test_a_relay_that_does_not_start_is_reported_with_its_own_words_and_the_others_stopped(
+        bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path) -> None:
+    docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, sink)
+    # Middle's certificate gone: East has started when Middle refuses to
+    Path(_files(docs, "middle", "site")["cert"]).unlink()
+    before = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
+    with contextlib.ExitStack() as stack, pytest.raises(RuntimeError, match=r"relay_floor middle did not start: .*cert"):
+        bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
+    assert not [pid for pid in _new_relays(before)], "the relays started before it are stopped"
 
 
-def _listening_port(host: str) -> int:
-    """The port a process listens on at ``host`` (from /proc/net/tcp: state 0A)."""
-    want = "".join(f"{int(part):02X}" for part in reversed(host.split(".")))
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        address, port = local.split(":")
-        if address == want and state == "0A":
-            return int(port, 16)
-    raise AssertionError(f"nothing listens on {host}")
+def _new_relays(before: set[str]) -> list[str]:
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and p.name not in before:
+            with contextlib.suppress(OSError):
+                if b"relay_floor" in (p / "cmdline").read_bytes():
+                    found.append(p.name)
+    return found
+
+
+def test_a_reference_side_that_fails_a_run_is_reported_unavailable_and_ends_nothing(
+        bench: dict[str, ModuleType], sink: dict[str, int]) -> None:
+    import argparse
+    db, rb = bench["db"], bench["rb"]
+    args = argparse.Namespace(only=("throughput",), repeats=2, seconds=0.2, max_gib=0.01)
+    closed = rb._free_port(HOSTS["west"])    # nothing listens there: every run of that side fails
+
+    def sides(kind: str) -> dict[str, tuple[int, str, dict[str, int]]]:
+        return {"direct": (sink["sink"], rb.BACKEND, {}), "floor": (closed, HOSTS["west"], {})}
+
+    got = db.measure_sides(args, "", sides, "test", optional=("floor",))["throughput"]
+    assert len(got["direct"]["all_gbit_per_s"]) == 2, "the other side measured every round"
+    assert set(got["floor"]) == {"unavailable"} and "throughput:" in got["floor"]["unavailable"], got["floor"]
+    # the same failure on a side that is not a reference ends the measurement, as before
+    with pytest.raises(ConnectionRefusedError):
+        db.measure_sides(args, "", sides, "test")

@@ -33,6 +33,7 @@ def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     ("rust:splice=0", "unknown option 'splice'"),
     ("floor:bin=/tmp/x", "floor takes topology= and copy=0|1"),
     ("floor:copy=yes", "floor takes topology= and copy=0|1"),
+    ("floor:copy=1", "copy=1 applies to one hop only"),
     ("floor:topology=ring", "topology= is one of one_hop, two_hops, plain_chain"),
     ("relay:copy=1", "the engine is haproxy, rust or floor"),
 ])

@@ -29,8 +29,9 @@ enum Use {
     Head { delivery: u32, settled: bool, buf: BytesMut },
     /// A delivery that is no flow's (refused): its frames are passed over.
     Refused,
-    /// A flow's delivery in progress, or ended (its outcome may still come).
-    Flow { shared: Arc<Shared>, ended: bool },
+    /// A flow's delivery in progress, or ended (its outcome may still come). `delivery`: its id, which an outcome
+    /// must name to touch it (the sender may start its next delivery on the link before this one's outcome).
+    Flow { shared: Arc<Shared>, ended: bool, delivery: u32 },
     /// Our sending link.
     Ours(Arc<Shared>),
     /// Our sending link, its delivery over (ended, accepted and settled): in the pool for the next flow.
@@ -50,6 +51,9 @@ pub struct Mux {
     inbox: Vec<(String, mpsc::Sender<Bytes>)>,
     /// Our idle sending links.
     pool: LinkPool<LinkId>,
+    /// The last delivery accepted on each of our sending links: an outcome for it or an earlier one that comes
+    /// later speaks of a flow that is over, not of the link's next one.
+    finished: HashMap<LinkId, u32>,
 }
 
 impl Mux {
@@ -71,6 +75,7 @@ impl Mux {
             limits: Limits::default(),
             inbox: vec![],
             pool: LinkPool::default(),
+            finished: HashMap::new(),
         }
     }
 
@@ -127,10 +132,13 @@ impl Mux {
             Event::Transfer { link, delivery_id, payload, more, aborted, settled, .. } => {
                 self.transfer(link, (delivery_id, settled), payload, more, aborted).await
             }
-            Event::Disposition { link, state, settled, .. } => self.disposition(link, state, settled).await,
+            Event::Disposition { link, delivery_id, state, settled } => {
+                self.disposition(link, delivery_id, state, settled).await
+            }
             Event::Detached { link, .. } => {
                 self.pool.remove(link);
-                if let Some(Use::Flow { shared, ended: false } | Use::Ours(shared)) = self.links.remove(&link) {
+                self.finished.remove(&link);
+                if let Some(Use::Flow { shared, ended: false, .. } | Use::Ours(shared)) = self.links.remove(&link) {
                     shared.push(Inbound::Rst(ResetReason::Aborted));
                 }
             }
@@ -167,7 +175,7 @@ impl Mux {
                     self.op(link, LinkOp::Grant(1)).await;
                 }
             }
-            Use::Flow { shared, ended } => {
+            Use::Flow { shared, ended, .. } => {
                 shared.push(Inbound::Data(payload));
                 if !more {
                     shared.push(Inbound::Fin);
@@ -224,7 +232,7 @@ impl Mux {
         if !more {
             shared.push(Inbound::Fin);
         }
-        self.links.insert(link, Use::Flow { shared, ended: !more });
+        self.links.insert(link, Use::Flow { shared, ended: !more, delivery });
         if !more {
             self.op(link, LinkOp::Grant(1)).await;
         }
@@ -324,16 +332,18 @@ impl Mux {
         }
     }
 
-    async fn disposition(&mut self, link: LinkId, state: Option<DeliveryState>, settled: bool) {
+    async fn disposition(&mut self, link: LinkId, delivery_id: u32, state: Option<DeliveryState>, settled: bool) {
         let Some(u) = self.links.get(&link) else { return };
         let bad =
             matches!(state, Some(DeliveryState::Modified(_) | DeliveryState::Rejected(_) | DeliveryState::Released));
         match u {
+            Use::Ours(_) if self.finished.get(&link).is_some_and(|&done| !after(delivery_id, done)) => {}
             Use::Ours(shared) => {
                 let shared = shared.clone();
                 match state {
                     Some(DeliveryState::Received(r)) => shared.received(r.section_offset),
                     Some(DeliveryState::Accepted) => {
+                        self.finished.insert(link, delivery_id);
                         if !settled {
                             let settle = LinkOp::Disposition {
                                 delivery_id: None,
@@ -361,12 +371,18 @@ impl Mux {
                         }
                         self.op(link, LinkOp::Detach).await;
                         self.links.remove(&link);
+                        self.finished.remove(&link);
                     }
                     _ => {}
                 }
             }
-            Use::Flow { shared, ended } => {
-                if bad {
+            // an earlier delivery's outcome (the sender started its next one on the link first): that flow is over
+            Use::Flow { delivery, .. } if *delivery != delivery_id => {}
+            Use::Flow { shared, ended, .. } => {
+                // A failed outcome ends a flow whose content is still coming; once the whole content is here, it
+                // is delivered whatever the sender's outcome, as upstream's TCP adaptor does (skrouterd settles a
+                // stream `modified` when its own end of it closes before the receiver settled, after the last byte).
+                if bad && !*ended {
                     shared.push(Inbound::Rst(ResetReason::Aborted));
                 }
                 if settled && *ended {
@@ -375,5 +391,95 @@ impl Mux {
             }
             _ => {}
         }
+    }
+}
+
+/// Whether delivery id `a` comes after `b` in a session (delivery ids are RFC 1982 serial numbers, as AMQP's
+/// `sequence-no`: they wrap around).
+fn after(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < 1 << 31
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use tokio::sync::mpsc;
+
+    use super::{after, Mux, Use};
+    use crate::amqp::conn::{Event, LinkId};
+    use crate::amqp::driver::Sender;
+    use crate::amqp::flow::halves::{failed, streaming_attach, FlowRx, OnFlow, Shared, Stats};
+    use crate::amqp::flow::head::client_head;
+    use crate::amqp::performative::terminus::DeliveryState;
+    use crate::amqp::performative::Role;
+
+    fn transfer(link: LinkId, delivery_id: u32, payload: Bytes, more: bool) -> Event {
+        Event::Transfer { link, delivery_id, first: true, payload, more, settled: false, aborted: false }
+    }
+
+    fn delivery(correlation: &str, body: &[u8]) -> Bytes {
+        let head = client_head("key", "reply-to", correlation, "ingress", &[]);
+        Bytes::from([&head[..], body].concat())
+    }
+
+    /// skrouterd starts its next stream on a link before the last one's outcome, and may settle that one
+    /// `modified` after its last byte (its end closed first): the outcome touches neither the next flow nor the
+    /// whole content of its own.
+    #[tokio::test]
+    async fn an_earlier_deliverys_outcome_leaves_the_links_next_flow_alone() {
+        let flows: Arc<Mutex<Vec<FlowRx>>> = Arc::default();
+        let seen = flows.clone();
+        let on_flow: OnFlow = Arc::new(move |_tx, rx, _open| seen.lock().unwrap().push(rx));
+        let (commands, _keep) = mpsc::channel(8);
+        let mut mux = Mux::new("ours".into(), Sender::detached(), Some(on_flow), Arc::new(Stats::default()), commands);
+        let link = LinkId(7);
+        let attach = Box::new(streaming_attach(Role::Sender));
+        mux.event(Event::Attached { link, attach, new: true }).await;
+        let failed_now = |i: usize| flows.lock().unwrap()[i].shared.lock().tx_failed;
+        mux.event(transfer(link, 1, delivery("one", b"first"), false)).await;
+        mux.event(Event::Disposition { link, delivery_id: 1, state: failed(), settled: false }).await;
+        assert!(!failed_now(0), "the first flow's content is whole: delivered whatever its outcome");
+        mux.event(transfer(link, 2, delivery("two", b"second"), true)).await;
+        mux.event(Event::Disposition { link, delivery_id: 1, state: failed(), settled: true }).await;
+        assert_eq!(flows.lock().unwrap().len(), 2, "two flows opened");
+        assert!(!failed_now(1), "the next flow on the link is not the earlier delivery's");
+        // its own failed outcome while its content is still coming ends it
+        mux.event(Event::Disposition { link, delivery_id: 2, state: failed(), settled: true }).await;
+        assert!(failed_now(1));
+    }
+
+    /// An outcome for a delivery of ours that was accepted already (the link went on to the next flow) is an
+    /// earlier flow's: it does not end the link's next one; that one's own outcome does.
+    #[tokio::test]
+    async fn an_outcome_for_our_accepted_delivery_leaves_the_links_next_flow_alone() {
+        let (commands, _keep) = mpsc::channel(8);
+        let stats = Arc::new(Stats::default());
+        let mut mux = Mux::new("ours".into(), Sender::detached(), None, stats.clone(), commands);
+        let link = LinkId(9);
+        let first = Shared::new(stats.clone());
+        {
+            let mut i = first.lock();
+            i.tx_ended = true;
+            i.tx_link = Some(link);
+        }
+        mux.links.insert(link, Use::Ours(first));
+        let accepted = Some(DeliveryState::Accepted);
+        mux.event(Event::Disposition { link, delivery_id: 5, state: accepted, settled: true }).await;
+        assert!(matches!(mux.links.get(&link), Some(Use::Pooled)), "the link went back to the pool");
+        let next = Shared::new(stats);
+        mux.links.insert(link, Use::Ours(next.clone()));
+        mux.event(Event::Disposition { link, delivery_id: 5, state: failed(), settled: true }).await;
+        assert!(!next.lock().tx_failed, "delivery 5 was the earlier flow's");
+        mux.event(Event::Disposition { link, delivery_id: 6, state: failed(), settled: true }).await;
+        assert!(next.lock().tx_failed, "its own outcome ends it");
+    }
+
+    #[test]
+    fn delivery_ids_compare_as_serial_numbers() {
+        assert!(after(5, 4) && !after(4, 5) && !after(7, 7));
+        // across the wrap: 2 comes after u32::MAX - 1
+        assert!(after(2, u32::MAX - 1) && !after(u32::MAX - 1, 2));
     }
 }
