@@ -107,7 +107,8 @@ pub struct Sender {
 
 #[cfg(test)]
 impl Sender {
-    /// A sender to no connection: what it is asked to do is taken and dropped (a flow mux's tests).
+    /// A sender to no connection: what it is asked to do is taken and dropped (a flow mux's tests). Its
+    /// `wait_ended` returns at once; `ended` says nothing.
     pub(crate) fn detached() -> Sender {
         let (commands, mut taken) = mpsc::channel(64);
         tokio::spawn(async move { while taken.recv().await.is_some() {} });

@@ -149,7 +149,8 @@ impl Mux {
     async fn transfer(&mut self, link: LinkId, delivery: (u32, bool), payload: Bytes, more: bool, aborted: bool) {
         let Some(u) = self.links.get_mut(&link) else { return };
         if aborted {
-            if let Use::Flow { shared, .. } = u {
+            // the delivery in progress was aborted: a flow whose content is whole already is another delivery's
+            if let Use::Flow { shared, ended: false, .. } = u {
                 shared.push(Inbound::Rst(ResetReason::Aborted));
             }
             *u = Use::Idle;
@@ -346,7 +347,7 @@ impl Mux {
                         self.finished.insert(link, delivery_id);
                         if !settled {
                             let settle = LinkOp::Disposition {
-                                delivery_id: None,
+                                delivery_id: Some(delivery_id),
                                 state: Some(DeliveryState::Accepted),
                                 settled: true,
                             };
@@ -366,7 +367,8 @@ impl Mux {
                             self.op(link, LinkOp::Transfer { payload: Bytes::new(), more: false }).await;
                         }
                         if !settled {
-                            let settle = LinkOp::Disposition { delivery_id: None, state: failed(), settled: true };
+                            let settle =
+                                LinkOp::Disposition { delivery_id: Some(delivery_id), state: failed(), settled: true };
                             self.op(link, settle).await;
                         }
                         self.op(link, LinkOp::Detach).await;
@@ -441,13 +443,29 @@ mod tests {
         mux.event(transfer(link, 1, delivery("one", b"first"), false)).await;
         mux.event(Event::Disposition { link, delivery_id: 1, state: failed(), settled: false }).await;
         assert!(!failed_now(0), "the first flow's content is whole: delivered whatever its outcome");
+        // a next delivery aborted at its first frame is not the whole flow's either
+        let abort = Event::Transfer {
+            link,
+            delivery_id: 2,
+            first: true,
+            payload: Bytes::new(),
+            more: false,
+            settled: false,
+            aborted: true,
+        };
+        mux.event(abort).await;
+        assert!(!failed_now(0), "an abort of the next delivery leaves the whole flow alone");
+        let link = LinkId(8);
+        let attach = Box::new(streaming_attach(Role::Sender));
+        mux.event(Event::Attached { link, attach, new: true }).await;
+        mux.event(transfer(link, 1, delivery("one-b", b"first"), false)).await;
         mux.event(transfer(link, 2, delivery("two", b"second"), true)).await;
         mux.event(Event::Disposition { link, delivery_id: 1, state: failed(), settled: true }).await;
-        assert_eq!(flows.lock().unwrap().len(), 2, "two flows opened");
-        assert!(!failed_now(1), "the next flow on the link is not the earlier delivery's");
+        assert_eq!(flows.lock().unwrap().len(), 3, "three flows opened");
+        assert!(!failed_now(2), "the next flow on the link is not the earlier delivery's");
         // its own failed outcome while its content is still coming ends it
         mux.event(Event::Disposition { link, delivery_id: 2, state: failed(), settled: true }).await;
-        assert!(failed_now(1));
+        assert!(failed_now(2));
     }
 
     /// An outcome for a delivery of ours that was accepted already (the link went on to the next flow) is an
@@ -465,11 +483,15 @@ mod tests {
             i.tx_link = Some(link);
         }
         mux.links.insert(link, Use::Ours(first));
+        // accepted unsettled: we settle it and the link goes back to the pool, where the next flow takes it
         let accepted = Some(DeliveryState::Accepted);
-        mux.event(Event::Disposition { link, delivery_id: 5, state: accepted, settled: true }).await;
+        mux.event(Event::Disposition { link, delivery_id: 5, state: accepted, settled: false }).await;
         assert!(matches!(mux.links.get(&link), Some(Use::Pooled)), "the link went back to the pool");
         let next = Shared::new(stats);
-        mux.links.insert(link, Use::Ours(next.clone()));
+        let (reply, taken) = tokio::sync::oneshot::channel();
+        mux.take(next.clone(), reply);
+        assert_eq!(taken.await.unwrap(), Some(link), "the next flow took the pooled link");
+        // another outcome for delivery 5, sent before the peer saw our settlement
         mux.event(Event::Disposition { link, delivery_id: 5, state: failed(), settled: true }).await;
         assert!(!next.lock().tx_failed, "delivery 5 was the earlier flow's");
         mux.event(Event::Disposition { link, delivery_id: 6, state: failed(), settled: true }).await;
