@@ -9,15 +9,16 @@ baseline, ``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings a
 ``rust:threads=1``, ``rust:bufferSize=524288``, ``rust:bin=/tmp/old-router``, ``rust:bin=/tmp/old-router,threads=1``;
 ``haproxy:splice=0`` (plain hops relayed through user space, with ``tune.bufsize`` the baseline's network buffer, 64
 KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no router); or ``floor``
-(``relay_floor.py``: a minimal reference relay in the routers' places, the router's splice and TLS code and nothing
-of its design; ``floor:topology=one_hop,copy=1`` copies one hop instead of splicing it). ``--topology one_hop``: each network is West alone with a
-Listener and a local Connector, plain TCP (the spliced relay). ``--topology plain_chain``: the two-hop path's five
-processes and four loopback connections with nothing on the hops but TCP (each router's Listener to a Connector whose
-target is the next router's Listener): what the machine carries through that pipeline without TLS or framing, the
-reference for two hops. A side may name its own topology (``haproxy:splice=0,bufferSize=262144,topology=plain_chain``
-beside ``haproxy`` and ``rust`` on two hops: the copying relay's pipeline in the same rounds as the TLS paths). For
-each side: the median Gbit/s, every run, the CPUs the whole machine left idle meanwhile (the share of the run's CPU
-time, every process and the kernel included) and, with a ``direct`` side, the median as a share of direct's.
+(``relay_floor.py``: a minimal reference relay in the routers' places, the router's splice and TLS code and nothing of
+its design; ``floor:topology=one_hop,copy=1`` copies one hop instead of splicing it). ``--topology one_hop``: each
+network is West alone with a Listener and a local Connector, plain TCP (the spliced relay). ``--topology
+plain_chain``: the two-hop path's five processes and four loopback connections with nothing on the hops but TCP (each
+router's Listener to a Connector whose target is the next router's Listener): what the machine carries through that
+pipeline without TLS or framing, the reference for two hops. A side may name its own topology
+(``haproxy:splice=0,bufferSize=262144,topology=plain_chain`` beside ``haproxy`` and ``rust`` on two hops: the copying
+relay's pipeline in the same rounds as the TLS paths). For each side: the median Gbit/s, every run, the CPUs the whole
+machine left idle meanwhile (the share of the run's CPU time, every process and the kernel included) and, with a
+``direct`` side, the median as a share of direct's.
 
 Meant for deciding between variants of the data plane on a noisy machine: a single run of a single stream moves by
 10-20 % here from one run to the next, so variants are compared only within one run, by their medians over rounds.
