@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-AEAD_SPEED = REPO / "router" / "target" / "release" / "examples" / "aead_speed"
+#: where the router's release build puts its examples
+EXAMPLES = REPO / "router" / "target" / "release" / "examples"
+AEAD_SPEED = EXAMPLES / "aead_speed"
 MEASURES = ("wake_ups", "cipher")
 #: the longest a measurement may take before it is reported as failed (a hung child); a build of the example
 MEASURE_TIMEOUT = 120.0
@@ -41,7 +43,7 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def _tail(stderr: str) -> str:
+def tail(stderr: str) -> str:
     """The end of what a program said on stderr, bounded."""
     return stderr.strip()[-500:]
 
@@ -137,7 +139,7 @@ def wake_ups(rounds: int) -> dict[str, Any]:
             out[name] = {"unavailable": _short(e)}
             continue
         if run.returncode != 0:
-            out[name] = {"unavailable": _tail(run.stderr) or f"exit code {run.returncode}"}
+            out[name] = {"unavailable": tail(run.stderr) or f"exit code {run.returncode}"}
         else:
             out[name] = json.loads(run.stdout)
     if "round_trip_us" in out.get("two_cpus", {}) and "round_trip_us" in out["one_cpu"]:
@@ -182,7 +184,7 @@ def example_binary(path: Path, build: bool = True) -> Path | str:
     except (subprocess.SubprocessError, OSError) as e:
         return f"building the {name} example: {_short(e)}"
     if run.returncode != 0 or not os.access(path, os.X_OK):
-        return f"building the {name} example failed: {_tail(run.stderr)}"
+        return f"building the {name} example failed: {tail(run.stderr)}"
     return path
 
 
@@ -198,7 +200,7 @@ def cipher(seconds: float, build: bool = True) -> dict[str, Any]:
         return {"unavailable": f"aead_speed: {_short(e)}"}
     figures = parse_aead_lines(run.stdout) if run.returncode == 0 else []
     if not figures:
-        return {"unavailable": f"aead_speed gave no figures (exit code {run.returncode}): {_tail(run.stderr)}"}
+        return {"unavailable": f"aead_speed gave no figures (exit code {run.returncode}): {tail(run.stderr)}"}
     return {"seconds_per_figure": seconds, "aeads": figures}
 
 

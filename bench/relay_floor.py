@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import machine_limits
 import router_bench as rb
 
-BINARY = machine_limits.REPO / "router" / "target" / "release" / "examples" / "relay_floor"
+BINARY = machine_limits.EXAMPLES / "relay_floor"
 TOPOLOGIES = ("one_hop", "two_hops", "plain_chain")
 #: the longest a relay may take to say it listens
 START_TIMEOUT = 30.0
@@ -118,7 +118,7 @@ def start(stack: contextlib.ExitStack | contextlib.AsyncExitStack, topology: str
                 proc.kill()
                 proc.wait()
                 errors.seek(0)
-                why = errors.read()[-500:].strip() or f"no 'ready' within {START_TIMEOUT:.0f} s"
+                why = machine_limits.tail(errors.read()) or f"no 'ready' within {START_TIMEOUT:.0f} s"
                 raise RuntimeError(f"relay_floor {name} did not start: {why}")
             pids[name] = proc.pid
         # all started: from now on they stop with the caller's stack
