@@ -21,7 +21,10 @@ the router's AEAD figures per CPU-second with the bound they set on two TLS hops
 runs: a minimal reference relay in the routers' places (``relay_floor.py``: spliced on one hop; the router's own TLS
 code and nothing of its design on two), what the router's building blocks carry here without its design;
 ``rust_over_haproxy`` gives the router's share of it (``of_floor``), its share of direct (``floor_of_direct``) and its
-ratio to HAProxy (``floor_over_haproxy``). A floor that cannot start or fails a run is reported as unavailable.
+ratio to HAProxy (``floor_over_haproxy``). On two hops also ``floor_records``, the reference relay that copies nothing
+in user space (each TLS record opened and sealed where it was read: the least per byte a relay with TLS in user space
+does), with ``of_floor_records``, ``floor_records_of_direct`` and ``floor_records_over_haproxy``. A floor that cannot
+start or fails a run is reported as unavailable.
 
 Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
 connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -96,7 +100,12 @@ def _progress(text: str) -> None:
 #: loopback addresses per engine: West, Middle, East
 HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
          "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"},
-         "floor": {"west": "127.0.66.200", "middle": "127.0.67.200", "east": "127.0.68.200"}}
+         "floor": {"west": "127.0.66.200", "middle": "127.0.67.200", "east": "127.0.68.200"},
+         "floor_records": {"west": "127.0.66.201", "middle": "127.0.67.201", "east": "127.0.68.201"}}
+#: the reference relays of each topology, by side name: (``relay_floor.start``'s keyword options); on two hops also the
+#: one that copies nothing in user space
+FLOORS: dict[str, dict[str, dict[str, bool]]] = {"one_hop": {"floor": {}},
+                                                 "two_hops": {"floor": {}, "floor_records": {"records": True}}}
 #: a running router: the Rust router's adaptor, or an HAProxy process of the baseline
 Router = RustAdaptor | hb.Baseline
 
@@ -376,19 +385,20 @@ def measure_sides(args: argparse.Namespace, wrk: str, sides: Callable[[str], dic
 
 def _measure(args: argparse.Namespace, wrk: str, backends: dict[str, int],
              nets: dict[str, tuple[dict[str, Router], dict[str, int]]], topology: str,
-             floor: rf.Relays | None = None) -> dict[str, Any]:
-    """``floor``: the reference relays (``relay_floor.py``), a side of the throughput runs whose failure ends
-    nothing."""
+             floors: dict[str, rf.Relays] | None = None) -> dict[str, Any]:
+    """``floors``: the reference relays (``relay_floor.py``) by side name, sides of the throughput runs whose
+    failure ends nothing."""
     def sides(kind: str) -> dict[str, Side]:
         out: dict[str, Side] = {"direct": (backends[kind], rb.BACKEND, {})}
         for engine, (adaptors, listeners) in nets.items():
             out[engine] = (listeners[kind], HOSTS[engine]["west"], _router_pids(adaptors))
-        if floor is not None and kind == "sink":
-            out["floor"] = (floor.port, HOSTS["floor"]["west"], floor.pids)
+        for name, relays in (floors or {}).items():
+            if kind == "sink":
+                out[name] = (relays.port, HOSTS[name]["west"], relays.pids)
         return out
 
     _progress(f"{topology}: measuring")
-    result = measure_sides(args, wrk, sides, topology, optional=("floor",))
+    result = measure_sides(args, wrk, sides, topology, optional=tuple(sorted(HOSTS.keys() - set(ENGINES))))
     if "memory" in args.only and topology == "two_hops":
         _progress(f"{topology}: memory per connection")
         result["memory_per_connection"] = {
@@ -487,14 +497,20 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
                 ratio["of_floor"] = t["rust"]["gbit_per_s"] / t["floor"]["gbit_per_s"]
                 ratio["floor_of_direct"] = t["floor"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
                 ratio["floor_over_haproxy"] = t["floor"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
+            if "gbit_per_s" in t.get("floor_records", {}):
+                # the reference relay that copies nothing in user space: the least a TLS relay does per byte
+                ratio["of_floor_records"] = t["rust"]["gbit_per_s"] / t["floor_records"]["gbit_per_s"]
+                ratio["floor_records_of_direct"] = t["floor_records"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
+                ratio["floor_records_over_haproxy"] = (t["floor_records"]["gbit_per_s"]
+                                                       / t["haproxy"]["gbit_per_s"])
         if "connections" in r:
             c = r["connections"]
             ratio["connections_per_s"] = c["rust"]["connections_per_s"] / c["haproxy"]["connections_per_s"]
             ratio["cpu_per_connection"] = (c["rust"]["router_cpu_us_per_connection"]
                                            / max(1, c["haproxy"]["router_cpu_us_per_connection"]))
         raw[topology] = ratio
-        out: dict[str, Any] = {k: round(v, 3 if k in ("of_direct", "of_floor", "floor_of_direct",
-                                                      "cpu_per_connection") else 2)
+        out: dict[str, Any] = {k: round(v, 3 if k in ("of_direct", "of_floor", "floor_of_direct", "of_floor_records",
+                                                      "floor_records_of_direct", "cpu_per_connection") else 2)
                                for k, v in ratio.items()}
         if "latency" in r:
             out["added_p99_us"] = {"rust": r["latency"]["rust"]["added_p99_us"],
@@ -553,19 +569,21 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                             if topology == "two_hops" else _one_hop_documents(HOSTS[engine], backends))
                     nets[engine] = await stack.enter_async_context(
                         _network(state / f"{topology}-{engine}", engine, docs, haproxy))
-                floor, why = None, None
-                if "throughput" in args.only:
-                    # the reference relays in the routers' places, a side of the throughput runs: the router's
+                floors: dict[str, rf.Relays] = {}
+                why: dict[str, str] = {}
+                for name, options in FLOORS[topology].items() if "throughput" in args.only else ():
+                    # the reference relays in the routers' places, sides of the throughput runs: the router's
                     # splice and TLS code without its design (a build of the example, when missing, off the loop)
-                    certs = (_two_hop_documents(state / f"{topology}-floor", HOSTS["floor"], backends)
+                    certs = (_two_hop_documents(state / f"{topology}-{name}", HOSTS[name], backends)
                              if topology == "two_hops" else None)
                     try:
-                        floor = await asyncio.to_thread(rf.start, stack, topology, HOSTS["floor"], backends, certs)
+                        floors[name] = await asyncio.to_thread(
+                            functools.partial(rf.start, stack, topology, HOSTS[name], backends, certs, **options))
                     except (RuntimeError, OSError) as e:
-                        why = str(e)[:500]
-                result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology, floor)
-                if why is not None:
-                    result[topology]["throughput"]["floor"] = {"unavailable": why}
+                        why[name] = str(e)[:500]
+                result[topology] = await asyncio.to_thread(_measure, args, wrk, backends, nets, topology, floors)
+                for name, reason in why.items():
+                    result[topology]["throughput"][name] = {"unavailable": reason}
         if "memory" in args.only:
             _progress("memory per idle link")
             result["idle_links"] = await asyncio.to_thread(_idle_links, state, args.links)

@@ -9,7 +9,9 @@ Middle TLS both sides, East TLS in and plain out, with the two-hop network's cer
 relays copying plain TCP), the stream it carries is what the router's building blocks give on this machine without
 the router's design; the router's share of it is what that design costs or gains. A reference, not a bound: a relay
 built otherwise may do better. Not a router either: one TLS connection per client connection, which is not how sites
-link.
+link. With ``records`` the two hops' relays copy nothing in user space (each TLS record opened and sealed where it was
+read, a client's bytes read straight into the records they travel in): the least per byte a relay with TLS in user
+space can do, so what it carries is the nearest this machine comes to a bound for two TLS hops.
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ def binary(build: bool = True) -> Path | str:
 
 
 def _plan(topology: str, hosts: dict[str, str], ports: dict[str, int], sink: str,
-          docs: dict[str, dict[str, Any]] | None, copy: bool) -> dict[str, tuple[str, list[str]]]:
+          docs: dict[str, dict[str, Any]] | None, copy: bool,
+          records: bool = False) -> dict[str, tuple[str, list[str]]]:
     """Each relay's target and options, the last relay first (each listens at once; it dials its target only when
     a client arrives)."""
+    if records and topology != "two_hops":
+        raise ValueError("records apply to two hops only (the legs of the other topologies are plain)")
     if topology == "one_hop":
         return {"west": (sink, ["--copy"] if copy else [])}
     if copy:
@@ -66,10 +71,11 @@ def _plan(topology: str, hosts: dict[str, str], ports: dict[str, int], sink: str
         f = profiles[name][profile]
         return f"{f['ca']},{f['cert']},{f['key']}"
 
-    return {"east": (sink, ["--accept", files("east", "site")]),
+    extra = ["--records"] if records else []
+    return {"east": (sink, ["--accept", files("east", "site"), *extra]),
             "middle": (f"{hosts['east']}:{ports['east']}",
-                       ["--accept", files("middle", "site"), "--connect", files("middle", "to-east")]),
-            "west": (f"{hosts['middle']}:{ports['middle']}", ["--connect", files("west", "to-middle")])}
+                       ["--accept", files("middle", "site"), "--connect", files("middle", "to-east"), *extra]),
+            "west": (f"{hosts['middle']}:{ports['middle']}", ["--connect", files("west", "to-middle"), *extra])}
 
 
 def _ready(proc: subprocess.Popen[bytes], timeout: float) -> bool:
@@ -92,14 +98,15 @@ def _ready(proc: subprocess.Popen[bytes], timeout: float) -> bool:
 
 def start(stack: contextlib.ExitStack | contextlib.AsyncExitStack, topology: str, hosts: dict[str, str],
           backends: dict[str, int], docs: dict[str, dict[str, Any]] | None = None, *,
-          copy: bool = False) -> Relays:
+          copy: bool = False, records: bool = False) -> Relays:
     """The relays of ``topology`` on ``hosts`` (west, middle, east), ending at the sink backend, stopped with
     ``stack``. Two hops take their certificates from ``docs``, the routers' documents of a two-hop network
     (``dataplane_bench._two_hop_documents``). ``copy``: one hop copied through user space rather than spliced.
+    ``records``: two hops move whole TLS records, opened and sealed in place (no copy in user space).
     ValueError for a topology or option it has no relays for; RuntimeError says which relay did not start and why
     (the ones started before it are stopped)."""
     ports = {name: rb._free_port(hosts[name]) for name in ("west", "middle", "east")}
-    plan = _plan(topology, hosts, ports, f"{rb.BACKEND}:{backends['sink']}", docs, copy)
+    plan = _plan(topology, hosts, ports, f"{rb.BACKEND}:{backends['sink']}", docs, copy, records)
     path = binary()
     if isinstance(path, str):
         raise RuntimeError(path)

@@ -7,13 +7,22 @@
 //! every stream); beside the router it shows what the router's building blocks carry on this machine without its
 //! design. A reference, not a bound.
 //!
-//! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy]`; prints `ready` once it
-//! listens. Loopback only: LISTEN and TARGET must be loopback addresses (127.0.0.0/8 or ::1). Both legs plain are
+//! `--records`: TLS legs move whole TLS 1.3 records instead, each opened and sealed in place in one buffer by the
+//! router's record layer (`tlsrec`): a client's bytes are read straight into the records they will travel in, a
+//! middle relay re-seals each record where it was opened, and the last writes the opened contents out from where
+//! they are (one vectored write). No byte is copied in user space besides the kernel's own copies and the cipher:
+//! the least work any relay with TLS in user space can do per byte, which a router that multiplexes many streams on
+//! one link cannot match.
+//!
+//! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records]`; prints `ready`
+//! once it listens. Loopback only: LISTEN and TARGET must be loopback addresses (127.0.0.0/8 or ::1). Both legs plain are
 //! spliced unless `--copy`; a splice the kernel refuses fails the connection (no fallback to copying: loopback TCP
 //! sockets always splice).
 
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Shutdown, SocketAddr};
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use rustls_pki_types::ServerName;
@@ -21,6 +30,7 @@ use snrouter::config::TlsFiles;
 use snrouter::splice::PipeSplice;
 use snrouter::tls;
 use snrouter::tlsio::TlsIo;
+use snrouter::tlsrec::{self, alert, sealed_len, Opened, Records, HEADER, MAX_CONTENT};
 use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -50,6 +60,8 @@ struct Relay {
     connect: Option<Arc<rustls::ClientConfig>>,
     /// Copy between plain legs too (by default they are spliced).
     copy: bool,
+    /// TLS legs move whole records, opened and sealed in place (`records` below).
+    records: bool,
 }
 
 impl Relay {
@@ -59,6 +71,9 @@ impl Relay {
             let out = TcpStream::connect(self.target).await?;
             out.set_nodelay(true)?;
             return splice_both(inbound, out).await;
+        }
+        if self.records {
+            return self.carry_records(inbound).await;
         }
         let mut a: Box<dyn Io> = match &self.accept {
             Some(cfg) => Box::new(TlsIo::accept(cfg.clone(), inbound).await?),
@@ -73,6 +88,277 @@ impl Relay {
         };
         tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, BUFFER, BUFFER).await?;
         Ok(())
+    }
+
+    /// `--records`: each direction moved by [`records::pump`]; the first to fail ends both.
+    async fn carry_records(&self, inbound: TcpStream) -> io::Result<()> {
+        let a = match &self.accept {
+            Some(cfg) => records::Leg::tls(TlsIo::accept(cfg.clone(), inbound).await?)?,
+            None => (records::Leg::Plain(inbound), records::Early::default()),
+        };
+        let out = TcpStream::connect(self.target).await?;
+        out.set_nodelay(true)?;
+        let name = ServerName::IpAddress(self.target.ip().into());
+        let b = match &self.connect {
+            Some(cfg) => records::Leg::tls(TlsIo::connect(cfg.clone(), name, out).await?)?,
+            None => (records::Leg::Plain(out), records::Early::default()),
+        };
+        let ((a, a_early), (b, b_early)) = (a, b);
+        tokio::try_join!(records::pump(&a, a_early, &b), records::pump(&b, b_early, &a))?;
+        Ok(())
+    }
+}
+
+/// TLS legs that move whole records in place (`--records`).
+mod records {
+    use super::*;
+
+    /// A full record's room: the content of a full record and what sealing adds around it.
+    const SLOT: usize = sealed_len(MAX_CONTENT);
+    /// Records read from a plain leg at once (256 KiB of content).
+    const SLOTS: usize = 16;
+    /// A TLS leg's read buffer, and how much one read takes at most.
+    const RX: usize = 1024 * 1024;
+    const READ: usize = 256 * 1024;
+
+    /// One side of the relay: plain TCP, or TCP with a TLS 1.3 connection's records (shared by the direction that
+    /// opens them and the one that seals them).
+    pub enum Leg {
+        Plain(TcpStream),
+        Tls(TcpStream, Mutex<Records>),
+    }
+
+    /// What a TLS leg's handshake left to be read: plaintext already opened, then records not opened yet.
+    #[derive(Default)]
+    pub struct Early {
+        plain: Vec<u8>,
+        unread: Vec<u8>,
+    }
+
+    impl Leg {
+        pub fn tls(conn: TlsIo<TcpStream>) -> io::Result<(Leg, Early)> {
+            let parts = conn
+                .into_parts()
+                .map_err(|_| io::Error::other("--records takes TLS 1.3 connections whose records are the router's"))?;
+            Ok((Leg::Tls(parts.io, Mutex::new(parts.records)), Early { plain: parts.plain, unread: parts.unread }))
+        }
+
+        fn stream(&self) -> &TcpStream {
+            match self {
+                Leg::Plain(s) | Leg::Tls(s, _) => s,
+            }
+        }
+    }
+
+    fn refused(r: tlsrec::Refused) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, r.why)
+    }
+
+    async fn read(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            s.readable().await?;
+            match s.try_read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                done => return done,
+            }
+        }
+    }
+
+    async fn read_vectored(s: &TcpStream, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        loop {
+            s.readable().await?;
+            match s.try_read_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                done => return done,
+            }
+        }
+    }
+
+    async fn write_all(s: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            s.writable().await?;
+            match s.try_write(buf) {
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn write_ranges(s: &TcpStream, buf: &[u8], ranges: &[Range<usize>]) -> io::Result<()> {
+        let mut slices: Vec<IoSlice<'_>> = ranges.iter().map(|r| IoSlice::new(&buf[r.clone()])).collect();
+        let mut left: &mut [IoSlice<'_>] = &mut slices;
+        while !left.is_empty() {
+            s.writable().await?;
+            match s.try_write_vectored(left) {
+                Ok(n) => IoSlice::advance_slices(&mut left, n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Seals `data` by copying it into records (only what a handshake brought along) and sends it.
+    async fn send_copied(to: &Leg, data: &[u8]) -> io::Result<()> {
+        match to {
+            Leg::Plain(s) => write_all(s, data).await,
+            Leg::Tls(s, records) => {
+                let mut out = vec![0u8; data.len() + (data.len() / MAX_CONTENT + 2) * 2 * sealed_len(5)];
+                let (mut taken, mut written) = (0, 0);
+                while taken < data.len() {
+                    let sealed = records.lock().unwrap().seal_data(
+                        &mut out[written..],
+                        &[IoSlice::new(&data[taken..])],
+                        usize::MAX,
+                    );
+                    let (t, w) = sealed.map_err(refused)?;
+                    if t == 0 {
+                        return Err(io::Error::other("no room to seal into"));
+                    }
+                    (taken, written) = (taken + t, written + w);
+                }
+                write_all(s, &out[..written]).await
+            }
+        }
+    }
+
+    /// The end of one direction: close_notify on a TLS leg, then the socket's write side shut down.
+    async fn finish(to: &Leg) -> io::Result<()> {
+        if let Leg::Tls(s, records) = to {
+            let mut out = [0u8; sealed_len(2)];
+            let n = records.lock().unwrap().seal_alert(&mut out, alert::CLOSE_NOTIFY).map_err(refused)?;
+            write_all(s, &out[..n]).await?;
+        }
+        SockRef::from(to.stream()).shutdown(Shutdown::Write)
+    }
+
+    /// Seals the record whose `n` content bytes are at `buf[at + HEADER..]` in place on `to`'s records; a KeyUpdate
+    /// due first sends what was sealed before it (`buf[*begin..at]`) and itself, then goes on.
+    async fn seal(
+        s: &TcpStream,
+        records: &Mutex<Records>,
+        buf: &mut [u8],
+        begin: &mut usize,
+        at: usize,
+        n: usize,
+    ) -> io::Result<usize> {
+        if records.lock().unwrap().key_update_due() {
+            write_all(s, &buf[*begin..at]).await?;
+            *begin = at;
+            let mut update = [0u8; sealed_len(5)];
+            let u = records.lock().unwrap().seal_key_update(&mut update).map_err(refused)?;
+            write_all(s, &update[..u]).await?;
+        }
+        let sealed = records.lock().unwrap().seal_in_place(&mut buf[at..at + sealed_len(n)], n);
+        sealed.map_err(refused)
+    }
+
+    /// Moves one direction, `from` to `to`, until `from` ends.
+    pub async fn pump(from: &Leg, early: Early, to: &Leg) -> io::Result<()> {
+        match from {
+            Leg::Plain(s) => plain_in(s, to).await,
+            Leg::Tls(s, records) => {
+                if !early.plain.is_empty() {
+                    send_copied(to, &early.plain).await?;
+                }
+                tls_in(s, records, early.unread, to).await
+            }
+        }
+    }
+
+    /// From a plain leg to a TLS one: read straight into the content of up to [`SLOTS`] records, each sealed where
+    /// it was read, the records written with one write.
+    async fn plain_in(from: &TcpStream, to: &Leg) -> io::Result<()> {
+        let Leg::Tls(out, records) = to else {
+            return Err(io::Error::other("--records moves plain legs only to a TLS leg"));
+        };
+        let mut buf = vec![0u8; SLOT * SLOTS];
+        loop {
+            let n = {
+                let mut slots: Vec<IoSliceMut<'_>> =
+                    buf.chunks_mut(SLOT).map(|c| IoSliceMut::new(&mut c[HEADER..HEADER + MAX_CONTENT])).collect();
+                read_vectored(from, &mut slots).await?
+            };
+            if n == 0 {
+                return finish(to).await;
+            }
+            let (mut begin, mut end, mut left) = (0, 0, n);
+            while left > 0 {
+                // full slots are exactly one sealed full record long: the records lie end to end
+                let take = left.min(MAX_CONTENT);
+                end += seal(out, records, &mut buf, &mut begin, end, take).await?;
+                left -= take;
+            }
+            write_all(out, &buf[begin..end]).await?;
+        }
+    }
+
+    /// From a TLS leg: every whole record opened in place; to a TLS leg each is sealed again where its content is
+    /// (moved back over what was not data, if anything was), to a plain leg the contents are written where they are.
+    async fn tls_in(from: &TcpStream, records: &Mutex<Records>, unread: Vec<u8>, to: &Leg) -> io::Result<()> {
+        let mut buf = vec![0u8; RX.max(unread.len() + READ)];
+        buf[..unread.len()].copy_from_slice(&unread);
+        let (mut start, mut end) = (0, unread.len());
+        let mut ranges: Vec<Range<usize>> = Vec::new();
+        loop {
+            let (mut begin, mut out_end) = (start, start);
+            let mut closed = false;
+            ranges.clear();
+            while !closed {
+                let opened = records.lock().unwrap().open(&mut buf[start..end]);
+                let opened = match opened {
+                    Ok(opened) => opened,
+                    Err(r) => {
+                        // the alert the record layer names goes back, if the socket takes it now (best effort)
+                        let mut out = [0u8; sealed_len(2)];
+                        if let Some(Ok(n)) = r.alert.map(|a| records.lock().unwrap().seal_alert(&mut out, a)) {
+                            let _ = from.try_write(&out[..n]);
+                        }
+                        return Err(refused(r));
+                    }
+                };
+                let Some((used, opened)) = opened else { break };
+                let at = start;
+                start += used;
+                match opened {
+                    Opened::Data(range) if range.is_empty() => {}
+                    Opened::Data(range) => match to {
+                        Leg::Plain(_) => ranges.push(at + range.start..at + range.end),
+                        Leg::Tls(out, onward) => {
+                            let n = range.len();
+                            if at + range.start != out_end + HEADER {
+                                buf.copy_within(at + range.start..at + range.end, out_end + HEADER);
+                            }
+                            out_end += seal(out, onward, &mut buf, &mut begin, out_end, n).await?;
+                        }
+                    },
+                    Opened::Handled => {}
+                    Opened::Closed => closed = true,
+                }
+            }
+            match to {
+                Leg::Plain(out) => write_ranges(out, &buf, &ranges).await?,
+                Leg::Tls(out, _) => write_all(out, &buf[begin..out_end]).await?,
+            }
+            if closed {
+                return finish(to).await;
+            }
+            if start == end {
+                (start, end) = (0, 0);
+            } else if buf.len() - end < READ {
+                // only a record received in part moves
+                buf.copy_within(start..end, 0);
+                (start, end) = (0, end - start);
+            }
+            let limit = (end + READ).min(buf.len());
+            let n = read(from, &mut buf[end..limit]).await?;
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed without a TLS close_notify"));
+            }
+            end += n;
+        }
     }
 }
 
@@ -102,19 +388,23 @@ async fn splice_both(a: TcpStream, b: TcpStream) -> std::io::Result<()> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (listen, target) = match &args[..] {
-        [l, t, ..] => (loopback(l)?, loopback(t)?),
-        _ => return Err("usage: relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY]".into()),
-    };
-    let mut relay = Relay { target, accept: None, connect: None, copy: false };
+    let (listen, target) =
+        match &args[..] {
+            [l, t, ..] => (loopback(l)?, loopback(t)?),
+            _ => return Err(
+                "usage: relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records]"
+                    .into(),
+            ),
+        };
+    let mut relay = Relay { target, accept: None, connect: None, copy: false, records: false };
     let mut rest = args[2..].iter();
     while let Some(flag) = rest.next() {
-        if flag == "--copy" {
-            relay.copy = true;
+        if flag == "--copy" || flag == "--records" {
+            (relay.copy, relay.records) = (relay.copy || flag == "--copy", relay.records || flag == "--records");
             continue;
         }
         if flag != "--accept" && flag != "--connect" {
-            return Err(format!("{flag}: --accept, --connect or --copy"));
+            return Err(format!("{flag}: --accept, --connect, --copy or --records"));
         }
         let value = rest.next().ok_or(format!("{flag} takes CA,CERT,KEY"))?;
         if flag == "--accept" {
@@ -122,6 +412,9 @@ fn main() -> Result<(), String> {
         } else {
             relay.connect = Some(tls::link_client(&files(value)?, "1.3", None)?);
         }
+    }
+    if relay.records && (relay.copy || (relay.accept.is_none() && relay.connect.is_none())) {
+        return Err("--records takes a TLS leg (--accept or --connect) and not --copy".into());
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async move {

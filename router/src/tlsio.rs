@@ -221,6 +221,18 @@ fn encrypt_error(e: EncryptError) -> io::Error {
     }
 }
 
+/// A TLS 1.3 connection taken apart after its handshake ([`TlsIo::into_parts`]).
+pub struct Parts<T> {
+    /// The socket.
+    pub io: T,
+    /// Both directions' record protection.
+    pub records: Records,
+    /// The peer's bytes read after the handshake and not opened yet (records, the last one perhaps in part).
+    pub unread: Vec<u8>,
+    /// Application data the peer sent with its handshake, opened and not read yet (comes before `unread`'s).
+    pub plain: Vec<u8>,
+}
+
 /// A TLS connection over `T` (a TCP stream): the handshake on rustls' unbuffered API; after a TLS 1.3 handshake
 /// (when the config allows secret extraction), records are protected by [`tlsrec`], otherwise by rustls.
 pub struct TlsIo<T> {
@@ -308,6 +320,20 @@ impl<T: AsyncRead + AsyncWrite + Unpin> TlsIo<T> {
         } else {
             "rustls"
         }
+    }
+
+    /// Hands a TLS 1.3 connection over whole after its handshake, for a relay that moves records itself without
+    /// copying their content (`router/examples/relay_floor.rs`, `--records`): the socket, the record layer, and what
+    /// was received but not read yet. `Err(self)` when rustls keeps the records (TLS 1.2, no secret extraction),
+    /// the connection failed, or encrypted bytes still wait to be written.
+    pub fn into_parts(mut self) -> Result<Parts<T>, Box<Self>> {
+        if self.failed || self.bufs.tx_at < self.bufs.tx_end || self.window.0 < self.window.1 {
+            return Err(Box::new(self));
+        }
+        let Some(records) = self.own.take() else { return Err(Box::new(self)) };
+        let plain = self.bufs.plain.split_off(self.bufs.plain_at);
+        let unread = self.rx[self.rx_start..self.rx_end].to_vec();
+        Ok(Parts { io: self.io, records: *records, unread, plain })
     }
 
     /// Lowers the number of records our key protects before a KeyUpdate (tests).
@@ -1093,6 +1119,45 @@ mod tests {
         let (client, server) = (client.expect("client"), server.expect("server"));
         assert_eq!((client.record_layer(), server.record_layer()), ("rustls", "rustls"));
         both_ways(client, server).await;
+    }
+
+    #[tokio::test]
+    async fn a_tls13_connection_comes_apart_with_what_was_received_and_tls12_stays_whole() {
+        let (c, s) = configs();
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+        let (mut client, server) = (client.expect("client"), server.expect("server"));
+        // records the server has received and not read yet travel with its parts
+        client.write_all(b"early bytes").await.expect("write");
+        client.flush().await.expect("flush");
+        tokio::task::yield_now().await;
+        let mut parts = server.into_parts().map_err(|_| "kept whole").expect("a TLS 1.3 server comes apart");
+        let mut wire = parts.plain.clone();
+        let mut unread = parts.unread.clone();
+        if unread.is_empty() {
+            let mut buf = vec![0u8; 4096];
+            let n = parts.io.read(&mut buf).await.expect("read");
+            unread.extend_from_slice(&buf[..n]);
+        }
+        let (n, opened) = parts.records.open(&mut unread).expect("open").expect("a whole record");
+        let Opened::Data(range) = opened else { panic!("application data expected, got {opened:?}") };
+        wire.extend_from_slice(&unread[range]);
+        assert_eq!((n, wire.as_slice()), (unread.len(), &b"early bytes"[..]));
+        // and the other way: a record sealed in place by the parts is read by the client
+        let mut record = vec![0u8; tlsrec::sealed_len(5)];
+        record[tlsrec::HEADER..tlsrec::HEADER + 5].copy_from_slice(b"hello");
+        let n = parts.records.seal_in_place(&mut record, 5).expect("seal");
+        parts.io.write_all(&record[..n]).await.expect("send");
+        let mut back = [0u8; 5];
+        client.read_exact(&mut back).await.expect("client reads");
+        assert_eq!(&back, b"hello");
+
+        let (c, s) = configs_for(&[&rustls::version::TLS12], true);
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
+        let (client, server) = (client.expect("TLS 1.2 client"), server.expect("TLS 1.2 server"));
+        let server = server.into_parts().err().expect("rustls keeps a TLS 1.2 connection's records");
+        both_ways(client, *server).await;
     }
 
     #[tokio::test]

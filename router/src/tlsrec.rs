@@ -422,6 +422,29 @@ impl Records {
         Ok((taken, written))
     }
 
+    /// Whether our KeyUpdate must go before our next record (the peer asked for it, or our key is at its limit);
+    /// [`Records::seal_key_update`] seals it, and [`Records::seal_in_place`] refuses until then.
+    pub fn key_update_due(&self) -> bool {
+        self.answer_key_update || self.tx.seq.saturating_add(1) >= self.tx_limit
+    }
+
+    /// Seals our KeyUpdate into `out` when one is due ([`Records::key_update_due`]) and switches to the next key;
+    /// returns the bytes written (0: none was due).
+    pub fn seal_key_update(&mut self, out: &mut [u8]) -> Result<usize, Refused> {
+        self.rekey_if_due(out)
+    }
+
+    /// Seals one record of application data in place, for a relay that moves records without copying their
+    /// content: the `n` content bytes are already at `record[HEADER..HEADER + n]`, and the header, content type and
+    /// tag are written around them (`record` holds at least [`sealed_len`]`(n)` bytes). Returns the record's
+    /// length. Refused while a KeyUpdate is due ([`Records::seal_key_update`] first).
+    pub fn seal_in_place(&mut self, record: &mut [u8], n: usize) -> Result<usize, Refused> {
+        if self.key_update_due() {
+            return Err(Refused::with(alert::INTERNAL_ERROR, "a KeyUpdate is due before this record"));
+        }
+        self.seal_one(record, APPLICATION_DATA, n, |_| {})
+    }
+
     /// Seals an alert: close_notify (a warning) or a fatal one.
     pub fn seal_alert(&mut self, out: &mut [u8], description: u8) -> Result<usize, Refused> {
         let level = if description == alert::CLOSE_NOTIFY { 1 } else { 2 };
@@ -611,6 +634,61 @@ mod tests {
         let (got, kinds) = open_all(&mut b, &mut out[..written]).expect("open");
         assert_eq!(got, want);
         assert_eq!(kinds.len(), want.len().div_ceil(MAX_CONTENT), "full records");
+    }
+
+    #[test]
+    fn a_record_sealed_in_place_is_the_record_sealed_from_a_slice() {
+        let (mut a, mut b) = FixedSchedule::pair();
+        let (mut a2, _) = FixedSchedule::pair();
+        let content: Vec<u8> = (0..MAX_CONTENT).map(|i| (i * 7) as u8).collect();
+        for n in [0, 1, 1000, MAX_CONTENT] {
+            let mut record = vec![0xAAu8; sealed_len(n) + 3];
+            record[HEADER..HEADER + n].copy_from_slice(&content[..n]);
+            let len = a.seal_in_place(&mut record, n).expect("seal in place");
+            assert_eq!(len, sealed_len(n));
+            assert_eq!(record[len..], [0xAA; 3], "nothing written past the record");
+            let mut out = vec![0u8; sealed_len(n.max(1)) + sealed_len(5)];
+            let (_, written) = a2.seal_data(&mut out, &[IoSlice::new(&content[..n])], usize::MAX).expect("seal");
+            if n > 0 {
+                assert_eq!(record[..len], out[..written], "the same bytes as sealed from a slice");
+            } else {
+                // seal_data seals nothing for no content; keep the second end's numbers level
+                a2.tx.seq += 1;
+            }
+            let (got, kinds) = open_all(&mut b, &mut record[..len]).expect("open");
+            assert_eq!((got.as_slice(), kinds), (&content[..n], vec![Opened::Data(HEADER..HEADER + n)]));
+        }
+        assert_eq!(a.seal_in_place(&mut [0u8; 4], 0).map_err(|e| e.alert), Err(Some(alert::INTERNAL_ERROR)));
+    }
+
+    #[test]
+    fn in_place_sealing_waits_for_a_due_key_update() {
+        let (mut a, mut b) = FixedSchedule::pair();
+        a.set_tx_limit(3);
+        let mut wire = Vec::new();
+        let mut record = vec![0u8; sealed_len(4)];
+        for i in 0..4u8 {
+            if a.key_update_due() {
+                assert!(a.seal_in_place(&mut record, 4).is_err(), "refused before the KeyUpdate");
+                let mut update = vec![0u8; sealed_len(5)];
+                let n = a.seal_key_update(&mut update).expect("key update");
+                assert_eq!(n, sealed_len(5));
+                wire.extend_from_slice(&update);
+                assert!(!a.key_update_due());
+            }
+            record[HEADER..HEADER + 4].copy_from_slice(&[i; 4]);
+            let n = a.seal_in_place(&mut record, 4).expect("seal");
+            wire.extend_from_slice(&record[..n]);
+        }
+        // two records on the new key: the next one is due again, then none
+        assert!(a.key_update_due());
+        let mut update = vec![0u8; sealed_len(5)];
+        let n = a.seal_key_update(&mut update).expect("key update");
+        wire.extend_from_slice(&update[..n]);
+        assert_eq!(a.seal_key_update(&mut [0u8; 64]).expect("none due"), 0);
+        let (got, kinds) = open_all(&mut b, &mut wire).expect("b follows the KeyUpdates");
+        assert_eq!(got, [[0u8; 4], [1; 4], [2; 4], [3; 4]].concat());
+        assert!(kinds.contains(&Opened::Handled), "a KeyUpdate went out");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 """``bench/relay_floor.py`` and ``router/examples/relay_floor.rs``, the minimal reference relay the data-plane
 benchmarks measure beside the router (issue 45): in the routers' places it carries a stream to the sink and the sink's
 count back, with both half-closes, spliced or copied on one hop, over two mutual-TLS hops with the two-hop network's
-certificates, and through the plain chain; a TLS hop takes only clients with a certificate its site CA issued; it
+certificates (copied, or as whole records opened and sealed in place, every byte back in order through an echo), and
+through the plain chain; a TLS hop takes only clients with a certificate its site CA issued; it
 refuses what it cannot be (an address off loopback, unreadable certificates, unknown options) with the reason. The
 example is built by ``cargo test --release`` before the Python suite (and here when missing)."""
 
@@ -13,6 +14,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,13 +99,55 @@ def test_one_hop_carries_a_stream_and_the_sinks_answer_back(bench: dict[str, Mod
     assert not Path(f"/proc/{relays.pids['west']}").exists(), "stopped with the stack"
 
 
+@pytest.mark.parametrize("records", [False, True], ids=["copied", "records-in-place"])
 def test_two_hops_carry_a_stream_over_mutual_tls_with_the_networks_certificates(
-        bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path) -> None:
+        bench: dict[str, ModuleType], sink: dict[str, int], tmp_path: Path, records: bool) -> None:
     docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, sink)
     with contextlib.ExitStack() as stack:
-        relays = bench["rf"].start(stack, "two_hops", HOSTS, sink, docs)
+        relays = bench["rf"].start(stack, "two_hops", HOSTS, sink, docs, records=records)
         assert set(relays.pids) == {"west", "middle", "east"}
         assert _carry(relays.port) == 8 << 20
+        assert _carry(relays.port, 1 << 20) == 1 << 20
+
+
+def test_records_moved_in_place_carry_every_byte_both_ways_in_order(
+        bench: dict[str, ModuleType], tmp_path: Path) -> None:
+    # the relays that copy nothing in user space, ending at an echo backend: what comes back is what was sent,
+    # written in pieces of every size (a byte, parts of a record, several records) and read while it is written
+    rb = bench["rb"]
+    port = rb._free_port(rb.BACKEND)
+    # the documents name a backend of every kind; the relays' target is the "sink" one: here the echo
+    echo = {kind: port for kind in bench["db"].KINDS}
+    proc = rb._start_backend("echo", rb.BACKEND, port)
+    data = os.urandom(3 << 20)
+    sizes = [1, 7, 16_384, 16_383, 16_385, 100_000, 262_144, 5, 300_001]
+    try:
+        docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, echo)
+        with contextlib.ExitStack() as stack:
+            relays = bench["rf"].start(stack, "two_hops", HOSTS, echo, docs, records=True)
+            for pid in relays.pids.values():
+                assert b"--records" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            with socket.create_connection((HOSTS["west"], relays.port), timeout=patience(30)) as s:
+                got = bytearray()
+
+                def receive() -> None:
+                    while chunk := s.recv(1 << 16):
+                        got.extend(chunk)
+
+                reader = threading.Thread(target=receive)
+                reader.start()
+                at, i = 0, 0
+                while at < len(data):
+                    n = sizes[i % len(sizes)]
+                    s.sendall(data[at:at + n])
+                    at, i = at + n, i + 1
+                s.shutdown(socket.SHUT_WR)
+                reader.join(patience(60))
+                assert not reader.is_alive(), f"the echo's end did not come back ({len(got)} bytes)"
+            assert len(got) == len(data) and bytes(got) == data
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_the_plain_chain_copies_through_three_relays(bench: dict[str, ModuleType], sink: dict[str, int]) -> None:
@@ -179,7 +223,8 @@ def test_a_client_with_the_sites_certificate_gets_through_a_tls_hop(
     (["127.0.0.1:0", "127.0.0.1:1", "--accept", "/nonexistent/ca.crt,/x.crt,/x.key"], "/nonexistent/ca.crt"),
     (["127.0.0.1:0", "127.0.0.1:1", "--accept", "just-one"], "CA,CERT,KEY"),
     (["127.0.0.1:0", "127.0.0.1:1", "--connect"], "--connect takes CA,CERT,KEY"),
-    (["127.0.0.1:0", "127.0.0.1:1", "--sideways"], "--accept, --connect or --copy"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--sideways"], "--accept, --connect, --copy or --records"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--records"], "--records takes a TLS leg"),
     (["127.0.0.1:0"], "usage: relay_floor LISTEN TARGET"),
 ])
 def test_what_it_cannot_be_is_refused_with_the_reason(bench: dict[str, ModuleType], args: list[str],
@@ -198,6 +243,8 @@ def test_a_topology_or_option_it_has_no_relays_for_is_refused(bench: dict[str, M
             bench["rf"].start(stack, "two_hops", HOSTS, sink)
         with pytest.raises(ValueError, match="one hop only"):
             bench["rf"].start(stack, "plain_chain", HOSTS, sink, copy=True)
+        with pytest.raises(ValueError, match="two hops only"):
+            bench["rf"].start(stack, "one_hop", HOSTS, sink, records=True)
 
 
 def test_a_relay_that_does_not_start_is_reported_with_its_own_words_and_the_others_stopped(

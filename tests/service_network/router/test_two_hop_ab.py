@@ -31,9 +31,11 @@ def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     ("haproxy:bin=/tmp/x", "unknown option 'bin' for haproxy"),
     ("rust:topology=ring", "topology= is one of two_hops, one_hop, plain_chain"),
     ("rust:splice=0", "unknown option 'splice'"),
-    ("floor:bin=/tmp/x", "floor takes topology= and copy=0|1"),
-    ("floor:copy=yes", "floor takes topology= and copy=0|1"),
+    ("floor:bin=/tmp/x", "floor takes topology=, copy=0|1 and records=0|1"),
+    ("floor:copy=yes", "floor takes topology=, copy=0|1 and records=0|1"),
+    ("floor:records=2", "floor takes topology=, copy=0|1 and records=0|1"),
     ("floor:copy=1", "copy=1 applies to one hop only"),
+    ("floor:topology=one_hop,records=1", "records=1 applies to two hops only"),
     ("floor:topology=ring", "topology= is one of one_hop, two_hops, plain_chain"),
     ("relay:copy=1", "the engine is haproxy, rust or floor"),
 ])
@@ -51,7 +53,7 @@ def test_sides_with_their_own_topology_carry_bytes_in_the_same_round_as_direct()
             pytest.fail(f"{reason} (REQUIRE_UPSTREAM_PEERS=1)", pytrace=False)
         pytest.skip(reason)
     sides = ("direct", "haproxy:splice=0,topology=plain_chain", "rust:topology=plain_chain", "floor",
-             "floor:topology=one_hop,copy=1")
+             "floor:records=1", "floor:topology=one_hop,copy=1")
     run = _bench("--rounds", "1", "--seconds", "0.5", *sides, timeout=patience(300))
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
