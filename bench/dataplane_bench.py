@@ -23,8 +23,10 @@ code and nothing of its design on two), what the router's building blocks carry 
 ``rust_over_haproxy`` gives the router's share of it (``of_floor``), its share of direct (``floor_of_direct``) and its
 ratio to HAProxy (``floor_over_haproxy``). On two hops also ``floor_records``, the reference relay that copies nothing
 in user space (each TLS record opened and sealed where it was read: the least per byte a relay with TLS in user space
-does), with ``of_floor_records``, ``floor_records_of_direct`` and ``floor_records_over_haproxy``. A floor that cannot
-start or fails a run is reported as unavailable.
+does), with ``of_floor_records``, ``floor_records_of_direct`` and ``floor_records_over_haproxy``, and ``floor_window``,
+the same relay with every socket's buffers fixed (``WINDOW_SOCKET_BUFFER``) so that the bytes in flight between two
+relays are about what a link's per-stream window lets a router have, with ``of_floor_window`` and the others. A floor
+that cannot start or fails a run is reported as unavailable.
 
 Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
 connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
@@ -101,11 +103,17 @@ def _progress(text: str) -> None:
 HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "127.0.72.200"},
          "rust": {"west": "127.0.73.200", "middle": "127.0.74.200", "east": "127.0.75.200"},
          "floor": {"west": "127.0.66.200", "middle": "127.0.67.200", "east": "127.0.68.200"},
-         "floor_records": {"west": "127.0.66.201", "middle": "127.0.67.201", "east": "127.0.68.201"}}
+         "floor_records": {"west": "127.0.66.201", "middle": "127.0.67.201", "east": "127.0.68.201"},
+         "floor_window": {"west": "127.0.66.202", "middle": "127.0.67.202", "east": "127.0.68.202"}}
+#: the socket buffers (``SO_SNDBUF``, ``SO_RCVBUF``; Linux doubles them, 128 KiB each) that bound the bytes in flight
+#: between two of ``floor_window``'s relays to about what a link's per-stream window (256 KiB) lets a router have
+WINDOW_SOCKET_BUFFER = 65536
 #: the reference relays of each topology, by side name: (``relay_floor.start``'s keyword options); on two hops also the
-#: one that copies nothing in user space
-FLOORS: dict[str, dict[str, dict[str, bool]]] = {"one_hop": {"floor": {}},
-                                                 "two_hops": {"floor": {}, "floor_records": {"records": True}}}
+#: one that copies nothing in user space, with TCP's autotuned buffers and with bytes in flight bounded like a window
+FLOORS: dict[str, dict[str, dict[str, Any]]] = {
+    "one_hop": {"floor": {}},
+    "two_hops": {"floor": {}, "floor_records": {"records": True},
+                 "floor_window": {"records": True, "socket_buffer": WINDOW_SOCKET_BUFFER}}}
 #: a running router: the Rust router's adaptor, or an HAProxy process of the baseline
 Router = RustAdaptor | hb.Baseline
 
@@ -492,25 +500,21 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
             ratio["throughput"] = t["rust"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
             ratio["of_direct"] = t["rust"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
             ratio["cpu_per_gb"] = t["rust"]["router_cpu_seconds_per_gb"] / t["haproxy"]["router_cpu_seconds_per_gb"]
-            if "gbit_per_s" in t.get("floor", {}):
-                # the reference relay (relay_floor.py): the router's building blocks without its design
-                ratio["of_floor"] = t["rust"]["gbit_per_s"] / t["floor"]["gbit_per_s"]
-                ratio["floor_of_direct"] = t["floor"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
-                ratio["floor_over_haproxy"] = t["floor"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
-            if "gbit_per_s" in t.get("floor_records", {}):
-                # the reference relay that copies nothing in user space: the least a TLS relay does per byte
-                ratio["of_floor_records"] = t["rust"]["gbit_per_s"] / t["floor_records"]["gbit_per_s"]
-                ratio["floor_records_of_direct"] = t["floor_records"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
-                ratio["floor_records_over_haproxy"] = (t["floor_records"]["gbit_per_s"]
-                                                       / t["haproxy"]["gbit_per_s"])
+            for name in FLOORS["two_hops"]:
+                # the reference relays (relay_floor.py): the router's building blocks without its design; with
+                # records moved in place, the least a TLS relay does per byte (with TCP's buffers, then a window's)
+                if "gbit_per_s" in t.get(name, {}):
+                    ratio[f"of_{name}"] = t["rust"]["gbit_per_s"] / t[name]["gbit_per_s"]
+                    ratio[f"{name}_of_direct"] = t[name]["gbit_per_s"] / t["direct"]["gbit_per_s"]
+                    ratio[f"{name}_over_haproxy"] = t[name]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
         if "connections" in r:
             c = r["connections"]
             ratio["connections_per_s"] = c["rust"]["connections_per_s"] / c["haproxy"]["connections_per_s"]
             ratio["cpu_per_connection"] = (c["rust"]["router_cpu_us_per_connection"]
                                            / max(1, c["haproxy"]["router_cpu_us_per_connection"]))
         raw[topology] = ratio
-        out: dict[str, Any] = {k: round(v, 3 if k in ("of_direct", "of_floor", "floor_of_direct", "of_floor_records",
-                                                      "floor_records_of_direct", "cpu_per_connection") else 2)
+        out: dict[str, Any] = {k: round(v, 3 if k in ("of_direct", "cpu_per_connection") or k.startswith("of_floor")
+                                        or (k.startswith("floor") and k.endswith("_of_direct")) else 2)
                                for k, v in ratio.items()}
         if "latency" in r:
             out["added_p99_us"] = {"rust": r["latency"]["rust"]["added_p99_us"],

@@ -98,15 +98,20 @@ def _ready(proc: subprocess.Popen[bytes], timeout: float) -> bool:
 
 def start(stack: contextlib.ExitStack | contextlib.AsyncExitStack, topology: str, hosts: dict[str, str],
           backends: dict[str, int], docs: dict[str, dict[str, Any]] | None = None, *,
-          copy: bool = False, records: bool = False) -> Relays:
+          copy: bool = False, records: bool = False, socket_buffer: int | None = None) -> Relays:
     """The relays of ``topology`` on ``hosts`` (west, middle, east), ending at the sink backend, stopped with
     ``stack``. Two hops take their certificates from ``docs``, the routers' documents of a two-hop network
     (``dataplane_bench._two_hop_documents``). ``copy``: one hop copied through user space rather than spliced.
     ``records``: two hops move whole TLS records, opened and sealed in place (no copy in user space).
+    ``socket_buffer``: every socket's send and receive buffers fixed at that many bytes (no autotuning), bounding what
+    is in flight between two relays as a link's per-stream window does between two routers.
     ValueError for a topology or option it has no relays for; RuntimeError says which relay did not start and why
     (the ones started before it are stopped)."""
     ports = {name: rb._free_port(hosts[name]) for name in ("west", "middle", "east")}
     plan = _plan(topology, hosts, ports, f"{rb.BACKEND}:{backends['sink']}", docs, copy, records)
+    if socket_buffer is not None:
+        plan = {name: (target, [*options, "--socket-buffer", str(socket_buffer)])
+                for name, (target, options) in plan.items()}
     path = binary()
     if isinstance(path, str):
         raise RuntimeError(path)

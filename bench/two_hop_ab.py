@@ -11,7 +11,8 @@ baseline, ``haproxy_baseline.py``), ``rust``, or ``rust`` with router settings a
 KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no router); or ``floor``
 (``relay_floor.py``: a minimal reference relay in the routers' places, the router's splice and TLS code and nothing of
 its design; ``floor:topology=one_hop,copy=1`` copies one hop instead of splicing it; ``floor:records=1`` moves two
-hops' TLS records in place, with no copy in user space). ``--topology one_hop``: each
+hops' TLS records in place, with no copy in user space; ``socketBuffer=BYTES`` fixes every relay socket's buffers,
+bounding what is in flight between two relays as a link's window does). ``--topology one_hop``: each
 network is West alone with a Listener and a local Connector, plain TCP (the spliced relay). ``--topology
 plain_chain``: the two-hop path's five processes and four loopback connections with nothing on the hops but TCP (each
 router's Listener to a Connector whose target is the next router's Listener): what the machine carries through that
@@ -72,8 +73,12 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, Any]]:
             settings[key] = value
             continue
         if engine == "floor":
+            if key == "socketBuffer" and value.isdigit() and 4096 <= int(value) <= 16 << 20:
+                settings["socket_buffer"] = int(value)
+                continue
             if key not in ("copy", "records") or value not in ("0", "1"):
-                raise ValueError(f"{text!r}: floor takes topology=, copy=0|1 and records=0|1")
+                raise ValueError(f"{text!r}: floor takes topology=, copy=0|1, records=0|1 and "
+                                 "socketBuffer=4096-16777216")
             settings[key] = value == "1"
             continue
         if engine == "haproxy":
@@ -128,7 +133,8 @@ async def _round(args: argparse.Namespace, state: Path, backends: dict[str, int]
                 topology = settings.get("topology", args.topology)
                 docs = db._two_hop_documents(where / "certs", hosts, backends) if topology == "two_hops" else None
                 relays = rf.start(stack, topology, hosts, backends, docs, copy=settings.get("copy", False),
-                                  records=settings.get("records", False))
+                                  records=settings.get("records", False),
+                                  socket_buffer=settings.get("socket_buffer"))
                 nets[side] = (relays.port, hosts["west"])
                 continue
             topology = settings.pop("topology", args.topology)
@@ -189,7 +195,7 @@ def main() -> None:
     parser.add_argument("sides", nargs="+",
                         help="direct | haproxy[:splice=0][,bufferSize=BYTES][,topology=T] | "
                              "rust[:bin=PATH][,threads=N][,bufferSize=BYTES][,topology=T] | "
-                             "floor[:topology=T][,copy=1][,records=1]")
+                             "floor[:topology=T][,copy=1][,records=1][,socketBuffer=BYTES]")
     parser.add_argument("--topology", choices=TOPOLOGIES, default="two_hops", help="every side's, unless it names its own")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=3.0, help="duration of each run")

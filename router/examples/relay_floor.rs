@@ -14,8 +14,11 @@
 //! the least work any relay with TLS in user space can do per byte, which a router that multiplexes many streams on
 //! one link cannot match.
 //!
-//! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records]`; prints `ready`
-//! once it listens. Loopback only: LISTEN and TARGET must be loopback addresses (127.0.0.0/8 or ::1). Both legs plain are
+//! `--socket-buffer BYTES`: every socket's send and receive buffers fixed (the kernel's autotuning off), which bounds
+//! the bytes in flight between two relays as a link's per-stream window bounds them between two routers.
+//!
+//! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records]
+//! [--socket-buffer BYTES]`; prints `ready` once it listens. Loopback only: LISTEN and TARGET must be loopback addresses (127.0.0.0/8 or ::1). Both legs plain are
 //! spliced unless `--copy`; a splice the kernel refuses fails the connection (no fallback to copying: loopback TCP
 //! sockets always splice).
 
@@ -33,7 +36,7 @@ use snrouter::tlsio::TlsIo;
 use snrouter::tlsrec::{self, alert, sealed_len, Opened, Records, HEADER, MAX_CONTENT};
 use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 const BUFFER: usize = 256 * 1024;
 
@@ -62,14 +65,29 @@ struct Relay {
     copy: bool,
     /// TLS legs move whole records, opened and sealed in place (`records` below).
     records: bool,
+    /// Every socket's send and receive buffer (`SO_SNDBUF`, `SO_RCVBUF`) instead of the kernel's autotuning: bounds
+    /// the bytes in flight between two relays, as a link's per-stream window bounds them between two routers.
+    socket_buffer: Option<u32>,
 }
 
 impl Relay {
+    /// Connects to the target (with `socket_buffer`'s buffers, set before the handshake so that the window scale
+    /// follows them).
+    async fn dial(&self) -> io::Result<TcpStream> {
+        let socket = if self.target.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        if let Some(bytes) = self.socket_buffer {
+            socket.set_send_buffer_size(bytes)?;
+            socket.set_recv_buffer_size(bytes)?;
+        }
+        let out = socket.connect(self.target).await?;
+        out.set_nodelay(true)?;
+        Ok(out)
+    }
+
     async fn carry(&self, inbound: TcpStream) -> std::io::Result<()> {
         inbound.set_nodelay(true)?;
         if self.accept.is_none() && self.connect.is_none() && !self.copy {
-            let out = TcpStream::connect(self.target).await?;
-            out.set_nodelay(true)?;
+            let out = self.dial().await?;
             return splice_both(inbound, out).await;
         }
         if self.records {
@@ -79,8 +97,7 @@ impl Relay {
             Some(cfg) => Box::new(TlsIo::accept(cfg.clone(), inbound).await?),
             None => Box::new(inbound),
         };
-        let out = TcpStream::connect(self.target).await?;
-        out.set_nodelay(true)?;
+        let out = self.dial().await?;
         let name = ServerName::IpAddress(self.target.ip().into());
         let mut b: Box<dyn Io> = match &self.connect {
             Some(cfg) => Box::new(TlsIo::connect(cfg.clone(), name, out).await?),
@@ -96,8 +113,7 @@ impl Relay {
             Some(cfg) => records::Leg::tls(TlsIo::accept(cfg.clone(), inbound).await?)?,
             None => (records::Leg::Plain(inbound), records::Early::default()),
         };
-        let out = TcpStream::connect(self.target).await?;
-        out.set_nodelay(true)?;
+        let out = self.dial().await?;
         let name = ServerName::IpAddress(self.target.ip().into());
         let b = match &self.connect {
             Some(cfg) => records::Leg::tls(TlsIo::connect(cfg.clone(), name, out).await?)?,
@@ -386,6 +402,18 @@ async fn splice_both(a: TcpStream, b: TcpStream) -> std::io::Result<()> {
     .await
 }
 
+/// Listens on `addr`; accepted sockets take `socket_buffer`'s buffers from the listener.
+fn listener(addr: SocketAddr, socket_buffer: Option<u32>) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    if let Some(bytes) = socket_buffer {
+        socket.set_send_buffer_size(bytes)?;
+        socket.set_recv_buffer_size(bytes)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (listen, target) =
@@ -396,15 +424,24 @@ fn main() -> Result<(), String> {
                     .into(),
             ),
         };
-    let mut relay = Relay { target, accept: None, connect: None, copy: false, records: false };
+    let mut relay = Relay { target, accept: None, connect: None, copy: false, records: false, socket_buffer: None };
     let mut rest = args[2..].iter();
     while let Some(flag) = rest.next() {
         if flag == "--copy" || flag == "--records" {
             (relay.copy, relay.records) = (relay.copy || flag == "--copy", relay.records || flag == "--records");
             continue;
         }
+        if flag == "--socket-buffer" {
+            let value = rest.next().ok_or("--socket-buffer takes BYTES")?;
+            let bytes: u32 = value.parse().map_err(|_| format!("--socket-buffer {value}: BYTES, 4096-16777216"))?;
+            if !(4096..=16 << 20).contains(&bytes) {
+                return Err(format!("--socket-buffer {value}: BYTES, 4096-16777216"));
+            }
+            relay.socket_buffer = Some(bytes);
+            continue;
+        }
         if flag != "--accept" && flag != "--connect" {
-            return Err(format!("{flag}: --accept, --connect, --copy or --records"));
+            return Err(format!("{flag}: --accept, --connect, --copy, --records or --socket-buffer"));
         }
         let value = rest.next().ok_or(format!("{flag} takes CA,CERT,KEY"))?;
         if flag == "--accept" {
@@ -416,9 +453,10 @@ fn main() -> Result<(), String> {
     if relay.records && (relay.copy || (relay.accept.is_none() && relay.connect.is_none())) {
         return Err("--records takes a TLS leg (--accept or --connect) and not --copy".into());
     }
+    let socket_buffer = relay.socket_buffer;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async move {
-        let listener = TcpListener::bind(listen).await.map_err(|e| format!("{listen}: {e}"))?;
+        let listener = listener(listen, socket_buffer).map_err(|e| format!("{listen}: {e}"))?;
         println!("ready");
         let relay = Arc::new(relay);
         loop {

@@ -87,19 +87,25 @@ def test_the_reference_relay_is_stated_beside_the_router_when_it_ran_and_left_ou
     assert got["one_hop"]["of_floor"] == 1.02
 
 
-def test_the_relay_that_copies_nothing_is_stated_on_two_hops_beside_the_other(ratios: Any) -> None:
-    # figures of 2026-11-30 18:00 (two_hop_ab.py, 7 rounds: direct 39.53, HAProxy 4.56, router 6.79, reference
-    # relay 6.90, the one moving records in place 8.24)
-    result = _result((38.42, 19.71, 21.41), (39.53, 4.56, 6.79), 2884)
+def test_the_relays_that_copy_nothing_are_stated_on_two_hops_beside_the_other(ratios: Any) -> None:
+    # figures of 2026-11-30 (two_hop_ab.py, 7 rounds: direct 40.7, HAProxy 4.41, router 6.66, the relay moving
+    # records in place 7.83, and with a window's bytes in flight 6.84; the copying relay of 18:00, 6.90)
+    result = _result((38.42, 19.71, 21.41), (40.7, 4.41, 6.66), 2884)
     result["two_hops"]["throughput"]["floor"] = {"gbit_per_s": 6.90}
     without = ratios(result)
-    result["two_hops"]["throughput"]["floor_records"] = {"gbit_per_s": 8.24}
+    result["two_hops"]["throughput"]["floor_records"] = {"gbit_per_s": 7.83}
+    result["two_hops"]["throughput"]["floor_window"] = {"gbit_per_s": 6.84}
     got = ratios(result)
     two = got["rust_over_haproxy"]["two_hops"]
     assert (two["of_floor_records"], two["floor_records_of_direct"], two["floor_records_over_haproxy"]) == \
-        (0.824, 0.208, 1.81)
-    added = {"of_floor_records", "floor_records_of_direct", "floor_records_over_haproxy"}
+        (0.851, 0.192, 1.78)
+    assert (two["of_floor_window"], two["floor_window_of_direct"], two["floor_window_over_haproxy"]) == \
+        (0.974, 0.168, 1.55)
+    added = {f"{a}{name}{b}" for name in ("floor_records", "floor_window")
+             for a, b in (("of_", ""), ("", "_of_direct"), ("", "_over_haproxy"))}
     assert {k: v for k, v in two.items() if k not in added} == without["rust_over_haproxy"]["two_hops"]
     assert got["goals_met"] == without["goals_met"], "a reference changes no verdict on the router"
     result["two_hops"]["throughput"]["floor_records"] = {"unavailable": "did not start"}
-    assert not added & set(ratios(result)["rust_over_haproxy"]["two_hops"])
+    left = set(ratios(result)["rust_over_haproxy"]["two_hops"])
+    assert not {"of_floor_records", "floor_records_of_direct", "floor_records_over_haproxy"} & left
+    assert "of_floor_window" in left, "one relay that could not start takes no other's figures with it"

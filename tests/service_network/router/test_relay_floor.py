@@ -110,8 +110,9 @@ def test_two_hops_carry_a_stream_over_mutual_tls_with_the_networks_certificates(
         assert _carry(relays.port, 1 << 20) == 1 << 20
 
 
+@pytest.mark.parametrize("socket_buffer", [None, 65536], ids=["autotuned", "fixed-socket-buffers"])
 def test_records_moved_in_place_carry_every_byte_both_ways_in_order(
-        bench: dict[str, ModuleType], tmp_path: Path) -> None:
+        bench: dict[str, ModuleType], tmp_path: Path, socket_buffer: int | None) -> None:
     # the relays that copy nothing in user space, ending at an echo backend: what comes back is what was sent,
     # written in pieces of every size (a byte, parts of a record, several records) and read while it is written
     rb = bench["rb"]
@@ -124,9 +125,12 @@ def test_records_moved_in_place_carry_every_byte_both_ways_in_order(
     try:
         docs = bench["db"]._two_hop_documents(tmp_path / "certs", HOSTS, echo)
         with contextlib.ExitStack() as stack:
-            relays = bench["rf"].start(stack, "two_hops", HOSTS, echo, docs, records=True)
+            relays = bench["rf"].start(stack, "two_hops", HOSTS, echo, docs, records=True,
+                                       socket_buffer=socket_buffer)
             for pid in relays.pids.values():
-                assert b"--records" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                assert b"--records" in argv
+                assert (b"--socket-buffer" in argv) == (socket_buffer is not None), argv
             with socket.create_connection((HOSTS["west"], relays.port), timeout=patience(30)) as s:
                 got = bytearray()
 
@@ -223,7 +227,10 @@ def test_a_client_with_the_sites_certificate_gets_through_a_tls_hop(
     (["127.0.0.1:0", "127.0.0.1:1", "--accept", "/nonexistent/ca.crt,/x.crt,/x.key"], "/nonexistent/ca.crt"),
     (["127.0.0.1:0", "127.0.0.1:1", "--accept", "just-one"], "CA,CERT,KEY"),
     (["127.0.0.1:0", "127.0.0.1:1", "--connect"], "--connect takes CA,CERT,KEY"),
-    (["127.0.0.1:0", "127.0.0.1:1", "--sideways"], "--accept, --connect, --copy or --records"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--sideways"], "--accept, --connect, --copy, --records or --socket-buffer"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--socket-buffer", "12"], "--socket-buffer 12: BYTES, 4096-16777216"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--socket-buffer", "lots"], "--socket-buffer lots: BYTES"),
+    (["127.0.0.1:0", "127.0.0.1:1", "--socket-buffer"], "--socket-buffer takes BYTES"),
     (["127.0.0.1:0", "127.0.0.1:1", "--records"], "--records takes a TLS leg"),
     (["127.0.0.1:0"], "usage: relay_floor LISTEN TARGET"),
 ])
