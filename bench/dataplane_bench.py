@@ -106,7 +106,8 @@ HOSTS = {"haproxy": {"west": "127.0.70.200", "middle": "127.0.71.200", "east": "
          "floor_records": {"west": "127.0.66.201", "middle": "127.0.67.201", "east": "127.0.68.201"},
          "floor_window": {"west": "127.0.66.202", "middle": "127.0.67.202", "east": "127.0.68.202"}}
 #: the socket buffers (``SO_SNDBUF``, ``SO_RCVBUF``; Linux doubles them, 128 KiB each) that bound the bytes in flight
-#: between two of ``floor_window``'s relays to about what a link's per-stream window (256 KiB) lets a router have
+#: between two of ``floor_window``'s relays to about what a link's per-stream window (256 KiB) lets a router have (the
+#: TLS legs only: the client's and the sink's sockets keep TCP's autotuning, as they do with the routers)
 WINDOW_SOCKET_BUFFER = 65536
 #: the reference relays of each topology, by side name: (``relay_floor.start``'s keyword options); on two hops also the
 #: one that copies nothing in user space, with TCP's autotuned buffers and with bytes in flight bounded like a window
@@ -500,7 +501,7 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
             ratio["throughput"] = t["rust"]["gbit_per_s"] / t["haproxy"]["gbit_per_s"]
             ratio["of_direct"] = t["rust"]["gbit_per_s"] / t["direct"]["gbit_per_s"]
             ratio["cpu_per_gb"] = t["rust"]["router_cpu_seconds_per_gb"] / t["haproxy"]["router_cpu_seconds_per_gb"]
-            for name in FLOORS["two_hops"]:
+            for name in FLOORS.get(topology, {}):
                 # the reference relays (relay_floor.py): the router's building blocks without its design; with
                 # records moved in place, the least a TLS relay does per byte (with TCP's buffers, then a window's)
                 if "gbit_per_s" in t.get(name, {}):

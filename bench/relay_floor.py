@@ -10,8 +10,9 @@ relays copying plain TCP), the stream it carries is what the router's building b
 the router's design; the router's share of it is what that design costs or gains. A reference, not a bound: a relay
 built otherwise may do better. Not a router either: one TLS connection per client connection, which is not how sites
 link. With ``records`` the two hops' relays copy nothing in user space (each TLS record opened and sealed where it was
-read, a client's bytes read straight into the records they travel in): the least per byte a relay with TLS in user
-space can do, so what it carries is the nearest this machine comes to a bound for two TLS hops.
+read, a client's bytes read straight into the records they travel in): besides the kernel's copies and the cipher,
+which no relay with TLS in user space avoids here, it does next to nothing per byte; still a reference, not a bound
+(another event loop may leave fewer of the CPUs idle).
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ def start(stack: contextlib.ExitStack | contextlib.AsyncExitStack, topology: str
     ``stack``. Two hops take their certificates from ``docs``, the routers' documents of a two-hop network
     (``dataplane_bench._two_hop_documents``). ``copy``: one hop copied through user space rather than spliced.
     ``records``: two hops move whole TLS records, opened and sealed in place (no copy in user space).
-    ``socket_buffer``: every socket's send and receive buffers fixed at that many bytes (no autotuning), bounding what
-    is in flight between two relays as a link's per-stream window does between two routers.
+    ``socket_buffer``: the send and receive buffers of the sockets between two relays (the TLS legs) fixed at that
+    many bytes (no autotuning), bounding what is in flight between them as a link's per-stream window does between
+    two routers; the client's and the sink's sockets keep TCP's autotuning.
     ValueError for a topology or option it has no relays for; RuntimeError says which relay did not start and why
     (the ones started before it are stopped)."""
     ports = {name: rb._free_port(hosts[name]) for name in ("west", "middle", "east")}

@@ -12,7 +12,8 @@ KiB, unless ``bufferSize=`` says otherwise); or ``direct`` (the sink itself, no 
 (``relay_floor.py``: a minimal reference relay in the routers' places, the router's splice and TLS code and nothing of
 its design; ``floor:topology=one_hop,copy=1`` copies one hop instead of splicing it; ``floor:records=1`` moves two
 hops' TLS records in place, with no copy in user space; ``socketBuffer=BYTES`` fixes every relay socket's buffers,
-bounding what is in flight between two relays as a link's window does). ``--topology one_hop``: each
+bounding what is in flight between two relays as a link's window does; the client's and the sink's sockets keep
+TCP's autotuning). ``--topology one_hop``: each
 network is West alone with a Listener and a local Connector, plain TCP (the spliced relay). ``--topology
 plain_chain``: the two-hop path's five processes and four loopback connections with nothing on the hops but TCP (each
 router's Listener to a Connector whose target is the next router's Listener): what the machine carries through that
@@ -73,7 +74,7 @@ def parse_side(text: str) -> tuple[str, str | None, dict[str, Any]]:
             settings[key] = value
             continue
         if engine == "floor":
-            if key == "socketBuffer" and value.isdigit() and 4096 <= int(value) <= 16 << 20:
+            if key == "socketBuffer" and value.isascii() and value.isdigit() and 4096 <= int(value) <= 16 << 20:
                 settings["socket_buffer"] = int(value)
                 continue
             if key not in ("copy", "records") or value not in ("0", "1"):

@@ -10,17 +10,19 @@
 //! `--records`: TLS legs move whole TLS 1.3 records instead, each opened and sealed in place in one buffer by the
 //! router's record layer (`tlsrec`): a client's bytes are read straight into the records they will travel in, a
 //! middle relay re-seals each record where it was opened, and the last writes the opened contents out from where
-//! they are (one vectored write). No byte is copied in user space besides the kernel's own copies and the cipher:
-//! the least work any relay with TLS in user space can do per byte, which a router that multiplexes many streams on
-//! one link cannot match.
+//! they are (one vectored write). The content of a record is copied in user space only when a record before it in
+//! the same read was not data (it is moved over it: the KeyUpdate of the handover, once per connection) and for what
+//! arrived with the handshake; besides that only the kernel's own copies and the cipher touch each byte. A record
+//! the record layer refuses ends the connection (no alert: the other direction may be writing on that socket).
 //!
-//! `--socket-buffer BYTES`: every socket's send and receive buffers fixed (the kernel's autotuning off), which bounds
-//! the bytes in flight between two relays as a link's per-stream window bounds them between two routers.
+//! `--socket-buffer BYTES`: the send and receive buffers of the sockets between two relays (the TLS legs: the
+//! listener's with `--accept`, the dialed one's with `--connect`) fixed, the kernel's autotuning off, which bounds the
+//! bytes in flight between two relays as a link's per-stream window bounds them between two routers.
 //!
 //! `relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records]
-//! [--socket-buffer BYTES]`; prints `ready` once it listens. Loopback only: LISTEN and TARGET must be loopback addresses (127.0.0.0/8 or ::1). Both legs plain are
-//! spliced unless `--copy`; a splice the kernel refuses fails the connection (no fallback to copying: loopback TCP
-//! sockets always splice).
+//! [--socket-buffer BYTES]`; prints `ready` once it listens. Loopback only: LISTEN and TARGET must be loopback
+//! addresses (127.0.0.0/8 or ::1). Both legs plain are spliced unless `--copy`; a splice the kernel refuses fails the
+//! connection (no fallback to copying: loopback TCP sockets always splice).
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Shutdown, SocketAddr};
@@ -65,17 +67,17 @@ struct Relay {
     copy: bool,
     /// TLS legs move whole records, opened and sealed in place (`records` below).
     records: bool,
-    /// Every socket's send and receive buffer (`SO_SNDBUF`, `SO_RCVBUF`) instead of the kernel's autotuning: bounds
+    /// The TLS legs' send and receive buffers (`SO_SNDBUF`, `SO_RCVBUF`) instead of the kernel's autotuning: bounds
     /// the bytes in flight between two relays, as a link's per-stream window bounds them between two routers.
     socket_buffer: Option<u32>,
 }
 
 impl Relay {
-    /// Connects to the target (with `socket_buffer`'s buffers, set before the handshake so that the window scale
-    /// follows them).
+    /// Connects to the target (a TLS leg with `socket_buffer`'s buffers, set before the handshake so that the window
+    /// scale follows them).
     async fn dial(&self) -> io::Result<TcpStream> {
         let socket = if self.target.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-        if let Some(bytes) = self.socket_buffer {
+        if let (Some(bytes), Some(_)) = (self.socket_buffer, &self.connect) {
             socket.set_send_buffer_size(bytes)?;
             socket.set_recv_buffer_size(bytes)?;
         }
@@ -120,8 +122,16 @@ impl Relay {
             None => (records::Leg::Plain(out), records::Early::default()),
         };
         let ((a, a_early), (b, b_early)) = (a, b);
-        tokio::try_join!(records::pump(&a, a_early, &b), records::pump(&b, b_early, &a))?;
-        Ok(())
+        let carried = tokio::try_join!(records::pump(&a, a_early, &b), records::pump(&b, b_early, &a));
+        if carried.is_err() {
+            // a plain peer learns of a connection cut short by a reset, not a clean end
+            for leg in [&a, &b] {
+                if let records::Leg::Plain(s) = leg {
+                    let _ = SockRef::from(s).set_linger(Some(std::time::Duration::ZERO));
+                }
+            }
+        }
+        carried.map(|_| ())
     }
 }
 
@@ -279,6 +289,10 @@ mod records {
                 if !early.plain.is_empty() {
                     send_copied(to, &early.plain).await?;
                 }
+                // a close_notify read with the handshake's last flight ended the stream already
+                if records.lock().unwrap().peer_closed() {
+                    return finish(to).await;
+                }
                 tls_in(s, records, early.unread, to).await
             }
         }
@@ -323,18 +337,7 @@ mod records {
             let mut closed = false;
             ranges.clear();
             while !closed {
-                let opened = records.lock().unwrap().open(&mut buf[start..end]);
-                let opened = match opened {
-                    Ok(opened) => opened,
-                    Err(r) => {
-                        // the alert the record layer names goes back, if the socket takes it now (best effort)
-                        let mut out = [0u8; sealed_len(2)];
-                        if let Some(Ok(n)) = r.alert.map(|a| records.lock().unwrap().seal_alert(&mut out, a)) {
-                            let _ = from.try_write(&out[..n]);
-                        }
-                        return Err(refused(r));
-                    }
-                };
+                let opened = records.lock().unwrap().open(&mut buf[start..end]).map_err(refused)?;
                 let Some((used, opened)) = opened else { break };
                 let at = start;
                 start += used;
@@ -402,7 +405,7 @@ async fn splice_both(a: TcpStream, b: TcpStream) -> std::io::Result<()> {
     .await
 }
 
-/// Listens on `addr`; accepted sockets take `socket_buffer`'s buffers from the listener.
+/// Listens on `addr`; accepted sockets take `socket_buffer`'s buffers from the listener (given for a TLS leg).
 fn listener(addr: SocketAddr, socket_buffer: Option<u32>) -> io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
@@ -420,7 +423,8 @@ fn main() -> Result<(), String> {
         match &args[..] {
             [l, t, ..] => (loopback(l)?, loopback(t)?),
             _ => return Err(
-                "usage: relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records]"
+                "usage: relay_floor LISTEN TARGET [--accept CA,CERT,KEY] [--connect CA,CERT,KEY] [--copy | --records] \
+                 [--socket-buffer BYTES]"
                     .into(),
             ),
         };
@@ -453,7 +457,7 @@ fn main() -> Result<(), String> {
     if relay.records && (relay.copy || (relay.accept.is_none() && relay.connect.is_none())) {
         return Err("--records takes a TLS leg (--accept or --connect) and not --copy".into());
     }
-    let socket_buffer = relay.socket_buffer;
+    let socket_buffer = relay.socket_buffer.filter(|_| relay.accept.is_some());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let listener = listener(listen, socket_buffer).map_err(|e| format!("{listen}: {e}"))?;

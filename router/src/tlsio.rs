@@ -1121,36 +1121,81 @@ mod tests {
         both_ways(client, server).await;
     }
 
-    #[tokio::test]
-    async fn a_tls13_connection_comes_apart_with_what_was_received_and_tls12_stays_whole() {
-        let (c, s) = configs();
-        let (a, b) = tokio::io::duplex(64 * 1024);
-        let (client, server) = tokio::join!(TlsIo::connect(c, name(), a), TlsIo::accept(s, b));
-        let (mut client, server) = (client.expect("client"), server.expect("server"));
-        // records the server has received and not read yet travel with its parts
-        client.write_all(b"early bytes").await.expect("write");
-        client.flush().await.expect("flush");
-        tokio::task::yield_now().await;
-        let mut parts = server.into_parts().map_err(|_| "kept whole").expect("a TLS 1.3 server comes apart");
-        let mut wire = parts.plain.clone();
-        let mut unread = parts.unread.clone();
-        if unread.is_empty() {
-            let mut buf = vec![0u8; 4096];
-            let n = parts.io.read(&mut buf).await.expect("read");
-            unread.extend_from_slice(&buf[..n]);
+    /// A server's socket whose reads after the first wait until `open` is set: what the client sends after its
+    /// handshake then arrives with the client's last flight, in one read.
+    struct Gated {
+        io: DuplexStream,
+        reads: usize,
+        open: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl AsyncRead for Gated {
+        fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+            let me = self.get_mut();
+            if me.reads > 0 && !me.open.load(std::sync::atomic::Ordering::Acquire) {
+                // polled again by the test once the gate opens
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut me.io).poll_read(cx, buf))?;
+            me.reads += usize::from(buf.filled().len() > before);
+            Poll::Ready(Ok(()))
         }
-        let (n, opened) = parts.records.open(&mut unread).expect("open").expect("a whole record");
-        let Opened::Data(range) = opened else { panic!("application data expected, got {opened:?}") };
-        wire.extend_from_slice(&unread[range]);
-        assert_eq!((n, wire.as_slice()), (unread.len(), &b"early bytes"[..]));
-        // and the other way: a record sealed in place by the parts is read by the client
+    }
+
+    impl AsyncWrite for Gated {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.get_mut().io).poll_write(cx, data)
+        }
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tls13_connection_comes_apart_with_what_arrived_with_its_handshake_and_tls12_stays_whole() {
+        let (c, s) = configs();
+        let (a, b) = tokio::io::duplex(256 * 1024);
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let gated = Gated { io: b, reads: 0, open: open.clone() };
+        // the client finishes its handshake, sends data and its close_notify before the server reads its last flight
+        let client = async {
+            let mut client = TlsIo::connect(c, name(), a).await.expect("client");
+            client.write_all(b"early bytes").await.expect("write");
+            client.shutdown().await.expect("close_notify");
+            open.store(true, std::sync::atomic::Ordering::Release);
+            client
+        };
+        let (mut client, server) = tokio::join!(client, TlsIo::accept(s, gated));
+        let mut parts = server.expect("server").into_parts().map_err(|_| "kept whole").expect("comes apart");
+        assert!(!parts.unread.is_empty() || !parts.plain.is_empty(), "the data came with the handshake");
+        // nothing is lost at the handover: the plaintext rustls opened, then the records left, then the end
+        let mut got = parts.plain.clone();
+        let mut unread = parts.unread.clone();
+        let (mut at, mut closed) = (0, parts.records.peer_closed());
+        while let Some((n, opened)) = parts.records.open(&mut unread[at..]).expect("open") {
+            match opened {
+                Opened::Data(range) => got.extend_from_slice(&unread[at + range.start..at + range.end]),
+                Opened::Closed => closed = true,
+                Opened::Handled => {}
+            }
+            at += n;
+        }
+        assert_eq!((got.as_slice(), at, closed), (&b"early bytes"[..], unread.len(), true));
+        // and the other way: a record sealed in place by the parts is read by the client, then the server's end
         let mut record = vec![0u8; tlsrec::sealed_len(5)];
         record[tlsrec::HEADER..tlsrec::HEADER + 5].copy_from_slice(b"hello");
         let n = parts.records.seal_in_place(&mut record, 5).expect("seal");
         parts.io.write_all(&record[..n]).await.expect("send");
-        let mut back = [0u8; 5];
-        client.read_exact(&mut back).await.expect("client reads");
-        assert_eq!(&back, b"hello");
+        let n = parts.records.seal_alert(&mut record, tlsrec::alert::CLOSE_NOTIFY).expect("close_notify");
+        parts.io.write_all(&record[..n]).await.expect("send the end");
+        let mut back = Vec::new();
+        client.read_to_end(&mut back).await.expect("client reads to a clean end");
+        assert_eq!(back, b"hello");
 
         let (c, s) = configs_for(&[&rustls::version::TLS12], true);
         let (a, b) = tokio::io::duplex(64 * 1024);
