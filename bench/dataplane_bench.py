@@ -26,7 +26,9 @@ in user space (each TLS record opened and sealed where it was read: the least pe
 does), with ``of_floor_records``, ``floor_records_of_direct`` and ``floor_records_over_haproxy``, and ``floor_window``,
 the same relay with every socket's buffers fixed (``WINDOW_SOCKET_BUFFER``) so that the bytes in flight between two
 relays are about what a link's per-stream window lets a router have, with ``of_floor_window`` and the others. A floor
-that cannot start or fails a run is reported as unavailable.
+that cannot start or fails a run is reported as unavailable. ``goals_beside_references`` puts each goal set as a share
+of direct beside what those relays carried in the same run (one hop: ``floor``; two hops: ``floor_window``, then
+``floor_records``): their share of direct, whether they met the goal, and the router's share of theirs.
 
 Goals (issue 21), as ratios to HAProxy in the same run: two hops: new connections/s >= 5x, router CPU per new
 connection <= 1/5, throughput >= 1x with router CPU per GB <= 1x; one hop: throughput >= 0.9x, new connections/s >=
@@ -546,7 +548,19 @@ def _ratios(result: dict[str, Any]) -> dict[str, Any]:
         met["memory_per_connection_le_4_kib"] = memory["bytes_per_connection_per_router"] <= 4 * 1024
     if "idle_links" in result:
         met["memory_per_idle_link_le_2_mib"] = result["idle_links"]["bytes_per_idle_link"] <= 2 * 1024 * 1024
-    return {"rust_over_haproxy": goals, "goals_met": met}
+    # beside the goals set as shares of direct, what the reference relays that copy nothing carried in the same run:
+    # spliced on one hop; on two hops with a window's bytes in flight (the bound the router keeps), then with TCP's
+    beside: dict[str, Any] = {}
+    for key, shares, goal, names in (("one_hop_throughput_ge_60_pct_of_direct", one, 0.6, ("floor",)),
+                                     ("two_hops_throughput_ge_20_pct_of_direct", two, 0.2,
+                                      ("floor_window", "floor_records"))):
+        found = {name: {"of_direct": round(shares[f"{name}_of_direct"], 3),
+                        "meets_goal": shares[f"{name}_of_direct"] >= goal,
+                        "router_of_it": round(shares[f"of_{name}"], 3)}
+                 for name in names if f"{name}_of_direct" in shares}
+        if found:
+            beside[key] = {"router_of_direct": round(shares["of_direct"], 3), **found}
+    return {"rust_over_haproxy": goals, "goals_met": met, "goals_beside_references": beside}
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:

@@ -92,6 +92,7 @@ def test_the_relays_that_copy_nothing_are_stated_on_two_hops_beside_the_other(ra
     # records in place 7.83, and with a window's bytes in flight 6.84; the copying relay of 18:00, 6.90)
     result = _result((38.42, 19.71, 21.41), (40.7, 4.41, 6.66), 2884)
     result["two_hops"]["throughput"]["floor"] = {"gbit_per_s": 6.90}
+    result["one_hop"]["throughput"]["floor"] = {"gbit_per_s": 20.99}
     without = ratios(result)
     result["two_hops"]["throughput"]["floor_records"] = {"gbit_per_s": 7.83}
     result["two_hops"]["throughput"]["floor_window"] = {"gbit_per_s": 6.84}
@@ -105,6 +106,13 @@ def test_the_relays_that_copy_nothing_are_stated_on_two_hops_beside_the_other(ra
              for a, b in (("of_", ""), ("", "_of_direct"), ("", "_over_haproxy"))}
     assert {k: v for k, v in two.items() if k not in added} == without["rust_over_haproxy"]["two_hops"]
     assert got["goals_met"] == without["goals_met"], "a reference changes no verdict on the router"
+    # beside the goal, what the relays carried: the window-bounded one first, then the one with TCP's buffers
+    assert got["goals_beside_references"]["two_hops_throughput_ge_20_pct_of_direct"] == {
+        "router_of_direct": 0.164,
+        "floor_window": {"of_direct": 0.168, "meets_goal": False, "router_of_it": 0.974},
+        "floor_records": {"of_direct": 0.192, "meets_goal": False, "router_of_it": 0.851}}
+    assert "two_hops_throughput_ge_20_pct_of_direct" not in without["goals_beside_references"]
+    assert without["goals_beside_references"]["one_hop_throughput_ge_60_pct_of_direct"]["floor"]["meets_goal"] is False
     result["two_hops"]["throughput"]["floor_records"] = {"unavailable": "did not start"}
     left = set(ratios(result)["rust_over_haproxy"]["two_hops"])
     assert not {"of_floor_records", "floor_records_of_direct", "floor_records_over_haproxy"} & left
