@@ -37,7 +37,7 @@ use snrouter::tls;
 use snrouter::tlsio::TlsIo;
 use snrouter::tlsrec::{self, alert, sealed_len, Opened, Records, HEADER, MAX_CONTENT};
 use socket2::SockRef;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 const BUFFER: usize = 256 * 1024;
@@ -76,11 +76,7 @@ impl Relay {
     /// Connects to the target (a TLS leg with `socket_buffer`'s buffers, set before the handshake so that the window
     /// scale follows them).
     async fn dial(&self) -> io::Result<TcpStream> {
-        let socket = if self.target.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-        if let (Some(bytes), Some(_)) = (self.socket_buffer, &self.connect) {
-            socket.set_send_buffer_size(bytes)?;
-            socket.set_recv_buffer_size(bytes)?;
-        }
+        let socket = socket(self.target, self.socket_buffer.filter(|_| self.connect.is_some()))?;
         let out = socket.connect(self.target).await?;
         out.set_nodelay(true)?;
         Ok(out)
@@ -180,34 +176,20 @@ mod records {
         io::Error::new(io::ErrorKind::InvalidData, r.why)
     }
 
+    // Both directions share each socket by reference (`&TcpStream` is neither AsyncRead nor AsyncWrite), so the
+    // reads and writes go through tokio's readiness loop, `async_io`.
     async fn read(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            s.readable().await?;
-            match s.try_read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                done => return done,
-            }
-        }
+        s.async_io(Interest::READABLE, || s.try_read(buf)).await
     }
 
     async fn read_vectored(s: &TcpStream, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        loop {
-            s.readable().await?;
-            match s.try_read_vectored(bufs) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                done => return done,
-            }
-        }
+        s.async_io(Interest::READABLE, || s.try_read_vectored(bufs)).await
     }
 
     async fn write_all(s: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
         while !buf.is_empty() {
-            s.writable().await?;
-            match s.try_write(buf) {
-                Ok(n) => buf = &buf[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
+            let n = s.async_io(Interest::WRITABLE, || s.try_write(buf)).await?;
+            buf = &buf[n..];
         }
         Ok(())
     }
@@ -216,12 +198,8 @@ mod records {
         let mut slices: Vec<IoSlice<'_>> = ranges.iter().map(|r| IoSlice::new(&buf[r.clone()])).collect();
         let mut left: &mut [IoSlice<'_>] = &mut slices;
         while !left.is_empty() {
-            s.writable().await?;
-            match s.try_write_vectored(left) {
-                Ok(n) => IoSlice::advance_slices(&mut left, n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
-            }
+            let n = s.async_io(Interest::WRITABLE, || s.try_write_vectored(left)).await?;
+            IoSlice::advance_slices(&mut left, n);
         }
         Ok(())
     }
@@ -405,14 +383,20 @@ async fn splice_both(a: TcpStream, b: TcpStream) -> std::io::Result<()> {
     .await
 }
 
-/// Listens on `addr`; accepted sockets take `socket_buffer`'s buffers from the listener (given for a TLS leg).
-fn listener(addr: SocketAddr, socket_buffer: Option<u32>) -> io::Result<TcpListener> {
+/// A socket for `addr`'s family, with `buffer` as its send and receive buffers when given.
+fn socket(addr: SocketAddr, buffer: Option<u32>) -> io::Result<TcpSocket> {
     let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-    socket.set_reuseaddr(true)?;
-    if let Some(bytes) = socket_buffer {
+    if let Some(bytes) = buffer {
         socket.set_send_buffer_size(bytes)?;
         socket.set_recv_buffer_size(bytes)?;
     }
+    Ok(socket)
+}
+
+/// Listens on `addr`; accepted sockets take `socket_buffer`'s buffers from the listener (given for a TLS leg).
+fn listener(addr: SocketAddr, socket_buffer: Option<u32>) -> io::Result<TcpListener> {
+    let socket = socket(addr, socket_buffer)?;
+    socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(1024)
 }
