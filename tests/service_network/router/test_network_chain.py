@@ -42,8 +42,9 @@ async def test_client_at_west_reaches_backend_at_east_over_two_links(net, start_
     await sender
     assert hashlib.sha256(echoed).digest() == hashlib.sha256(payload).digest()
     writer.close()
-    # the middle router forwards in transit (it has no Listener or Connector for the key)
-    assert middle.routes() == {"backend": {"to-east": 1}}
+    # the middle router forwards in transit (it has no Listener or Connector for the key); its adaptor's status is
+    # the router's as last polled, so it is waited for like west's
+    await wait_until(lambda: middle.routes() == {"backend": {"to-east": 1}}, within=10, what="middle's route to east")
     assert west.link_status("to-middle")["up"] and west.link_status("to-middle")["remoteSite"]["name"] == "middle"
 
 
