@@ -103,9 +103,16 @@ async def test_metrics_health_and_readiness_endpoints(env: Env) -> None:
             assert resp.status == 200
         async with session.get(f"{base}/readyz") as resp:
             assert resp.status == 200
-        async with session.get(f"{base}/metrics") as resp:
-            assert resp.status == 200
-            text = await resp.text()
+
+        async def settled() -> str | None:
+            # the gauges are read from the cache and the queue when scraped: they follow the objects waited for
+            # above once the watch has brought them and the reconciles they caused are done
+            async with session.get(f"{base}/metrics") as resp:
+                assert resp.status == 200
+                text = await resp.text()
+            quiet = "listener_operator_queue_depth 0.0" in text and "listener_operator_listeners_ready 1.0" in text
+            return text if quiet else None
+        text = await env.wait_for(settled)
     assert 'listener_operator_reconciles_total{result="success"}' in text
     assert 'listener_operator_reconcile_errors_total{reason="NoListenerClass"}' in text
     assert "listener_operator_reconcile_duration_seconds_bucket" in text

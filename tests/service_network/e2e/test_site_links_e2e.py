@@ -111,16 +111,24 @@ async def test_link_status_matched_and_traffic_follow_the_remote_site(env: SiteE
     name, _, writer = await wait_until(lambda: _greeting(ip, port), 5, "connection reaches East")
     writer.close()
     assert name == "east-pod-1"
-    site = (await env.get("Site", "west"))["status"]
+    # the Site's status is written after the Listener's in the same pass: waited for, not assumed
+    east_services = [{"routingKey": "backend", "connectors": ["backend-east@east-pod-1"]}]
+
+    async def site_sees_east() -> dict[str, Any] | None:
+        site = (await env.get("Site", "west")).get("status") or {}
+        network = site.get("network") or []
+        return site if len(network) == 2 and network[1].get("services") == east_services else None
+    site = await env.wait_for(site_sees_east, 10, "West's Site lists East with its connector")
     assert site["sitesInNetwork"] == 2
     west_record, east_record = site["network"]
     assert west_record["links"] == [{"name": "to-east", "operational": True, "remoteSiteId": "east-uid",
                                      "remoteSiteName": "east"}]
-    assert east_record["name"] == "east" and east_record["services"] == [
-        {"routingKey": "backend", "connectors": ["backend-east@east-pod-1"]}]
+    assert east_record["name"] == "east" and east_record["services"] == east_services
 
-    # nothing changes: the router writes nothing more
-    before = (await network_status(env))["resourceVersion"]
+    # nothing changes: the router writes nothing more (once its published status lists the bound Listener, which
+    # the adaptor polls for a moment after the route)
+    before = (await env.wait_for(lambda: _with(network_status(env), lambda s: "backend" in (s.get("listening") or [])),
+                                 10, "published status lists the bound Listener"))["resourceVersion"]
     await asyncio.sleep(2.5)
     assert (await network_status(env))["resourceVersion"] == before
 

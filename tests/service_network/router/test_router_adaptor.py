@@ -26,6 +26,7 @@ from router_support import (
     who,
 )
 
+from kubesim.testing.patience import patience
 from service_network.router.rust_adaptor import RustAdaptor
 from service_network.router.sources import ConfigSnapshot, FileConfigSource
 
@@ -69,7 +70,7 @@ async def test_file_changes_are_applied_and_metrics_count_connections_and_bytes(
         t0 = time.monotonic()
         _write(config_file, document(listeners=[listener], connectors=target_connectors("backend", [pod])))
         name, reader, writer = await wait_until(lambda: _try_who(host, port), within=2.0, what="target applied")
-        assert name == "pod-a" and time.monotonic() - t0 < 2.0
+        assert name == "pod-a" and time.monotonic() - t0 < patience(2.0)     # stretched on a busy machine
 
         writer.write(b"x" * 1000)
         assert await asyncio.wait_for(reader.readexactly(1000), 5) == b"x" * 1000

@@ -61,6 +61,7 @@ async def test_publisher_writes_only_on_change_and_only_its_key(sim: KubeSim) ->
         written = await wait_until(lambda: _key(sim, "skupper-router.json"), 10, "status written")
         assert json.loads(written) == status and written == status_text(status)
         assert (await data(sim) or {})["skupper-router-2.json"] == "{}"
+        await wait_until(lambda: publisher.writes >= 1, 10, "write 1 counted")   # counted once its answer came back
         assert publisher.writes == 1
 
         # asked again with the same status: nothing written
@@ -73,6 +74,7 @@ async def test_publisher_writes_only_on_change_and_only_its_key(sim: KubeSim) ->
         status = {**status, "sites": [{"name": "west"}, {"name": "east"}]}
         publisher.changed()
         await wait_until(lambda: _key(sim, "skupper-router.json", status_text(status)), 10, "new status")
+        await wait_until(lambda: publisher.writes >= 2, 10, "write 2 counted")   # counted once its answer came back
         assert publisher.writes == 2
 
         # someone removes the key: restored
@@ -81,6 +83,7 @@ async def test_publisher_writes_only_on_change_and_only_its_key(sim: KubeSim) ->
         await sim.api.update("configmaps", current)
         await wait_until(lambda: _key(sim, "skupper-router.json", status_text(status)), 10, "key restored")
         assert (await data(sim) or {})["skupper-router-2.json"] == "{}"
+        await wait_until(lambda: publisher.writes >= 3, 10, "write 3 counted")   # counted once its answer came back
         assert publisher.writes == 3
     finally:
         task.cancel()

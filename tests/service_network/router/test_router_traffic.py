@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 from router_support import (
+    FileRouter,
     apply,
     closed_by_peer,
     connect,
@@ -23,6 +24,8 @@ from router_support import (
     who,
 )
 
+from kubesim.testing.patience import patience
+
 
 def _listener(host: str, port: int, key: str = "backend", name: str = "backend") -> dict:
     return {"name": name, "routingKey": key, "host": host, "port": port}
@@ -35,14 +38,14 @@ async def test_no_target_refuses_then_target_added_accepts_within_2s(state_dir, 
     async with running_router(state_dir, doc) as router:
         started = time.monotonic()
         assert await refused(host, port)
-        assert time.monotonic() - started < 1.0, "refusal must be immediate, not a hang in the backlog"
+        assert time.monotonic() - started < patience(1.0), "refusal must be immediate, not a hang in the backlog"
 
         backend = await start_backend("pod-a")
         t0 = time.monotonic()
         await apply(router, document(listeners=[_listener(host, port)],
                                      connectors=target_connectors("backend", [backend])))
         name, reader, writer = await wait_until(lambda: _try_who(host, port), within=2.0, what="listener accepts")
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < patience(2.0)      # the 2 s, stretched on a busy machine as the wait is
         assert name == "pod-a"
         writer.write(b"ping")
         assert await asyncio.wait_for(reader.readexactly(4), 5) == b"ping"
@@ -66,12 +69,17 @@ async def _try_who(host: str, port: int):
         return None
 
 
+async def _open_at(router: FileRouter, target: str, n: int) -> bool:
+    """The router counts ``n`` connections open to ``target``."""
+    return await router.metric("service_network_connector_connections_open", f'target="{target}"') == n
+
+
 async def test_new_connections_go_to_the_target_with_fewest_open_connections(state_dir, start_backend):
     host = loopback()
     port = free_port(host)
     pods = [await start_backend(f"pod-{i}") for i in range(3)]
     doc = document(listeners=[_listener(host, port)], connectors=target_connectors("backend", pods))
-    async with running_router(state_dir, doc):
+    async with running_router(state_dir, doc) as router:
         held: dict[str, list] = {p.name: [] for p in pods}
         for _ in range(7):
             name, _, writer = await who(host, port)
@@ -80,11 +88,11 @@ async def test_new_connections_go_to_the_target_with_fewest_open_connections(sta
             held[name].append(writer)
         # load now 3/2/2 (some order); free two connections of one target: it must get the next connection
         busiest = max(held, key=lambda n: len(held[n]))
-        backend = next(p for p in pods if p.name == busiest)
         for w in held[busiest][:2]:
             w.close()
         del held[busiest][:2]
-        await wait_until(lambda: backend.open == len(held[busiest]), what="backend saw the closes")
+        # the router's own count (the backend's drops a moment before the router reads the backend's end)
+        await wait_until(lambda: _open_at(router, busiest, len(held[busiest])), what="the router saw the closes")
         name, _, writer = await who(host, port)
         assert name == busiest
         held[name].append(writer)

@@ -187,6 +187,16 @@ class NetRouter:
                 out.setdefault(route["routingKey"], {})[via["link"]] = via["cost"]
         return out
 
+    async def metric(self, name: str, labels: str) -> float:
+        """This router's metric ``name`` whose labels contain ``labels`` (0 when there is none), read from the router
+        now."""
+        assert self.adaptor is not None
+        text = await self.adaptor.plane.metrics_text()
+        for line in text.splitlines():
+            if line.startswith(f"{name}{{") and labels in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
     async def link_metric(self, metric: str, link: str) -> int:
         """A per-link counter of this router, e.g. ``streams`` or ``connections``, summed over the link's sessions
         (the metrics are refreshed every second)."""
