@@ -124,7 +124,7 @@ impl Forward {
             match me.choose(&open.key, Some(&from), &open.origin) {
                 None => tx.reset(ResetReason::NoRoute).await,
                 Some(Dest::Local(target)) => {
-                    let _load = LoadGuard::new(&target.open);
+                    let load = LoadGuard::new(&target.open);
                     match Box::pin(me.targets.dial(&target)).await {
                         None => tx.reset(ResetReason::DialFailed).await,
                         Some(io) => {
@@ -141,6 +141,8 @@ impl Forward {
                             let watch = pump::Watch::default();
                             let end =
                                 Box::pin(pump::socket_stream(io, tx, rx, me.buffer(), &counts, cancel, watch)).await;
+                            // the choice's count first: whoever sees the gauge drop may rely on the next choice seeing it
+                            drop(load);
                             me.targets.closed(&target, &counts, true, &open.origin, start_us, end == End::Closed);
                         }
                     }

@@ -506,7 +506,7 @@ impl Listeners {
         let mut clean = false;
         match dest {
             Dest::Local(target) => {
-                let _load = LoadGuard::new(&target.open);
+                let load = LoadGuard::new(&target.open);
                 match Box::pin(self.targets.dial(&target)).await {
                     Some(t) => {
                         self.targets.opened(&target, &self.id);
@@ -516,6 +516,8 @@ impl Listeners {
                         clean = end == End::Closed;
                         self.metrics.spliced_bytes.inc_by(counts.spliced.load(Ordering::Relaxed));
                         self.metrics.splice_refused.inc_by(counts.splice_refused.load(Ordering::Relaxed));
+                        // the choice's count first: whoever sees the gauge drop may rely on the next choice seeing it
+                        drop(load);
                         self.targets.closed(&target, &counts, false, &self.id, start_us, clean);
                     }
                     None => {
