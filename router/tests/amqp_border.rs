@@ -52,7 +52,7 @@ async fn our_router_dials_skrouterds_inter_router_listener() {
     })
     .await;
     border_both_ways(&net, &slot, &d, UP_ID, true).await;
-    through(back_port(&d), "up-echo", 64 * MIB).await;
+    through_to_skrouterd_target(back_port(&d), "up-echo", 64 * MIB).await;
     through(net.echo_port, "ours-echo", 64 * MIB).await;
 
     // skrouterd gone: the link says so, the key it served is no longer routed here
@@ -222,7 +222,7 @@ async fn a_far_router_of_ours_routes_through_the_border() {
     });
     assert_eq!(service.map(|v| v["upstream"].clone()), Some(json!(["up-c"])), "{status}");
     // a chain each way: east's Listener -> west -> skrouterd's target; skrouterd's listener -> west -> east's target
-    through(east_back, "up-echo", 4 * MIB).await;
+    through_to_skrouterd_target(east_back, "up-echo", 4 * MIB).await;
     through(net.echo_port, "ours-echo", 4 * MIB).await;
     stop(&east);
     until("skrouterd's tcpListener closes once east is gone", s, async || !accepts(net.echo_port).await).await;

@@ -43,7 +43,7 @@ async fn our_edge_link_reaches_skrouterds_edge_listener_and_carries_both_ways() 
     // keys both ways: skrouterd's tracking link told us back:8080 is reachable (it answers that link only on an
     // edge connection), our proxy link for echo:9090 opened its tcpListener; removed and back
     keys_both_ways(&net, &slot, &d, UP_ID, true).await;
-    through(back_port(&d), "up-echo", 64 * MIB).await;
+    through_to_skrouterd_target(back_port(&d), "up-echo", 64 * MIB).await;
     through(net.echo_port, "ours-echo", 64 * MIB).await;
     let status = network(&slot);
     assert_eq!(status["upstream"]["neighbours"], json!([]), "an edge runs no routing protocol: {status}");

@@ -67,8 +67,9 @@ async fn an_upstream_edges_listener_reaches_another_edges_connector_through_our_
 
     // A is told the key has a consumer (B's), opens its listener, and bytes go A -> ours -> B and back
     until("edge A's tcpListener for edge B's key accepts", &edge_a, async || accepts(a_listener).await).await;
-    through(a_listener, "edge-b-echo", 256 * 1024).await;
-    let clients: Vec<_> = (0..4).map(|i| tokio::spawn(through(a_listener, "edge-b-echo", 64 * 1024 + i))).collect();
+    through_to_skrouterd_target(a_listener, "edge-b-echo", 256 * 1024).await;
+    let clients: Vec<_> =
+        (0..4).map(|i| tokio::spawn(through_to_skrouterd_target(a_listener, "edge-b-echo", 64 * 1024 + i))).collect();
     for c in clients {
         c.await.unwrap();
     }

@@ -93,12 +93,12 @@ async fn an_upstream_edge_behind_our_interior_reaches_upstreams_interior_both_wa
     let log = s.log();
     assert!(mau_says(&log, "added to", &format!("M{AT_EDGE}")), "our MAU lists the edge's key:\n{log}");
     assert!(mau_says(&log, "added to", &format!("H{EDGE_ID}")), "our MAU lists the edge's summary:\n{log}");
-    through(at_interior_listener, "edge-echo", 256 * 1024).await;
+    through_to_skrouterd_target(at_interior_listener, "edge-echo", 256 * 1024).await;
 
     // the edge's listener for the interior's key: through our router to the interior's connector
     until("the edge's tcpListener for the interior's key accepts", &edge, async || accepts(at_edge_listener).await)
         .await;
-    through(at_edge_listener, "inter-echo", 256 * 1024).await;
+    through_to_skrouterd_target(at_edge_listener, "inter-echo", 256 * 1024).await;
     // both at once, several each way
     both_ways_at_once(at_interior_listener, "edge-echo", at_edge_listener, "inter-echo", 4).await;
 

@@ -228,8 +228,8 @@ async fn skrouterd_to_ours_to_skrouterd() {
     .await;
     until("a's tcpListener opens for b's key", &a, async || accepts(a_in).await).await;
     until("b's tcpListener opens for a's key", &b, async || accepts(b_in).await).await;
-    through(a_in, "b-echo", 4 * MIB).await;
-    through(b_in, "a-echo", 4 * MIB).await;
+    through_to_skrouterd_target(a_in, "b-echo", 4 * MIB).await;
+    through_to_skrouterd_target(b_in, "a-echo", 4 * MIB).await;
     // b gone: a's tcpListener closes again (the key was b's, never ours)
     drop(b);
     until("a's tcpListener closes once b is gone", &a, async || !accepts(a_in).await).await;
@@ -352,7 +352,7 @@ async fn skrouterd_restarted_our_link_redials_and_traffic_resumes() {
             accepts(up_in).await && bound(&slot, "l-0") && network(&slot)["links"][0]["up"] == json!(true)
         })
         .await;
-        through(our_in, "up-echo", MIB).await;
+        through_to_skrouterd_target(our_in, "up-echo", MIB).await;
         through(up_in, "ours-echo", MIB).await;
         drop(s);
         wait_for("our link is down", LIMIT, || network(&slot)["links"][0]["up"] == json!(false)).await;
@@ -381,7 +381,7 @@ async fn our_router_restarted_skrouterd_redials_and_traffic_resumes() {
             accepts(up_in).await && bound(&slot, "l-0")
         })
         .await;
-        through(our_in, "up-echo", MIB).await;
+        through_to_skrouterd_target(our_in, "up-echo", MIB).await;
         through(up_in, "ours-echo", MIB).await;
         stop(&slot);
         until("skrouterd's tcpListener closes while we are away", &s, async || !accepts(up_in).await).await;

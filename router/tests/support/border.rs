@@ -165,6 +165,43 @@ pub async fn through(port: u16, name: &str, n: usize) {
     }
 }
 
+/// [`through`] to a target that skrouterd's `tcpConnector` dials: the client half-closes only once the whole echo
+/// is back. skrouterd 3.5.1 loses the last bytes a target sends when the target closes while skrouterd holds those
+/// bytes read from its socket but not yet in the flow (its cut-through ring full, the link slower than the target)
+/// and skrouterd has already write-closed the target's socket: it ends the flow as if complete and frees them
+/// (`close_connection_XSIDE_IO`; `docs/dev/upstream-router-protocol.md` 3.6). Our client's half-close while the
+/// echo is in flight is what makes skrouterd write-close early, so these clients wait; the half-close in flight is
+/// tested where our router dials the target.
+pub async fn through_to_skrouterd_target(port: u16, name: &str, n: usize) {
+    let started = Instant::now();
+    let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut r, mut w) = s.into_split();
+    let writer = tokio::spawn(async move {
+        let mut at = 0;
+        while at < n {
+            let k = (n - at).min(64 * 1024);
+            w.write_all(&pattern(at, k)).await.unwrap();
+            at += k;
+        }
+        w
+    });
+    let greeting = format!("{name}\n");
+    let mut got = vec![0u8; greeting.len() + n];
+    let read = tokio::time::timeout(LIMIT * 4, r.read_exact(&mut got)).await;
+    assert!(matches!(read, Ok(Ok(_))), "{name} through port {port}: {read:?}");
+    assert!(got.starts_with(greeting.as_bytes()), "{name} answered: {:?}", String::from_utf8_lossy(&got[..40.min(n)]));
+    assert!(got[greeting.len()..] == pattern(0, n)[..], "{name}: the bytes echoed are ours");
+    let mut w = writer.await.unwrap();
+    w.shutdown().await.unwrap();
+    let mut tail = Vec::new();
+    let read = tokio::time::timeout(LIMIT, r.read_to_end(&mut tail)).await;
+    assert!(matches!(read, Ok(Ok(_))), "{name} through port {port} after our half-close: {read:?}");
+    assert_eq!(tail, b"done\n", "{name} said done after our half-close, and nothing more");
+    if n >= MIB {
+        eprintln!("{} MiB each way through port {port} ({name}) in {:?}", n / MIB, started.elapsed());
+    }
+}
+
 pub fn bound(slot: &snrouter::api::Slot, listener: &str) -> bool {
     router(slot).bound_listeners().iter().any(|(name, _)| name == listener)
 }
