@@ -100,7 +100,12 @@ async fn an_upstream_edge_behind_our_interior_reaches_upstreams_interior_both_wa
         .await;
     through_to_skrouterd_target(at_edge_listener, "inter-echo", 256 * 1024).await;
     // both at once, several each way
-    both_ways_at_once(at_interior_listener, "edge-echo", at_edge_listener, "inter-echo", 4).await;
+    both_ways_at_once(
+        (at_interior_listener, "edge-echo", DialedBy::Skrouterd),
+        (at_edge_listener, "inter-echo", DialedBy::Skrouterd),
+        4,
+    )
+    .await;
 
     // the edge goes: the interior hears our router no longer has its addresses, and closes its listener
     drop(edge);

@@ -21,7 +21,7 @@ use std::path::Path;
 use border::*;
 use serde_json::{json, Value};
 use support::*;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use upstream::Skrouterd;
 
@@ -391,12 +391,19 @@ async fn our_router_restarted_skrouterd_redials_and_traffic_resumes() {
 // ------------------------------------------------------------------------------------------------ 4. volume
 
 /// `n` bytes each way through `port` to the echo target `name`, checked as they come back (nothing held whole):
-/// the time it took.
-async fn bulk(port: u16, name: &str, n: usize) -> std::time::Duration {
+/// the time it took. The client half-closes when it has written everything, or, for a target skrouterd dials, once
+/// the echo is back ([`through_to_skrouterd_target`]).
+async fn bulk(port: u16, name: &str, n: usize, by: DialedBy) -> std::time::Duration {
     let started = std::time::Instant::now();
     let s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut r, mut w) = s.into_split();
-    let writer = tokio::spawn(async move { write_pattern(&mut w, n, 256 * 1024, |_| {}).await });
+    let writer = tokio::spawn(async move {
+        write_pattern_open(&mut w, n, 256 * 1024, |_| {}).await;
+        if by == DialedBy::Ours {
+            w.shutdown().await.unwrap();
+        }
+        w
+    });
     let greeting = format!("{name}\n");
     let mut head = vec![0u8; greeting.len()];
     r.read_exact(&mut head).await.unwrap();
@@ -412,10 +419,13 @@ async fn bulk(port: u16, name: &str, n: usize) -> std::time::Duration {
         assert!(buf[..k] == pattern(at, k)[..], "the bytes at {at} are ours");
         at += k;
     }
+    let mut w = writer.await.unwrap();
+    if by == DialedBy::Skrouterd {
+        w.shutdown().await.unwrap();
+    }
     let mut tail = vec![];
     tokio::time::timeout(LIMIT, r.read_to_end(&mut tail)).await.unwrap().unwrap();
     assert_eq!(tail, b"done\n", "{name} said done after our half-close");
-    writer.await.unwrap();
     started.elapsed()
 }
 
@@ -426,9 +436,9 @@ async fn a_gibibyte_each_way_through_a_mixed_path() {
     let Some(home) = upstream::home() else { return };
     let (pair, slot) = mixed_pair(&home).await;
     const GIB: usize = 1 << 30;
-    let t = bulk(pair.our_in, "up-echo", GIB).await;
+    let t = bulk(pair.our_in, "up-echo", GIB, DialedBy::Skrouterd).await;
     eprintln!("1 GiB each way, our Listener -> skrouterd's tcpConnector: {t:?}");
-    let t = bulk(pair.up_in, "ours-echo", GIB).await;
+    let t = bulk(pair.up_in, "ours-echo", GIB, DialedBy::Ours).await;
     eprintln!("1 GiB each way, skrouterd's tcpListener -> our Connector: {t:?}");
     stop(&slot);
 }

@@ -55,7 +55,8 @@ async fn our_edge_and_an_upstream_edge_on_one_interior_reach_each_other() {
     assert_eq!(reapply(&slot, &d)["ok"], json!(true));
     until("our Listener for the upstream edge's key binds", s, async || bound(&slot, "edge-only")).await;
     through_to_skrouterd_target(our_port, "edge-echo", 256 * 1024).await;
-    both_ways_at_once(edge_echo_port, "ours-echo", our_port, "edge-echo", 4).await;
+    both_ways_at_once((edge_echo_port, "ours-echo", DialedBy::Ours), (our_port, "edge-echo", DialedBy::Skrouterd), 4)
+        .await;
 
     // the interior's collector counts both edges (each's ROUTER record, by its name `0/<id>`)
     for router in ["ours", EDGE_ID] {

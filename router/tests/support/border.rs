@@ -130,6 +130,17 @@ pub fn pattern(from: usize, n: usize) -> Vec<u8> {
 /// Writes [`pattern`]'s first `n` bytes in pieces of `chunk`, telling `written` the bytes written so far after each
 /// piece, then half-closes.
 pub async fn write_pattern(w: &mut tokio::net::tcp::OwnedWriteHalf, n: usize, chunk: usize, written: impl Fn(usize)) {
+    write_pattern_open(w, n, chunk, written).await;
+    w.shutdown().await.unwrap();
+}
+
+/// [`write_pattern`] without the half-close.
+pub async fn write_pattern_open(
+    w: &mut tokio::net::tcp::OwnedWriteHalf,
+    n: usize,
+    chunk: usize,
+    written: impl Fn(usize),
+) {
     let mut at = 0;
     while at < n {
         let k = (n - at).min(chunk);
@@ -137,7 +148,22 @@ pub async fn write_pattern(w: &mut tokio::net::tcp::OwnedWriteHalf, n: usize, ch
         at += k;
         written(at);
     }
-    w.shutdown().await.unwrap();
+}
+
+/// Who dials an echo target: our router's Connector, or skrouterd's `tcpConnector` (whose clients half-close only
+/// once the echo is back: [`through_to_skrouterd_target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialedBy {
+    Ours,
+    Skrouterd,
+}
+
+/// [`through`] or [`through_to_skrouterd_target`], as `by` dials the target.
+pub async fn through_dialed(port: u16, name: &str, n: usize, by: DialedBy) {
+    match by {
+        DialedBy::Ours => through(port, name, n).await,
+        DialedBy::Skrouterd => through_to_skrouterd_target(port, name, n).await,
+    }
 }
 
 /// A client of `port`: the target that answers greets with `name`, echoes `n` bytes (written while the answer is
@@ -177,12 +203,7 @@ pub async fn through_to_skrouterd_target(port: u16, name: &str, n: usize) {
     let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut r, mut w) = s.into_split();
     let writer = tokio::spawn(async move {
-        let mut at = 0;
-        while at < n {
-            let k = (n - at).min(64 * 1024);
-            w.write_all(&pattern(at, k)).await.unwrap();
-            at += k;
-        }
+        write_pattern_open(&mut w, n, 64 * 1024, |_| {}).await;
         w
     });
     let greeting = format!("{name}\n");
@@ -507,12 +528,13 @@ pub async fn observed_record(
 
 /// Clients through two ports at once, `n` each way ([`through`]: `a_port` answered by `a_name`, `b_port` by
 /// `b_name`; each a few bytes longer than the one before, 64 KiB and up).
-pub async fn both_ways_at_once(a_port: u16, a_name: &str, b_port: u16, b_name: &str, n: usize) {
+pub async fn both_ways_at_once(a: (u16, &str, DialedBy), b: (u16, &str, DialedBy), n: usize) {
     let mut clients = vec![];
     for i in 0..n {
-        let (a_name, b_name) = (a_name.to_string(), b_name.to_string());
-        clients.push(tokio::spawn(async move { through(a_port, &a_name, 64 * 1024 + i).await }));
-        clients.push(tokio::spawn(async move { through(b_port, &b_name, 64 * 1024 + i).await }));
+        for (port, name, by) in [a, b] {
+            let name = name.to_string();
+            clients.push(tokio::spawn(async move { through_dialed(port, &name, 64 * 1024 + i, by).await }));
+        }
     }
     for c in clients {
         c.await.unwrap();
