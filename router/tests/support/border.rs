@@ -158,37 +158,10 @@ pub enum DialedBy {
     Skrouterd,
 }
 
-/// [`through`] or [`through_to_skrouterd_target`], as `by` dials the target.
-pub async fn through_dialed(port: u16, name: &str, n: usize, by: DialedBy) {
-    match by {
-        DialedBy::Ours => through(port, name, n).await,
-        DialedBy::Skrouterd => through_to_skrouterd_target(port, name, n).await,
-    }
-}
-
 /// A client of `port`: the target that answers greets with `name`, echoes `n` bytes (written while the answer is
 /// read), and after our half-close says "done" and closes; every byte is checked.
 pub async fn through(port: u16, name: &str, n: usize) {
-    let started = Instant::now();
-    let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut r, mut w) = s.into_split();
-    let writer = tokio::spawn(async move { write_pattern(&mut w, n, 64 * 1024, |_| {}).await });
-    let mut got = Vec::with_capacity(n + 64);
-    let read = tokio::time::timeout(LIMIT * 4, r.read_to_end(&mut got)).await;
-    assert!(matches!(read, Ok(Ok(_))), "{name} through port {port}: {read:?} after {} bytes", got.len());
-    writer.await.unwrap();
-    let greeting = format!("{name}\n");
-    assert!(
-        got.starts_with(greeting.as_bytes()),
-        "{name} answered: {:?}",
-        String::from_utf8_lossy(&got[..got.len().min(40)])
-    );
-    assert!(got.ends_with(b"done\n"), "{name} said done after our half-close ({} bytes)", got.len());
-    assert_eq!(got.len(), greeting.len() + n + 5, "{name}: every byte echoed once");
-    assert!(got[greeting.len()..greeting.len() + n] == pattern(0, n)[..], "{name}: the bytes echoed are ours");
-    if n >= MIB {
-        eprintln!("{} MiB each way through port {port} ({name}) in {:?}", n / MIB, started.elapsed());
-    }
+    through_dialed(port, name, n, DialedBy::Ours).await
 }
 
 /// [`through`] to a target that skrouterd's `tcpConnector` dials: the client half-closes only once the whole echo
@@ -199,25 +172,40 @@ pub async fn through(port: u16, name: &str, n: usize) {
 /// echo is in flight is what makes skrouterd write-close early, so these clients wait; the half-close in flight is
 /// tested where our router dials the target.
 pub async fn through_to_skrouterd_target(port: u16, name: &str, n: usize) {
+    through_dialed(port, name, n, DialedBy::Skrouterd).await
+}
+
+/// [`through`] or [`through_to_skrouterd_target`], as `by` dials the target: the client half-closes when it has
+/// written everything, or once the whole echo is back.
+pub async fn through_dialed(port: u16, name: &str, n: usize, by: DialedBy) {
     let started = Instant::now();
     let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (mut r, mut w) = s.into_split();
     let writer = tokio::spawn(async move {
         write_pattern_open(&mut w, n, 64 * 1024, |_| {}).await;
+        if by == DialedBy::Ours {
+            w.shutdown().await.unwrap();
+        }
         w
     });
     let greeting = format!("{name}\n");
     let mut got = vec![0u8; greeting.len() + n];
     let read = tokio::time::timeout(LIMIT * 4, r.read_exact(&mut got)).await;
     assert!(matches!(read, Ok(Ok(_))), "{name} through port {port}: {read:?}");
-    assert!(got.starts_with(greeting.as_bytes()), "{name} answered: {:?}", String::from_utf8_lossy(&got[..40.min(n)]));
+    assert!(
+        got.starts_with(greeting.as_bytes()),
+        "{name} answered: {:?}",
+        String::from_utf8_lossy(&got[..40.min(got.len())])
+    );
     assert!(got[greeting.len()..] == pattern(0, n)[..], "{name}: the bytes echoed are ours");
     let mut w = writer.await.unwrap();
-    w.shutdown().await.unwrap();
+    if by == DialedBy::Skrouterd {
+        w.shutdown().await.unwrap();
+    }
     let mut tail = Vec::new();
     let read = tokio::time::timeout(LIMIT, r.read_to_end(&mut tail)).await;
     assert!(matches!(read, Ok(Ok(_))), "{name} through port {port} after our half-close: {read:?}");
-    assert_eq!(tail, b"done\n", "{name} said done after our half-close, and nothing more");
+    assert_eq!(tail, b"done\n", "{name} said done after our half-close, and every byte was echoed once");
     if n >= MIB {
         eprintln!("{} MiB each way through port {port} ({name}) in {:?}", n / MIB, started.elapsed());
     }
