@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from router_certs import Issued, TestCA
-from router_support import free_port
+from router_support import free_port, metric_value
 
 from service_network.router.names import CONTROL_SNI, KEY_SNI_WILDCARD
 from service_network.router.rust_adaptor import RustAdaptor
@@ -191,11 +191,7 @@ class NetRouter:
         """This router's metric ``name`` whose labels contain ``labels`` (0 when there is none), read from the router
         now."""
         assert self.adaptor is not None
-        text = await self.adaptor.plane.metrics_text()
-        for line in text.splitlines():
-            if line.startswith(f"{name}{{") and labels in line:
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return metric_value(await self.adaptor.plane.metrics_text(), name, labels)
 
     async def link_metric(self, metric: str, link: str) -> int:
         """A per-link counter of this router, e.g. ``streams`` or ``connections``, summed over the link's sessions

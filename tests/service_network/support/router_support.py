@@ -179,11 +179,16 @@ class FileRouter:
 
     async def metric(self, name: str, labels: str) -> float:
         """The value of the router's metric ``name`` whose labels contain ``labels`` (0 when there is none)."""
-        text = await self.adaptor.plane.metrics_text()
-        for line in text.splitlines():
-            if line.startswith(f"{name}{{") and labels in line:
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+        return metric_value(await self.adaptor.plane.metrics_text(), name, labels)
+
+
+def metric_value(text: str, name: str, labels: str) -> float:
+    """The value of metric ``name`` whose labels contain ``labels`` in a router's metrics ``text`` (0 when there is
+    none)."""
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{") and labels in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 @contextlib.asynccontextmanager
